@@ -1,0 +1,238 @@
+// The one stage runner: every bin/<stage> hands its StageDef to runStage(), which
+// owns argument parsing, stdin/stdout, line numbering, EPIPE, exit codes, cleanup
+// of temporary files, and the summary log line.
+import * as fs from 'node:fs';
+import type { Readable } from 'node:stream';
+import { Command, CommanderError } from 'commander';
+import { pino, type Logger } from 'pino';
+import { DataError, UsageError, formatPlace, ioError } from '../core/errors.js';
+import {
+  RawLineSplitter,
+  TextLineSplitter,
+  liveTempFiles,
+  removeQuietly,
+  type RawLineFn,
+  type TextLineFn,
+} from '../core/tsv.js';
+import { Output, OutputClosed } from './output.js';
+
+/** Values that may appear in the summary line. */
+export type Count = number | string | boolean | Record<string, number>;
+
+/** What a stage sees of the process: its input lines, its output, its log. */
+export interface StageContext {
+  readonly name: string;
+  /** Name of the input in messages: the file argument, or "-" for stdin. */
+  readonly inputName: string;
+  readonly log: Logger;
+  /** Counts reported in the summary line; stages add their own. */
+  readonly counts: Record<string, Count>;
+  readonly out: Output;
+  /** Feeds each input line (LF stripped) to `fn`; the input's last line must end in LF. */
+  eachLine(fn: TextLineFn): Promise<void>;
+  /** Feeds raw line bytes to `fn`, including a last line without LF. */
+  eachRawLine(fn: RawLineFn, maxLine?: number): Promise<void>;
+  /** Runs `fn` on every exit, success or not (before the summary line). */
+  onExit(fn: () => void): void;
+}
+
+/** A stage: its usage text, options, option normalization and its run over the context. */
+export interface StageDef<O> {
+  name: string;
+  /** One line: what the stage does. */
+  summary: string;
+  /** The body of --help: what it reads and writes, what it buffers, columns, notes. */
+  usage: string;
+  /** Adds the stage's options to the command. */
+  options?(cmd: Command): void;
+  /** Validates and types the parsed options; throws UsageError. The one place options are normalized. */
+  normalize(raw: Record<string, unknown>): O;
+  run(ctx: StageContext, opts: O): Promise<void>;
+}
+
+const COMMON_HELP = `
+Common to every stage:
+  Reads the input file (or stdin when it is "-" or absent) and writes stdout; logs
+  JSON lines to stderr, ending with one summary line (counts and ms). Exit status:
+  0 success, 1 bad data or I/O failure, 2 usage error. A closed stdout (| head)
+  ends the stage quietly. Errors read "<stage>: <file>:<line>: <message>".
+`;
+
+export function packageVersion(): string {
+  try {
+    const pkg = JSON.parse(fs.readFileSync(new URL('../../../package.json', import.meta.url), 'utf8'));
+    return String(pkg.version);
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** Parses argv, runs the stage, and exits the process with 0, 1 or 2. Never returns normally. */
+export async function runStage<O>(def: StageDef<O>, argv: string[] = process.argv): Promise<never> {
+  const started = process.hrtime.bigint();
+  const exitHooks: (() => void)[] = [];
+  const runExitHooks = () => {
+    for (const fn of exitHooks.splice(0).reverse()) {
+      try {
+        fn();
+      } catch {
+        /* cleanup must not mask the real outcome */
+      }
+    }
+    for (const f of liveTempFiles) removeQuietly(f);
+  };
+
+  // --- arguments -------------------------------------------------------------
+  const cmd = new Command(def.name)
+    .description(`${def.summary}\n\n${def.usage.trim()}`)
+    .version(packageVersion(), '--version', 'print the version and exit')
+    .helpOption('-h, --help', 'print this help and exit')
+    .argument('[input]', 'input file; "-" or absent for stdin')
+    .option('--log-level <level>', 'stderr log level: debug, info, warn, error, silent', 'info')
+    .allowExcessArguments(false)
+    .exitOverride()
+    .configureOutput({ outputError: () => undefined })
+    .addHelpText('after', COMMON_HELP);
+  def.options?.(cmd);
+
+  let opts: O;
+  let inputName = '-';
+  let logLevel = 'info';
+  try {
+    cmd.parse(argv);
+    const raw = cmd.opts();
+    logLevel = String(raw.logLevel);
+    if (!['debug', 'info', 'warn', 'error', 'silent', 'trace', 'fatal'].includes(logLevel)) {
+      throw new UsageError(`bad --log-level '${logLevel}'`);
+    }
+    inputName = (cmd.args[0] as string | undefined) ?? '-';
+    opts = def.normalize(raw);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.exitCode === 0) {
+        process.exit(0);
+      }
+      usageExit(def.name, err.message.replace(/^error: /, ''));
+    }
+    if (err instanceof UsageError) usageExit(def.name, err.message);
+    throw err;
+  }
+
+  // --- I/O -------------------------------------------------------------------
+  const log = pino({ name: def.name, level: logLevel, base: { stage: def.name } }, pino.destination({ fd: 2, sync: true }));
+  const out = new Output(process.stdout);
+  const counts: Record<string, Count> = {};
+  let input: Readable;
+  if (inputName === '-') {
+    input = process.stdin;
+  } else {
+    try {
+      fs.accessSync(inputName, fs.constants.R_OK);
+    } catch (err) {
+      fail(def.name, ioError(err, inputName, 'read input'), log, counts, started, runExitHooks);
+    }
+    input = fs.createReadStream(inputName, { highWaterMark: 1 << 20 });
+  }
+
+  const onSignal = (sig: NodeJS.Signals) => {
+    runExitHooks();
+    log.warn({ signal: sig, ...counts }, 'summary: interrupted');
+    process.exit(sig === 'SIGINT' ? 130 : 143);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  process.on('SIGHUP', onSignal);
+
+  const ctx: StageContext = {
+    name: def.name,
+    inputName,
+    log,
+    counts,
+    out,
+    onExit: (fn) => exitHooks.push(fn),
+    async eachLine(fn) {
+      const splitter = new TextLineSplitter(inputName);
+      try {
+        for await (const chunk of input) {
+          splitter.push(chunk as Buffer, fn);
+          await out.flushIfFull();
+        }
+      } catch (err) {
+        throw inputFailure(err, inputName);
+      }
+      splitter.end();
+    },
+    async eachRawLine(fn, maxLine) {
+      const splitter = new RawLineSplitter(maxLine);
+      try {
+        for await (const chunk of input) {
+          splitter.push(chunk as Buffer, fn);
+          await out.flushIfFull();
+        }
+      } catch (err) {
+        throw inputFailure(err, inputName);
+      }
+      splitter.end(fn);
+    },
+  };
+
+  try {
+    await def.run(ctx, opts);
+    await out.end();
+  } catch (err) {
+    if (err instanceof OutputClosed) {
+      runExitHooks();
+      summary(log, counts, started, 'output closed');
+      process.exit(0);
+    }
+    fail(def.name, err, log, counts, started, runExitHooks);
+  }
+  runExitHooks();
+  summary(log, counts, started, 'ok');
+  process.exit(0);
+}
+
+function inputFailure(err: unknown, file: string): unknown {
+  if (err instanceof DataError || err instanceof OutputClosed) return err;
+  const e = err as NodeJS.ErrnoException;
+  return e && typeof e.code === 'string' && /^E[A-Z]+$/.test(e.code) ? ioError(err, file, 'read input') : err;
+}
+
+function summary(log: Logger, counts: Record<string, Count>, started: bigint, status: string): void {
+  const ms = Number((process.hrtime.bigint() - started) / 1_000_000n);
+  log.info({ summary: true, status, ...counts, ms }, 'summary');
+}
+
+function usageExit(name: string, message: string): never {
+  process.stderr.write(`${name}: ${message}\nTry '${name} --help' for more information.\n`);
+  process.exit(2);
+}
+
+function fail(
+  name: string,
+  err: unknown,
+  log: Logger,
+  counts: Record<string, Count>,
+  started: bigint,
+  cleanup: () => void,
+): never {
+  cleanup();
+  let message: string;
+  let code: string;
+  if (err instanceof DataError) {
+    message = formatPlace(err.place, err.message);
+    code = err.code;
+  } else if (err instanceof UsageError) {
+    usageExit(name, err.message);
+  } else {
+    // A bug, not bad data: say so plainly; the stack only when asked for.
+    const e = err as Error;
+    message = `internal error: ${e && e.message ? e.message : String(err)}`;
+    code = 'INTERNAL';
+    if (process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${e && e.stack}\n`);
+  }
+  process.stderr.write(`${name}: ${message}\n`);
+  const ms = Number((process.hrtime.bigint() - started) / 1_000_000n);
+  log.error({ summary: true, status: 'failed', error_code: code, error: message, ...counts, ms }, 'summary');
+  process.exit(1);
+}

@@ -1,0 +1,24 @@
+// Hits are non-negative decimal integers. Sums stay exact beyond 2^53 by falling
+// back to BigInt, which costs nothing on the common small-number path.
+
+const HITS_RE = /^\d+$/;
+
+/** True for a non-negative decimal integer (leading zeros allowed, no sign). */
+export function isValidHits(text: string): boolean {
+  return text.length > 0 && text.length <= 30 && HITS_RE.test(text);
+}
+
+/** Canonical decimal form: no leading zeros ("007" -> "7"). */
+export function normalizeHits(text: string): string {
+  if (text.length < 16) return String(Number(text));
+  return BigInt(text).toString();
+}
+
+/** Exact sum of two valid hit counts, as canonical decimal text. */
+export function addHits(a: string, b: string): string {
+  if (a.length < 16 && b.length < 16) {
+    const s = Number(a) + Number(b);
+    if (s <= Number.MAX_SAFE_INTEGER) return String(s);
+  }
+  return (BigInt(a) + BigInt(b)).toString();
+}

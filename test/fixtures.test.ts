@@ -1,0 +1,73 @@
+// One table-driven test over fixtures/<stage>/<case>/:
+//   args     one argument per line (optional)
+//   stdin    bytes fed to stdin (optional)
+//   setup    bash script run first in the scratch dir, bin/ on PATH (optional)
+//   files/   copied into the scratch dir before the run (optional)
+//   stdout   expected stdout, byte for byte (when absent, stdout must be empty)
+//   exit     expected exit status (default 0)
+//   stderr   each non-empty line must appear in stderr (optional)
+//   expect/  files that must exist afterwards in the scratch dir with this content
+// The stage runs in a scratch copy with TZ=UTC and LC_ALL=C.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { ROOT, hasStackTrace, runBin, scratch, testEnv } from './lib/run.js';
+
+const FIXTURES = path.join(ROOT, 'fixtures');
+const stages = fs
+  .readdirSync(FIXTURES)
+  .filter((s) => fs.existsSync(path.join(ROOT, 'bin', s)))
+  .sort();
+
+const read = (f: string) => (fs.existsSync(f) ? fs.readFileSync(f) : null);
+
+for (const stage of stages) {
+  const dir = path.join(FIXTURES, stage);
+  for (const name of fs.readdirSync(dir).sort()) {
+    const c = path.join(dir, name);
+    if (!fs.statSync(c).isDirectory()) continue;
+    test(`${stage}/${name}`, () => {
+      const work = scratch(`ms-fx-${stage}-`);
+      if (fs.existsSync(path.join(c, 'files'))) fs.cpSync(path.join(c, 'files'), work, { recursive: true });
+      if (fs.existsSync(path.join(c, 'setup'))) {
+        const s = spawnSync('bash', [path.join(c, 'setup')], { cwd: work, env: testEnv(), encoding: 'utf8' });
+        assert.equal(s.status, 0, `setup failed: ${s.stderr}`);
+      }
+      const argsText = read(path.join(c, 'args'))?.toString('utf8') ?? '';
+      const args = argsText.split('\n').filter((a) => a.length > 0);
+      const stdin = read(path.join(c, 'stdin')) ?? Buffer.alloc(0);
+      const r = runBin(stage, args, stdin, work);
+      const wantExit = Number((read(path.join(c, 'exit'))?.toString('utf8') ?? '0').trim());
+      assert.equal(r.status, wantExit, `exit status; stderr:\n${r.stderr}`);
+      assert.ok(!hasStackTrace(r.stderr), `stack trace in stderr:\n${r.stderr}`);
+      const wantOut = read(path.join(c, 'stdout')) ?? Buffer.alloc(0);
+      assert.equal(r.stdout, wantOut.toString('utf8'), 'stdout');
+      const wantErr = read(path.join(c, 'stderr'))?.toString('utf8');
+      if (wantErr) {
+        for (const frag of wantErr.split('\n').filter((l) => l.length > 0)) {
+          assert.ok(r.stderr.includes(frag), `stderr lacks ${JSON.stringify(frag)}:\n${r.stderr}`);
+        }
+      }
+      const expectDir = path.join(c, 'expect');
+      if (fs.existsSync(expectDir)) {
+        for (const rel of walk(expectDir)) {
+          const got = read(path.join(work, rel));
+          assert.ok(got, `expected file ${rel} was not written`);
+          assert.equal(got.toString('utf8'), fs.readFileSync(path.join(expectDir, rel), 'utf8'), `content of ${rel}`);
+        }
+      }
+    });
+  }
+}
+
+function walk(dir: string, rel = ''): string[] {
+  const out: string[] = [];
+  for (const e of fs.readdirSync(path.join(dir, rel), { withFileTypes: true })) {
+    const r = path.join(rel, e.name);
+    if (e.isDirectory()) out.push(...walk(dir, r));
+    else out.push(r);
+  }
+  return out;
+}

@@ -1,0 +1,69 @@
+// Runs the real binaries in scratch directories, as an operator would.
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+export const BIN = path.join(ROOT, 'bin');
+
+/** Environment for every spawned stage: fixed zone and collation, bin/ on PATH. */
+export function testEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  return { ...process.env, TZ: 'UTC', LC_ALL: 'C', PATH: `${BIN}:${process.env.PATH}`, ...extra };
+}
+
+export interface RunResult {
+  status: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  stdoutBytes: Buffer;
+}
+
+/** Runs `bin/<stage> args` with `input` on stdin in `cwd`. */
+export function runBin(
+  stage: string,
+  args: string[],
+  input: string | Buffer = '',
+  cwd: string = ROOT,
+  env: Record<string, string> = {},
+): RunResult {
+  const r: SpawnSyncReturns<Buffer> = spawnSync(path.join(BIN, stage), args, {
+    input,
+    cwd,
+    env: testEnv(env),
+    maxBuffer: 1 << 28,
+    timeout: 120_000,
+  });
+  if (r.error) throw r.error;
+  return {
+    status: r.status,
+    signal: r.signal,
+    stdout: r.stdout.toString('utf8'),
+    stderr: r.stderr.toString('utf8'),
+    stdoutBytes: r.stdout,
+  };
+}
+
+/** A fresh scratch directory, removed when the process exits. */
+export function scratch(prefix = 'ms-test-'): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** The JSON summary line a stage wrote to stderr. */
+export function summaryOf(stderr: string): Record<string, unknown> {
+  const lines = stderr.split('\n').filter((l) => l.startsWith('{'));
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const obj = JSON.parse(lines[i]!);
+    if (obj.summary) return obj;
+  }
+  throw new Error(`no summary line in stderr:\n${stderr}`);
+}
+
+/** True when stderr looks like a JavaScript stack trace. */
+export function hasStackTrace(stderr: string): boolean {
+  return /^\s+at .+\(.*:\d+:\d+\)$/m.test(stderr) || /^\s+at .+:\d+:\d+$/m.test(stderr);
+}
