@@ -1,0 +1,54 @@
+// The runner for multi-command administration tools (partner-db): the same
+// conventions as runStage -- "<tool>: message" errors, exit 0/1/2, "Try '<tool>
+// --help'", help on stdout, no stack traces -- around a commander program with
+// subcommands instead of one stdin->stdout stage.
+import { Command, CommanderError } from 'commander';
+import { DataError, UsageError, formatPlace } from '../core/errors.js';
+import { packageVersion } from './stage.js';
+
+/**
+ * Builds the program with `build`, parses argv, runs the chosen subcommand's action
+ * and exits the process with 0 (success), 1 (DataError, I/O) or 2 (usage). Never returns.
+ */
+export async function runAdmin(name: string, build: (program: Command) => void, argv: string[] = process.argv): Promise<never> {
+  // A reader that goes away (| head) ends the tool quietly, as it does a stage.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(0);
+  });
+  const program = new Command(name)
+    .version(packageVersion(), '--version', 'print the version and exit')
+    .helpOption('-h, --help', 'print this help and exit')
+    .helpCommand(false)
+    .exitOverride()
+    .configureOutput({ outputError: () => undefined })
+    .showHelpAfterError(false);
+  build(program);
+  try {
+    if (argv.length <= 2) throw new UsageError('no command given');
+    await program.parseAsync(argv);
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.exitCode === 0) process.exit(0);
+      if (err.code === 'commander.help') usageExit(name, 'no command given');
+      usageExit(name, err.message.replace(/^error: /, ''));
+    }
+    if (err instanceof UsageError) usageExit(name, err.message);
+    let message: string;
+    if (err instanceof DataError) {
+      message = formatPlace(err.place, err.message);
+    } else {
+      const e = err as Error;
+      message = `internal error: ${e && e.message ? e.message : String(err)}`;
+      if (process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${e && e.stack}\n`);
+    }
+    process.stderr.write(`${name}: ${message}\n`);
+    process.exit(1);
+  }
+  await new Promise<void>((resolve) => process.stdout.write('', () => resolve()));
+  process.exit(0);
+}
+
+function usageExit(name: string, message: string): never {
+  process.stderr.write(`${name}: ${message}\nTry '${name} --help' for more information.\n`);
+  process.exit(2);
+}

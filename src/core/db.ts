@@ -1,0 +1,255 @@
+// The partner database (SQLite through better-sqlite3): who the Yacobots are and
+// which domain belongs to which. Stages open an existing database and check its
+// schema; only `partner-db init` creates tables.
+import * as fs from 'node:fs';
+import { domainToASCII } from 'node:url';
+import Database from 'better-sqlite3';
+import xxhash from 'xxhash-wasm';
+import { DataError } from './errors.js';
+
+export type Db = Database.Database;
+
+/** How long a connection waits for another process's write lock before failing. */
+export const BUSY_TIMEOUT_MS = 5000;
+
+/** The schema of SPEC.md, plus an index for per-Yacobot counts and moves. */
+export const SCHEMA_SQL = `
+CREATE TABLE IF NOT EXISTS yacobot (
+  id INTEGER PRIMARY KEY,
+  name TEXT UNIQUE NOT NULL,
+  weight REAL NOT NULL DEFAULT 1 CHECK (weight > 0),
+  active INTEGER NOT NULL DEFAULT 1
+);
+CREATE TABLE IF NOT EXISTS partner_domain (
+  domain TEXT PRIMARY KEY,
+  yacobot_id INTEGER NOT NULL REFERENCES yacobot(id),
+  added_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS partner_domain_yacobot ON partner_domain(yacobot_id);
+`;
+
+const REQUIRED_COLUMNS: Record<string, string[]> = {
+  yacobot: ['id', 'name', 'weight', 'active'],
+  partner_domain: ['domain', 'yacobot_id', 'added_at'],
+};
+
+/** A Yacobot row. */
+export interface Yacobot {
+  id: number;
+  name: string;
+  weight: number;
+  active: boolean;
+}
+
+/** A Yacobot with the number of domains it owns. */
+export interface YacobotLoad extends Yacobot {
+  domains: number;
+}
+
+/**
+ * Turns an error thrown by better-sqlite3 into a DataError naming the database
+ * file; returns anything else unchanged (so callers can `throw dbError(err, file)`).
+ */
+export function dbError(err: unknown, file: string): unknown {
+  if (err instanceof DataError) return err;
+  const e = err as { code?: unknown; message?: unknown; name?: unknown };
+  if (e && typeof e.code === 'string' && e.code.startsWith('SQLITE_')) {
+    const hint =
+      e.code === 'SQLITE_BUSY'
+        ? ` (another process held the database longer than ${BUSY_TIMEOUT_MS} ms)`
+        : e.code === 'SQLITE_NOTADB'
+          ? ' (not an SQLite database?)'
+          : '';
+    return new DataError('DB', `database error: ${e.code}: ${String(e.message)}${hint}`, { file });
+  }
+  return err;
+}
+
+/** The hint every "no database" message carries. */
+export function initHint(file: string): string {
+  return `create one with: partner-db --db ${file} init`;
+}
+
+/**
+ * Opens an existing partner database for a stage: WAL mode, busy timeout, foreign
+ * keys on, schema checked. Never creates the file; a missing file or a wrong schema
+ * is a DataError that says what to do.
+ */
+export function openDb(file: string, opts: { readonly?: boolean } = {}): Db {
+  let st: fs.Stats;
+  try {
+    st = fs.statSync(file);
+  } catch {
+    throw new DataError('NO_DB', `database does not exist; ${initHint(file)}`, { file });
+  }
+  if (!st.isFile()) throw new DataError('NO_DB', 'database is not a regular file', { file });
+  let db: Db | null = null;
+  try {
+    db = new Database(file, { fileMustExist: true, timeout: BUSY_TIMEOUT_MS, readonly: opts.readonly ?? false });
+    configure(db, !opts.readonly);
+    checkSchema(db, file);
+    return db;
+  } catch (err) {
+    db?.close();
+    throw dbError(err, file);
+  }
+}
+
+/**
+ * Creates the database file if needed and the tables if missing (idempotent), then
+ * checks the schema, so an existing file with other tables of the same names fails.
+ * Returns whether the tables were created now.
+ */
+export function initDb(file: string): { db: Db; created: boolean } {
+  let db: Db | null = null;
+  try {
+    db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
+    configure(db, true);
+    const before = tableNames(db);
+    db.exec(SCHEMA_SQL);
+    checkSchema(db, file);
+    return { db, created: !(before.has('yacobot') && before.has('partner_domain')) };
+  } catch (err) {
+    db?.close();
+    throw dbError(err, file);
+  }
+}
+
+function configure(db: Db, writable: boolean): void {
+  // WAL lets readers (domains-from-db, lookups) run while a writer commits.
+  if (writable) db.pragma('journal_mode = WAL');
+  db.pragma('foreign_keys = ON');
+}
+
+function tableNames(db: Db): Set<string> {
+  return new Set(db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[]);
+}
+
+/** Throws a DataError naming the first missing table or column of SPEC.md's schema. */
+export function checkSchema(db: Db, file: string): void {
+  const tables = tableNames(db);
+  for (const [table, cols] of Object.entries(REQUIRED_COLUMNS)) {
+    if (!tables.has(table)) {
+      throw new DataError('BAD_SCHEMA', `not a partner database: missing table '${table}' (${initHint(file)})`, { file });
+    }
+    const have = new Set((db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).map((c) => c.name));
+    for (const col of cols) {
+      if (!have.has(col)) throw new DataError('BAD_SCHEMA', `wrong schema: table '${table}' has no column '${col}'`, { file });
+    }
+  }
+}
+
+/** Every Yacobot with its domain count, by id. */
+export function yacobotLoads(db: Db): YacobotLoad[] {
+  const rows = db
+    .prepare(
+      `SELECT y.id, y.name, y.weight, y.active,
+              (SELECT COUNT(*) FROM partner_domain d WHERE d.yacobot_id = y.id) AS domains
+         FROM yacobot y ORDER BY y.id`,
+    )
+    .all() as { id: number; name: string; weight: number; active: number; domains: number }[];
+  return rows.map((r) => ({ id: r.id, name: r.name, weight: r.weight, active: r.active !== 0, domains: r.domains }));
+}
+
+/** The active Yacobots with their domain counts, by id. */
+export function activeLoads(db: Db): YacobotLoad[] {
+  return yacobotLoads(db).filter((y) => y.active);
+}
+
+/**
+ * Finds a Yacobot by id (all digits) or by name; throws a DataError if there is none.
+ * Names are never all digits (partner-db add refuses them), so the two cannot clash.
+ */
+export function findYacobot(db: Db, ref: string): Yacobot {
+  const row = (
+    /^\d+$/.test(ref)
+      ? db.prepare('SELECT id, name, weight, active FROM yacobot WHERE id = ?').get(Number(ref))
+      : db.prepare('SELECT id, name, weight, active FROM yacobot WHERE name = ?').get(ref)
+  ) as { id: number; name: string; weight: number; active: number } | undefined;
+  if (!row) throw new DataError('NO_YACOBOT', /^\d+$/.test(ref) ? `no Yacobot with id ${ref}` : `no Yacobot named '${ref}'`);
+  return { id: row.id, name: row.name, weight: row.weight, active: row.active !== 0 };
+}
+
+const LABEL_RE = /^[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?$/;
+
+/**
+ * Normalizes a domain typed by a person (CSV import, assign): trims, lower-cases,
+ * converts an IDN to punycode, drops one trailing dot. Returns the domain, or an
+ * error message for something that cannot be a host name.
+ */
+export function normalizeDomain(text: string): { domain: string } | { error: string } {
+  let d = text.trim().toLowerCase();
+  if (d.endsWith('.')) d = d.slice(0, -1);
+  if (d === '') return { error: 'empty domain' };
+  // Checked before IDN conversion, which would silently drop tabs and newlines.
+  if (/[\x00-\x20\x7f]/.test(d)) return { error: `bad domain '${text.trim().replace(/[\x00-\x1f\x7f]/g, '?')}' (space or control character)` };
+  if (/^\[[0-9a-f:.]+\]$/.test(d)) return { domain: d }; // IPv6 literal, as the URL records carry it
+  if (/[^\x21-\x7e]/.test(d)) {
+    const ascii = domainToASCII(d);
+    if (ascii === '') return { error: `bad domain '${text.trim()}'` };
+    d = ascii;
+  }
+  if (d.length > 253) return { error: `domain longer than 253 characters` };
+  const labels = d.split('.');
+  for (const l of labels) {
+    if (l.length === 0 || l.length > 63 || !LABEL_RE.test(l)) return { error: `bad domain '${text.trim()}'` };
+  }
+  return { domain: d };
+}
+
+/**
+ * Least-loaded choice over a fixed set of Yacobots: load = domains / weight, ties to
+ * the smallest id; every pick counts, so a batch of picks spreads by weight.
+ */
+export class LeastLoaded {
+  private readonly ys: { id: number; weight: number; domains: number }[];
+
+  constructor(yacobots: readonly { id: number; weight: number; domains: number }[]) {
+    this.ys = yacobots.map((y) => ({ id: y.id, weight: y.weight, domains: y.domains })).sort((a, b) => a.id - b.id);
+  }
+
+  get size(): number {
+    return this.ys.length;
+  }
+
+  /** The id of the least-loaded Yacobot, whose count then grows by one. Throws if there is none. */
+  pick(): number {
+    let best = this.ys[0];
+    if (!best) throw new Error('LeastLoaded.pick with no Yacobots');
+    for (let i = 1; i < this.ys.length; i++) {
+      const y = this.ys[i]!;
+      // Cross-multiplied to compare domains/weight without rounding; strict < keeps the smaller id on ties.
+      if (y.domains * best.weight < best.domains * y.weight) best = y;
+    }
+    best.domains++;
+    return best.id;
+  }
+}
+
+/** Weighted rendezvous choice: the same domain and Yacobot list give the same answer everywhere. */
+export type RendezvousFn = (domain: string, yacobots: readonly { id: number; weight: number }[]) => number;
+
+const TWO_53 = 2 ** 53;
+
+/**
+ * Loads the hash and returns the weighted rendezvous chooser: for each Yacobot,
+ * score = -weight / ln(h), h = the top 53 bits of XXH64("domain TAB id") mapped into
+ * (0,1); the highest score wins, ties to the smallest id.
+ */
+export async function loadRendezvous(): Promise<RendezvousFn> {
+  const { h64 } = await xxhash();
+  return (domain, yacobots) => {
+    let bestId = -1;
+    let bestScore = -Infinity;
+    for (const y of yacobots) {
+      const h = (Number(h64(`${domain}\t${y.id}`) >> 11n) + 0.5) / TWO_53;
+      const score = -y.weight / Math.log(h);
+      if (score > bestScore || (score === bestScore && y.id < bestId)) {
+        bestScore = score;
+        bestId = y.id;
+      }
+    }
+    if (bestId < 0) throw new Error('rendezvous with no Yacobots');
+    return bestId;
+  };
+}

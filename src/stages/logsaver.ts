@@ -1,0 +1,143 @@
+// logsaver: split routed records into one queue file per Yacobot, published atomically.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { StageDef } from '../cli/stage.js';
+import { DataError, UsageError, ioError } from '../core/errors.js';
+import { checkUrlRecord, clip } from '../core/records.js';
+import { FileWriter, liveTempFiles, removeQuietly } from '../core/tsv.js';
+
+export interface LogsaverOptions {
+  queueDir: string;
+  name: string;
+}
+
+/** Yacobot ids that may become directory names: positive decimal integers, no sign or leading zero. */
+export const YACOBOT_DIR_RE = /^[1-9][0-9]{0,17}$/;
+
+/** Returns what is wrong with a queue file name, or null: one safe path component. */
+export function checkQueueName(name: string): string | null {
+  if (name === '') return 'is empty';
+  if (name.includes('/')) return "contains '/'";
+  if (name.startsWith('.')) return "starts with '.'";
+  if (/[\x00-\x1f\x7f]/.test(name)) return 'contains a control character';
+  if (Buffer.byteLength(name) > 200) return 'is longer than 200 bytes';
+  return null;
+}
+
+interface Queue {
+  id: string;
+  dir: string;
+  tmp: string;
+  final: string;
+  writer: FileWriter;
+  records: number;
+}
+
+export const logsaver: StageDef<LogsaverOptions> = {
+  name: 'logsaver',
+  summary: 'Write routed records into per-Yacobot queue files DIR/<yacobot_id>/<NAME>.tsv.',
+  usage: `
+Reads routed records "yacobot_id id timestamp updatetag hits domain url" and,
+for each Yacobot, writes its URL records (the 6 fields after yacobot_id, in
+input order) to
+
+  DIR/<yacobot_id>/<NAME>.tsv
+
+Each file is written to a temporary file in the same directory
+(.<NAME>.tsv.tmp-<pid>, never matching *.tsv), fsynced, and renamed into place
+only after the whole input was read without error; an existing file of that
+name is replaced, so a rerun with the same input is idempotent. On any error
+every temporary file is removed and nothing is published. A Yacobot with no
+records gets no file. Directories are created as needed.
+
+yacobot_id must be a positive decimal integer (1-999999999999999999, no sign,
+no leading zero); NAME must be one safe file name (no '/', not starting with
+'.').
+
+Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
+  options(cmd) {
+    cmd
+      .requiredOption('--queue-dir <dir>', 'root of the queue directories')
+      .requiredOption('--name <name>', 'queue file name without .tsv (e.g. the run name 2011072806)');
+  },
+  normalize(raw) {
+    const name = String(raw.name);
+    const bad = checkQueueName(name);
+    if (bad) throw new UsageError(`--name '${clip(name)}' ${bad}`);
+    return { queueDir: String(raw.queueDir), name };
+  },
+  async run(ctx, o) {
+    const queues = new Map<string, Queue>();
+    let published = false;
+    ctx.onExit(() => {
+      if (published) return;
+      for (const q of queues.values()) {
+        q.writer.abandon();
+        removeQuietly(q.tmp);
+        liveTempFiles.delete(q.tmp);
+      }
+    });
+    const file = ctx.inputName;
+    let recordsIn = 0;
+
+    const open = (id: string): Queue => {
+      const dir = path.join(o.queueDir, id);
+      try {
+        fs.mkdirSync(dir, { recursive: true });
+      } catch (err) {
+        throw ioError(err, dir, 'create the queue directory');
+      }
+      const tmp = path.join(dir, `.${o.name}.tsv.tmp-${process.pid}`);
+      liveTempFiles.add(tmp);
+      const q: Queue = { id, dir, tmp, final: path.join(dir, `${o.name}.tsv`), writer: new FileWriter(tmp, 'w'), records: 0 };
+      queues.set(id, q);
+      return q;
+    };
+
+    await ctx.eachLine((line, lineNo) => {
+      const tab = line.indexOf('\t');
+      const id = tab < 0 ? line : line.slice(0, tab);
+      if (!YACOBOT_DIR_RE.test(id)) {
+        throw new DataError('BAD_RECORD', `bad yacobot_id '${clip(id)}' (want a positive integer)`, { file, line: lineNo });
+      }
+      const rec = line.slice(tab + 1);
+      const bad = checkUrlRecord(rec.split('\t'));
+      if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
+      recordsIn++;
+      const q = queues.get(id) ?? open(id);
+      q.writer.write(rec + '\n');
+      q.records++;
+    });
+
+    // Everything durable first, then the renames: a failure before this point publishes nothing.
+    const sorted = [...queues.values()].sort((a, b) => a.id.length - b.id.length || (a.id < b.id ? -1 : 1));
+    for (const q of sorted) q.writer.close(true);
+    for (const q of sorted) {
+      try {
+        fs.renameSync(q.tmp, q.final);
+      } catch (err) {
+        throw ioError(err, q.final, 'publish the queue file');
+      }
+      liveTempFiles.delete(q.tmp);
+    }
+    published = true;
+    for (const q of sorted) syncDir(q.dir);
+
+    const perYacobot: Record<string, number> = {};
+    for (const q of sorted) perYacobot[q.id] = q.records;
+    Object.assign(ctx.counts, { queue_name: o.name, records_in: recordsIn, files: sorted.length, per_yacobot: perYacobot });
+  },
+};
+
+/** Makes a rename durable (the directory entry), where the platform allows it. */
+function syncDir(dir: string): void {
+  let fd = -1;
+  try {
+    fd = fs.openSync(dir, 'r');
+    fs.fsyncSync(fd);
+  } catch {
+    /* not supported everywhere; the data itself is already fsynced */
+  } finally {
+    if (fd >= 0) fs.closeSync(fd);
+  }
+}

@@ -1,0 +1,373 @@
+// partner-db: administration of the partner database (Yacobots and domain owners).
+import * as fs from 'node:fs';
+import type { Command } from 'commander';
+import { parse as parseCsv } from 'csv-parse/sync';
+import {
+  LeastLoaded,
+  dbError,
+  findYacobot,
+  initDb,
+  normalizeDomain,
+  openDb,
+  yacobotLoads,
+  type Db,
+  type Yacobot,
+  type YacobotLoad,
+} from '../core/db.js';
+import { DataError, UsageError, ioError } from '../core/errors.js';
+import { clip } from '../core/records.js';
+import { formatTimestamp } from '../core/time.js';
+
+const NAME = 'partner-db';
+/** At most this many bad CSV rows are listed before the import gives up. */
+const MAX_REPORTED_ROWS = 20;
+
+const say = (text: string) => process.stdout.write(text + '\n');
+const label = (y: Yacobot) => `${y.id} (${y.name})`;
+
+/** Parses a weight argument: a positive finite decimal number. */
+export function parseWeight(text: string): number {
+  const w = /^\s*\d+(\.\d+)?\s*$/.test(text) ? Number(text) : NaN;
+  if (!Number.isFinite(w) || w <= 0) throw new UsageError(`weight must be a positive number, got '${text}'`);
+  return w;
+}
+
+/** Returns what is wrong with a new Yacobot name, or null. */
+export function checkYacobotName(name: string): string | null {
+  if (name.trim() !== name || name === '') return 'must be non-empty without leading or trailing spaces';
+  if (/^\d+$/.test(name)) return 'must not be all digits (digits mean an id)';
+  if (/[\x00-\x1f\x7f]/.test(name)) return 'must not contain control characters';
+  if (name.length > 100) return 'must be at most 100 characters';
+  return null;
+}
+
+/** Moves every domain of `from` to the other active Yacobots, least-loaded first; returns moves per target id. */
+function moveDomains(db: Db, from: Yacobot, others: YacobotLoad[]): Map<number, number> {
+  const domains = db.prepare('SELECT domain FROM partner_domain WHERE yacobot_id = ? ORDER BY domain').pluck().all(from.id) as string[];
+  const moved = new Map<number, number>();
+  if (domains.length === 0) return moved;
+  if (others.length === 0) {
+    throw new DataError(
+      'LAST_YACOBOT',
+      `cannot disable Yacobot ${label(from)}: it is the last active one and owns ${domains.length} domain(s); add or enable another first`,
+    );
+  }
+  const least = new LeastLoaded(others);
+  const update = db.prepare('UPDATE partner_domain SET yacobot_id = ? WHERE domain = ?');
+  for (const d of domains) {
+    const to = least.pick();
+    update.run(to, d);
+    moved.set(to, (moved.get(to) ?? 0) + 1);
+  }
+  return moved;
+}
+
+interface CsvRow {
+  line: number;
+  domain: string;
+  yacobot: Yacobot;
+}
+
+/**
+ * Parses and validates a `domain,yacobot` CSV (RFC 4180 quoting, an optional
+ * `domain,yacobot` header, blank lines skipped). Bad rows are collected as
+ * "line: message"; nothing is written to the database here.
+ */
+export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): { rows: CsvRow[]; errors: DataError[] } {
+  const byId = new Map(yacobots.map((y) => [String(y.id), y]));
+  const byName = new Map(yacobots.map((y) => [y.name, y]));
+  let records: { record: string[]; info: { lines: number } }[];
+  try {
+    records = parseCsv(text, { info: true, bom: true, skip_empty_lines: true, relax_column_count: true, trim: true }) as unknown as typeof records;
+  } catch (err) {
+    const e = err as { message?: string; lines?: number; code?: string };
+    const msg = String(e.message ?? err).replace(/^Invalid (Opening|Closing) Quote: /, '');
+    throw new DataError('BAD_CSV', `CSV syntax: ${msg}`, { file, line: typeof e.lines === 'number' ? e.lines : undefined });
+  }
+  const rows: CsvRow[] = [];
+  const errors: DataError[] = [];
+  const firstLine = new Map<string, { line: number; yacobot: number }>();
+  records.forEach(({ record, info }, i) => {
+    const line = info.lines;
+    const bad = (m: string) => errors.push(new DataError('BAD_ROW', m, { file, line }));
+    if (i === 0 && record.length === 2 && record[0]!.toLowerCase() === 'domain' && /^yacobot(_id)?$/i.test(record[1]!)) return;
+    if (record.length !== 2) return bad(`expected 2 fields (domain,yacobot), got ${record.length}`);
+    const nd = normalizeDomain(record[0]!);
+    if ('error' in nd) return bad(nd.error);
+    const ref = record[1]!;
+    const y = /^\d+$/.test(ref) ? byId.get(String(Number(ref))) : byName.get(ref);
+    if (!y) return bad(/^\d+$/.test(ref) ? `no Yacobot with id ${ref}` : `no Yacobot named '${clip(ref)}'`);
+    if (!y.active) return bad(`Yacobot ${label(y)} is disabled`);
+    const prev = firstLine.get(nd.domain);
+    if (prev) {
+      if (prev.yacobot !== y.id) bad(`domain ${nd.domain} was given to another Yacobot on line ${prev.line}`);
+      return;
+    }
+    firstLine.set(nd.domain, { line, yacobot: y.id });
+    rows.push({ line, domain: nd.domain, yacobot: y });
+  });
+  return { rows, errors };
+}
+
+function pad(cells: string[][], rightAligned: boolean[]): string {
+  const widths = cells[0]!.map((_, c) => Math.max(...cells.map((r) => r[c]!.length)));
+  return cells
+    .map((r) => r.map((v, c) => (rightAligned[c] ? v.padStart(widths[c]!) : v.padEnd(widths[c]!))).join('  ').trimEnd())
+    .join('\n');
+}
+
+const pct = (x: number | null) => (x === null ? '-' : `${(x * 100).toFixed(1)}%`);
+
+/** The numbers behind `stats`: per Yacobot, its domains and its shares of domains and of active weight. */
+export function statsOf(ys: YacobotLoad[]) {
+  const total = ys.reduce((s, y) => s + y.domains, 0);
+  const activeWeight = ys.filter((y) => y.active).reduce((s, y) => s + y.weight, 0);
+  return {
+    domains: total,
+    active: ys.filter((y) => y.active).length,
+    active_weight: activeWeight,
+    yacobots: ys.map((y) => ({
+      id: y.id,
+      name: y.name,
+      weight: y.weight,
+      active: y.active,
+      domains: y.domains,
+      domain_share: total === 0 ? null : y.domains / total,
+      weight_share: y.active && activeWeight > 0 ? y.weight / activeWeight : null,
+    })),
+  };
+}
+
+/** Adds partner-db's subcommands to the program (the runner owns parsing and exits). */
+export function buildPartnerDb(program: Command): void {
+  program
+    .description(
+      `Administer the partner database: Yacobots (crawler servers) with weights, and
+the domain -> Yacobot table that upload-domains and domains-from-db use.
+
+YACOBOT arguments take an id or a name. Domains given by hand are trimmed,
+lower-cased, converted to punycode and checked; they should be registrable
+domains (example.co.uk), as the URL records carry them.`,
+    )
+    .option('--db <file>', 'the partner database (SQLite); required')
+    .addHelpText(
+      'after',
+      `
+Exit status: 0 success, 1 bad data or database failure, 2 usage error.
+Errors read "partner-db: <file>:<line>: <message>".
+
+Example:
+  partner-db --db state/partner.db init
+  partner-db --db state/partner.db add yb1 --weight 2
+  partner-db --db state/partner.db import partners.csv
+  partner-db --db state/partner.db stats`,
+    );
+
+  const dbFile = (cmd: Command): string => {
+    const f = cmd.optsWithGlobals().db as string | undefined;
+    if (f === undefined || f === '') throw new UsageError('--db FILE is required');
+    return f;
+  };
+  /** Opens the checked database, runs fn, closes; database errors name the file. */
+  const withDb = <T>(cmd: Command, fn: (db: Db, file: string) => T): T => {
+    const file = dbFile(cmd);
+    const db = openDb(file);
+    try {
+      return fn(db, file);
+    } catch (err) {
+      throw dbError(err, file);
+    } finally {
+      db.close();
+    }
+  };
+
+  program
+    .command('init')
+    .description('create the database file and its tables (safe to run again)')
+    .action((_o, cmd: Command) => {
+      const file = dbFile(cmd);
+      const { db, created } = initDb(file);
+      db.close();
+      say(created ? `initialized ${file}` : `${file} is already a partner database`);
+    });
+
+  program
+    .command('add <name>')
+    .description('add an active Yacobot; prints its id')
+    .option('--weight <w>', 'its share of domains relative to the others', '1')
+    .action((name: string, o: { weight: string }, cmd: Command) => {
+      const bad = checkYacobotName(name);
+      if (bad) throw new UsageError(`Yacobot name '${clip(name)}' ${bad}`);
+      const weight = parseWeight(o.weight);
+      withDb(cmd, (db, file) => {
+        if (db.prepare('SELECT 1 FROM yacobot WHERE name = ?').get(name)) {
+          throw new DataError('DUPLICATE', `a Yacobot named '${name}' already exists`, { file });
+        }
+        const r = db.prepare('INSERT INTO yacobot (name, weight, active) VALUES (?, ?, 1)').run(name, weight);
+        say(`added Yacobot ${r.lastInsertRowid} (${name}), weight ${weight}`);
+      });
+    });
+
+  program
+    .command('list')
+    .description('list the Yacobots: id, name, weight, active')
+    .option('--json', 'one JSON array for scripts')
+    .action((o: { json?: boolean }, cmd: Command) => {
+      withDb(cmd, (db) => {
+        const ys = yacobotLoads(db);
+        if (o.json) {
+          say(JSON.stringify(ys.map(({ id, name, weight, active }) => ({ id, name, weight, active }))));
+          return;
+        }
+        const rows = [['ID', 'NAME', 'WEIGHT', 'ACTIVE'], ...ys.map((y) => [String(y.id), y.name, String(y.weight), y.active ? 'yes' : 'no'])];
+        say(pad(rows, [true, false, true, false]));
+      });
+    });
+
+  program
+    .command('set-weight <yacobot> <w>')
+    .description("change a Yacobot's weight (domains already assigned stay where they are)")
+    .action((ref: string, w: string, _o, cmd: Command) => {
+      const weight = parseWeight(w);
+      withDb(cmd, (db) => {
+        const y = findYacobot(db, ref);
+        db.prepare('UPDATE yacobot SET weight = ? WHERE id = ?').run(weight, y.id);
+        say(`Yacobot ${label(y)}: weight ${y.weight} -> ${weight}`);
+      });
+    });
+
+  program
+    .command('disable <yacobot>')
+    .description(
+      'stop giving domains to a Yacobot and move its domains to the remaining active ones, least-loaded first, in one transaction',
+    )
+    .action((ref: string, _o, cmd: Command) => {
+      withDb(cmd, (db) => {
+        let message = '';
+        db.transaction(() => {
+          const y = findYacobot(db, ref);
+          if (!y.active) {
+            message = `Yacobot ${label(y)} is already disabled`;
+            return;
+          }
+          const others = yacobotLoads(db).filter((o) => o.active && o.id !== y.id);
+          const moved = moveDomains(db, y, others);
+          db.prepare('UPDATE yacobot SET active = 0 WHERE id = ?').run(y.id);
+          const total = [...moved.values()].reduce((a, b) => a + b, 0);
+          const names = new Map(others.map((o) => [o.id, o]));
+          const parts = [...moved].sort((a, b) => a[0] - b[0]).map(([id, n]) => `${n} to ${label(names.get(id)!)}`);
+          message = `disabled Yacobot ${label(y)}; moved ${total} domain(s)${parts.length ? ': ' + parts.join(', ') : ''}`;
+        }).immediate();
+        say(message);
+      });
+    });
+
+  program
+    .command('enable <yacobot>')
+    .description('let a Yacobot take new domains again (nothing is moved back to it)')
+    .action((ref: string, _o, cmd: Command) => {
+      withDb(cmd, (db) => {
+        const y = findYacobot(db, ref);
+        db.prepare('UPDATE yacobot SET active = 1 WHERE id = ?').run(y.id);
+        say(y.active ? `Yacobot ${label(y)} is already enabled` : `enabled Yacobot ${label(y)}`);
+      });
+    });
+
+  program
+    .command('assign <domain> <yacobot>')
+    .description('give a domain to an active Yacobot (moving it if it had another)')
+    .action((domainArg: string, ref: string, _o, cmd: Command) => {
+      const nd = normalizeDomain(domainArg);
+      if ('error' in nd) throw new UsageError(nd.error);
+      withDb(cmd, (db, file) => {
+        const y = findYacobot(db, ref);
+        if (!y.active) throw new DataError('DISABLED', `Yacobot ${label(y)} is disabled; enable it first`, { file });
+        const prev = db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck().get(nd.domain) as number | undefined;
+        db.prepare(
+          `INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES (?, ?, ?)
+           ON CONFLICT(domain) DO UPDATE SET yacobot_id = excluded.yacobot_id`,
+        ).run(nd.domain, y.id, formatTimestamp(new Date()));
+        say(
+          prev === undefined
+            ? `assigned ${nd.domain} to Yacobot ${label(y)}`
+            : prev === y.id
+              ? `${nd.domain} already belongs to Yacobot ${label(y)}`
+              : `moved ${nd.domain} from Yacobot ${prev} to ${label(y)}`,
+        );
+      });
+    });
+
+  program
+    .command('import <file>')
+    .description(
+      'assign domains from a CSV file of "domain,yacobot" rows (quoting as RFC 4180, optional header row); all rows or none',
+    )
+    .action((csvFile: string, _o, cmd: Command) => {
+      let text: string;
+      try {
+        text = fs.readFileSync(csvFile, 'utf8');
+      } catch (err) {
+        throw ioError(err, csvFile, 'read');
+      }
+      withDb(cmd, (db) => {
+        const { rows, errors } = readImportCsv(text, csvFile, yacobotLoads(db));
+        if (errors.length > 0) {
+          for (const e of errors.slice(0, MAX_REPORTED_ROWS)) {
+            process.stderr.write(`${NAME}: ${csvFile}:${e.place?.line}: ${e.message}\n`);
+          }
+          const more = errors.length > MAX_REPORTED_ROWS ? ` (first ${MAX_REPORTED_ROWS} shown)` : '';
+          throw new DataError('BAD_CSV', `${errors.length} bad row(s)${more}; nothing imported`, { file: csvFile });
+        }
+        const now = formatTimestamp(new Date());
+        const get = db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck();
+        const upsert = db.prepare(
+          `INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES (?, ?, ?)
+           ON CONFLICT(domain) DO UPDATE SET yacobot_id = excluded.yacobot_id`,
+        );
+        let added = 0;
+        let moved = 0;
+        let same = 0;
+        db.transaction(() => {
+          for (const r of rows) {
+            const prev = get.get(r.domain) as number | undefined;
+            if (prev === r.yacobot.id) {
+              same++;
+              continue;
+            }
+            upsert.run(r.domain, r.yacobot.id, now);
+            if (prev === undefined) added++;
+            else moved++;
+          }
+        }).immediate();
+        say(`imported ${rows.length} domain(s) from ${csvFile}: ${added} new, ${moved} moved, ${same} unchanged`);
+      });
+    });
+
+  program
+    .command('stats')
+    .description('per Yacobot: id, name, weight, active, domains, share of domains vs share of active weight')
+    .option('--json', 'one JSON object for scripts')
+    .action((o: { json?: boolean }, cmd: Command) => {
+      withDb(cmd, (db) => {
+        const s = statsOf(yacobotLoads(db));
+        if (o.json) {
+          say(JSON.stringify(s));
+          return;
+        }
+        const rows = [
+          ['ID', 'NAME', 'WEIGHT', 'ACTIVE', 'DOMAINS', 'DOMAIN_SHARE', 'WEIGHT_SHARE'],
+          ...s.yacobots.map((y) => [
+            String(y.id),
+            y.name,
+            String(y.weight),
+            y.active ? 'yes' : 'no',
+            String(y.domains),
+            pct(y.domain_share),
+            pct(y.weight_share),
+          ]),
+        ];
+        say(pad(rows, [true, false, true, false, true, true, true]));
+        say(`total: ${s.domains} domain(s), ${s.active} of ${s.yacobots.length} Yacobot(s) active`);
+      });
+    });
+}

@@ -1,0 +1,329 @@
+// upload-domains: route filtered_log to Yacobots by domain, assigning new domains.
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import type { StageDef } from '../cli/stage.js';
+import {
+  LeastLoaded,
+  activeLoads,
+  dbError,
+  loadRendezvous,
+  openDb,
+  type Db,
+  type RendezvousFn,
+} from '../core/db.js';
+import { DataError, UsageError } from '../core/errors.js';
+import { U_DOMAIN, checkUrlRecord } from '../core/records.js';
+import { formatTimestamp, isValidTimestamp } from '../core/time.js';
+import { AtomicFileWriter, FileLineReader, FileWriter, liveTempFiles, removeQuietly } from '../core/tsv.js';
+
+export type AssignMode = 'least-loaded' | 'rendezvous';
+
+export interface UploadDomainsOptions {
+  db: string;
+  map: string | null;
+  assign: AssignMode;
+  now: string;
+  tmpDir: string;
+}
+
+const YACOBOT_ID_RE = /^[1-9][0-9]{0,17}$/;
+
+/**
+ * Reads a domain_map file (`domain TAB yacobot_id` per line) into a Map; a missing
+ * file is an empty map (the first run). A malformed line is a DataError naming it.
+ */
+export function loadDomainMap(file: string): { map: Map<string, number>; existed: boolean } {
+  const map = new Map<string, number>();
+  const r = FileLineReader.openIfExists(file);
+  if (!r) return { map, existed: false };
+  try {
+    for (let line = r.next(); line !== null; line = r.next()) {
+      const tab = line.indexOf('\t');
+      const id = tab < 0 ? '' : line.slice(tab + 1);
+      if (tab <= 0 || !YACOBOT_ID_RE.test(id)) {
+        throw new DataError('BAD_MAP', 'expected "domain TAB yacobot_id" with a positive integer id', { file, line: r.lineNo });
+      }
+      map.set(line.slice(0, tab), Number(id));
+    }
+  } finally {
+    r.close();
+  }
+  return { map, existed: true };
+}
+
+/** Bytewise order for the ASCII domains of the streams (UTF-16 order equals byte order there). */
+const bytewise = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** Writes a domain_map atomically, sorted bytewise by domain. */
+export function writeDomainMap(file: string, map: Map<string, number>): void {
+  const keys = [...map.keys()].sort(bytewise);
+  const w = new AtomicFileWriter(file);
+  try {
+    for (const k of keys) w.write(`${k}\t${map.get(k)}\n`);
+    w.commit();
+  } catch (err) {
+    w.abort();
+    throw err;
+  }
+}
+
+/** What the final transaction decided for the new domains of a run. */
+export interface CommitResult {
+  owners: Map<string, number>;
+  assignedByUs: number;
+  lostRace: number;
+}
+
+/**
+ * Assigns the new domains (in the given order) in one IMMEDIATE transaction: each is
+ * re-read first (another process may have taken it since we looked), otherwise
+ * chosen and inserted with ON CONFLICT DO NOTHING and read back, so the database's
+ * answer is always the one returned. Loads are read inside the transaction.
+ */
+export function commitNewDomains(
+  db: Db,
+  file: string,
+  domains: Iterable<string>,
+  mode: AssignMode,
+  rendezvous: RendezvousFn | null,
+  addedAt: string,
+): CommitResult {
+  const lookup = db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck();
+  const insert = db.prepare(
+    'INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES (?, ?, ?) ON CONFLICT(domain) DO NOTHING',
+  );
+  const owners = new Map<string, number>();
+  let assignedByUs = 0;
+  let lostRace = 0;
+  const tx = db.transaction(() => {
+    const active = activeLoads(db);
+    if (active.length === 0) throw noActive(file, 'at commit time (disabled during the run?)');
+    const least = new LeastLoaded(active);
+    for (const d of domains) {
+      let owner = lookup.get(d) as number | undefined;
+      if (owner === undefined) {
+        const mine = mode === 'rendezvous' ? rendezvous!(d, active) : least.pick();
+        insert.run(d, mine, addedAt);
+        owner = lookup.get(d) as number;
+        if (owner === mine) assignedByUs++;
+        else lostRace++;
+      } else {
+        lostRace++;
+      }
+      owners.set(d, owner);
+    }
+  });
+  try {
+    tx.immediate();
+  } catch (err) {
+    throw dbError(err, file);
+  }
+  return { owners, assignedByUs, lostRace };
+}
+
+function noActive(file: string, when: string): DataError {
+  return new DataError(
+    'NO_ACTIVE_YACOBOT',
+    `no active Yacobot ${when}; add one with: partner-db --db ${file} add NAME (or enable one)`,
+    { file },
+  );
+}
+
+export const uploadDomains: StageDef<UploadDomainsOptions> = {
+  name: 'upload-domains',
+  summary: 'Route filtered_log records to Yacobots by domain; assign new domains.',
+  usage: `
+Reads URL records "id timestamp updatetag hits domain url" (filtered_log) and
+writes routed records, in input order:
+
+  yacobot_id  id  timestamp  updatetag  hits  domain  url
+
+A domain's Yacobot comes from the --map file if given (entries that point to a
+Yacobot that is no longer active are ignored), else from the database. A domain
+found in neither is new: it is given an active Yacobot by --assign
+
+  least-loaded  the one with the fewest domains per unit of weight, ties to the
+                smallest id; counts grow as it assigns, so a batch spreads out
+  rendezvous    weighted rendezvous hashing of the domain: score =
+                -weight / ln(hash(domain, id)), highest wins, so two Master
+                Servers with the same Yacobot list agree without talking
+
+All new assignments are written in ONE transaction at the end of the input
+(INSERT ... ON CONFLICT(domain) DO NOTHING, added_at = --now) and read back: if
+another process assigned a domain first, the database's answer wins and is the
+one written. Then --map is rewritten atomically (temporary file + rename),
+sorted bytewise, with every domain learned in this run merged in; a missing
+--map file is an empty map and is created.
+
+Rule for "no active Yacobot": checked when the stage starts, before it reads
+any input - if no Yacobot is active it fails with no output at all, even if
+every domain would be known. (Checked again at commit time.)
+
+Buffers: records stream out as long as their domain is known. From the first
+record of a new domain on, every record (known or new) is spooled to a
+temporary file in --tmp, because the new domain's Yacobot is final only after
+the commit; the spool is written out, in input order, after the commit. Memory
+holds --map and the distinct domains seen in this run.`,
+  options(cmd) {
+    cmd
+      .requiredOption('--db <file>', 'the partner database (SQLite)')
+      .option('--map <file>', 'domain_map file (from domains-from-db); updated with new assignments')
+      .option('--assign <mode>', 'how new domains are assigned: least-loaded or rendezvous', 'least-loaded')
+      .option('--now <YYYYMMDDhhmmss>', 'added_at of new assignments (default: the wall clock, local time)')
+      .option('--tmp <dir>', 'directory for the spool file', os.tmpdir());
+  },
+  normalize(raw) {
+    const assign = String(raw.assign);
+    if (assign !== 'least-loaded' && assign !== 'rendezvous') {
+      throw new UsageError(`--assign wants least-loaded or rendezvous, got '${assign}'`);
+    }
+    const now = raw.now === undefined ? formatTimestamp(new Date()) : String(raw.now);
+    if (!isValidTimestamp(now)) throw new UsageError(`--now wants a real time as YYYYMMDDhhmmss, got '${now}'`);
+    return {
+      db: String(raw.db),
+      map: raw.map === undefined ? null : String(raw.map),
+      assign,
+      now,
+      tmpDir: String(raw.tmp),
+    };
+  },
+  async run(ctx, o) {
+    const db = openDb(o.db);
+    ctx.onExit(() => db.close());
+    const file = ctx.inputName;
+    let active: Set<number>;
+    try {
+      active = new Set(activeLoads(db).map((y) => y.id));
+    } catch (err) {
+      throw dbError(err, o.db);
+    }
+    if (active.size === 0) throw noActive(o.db, '');
+    const rendezvous = o.assign === 'rendezvous' ? await loadRendezvous() : null;
+    const { map, existed: mapExisted } = o.map ? loadDomainMap(o.map) : { map: new Map<string, number>(), existed: false };
+    const lookup = db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck();
+
+    // Every distinct domain of this run: its Yacobot, or 0 while it is new.
+    const seen = new Map<string, number>();
+    // Domains the database told us that --map did not (or told wrongly): merged into --map.
+    const learned = new Map<string, number>();
+    let fromMap = 0;
+    let fromDb = 0;
+    let recordsIn = 0;
+    let recordsOut = 0;
+    const perYacobot: Record<string, number> = {};
+    const out = ctx.out;
+    let spool: FileWriter | null = null;
+    let spooled = 0;
+
+    const emit = (id: number, line: string) => {
+      out.write(`${id}\t${line}\n`);
+      perYacobot[id] = (perYacobot[id] ?? 0) + 1;
+      recordsOut++;
+    };
+
+    await ctx.eachLine((line, lineNo) => {
+      const f = line.split('\t');
+      const bad = checkUrlRecord(f);
+      if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
+      recordsIn++;
+      const domain = f[U_DOMAIN]!;
+      let id = seen.get(domain);
+      if (id === undefined) {
+        const m = map.get(domain);
+        if (m !== undefined && active.has(m)) {
+          id = m;
+          fromMap++;
+        } else {
+          let d: number | undefined;
+          try {
+            d = lookup.get(domain) as number | undefined;
+          } catch (err) {
+            throw dbError(err, o.db);
+          }
+          if (d !== undefined) {
+            id = d;
+            fromDb++;
+            learned.set(domain, d);
+          } else {
+            id = 0;
+          }
+        }
+        seen.set(domain, id);
+      }
+      if (id !== 0 && spool === null) {
+        emit(id, line);
+        return;
+      }
+      if (spool === null) {
+        fs.mkdirSync(o.tmpDir, { recursive: true });
+        const name = path.join(o.tmpDir, `.upload-domains-${process.pid}-${Date.now()}.spool`);
+        liveTempFiles.add(name);
+        spool = new FileWriter(name, 'wx');
+        const s = spool;
+        ctx.onExit(() => {
+          s.abandon();
+          removeQuietly(s.file);
+          liveTempFiles.delete(s.file);
+        });
+      }
+      // An empty first field marks a record whose Yacobot is decided at commit.
+      spool.write(id === 0 ? `\t${line}\n` : `${id}\t${line}\n`);
+      spooled++;
+    });
+
+    const fresh = [...seen].filter(([, id]) => id === 0).map(([d]) => d);
+    let result: CommitResult = { owners: new Map(), assignedByUs: 0, lostRace: 0 };
+    if (fresh.length > 0) {
+      result = commitNewDomains(db, o.db, fresh, o.assign, rendezvous, o.now);
+      for (const [d, id] of result.owners) {
+        seen.set(d, id);
+        learned.set(d, id);
+      }
+    }
+
+    if (o.map && (learned.size > 0 || !mapExisted)) {
+      for (const [d, id] of learned) map.set(d, id);
+      writeDomainMap(o.map, map);
+    }
+
+    if (spool !== null) {
+      const s: FileWriter = spool;
+      s.close();
+      const r = new FileLineReader(s.file);
+      try {
+        let n = 0;
+        for (let l = r.next(); l !== null; l = r.next()) {
+          const tab = l.indexOf('\t');
+          const rec = l.slice(tab + 1);
+          let id: number;
+          if (tab === 0) {
+            const domain = rec.split('\t', U_DOMAIN + 1)[U_DOMAIN]!;
+            id = seen.get(domain)!;
+          } else {
+            id = Number(l.slice(0, tab));
+          }
+          emit(id, rec);
+          if (++n % 4096 === 0) await out.flushIfFull();
+        }
+      } finally {
+        r.close();
+      }
+    }
+
+    Object.assign(ctx.counts, {
+      assign: o.assign,
+      now: o.now,
+      records_in: recordsIn,
+      records_out: recordsOut,
+      domains_known: seen.size - fresh.length,
+      domains_from_map: fromMap,
+      domains_from_db: fromDb,
+      domains_new: fresh.length,
+      assigned_by_us: result.assignedByUs,
+      lost_race: result.lostRace,
+      spooled,
+      per_yacobot: perYacobot,
+    });
+  },
+};
