@@ -7,6 +7,7 @@
 //   exit     expected exit status (default 0)
 //   stderr   each non-empty line must appear in stderr (optional)
 //   expect/  files that must exist afterwards in the scratch dir with this content
+//   absent   paths (one per line) that must not exist afterwards, e.g. an unpublished output
 // The stage runs in a scratch copy with TZ=UTC and LC_ALL=C.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -55,9 +56,16 @@ for (const stage of stages) {
         for (const rel of walk(expectDir)) {
           const got = read(path.join(work, rel));
           assert.ok(got, `expected file ${rel} was not written`);
-          assert.equal(got.toString('utf8'), fs.readFileSync(path.join(expectDir, rel), 'utf8'), `content of ${rel}`);
+          const want = fs.readFileSync(path.join(expectDir, rel));
+          if (!got.equals(want)) assert.equal(got.toString('latin1'), want.toString('latin1'), `content of ${rel}`);
         }
       }
+      const absent = read(path.join(c, 'absent'))?.toString('utf8') ?? '';
+      for (const rel of absent.split('\n').filter((l) => l.length > 0)) {
+        assert.ok(!fs.existsSync(path.join(work, rel)), `${rel} must not exist after the run`);
+      }
+      const leftovers = fs.readdirSync(work).filter((f) => /\.tmp-\d+$/.test(f));
+      assert.deepEqual(leftovers, [], 'temporary files left behind');
     });
   }
 }

@@ -67,7 +67,7 @@ export function analyzeLine(
   const ts = f[R_TS]!;
   if (!isValidTimestamp(ts)) return { kind: 'reject', reason: 'bad timestamp', detail: clip(ts) };
   const hits = f[R_HITS]!;
-  if (!isValidHits(hits)) return { kind: 'reject', reason: 'bad hits', detail: clip(hits) };
+  if (!isValidHits(hits)) return { kind: 'reject', reason: 'bad hits', detail: hits === '' ? 'empty' : clip(hits) };
   const tag = f[R_TAG] ?? '';
   if (tag.includes('\r')) return { kind: 'reject', reason: 'bad updatetag', detail: 'contains CR' };
   const c = canonicalize(f[R_URL]!, opts);

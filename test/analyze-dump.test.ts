@@ -1,0 +1,107 @@
+// analyze-dump through the real binary: Public Suffix List vectors, ids, counts.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { ROOT, hasStackTrace, runBin, scratch, summaryOf } from './lib/run.js';
+import { loadUrlHasher } from '../src/core/url.js';
+
+const reflogLine = (url: string, hits: number, ts = '20110727200841', tag = '') =>
+  ['b', '5', ts, '1', url, String(hits), tag].join('\t');
+
+test('Public Suffix List vectors: every domain field matches', () => {
+  const file = path.join(ROOT, '..', 'shared', 'test-data', 'psl-domains.tsv');
+  const vectors = fs
+    .readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l && !l.startsWith('#'))
+    .map((l) => l.split('\t') as [string, string]);
+  assert.equal(vectors.length, 71);
+  // hits carries the vector's index, so each output record finds its vector.
+  const input = vectors.map(([url], i) => reflogLine(url, i)).join('\n') + '\n';
+  const r = runBin('analyze-dump', ['--max-reject-ratio', '0'], input);
+  assert.equal(r.status, 0, r.stderr);
+  const out = r.stdout.trimEnd().split('\n');
+  assert.equal(out.length, 71);
+  const failures: string[] = [];
+  for (const l of out) {
+    const f = l.split('\t');
+    const [url, want] = vectors[Number(f[3])]!;
+    if (f[4] !== want) failures.push(`${url}: got ${f[4]}, want ${want}`);
+  }
+  assert.deepEqual(failures, []);
+});
+
+test('XXH64 ids: known vectors and id = XXH64(url) for every output record', async () => {
+  const hash = await loadUrlHasher();
+  // Reference values of XXH64 with seed 0 from the xxHash specification's test suite.
+  assert.equal(hash(''), 'ef46db3751d8e999');
+  assert.equal(hash('a'), 'd24ec4f1a98c6e5b');
+  assert.equal(hash('abc'), '44bc2cf5ad770999');
+  const urls = Array.from({ length: 500 }, (_, i) => `http://h${i % 37}.example.com/p/${i}?q=${i * 7}`);
+  const r = runBin('analyze-dump', [], urls.map((u, i) => reflogLine(u, i)).join('\n') + '\n');
+  assert.equal(r.status, 0, r.stderr);
+  const out = r.stdout.trimEnd().split('\n').map((l) => l.split('\t'));
+  assert.equal(out.length, 500);
+  for (const f of out) assert.equal(f[0], hash(f[5]!), `id of ${f[5]}`);
+  const keys = out.map((f) => `${f[0]}\t${f[1]}`);
+  assert.deepEqual(keys, [...keys].sort(), 'sorted by (id, timestamp)');
+});
+
+test('hostile reflog: exit 0, clean 6-field output, one reject per bad record, counts add up', () => {
+  const work = scratch();
+  // Every byte value but LF, so the noise is one line holding TABs and invalid UTF-8.
+  const noise = Buffer.from(Array.from({ length: 4000 }, (_, i) => (i * 7919 + 13) % 256).map((b) => (b === 10 ? 32 : b)));
+  const parts: Buffer[] = [
+    Buffer.from('header without tabs\n'),
+    Buffer.from(reflogLine('http://ok.example.org/1', 1) + '\r\n'),
+    noise,
+    Buffer.from('\n'),
+    Buffer.from(reflogLine('http://x.example.org/', 1).replace('x.example', 'x\xffexample') + '\n', 'latin1'),
+    Buffer.from(reflogLine('http://long.example.org/' + 'a'.repeat(20_000), 1) + '\n'),
+    Buffer.from(reflogLine('http://ok.example.org/2', 1, '20110231000000') + '\n'),
+    Buffer.from(reflogLine('http://ok.example.org/3', -5) + '\n'),
+    Buffer.from(reflogLine('http://ok.example.org/3', 1).replace(/\t1\t$/, '\tten\t') + '\n'),
+    Buffer.from(reflogLine('javascript:void(0)', 1) + '\n'),
+    Buffer.from(reflogLine('../relative', 1) + '\n'),
+    Buffer.from('\n\n'),
+    Buffer.from(reflogLine('http://ok.example.org/last', 2)),
+  ];
+  const input = Buffer.concat(parts);
+  const linesIn = input.toString('latin1').split('\n').length;
+  const rejects = path.join(work, 'rejects.tsv');
+  const r = runBin('analyze-dump', ['--max-reject-ratio', '1', '--rejects', rejects], input, work);
+  assert.equal(r.status, 0, r.stderr);
+  assert.ok(!hasStackTrace(r.stderr));
+  const out = r.stdout.trimEnd().split('\n');
+  for (const l of out) assert.equal(l.split('\t').length, 6, l);
+  assert.deepEqual(out.map((l) => l.split('\t')[5]).sort(), ['http://ok.example.org/1', 'http://ok.example.org/last']);
+  const s = summaryOf(r.stderr);
+  assert.equal(s.lines_in, linesIn);
+  assert.equal((s.records_out as number) + (s.rejected as number) + (s.skipped as number), s.lines_in);
+  const rejectLines = fs.readFileSync(rejects, 'latin1').trimEnd().split('\n');
+  assert.equal(rejectLines.length, s.rejected);
+  for (const l of rejectLines) assert.match(l, /^\d+\t[a-zA-Z-][^\t]*\t/);
+  const reasons = rejectLines.map((l) => l.split('\t')[1]!.replace(/:.*/, '')).sort();
+  assert.deepEqual(reasons, [
+    'URL too long',
+    'bad URL',
+    'bad hits',
+    'bad hits',
+    'bad timestamp',
+    'invalid UTF-8',
+    'invalid UTF-8',
+    'unsupported scheme',
+  ]);
+});
+
+test('--max-url-bytes is honoured and --max-reject-ratio 0 fails on one reject, with no output', () => {
+  const input = [reflogLine('http://a.org/' + 'x'.repeat(100), 1), reflogLine('http://a.org/', 1)].join('\n') + '\n';
+  const ok = runBin('analyze-dump', ['--max-url-bytes', '200'], input);
+  assert.equal(ok.status, 0, ok.stderr);
+  assert.equal(ok.stdout.trimEnd().split('\n').length, 2);
+  const bad = runBin('analyze-dump', ['--max-url-bytes', '50', '--max-reject-ratio', '0'], input);
+  assert.equal(bad.status, 1);
+  assert.equal(bad.stdout, '');
+  assert.match(bad.stderr, /analyze-dump: -: rejected 1 of 2 records/);
+});

@@ -1,0 +1,82 @@
+// The shared runner's conventions, for every stage: help, version, usage errors,
+// a closed stdout, an input file argument, a summary line.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { BIN, hasStackTrace, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+
+// The options each stage needs to get as far as reading its input.
+const REQUIRED: Record<string, string[]> = {
+  'analyze-dump': [],
+  'group-sum': [],
+  'join-current': ['--current', 'none'],
+  'filter-url': ['--current-out', 'out', '--now', '20110727210000'],
+};
+const STAGES = Object.keys(REQUIRED).filter((s) => fs.existsSync(path.join(BIN, s)));
+
+for (const stage of STAGES) {
+  test(`${stage}: --help on stdout, exit 0`, () => {
+    const r = runBin(stage, ['--help']);
+    assert.equal(r.status, 0);
+    assert.match(r.stdout, new RegExp(`^Usage: ${stage} `));
+    assert.match(r.stdout, /Common to every stage/);
+    assert.equal(r.stderr, '');
+  });
+  test(`${stage}: --version`, () => {
+    const r = runBin(stage, ['--version']);
+    assert.equal(r.status, 0);
+    assert.match(r.stdout, /^\d+\.\d+\.\d+\n$/);
+  });
+  test(`${stage}: unknown option is a usage error (exit 2) with a hint`, () => {
+    const r = runBin(stage, [...REQUIRED[stage]!, '--no-such-option']);
+    assert.equal(r.status, 2);
+    assert.equal(r.stdout, '');
+    assert.match(r.stderr, new RegExp(`^${stage}: unknown option '--no-such-option'\\nTry '${stage} --help' for more information\\.\\n$`));
+  });
+  test(`${stage}: a missing input file is named, exit 1`, () => {
+    const r = runBin(stage, [...REQUIRED[stage]!, '/nonexistent/input.tsv'], '', scratch());
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, new RegExp(`^${stage}: /nonexistent/input.tsv: cannot read input: ENOENT`));
+    assert.ok(!hasStackTrace(r.stderr));
+  });
+}
+
+test('errors name the input file and line when a file argument is given', () => {
+  const work = scratch();
+  const f = path.join(work, 'incoming.tsv');
+  fs.writeFileSync(f, '00000000000000aa\t20110727200841\t\t1\ta.com\thttp://a.com/\nnot a record\n');
+  const r = runBin('group-sum', [f]);
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, new RegExp(`^group-sum: ${f}:2: expected 6 fields`));
+  const s = summaryOf(r.stderr);
+  assert.equal(s.status, 'failed');
+  assert.equal(s.error_code, 'BAD_RECORD');
+});
+
+test('a closed stdout (| head -1) ends a stage quietly, exit 0, with its summary', () => {
+  const lines: string[] = [];
+  for (let i = 0; i < 200_000; i++) lines.push(`b\t5\t20110727200841\t1\thttp://h${i % 100}.example.com/${i}\t1`);
+  const r = spawnSync('bash', ['-c', 'set -o pipefail; analyze-dump | head -1 > /dev/null; echo "${PIPESTATUS[0]}" >&2'], {
+    input: lines.join('\n') + '\n',
+    env: testEnv(),
+    encoding: 'utf8',
+    maxBuffer: 1 << 26,
+  });
+  const errLines = r.stderr.trimEnd().split('\n');
+  assert.equal(errLines[errLines.length - 1], '0', r.stderr);
+  assert.ok(!hasStackTrace(r.stderr), r.stderr);
+  assert.ok(!/EPIPE/.test(r.stderr.split('\n').filter((l) => !l.startsWith('{')).join('\n')), r.stderr);
+  assert.equal(summaryOf(r.stderr).status, 'output closed');
+});
+
+test('the summary line is the last JSON line on stderr and stdout carries only data', () => {
+  const r = runBin('analyze-dump', [], 'hdr\nb\t5\t20110727200841\t1\thttp://a.com/\t1\n');
+  assert.equal(r.status, 0);
+  assert.equal(r.stdout.split('\n').filter(Boolean).length, 1);
+  const s = summaryOf(r.stderr);
+  assert.equal(s.stage, 'analyze-dump');
+  assert.equal(typeof s.ms, 'number');
+  assert.equal(s.lines_in, 2);
+});

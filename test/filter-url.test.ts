@@ -1,0 +1,49 @@
+// The rule table of filter-url (SPEC.md stage 4), branch by branch, at its boundaries.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { decide, type FilterParams } from '../src/stages/filter-url.js';
+import { timestampToMs } from '../src/core/time.js';
+
+process.env.TZ = 'UTC';
+const H = 3600_000;
+const p = (now: string, resend = H, keep = H): FilterParams => ({ nowMs: timestampToMs(now), resendAfterMs: resend, keepMs: keep });
+const joined = (c: [string, string, string] | null, i: [string, string, string] | null) => [
+  '00000000000000ab',
+  'd.com',
+  'http://d.com/',
+  c ? c[0] : '-',
+  i ? i[0] : '-',
+  c ? c[1] : '',
+  i ? i[1] : '',
+  c ? c[2] : '-',
+  i ? i[2] : '-',
+];
+const rec = (ts: string, tag: string, hits: string) => `00000000000000ab\t${ts}\t${tag}\t${hits}\td.com\thttp://d.com/`;
+const NOW = '20110727210000';
+
+const cases: [string, ReturnType<typeof joined>, FilterParams, string, string | null, string | null][] = [
+  ['incoming only: send, current gets incoming', joined(null, ['20110727205000', 'v', '3']), p(NOW), 'new', rec('20110727205000', 'v', '3'), rec('20110727205000', 'v', '3')],
+  ['incoming only, older than keep: still sent and kept', joined(null, ['20110720000000', '', '1']), p(NOW), 'new', rec('20110720000000', '', '1'), rec('20110720000000', '', '1')],
+  ['current only, 1s younger than keep: kept', joined(['20110727200001', 'k', '4'], null), p(NOW), 'kept', null, rec('20110727200001', 'k', '4')],
+  ['current only, exactly keep old: dropped', joined(['20110727200000', 'k', '4'], null), p(NOW), 'expired', null, null],
+  ['current only, in the future: kept', joined(['20110727220000', '', '4'], null), p(NOW), 'kept', null, rec('20110727220000', '', '4')],
+  ['both, exactly resend-after apart: due', joined(['20110727190000', 't', '1'], ['20110727200000', 't', '2']), p(NOW), 'due', rec('20110727200000', 't', '2'), rec('20110727200000', 't', '3')],
+  ['both, 1s short of resend-after: held', joined(['20110727190001', 't', '1'], ['20110727200000', 't', '2']), p(NOW), 'held', null, rec('20110727190001', 't', '3')],
+  ['both, updatetag changed: sent', joined(['20110727200000', 'v1', '1'], ['20110727200100', 'v2', '2']), p(NOW), 'changed', rec('20110727200100', 'v2', '2'), rec('20110727200100', 'v2', '3')],
+  ['both, incoming updatetag empty: not a change, current keeps its tag', joined(['20110727200000', 'v1', '1'], ['20110727200100', '', '2']), p(NOW), 'held', null, rec('20110727200000', 'v1', '3')],
+  ['both, current tag empty, incoming non-empty: a change', joined(['20110727200000', '', '1'], ['20110727200100', 'v', '2']), p(NOW), 'changed', rec('20110727200100', 'v', '2'), rec('20110727200100', 'v', '3')],
+  ['both, due with empty incoming tag: current keeps c tag', joined(['20110727180000', 'v1', '7'], ['20110727200000', '', '8']), p(NOW), 'due', rec('20110727200000', '', '8'), rec('20110727200000', 'v1', '15')],
+  ['both, incoming older than current, changed: max timestamp kept', joined(['20110727203000', 'v1', '10'], ['20110727190000', 'v2', '20']), p(NOW), 'changed', rec('20110727190000', 'v2', '20'), rec('20110727203000', 'v2', '30')],
+  ['both, incoming older than current, same tag: held (negative gap is never due)', joined(['20110727203000', 'v1', '10'], ['20110727190000', 'v1', '20']), p(NOW), 'held', null, rec('20110727203000', 'v1', '30')],
+  ['both, 20m resend: 20m apart is due', joined(['20110727200000', '', '1'], ['20110727202000', '', '1']), p(NOW, 20 * 60_000), 'due', rec('20110727202000', '', '1'), rec('20110727202000', '', '2')],
+  ['both, huge hits: exact sum', joined(['20110727200000', '', '9007199254740993'], ['20110727200100', '', '9007199254740993']), p(NOW), 'held', null, rec('20110727200000', '', '18014398509481986')],
+];
+
+for (const [name, f, params, outcome, send, keep] of cases) {
+  test(`decide: ${name}`, () => {
+    const d = decide(f, params);
+    assert.equal(d.outcome, outcome);
+    assert.equal(d.send, send);
+    assert.equal(d.keep, keep);
+  });
+}
