@@ -143,6 +143,18 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   process.on('SIGTERM', onSignal);
   process.on('SIGHUP', onSignal);
 
+  // Feeds input chunks to a splitter; output is flushed between chunks, never per line.
+  const pump = async (push: (chunk: Buffer) => void) => {
+    try {
+      for await (const chunk of input) {
+        push(chunk as Buffer);
+        await out.flushIfFull();
+      }
+    } catch (err) {
+      throw inputFailure(err, inputName);
+    }
+  };
+
   const ctx: StageContext = {
     name: def.name,
     inputName,
@@ -152,26 +164,12 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     onExit: (fn) => exitHooks.push(fn),
     async eachLine(fn) {
       const splitter = new TextLineSplitter(inputName);
-      try {
-        for await (const chunk of input) {
-          splitter.push(chunk as Buffer, fn);
-          await out.flushIfFull();
-        }
-      } catch (err) {
-        throw inputFailure(err, inputName);
-      }
+      await pump((chunk) => splitter.push(chunk, fn));
       splitter.end();
     },
     async eachRawLine(fn, maxLine) {
       const splitter = new RawLineSplitter(maxLine);
-      try {
-        for await (const chunk of input) {
-          splitter.push(chunk as Buffer, fn);
-          await out.flushIfFull();
-        }
-      } catch (err) {
-        throw inputFailure(err, inputName);
-      }
+      await pump((chunk) => splitter.push(chunk, fn));
       splitter.end(fn);
     },
   };

@@ -37,12 +37,7 @@ export class RawLineSplitter {
         onLine(chunk, pos, nl, ++this.lineNo, false);
       } else {
         this.keep(chunk.subarray(pos, nl));
-        const line = Buffer.concat(this.carry, this.carryLen);
-        const over = this.overlong;
-        this.carry = [];
-        this.carryLen = 0;
-        this.overlong = false;
-        onLine(line, 0, line.length, ++this.lineNo, over);
+        this.emitCarry(onLine);
       }
       pos = nl + 1;
     }
@@ -51,13 +46,17 @@ export class RawLineSplitter {
   /** Passes on a last line that has no LF; returns whether there was one. */
   end(onLine: RawLineFn): boolean {
     if (this.carryLen === 0 && !this.overlong) return false;
+    this.emitCarry(onLine);
+    return true;
+  }
+
+  private emitCarry(onLine: RawLineFn): void {
     const line = Buffer.concat(this.carry, this.carryLen);
     const over = this.overlong;
     this.carry = [];
     this.carryLen = 0;
     this.overlong = false;
     onLine(line, 0, line.length, ++this.lineNo, over);
-    return true;
   }
 
   private keep(piece: Buffer): void {
