@@ -1,0 +1,196 @@
+// The commit of one run. Once STATE/staging/RUN/COMMIT exists (written durably after
+// everything staged was fsynced), the run is decided: its publish steps are run in
+// order, each idempotent, and the next invocation re-runs all of them after a crash
+// ("roll forward"). Without COMMIT, nothing outside the staging area (and the
+// database) was touched, and the run is redone from scratch.
+//
+// Order, and why:
+//   1. queue      copy each staged queue file to QUEUE/<id>/.<RUN>.tsv.publish,
+//                 fsync, rename to QUEUE/<id>/<RUN>.tsv. First, so that URLs are
+//                 handed out before the state that says they were sent
+//                 (at-least-once even if the staging area were lost).
+//   2. current_log, 3. domain_map   rename staged file over STATE/<file>
+//                 (skipped when the staged file is gone: renamed before a crash).
+//   4. rejects    rename staged rejects to STATE/rejects/RUN.tsv.
+//   5. record     count the backlog, append the runs.jsonl line unless the last
+//                 line already is this run's (run_id); a torn last line is cut.
+//   6. reflog     move INBOX/RUN.reflog to STATE/done/ (only while it is still in
+//                 the inbox). The inbox is the to-do list: the reflog leaves it
+//                 only after all of the above are durable.
+//   7. cleanup    remove STATE/staging/RUN (the COMMIT marker goes last).
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { ioError } from '../core/errors.js';
+import { appendRecordOnce, countLines, fsyncPath, fsyncTree, mkdirDurable, moveDurable, publishCopy, writeFileDurable } from './fsutil.js';
+import { REFLOG_EXT, type RunRecord } from './plan.js';
+
+/** Everything the publish needs, recorded in the COMMIT marker (absolute paths). */
+export interface CommitPlan {
+  version: 1;
+  run: string;
+  staging: string;
+  state: string;
+  reflog: string;
+  queueDir: string;
+  backlogWarn: number;
+  /** Staged queue files: QUEUE/<yacobot>/<RUN>.tsv comes from <staging>/work/queue/<yacobot>/<RUN>.tsv. */
+  queue: { yacobot: string; urls: number }[];
+  record: RunRecord;
+}
+
+/** A named, idempotent publish step. */
+export interface Step {
+  name: string;
+  run(): void;
+}
+
+/** Per-Yacobot backlog: queue files and URLs still waiting in QUEUE/<id>/. */
+export type Backlog = Record<string, { files: number; urls: number }>;
+
+/** Things the steps report on the way (logging stays with the caller). */
+export interface CommitHooks {
+  /** Called before each step; a test failpoint may kill the process here. */
+  beforeStep?(run: string, step: string): void;
+  backlogWarn?(yacobot: string, b: { files: number; urls: number }, limit: number): void;
+  recorded?(record: RunRecord): void;
+}
+
+/** The staged queue file of a Yacobot. */
+export function stagedQueueFile(plan: Pick<CommitPlan, 'staging' | 'run'>, yacobot: string): string {
+  return path.join(plan.staging, 'work', 'queue', yacobot, `${plan.run}.tsv`);
+}
+
+/**
+ * Makes the staged outputs durable and writes the COMMIT marker: from here on the
+ * run will be published, by this process or by the next one.
+ */
+export function writeCommit(plan: CommitPlan): void {
+  const work = path.join(plan.staging, 'work');
+  // The spill directory and the stage logs are not published; the rest must be on disk first.
+  for (const sub of ['tmp', 'log']) fs.rmSync(path.join(work, sub), { recursive: true, force: true });
+  fsyncTree(work);
+  writeFileDurable(path.join(plan.staging, 'COMMIT'), JSON.stringify(plan, null, 1) + '\n');
+}
+
+/** Reads a COMMIT marker; null when there is none. */
+export function readCommit(staging: string): CommitPlan | null {
+  const f = path.join(staging, 'COMMIT');
+  let text: string;
+  try {
+    text = fs.readFileSync(f, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    throw ioError(err, f, 'read');
+  }
+  try {
+    const plan = JSON.parse(text) as CommitPlan;
+    if (plan.version !== 1) throw new Error('unknown version');
+    return plan;
+  } catch (err) {
+    // Written by rename after fsync, so it is whole; anything else is not ours to guess at.
+    throw ioError(new Error(`damaged COMMIT marker (${(err as Error).message}); see the README on recovery`), f, 'read');
+  }
+}
+
+/** Counts the queue files (*.tsv) and URLs waiting in each QUEUE/<id>/. */
+export function countBacklog(queueDir: string): Backlog {
+  const out: Backlog = {};
+  let ids: string[];
+  try {
+    ids = fs.readdirSync(queueDir);
+  } catch {
+    return out;
+  }
+  for (const id of ids.filter((d) => /^[1-9]\d*$/.test(d)).sort((a, b) => Number(a) - Number(b))) {
+    const dir = path.join(queueDir, id);
+    let files: string[];
+    try {
+      if (!fs.statSync(dir).isDirectory()) continue;
+      files = fs.readdirSync(dir).filter((f) => f.endsWith('.tsv') && !f.startsWith('.'));
+    } catch {
+      continue;
+    }
+    let urls = 0;
+    let n = 0;
+    for (const f of files) {
+      try {
+        urls += countLines(path.join(dir, f));
+        n++;
+      } catch {
+        /* taken away by the consumer while we counted */
+      }
+    }
+    out[id] = { files: n, urls };
+  }
+  return out;
+}
+
+/** The publish steps of a committed run, in the order above. */
+export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovered = false): Step[] {
+  const work = path.join(plan.staging, 'work');
+  const steps: Step[] = [];
+  for (const q of plan.queue) {
+    steps.push({
+      name: `queue:${q.yacobot}`,
+      run() {
+        const dir = path.join(plan.queueDir, q.yacobot);
+        mkdirDurable(dir);
+        publishCopy(stagedQueueFile(plan, q.yacobot), path.join(dir, `${plan.run}.tsv`));
+      },
+    });
+  }
+  const replace = (name: string, from: string, to: string): Step => ({
+    name,
+    run() {
+      if (!fs.existsSync(from)) return; // renamed before a crash
+      mkdirDurable(path.dirname(to));
+      try {
+        fs.renameSync(from, to);
+      } catch (err) {
+        throw ioError(err, to, 'rename into place');
+      }
+      fsyncPath(path.dirname(to));
+    },
+  });
+  steps.push(replace('current_log', path.join(work, 'current_log'), path.join(plan.state, 'current_log')));
+  steps.push(replace('domain_map', path.join(work, 'domain_map'), path.join(plan.state, 'domain_map')));
+  steps.push(replace('rejects', path.join(work, 'rejects.tsv'), path.join(plan.state, 'rejects', `${plan.run}.tsv`)));
+  steps.push({
+    name: 'record',
+    run() {
+      const backlog = countBacklog(plan.queueDir);
+      const warn = Object.entries(backlog).filter(([, b]) => b.urls > plan.backlogWarn);
+      for (const [id, b] of warn) hooks.backlogWarn?.(id, b, plan.backlogWarn);
+      const record: RunRecord = { ...plan.record, backlog };
+      if (warn.length > 0) record.backlog_warn = warn.map(([id]) => id);
+      if (recovered) record.recovered = 'roll-forward';
+      appendRecordOnce(path.join(plan.state, 'runs.jsonl'), record);
+      hooks.recorded?.(record);
+    },
+  });
+  steps.push({
+    name: 'reflog',
+    run() {
+      if (!fs.existsSync(plan.reflog)) return;
+      const done = path.join(plan.state, 'done');
+      mkdirDurable(done);
+      moveDurable(plan.reflog, path.join(done, plan.run + REFLOG_EXT));
+    },
+  });
+  steps.push({
+    name: 'cleanup',
+    run() {
+      fs.rmSync(plan.staging, { recursive: true, force: true });
+      fsyncPath(path.dirname(plan.staging));
+    },
+  });
+  return steps;
+}
+
+/** Runs every publish step of a committed run (first time or roll forward). */
+export function publish(plan: CommitPlan, hooks: CommitHooks = {}, recovered = false): void {
+  for (const s of publishSteps(plan, hooks, recovered)) {
+    hooks.beforeStep?.(plan.run, s.name);
+    s.run();
+  }
+}

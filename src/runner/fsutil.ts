@@ -1,0 +1,181 @@
+// Durable file operations for the commit: fsync of files and directories, atomic
+// writes, copies and moves that also work across file systems. Errors are
+// DataErrors naming the file.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { ioError } from '../core/errors.js';
+
+/** fsyncs a file or directory by path. */
+export function fsyncPath(p: string): void {
+  let fd: number;
+  try {
+    fd = fs.openSync(p, 'r');
+  } catch (err) {
+    throw ioError(err, p, 'open for fsync');
+  }
+  try {
+    fs.fsyncSync(fd);
+  } catch (err) {
+    // Some file systems refuse fsync on directories; the data files were synced.
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'EINVAL' && code !== 'EISDIR') throw ioError(err, p, 'fsync');
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Creates `dir` (and parents); fsyncs the parent of every directory it created. */
+export function mkdirDurable(dir: string): void {
+  const missing: string[] = [];
+  let d = path.resolve(dir);
+  while (!fs.existsSync(d)) {
+    missing.push(d);
+    const up = path.dirname(d);
+    if (up === d) break;
+    d = up;
+  }
+  if (missing.length === 0) return;
+  try {
+    fs.mkdirSync(dir, { recursive: true });
+  } catch (err) {
+    throw ioError(err, dir, 'create directory');
+  }
+  for (const m of missing.reverse()) fsyncPath(path.dirname(m));
+}
+
+/** fsyncs every regular file and directory under `root` (the root included). */
+export function fsyncTree(root: string): void {
+  for (const e of fs.readdirSync(root, { withFileTypes: true })) {
+    const p = path.join(root, e.name);
+    if (e.isDirectory()) fsyncTree(p);
+    else if (e.isFile()) fsyncPath(p);
+  }
+  fsyncPath(root);
+}
+
+/** Writes `data` to `file` atomically and durably: temp file, fsync, rename, fsync of the directory. */
+export function writeFileDurable(file: string, data: string | Buffer): void {
+  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.tmp`);
+  try {
+    const fd = fs.openSync(tmp, 'w', 0o644);
+    try {
+      fs.writeFileSync(fd, data);
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    fs.renameSync(tmp, file);
+  } catch (err) {
+    throw ioError(err, file, 'write');
+  }
+  fsyncPath(path.dirname(file));
+}
+
+/**
+ * Publishes a copy of `src` as `dst`: copies to a dot-named temp file next to `dst`,
+ * fsyncs it, renames it over `dst`, fsyncs the directory. Idempotent; readers never
+ * see a partial `dst`.
+ */
+export function publishCopy(src: string, dst: string): void {
+  const tmp = path.join(path.dirname(dst), `.${path.basename(dst)}.publish`);
+  try {
+    fs.copyFileSync(src, tmp);
+  } catch (err) {
+    throw ioError(err, dst, 'copy into place');
+  }
+  fsyncPath(tmp);
+  try {
+    fs.renameSync(tmp, dst);
+  } catch (err) {
+    throw ioError(err, dst, 'rename into place');
+  }
+  fsyncPath(path.dirname(dst));
+}
+
+/**
+ * Moves `src` over `dst` durably: a rename when both are on one file system, else
+ * a published copy followed by removing `src`. A crash in between leaves `src` in
+ * place, so calling it again finishes the move.
+ */
+export function moveDurable(src: string, dst: string): void {
+  try {
+    fs.renameSync(src, dst);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw ioError(err, dst, `move ${src} to`);
+    publishCopy(src, dst);
+    try {
+      fs.unlinkSync(src);
+    } catch (e) {
+      throw ioError(e, src, 'remove after copying');
+    }
+  }
+  fsyncPath(path.dirname(dst));
+  fsyncPath(path.dirname(src));
+}
+
+/** Number of LF-terminated lines in a file (plus one for a last line without LF). */
+export function countLines(file: string): number {
+  const fd = fs.openSync(file, 'r');
+  const buf = Buffer.allocUnsafe(1 << 20);
+  let n = 0;
+  let last = 10;
+  try {
+    for (;;) {
+      const got = fs.readSync(fd, buf, 0, buf.length, null);
+      if (got === 0) break;
+      let i = buf.indexOf(10, 0);
+      while (i !== -1 && i < got) {
+        n++;
+        i = buf.indexOf(10, i + 1);
+      }
+      last = buf[got - 1]!;
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+  return last === 10 ? n : n + 1;
+}
+
+/**
+ * Appends one JSON line to `file` unless its last line already carries the same
+ * `run_id` (a retried commit). A partial last line left by a crash is cut off first.
+ * The append is fsynced.
+ */
+export function appendRecordOnce(file: string, record: { run_id: string }): boolean {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT, 0o644);
+  } catch (err) {
+    throw ioError(err, file, 'open');
+  }
+  try {
+    const size = fs.fstatSync(fd).size;
+    const tailLen = Math.min(size, 1 << 20);
+    const tail = Buffer.alloc(tailLen);
+    if (tailLen > 0) fs.readSync(fd, tail, 0, tailLen, size - tailLen);
+    let end = size;
+    if (tailLen > 0 && tail[tailLen - 1] !== 10) {
+      const lf = tail.lastIndexOf(10);
+      end = lf < 0 ? size - tailLen : size - tailLen + lf + 1;
+      fs.ftruncateSync(fd, end);
+    }
+    const body = tail.subarray(0, tailLen - (size - end)).toString('utf8');
+    const lines = body.split('\n').filter((l) => l !== '');
+    const lastLine = lines[lines.length - 1];
+    if (lastLine !== undefined) {
+      try {
+        if ((JSON.parse(lastLine) as { run_id?: unknown }).run_id === record.run_id) return false;
+      } catch {
+        /* a foreign or damaged line: append after it */
+      }
+    }
+    const data = Buffer.from(JSON.stringify(record) + '\n');
+    fs.writeSync(fd, data, 0, data.length, end);
+    fs.fsyncSync(fd);
+    return true;
+  } catch (err) {
+    throw ioError(err, file, 'append to');
+  } finally {
+    fs.closeSync(fd);
+  }
+}

@@ -1,0 +1,72 @@
+// One invocation per state directory: flock(2) on STATE/lock, taken through the
+// util-linux flock(1) tool on a descriptor this process keeps open. The kernel
+// drops the lock when the last holder of that descriptor dies, however it dies;
+// the stages inherit it, so stray stages of a killed runner keep it too.
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import { ioError } from '../core/errors.js';
+
+/** A held lock: the open descriptor to pass to children as fd 3. */
+export interface Lock {
+  fd: number;
+  file: string;
+}
+
+/** The lock is held by someone else; `holder` describes them as well as we know. */
+export class Locked extends Error {
+  constructor(
+    readonly file: string,
+    readonly holder: string,
+  ) {
+    super(`${file} is locked by ${holder}`);
+    this.name = 'Locked';
+  }
+}
+
+/**
+ * Takes the lock on `file` without waiting, and writes this process's pid, host
+ * and start time into it. Throws Locked when another process holds it, a
+ * DataError when flock cannot be run.
+ */
+export function acquireLock(file: string): Lock {
+  let fd: number;
+  try {
+    // a+: create if missing, never truncate what the holder wrote before we hold the lock.
+    fd = fs.openSync(file, 'a+', 0o644);
+  } catch (err) {
+    throw ioError(err, file, 'open the lock file');
+  }
+  const r = spawnSync('flock', ['--nonblock', '--conflict-exit-code', '75', '3'], {
+    stdio: ['ignore', 'ignore', 'pipe', fd],
+  });
+  if (r.error || (r.status !== 0 && r.status !== 75)) {
+    fs.closeSync(fd);
+    const why = r.error ? (r.error as NodeJS.ErrnoException).code ?? r.error.message : r.stderr.toString().trim() || `exit ${r.status}`;
+    throw ioError(new Error(`cannot run flock (util-linux): ${why}`), file, 'lock');
+  }
+  if (r.status === 75) {
+    const holder = describeHolder(file);
+    fs.closeSync(fd);
+    throw new Locked(file, holder);
+  }
+  const info = `pid=${process.pid} host=${os.hostname()} started=${new Date().toISOString()} cmd=reflog-to-yacobot-queue\n`;
+  fs.ftruncateSync(fd, 0);
+  fs.writeSync(fd, info);
+  return { fd, file };
+}
+
+/** What the lock file says about its holder, checked against /proc when it names a pid. */
+function describeHolder(file: string): string {
+  let text = '';
+  try {
+    text = fs.readFileSync(file, 'utf8').trim();
+  } catch {
+    /* unreadable: say so below */
+  }
+  const pid = /pid=(\d+)/.exec(text)?.[1];
+  if (!pid) return 'another process (it has not written its pid yet)';
+  const started = /started=(\S+)/.exec(text)?.[1];
+  const host = /host=(\S+)/.exec(text)?.[1];
+  return `process ${pid}${host ? ` on ${host}` : ''}${started ? `, running since ${started}` : ''}`;
+}

@@ -1,0 +1,336 @@
+// reflog-to-yacobot-queue: the cron entry. Takes the state directory's lock,
+// finishes or discards what a crashed invocation left in STATE/staging/, then runs
+// every reflog of the inbox, oldest name first, committing each run only when all
+// its stages succeeded (see commit.ts for the commit order).
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { pino, type Logger } from 'pino';
+import { packageVersion } from '../cli/stage.js';
+import { DataError, UsageError, formatPlace } from '../core/errors.js';
+import { countLines, appendRecordOnce, fsyncPath, mkdirDurable, writeFileDurable } from './fsutil.js';
+import { publish, readCommit, writeCommit, stagedQueueFile, type CommitHooks, type CommitPlan } from './commit.js';
+import { acquireLock, Locked } from './lock.js';
+import { PROG, USAGE, parseArgs, type RunnerOptions } from './options.js';
+import { runStages, stopChildren, type Progress } from './pipeline.js';
+import {
+  failureMessage,
+  humanLine,
+  planInbox,
+  resolveNow,
+  runPaths,
+  stageCounts,
+  type NowSource,
+  type RunPaths,
+  type RunRecord,
+  type StageOutcome,
+} from './plan.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+const BIN = path.join(ROOT, 'bin');
+
+/** STATE/staging/RUN/run.json: fixed when a run is first attempted, reused by reruns after a crash. */
+interface RunJson {
+  run_id: string;
+  run: string;
+  now: string;
+  now_source: NowSource;
+  created: string;
+  attempts: number;
+}
+
+class Stop extends Error {
+  constructor(readonly code: number) {
+    super(`exit ${code}`);
+  }
+}
+
+/** Runs the command line and exits with 0, 1, 2, 75 (locked) or 128+signal. Never returns. */
+export async function main(argv: string[] = process.argv.slice(2)): Promise<never> {
+  let o: RunnerOptions;
+  try {
+    const parsed = parseArgs(argv, process.cwd());
+    if (parsed === 'help') {
+      process.stdout.write(USAGE);
+      process.exit(0);
+    }
+    if (parsed === 'version') {
+      process.stdout.write(`${packageVersion()}\n`);
+      process.exit(0);
+    }
+    o = parsed;
+  } catch (err) {
+    if (err instanceof UsageError) {
+      process.stderr.write(`${PROG}: ${err.message}\nTry '${PROG} --help' for more information.\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const log = pino({ name: PROG, level: o.logLevel, base: { prog: PROG } }, pino.destination({ fd: 2, sync: true }));
+  try {
+    await invocation(o, log);
+    process.exit(0);
+  } catch (err) {
+    if (err instanceof Stop) process.exit(err.code);
+    if (err instanceof Locked) {
+      process.stderr.write(`${PROG}: another run holds the lock: ${err.message}; exiting (75)\n`);
+      process.exit(75);
+    }
+    const message =
+      err instanceof DataError ? formatPlace(err.place, err.message) : `internal error: ${(err as Error)?.message ?? String(err)}`;
+    if (!(err instanceof DataError) && process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${(err as Error)?.stack}\n`);
+    log.error({ error: message }, 'failed');
+    process.stderr.write(`${PROG}: ${message}\n`);
+    process.exit(1);
+  }
+}
+
+async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
+  const t0 = Date.now();
+  mkdirDurable(path.join(o.state, 'staging'));
+  const lock = acquireLock(path.join(o.state, 'lock'));
+
+  let signal: NodeJS.Signals | null = null;
+  const onSignal = (sig: NodeJS.Signals) => {
+    signal = sig;
+    stopChildren('SIGTERM');
+  };
+  for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(s, onSignal);
+  const stopIfSignalled = () => {
+    if (signal) {
+      log.warn({ signal }, 'stopped by signal; the next invocation redoes the interrupted run');
+      process.stderr.write(`${PROG}: stopped by ${signal}; nothing of the interrupted run was published\n`);
+      throw new Stop(signal === 'SIGINT' ? 130 : 143);
+    }
+  };
+
+  const records: RunRecord[] = [];
+  const hooks: CommitHooks = {
+    beforeStep: failpoint(),
+    backlogWarn(id, b, limit) {
+      log.warn({ yacobot: id, queue_files: b.files, urls: b.urls, limit }, 'backlog: Yacobot has more URLs waiting than --backlog-warn');
+      process.stderr.write(`${PROG}: warning: Yacobot ${id} has ${b.urls} URLs in ${b.files} queue files not taken away (more than ${limit})\n`);
+    },
+    recorded: (r) => records.push(r),
+  };
+
+  // Crash recovery: finish committed runs, discard the work of uncommitted ones.
+  const rerun = new Set<string>();
+  for (const name of fs.readdirSync(path.join(o.state, 'staging')).sort()) {
+    const staging = path.join(o.state, 'staging', name);
+    if (!fs.statSync(staging).isDirectory()) continue;
+    const plan = readCommit(staging);
+    if (plan) {
+      log.warn({ run: name }, 'found a committed run that was not fully published; rolling forward');
+      publish(plan, hooks, true);
+      continue;
+    }
+    const p = runPaths(o, name);
+    fs.rmSync(p.work, { recursive: true, force: true });
+    if (fs.existsSync(p.reflog) && readRunJson(p) !== null) {
+      log.warn({ run: name }, 'found an interrupted run; its partial work was removed and it runs again');
+      rerun.add(name);
+    } else {
+      fs.rmSync(staging, { recursive: true, force: true });
+      fsyncPath(path.dirname(staging));
+    }
+  }
+
+  let entries: string[];
+  try {
+    entries = fs.readdirSync(o.inbox);
+  } catch (err) {
+    throw new DataError('NO_INBOX', `cannot read the inbox: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, { file: o.inbox });
+  }
+  const { runs, skipped } = planInbox(entries);
+  for (const s of skipped) {
+    log.warn({ file: s.file }, `skipped: ${s.why}`);
+    process.stderr.write(`${PROG}: warning: skipping ${path.join(o.inbox, s.file)}: ${s.why}\n`);
+  }
+  log.info({ inbox: o.inbox, state: o.state, db: o.db, queue_dir: o.queueDir, config: o.config, reflogs: runs.length }, 'start');
+
+  let failed: RunRecord | null = null;
+  for (const name of runs) {
+    stopIfSignalled();
+    const r = await runOne(o, log, runPaths(o, name), lock.fd, hooks, rerun.has(name), () => signal !== null);
+    stopIfSignalled();
+    if (r.status === 'failed') {
+      failed = r;
+      records.push(r);
+      break;
+    }
+  }
+
+  // The human summary.
+  for (const r of records) process.stderr.write(`${PROG}: ${humanLine(r)}\n`);
+  const ok = records.filter((r) => r.status === 'ok');
+  const secs = ((Date.now() - t0) / 1000).toFixed(1);
+  if (failed) {
+    const left = runs.length - runs.indexOf(failed.run);
+    process.stderr.write(
+      `${PROG}: run ${failed.run} failed: ${failed.error}\n` +
+        `${PROG}: nothing of it was published; ${left} reflog(s) stay in ${o.inbox} (see ${path.join(o.state, 'runs.jsonl')})\n`,
+    );
+    throw new Stop(1);
+  }
+  if (records.length === 0) {
+    process.stderr.write(`${PROG}: nothing to do: no new *.reflog in ${o.inbox}\n`);
+  } else {
+    process.stderr.write(
+      `${PROG}: ${ok.length} run(s) committed in ${secs} s; queue files in ${o.queueDir}/<yacobot_id>/<run>.tsv, ` +
+        `run records in ${path.join(o.state, 'runs.jsonl')}\n`,
+    );
+  }
+}
+
+function readRunJson(p: RunPaths): RunJson | null {
+  try {
+    const j = JSON.parse(fs.readFileSync(p.runJson, 'utf8')) as RunJson;
+    return typeof j.now === 'string' && typeof j.run_id === 'string' ? j : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Runs and commits one reflog; returns its record (status failed: nothing was published). */
+async function runOne(
+  o: RunnerOptions,
+  log: Logger,
+  p: RunPaths,
+  lockFd: number,
+  hooks: CommitHooks,
+  isRerun: boolean,
+  signalled: () => boolean,
+): Promise<RunRecord> {
+  const started = new Date();
+  let rj = readRunJson(p);
+  if (rj === null) {
+    const { now, source } = resolveNow(p.name, o.now, started);
+    rj = { run_id: `${p.name}@${started.toISOString()}#${process.pid}`, run: p.name, now, now_source: source, created: started.toISOString(), attempts: 0 };
+  } else if (o.now !== null && o.now !== rj.now) {
+    log.warn({ run: p.name, stored_now: rj.now, flag_now: o.now }, 'rerun of an interrupted run keeps the now it started with');
+  }
+  rj.attempts++;
+  mkdirDurable(p.staging);
+  writeFileDurable(p.runJson, JSON.stringify(rj) + '\n');
+  fs.rmSync(p.work, { recursive: true, force: true });
+  for (const d of [p.work, p.tmp, p.logs, p.queue]) fs.mkdirSync(d, { recursive: true });
+  log.info({ run: p.name, now: rj.now, now_source: rj.now_source, attempt: rj.attempts }, 'run start');
+
+  const progress: Progress = { lines: 0, inputDone: false };
+  const stopDisplay = showProgress(p.name, progress);
+  let outcomes: StageOutcome[];
+  try {
+    outcomes = await runStages(o, p, rj.now, lockFd, BIN, progress);
+  } finally {
+    stopDisplay();
+  }
+  const seconds = () => Math.round((Date.now() - started.getTime()) / 100) / 10;
+  const stages: Record<string, Record<string, unknown>> = {};
+  for (const s of outcomes) stages[s.name] = stageCounts(s);
+  const record: RunRecord = {
+    run: p.name,
+    run_id: rj.run_id,
+    status: 'ok',
+    start: started.toISOString(),
+    now: rj.now,
+    now_source: rj.now_source,
+    attempt: rj.attempts,
+    seconds: 0,
+    reflog: p.reflog,
+    stages,
+    sent: 0,
+    sent_per_yacobot: {},
+    new_domains: 0,
+  };
+  if (isRerun || rj.attempts > 1) record.recovered = 'rerun';
+
+  if (signalled()) return record; // the caller stops; the staging area stays for the next invocation
+  const bad = outcomes.find((s) => s.exit !== 0);
+  if (bad) {
+    record.status = 'failed';
+    record.failed_stage = bad.name;
+    record.error = failureMessage(bad);
+    record.seconds = seconds();
+    // The rejects explain a failed reject ratio; keep them (a later successful run replaces them).
+    if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) {
+      mkdirDurable(path.join(o.state, 'rejects'));
+      fs.renameSync(p.rejects, path.join(o.state, 'rejects', `${p.name}.tsv`));
+      record.rejects_file = path.join(o.state, 'rejects', `${p.name}.tsv`);
+    }
+    log.error({ run: p.name, stage: bad.name, error: record.error }, 'run failed; nothing published');
+    appendRecordOnce(path.join(o.state, 'runs.jsonl'), record);
+    fs.rmSync(p.staging, { recursive: true, force: true });
+    fsyncPath(path.dirname(p.staging));
+    return record;
+  }
+
+  // Success: gather what will be published, then commit.
+  const queue: CommitPlan['queue'] = [];
+  for (const id of fs.readdirSync(p.queue).sort((a, b) => Number(a) - Number(b))) {
+    const f = stagedQueueFile({ staging: p.staging, run: p.name }, id);
+    if (!fs.existsSync(f)) continue;
+    const urls = countLines(f);
+    queue.push({ yacobot: id, urls });
+    record.sent_per_yacobot[id] = urls;
+    record.sent += urls;
+  }
+  const ud = stages['upload-domains'] ?? {};
+  record.new_domains = typeof ud.assigned_by_us === 'number' ? ud.assigned_by_us : typeof ud.domains_new === 'number' ? ud.domains_new : 0;
+  if (fs.existsSync(p.rejects)) {
+    if (fs.statSync(p.rejects).size === 0) fs.rmSync(p.rejects);
+    else record.rejects_file = path.join(o.state, 'rejects', `${p.name}.tsv`);
+  }
+  record.seconds = seconds();
+  const plan: CommitPlan = {
+    version: 1,
+    run: p.name,
+    staging: p.staging,
+    state: o.state,
+    reflog: p.reflog,
+    queueDir: o.queueDir,
+    backlogWarn: o.backlogWarn,
+    queue,
+    record,
+  };
+  hooks.beforeStep?.(p.name, 'commit');
+  writeCommit(plan);
+  publish(plan, hooks);
+  log.info({ run: p.name, sent: record.sent, sent_per_yacobot: record.sent_per_yacobot, new_domains: record.new_domains, seconds: record.seconds }, 'run committed');
+  return record;
+}
+
+/** On a terminal: a one-line progress display (lines/s of the reflog read); returns its stop function. */
+function showProgress(name: string, p: Progress): () => void {
+  if (!process.stderr.isTTY) return () => undefined;
+  const t0 = Date.now();
+  let readSecs = 0;
+  const fmt = (n: number) => (n >= 1e6 ? `${(n / 1e6).toFixed(2)}M` : n >= 1e4 ? `${(n / 1e3).toFixed(0)}k` : String(n));
+  const timer = setInterval(() => {
+    const s = (Date.now() - t0) / 1000;
+    if (!p.inputDone) readSecs = s;
+    const rate = readSecs > 0 ? p.lines / readSecs : 0;
+    const text = p.inputDone
+      ? `${name}: read ${fmt(p.lines)} lines (${fmt(Math.round(rate))} lines/s); sorting, filtering, routing... ${s.toFixed(0)} s`
+      : `${name}: ${fmt(p.lines)} lines read, ${fmt(Math.round(rate))} lines/s, ${s.toFixed(0)} s`;
+    process.stderr.write(`\r\x1b[K${text}`);
+  }, 500);
+  timer.unref();
+  return () => {
+    clearInterval(timer);
+    process.stderr.write('\r\x1b[K');
+  };
+}
+
+/**
+ * Test hook: REFLOG_RUNNER_FAILPOINT="RUN:STEP" (or "*:STEP") makes the runner
+ * SIGKILL itself just before that commit step (commit, queue:<id>, current_log,
+ * domain_map, rejects, record, reflog, cleanup), to prove each step recoverable.
+ */
+function failpoint(): ((run: string, step: string) => void) | undefined {
+  const fp = process.env.REFLOG_RUNNER_FAILPOINT;
+  if (!fp) return undefined;
+  return (run, step) => {
+    if (fp === `${run}:${step}` || fp === `*:${step}`) process.kill(process.pid, 'SIGKILL');
+  };
+}

@@ -1,0 +1,213 @@
+// Options of reflog-to-yacobot-queue: flags, an optional key = value config file
+// (the same names as the flags; flags win), defaults under ./var/. Pure: no I/O
+// except reading the config file.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { UsageError } from '../core/errors.js';
+import { parseSize } from '../core/size.js';
+import { isValidTimestamp, parseDuration } from '../core/time.js';
+
+export const PROG = 'reflog-to-yacobot-queue';
+
+/** Everything a runner invocation needs, normalized; paths are absolute. */
+export interface RunnerOptions {
+  inbox: string;
+  state: string;
+  db: string;
+  queueDir: string;
+  /** Fixed "now" for every run of this invocation, or null (see resolveNow). */
+  now: string | null;
+  backlogWarn: number;
+  /** Passed to filter-url / analyze-dump only when set. */
+  keep: string | null;
+  resendAfter: string | null;
+  maxRejectRatio: string | null;
+  memory: string | null;
+  logLevel: string;
+  /** The config file read, if any (absolute). */
+  config: string | null;
+}
+
+/** The keys a config file may set; each is also a --flag taking a value. */
+export const KEYS = [
+  'inbox',
+  'state',
+  'db',
+  'queue-dir',
+  'now',
+  'backlog-warn',
+  'keep',
+  'resend-after',
+  'max-reject-ratio',
+  'memory',
+  'log-level',
+] as const;
+export type Key = (typeof KEYS)[number];
+const PATH_KEYS: ReadonlySet<Key> = new Set(['inbox', 'state', 'db', 'queue-dir']);
+
+export const USAGE = `Usage: ${PROG} [options]
+
+Processes every *.reflog in the inbox, oldest name first (bytewise order of the
+file names), each as one run named after its file (2011072806.reflog -> run
+2011072806, queue files <queue-dir>/<yacobot_id>/2011072806.tsv). For each run:
+
+  domains-from-db --db DB                       > staged domain_map
+  analyze-dump < reflog | group-sum | join-current --current STATE/current_log
+    | filter-url --current-out <staged current_log> --now NOW
+    | upload-domains --db DB --map <staged domain_map> --now NOW
+    | logsaver --queue-dir <staged queue dir> --name RUN
+
+Everything is written under STATE/staging/RUN/ first. Only when every stage
+exited 0 does the run commit: publish the queue files, replace STATE/current_log
+and STATE/domain_map, keep the rejects in STATE/rejects/RUN.tsv, append a line to
+STATE/runs.jsonl, move the reflog to STATE/done/. A failed run publishes nothing
+and leaves the reflog in the inbox; later reflogs wait for it (exit 1). A run
+killed at any instant is finished or redone by the next invocation, with the same
+result (a queue file may be published twice, same name, same content).
+
+Options (each also a key of the --config file):
+  --inbox DIR             where reflogs arrive (default ./var/inbox)
+  --state DIR             current_log, domain_map, done/, runs.jsonl, lock
+                          (default ./var/state)
+  --db FILE               partner database (default STATE/partner.db)
+  --queue-dir DIR         queue root: DIR/<yacobot_id>/<run>.tsv (default ./var/queue)
+  --now YYYYMMDDhhmmss    "now" of every run of this invocation (see below)
+  --backlog-warn N        warn when a Yacobot has more than N URLs waiting in its
+                          queue directory (default 1000000)
+  --keep DURATION         filter-url --keep (default 1h; production: 10h)
+  --resend-after DURATION filter-url --resend-after (default 1h)
+  --max-reject-ratio R    analyze-dump --max-reject-ratio (default 0.01)
+  --memory SIZE           analyze-dump --memory (default 256M)
+  --log-level LEVEL       JSON log lines on stderr: debug, info, warn, error, silent
+  --config FILE           read options from FILE: "key = value" lines with the
+                          names above (no dashes in front), "#" comment lines;
+                          relative paths are relative to FILE's directory;
+                          flags given on the command line win
+  -h, --help              print this help and exit
+  --version               print the version and exit
+
+The "now" of a run (filter-url's clock, added_at of new domains) is, in order:
+  1. --now, when given;
+  2. when the reflog's name starts with an hour YYYYMMDDhh: the end of that hour
+     (2011072806.reflog -> 20110728070000), so a backlog or a replay is processed
+     as it would have been on time;
+  3. otherwise the wall clock when the run was first attempted.
+It is stored in STATE/staging/RUN/run.json before any stage starts, and a rerun
+after a crash reuses the stored value, so it reaches the same result. Times are
+local (set TZ), as in filter-url.
+
+One invocation at a time per state directory (flock on STATE/lock); another one
+exits 75 at once, naming the process that holds the lock.
+
+Exit status: 0 all runs committed (or nothing to do), 1 a run failed (its stage's
+message is printed), 2 usage or config error, 75 locked.
+`;
+
+/** Parses a config file's text into key -> value; throws UsageError naming the line. */
+export function parseConfig(text: string, file: string): Map<Key, string> {
+  const out = new Map<Key, string>();
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const raw = lines[i]!.replace(/\r$/, '');
+    const t = raw.trim();
+    if (t === '' || t.startsWith('#')) continue;
+    const eq = t.indexOf('=');
+    if (eq < 0) throw new UsageError(`${file}:${i + 1}: want "key = value", got '${clipText(t)}'`);
+    const key = t.slice(0, eq).trim();
+    let value = t.slice(eq + 1).trim();
+    if (!(KEYS as readonly string[]).includes(key)) {
+      throw new UsageError(`${file}:${i + 1}: unknown key '${clipText(key)}' (known: ${KEYS.join(', ')})`);
+    }
+    if (value.length >= 2 && (value[0] === '"' || value[0] === "'") && value.endsWith(value[0]!)) value = value.slice(1, -1);
+    out.set(key as Key, value);
+  }
+  return out;
+}
+
+/**
+ * Parses argv (without node and script), merges the config file, validates.
+ * Returns 'help' or 'version' when asked; throws UsageError on anything wrong.
+ */
+export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions | 'help' | 'version' {
+  const flags = new Map<Key, string>();
+  let configFile: string | null = null;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '-h' || a === '--help') return 'help';
+    if (a === '--version') return 'version';
+    if (!a.startsWith('--')) throw new UsageError(`unexpected argument '${clipText(a)}'`);
+    const eq = a.indexOf('=');
+    const name = eq < 0 ? a.slice(2) : a.slice(2, eq);
+    let value: string | undefined = eq < 0 ? undefined : a.slice(eq + 1);
+    if (name !== 'config' && !(KEYS as readonly string[]).includes(name)) throw new UsageError(`unknown option '--${clipText(name)}'`);
+    if (value === undefined) {
+      value = argv[++i];
+      if (value === undefined) throw new UsageError(`option '--${name}' wants a value`);
+    }
+    if (name === 'config') configFile = value;
+    else flags.set(name as Key, value);
+  }
+
+  const values = new Map<Key, { value: string; base: string }>();
+  let configPath: string | null = null;
+  if (configFile !== null) {
+    configPath = path.resolve(cwd, configFile);
+    let text: string;
+    try {
+      text = fs.readFileSync(configPath, 'utf8');
+    } catch (err) {
+      throw new UsageError(`cannot read config file ${configFile}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+    }
+    for (const [k, v] of parseConfig(text, configFile)) values.set(k, { value: v, base: path.dirname(configPath) });
+  }
+  for (const [k, v] of flags) values.set(k, { value: v, base: cwd });
+
+  const get = (k: Key): string | undefined => values.get(k)?.value;
+  const pathOf = (k: Key, dflt: string): string => {
+    const v = values.get(k);
+    if (v === undefined) return path.resolve(cwd, dflt);
+    if (v.value === '') throw new UsageError(`${k} is empty`);
+    return PATH_KEYS.has(k) ? path.resolve(v.base, v.value) : v.value;
+  };
+
+  const state = pathOf('state', 'var/state');
+  const now = get('now') ?? null;
+  if (now !== null && !isValidTimestamp(now)) throw new UsageError(`now wants a real time as YYYYMMDDhhmmss, got '${clipText(now)}'`);
+  const bw = get('backlog-warn') ?? '1000000';
+  const backlogWarn = /^\d[\d_,]*$/.test(bw) ? Number(bw.replace(/[_,]/g, '')) : NaN;
+  if (!Number.isSafeInteger(backlogWarn)) throw new UsageError(`backlog-warn wants a number of URLs, got '${clipText(bw)}'`);
+  for (const k of ['keep', 'resend-after'] as const) {
+    const v = get(k);
+    if (v !== undefined && parseDuration(v) === null) {
+      throw new UsageError(`${k} wants a duration like 90s, 30m, 1h, 10h, 1d or seconds, got '${clipText(v)}'`);
+    }
+  }
+  const ratio = get('max-reject-ratio');
+  if (ratio !== undefined && !(ratio.trim() !== '' && Number(ratio) >= 0 && Number(ratio) <= 1)) {
+    throw new UsageError(`max-reject-ratio wants a number from 0 to 1, got '${clipText(ratio)}'`);
+  }
+  const memory = get('memory');
+  if (memory !== undefined && parseSize(memory) === null) throw new UsageError(`memory wants a size like 64M or 1G, got '${clipText(memory)}'`);
+  const logLevel = get('log-level') ?? 'info';
+  if (!['debug', 'info', 'warn', 'error', 'silent'].includes(logLevel)) {
+    throw new UsageError(`log-level is one of debug, info, warn, error, silent; got '${clipText(logLevel)}'`);
+  }
+  return {
+    inbox: pathOf('inbox', 'var/inbox'),
+    state,
+    db: values.has('db') ? pathOf('db', '') : path.join(state, 'partner.db'),
+    queueDir: pathOf('queue-dir', 'var/queue'),
+    now,
+    backlogWarn,
+    keep: get('keep') ?? null,
+    resendAfter: get('resend-after') ?? null,
+    maxRejectRatio: ratio ?? null,
+    memory: memory ?? null,
+    logLevel,
+    config: configPath,
+  };
+}
+
+function clipText(s: string, max = 60): string {
+  return s.length > max ? `${s.slice(0, max)}...` : s;
+}

@@ -1,0 +1,175 @@
+// Runs the stages of one run as child processes in the runner's own process group
+// (a SIGKILL to the group takes them all): domains-from-db first, then the chain
+// as one bash pipeline. Each stage's stderr goes to its own log file; the lock
+// descriptor is inherited as fd 3 so the lock outlives a runner killed alone.
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { chainOf, pipelineScript, readStageLog, stageLog, type RunPaths, type StageOutcome } from './plan.js';
+import type { RunnerOptions } from './options.js';
+
+/** Children currently running, so a signal handler can stop them. */
+export const liveChildren = new Set<ChildProcess>();
+
+/** Sends `sig` to the live children and to their children (found through /proc). */
+export function stopChildren(sig: NodeJS.Signals = 'SIGTERM'): void {
+  for (const c of liveChildren) {
+    if (c.pid === undefined) continue;
+    for (const pid of childPids(c.pid)) tryKill(pid, sig);
+    tryKill(c.pid, sig);
+  }
+}
+
+function tryKill(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    /* already gone */
+  }
+}
+
+function childPids(parent: number): number[] {
+  const out: number[] = [];
+  let entries: string[] = [];
+  try {
+    entries = fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e));
+  } catch {
+    return out;
+  }
+  for (const e of entries) {
+    try {
+      const stat = fs.readFileSync(`/proc/${e}/stat`, 'utf8');
+      // Field 4 (ppid) follows the parenthesized command name, which may contain spaces.
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === parent) out.push(Number(e));
+    } catch {
+      /* exited meanwhile */
+    }
+  }
+  return out;
+}
+
+function waitExit(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }> {
+  liveChildren.add(child);
+  return new Promise((resolve) => {
+    let error: Error | undefined;
+    child.on('error', (e) => {
+      error = e;
+    });
+    child.on('close', (code, signal) => {
+      liveChildren.delete(child);
+      resolve({ code, signal, error });
+    });
+  });
+}
+
+/** Progress of the reflog read, for the terminal display. */
+export interface Progress {
+  lines: number;
+  inputDone: boolean;
+}
+
+/**
+ * Runs domains-from-db and the chain of one run. Returns each stage's outcome, in
+ * chain order (domains-from-db first); stops after domains-from-db if it failed.
+ */
+export async function runStages(
+  o: RunnerOptions,
+  p: RunPaths,
+  now: string,
+  lockFd: number,
+  binDir: string,
+  progress: Progress,
+): Promise<StageOutcome[]> {
+  const outcomes: StageOutcome[] = [];
+  const readLog = (i: number, name: string, exit: number): StageOutcome => {
+    let text = '';
+    try {
+      text = fs.readFileSync(stageLog(p, i, name), 'utf8');
+    } catch {
+      /* the stage never started */
+    }
+    return readStageLog(name, exit, text);
+  };
+  const statusOf = (r: { code: number | null; signal: NodeJS.Signals | null }) =>
+    r.code ?? (r.signal ? 128 + (os.constants.signals[r.signal] ?? 0) : 1);
+
+  // 0: domains-from-db > staged domain_map
+  {
+    const out = fs.openSync(p.mapNext, 'w', 0o644);
+    const err = fs.openSync(stageLog(p, 0, 'domains-from-db'), 'w', 0o644);
+    const child = spawn(path.join(binDir, 'domains-from-db'), ['--db', o.db], { stdio: ['ignore', out, err, lockFd] });
+    fs.closeSync(out);
+    fs.closeSync(err);
+    const r = await waitExit(child);
+    const s = readLog(0, 'domains-from-db', r.error ? 1 : statusOf(r));
+    if (r.error) s.messages.push(`domains-from-db: cannot start: ${r.error.message}`);
+    outcomes.push(s);
+    if (s.exit !== 0) return outcomes;
+  }
+
+  // 1..6: the chain, fed from the reflog by this process (counting lines for the progress display).
+  const chain = chainOf(o, p, now);
+  const bashErr = path.join(p.logs, 'bash.log');
+  const errFd = fs.openSync(bashErr, 'w', 0o644);
+  const child = spawn('bash', ['-c', pipelineScript(chain, binDir, p)], { stdio: ['pipe', 'pipe', errFd, lockFd] });
+  fs.closeSync(errFd);
+  let statuses = '';
+  child.stdout!.setEncoding('utf8').on('data', (d: string) => (statuses += d));
+  const exited = waitExit(child);
+  const readError = await feed(p.reflog, child.stdin!, progress);
+  const r = await exited;
+  const codes = statuses.trim().split(/\s+/).map(Number);
+  const bashText = fs.readFileSync(bashErr, 'utf8').trim();
+  for (let i = 0; i < chain.length; i++) {
+    const known = codes.length === chain.length && Number.isInteger(codes[i]);
+    const s = readLog(i + 1, chain[i]!.name, known ? codes[i]! : 1);
+    if (!known) s.messages.push(`${chain[i]!.name}: no exit status (bash: ${r.error?.message ?? (bashText || statusOf(r))})`);
+    outcomes.push(s);
+  }
+  if (readError !== null) outcomes.unshift({ name: 'reflog', exit: 1, summary: null, messages: [`${p.reflog}: cannot read: ${readError}`] });
+  return outcomes;
+}
+
+/**
+ * Copies the reflog into the first stage's stdin with backpressure, counting lines.
+ * Resolves with null, or with why the reflog could not be read (the run must fail:
+ * the first stage saw a short input).
+ */
+function feed(file: string, sink: NodeJS.WritableStream & { destroy?: () => void }, progress: Progress): Promise<string | null> {
+  return new Promise((resolve) => {
+    const src = fs.createReadStream(file, { highWaterMark: 1 << 20 });
+    let finished = false;
+    let readError: string | null = null;
+    const finish = () => {
+      if (finished) return;
+      finished = true;
+      progress.inputDone = true;
+      src.destroy();
+      resolve(readError);
+    };
+    // A stage that stops reading (it failed) closes the pipe; its exit status tells why.
+    sink.on('error', finish);
+    src.on('error', (err: NodeJS.ErrnoException) => {
+      readError = err.code ?? err.message;
+      sink.destroy?.();
+      finish();
+    });
+    src.on('data', (chunk) => {
+      const b = chunk as Buffer;
+      let i = b.indexOf(10);
+      while (i !== -1) {
+        progress.lines++;
+        i = b.indexOf(10, i + 1);
+      }
+      if (!sink.write(b)) {
+        src.pause();
+        sink.once('drain', () => src.resume());
+      }
+    });
+    src.on('end', () => {
+      sink.end(() => finish());
+    });
+  });
+}

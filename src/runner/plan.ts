@@ -1,0 +1,237 @@
+// The pure part of the runner: which reflogs, in what order, under which names
+// and "now"; the stage command lines; reading stage logs; the runs.jsonl record
+// and the human summary. No processes, no file system.
+import * as path from 'node:path';
+import { formatTimestamp, isValidTimestamp, timestampToMs } from '../core/time.js';
+import type { RunnerOptions } from './options.js';
+
+export const REFLOG_EXT = '.reflog';
+
+/** Why a run name cannot be used, or null. The name becomes a file name in several directories. */
+export function checkRunName(name: string): string | null {
+  if (name === '') return 'is empty';
+  if (name.startsWith('.')) return "starts with '.'";
+  if (!/^[\x21-\x7e\u0080-\uffff]+$/.test(name) || /[/\\]/.test(name)) return 'contains a space, a slash or a control character';
+  if (Buffer.byteLength(name) > 200) return 'is longer than 200 bytes';
+  return null;
+}
+
+/**
+ * The reflogs to process, from the inbox's directory entries: `*.reflog` files not
+ * starting with '.', in bytewise order of their names (Hour stamps sort oldest
+ * first). Names that cannot be run names come back in `skipped` with the reason.
+ */
+export function planInbox(entries: readonly string[]): { runs: string[]; skipped: { file: string; why: string }[] } {
+  const runs: string[] = [];
+  const skipped: { file: string; why: string }[] = [];
+  for (const f of entries) {
+    if (!f.endsWith(REFLOG_EXT) || f.startsWith('.')) continue;
+    const name = f.slice(0, -REFLOG_EXT.length);
+    const bad = checkRunName(name);
+    if (bad) skipped.push({ file: f, why: `run name '${name}' ${bad}` });
+    else runs.push(name);
+  }
+  runs.sort((a, b) => (Buffer.compare(Buffer.from(a), Buffer.from(b))));
+  return { runs, skipped };
+}
+
+/** Where a run's "now" came from. */
+export type NowSource = 'flag' | 'name' | 'clock' | 'stored';
+
+/**
+ * The end of the hour a run name starts with (YYYYMMDDhh...), as a timestamp in the
+ * local zone, or null when the name does not start with a real hour.
+ */
+export function hourEndOf(name: string): string | null {
+  const m = /^(\d{10})/.exec(name);
+  if (!m) return null;
+  const start = `${m[1]}0000`;
+  if (!isValidTimestamp(start)) return null;
+  return formatTimestamp(new Date(timestampToMs(start) + 3_600_000));
+}
+
+/** The "now" of a new run: --now, else the end of the name's hour, else the clock (see USAGE). */
+export function resolveNow(name: string, flagNow: string | null, clock: Date): { now: string; source: NowSource } {
+  if (flagNow !== null) return { now: flagNow, source: 'flag' };
+  const h = hourEndOf(name);
+  if (h !== null) return { now: h, source: 'name' };
+  return { now: formatTimestamp(clock), source: 'clock' };
+}
+
+/** The files of one run's staging area, all under STATE/staging/RUN/. */
+export interface RunPaths {
+  name: string;
+  reflog: string;
+  staging: string;
+  runJson: string;
+  commit: string;
+  work: string;
+  tmp: string;
+  logs: string;
+  queue: string;
+  currentNext: string;
+  mapNext: string;
+  rejects: string;
+}
+
+/** The staging layout of run `name`. */
+export function runPaths(o: Pick<RunnerOptions, 'inbox' | 'state'>, name: string): RunPaths {
+  const staging = path.join(o.state, 'staging', name);
+  const work = path.join(staging, 'work');
+  return {
+    name,
+    reflog: path.join(o.inbox, name + REFLOG_EXT),
+    staging,
+    runJson: path.join(staging, 'run.json'),
+    commit: path.join(staging, 'COMMIT'),
+    work,
+    tmp: path.join(work, 'tmp'),
+    logs: path.join(work, 'log'),
+    queue: path.join(work, 'queue'),
+    currentNext: path.join(work, 'current_log'),
+    mapNext: path.join(work, 'domain_map'),
+    rejects: path.join(work, 'rejects.tsv'),
+  };
+}
+
+/** One stage command: its name and arguments (the binary is bin/<name>). */
+export interface StageCmd {
+  name: string;
+  args: string[];
+}
+
+/** The chain of one run, after domains-from-db (SPEC "Stages", staged outputs). */
+export function chainOf(o: RunnerOptions, p: RunPaths, now: string): StageCmd[] {
+  const ad = ['--rejects', p.rejects, '--tmp', p.tmp];
+  if (o.maxRejectRatio !== null) ad.push('--max-reject-ratio', o.maxRejectRatio);
+  if (o.memory !== null) ad.push('--memory', o.memory);
+  const fu = ['--current-out', p.currentNext, '--now', now];
+  if (o.resendAfter !== null) fu.push('--resend-after', o.resendAfter);
+  if (o.keep !== null) fu.push('--keep', o.keep);
+  return [
+    { name: 'analyze-dump', args: ad },
+    { name: 'group-sum', args: [] },
+    { name: 'join-current', args: ['--current', path.join(o.state, 'current_log')] },
+    { name: 'filter-url', args: fu },
+    { name: 'upload-domains', args: ['--db', o.db, '--map', p.mapNext, '--now', now, '--tmp', p.tmp] },
+    { name: 'logsaver', args: ['--queue-dir', p.queue, '--name', p.name] },
+  ];
+}
+
+/** Quotes one word for bash. */
+export function shellQuote(s: string): string {
+  return /^[A-Za-z0-9_./:=@%+,-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/** The log file of stage `i` of a run. */
+export function stageLog(p: RunPaths, i: number, name: string): string {
+  return path.join(p.logs, `${i}.${name}.log`);
+}
+
+/**
+ * A bash script running `chain` as one pipeline: stdin of the script feeds the first
+ * stage, each stage's stderr goes to its own log file, the last stage's stdout is
+ * discarded, and the script prints the exit statuses (PIPESTATUS) on stdout.
+ */
+export function pipelineScript(chain: readonly StageCmd[], binDir: string, p: RunPaths, firstIndex = 1): string {
+  const parts = chain.map((s, i) =>
+    [path.join(binDir, s.name), ...s.args].map(shellQuote).join(' ') + ` 2>${shellQuote(stageLog(p, firstIndex + i, s.name))}`,
+  );
+  return `${parts.join(' \\\n  | ')} >/dev/null\necho "\${PIPESTATUS[*]}"\n`;
+}
+
+/** What a stage left in its log: its summary line (pino JSON) and its plain-text messages. */
+export interface StageOutcome {
+  name: string;
+  exit: number;
+  summary: Record<string, unknown> | null;
+  messages: string[];
+}
+
+/** Splits a stage's stderr into the last summary line and the non-JSON lines. */
+export function readStageLog(name: string, exit: number, text: string): StageOutcome {
+  let summary: Record<string, unknown> | null = null;
+  const messages: string[] = [];
+  for (const l of text.split('\n')) {
+    if (l.trim() === '') continue;
+    if (l.startsWith('{')) {
+      try {
+        const o = JSON.parse(l) as Record<string, unknown>;
+        if (o.summary === true) summary = o;
+        continue;
+      } catch {
+        /* not JSON after all: keep as a message */
+      }
+    }
+    messages.push(l);
+  }
+  return { name, exit, summary, messages };
+}
+
+/** The one-line reason a failed stage gives: its own message, else its summary's error, else the status. */
+export function failureMessage(s: StageOutcome): string {
+  const own = s.messages.find((m) => m.startsWith(`${s.name}:`)) ?? s.messages[0];
+  if (own) return own;
+  if (s.summary && typeof s.summary.error === 'string') return `${s.name}: ${s.summary.error}`;
+  return s.exit > 128 ? `${s.name}: killed by signal ${s.exit - 128}` : `${s.name}: exit status ${s.exit}`;
+}
+
+const PINO_FIELDS = new Set(['level', 'time', 'pid', 'hostname', 'name', 'stage', 'summary', 'msg']);
+
+/** Per-stage counts for runs.jsonl: lines_in, records_out, rejected, skipped (as each stage names them) and the rest. */
+export function stageCounts(s: StageOutcome): Record<string, unknown> {
+  const c: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(s.summary ?? {})) if (!PINO_FIELDS.has(k)) c[k] = v;
+  const num = (...keys: string[]): number | null => {
+    for (const k of keys) if (typeof c[k] === 'number') return c[k] as number;
+    return null;
+  };
+  const linesIn = num('lines_in', 'records_in', 'incoming');
+  const out = num('records_out', 'sent', 'domains_out');
+  const norm: Record<string, unknown> = { exit: s.exit };
+  norm.lines_in = linesIn;
+  norm.records_out = s.name === 'logsaver' ? num('records_in') : out;
+  norm.rejected = num('rejected') ?? 0;
+  norm.skipped = num('skipped') ?? 0;
+  return { ...norm, ...c };
+}
+
+/** The runs.jsonl line of one run. */
+export interface RunRecord {
+  run: string;
+  run_id: string;
+  status: 'ok' | 'failed';
+  start: string;
+  now: string;
+  now_source: NowSource;
+  attempt: number;
+  recovered?: 'rerun' | 'roll-forward';
+  seconds: number;
+  reflog: string;
+  stages: Record<string, Record<string, unknown>>;
+  sent: number;
+  sent_per_yacobot: Record<string, number>;
+  new_domains: number;
+  rejects_file?: string;
+  failed_stage?: string;
+  error?: string;
+  backlog?: Record<string, { files: number; urls: number }>;
+  backlog_warn?: string[];
+}
+
+/** One line of human summary for a run. */
+export function humanLine(r: RunRecord): string {
+  if (r.status === 'failed') return `${r.run}: FAILED in ${r.failed_stage ?? '?'} after ${r.seconds.toFixed(1)} s: ${r.error ?? ''}`;
+  const ad = r.stages['analyze-dump'] ?? {};
+  const fu = r.stages['filter-url'] ?? {};
+  const per = Object.entries(r.sent_per_yacobot)
+    .sort((a, b) => Number(a[0]) - Number(b[0]))
+    .map(([id, n]) => `#${id} ${n}`)
+    .join(', ');
+  const held = typeof fu.held === 'number' ? `, ${fu.held} held back` : '';
+  return (
+    `${r.run}: ${ad.lines_in ?? '?'} lines, ${ad.records_out ?? '?'} records, ${ad.rejected ?? '?'} rejected, ` +
+    `${ad.skipped ?? '?'} skipped; ${r.sent} URLs sent${per ? ` (${per})` : ''}${held}; ` +
+    `${r.new_domains} new domains; ${r.seconds.toFixed(1)} s${r.recovered ? ` (${r.recovered} after a crash)` : ''}`
+  );
+}
