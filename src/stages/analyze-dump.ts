@@ -170,6 +170,7 @@ fails with no output.`,
       skipped_header: headers,
       skipped_empty: empty,
       rejected_by_reason: byReason,
+      sort_runs: sorter.spilledRuns,
     });
     rejects?.close();
     const total = records + rejected;
