@@ -183,7 +183,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
       summary(log, counts, started, 'output closed');
       process.exit(0);
     }
-    fail(def.name, err, log, counts, started, runExitHooks);
+    fail(def.name, systemFailure(err), log, counts, started, runExitHooks);
   }
   runExitHooks();
   summary(log, counts, started, 'ok');
@@ -193,7 +193,22 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
 function inputFailure(err: unknown, file: string): unknown {
   if (err instanceof DataError || err instanceof OutputClosed) return err;
   const e = err as NodeJS.ErrnoException;
+  // A stage's own file operation failing inside the line callback names its own file.
+  if (e && typeof e.path === 'string' && e.path !== file) return systemFailure(err);
   return e && typeof e.code === 'string' && /^E[A-Z]+$/.test(e.code) ? ioError(err, file, 'read input') : err;
+}
+
+/**
+ * A system error (ENOSPC, EACCES, ...) that reached the runner unwrapped is an I/O
+ * failure, not a bug: one with a path names that file; a write without one is
+ * stdout's (a full disk or device under a redirection).
+ */
+function systemFailure(err: unknown): unknown {
+  if (err instanceof DataError || err instanceof UsageError) return err;
+  const e = err as NodeJS.ErrnoException;
+  if (!e || typeof e.code !== 'string' || !/^E[A-Z0-9]+$/.test(e.code)) return err;
+  if (typeof e.path === 'string') return ioError(err, e.path, e.syscall ?? 'access');
+  return e.syscall === 'write' ? ioError(err, 'stdout', 'write output') : err;
 }
 
 function summary(log: Logger, counts: Record<string, Count>, started: bigint, status: string): void {

@@ -9,8 +9,16 @@ import { DataError } from './errors.js';
 
 export type Db = Database.Database;
 
-/** How long a connection waits for another process's write lock before failing. */
-export const BUSY_TIMEOUT_MS = 5000;
+/**
+ * How long a connection waits for another process's write lock before failing:
+ * 5000 ms, or MASTER_SERVER_BUSY_TIMEOUT_MS (a non-negative integer) when set.
+ */
+export const BUSY_TIMEOUT_MS = busyTimeoutFromEnv(process.env.MASTER_SERVER_BUSY_TIMEOUT_MS);
+
+function busyTimeoutFromEnv(v: string | undefined): number {
+  const n = Number(v);
+  return v !== undefined && /^\d+$/.test(v.trim()) && Number.isSafeInteger(n) ? n : 5000;
+}
 
 /** The schema of SPEC.md, plus an index for per-Yacobot counts and moves. */
 export const SCHEMA_SQL = `
@@ -86,8 +94,10 @@ export function openDb(file: string, opts: { readonly?: boolean } = {}): Db {
   let db: Db | null = null;
   try {
     db = new Database(file, { fileMustExist: true, timeout: BUSY_TIMEOUT_MS, readonly: opts.readonly ?? false });
-    configure(db, !opts.readonly);
+    // Schema first: a file that is not a partner database is left exactly as it was
+    // (switching it to WAL would rewrite its header and add -wal/-shm files).
     checkSchema(db, file);
+    configure(db, !opts.readonly);
     return db;
   } catch (err) {
     db?.close();
