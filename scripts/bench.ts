@@ -1,0 +1,274 @@
+// npm run bench -- [--lines N] [--memory SIZE] [--repeat R] [--out DIR] [--seed S] [--no-reference]
+//
+// Generates a synthetic reflog for hour 1 and hour 2 (scripts/gen-reflog.ts), runs
+// the chain for hour 1 to build current_log and domain_map, then times hour 2 side
+// by side in one run:
+//   (a) the seven stages: domains-from-db, then analyze-dump | group-sum |
+//       join-current | filter-url | upload-domains | logsaver;
+//   (b) bench/reference.sh: LC_ALL=C sort + join + mawk doing the same step.
+// Each process runs under /usr/bin/time for its peak RSS. Then each stage runs
+// alone on the previous stage's output file, for its own throughput. Prints wall
+// seconds, lines/s, per-stage peak RSS and the ratio (a)/(b). Not a test: nothing
+// is asserted. Outputs go to --out (default bench/out/, gitignored).
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { generateReflog, parseCount } from './gen-reflog.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const BIN = path.join(ROOT, 'bin');
+const REFERENCE = path.join(ROOT, 'bench', 'reference.sh');
+const HOUR1_NAME = '2011072805';
+const HOUR2_NAME = '2011072806';
+const NOW1 = '20110728060000';
+const NOW2 = '20110728070000';
+
+interface Args {
+  lines: number;
+  seed: number;
+  memory: string | null;
+  repeat: number;
+  out: string;
+  reference: boolean;
+  tmp: string;
+}
+
+function parseArgs(argv: string[]): Args {
+  const a: Args = { lines: 1_000_000, seed: 1, memory: null, repeat: 1, out: path.join(ROOT, 'bench', 'out'), reference: true, tmp: os.tmpdir() };
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i]!;
+    const v = argv[i + 1];
+    if (k === '--no-reference') {
+      a.reference = false;
+      continue;
+    }
+    if (v === undefined) usage(`${k} needs a value`);
+    if (k === '--lines') a.lines = parseCount(v);
+    else if (k === '--seed') a.seed = Number(v);
+    else if (k === '--memory') a.memory = v;
+    else if (k === '--repeat') a.repeat = Math.max(1, Number(v));
+    else if (k === '--out') a.out = path.resolve(v);
+    else if (k === '--tmp') a.tmp = path.resolve(v);
+    else usage(`unknown option ${k}`);
+    i++;
+  }
+  return a;
+}
+
+function usage(msg: string): never {
+  process.stderr.write(`bench: ${msg}\nusage: npm run bench -- [--lines N] [--memory SIZE] [--repeat R] [--out DIR] [--tmp DIR] [--seed S] [--no-reference]\n`);
+  process.exit(2);
+}
+
+const ENV = { ...process.env, TZ: 'UTC', LC_ALL: 'C', PATH: `${BIN}:${process.env.PATH}` };
+const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+/** Wraps a command so /usr/bin/time appends "label elapsed maxrss_kb user sys" to `times`. */
+const timed = (times: string, label: string, cmd: string) => `/usr/bin/time -f '${label} %e %M %U %S' -a -o ${q(times)} ${cmd}`;
+
+function sh(script: string, what: string): number {
+  const t0 = process.hrtime.bigint();
+  const r = spawnSync('bash', ['-c', `set -euo pipefail\n${script}`], { env: ENV, stdio: ['ignore', 'ignore', 'pipe'], maxBuffer: 1 << 26 });
+  const secs = Number(process.hrtime.bigint() - t0) / 1e9;
+  if (r.status !== 0) {
+    process.stderr.write(`bench: ${what} failed (exit ${r.status}):\n${r.stderr.toString().split('\n').filter((l) => !l.startsWith('{"level":30')).slice(-20).join('\n')}\n`);
+    process.exit(1);
+  }
+  return secs;
+}
+
+interface Proc {
+  label: string;
+  elapsed: number;
+  rssMiB: number;
+  cpu: number;
+}
+
+function readTimes(file: string): Proc[] {
+  if (!fs.existsSync(file)) return [];
+  return fs
+    .readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => /^\S+ [\d.]+ \d+ [\d.]+ [\d.]+$/.test(l))
+    .map((l) => {
+      const [label, e, m, u, s] = l.split(' ');
+      return { label: label!, elapsed: Number(e), rssMiB: Number(m) / 1024, cpu: Number(u) + Number(s) };
+    });
+}
+
+function ensureReflogs(a: Args): [string, string] {
+  fs.mkdirSync(a.out, { recursive: true });
+  const files = [1, 2].map((hour) => path.join(a.out, `reflog-${a.lines}-s${a.seed}-h${hour}.reflog`));
+  files.forEach((file, i) => {
+    if (fs.existsSync(file)) return;
+    const t0 = Date.now();
+    const tmp = `${file}.tmp`;
+    const fd = fs.openSync(tmp, 'w');
+    generateReflog(fd, { lines: a.lines, hour: i + 1, seed: a.seed });
+    fs.closeSync(fd);
+    fs.renameSync(tmp, file);
+    log(`generated ${path.relative(ROOT, file)} (${(fs.statSync(file).size / 2 ** 20).toFixed(0)} MiB) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  });
+  return files as [string, string];
+}
+
+function log(msg: string): void {
+  process.stderr.write(`bench: ${msg}\n`);
+}
+
+/** The seven stages for one hour, as one bash script (each process under /usr/bin/time when `times`). */
+function chainScript(dir: string, reflog: string, name: string, now: string, a: Args, times: string | null): string {
+  const t = (label: string, cmd: string) => (times ? timed(times, label, cmd) : cmd);
+  const mem = a.memory ? ` --memory ${q(a.memory)}` : '';
+  const d = (f: string) => q(path.join(dir, f));
+  const ll = '--log-level warn';
+  return [
+    `cd ${q(dir)}`,
+    `${t('domains-from-db', `domains-from-db ${ll} --db ${d('partner.db')}`)} > ${d('domain_map')}`,
+    `${t('analyze-dump', `analyze-dump ${ll}${mem} --tmp ${q(a.tmp)} --rejects ${d('rejects.txt')}`)} < ${q(reflog)} \\`,
+    `| ${t('group-sum', `group-sum ${ll}`)} \\`,
+    `| ${t('join-current', `join-current ${ll} --current ${d('current_log')}`)} \\`,
+    `| ${t('filter-url', `filter-url ${ll} --current-out ${d('current_log.next')} --now ${now}`)} \\`,
+    `| ${t('upload-domains', `upload-domains ${ll} --db ${d('partner.db')} --map ${d('domain_map')} --now ${now} --tmp ${q(a.tmp)}`)} \\`,
+    `| ${t('logsaver', `logsaver ${ll} --queue-dir ${d('queues')} --name ${name}`)}`,
+    `mv ${d('current_log.next')} ${d('current_log')}`,
+  ].join('\n');
+}
+
+function referenceScript(dir: string, reflog: string, name: string, now: string, a: Args): string {
+  const d = (f: string) => q(path.join(dir, f));
+  return `cd ${q(dir)}\n${q(REFERENCE)} ${q(reflog)} ${d('current_log')} ${d('current_log')} ${d('filtered_log')} ${d('domain_map')} ${d('queues')} ${name} ${now} ${q(a.tmp)}`;
+}
+
+/** A fresh copy of a state directory. */
+function copyState(from: string, to: string): void {
+  fs.rmSync(to, { recursive: true, force: true });
+  fs.cpSync(from, to, { recursive: true });
+}
+
+function countLines(file: string): number {
+  const fd = fs.openSync(file, 'r');
+  const buf = Buffer.allocUnsafe(1 << 20);
+  let n = 0;
+  let got: number;
+  while ((got = fs.readSync(fd, buf, 0, buf.length, null)) > 0) {
+    for (let i = buf.indexOf(10, 0); i !== -1 && i < got; i = buf.indexOf(10, i + 1)) n++;
+  }
+  fs.closeSync(fd);
+  return n;
+}
+
+const f1 = (x: number) => x.toFixed(1);
+const f2 = (x: number) => x.toFixed(2);
+const rate = (lines: number, secs: number) => (secs > 0 ? `${(lines / secs / 1e6).toFixed(2)}M` : '-');
+
+function main(): void {
+  const a = parseArgs(process.argv.slice(2));
+  if (!fs.existsSync('/usr/bin/time')) usage('needs /usr/bin/time (GNU time) for peak RSS');
+  const [h1, h2] = ensureReflogs(a);
+  const work = path.join(a.out, `run-${a.lines}`);
+  fs.rmSync(work, { recursive: true, force: true });
+  const ours1 = path.join(work, 'ours-hour1');
+  const ref1 = path.join(work, 'ref-hour1');
+  fs.mkdirSync(ours1, { recursive: true });
+  fs.mkdirSync(ref1, { recursive: true });
+
+  // Hour 1: build the state the timed hour starts from.
+  sh(
+    [
+      `partner-db --db ${q(path.join(ours1, 'partner.db'))} init`,
+      ...['yacobot-a 1', 'yacobot-b 1', 'yacobot-c 2'].map((nw) => {
+        const [n, w] = nw.split(' ');
+        return `partner-db --db ${q(path.join(ours1, 'partner.db'))} add ${n} --weight ${w} > /dev/null`;
+      }),
+    ].join('\n'),
+    'partner-db setup',
+  );
+  sh(chainScript(ours1, h1, HOUR1_NAME, NOW1, a, null), 'hour 1 (stages)');
+  if (a.reference) sh(referenceScript(ref1, h1, HOUR1_NAME, NOW1, a), 'hour 1 (reference)');
+  log(`hour 1 done: current_log ${countLines(path.join(ours1, 'current_log'))} records (reference ${a.reference ? countLines(path.join(ref1, 'current_log')) : '-'})`);
+
+  // Hour 2, side by side, alternating.
+  const inLines = countLines(h2);
+  const oursRuns: { wall: number; procs: Proc[] }[] = [];
+  const refRuns: { wall: number; procs: Proc[] }[] = [];
+  for (let r = 0; r < a.repeat; r++) {
+    const od = path.join(work, `ours-hour2-${r}`);
+    copyState(ours1, od);
+    const ot = path.join(od, 'times.txt');
+    const wall = sh(chainScript(od, h2, HOUR2_NAME, NOW2, a, ot), 'hour 2 (stages)');
+    oursRuns.push({ wall, procs: readTimes(ot) });
+    if (a.reference) {
+      const rd = path.join(work, `ref-hour2-${r}`);
+      copyState(ref1, rd);
+      const rt = path.join(rd, 'times.txt');
+      const t0 = process.hrtime.bigint();
+      const res = spawnSync('bash', ['-c', referenceScript(rd, h2, HOUR2_NAME, NOW2, a)], { env: { ...ENV, BENCH_TIMES: rt }, stdio: ['ignore', 'ignore', 'pipe'] });
+      const rwall = Number(process.hrtime.bigint() - t0) / 1e9;
+      if (res.status !== 0) {
+        log(`reference failed: ${res.stderr.toString()}`);
+        process.exit(1);
+      }
+      refRuns.push({ wall: rwall, procs: readTimes(rt) });
+    }
+    log(`hour 2 run ${r + 1}/${a.repeat}: stages ${f2(wall)} s${a.reference ? `, reference ${f2(refRuns[r]!.wall)} s` : ''}`);
+  }
+
+  // Each stage alone, on the previous stage's output file.
+  const solo = path.join(work, 'solo');
+  copyState(ours1, solo);
+  const st = path.join(solo, 'times.txt');
+  const S = (f: string) => q(path.join(solo, f));
+  const ll = '--log-level warn';
+  const mem = a.memory ? ` --memory ${q(a.memory)}` : '';
+  const soloSteps: [string, string, string, string][] = [
+    ['domains-from-db', `domains-from-db ${ll} --db ${S('partner.db')}`, '/dev/null', 'domain_map'],
+    ['analyze-dump', `analyze-dump ${ll}${mem} --tmp ${q(a.tmp)}`, h2, 'a.tsv'],
+    ['group-sum', `group-sum ${ll}`, path.join(solo, 'a.tsv'), 'g.tsv'],
+    ['join-current', `join-current ${ll} --current ${S('current_log')}`, path.join(solo, 'g.tsv'), 'j.tsv'],
+    ['filter-url', `filter-url ${ll} --current-out ${S('current_log.next')} --now ${NOW2}`, path.join(solo, 'j.tsv'), 'f.tsv'],
+    ['upload-domains', `upload-domains ${ll} --db ${S('partner.db')} --map ${S('domain_map')} --now ${NOW2} --tmp ${q(a.tmp)}`, path.join(solo, 'f.tsv'), 'r.tsv'],
+    ['logsaver', `logsaver ${ll} --queue-dir ${S('queues')} --name ${HOUR2_NAME}`, path.join(solo, 'r.tsv'), '/dev/null'],
+  ];
+  const soloIn: Record<string, number> = {};
+  for (const [label, cmd, input, output] of soloSteps) {
+    soloIn[label] = input === '/dev/null' ? 0 : countLines(input);
+    const outPath = output === '/dev/null' ? '/dev/null' : path.join(solo, output);
+    sh(`${timed(st, label, cmd)} < ${q(input)} > ${q(outPath)}`, `${label} alone`);
+  }
+  const soloProcs = readTimes(st);
+
+  // --- report ----------------------------------------------------------------
+  const best = <T extends { wall: number }>(runs: T[]) => runs.reduce((x, y) => (y.wall < x.wall ? y : x));
+  const ob = best(oursRuns);
+  const rb = a.reference ? best(refRuns) : null;
+  const lines: string[] = [];
+  const p = (s = '') => lines.push(s);
+  p(`master-server bench: ${inLines.toLocaleString('en')} reflog lines (hour 2), ${os.cpus().length} CPUs, node ${process.version}` + (a.memory ? `, analyze-dump --memory ${a.memory}` : ''));
+  p(`current_log before hour 2: ${countLines(path.join(ours1, 'current_log')).toLocaleString('en')} records; best of ${a.repeat} run(s)`);
+  p();
+  p('hour 2, whole step (pipeline as cron runs it)   wall s   lines/s   peak RSS MiB (max stage)   CPU s');
+  const sumCpu = (ps: Proc[]) => ps.reduce((s, x) => s + x.cpu, 0);
+  const maxRss = (ps: Proc[]) => Math.max(0, ...ps.map((x) => x.rssMiB));
+  p(`  (a) seven stages                             ${f2(ob.wall).padStart(7)}  ${rate(inLines, ob.wall).padStart(8)}   ${f1(maxRss(ob.procs)).padStart(8)}                  ${f1(sumCpu(ob.procs)).padStart(6)}`);
+  if (rb) {
+    p(`  (b) coreutils reference (sort+join+mawk)     ${f2(rb.wall).padStart(7)}  ${rate(inLines, rb.wall).padStart(8)}   ${f1(maxRss(rb.procs)).padStart(8)}                  ${f1(sumCpu(rb.procs)).padStart(6)}`);
+    p(`  ratio (a)/(b) wall: ${f2(ob.wall / rb.wall)}   (each run: ${oursRuns.map((o, i) => f2(o.wall / refRuns[i]!.wall)).join(', ')})`);
+  }
+  p();
+  p('per process in the pipeline          peak RSS MiB   CPU s');
+  for (const x of ob.procs) p(`  ${x.label.padEnd(34)} ${f1(x.rssMiB).padStart(8)}   ${f2(x.cpu).padStart(6)}`);
+  if (rb) for (const x of rb.procs) p(`  ${x.label.padEnd(34)} ${f1(x.rssMiB).padStart(8)}   ${f2(x.cpu).padStart(6)}`);
+  p();
+  p('each stage alone, file to file       lines in     wall s    lines/s   peak RSS MiB');
+  for (const x of soloProcs) {
+    const n = soloIn[x.label] ?? 0;
+    p(`  ${x.label.padEnd(34)} ${n.toLocaleString('en').padStart(10)}  ${f2(x.elapsed).padStart(7)}  ${(n ? rate(n, x.elapsed) : '-').padStart(8)}   ${f1(x.rssMiB).padStart(8)}`);
+  }
+  p();
+  p(`outputs: ${path.relative(ROOT, work) || work}`);
+  process.stdout.write(lines.join('\n') + '\n');
+}
+
+main();
