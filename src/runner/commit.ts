@@ -17,7 +17,8 @@
 //   6. reflog     move INBOX/RUN.reflog to STATE/done/ (only while it is still in
 //                 the inbox). The inbox is the to-do list: the reflog leaves it
 //                 only after all of the above are durable.
-//   7. cleanup    remove STATE/staging/RUN (the COMMIT marker goes last).
+//   7. cleanup    remove the staged files and run.json, then COMMIT, then the
+//                 directory.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ioError } from '../core/errors.js';
@@ -180,6 +181,12 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
   steps.push({
     name: 'cleanup',
     run() {
+      // COMMIT goes after everything else in the staging area and before the directory,
+      // so a staging directory without COMMIT never holds a committed run's files.
+      fs.rmSync(work, { recursive: true, force: true });
+      fs.rmSync(path.join(plan.staging, 'run.json'), { force: true });
+      fsyncPath(plan.staging);
+      fs.rmSync(path.join(plan.staging, 'COMMIT'), { force: true });
       fs.rmSync(plan.staging, { recursive: true, force: true });
       fsyncPath(path.dirname(plan.staging));
     },

@@ -68,5 +68,9 @@ function describeHolder(file: string): string {
   if (!pid) return 'another process (it has not written its pid yet)';
   const started = /started=(\S+)/.exec(text)?.[1];
   const host = /host=(\S+)/.exec(text)?.[1];
-  return `process ${pid}${host ? ` on ${host}` : ''}${started ? `, running since ${started}` : ''}`;
+  const gone = host === os.hostname() && !fs.existsSync(`/proc/${pid}`);
+  return (
+    `process ${pid}${host ? ` on ${host}` : ''}${started ? `, running since ${started}` : ''}` +
+    (gone ? ' (that process has ended; stages it started still hold the lock)' : '')
+  );
 }

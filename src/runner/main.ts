@@ -162,7 +162,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   }
 
   // The human summary.
-  for (const r of records) process.stderr.write(`${PROG}: ${humanLine(r)}\n`);
+  for (const r of records) if (r.status === 'ok') process.stderr.write(`${PROG}: ${humanLine(r)}\n`);
   const ok = records.filter((r) => r.status === 'ok');
   const secs = ((Date.now() - t0) / 1000).toFixed(1);
   if (failed) {

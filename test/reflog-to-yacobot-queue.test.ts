@@ -1,0 +1,353 @@
+// The cron runner, run for real in scratch directories: lock, all-or-nothing on a
+// failing stage, crash safety (SIGKILL of the process group at random instants and
+// at every commit step, then a clean run, compared byte for byte with an
+// uninterrupted run), config file, backlog watch; plus its pure helpers.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import Database from 'better-sqlite3';
+import { ROOT, hasStackTrace, runBin, scratch, testEnv } from './lib/run.js';
+import { UsageError } from '../src/core/errors.js';
+import { parseArgs, parseConfig } from '../src/runner/options.js';
+import { hourEndOf, planInbox, resolveNow, shellQuote } from '../src/runner/plan.js';
+import { appendRecordOnce } from '../src/runner/fsutil.js';
+
+const RUNNER = path.join(ROOT, 'scripts', 'reflog-to-yacobot-queue');
+const REFLOGS = path.join(ROOT, 'fixtures', 'reflogs');
+const RUNS = fs.readdirSync(REFLOGS).filter((f) => f.endsWith('.reflog')).sort();
+
+interface Done {
+  status: number | null;
+  signal: NodeJS.Signals | null;
+  stderr: string;
+  ms: number;
+}
+
+/** Runs the runner in `dir` (its own process group); `killAfter` ms: SIGKILL the group then. */
+function runner(dir: string, args: string[] = [], opts: { killAfter?: number; env?: Record<string, string> } = {}): Promise<Done> {
+  const t0 = Date.now();
+  const child = spawn(RUNNER, args, { cwd: dir, env: testEnv(opts.env ?? {}), detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  let timer: NodeJS.Timeout | undefined;
+  if (opts.killAfter !== undefined) {
+    timer = setTimeout(() => {
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        /* finished already */
+      }
+    }, opts.killAfter);
+  }
+  return new Promise((resolve) => {
+    child.on('close', (status, signal) => {
+      if (timer) clearTimeout(timer);
+      // A SIGKILLed group's stages may outlive the runner by a moment; the lock tells when all are gone.
+      spawnSync('flock', ['-w', '10', path.join(dir, 'var/state/lock'), 'true']);
+      resolve({ status, signal, stderr, ms: Date.now() - t0 });
+    });
+  });
+}
+
+/** One scratch root for the whole file (one exit hook), a fresh subdirectory per use. */
+let root: string | null = null;
+function sub(prefix: string): string {
+  root ??= scratch('ms-runner-');
+  return fs.mkdtempSync(path.join(root, prefix));
+}
+
+/** A scratch dir with the fixture reflogs in var/inbox and a database with three Yacobots. */
+let template: string | null = null;
+function fresh(): string {
+  if (template === null) {
+    template = sub('tpl-');
+    fs.mkdirSync(path.join(template, 'var/inbox'), { recursive: true });
+    fs.mkdirSync(path.join(template, 'var/state'), { recursive: true });
+    for (const f of RUNS) fs.copyFileSync(path.join(REFLOGS, f), path.join(template, 'var/inbox', f));
+    const db = path.join(template, 'var/state/partner.db');
+    assert.equal(runBin('partner-db', ['--db', db, 'init']).status, 0);
+    for (const [n, w] of [['alpha', '1'], ['beta', '1'], ['gamma', '2']]) {
+      const r = runBin('partner-db', ['--db', db, 'add', n!, '--weight', w!]);
+      assert.equal(r.status, 0, r.stderr);
+    }
+  }
+  const dir = sub('run-');
+  fs.cpSync(template, dir, { recursive: true });
+  return dir;
+}
+
+/** Everything that must come out the same: files of queue/, state/ (but logs and lock), inbox, DB rows. */
+function snapshot(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (rel: string) => {
+    const abs = path.join(dir, rel);
+    for (const e of fs.readdirSync(abs, { withFileTypes: true })) {
+      const r = path.join(rel, e.name);
+      if (e.isDirectory()) walk(r);
+      else if (!/^var\/state\/(runs\.jsonl|lock|partner\.db.*)$/.test(r)) out[r] = fs.readFileSync(path.join(dir, r), 'latin1');
+    }
+  };
+  walk('var');
+  const db = new Database(path.join(dir, 'var/state/partner.db'), { readonly: true });
+  out['db:partner_domain'] = JSON.stringify(db.prepare('SELECT domain, yacobot_id, added_at FROM partner_domain ORDER BY domain').raw().all());
+  out['db:yacobot'] = JSON.stringify(db.prepare('SELECT * FROM yacobot ORDER BY id').raw().all());
+  db.close();
+  return out;
+}
+
+function runsJsonl(dir: string): Record<string, unknown>[] {
+  const f = path.join(dir, 'var/state/runs.jsonl');
+  if (!fs.existsSync(f)) return [];
+  return fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+function assertSameState(got: Record<string, string>, want: Record<string, string>, what: string): void {
+  assert.deepEqual(Object.keys(got).sort(), Object.keys(want).sort(), `${what}: the same files`);
+  for (const k of Object.keys(want)) assert.ok(got[k] === want[k], `${what}: ${k} differs`);
+}
+
+/** The uninterrupted run everything is compared with. */
+interface Reference {
+  dir: string;
+  snap: Record<string, string>;
+  ms: number;
+  stderr: string;
+}
+let reference: Reference | null = null;
+async function ref(): Promise<Reference> {
+  if (reference === null) {
+    const dir = fresh();
+    const r = await runner(dir);
+    assert.equal(r.status, 0, r.stderr);
+    reference = { dir, snap: snapshot(dir), ms: r.ms, stderr: r.stderr };
+  }
+  return reference;
+}
+
+/** Leaves only the named reflogs in the inbox of `dir`. */
+function keepOnly(dir: string, ...names: string[]): void {
+  for (const f of RUNS) if (!names.includes(f)) fs.rmSync(path.join(dir, 'var/inbox', f));
+}
+
+test('an uninterrupted run publishes every reflog and records it', async () => {
+  const { snap } = await ref();
+  for (const f of RUNS) {
+    const name = f.replace(/\.reflog$/, '');
+    assert.ok(snap[`var/state/done/${f}`], `${f} moved to done/`);
+    for (const id of ['1', '2', '3']) assert.ok(snap[`var/queue/${id}/${name}.tsv`], `queue file ${id}/${name}.tsv`);
+  }
+  assert.ok(!Object.keys(snap).some((k) => k.startsWith('var/inbox/') || k.startsWith('var/state/staging/')), 'inbox and staging empty');
+  assert.ok(snap['var/state/current_log']!.length > 0);
+  assert.equal(snap['var/state/domain_map']!.split('\n').length - 1, JSON.parse(snap['db:partner_domain']!).length);
+  // The queue files are the URL records the run sent, 6 fields each.
+  for (const line of snap['var/queue/1/2011072806.tsv']!.trimEnd().split('\n')) assert.equal(line.split('\t').length, 6);
+});
+
+test('runs.jsonl, summary, a second invocation with nothing to do', async () => {
+  const { dir, stderr } = await ref();
+  const r = { stderr };
+  assert.ok(!hasStackTrace(r.stderr));
+  const recs = runsJsonl(dir);
+  assert.deepEqual(recs.map((x) => x.run), RUNS.map((f) => f.replace(/\.reflog$/, '')));
+  const first = recs[0]!;
+  assert.equal(first.status, 'ok');
+  assert.equal(first.now, '20110728070000', 'now of 2011072806.reflog is the end of its hour');
+  const ad = (first.stages as Record<string, Record<string, number>>)['analyze-dump']!;
+  assert.equal(ad.records_out! + ad.rejected! + ad.skipped!, ad.lines_in);
+  const per = first.sent_per_yacobot as Record<string, number>;
+  assert.equal(Object.values(per).reduce((a, b) => a + b, 0), first.sent);
+  assert.ok((first.new_domains as number) > 0);
+  assert.ok(typeof first.seconds === 'number' && first.backlog);
+  assert.match(r.stderr, /2011072806: \d+ lines, \d+ records, 2 rejected, 2 skipped; \d+ URLs sent/);
+  assert.match(r.stderr, /3 run\(s\) committed/);
+  const again = await runner(dir);
+  assert.equal(again.status, 0, again.stderr);
+  assert.match(again.stderr, /nothing to do/);
+  assert.equal(runsJsonl(dir).length, 3);
+});
+
+test('a second runner on the same state directory exits 75 naming the holder', async () => {
+  const dir = fresh();
+  const first = spawn(RUNNER, [], { cwd: dir, env: testEnv(), stdio: 'ignore', detached: true });
+  const lock = path.join(dir, 'var/state/lock');
+  const t0 = Date.now();
+  while (!(fs.existsSync(lock) && fs.readFileSync(lock, 'utf8').includes('pid='))) {
+    assert.ok(Date.now() - t0 < 10_000, 'first runner took the lock');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  const second = spawnSync(RUNNER, [], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 5000 });
+  assert.equal(second.status, 75, second.stderr);
+  assert.match(second.stderr, new RegExp(`process ${first.pid}\\b`));
+  assert.ok(!fs.existsSync(path.join(dir, 'var/state/done/2011072808.reflog')), 'the first runner was still running');
+  const closed = new Promise((resolve) => first.on('close', resolve));
+  process.kill(-first.pid!, 'SIGKILL');
+  await closed;
+  spawnSync('flock', ['-w', '10', lock, 'true']);
+});
+
+test('a failing stage (no active Yacobot) publishes nothing and changes no state', async () => {
+  const dir = fresh();
+  const db = path.join(dir, 'var/state/partner.db');
+  // Run the first hour, then leave no Yacobot active for the next ones.
+  keepOnly(dir, '2011072806.reflog');
+  assert.equal((await runner(dir)).status, 0);
+  for (const f of ['2011072807.reflog', '2011072808.reflog']) fs.copyFileSync(path.join(REFLOGS, f), path.join(dir, 'var/inbox', f));
+  const h = new Database(db);
+  h.exec('UPDATE yacobot SET active = 0');
+  h.close();
+  const before = snapshot(dir);
+  const r = await runner(dir);
+  assert.equal(r.status, 1, r.stderr);
+  assert.ok(!hasStackTrace(r.stderr));
+  assert.match(r.stderr, /upload-domains: .*no active Yacobot/);
+  const after = snapshot(dir);
+  delete after['var/state/rejects/2011072807.tsv']; // kept to explain a failure; not state
+  delete before['var/state/rejects/2011072807.tsv'];
+  assertSameState(after, before, 'after a failed run');
+  assert.ok(fs.existsSync(path.join(dir, 'var/inbox/2011072807.reflog')) && fs.existsSync(path.join(dir, 'var/inbox/2011072808.reflog')));
+  const last = runsJsonl(dir).at(-1)!;
+  assert.equal(last.status, 'failed');
+  assert.equal(last.failed_stage, 'upload-domains');
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
+});
+
+/** A small deterministic PRNG, so a failure can be reproduced from the seed it prints. */
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (Math.imul(s ^ (s >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
+    s ^= s + Math.imul(s ^ (s >>> 7), s | 61);
+    return ((s ^ (s >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+test('SIGKILL of the process group at random instants, then a clean run: same result as uninterrupted', async () => {
+  const { snap: want, ms } = await ref();
+  const seed = Number(process.env.RUNNER_KILL_SEED ?? Date.now() % 100000);
+  const rand = rng(seed);
+  for (let round = 0; round < 2; round++) {
+    const dir = fresh();
+    const delays: number[] = [];
+    for (let k = 0; k < 3; k++) {
+      const d = Math.floor(80 + rand() * ms);
+      delays.push(d);
+      const r = await runner(dir, [], { killAfter: d });
+      if (r.status !== null) assert.equal(r.status, 0, `seed ${seed} delays ${delays}: ${r.stderr}`);
+    }
+    const final = await runner(dir);
+    assert.equal(final.status, 0, `seed ${seed} delays ${delays}: ${final.stderr}`);
+    assert.ok(!hasStackTrace(final.stderr));
+    assertSameState(snapshot(dir), want, `seed ${seed}, kills after ${delays.join(', ')} ms`);
+    const ok = runsJsonl(dir).filter((x) => x.status === 'ok');
+    assert.deepEqual(
+      ok.map((x) => x.run),
+      RUNS.map((f) => f.replace(/\.reflog$/, '')),
+      `one runs.jsonl line per run (seed ${seed}, delays ${delays})`,
+    );
+  }
+});
+
+test('killed just before each commit step, the next run rolls forward or redoes to the same result', async () => {
+  const { snap: want } = await ref();
+  // Each scenario kills run 06, then 07 (after rolling 06 forward or redoing it), then 08, at
+  // the given steps; a clean run finishes. Together they cover every step of the commit order.
+  const scenarios = [
+    ['commit', 'current_log', 'record'],
+    ['queue:1', 'domain_map', 'reflog'],
+    ['queue:3', 'rejects', 'cleanup'],
+  ];
+  const names = RUNS.map((f) => f.replace(/\.reflog$/, ''));
+  const one = async (steps: string[]) => {
+    const dir = fresh();
+    for (let i = 0; i < names.length; i++) {
+      const r = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${names[i]}:${steps[i]}` } });
+      assert.equal(r.signal, 'SIGKILL', `failpoint ${names[i]}:${steps[i]} was reached: ${r.stderr}`);
+    }
+    const final = await runner(dir);
+    assert.equal(final.status, 0, `${steps}: ${final.stderr}`);
+    assertSameState(snapshot(dir), want, `killed before ${steps.join(', ')}`);
+    for (let i = 0; i < names.length; i++) {
+      const recs = runsJsonl(dir).filter((x) => x.run === names[i]);
+      assert.equal(recs.length, 1, `${names[i]} killed before ${steps[i]}: one runs.jsonl line`);
+      // Killed before COMMIT: redone. Before the record: the roll-forward writes it. After it: the first process did.
+      const step = steps[i]!;
+      const wantRecovered = step === 'commit' ? 'rerun' : step === 'reflog' || step === 'cleanup' ? undefined : 'roll-forward';
+      assert.equal(recs[0]!.recovered, wantRecovered, `${names[i]} killed before ${step}: recovered`);
+    }
+  };
+  // Two at a time: the machine has two cores.
+  await Promise.all(scenarios.slice(0, 2).map(one));
+  await one(scenarios[2]!);
+});
+
+test('config file: flags win, relative paths, unknown keys name the line', async () => {
+  const dir = fresh();
+  keepOnly(dir, '2011072806.reflog');
+  fs.writeFileSync(
+    path.join(dir, 'runner.conf'),
+    '# hourly runner\ninbox = var/inbox\nstate = var/state\nqueue-dir = var/elsewhere\nbacklog-warn = 50\n',
+  );
+  const r = await runner(dir, ['--config', 'runner.conf', '--queue-dir', 'var/queue']);
+  assert.equal(r.status, 0, r.stderr);
+  assert.ok(fs.existsSync(path.join(dir, 'var/queue/1/2011072806.tsv')) && !fs.existsSync(path.join(dir, 'var/elsewhere')));
+  assert.match(r.stderr, /warning: Yacobot \d+ has \d+ URLs in \d+ queue files not taken away \(more than 50\)/);
+  const last = runsJsonl(dir).at(-1)!;
+  assert.ok(Array.isArray(last.backlog_warn) && (last.backlog_warn as string[]).length > 0);
+
+  fs.writeFileSync(path.join(dir, 'bad.conf'), 'inbox = var/inbox\n\n# fine\nqueue_dir = x\n');
+  const bad = spawnSync(RUNNER, ['--config', 'bad.conf'], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /bad\.conf:4: unknown key 'queue_dir'/);
+  const help = spawnSync(RUNNER, ['--help'], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+  assert.equal(help.status, 0);
+  assert.match(help.stdout, /--backlog-warn N/);
+  const usage = spawnSync(RUNNER, ['--now', '2011'], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+  assert.equal(usage.status, 2);
+  assert.match(usage.stderr, /now wants a real time/);
+});
+
+test('pure helpers: config parsing, option precedence, now, inbox order', () => {
+  assert.throws(() => parseConfig('a = 1\n', 'f'), (e: unknown) => e instanceof UsageError && /f:1: unknown key 'a'/.test(e.message));
+  assert.throws(() => parseConfig('\ninbox\n', 'f'), /f:2: want "key = value"/);
+  assert.deepEqual([...parseConfig('# c\n inbox = "/x y" \r\nnow=20110728070000\n', 'f')], [
+    ['inbox', '/x y'],
+    ['now', '20110728070000'],
+  ]);
+  const o = parseArgs(['--state', 's', '--now=20110728070000'], '/w');
+  assert.ok(typeof o === 'object');
+  assert.equal(o.state, '/w/s');
+  assert.equal(o.db, '/w/s/partner.db');
+  assert.equal(o.inbox, '/w/var/inbox');
+  assert.equal(o.backlogWarn, 1_000_000);
+  assert.throws(() => parseArgs(['--frobnicate', '1'], '/w'), /unknown option '--frobnicate'/);
+  assert.equal(parseArgs(['-h'], '/w'), 'help');
+
+  const tz = process.env.TZ;
+  process.env.TZ = 'UTC';
+  try {
+    assert.equal(hourEndOf('2011072823'), '20110729000000');
+    assert.equal(hourEndOf('2011023112'), null);
+    assert.equal(hourEndOf('batch-7'), null);
+    assert.deepEqual(resolveNow('2011072806', '20200101000000', new Date()), { now: '20200101000000', source: 'flag' });
+    assert.deepEqual(resolveNow('2011072806.part2', null, new Date()), { now: '20110728070000', source: 'name' });
+    assert.equal(resolveNow('x', null, new Date(Date.UTC(2012, 0, 2, 3, 4, 5))).now, '20120102030405');
+  } finally {
+    if (tz === undefined) delete process.env.TZ;
+    else process.env.TZ = tz;
+  }
+  const plan = planInbox(['b.reflog', '.a.reflog', 'a.reflog', 'notes.txt', 'a b.reflog', '2011072806.reflog']);
+  assert.deepEqual(plan.runs, ['2011072806', 'a', 'b']);
+  assert.equal(plan.skipped.length, 1);
+  assert.equal(shellQuote("it's"), `'it'\\''s'`);
+});
+
+test('runs.jsonl append: a torn last line is cut, a retried record is not doubled', () => {
+  const dir = sub('jsonl-');
+  const f = path.join(dir, 'runs.jsonl');
+  fs.writeFileSync(f, '{"run_id":"a"}\n{"run_id":"b","par');
+  assert.equal(appendRecordOnce(f, { run_id: 'b' }), true);
+  assert.equal(appendRecordOnce(f, { run_id: 'b' }), false);
+  assert.equal(fs.readFileSync(f, 'utf8'), '{"run_id":"a"}\n{"run_id":"b"}\n');
+});
