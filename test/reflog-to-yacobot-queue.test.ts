@@ -351,3 +351,16 @@ test('runs.jsonl append: a torn last line is cut, a retried record is not double
   assert.equal(appendRecordOnce(f, { run_id: 'b' }), false);
   assert.equal(fs.readFileSync(f, 'utf8'), '{"run_id":"a"}\n{"run_id":"b"}\n');
 });
+
+test('npm start (the demo) works, and a second start says there was nothing new', () => {
+  const dir = sub('demo-');
+  const demo = path.join(ROOT, 'dist', 'scripts', 'demo.js');
+  const first = spawnSync(process.execPath, [demo], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 60_000 });
+  assert.equal(first.status, 0, first.stderr);
+  assert.match(first.stdout, /var\/demo\/queue\/1\/2011072806\.tsv +\d+ URLs/);
+  assert.match(first.stderr, /3 run\(s\) committed/);
+  const second = spawnSync(process.execPath, [demo], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 60_000 });
+  assert.equal(second.status, 0, second.stderr);
+  assert.match(second.stdout, /Nothing new/);
+  assert.match(second.stderr, /nothing to do/);
+});
