@@ -68,6 +68,8 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
   },
   async run(ctx, o) {
     const queues = new Map<string, Queue>();
+    // Directories this run created: removed again (when empty) if nothing is published.
+    const createdDirs: string[] = [];
     let published = false;
     ctx.onExit(() => {
       if (published) return;
@@ -76,6 +78,13 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
         removeQuietly(q.tmp);
         liveTempFiles.delete(q.tmp);
       }
+      for (const d of createdDirs.reverse()) {
+        try {
+          fs.rmdirSync(d);
+        } catch {
+          /* not empty or already gone: leave it */
+        }
+      }
     });
     const file = ctx.inputName;
     let recordsIn = 0;
@@ -83,7 +92,14 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
     const open = (id: string): Queue => {
       const dir = path.join(o.queueDir, id);
       try {
-        fs.mkdirSync(dir, { recursive: true });
+        if (!fs.existsSync(o.queueDir)) {
+          fs.mkdirSync(o.queueDir, { recursive: true });
+          createdDirs.push(o.queueDir);
+        }
+        if (!fs.existsSync(dir)) {
+          fs.mkdirSync(dir);
+          createdDirs.push(dir);
+        }
       } catch (err) {
         throw ioError(err, dir, 'create the queue directory');
       }

@@ -76,7 +76,7 @@ interface CsvRow {
 export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): { rows: CsvRow[]; errors: DataError[] } {
   const byId = new Map(yacobots.map((y) => [String(y.id), y]));
   const byName = new Map(yacobots.map((y) => [y.name, y]));
-  let records: { record: string[]; info: { lines: number } }[];
+  let records: { record: string[]; info: { lines: number; empty_lines: number } }[];
   try {
     records = parseCsv(text, { info: true, bom: true, skip_empty_lines: true, relax_column_count: true, trim: true }) as unknown as typeof records;
   } catch (err) {
@@ -87,8 +87,13 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): 
   const rows: CsvRow[] = [];
   const errors: DataError[] = [];
   const firstLine = new Map<string, { line: number; yacobot: number }>();
+  let prevEnd = 0;
+  let prevEmpty = 0;
   records.forEach(({ record, info }, i) => {
-    const line = info.lines;
+    // info.lines is where the record ends; a quoted field may span lines, so name where it starts.
+    const line = prevEnd + 1 + (info.empty_lines - prevEmpty);
+    prevEnd = info.lines;
+    prevEmpty = info.empty_lines;
     const bad = (m: string) => errors.push(new DataError('BAD_ROW', m, { file, line }));
     if (i === 0 && record.length === 2 && record[0]!.toLowerCase() === 'domain' && /^yacobot(_id)?$/i.test(record[1]!)) return;
     if (record.length !== 2) return bad(`expected 2 fields (domain,yacobot), got ${record.length}`);

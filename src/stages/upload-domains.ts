@@ -125,7 +125,7 @@ export function commitNewDomains(
 function noActive(file: string, when: string): DataError {
   return new DataError(
     'NO_ACTIVE_YACOBOT',
-    `no active Yacobot ${when}; add one with: partner-db --db ${file} add NAME (or enable one)`,
+    `no active Yacobot${when ? ' ' + when : ''}; add one with: partner-db --db ${file} add NAME (or enable one)`,
     { file },
   );
 }
