@@ -140,7 +140,9 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   try {
     entries = fs.readdirSync(o.inbox);
   } catch (err) {
-    throw new DataError('NO_INBOX', `cannot read the inbox: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, { file: o.inbox });
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'the inbox does not exist (check --inbox, or create it)' : `cannot read the inbox: ${code ?? String(err)}`;
+    throw new DataError('NO_INBOX', why, { file: o.inbox });
   }
   const { runs, skipped } = planInbox(entries);
   for (const s of skipped) {
