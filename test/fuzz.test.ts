@@ -1,0 +1,63 @@
+// A short, seeded fuzz pass over analyze-dump (the long one is `npm run fuzz`):
+// arbitrary bytes, mutated and mixed reflogs, over-long lines and URLs, CRLF files,
+// spilling sorts; a few MB in all. See scripts/fuzz.ts for what each run must satisfy.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import { loadUrlHasher } from '../src/core/url.js';
+import { genCase, lineCount, prng, problems, runCase, type FuzzCase } from '../scripts/fuzz.js';
+import { scratch } from './lib/run.js';
+
+/** Peak RSS bound for these inputs: the Node baseline plus --memory plus slack. */
+const MAX_RSS_KB = 300 * 1024;
+
+test('fuzz: 28 seeded inputs (a few MB) through analyze-dump: no crash, no hang, counts add up, memory bounded', async () => {
+  const hash = await loadUrlHasher();
+  const base = scratch('ms-fuzz-');
+  const r = prng(6);
+  const failures: string[] = [];
+  const kinds = new Set<string>();
+  let bytes = 0;
+  for (let i = 0; i < 28; i++) {
+    const c = genCase(r, 1 + Math.floor(r() * 140_000));
+    kinds.add(c.kind);
+    bytes += c.bytes.length;
+    const res = await runCase(c, base);
+    const p = problems(c, res, hash, MAX_RSS_KB);
+    if (p.length) failures.push(`case ${i} (${c.kind}, ${c.args.join(' ')}): ${p.join('; ')}`);
+  }
+  assert.deepEqual(failures, []);
+  assert.ok(kinds.size >= 6, `generator covers the input kinds: ${[...kinds].join(' ')}`);
+  assert.ok(bytes > 1_500_000, `${bytes} bytes fuzzed`);
+});
+
+test('fuzz: a 24 MB input with a 16 MB line and no LF anywhere stays within the memory bound', async () => {
+  const hash = await loadUrlHasher();
+  const base = scratch('ms-fuzz-');
+  const big = Buffer.alloc(24 << 20, 0x61);
+  big.write('b\t1\t20110727200841\tp\thttp://x.com/', 8 << 20);
+  const c: FuzzCase = { kind: 'huge', bytes: big, args: ['--max-reject-ratio', '1', '--rejects', 'rejects', '--memory', '4M'] };
+  assert.equal(lineCount(big), 1);
+  const res = await runCase(c, base);
+  assert.deepEqual(problems(c, res, hash, MAX_RSS_KB), []);
+  if (fs.existsSync('/proc/self/status')) assert.ok(res.peakKb > 0, 'peak RSS was measured');
+  assert.ok(res.peakKb < MAX_RSS_KB);
+});
+
+test('fuzz checker catches a broken run (it can fail)', async () => {
+  const hash = await loadUrlHasher();
+  const c: FuzzCase = { kind: 'x', bytes: Buffer.from('a\tb\nc\n'), args: [] };
+  const bad = {
+    status: 1,
+    signal: null,
+    stdout: '0000000000000000\t20110727200841\t\t1\tx.com\thttp://x.com/\n',
+    stderr: '    at foo (file.js:1:2)\n{"summary":true,"lines_in":2,"records_out":1,"rejected":1,"skipped":1}\n',
+    peakKb: 999_999,
+    rejects: Buffer.alloc(0),
+    leftovers: ['run-000000'],
+  };
+  const p = problems(c, bad, hash, MAX_RSS_KB).join('\n');
+  for (const want of ['exit status 1', 'stack trace', 'peak RSS', 'spill files', 'is not XXH64', 'records_out + rejected + skipped', 'rejects file has 0 lines']) {
+    assert.ok(p.includes(want), `checker misses "${want}":\n${p}`);
+  }
+});
