@@ -1,0 +1,234 @@
+// partner-db and the database layer: CSV import all-or-nothing, missing and wrong
+// databases, disable moving domains, stats; domains-from-db order.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import Database from 'better-sqlite3';
+import { BIN, hasStackTrace, runBin, scratch, testEnv } from './lib/run.js';
+import { normalizeDomain } from '../src/core/db.js';
+
+function pdb(work: string, ...args: string[]) {
+  return runBin('partner-db', ['--db', 'p.db', ...args], '', work);
+}
+
+function ok(work: string, ...args: string[]): string {
+  const r = pdb(work, ...args);
+  assert.equal(r.status, 0, `partner-db ${args.join(' ')}: ${r.stderr}`);
+  return r.stdout;
+}
+
+function rows(work: string): { domain: string; yacobot_id: number }[] {
+  const db = new Database(path.join(work, 'p.db'), { readonly: true });
+  try {
+    return db.prepare('SELECT domain, yacobot_id FROM partner_domain ORDER BY domain').all() as { domain: string; yacobot_id: number }[];
+  } finally {
+    db.close();
+  }
+}
+
+function fresh(...yacobots: string[]): string {
+  const work = scratch('ms-pdb-');
+  ok(work, 'init');
+  for (const y of yacobots) ok(work, 'add', ...y.split(' '));
+  return work;
+}
+
+test('import: quoted CSV with a header; a bad row imports nothing; the fixed file imports everything', () => {
+  const work = fresh('alpha', 'beta,two --weight 2');
+  ok(work, 'assign', 'keep.org', 'alpha');
+  const good = [
+    'domain,yacobot',
+    '"Quoted.Example.COM",alpha',
+    '"comma, in name.com",2', // bad: a comma inside a domain
+    '  spaced.net  , "beta,two"',
+    '"multi',
+    'line.org",1',
+    'keep.org,2',
+  ].join('\r\n');
+  fs.writeFileSync(path.join(work, 'in.csv'), good + '\r\n');
+  const r = pdb(work, 'import', 'in.csv');
+  assert.equal(r.status, 1);
+  assert.ok(!hasStackTrace(r.stderr));
+  assert.match(r.stderr, /^partner-db: in\.csv:3: bad domain 'comma, in name\.com'/m);
+  assert.match(r.stderr, /^partner-db: in\.csv:5: bad domain 'multi\?\?line\.org' \(space or control character\)$/m);
+  assert.match(r.stderr, /^partner-db: in\.csv: 2 bad row\(s\); nothing imported$/m);
+  assert.deepEqual(rows(work), [{ domain: 'keep.org', yacobot_id: 1 }], 'nothing imported');
+
+  const fixed = good.replace('"comma, in name.com"', '"comma-in-name.com"').replace('"multi\r\nline.org"', '"multiline.org"');
+  fs.writeFileSync(path.join(work, 'in.csv'), fixed + '\r\n');
+  const r2 = pdb(work, 'import', 'in.csv');
+  assert.equal(r2.status, 0, r2.stderr);
+  assert.match(r2.stdout, /imported 5 domain\(s\) from in\.csv: 4 new, 1 moved, 0 unchanged/);
+  assert.deepEqual(rows(work), [
+    { domain: 'comma-in-name.com', yacobot_id: 2 },
+    { domain: 'keep.org', yacobot_id: 2 },
+    { domain: 'multiline.org', yacobot_id: 1 },
+    { domain: 'quoted.example.com', yacobot_id: 1 },
+    { domain: 'spaced.net', yacobot_id: 2 },
+  ]);
+});
+
+test('import: a row after many good ones fails the whole file (one transaction)', () => {
+  const work = fresh('a', 'b');
+  const lines = Array.from({ length: 5000 }, (_, i) => `d${i}.com,${(i % 2) + 1}`);
+  lines.push('last.com,nobody');
+  fs.writeFileSync(path.join(work, 'big.csv'), lines.join('\n') + '\n');
+  const r = pdb(work, 'import', 'big.csv');
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /partner-db: big\.csv:5001: no Yacobot named 'nobody'/);
+  assert.equal(rows(work).length, 0);
+});
+
+test('a missing database is an error that says how to create one, and is not created', () => {
+  const work = scratch('ms-pdb-');
+  const hint = /create one with: partner-db --db state\/p\.db init/;
+  for (const [bin, args] of [
+    ['partner-db', ['--db', 'state/p.db', 'stats']],
+    ['partner-db', ['--db', 'state/p.db', 'add', 'x']],
+    ['domains-from-db', ['--db', 'state/p.db']],
+    ['upload-domains', ['--db', 'state/p.db']],
+  ] as const) {
+    const r = runBin(bin, [...args], '', work);
+    assert.equal(r.status, 1, `${bin}: ${r.stderr}`);
+    assert.match(r.stderr, new RegExp(`^${bin}: state/p\\.db: database does not exist; ${hint.source}`, 'm'));
+    assert.ok(!hasStackTrace(r.stderr));
+    assert.ok(!fs.existsSync(path.join(work, 'state/p.db')), `${bin} created no file`);
+  }
+});
+
+test('a database with the wrong schema is named precisely', () => {
+  const work = scratch('ms-pdb-');
+  const make = (file: string, sql: string) => {
+    const db = new Database(path.join(work, file));
+    db.exec(sql);
+    db.close();
+  };
+  make('nocol.db', `CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, active INTEGER);
+                    CREATE TABLE partner_domain (domain TEXT PRIMARY KEY, yacobot_id INTEGER, added_at TEXT);`);
+  make('notable.db', 'CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER);');
+  make('other.db', 'CREATE TABLE something (x);');
+  const cases: [string, RegExp][] = [
+    ['nocol.db', /nocol\.db: wrong schema: table 'yacobot' has no column 'weight'/],
+    ['notable.db', /notable\.db: not a partner database: missing table 'partner_domain'/],
+    ['other.db', /other\.db: not a partner database: missing table 'yacobot'/],
+  ];
+  for (const [file, want] of cases) {
+    for (const [bin, args] of [
+      ['domains-from-db', ['--db', file]],
+      ['upload-domains', ['--db', file]],
+      ['partner-db', ['--db', file, 'list']],
+    ] as const) {
+      const r = runBin(bin, [...args], '', work);
+      assert.equal(r.status, 1, `${bin} ${file}`);
+      assert.match(r.stderr, want, `${bin} ${file}`);
+    }
+  }
+  // init does not paper over a wrong table: it creates what is missing, then checks.
+  const r = runBin('partner-db', ['--db', 'nocol.db', 'init'], '', work);
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /has no column 'weight'/);
+  // A file that is not SQLite at all.
+  fs.writeFileSync(path.join(work, 'text.db'), 'hello, this is text\n'.repeat(100));
+  const t = runBin('domains-from-db', ['--db', 'text.db'], '', work);
+  assert.equal(t.status, 1);
+  assert.match(t.stderr, /domains-from-db: text\.db: database error: SQLITE_NOTADB/);
+});
+
+test('disable moves its domains to the least-loaded others, in one step; the last active one cannot go', () => {
+  const work = fresh('a', 'b --weight 3', 'c');
+  for (let i = 0; i < 40; i++) ok(work, 'assign', `c${i}.com`, 'c');
+  for (let i = 0; i < 4; i++) ok(work, 'assign', `a${i}.com`, 'a');
+  const out = ok(work, 'disable', '3');
+  assert.match(out, /disabled Yacobot 3 \(c\); moved 40 domain\(s\): 7 to 1 \(a\), 33 to 2 \(b\)/);
+  const per = new Map<number, number>();
+  for (const r of rows(work)) per.set(r.yacobot_id, (per.get(r.yacobot_id) ?? 0) + 1);
+  // Loads end up level: a 11/1, b 33/3.
+  assert.deepEqual([...per].sort(), [
+    [1, 11],
+    [2, 33],
+  ]);
+  assert.match(ok(work, 'disable', 'c'), /already disabled/);
+  ok(work, 'disable', 'a');
+  const r = pdb(work, 'disable', 'b');
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /partner-db: cannot disable Yacobot 2 \(b\): it is the last active one and owns 44 domain\(s\)/);
+  assert.ok(rows(work).every((x) => x.yacobot_id === 2), 'nothing changed by the refused disable');
+  assert.equal(JSON.parse(ok(work, 'list', '--json')).find((y: { id: number }) => y.id === 2).active, true);
+  // Assigning to a disabled Yacobot is refused; enabling lets it take domains again.
+  assert.equal(pdb(work, 'assign', 'x.com', 'a').status, 1);
+  ok(work, 'enable', 'a');
+  ok(work, 'assign', 'x.com', 'a');
+});
+
+test('stats --json: domains and shares per Yacobot', () => {
+  const work = fresh('a', 'b --weight 3', 'off');
+  ok(work, 'assign', 'x.com', 'a');
+  ok(work, 'assign', 'y.com', 'b');
+  ok(work, 'assign', 'z.com', 'b');
+  ok(work, 'disable', 'off');
+  const s = JSON.parse(ok(work, 'stats', '--json'));
+  assert.equal(s.domains, 3);
+  assert.deepEqual(
+    s.yacobots.map((y: Record<string, unknown>) => [y.id, y.active, y.domains, y.domain_share, y.weight_share]),
+    [
+      [1, true, 1, 1 / 3, 0.25],
+      [2, true, 2, 2 / 3, 0.75],
+      [3, false, 0, 0, null],
+    ],
+  );
+  const table = ok(work, 'stats');
+  const lines = table.split('\n');
+  assert.deepEqual(lines[2]!.trim().split(/ +/), ['2', 'b', '3', 'yes', '2', '66.7%', '75.0%']);
+  // Aligned: every row as long as the header, right-aligned numbers end in the same column.
+  for (const l of lines.slice(1, 4)) assert.equal(l.length, lines[0]!.length, JSON.stringify(l));
+  assert.match(lines[4]!, /^total: 3 domain\(s\), 2 of 3 Yacobot\(s\) active$/);
+});
+
+test('usage errors exit 2 with a hint; --help goes to stdout', () => {
+  const work = fresh('a');
+  for (const args of [['frob'], ['add'], ['add', '123'], ['add', 'x', '--weight', '-1'], ['set-weight', 'a', 'abc'], ['list', '--bogus'], ['assign', 'bad domain', 'a']]) {
+    const r = pdb(work, ...args);
+    assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, /Try 'partner-db --help' for more information\./);
+  }
+  const h = runBin('partner-db', ['--help'], '', work);
+  assert.equal(h.status, 0);
+  assert.match(h.stdout, /Usage: partner-db/);
+  assert.equal(h.stderr, '');
+});
+
+test('normalizeDomain lower-cases, converts IDN and refuses junk', () => {
+  assert.deepEqual(normalizeDomain(' WWW.Example.COM. '), { domain: 'www.example.com' });
+  assert.deepEqual(normalizeDomain('пример.рф'), { domain: 'xn--e1afmkfd.xn--p1ai' });
+  for (const bad of ['', 'a..b', '-a.com', 'a b.com', 'a/b', 'x'.repeat(64) + '.com', 'a\tb']) {
+    assert.ok('error' in normalizeDomain(bad), JSON.stringify(bad));
+  }
+});
+
+test('domains-from-db: bytewise order over many rows, and a closed stdout ends it quietly', () => {
+  const work = fresh('a', 'b');
+  const db = new Database(path.join(work, 'p.db'));
+  const ins = db.prepare("INSERT INTO partner_domain VALUES (?, ?, '20110101000000')");
+  const all: string[] = [];
+  db.transaction(() => {
+    for (let i = 0; i < 20000; i++) {
+      const d = `${(i * 7919) % 20000}-${i % 3 ? 'x' : 'X'}.${['com', 'co.uk', 'org', 'ru'][i % 4]}`.toLowerCase();
+      all.push(`${d}\t${(i % 2) + 1}`);
+      ins.run(d, (i % 2) + 1);
+    }
+  })();
+  db.close();
+  const r = runBin('domains-from-db', ['--db', 'p.db'], '', work);
+  assert.equal(r.status, 0, r.stderr);
+  const want = all.sort((x, y) => Buffer.compare(Buffer.from(x.split('\t')[0]!), Buffer.from(y.split('\t')[0]!)));
+  assert.equal(r.stdout, want.join('\n') + '\n');
+  const head = spawnSync('bash', ['-c', `set -o pipefail; ${path.join(BIN, 'domains-from-db')} --db p.db | head -1`], {
+    cwd: work,
+    env: testEnv(),
+    encoding: 'utf8',
+  });
+  assert.equal(head.status, 0, head.stderr);
+  assert.equal(head.stdout, want[0] + '\n');
+});

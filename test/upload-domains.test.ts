@@ -1,0 +1,293 @@
+// upload-domains: least-loaded spread, rendezvous agreement, concurrent runs on one
+// database, disabled Yacobots, reruns.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import Database from 'better-sqlite3';
+import { BIN, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+import { LeastLoaded, loadRendezvous } from '../src/core/db.js';
+
+/** A filtered_log of `n` records, one new domain each (plus `extra` records of known domains). */
+function filtered(domains: string[], repeat = 1): string {
+  let out = '';
+  let i = 0;
+  for (let r = 0; r < repeat; r++) {
+    for (const d of domains) {
+      i++;
+      out += `${i.toString(16).padStart(16, '0')}\t20110728060000\t\t1\t${d}\thttp://${d}/${r}\n`;
+    }
+  }
+  return out;
+}
+
+function pdb(work: string, ...args: string[]): string {
+  const r = runBin('partner-db', ['--db', 'p.db', ...args], '', work);
+  assert.equal(r.status, 0, `partner-db ${args.join(' ')}: ${r.stderr}`);
+  return r.stdout;
+}
+
+function newDb(yacobots: [string, number][]): string {
+  const work = scratch('ms-up-');
+  pdb(work, 'init');
+  for (const [name, w] of yacobots) pdb(work, 'add', name, '--weight', String(w));
+  return work;
+}
+
+function owners(work: string): Map<string, number> {
+  const db = new Database(path.join(work, 'p.db'), { readonly: true });
+  try {
+    const rows = db.prepare('SELECT domain, yacobot_id FROM partner_domain').all() as { domain: string; yacobot_id: number }[];
+    return new Map(rows.map((r) => [r.domain, r.yacobot_id]));
+  } finally {
+    db.close();
+  }
+}
+
+/** Parses routed output into domain -> set of Yacobot ids, checking it is the input with an id in front. */
+function routing(stdout: string, input: string): Map<string, Set<number>> {
+  const lines = stdout.split('\n').filter((l) => l);
+  const inLines = input.split('\n').filter((l) => l);
+  assert.deepEqual(
+    lines.map((l) => l.slice(l.indexOf('\t') + 1)),
+    inLines,
+    'routed records are the input records, in input order',
+  );
+  const m = new Map<string, Set<number>>();
+  for (const l of lines) {
+    const f = l.split('\t');
+    const s = m.get(f[5]!) ?? new Set<number>();
+    s.add(Number(f[0]));
+    m.set(f[5]!, s);
+  }
+  return m;
+}
+
+const domainsN = (n: number, prefix = 'd') => Array.from({ length: n }, (_, i) => `${prefix}${i}.com`);
+
+test('least-loaded: 1000 new domains over weights 1,1,2 land within one domain of the weight shares', () => {
+  const work = newDb([
+    ['a', 1],
+    ['b', 1],
+    ['c', 2],
+  ]);
+  const input = filtered(domainsN(1000), 2);
+  const r = runBin('upload-domains', ['--db', 'p.db', '--now', '20110728070000'], input, work);
+  assert.equal(r.status, 0, r.stderr);
+  const routed = routing(r.stdout, input);
+  const own = owners(work);
+  assert.equal(own.size, 1000);
+  const per = new Map<number, number>();
+  for (const [d, ids] of routed) {
+    assert.equal(ids.size, 1, `${d} routed to one Yacobot`);
+    const id = [...ids][0]!;
+    assert.equal(id, own.get(d), `${d} routed to its owner in the database`);
+    per.set(id, (per.get(id) ?? 0) + 1);
+  }
+  const want = new Map([
+    [1, 250],
+    [2, 250],
+    [3, 500],
+  ]);
+  for (const [id, n] of want) assert.ok(Math.abs((per.get(id) ?? 0) - n) <= 1, `Yacobot ${id}: ${per.get(id)} domains, want ${n}±1`);
+  const s = summaryOf(r.stderr);
+  assert.equal(s.domains_new, 1000);
+  assert.equal(s.assigned_by_us, 1000);
+  assert.equal(s.records_out, 2000);
+});
+
+test('least-loaded takes existing loads into account and spreads a batch', () => {
+  const ll = new LeastLoaded([
+    { id: 2, weight: 1, domains: 5 },
+    { id: 1, weight: 1, domains: 7 },
+    { id: 3, weight: 2, domains: 0 },
+  ]);
+  const picks = Array.from({ length: 12 }, () => ll.pick());
+  // 3 first (load 0) until it reaches 2's load (5/1 = 10/2), then ties go to the smaller id.
+  assert.deepEqual(picks.slice(0, 10), [3, 3, 3, 3, 3, 3, 3, 3, 3, 3]);
+  assert.deepEqual(picks.slice(10), [2, 3]);
+});
+
+test('rendezvous: two separate databases with the same Yacobots assign every new domain alike', () => {
+  const ys: [string, number][] = [
+    ['a', 1],
+    ['b', 2],
+    ['c', 1],
+    ['d', 0.5],
+  ];
+  const w1 = newDb(ys);
+  const w2 = newDb(ys);
+  const doms = domainsN(400, 'r');
+  // Different inputs, orders and earlier history: only the Yacobot list matters.
+  pdb(w2, 'assign', 'unrelated.com', 'a');
+  const in1 = filtered(doms);
+  const in2 = filtered([...doms].reverse());
+  const r1 = runBin('upload-domains', ['--db', 'p.db', '--assign', 'rendezvous'], in1, w1);
+  const r2 = runBin('upload-domains', ['--db', 'p.db', '--assign', 'rendezvous'], in2, w2);
+  assert.equal(r1.status, 0, r1.stderr);
+  assert.equal(r2.status, 0, r2.stderr);
+  const o1 = owners(w1);
+  const o2 = owners(w2);
+  const per = new Map<number, number>();
+  for (const d of doms) {
+    assert.equal(o1.get(d), o2.get(d), `owner of ${d}`);
+    per.set(o1.get(d)!, (per.get(o1.get(d)!) ?? 0) + 1);
+  }
+  // Weighted: b (weight 2 of 4.5) gets clearly more than d (0.5 of 4.5); everyone gets some.
+  for (const id of [1, 2, 3, 4]) assert.ok((per.get(id) ?? 0) > 0, `Yacobot ${id} got domains`);
+  assert.ok(per.get(2)! > 2 * per.get(4)!, `weights matter: ${JSON.stringify([...per])}`);
+  // The routed output agrees with the databases too.
+  for (const [d, ids] of routing(r1.stdout, in1)) assert.deepEqual([...ids], [o1.get(d)]);
+});
+
+test('rendezvous shares follow the weights over many domains', async () => {
+  const pick = await loadRendezvous();
+  const ys = [
+    { id: 1, weight: 1 },
+    { id: 2, weight: 1 },
+    { id: 3, weight: 2 },
+  ];
+  const per = [0, 0, 0, 0];
+  for (let i = 0; i < 20000; i++) per[pick(`dom${i}.example`, ys)]!++;
+  assert.ok(Math.abs(per[3]! / 20000 - 0.5) < 0.02, `weight 2 share ${per[3]! / 20000}`);
+  assert.ok(Math.abs(per[1]! / 20000 - 0.25) < 0.02, `weight 1 share ${per[1]! / 20000}`);
+  // Removing a Yacobot only moves the domains it had.
+  for (let i = 0; i < 2000; i++) {
+    const d = `dom${i}.example`;
+    const before = pick(d, ys);
+    if (before !== 2) assert.equal(pick(d, [ys[0]!, ys[2]!]), before, d);
+  }
+});
+
+/** Runs upload-domains with stdin held open until `release` resolves. */
+function startUpload(work: string, args: string[], input: string, release: Promise<void>) {
+  const child = spawn(path.join(BIN, 'upload-domains'), args, { cwd: work, env: testEnv() });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (b) => (stdout += b));
+  child.stderr.on('data', (b) => (stderr += b));
+  child.stdin.write(input);
+  void release.then(() => child.stdin.end());
+  return new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) =>
+    child.on('close', (status) => resolve({ status, stdout, stderr })),
+  );
+}
+
+test('two upload-domains at once on one database never give a domain two owners', async () => {
+  const work = newDb([
+    ['a', 1],
+    ['b', 1],
+    ['c', 1],
+  ]);
+  const shared = domainsN(300, 's');
+  const onlyA = domainsN(100, 'a');
+  const onlyB = domainsN(100, 'b');
+  const inA = filtered([...shared, ...onlyA]);
+  const inB = filtered([...onlyB, ...[...shared].reverse()]);
+  let go!: () => void;
+  const release = new Promise<void>((r) => (go = r));
+  // Different assignment rules, so a process that kept its own choice would disagree.
+  const pa = startUpload(work, ['--db', 'p.db', '--assign', 'least-loaded'], inA, release);
+  const pb = startUpload(work, ['--db', 'p.db', '--assign', 'rendezvous'], inB, release);
+  // Both have looked every domain up (and found it new) before either commits.
+  await new Promise((r) => setTimeout(r, 1500));
+  go();
+  const [ra, rb] = await Promise.all([pa, pb]);
+  assert.equal(ra.status, 0, ra.stderr);
+  assert.equal(rb.status, 0, rb.stderr);
+  const own = owners(work);
+  assert.equal(own.size, 500);
+  for (const [r, input] of [
+    [ra, inA],
+    [rb, inB],
+  ] as const) {
+    for (const [d, ids] of routing(r.stdout, input)) assert.deepEqual([...ids], [own.get(d)], `${d} routed to the database's owner`);
+  }
+  const sa = summaryOf(ra.stderr);
+  const sb = summaryOf(rb.stderr);
+  assert.equal(Number(sa.assigned_by_us) + Number(sb.assigned_by_us), 500, 'each domain assigned once');
+  assert.equal(Number(sa.lost_race) + Number(sb.lost_race), 300, 'the shared domains were lost by one of the two');
+});
+
+test('a disabled Yacobot gets no records, even through a stale --map', () => {
+  const work = newDb([
+    ['a', 1],
+    ['b', 1],
+    ['c', 1],
+  ]);
+  const doms = domainsN(90, 'x');
+  const input = filtered(doms);
+  assert.equal(runBin('upload-domains', ['--db', 'p.db', '--map', 'map'], input, work).status, 0);
+  const before = owners(work);
+  assert.ok([...before.values()].includes(2));
+  pdb(work, 'disable', 'b');
+  const r = runBin('upload-domains', ['--db', 'p.db', '--map', 'map'], filtered([...doms, 'fresh.com']), work);
+  assert.equal(r.status, 0, r.stderr);
+  const routed = r.stdout.split('\n').filter((l) => l).map((l) => Number(l.split('\t')[0]));
+  assert.equal(routed.length, 91);
+  assert.ok(!routed.includes(2), 'nothing routed to the disabled Yacobot');
+  const after = owners(work);
+  assert.ok(![...after.values()].includes(2), 'the database gives it no domain');
+  for (const [d, id] of before) if (id !== 2) assert.equal(after.get(d), id, `${d} did not move`);
+  const map = fs.readFileSync(path.join(work, 'map'), 'utf8');
+  assert.ok(!/\t2\n/.test(map), 'the rewritten map names it nowhere');
+  const lines = map.split('\n').filter((l) => l);
+  assert.deepEqual([...lines].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))), lines, 'map sorted bytewise');
+  assert.equal(lines.length, 91);
+});
+
+test('reruns with the same --now give identical rows and output', () => {
+  const input = filtered(domainsN(50, 'z'));
+  const dump = (work: string) => {
+    const db = new Database(path.join(work, 'p.db'), { readonly: true });
+    try {
+      return db.prepare('SELECT * FROM partner_domain ORDER BY domain').all();
+    } finally {
+      db.close();
+    }
+  };
+  const ys: [string, number][] = [
+    ['a', 1],
+    ['b', 3],
+  ];
+  const w1 = newDb(ys);
+  const w2 = newDb(ys);
+  const r1 = runBin('upload-domains', ['--db', 'p.db', '--now', '20110728070000'], input, w1);
+  const r2 = runBin('upload-domains', ['--db', 'p.db', '--now', '20110728070000'], input, w2);
+  assert.equal(r1.stdout, r2.stdout);
+  assert.deepEqual(dump(w1), dump(w2));
+  // Second run on the same database: every domain is known now, nothing changes.
+  const again = runBin('upload-domains', ['--db', 'p.db', '--now', '20990101000000'], input, w1);
+  assert.equal(again.stdout, r1.stdout);
+  assert.equal(summaryOf(again.stderr).domains_new, 0);
+  assert.deepEqual(dump(w1), dump(w2));
+});
+
+test('no active Yacobot: fails before any output even when every domain is known', () => {
+  const work = newDb([['a', 1]]);
+  pdb(work, 'assign', 'k.com', 'a');
+  const db = new Database(path.join(work, 'p.db'));
+  db.prepare('UPDATE yacobot SET active = 0').run();
+  db.close();
+  const r = runBin('upload-domains', ['--db', 'p.db'], filtered(['k.com']), work);
+  assert.equal(r.status, 1);
+  assert.equal(r.stdout, '');
+  assert.match(r.stderr, /upload-domains: p\.db: no active Yacobot; add one with: partner-db --db p\.db add NAME/);
+});
+
+test('a spooled run leaves no spool file behind, on success or failure', () => {
+  const work = newDb([['a', 1]]);
+  const tmp = path.join(work, 'spool');
+  const good = filtered(domainsN(20, 'q'));
+  const r = runBin('upload-domains', ['--db', 'p.db', '--tmp', tmp], good, work);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(summaryOf(r.stderr).spooled, 20);
+  assert.deepEqual(fs.readdirSync(tmp), []);
+  const bad = filtered(domainsN(20, 'w')) + 'garbage\n';
+  const f = runBin('upload-domains', ['--db', 'p.db', '--tmp', tmp], bad, work);
+  assert.equal(f.status, 1);
+  assert.match(f.stderr, /upload-domains: -:21: expected 6 fields/);
+  assert.deepEqual(fs.readdirSync(tmp), []);
+  assert.equal(owners(work).size, 20, 'a failed run assigns nothing');
+});
