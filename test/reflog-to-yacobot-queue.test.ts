@@ -11,7 +11,8 @@ import Database from 'better-sqlite3';
 import { ROOT, hasStackTrace, runBin, scratch, testEnv } from './lib/run.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
-import { hourEndOf, planInbox, resolveNow, shellQuote } from '../src/runner/plan.js';
+import { hourEndOf, planInbox, resolveNow, shellQuote, type RunRecord } from '../src/runner/plan.js';
+import { publishSteps } from '../src/runner/commit.js';
 import { appendRecordOnce } from '../src/runner/fsutil.js';
 
 const RUNNER = path.join(ROOT, 'scripts', 'reflog-to-yacobot-queue');
@@ -341,6 +342,22 @@ test('pure helpers: config parsing, option precedence, now, inbox order', () => 
   assert.deepEqual(plan.runs, ['2011072806', 'a', 'b']);
   assert.equal(plan.skipped.length, 1);
   assert.equal(shellQuote("it's"), `'it'\\''s'`);
+  // The commit order the README promises.
+  const steps = publishSteps({
+    version: 1,
+    run: 'r',
+    staging: '/s',
+    state: '/st',
+    reflog: '/i/r.reflog',
+    queueDir: '/q',
+    backlogWarn: 1,
+    queue: [
+      { yacobot: '1', urls: 1 },
+      { yacobot: '3', urls: 2 },
+    ],
+    record: {} as RunRecord,
+  }).map((st) => st.name);
+  assert.deepEqual(steps, ['queue:1', 'queue:3', 'current_log', 'domain_map', 'rejects', 'record', 'reflog', 'cleanup']);
 });
 
 test('runs.jsonl append: a torn last line is cut, a retried record is not doubled', () => {

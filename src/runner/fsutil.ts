@@ -143,6 +143,7 @@ export function countLines(file: string): number {
  */
 export function appendRecordOnce(file: string, record: { run_id: string }): boolean {
   let fd: number;
+  const created = !fs.existsSync(file);
   try {
     fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT, 0o644);
   } catch (err) {
@@ -172,10 +173,11 @@ export function appendRecordOnce(file: string, record: { run_id: string }): bool
     const data = Buffer.from(JSON.stringify(record) + '\n');
     fs.writeSync(fd, data, 0, data.length, end);
     fs.fsyncSync(fd);
-    return true;
   } catch (err) {
     throw ioError(err, file, 'append to');
   } finally {
     fs.closeSync(fd);
   }
+  if (created) fsyncPath(path.dirname(file));
+  return true;
 }
