@@ -62,13 +62,15 @@ export function canonicalize(raw: string, opts: UrlOptions): CanonicalUrl | Reje
 
 /**
  * The registrable domain (public suffix + 1, private suffixes honoured) of a
- * canonical host; the host itself for IP addresses, single labels, and hosts that
- * are themselves public suffixes.
+ * canonical host; the host itself for IP addresses, single labels, hosts that are
+ * themselves public suffixes, and hosts with an empty label before their suffix.
  */
 export function domainOfHost(host: string): string {
   if (host.charCodeAt(0) === 91 /* [ IPv6 */) return host;
   const d = getDomain(host, { allowPrivateDomains: true, extractHostname: false });
-  return d ?? host;
+  // An empty label (WHATWG accepts `x.y..co.uk`) makes no registrable domain: tldts
+  // would answer ".co.uk", a shared bucket no partner-db command can name.
+  return d && d.charCodeAt(0) !== 46 /* . */ ? d : host;
 }
 
 /**
