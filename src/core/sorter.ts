@@ -16,15 +16,15 @@ export interface SorterOptions {
 }
 
 /**
- * Estimated heap bytes per buffered line beyond its characters. Measured with
- * process.memoryUsage() after gc() on 300k analyze-dump records (90 characters on
- * average): 34 bytes (string header, array slot and growth); the sort adds 24 bytes
- * of typed arrays per line; the rest is headroom for garbage between collections.
+ * Estimated heap bytes per buffered line beyond its characters and the sort's own
+ * arrays (`sortBytesPerLine`). Measured with process.memoryUsage() after gc() on
+ * 300k analyze-dump records (90 characters on average): 34 bytes (string header,
+ * array slot and growth); the rest is headroom for garbage between collections.
  */
-export const LINE_OVERHEAD = 64;
+export const LINE_OVERHEAD = 40;
 
-// Packed sort keys hold 4 key characters (7 bits each) above a 25-bit line index,
-// exactly representable in a double; so a run holds at most 2^25 lines.
+// Packed sort keys hold a digit of 4 key characters (7 bits each) above a 25-bit
+// line index, exactly representable in a double; so a run holds at most 2^25 lines.
 const INDEX_BITS = 25;
 const INDEX_SCALE = 2 ** INDEX_BITS;
 const MAX_RUN_LINES = INDEX_SCALE - 1;
@@ -45,7 +45,11 @@ export class LineSorter {
   private runs: string[] = [];
   private runNo = 0;
 
-  constructor(private readonly opts: SorterOptions) {}
+  private readonly perLine: number;
+
+  constructor(private readonly opts: SorterOptions) {
+    this.perLine = LINE_OVERHEAD + sortBytesPerLine(opts.keyLength);
+  }
 
   /** Number of lines added. */
   get count(): number {
@@ -62,7 +66,7 @@ export class LineSorter {
     // its pieces, or the whole input line they were sliced from, alive.
     line.charCodeAt(0);
     this.lines.push(line);
-    this.bytes += line.length + LINE_OVERHEAD;
+    this.bytes += line.length + this.perLine;
     this.seq++;
     if (this.bytes >= this.opts.memoryBytes || this.lines.length >= MAX_RUN_LINES) this.spill();
   }
@@ -158,33 +162,9 @@ export class LineSorter {
   }
 }
 
-/** 7-bit code of character `i` of `s`: monotone in the character, 0 past the end of the line or key. */
-function code7(s: string, i: number, k: number): number {
-  if (i >= k) return 0;
-  const c = s.charCodeAt(i);
-  return c !== c ? 0 : c >= 126 ? 127 : c + 1;
-}
-
-/**
- * Key characters from..from+3 of `s` packed into 28 bits. A clamped character ends
- * the packed key (the rest counts as 0), so the packed head of the first 8 characters
- * is a non-decreasing function of the true key order: equal heads may hide different
- * keys, which the fix-up pass sorts, but a smaller head is always a smaller key.
- */
-function pack4(s: string, from: number, key: number): number {
-  let k = key < 8 ? key : 8;
-  for (let i = 0; i < k; i++) {
-    if (s.charCodeAt(i) >= 126) {
-      k = i + 1;
-      break;
-    }
-  }
-  return ((code7(s, from, k) << 21) | (code7(s, from + 1, k) << 14) | (code7(s, from + 2, k) << 7) | code7(s, from + 3, k)) >>> 0;
-}
-
-/** Compares the key prefixes of `a` and `b` bytewise (UTF-16 units; keys are ASCII). */
-function compareKeys(a: string, b: string, k: number): number {
-  for (let i = 0; i < k; i++) {
+/** Compares the key prefixes of `a` and `b` from character `from` on (UTF-16 units; keys are ASCII). */
+function compareKeys(a: string, b: string, from: number, k: number): number {
+  for (let i = from; i < k; i++) {
     const ca = i < a.length ? a.charCodeAt(i) : -1;
     const cb = i < b.length ? b.charCodeAt(i) : -1;
     if (ca !== cb) return ca - cb;
@@ -194,75 +174,115 @@ function compareKeys(a: string, b: string, k: number): number {
 }
 
 /**
- * The stable sorted order of `lines` by key prefix, as indices. Two LSD passes of
- * the engine's native numeric sort over packed (4 key chars, position) doubles order
- * by the first 8 characters; the (short) stretches equal there are then sorted by
- * the whole key, ties by index.
+ * Key characters from..from+3 of `s` (those below k) packed into 28 bits, 7 bits
+ * each, 0 past the end; -1 if one of them is >= 126 (does not fit 7 bits).
+ */
+function pack4(s: string, from: number, k: number): number {
+  let v = 0;
+  for (let i = from; i < from + 4; i++) {
+    let c = 0;
+    if (i < k && i < s.length) {
+      c = s.charCodeAt(i) + 1;
+      if (c > 126) return -1;
+    }
+    v = (v << 7) | c;
+  }
+  return v;
+}
+
+/** Bytes per line that `sortOrder` allocates for a key of `k` characters. */
+export function sortBytesPerLine(k: number): number {
+  return 4 * Math.max(1, Math.ceil(k / 4)) + 16;
+}
+
+/**
+ * The stable sorted order of `lines` by key prefix, as indices: an MSD radix sort
+ * whose digits are 4 key characters (7 bits each), each level sorted by the
+ * engine's native numeric sort over packed (digit, position) doubles, so ties stay
+ * in input order. The digits are extracted once, in line order, into one typed
+ * array: later levels touch lines in sorted (random) order, and reading a compact
+ * row there is much cheaper than reading the string again (cache misses dominated
+ * an earlier version). Keys with a character >= 126 fall back to a comparison sort.
  */
 export function sortOrder(lines: readonly string[], k: number): Int32Array {
   const n = lines.length;
   const order = new Int32Array(n);
-  if (n === 0) return order;
-  const packed = new Float64Array(n);
-  if (k > 4) {
-    for (let i = 0; i < n; i++) packed[i] = pack4(lines[i]!, 4, k) * INDEX_SCALE + i;
-    packed.sort();
-    for (let r = 0; r < n; r++) order[r] = packed[r]! % INDEX_SCALE;
-    // rank-of-line, so the second pass keeps the first pass's order among equal heads
-    const rank = new Int32Array(n);
-    for (let r = 0; r < n; r++) rank[order[r]!] = r;
-    for (let i = 0; i < n; i++) packed[i] = pack4(lines[i]!, 0, k) * INDEX_SCALE + rank[i]!;
-    packed.sort();
-    const byRank = order.slice();
-    for (let r = 0; r < n; r++) order[r] = byRank[packed[r]! % INDEX_SCALE]!;
-  } else {
-    for (let i = 0; i < n; i++) packed[i] = pack4(lines[i]!, 0, k) * INDEX_SCALE + i;
-    packed.sort();
-    for (let r = 0; r < n; r++) order[r] = packed[r]! % INDEX_SCALE;
-  }
-  if (k <= 8 && k % 4 === 0) {
-    // The packed characters are the whole key, unless a character was clamped (>= 127).
-    let plain = true;
-    for (let i = 0; i < n && plain; i++) {
-      const s = lines[i]!;
-      for (let j = 0; j < k; j++) if (s.charCodeAt(j) >= 126) plain = false;
-    }
-    if (plain) return order;
-  }
-  // Fix up stretches whose first 8 key characters pack equally.
-  const cmp = (a: number, b: number) => compareKeys(lines[a]!, lines[b]!, k) || a - b;
-  let start = 0;
-  let h0 = pack4(lines[order[0]!]!, 0, k);
-  let h1 = k > 4 ? pack4(lines[order[0]!]!, 4, k) : 0;
-  for (let r = 1; r <= n; r++) {
-    let a0 = -1;
-    let a1 = -1;
-    if (r < n) {
-      const s = lines[order[r]!]!;
-      a0 = pack4(s, 0, k);
-      a1 = k > 4 ? pack4(s, 4, k) : 0;
-    }
-    if (a0 !== h0 || a1 !== h1) {
-      const len = r - start;
-      if (len > 16) {
-        order.set(Array.from(order.subarray(start, r)).sort(cmp), start);
-      } else if (len > 1) {
-        for (let i = start + 1; i < r; i++) {
-          const x = order[i]!;
-          let j = i - 1;
-          while (j >= start && cmp(order[j]!, x) > 0) {
-            order[j + 1] = order[j]!;
-            j--;
-          }
-          order[j + 1] = x;
-        }
-      }
-      start = r;
-      h0 = a0;
-      h1 = a1;
+  for (let i = 0; i < n; i++) order[i] = i;
+  if (n < 2) return order;
+  const D = Math.max(1, Math.ceil(k / 4));
+  const digits = new Int32Array(n * D);
+  let ascii = true;
+  for (let i = 0; i < n && ascii; i++) {
+    const s = lines[i]!;
+    for (let d = 0; d < D; d++) {
+      const v = pack4(s, d * 4, k);
+      if (v < 0) ascii = false;
+      digits[i * D + d] = v;
     }
   }
+  if (!ascii) {
+    order.set(Array.from(order).sort((a, b) => compareKeys(lines[a]!, lines[b]!, 0, k) || a - b));
+    return order;
+  }
+  refine(digits, D, order, 0, n, 0, new Float64Array(n), new Int32Array(n));
   return order;
+}
+
+/** Sorts order[start, end), whose keys agree on digits [0, level), by the remaining digits, then index. */
+function refine(
+  digits: Int32Array,
+  D: number,
+  order: Int32Array,
+  start: number,
+  end: number,
+  level: number,
+  packed: Float64Array,
+  tmp: Int32Array,
+): void {
+  for (;;) {
+    const len = end - start;
+    if (len <= 16) {
+      for (let i = start + 1; i < end; i++) {
+        const x = order[i]!;
+        let j = i - 1;
+        while (j >= start) {
+          const y = order[j]!;
+          let c = 0;
+          for (let d = level; d < D && c === 0; d++) c = digits[y * D + d]! - digits[x * D + d]!;
+          if (c < 0 || (c === 0 && y < x)) break;
+          order[j + 1] = y;
+          j--;
+        }
+        order[j + 1] = x;
+      }
+      return;
+    }
+    if (level >= D) return; // equal keys, already in index order
+    let same = true;
+    const first = digits[order[start]! * D + level]!;
+    for (let j = 0; j < len; j++) {
+      const v = digits[order[start + j]! * D + level]!;
+      if (v !== first) same = false;
+      packed[start + j] = v * INDEX_SCALE + j;
+    }
+    if (!same) break;
+    level++; // one digit for the whole group (say, one id repeated): nothing to reorder
+  }
+  const len = end - start;
+  const view = packed.subarray(start, end);
+  view.sort();
+  for (let j = 0; j < len; j++) tmp[start + j] = order[start + (view[j]! % INDEX_SCALE)]!;
+  order.set(tmp.subarray(start, end), start);
+  let gs = start;
+  let g = Math.floor(view[0]! / INDEX_SCALE);
+  for (let j = 1; j <= len; j++) {
+    const h = j < len ? Math.floor(view[j]! / INDEX_SCALE) : -1;
+    if (h !== g) {
+      if (start + j - gs > 1) refine(digits, D, order, gs, start + j, level + 1, packed, tmp);
+      gs = start + j;
+      g = h;
+    }
+  }
 }
 
 /** One run being merged: its reader, current line and that line's key. */
