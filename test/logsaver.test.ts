@@ -1,0 +1,102 @@
+// logsaver: per-Yacobot files hold exactly their records in order; nothing is
+// published, and no temporary file is left, on bad input or a signal.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { BIN, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+
+/** Every file under `dir`, relative, sorted. */
+function tree(dir: string, rel = ''): string[] {
+  if (!fs.existsSync(path.join(dir, rel))) return [];
+  const out: string[] = [];
+  for (const e of fs.readdirSync(path.join(dir, rel), { withFileTypes: true })) {
+    const r = path.join(rel, e.name);
+    if (e.isDirectory()) out.push(...tree(dir, r));
+    else out.push(r);
+  }
+  return out.sort();
+}
+
+function routed(n: number, ids: number[]): string {
+  let s = '';
+  for (let i = 0; i < n; i++) {
+    const id = ids[(i * 7) % ids.length]!;
+    s += `${id}\t${i.toString(16).padStart(16, '0')}\t20110728060000\t\t${i}\td${i % 50}.com\thttp://d${i % 50}.com/${i}\n`;
+  }
+  return s;
+}
+
+test('each Yacobot file holds exactly its records, in input order', () => {
+  const work = scratch('ms-ls-');
+  const input = routed(30000, [1, 2, 3, 17, 100000000000000000]);
+  const r = runBin('logsaver', ['--queue-dir', 'q', '--name', '2011072806'], input, work);
+  assert.equal(r.status, 0, r.stderr);
+  const want = new Map<string, string>();
+  for (const l of input.split('\n').filter((x) => x)) {
+    const tab = l.indexOf('\t');
+    const id = l.slice(0, tab);
+    want.set(id, (want.get(id) ?? '') + l.slice(tab + 1) + '\n');
+  }
+  assert.deepEqual(tree(path.join(work, 'q')), [...want.keys()].map((id) => `${id}/2011072806.tsv`).sort());
+  for (const [id, text] of want) assert.equal(fs.readFileSync(path.join(work, 'q', id, '2011072806.tsv'), 'utf8'), text, id);
+  const s = summaryOf(r.stderr);
+  assert.equal(s.records_in, 30000);
+  assert.equal(s.files, 5);
+  // A rerun replaces the files with the same content (idempotent), other runs' files stay.
+  fs.writeFileSync(path.join(work, 'q', '1', '2011072805.tsv'), 'earlier\n');
+  assert.equal(runBin('logsaver', ['--queue-dir', 'q', '--name', '2011072806'], input, work).status, 0);
+  for (const [id, text] of want) assert.equal(fs.readFileSync(path.join(work, 'q', id, '2011072806.tsv'), 'utf8'), text, id);
+  assert.equal(fs.readFileSync(path.join(work, 'q', '1', '2011072805.tsv'), 'utf8'), 'earlier\n');
+});
+
+test('bad input publishes nothing and leaves no temporary file', () => {
+  const work = scratch('ms-ls-');
+  fs.mkdirSync(path.join(work, 'q', '2'), { recursive: true });
+  fs.writeFileSync(path.join(work, 'q', '2', 'run.tsv'), 'previous content\n');
+  const good = routed(5000, [1, 2, 3]);
+  const bads: [string, RegExp][] = [
+    [good + 'x\t0000000000000001\t20110728060000\t\t1\ta.com\thttp://a.com/\n', /logsaver: -:5001: bad yacobot_id 'x'/],
+    [good + '0\t0000000000000001\t20110728060000\t\t1\ta.com\thttp://a.com/\n', /bad yacobot_id '0'/],
+    [good + '-3\t0000000000000001\t20110728060000\t\t1\ta.com\thttp://a.com/\n', /bad yacobot_id '-3'/],
+    [good + '1234567890123456789\t0000000000000001\t20110728060000\t\t1\ta.com\thttp://a.com/\n', /bad yacobot_id/],
+    [good + '1\t0000000000000001\t20110728060000\t\t1\ta.com\n', /expected 6 fields/],
+    [good + '2\t0000000000000001\t20110728060000\t\t1\ta.com\thttp://a.co', /-:5001: last line has no newline/],
+  ];
+  for (const [input, msg] of bads) {
+    const r = runBin('logsaver', ['--queue-dir', 'q', '--name', 'run'], input, work);
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, msg);
+    assert.deepEqual(tree(path.join(work, 'q')), ['2/run.tsv'], 'nothing published, no temporary file');
+    assert.equal(fs.readFileSync(path.join(work, 'q', '2', 'run.tsv'), 'utf8'), 'previous content\n');
+    assert.deepEqual(fs.readdirSync(path.join(work, 'q')), ['2'], 'no directory left behind');
+  }
+});
+
+test('a signal before the end of input publishes nothing and removes the temporary files', async () => {
+  const work = scratch('ms-ls-');
+  const child = spawn(path.join(BIN, 'logsaver'), ['--queue-dir', 'q', '--name', 'run'], { cwd: work, env: testEnv() });
+  child.stdin.write(routed(2000, [1, 2]));
+  // Wait until the temporary files exist, then interrupt with stdin still open.
+  for (let i = 0; i < 100 && tree(path.join(work, 'q')).length < 2; i++) await new Promise((r) => setTimeout(r, 50));
+  assert.equal(tree(path.join(work, 'q')).length, 2, 'temporary files were being written');
+  assert.ok(tree(path.join(work, 'q')).every((f) => !f.endsWith('.tsv')), 'temporary names never end in .tsv');
+  const status = await new Promise<number | null>((resolve) => {
+    child.on('close', (code) => resolve(code));
+    child.kill('SIGTERM');
+  });
+  assert.equal(status, 143);
+  assert.deepEqual(tree(path.join(work, 'q')), []);
+});
+
+test('NAME must be one safe file name; usage errors exit 2', () => {
+  const work = scratch('ms-ls-');
+  for (const name of ['', 'a/b', '.hidden', '..', 'x\ty']) {
+    const r = runBin('logsaver', ['--queue-dir', 'q', '--name', name], '', work);
+    assert.equal(r.status, 2, JSON.stringify(name));
+    assert.match(r.stderr, /Try 'logsaver --help'/);
+  }
+  assert.equal(runBin('logsaver', ['--name', 'x'], '', work).status, 2, '--queue-dir is required');
+  assert.ok(!fs.existsSync(path.join(work, 'q')));
+});

@@ -1,0 +1,134 @@
+// The whole chain, hour after hour, as cron runs it: analyze-dump | group-sum |
+// join-current | filter-url | upload-domains | logsaver. Every filtered URL lands in
+// exactly one queue file of its hour; every domain in exactly one Yacobot, its owner.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import Database from 'better-sqlite3';
+import { runBin, scratch, testEnv } from './lib/run.js';
+
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// Hosts and the registrable domain the URL records must carry for them.
+const HOSTS: [string, string][] = [];
+for (let i = 0; i < 30; i++) {
+  const tld = ['com', 'co.uk', 'org', 'ru'][i % 4]!;
+  HOSTS.push([`site${i}.${tld}`, `site${i}.${tld}`]);
+  HOSTS.push([`WWW.Site${i}.${tld}`, `site${i}.${tld}`]);
+}
+HOSTS.push(['user.github.io', 'user.github.io'], ['10.1.2.3', '10.1.2.3']);
+// Domains that first appear in the third hour, after a third Yacobot joined.
+const LATE: [string, string][] = [];
+for (let i = 0; i < 10; i++) LATE.push([`news.late${i}.net`, `late${i}.net`]);
+
+const HOURS = ['2011072806', '2011072807', '2011072808', '2011072809'];
+
+function reflog(hour: string, rnd: () => number, late: boolean): string {
+  const hosts = late ? [...HOSTS, ...LATE] : HOSTS;
+  let s = 'unknown-field-header\n';
+  for (let i = 0; i < 400; i++) {
+    const [host] = hosts[Math.floor(rnd() * hosts.length)]!;
+    const page = Math.floor(rnd() * 6);
+    const mm = String(Math.floor(rnd() * 60)).padStart(2, '0');
+    const ss = String(Math.floor(rnd() * 60)).padStart(2, '0');
+    const tag = rnd() < 0.2 ? `\tv${Math.floor(rnd() * 3)}` : '';
+    s += `7\t1\t${hour}${mm}${ss}\tp${i}\thttp://${host}/page${page}?q=1#frag\t${1 + Math.floor(rnd() * 5)}${tag}\n`;
+  }
+  return s;
+}
+
+const nextHour = (h: string) => {
+  const d = new Date(Date.UTC(+h.slice(0, 4), +h.slice(4, 6) - 1, +h.slice(6, 8), +h.slice(8, 10) + 1));
+  return d.toISOString().replace(/[-T:]/g, '').slice(0, 14);
+};
+
+test('reflogs of several hours through the whole chain: every URL in one queue file, every domain in one Yacobot', () => {
+  const work = scratch('ms-route-chain-');
+  const rnd = prng(20110728);
+  const pdb = (...args: string[]) => assert.equal(runBin('partner-db', ['--db', 'state/p.db', ...args], '', work).status, 0);
+  fs.mkdirSync(path.join(work, 'state'));
+  pdb('init');
+  pdb('add', 'yb1');
+  pdb('add', 'yb2', '--weight', '2');
+  pdb('assign', 'site0.com', 'yb1');
+
+  const domainDirs = new Map<string, Set<string>>();
+  let sent = 0;
+  for (const [n, hour] of HOURS.entries()) {
+    if (n === 2) pdb('add', 'yb3'); // a Yacobot joins mid-way: only new domains go to it
+    fs.writeFileSync(path.join(work, `${hour}.reflog`), reflog(hour, rnd, n >= 2));
+    const now = nextHour(hour);
+    const script = `set -euo pipefail
+domains-from-db --db state/p.db > state/domain_map
+analyze-dump ${hour}.reflog | group-sum | join-current --current state/current_log \\
+  | filter-url --current-out state/current_log.next --now ${now} | tee filtered.${hour} \\
+  | upload-domains --db state/p.db --map state/domain_map --now ${now} \\
+  | logsaver --queue-dir queues --name ${hour}
+mv state/current_log.next state/current_log`;
+    const r = spawnSync('bash', ['-c', script], { cwd: work, env: testEnv(), encoding: 'utf8' });
+    assert.equal(r.status, 0, `hour ${hour}: ${r.stderr}`);
+
+    const filtered = fs.readFileSync(path.join(work, `filtered.${hour}`), 'utf8').split('\n').filter((l) => l);
+    assert.ok(filtered.length > 0, `hour ${hour} sent something`);
+    sent += filtered.length;
+    const placed = new Map<string, string>();
+    for (const y of fs.readdirSync(path.join(work, 'queues'))) {
+      const f = path.join(work, 'queues', y, `${hour}.tsv`);
+      if (!fs.existsSync(f)) continue;
+      const lines = fs.readFileSync(f, 'utf8').split('\n').filter((l) => l);
+      // In input order: the file is a subsequence of filtered_log.
+      let at = -1;
+      for (const l of lines) {
+        assert.ok(!placed.has(l), `${l} is in two queue files`);
+        placed.set(l, y);
+        const i = filtered.indexOf(l, at + 1);
+        assert.ok(i > at, `${y}/${hour}.tsv keeps input order`);
+        at = i;
+        const domain = l.split('\t')[4]!;
+        const s = domainDirs.get(domain) ?? new Set<string>();
+        s.add(y);
+        domainDirs.set(domain, s);
+      }
+    }
+    assert.deepEqual([...placed.keys()].sort(), [...filtered].sort(), `hour ${hour}: every filtered URL in exactly one queue file`);
+    assert.deepEqual(fs.readdirSync(path.join(work, 'queues')).filter((d) => !/^[1-9]\d*$/.test(d)), []);
+  }
+
+  const db = new Database(path.join(work, 'state/p.db'), { readonly: true });
+  const owner = new Map(
+    (db.prepare('SELECT domain, yacobot_id FROM partner_domain').all() as { domain: string; yacobot_id: number }[]).map((r) => [
+      r.domain,
+      String(r.yacobot_id),
+    ]),
+  );
+  db.close();
+  const expectedDomains = new Set([...HOSTS, ...LATE].map(([, d]) => d));
+  for (const [domain, dirs] of domainDirs) {
+    assert.ok(expectedDomains.has(domain), `domain ${domain} is a registrable domain of the fixture`);
+    assert.equal(dirs.size, 1, `${domain} in one Yacobot only: ${[...dirs]}`);
+    assert.equal([...dirs][0], owner.get(domain), `${domain} is in its owner's queue`);
+  }
+  assert.equal(domainDirs.get('site0.com')?.has('1'), true, 'a hand-assigned domain stays with its Yacobot');
+  assert.equal(domainDirs.size, expectedDomains.size, 'every domain of the fixture was routed');
+  const per = new Map<string, number>();
+  for (const y of owner.values()) per.set(y, (per.get(y) ?? 0) + 1);
+  // The late Yacobot starts empty, so least-loaded gives it the late domains first; old ones stay put.
+  assert.ok((per.get('3') ?? 0) >= 5, `the late Yacobot took new domains: ${JSON.stringify([...per])}`);
+  for (const [, d] of HOSTS) assert.notEqual(owner.get(d), '3', `${d} was assigned before Yacobot 3 existed`);
+  assert.ok(sent > 400, `URLs were sent across hours (${sent})`);
+  // The last domain_map written by upload-domains matches the database.
+  const map = fs.readFileSync(path.join(work, 'state/domain_map'), 'utf8');
+  const fromDb = runBin('domains-from-db', ['--db', 'state/p.db'], '', work).stdout;
+  assert.equal(map, fromDb);
+});
