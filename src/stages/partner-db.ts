@@ -17,12 +17,20 @@ import {
 import { DataError, UsageError, ioError } from '../core/errors.js';
 import { clip } from '../core/records.js';
 import { formatTimestamp } from '../core/time.js';
+import { domainOfHost } from '../core/url.js';
 
 const NAME = 'partner-db';
 /** At most this many bad CSV rows are listed before the import gives up. */
 const MAX_REPORTED_ROWS = 20;
 
 const say = (text: string) => process.stdout.write(text + '\n');
+const warn = (text: string) => process.stderr.write(`${NAME}: warning: ${text}\n`);
+
+/** Routing keys are registrable domains (unless analyze-dump runs with --domain-mode host): say so when one is not. */
+function subdomainNote(domain: string): string | null {
+  const reg = domainOfHost(domain);
+  return reg !== domain ? `${domain} is not a registrable domain; URL records of its pages carry ${reg} (unless --domain-mode host)` : null;
+}
 const label = (y: Yacobot) => `${y.id} (${y.name})`;
 
 /** Parses a weight argument: a positive finite decimal number. */
@@ -292,6 +300,8 @@ Example:
           `INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES (?, ?, ?)
            ON CONFLICT(domain) DO UPDATE SET yacobot_id = excluded.yacobot_id`,
         ).run(nd.domain, y.id, formatTimestamp(new Date()));
+        const note = subdomainNote(nd.domain);
+        if (note) warn(note);
         say(
           prev === undefined
             ? `assigned ${nd.domain} to Yacobot ${label(y)}`
@@ -345,6 +355,8 @@ Example:
           }
         }).immediate();
         say(`imported ${rows.length} domain(s) from ${csvFile}: ${added} new, ${moved} moved, ${same} unchanged`);
+        const notes = rows.map((r) => subdomainNote(r.domain)).filter((n) => n !== null);
+        if (notes.length > 0) warn(`${notes.length} row(s) name no registrable domain, e.g. ${notes[0]}`);
       });
     });
 
