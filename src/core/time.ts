@@ -5,6 +5,8 @@ const TS_RE = /^\d{14}$/;
 
 /** True when `ts` is 14 digits naming a real calendar date and time (no Feb 31, no 24:00). */
 export function isValidTimestamp(ts: string): boolean {
+  // A reflog carries the same second on many consecutive lines.
+  if (ts === lastValidTs) return true;
   if (ts.length !== 14 || !TS_RE.test(ts)) return false;
   const y = +ts.slice(0, 4);
   const mo = +ts.slice(4, 6);
@@ -13,8 +15,12 @@ export function isValidTimestamp(ts: string): boolean {
   const mi = +ts.slice(10, 12);
   const s = +ts.slice(12, 14);
   if (mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 59) return false;
-  return d <= daysInMonth(y, mo);
+  if (d > daysInMonth(y, mo)) return false;
+  lastValidTs = ts;
+  return true;
 }
+
+let lastValidTs = '';
 
 function daysInMonth(y: number, mo: number): number {
   if (mo === 2) return (y % 4 === 0 && y % 100 !== 0) || y % 400 === 0 ? 29 : 28;

@@ -48,11 +48,18 @@ export function canonicalize(raw: string, opts: UrlOptions): CanonicalUrl | Reje
   }
   const host = u.hostname;
   if (host === '') return { reason: 'bad URL', detail: 'no host' };
-  u.hash = '';
+  let url: string;
   if ((opts.dropParams || opts.sortQuery) && u.search.length > 1) {
+    u.hash = '';
     u.search = rewriteQuery(u.search.slice(1), opts.dropParams, opts.sortQuery);
+    url = u.href;
+  } else {
+    // Cutting the serialization at its first '#' is `u.hash = ''` without a second
+    // parse: WHATWG percent-encodes '#' everywhere before the fragment.
+    url = u.href;
+    const hash = url.indexOf('#');
+    if (hash !== -1) url = url.slice(0, hash);
   }
-  const url = u.href;
   if (url.length > opts.maxUrlBytes) {
     // The serialization is ASCII (WHATWG percent-encodes the rest), so length is bytes.
     return { reason: 'URL too long', detail: `canonical form ${url.length} bytes, max ${opts.maxUrlBytes}` };
