@@ -233,6 +233,7 @@ export class FileWriter {
   private fd: number;
   private parts: (string | Buffer)[] = [];
   private pending = 0;
+  private hasBuffers = false;
   bytes = 0;
 
   constructor(
@@ -249,6 +250,7 @@ export class FileWriter {
 
   write(data: string | Buffer): void {
     this.parts.push(data);
+    if (typeof data !== 'string') this.hasBuffers = true;
     this.pending += data.length;
     if (this.pending >= this.highWater) this.flush();
   }
@@ -258,7 +260,11 @@ export class FileWriter {
     const parts = this.parts;
     this.parts = [];
     this.pending = 0;
-    const buf = Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : p)));
+    // Callers write line by line: one join and one encode per flush, not one per line.
+    const buf = this.hasBuffers
+      ? Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : p)))
+      : Buffer.from(parts.join(''), 'utf8');
+    this.hasBuffers = false;
     let off = 0;
     try {
       while (off < buf.length) off += fs.writeSync(this.fd, buf, off, buf.length - off);
@@ -295,6 +301,7 @@ export class FileWriter {
     }
     this.fd = -1;
     this.parts = [];
+    this.hasBuffers = false;
   }
 }
 
@@ -341,4 +348,39 @@ export function removeQuietly(file: string): void {
   } catch {
     /* best effort on the way out */
   }
+}
+
+/**
+ * Finds the TAB positions of `line` into `at`; returns the number of fields, or
+ * `at.length + 2` when the line has more fields than `at` can describe. Lets a stage
+ * take fields as slices of the line instead of splitting it into an array.
+ */
+export function findTabs(line: string, at: Int32Array): number {
+  let n = 0;
+  let p = line.indexOf('\t');
+  while (p !== -1) {
+    if (n === at.length) return n + 2;
+    at[n++] = p;
+    p = line.indexOf('\t', p + 1);
+  }
+  return n + 1;
+}
+
+/** True when s[from, to) is non-empty and all ASCII digits. */
+export function isDigitsAt(s: string, from: number, to: number): boolean {
+  if (to <= from) return false;
+  for (let i = from; i < to; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 48 || c > 57) return false;
+  }
+  return true;
+}
+
+/** True when s[from, from + 16) is 16 lower-case hex digits (a URL id). */
+export function isIdAt(s: string, from: number): boolean {
+  for (let i = from; i < from + 16; i++) {
+    const c = s.charCodeAt(i);
+    if (!((c >= 48 && c <= 57) || (c >= 97 && c <= 102))) return false;
+  }
+  return true;
 }

@@ -2,7 +2,8 @@
 import type { StageDef } from '../cli/stage.js';
 import { DataError } from '../core/errors.js';
 import { addHits } from '../core/hits.js';
-import { U_HITS, U_ID, U_TAG, U_TS, checkUrlRecord } from '../core/records.js';
+import { U_HITS, U_ID, U_TAG, U_TS } from '../core/records.js';
+import { checkRecord } from './join-current.js';
 
 /**
  * The pure core: folds consecutive records of one id into one record with the
@@ -49,33 +50,63 @@ Buffers: one record. An id smaller than the one before it is an error naming
 the line; a malformed record is an error too (this is not a first-line filter).`,
   normalize: () => ({}),
   async run(ctx) {
-    const grouper = new Grouper();
     const out = ctx.out;
-    let prevId = '';
+    const file = ctx.inputName;
+    const T = new Int32Array(5);
     let records = 0;
     let groups = 0;
-    const file = ctx.inputName;
-    await ctx.eachLine((line, lineNo) => {
-      const f = line.split('\t');
-      const bad = checkUrlRecord(f);
-      if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
-      const id = f[U_ID]!;
-      if (id < prevId) {
-        throw new DataError('UNSORTED', `id ${id} is out of order after ${prevId} (input must be sorted by id)`, { file, line: lineNo });
-      }
-      prevId = id;
-      records++;
-      const done = grouper.push(f);
-      if (done !== null) {
-        groups++;
-        out.write(done + '\n');
-      }
-    });
-    const last = grouper.finish();
-    if (last !== null) {
+    // The open group, kept as slices of its first line rather than a field array.
+    let gLine: string | null = null;
+    let gId = '';
+    let gTs = '';
+    let gTag = '';
+    let gHits = '';
+    let gRest = 0; // where "domain TAB url" starts in gLine
+    let merged = false;
+    let sum = 0; // exact while every hit count is short and the sum safe; else -1
+    const emit = () => {
       groups++;
-      out.write(last + '\n');
-    }
+      if (!merged) out.write(gLine + '\n');
+      else {
+        const hits = sum >= 0 ? String(sum) : gHits;
+        out.write(`${gId}\t${gTs}\t${gTag}\t${hits}\t${gLine!.slice(gRest)}\n`);
+      }
+    };
+    await ctx.eachLine((line, lineNo) => {
+      const bad = checkRecord(line, T);
+      if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
+      records++;
+      const hits = line.slice(T[2]! + 1, T[3]!);
+      if (gLine !== null && line.startsWith(gId)) {
+        const ts = line.slice(17, 31);
+        if (ts > gTs) gTs = ts;
+        if (T[2]! > T[1]! + 1) gTag = line.slice(T[1]! + 1, T[2]!);
+        if (sum >= 0) {
+          const t = hits.length < 16 ? sum + Number(hits) : Infinity;
+          if (t <= Number.MAX_SAFE_INTEGER) sum = t;
+          else {
+            gHits = addHits(String(sum), hits);
+            sum = -1;
+          }
+        } else gHits = addHits(gHits, hits);
+        merged = true;
+        return;
+      }
+      const id = line.slice(0, 16);
+      if (id < gId) {
+        throw new DataError('UNSORTED', `id ${id} is out of order after ${gId} (input must be sorted by id)`, { file, line: lineNo });
+      }
+      if (gLine !== null) emit();
+      gLine = line;
+      gId = id;
+      gTs = line.slice(17, 31);
+      gTag = line.slice(T[1]! + 1, T[2]!);
+      gHits = hits;
+      gRest = T[3]! + 1;
+      merged = false;
+      sum = hits.length < 16 ? Number(hits) : -1;
+    });
+    if (gLine !== null) emit();
     Object.assign(ctx.counts, { records_in: records, records_out: groups, merged: records - groups });
   },
 };

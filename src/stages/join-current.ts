@@ -2,7 +2,7 @@
 import type { StageDef } from '../cli/stage.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { IdOrder, MISSING, U_DOMAIN, U_HITS, U_ID, U_TAG, U_TS, U_URL, checkUrlRecord } from '../core/records.js';
-import { FileLineReader } from '../core/tsv.js';
+import { FileLineReader, findTabs, isDigitsAt, isIdAt } from '../core/tsv.js';
 
 export interface JoinCurrentOptions {
   current: string;
@@ -61,44 +61,57 @@ or a last line cut off without its newline, are errors naming the line.`,
     let both = 0;
     let onlyIn = 0;
     let onlyCur = 0;
+    const T = new Int32Array(5);
+    const C = new Int32Array(5);
 
-    const nextCurrent = (): string[] | null => {
-      if (!reader) return null;
+    // Records stay lines; fields are slices between the TABs found by findTabs.
+    // "domain TAB url" is one slice, as the joined record carries both in that order.
+    let cur: string | null = null;
+    let cId = '';
+    const nextCurrent = (): void => {
+      cur = null;
+      if (!reader) return;
       const line = reader.next();
-      if (line === null) return null;
-      const f = line.split('\t');
-      const place = { file: o.current, line: reader.lineNo };
-      const bad = checkUrlRecord(f) ?? curOrder.check(f[U_ID]!);
-      if (bad) throw new DataError('BAD_CURRENT', bad, place);
+      if (line === null) return;
+      const bad = checkRecord(line, C) ?? curOrder.check(line.slice(0, 16));
+      if (bad) throw new DataError('BAD_CURRENT', bad, { file: o.current, line: reader.lineNo });
       nCur++;
-      return f;
+      cur = line;
+      cId = line.slice(0, 16);
     };
+    /** The current record alone, as a joined line. */
+    const currentOnly = (c: string): string =>
+      `${cId}\t${c.slice(C[3]! + 1)}\t${c.slice(17, 31)}\t-\t${c.slice(C[1]! + 1, C[2]!)}\t\t${c.slice(C[2]! + 1, C[3]!)}\t-\n`;
 
-    let cur = nextCurrent();
+    nextCurrent();
     await ctx.eachLine((line, lineNo) => {
-      const f = line.split('\t');
-      const bad = checkUrlRecord(f) ?? inOrder.check(f[U_ID]!);
+      const id = line.slice(0, 16);
+      const bad = checkRecord(line, T) ?? inOrder.check(id);
       if (bad) throw new DataError('BAD_INCOMING', bad, { file: ctx.inputName, line: lineNo });
       nIn++;
-      const id = f[U_ID]!;
-      while (cur !== null && cur[U_ID]! < id) {
-        out.write(joinedLine(cur, null) + '\n');
+      while (cur !== null && cId < id) {
+        out.write(currentOnly(cur));
         onlyCur++;
-        cur = nextCurrent();
+        nextCurrent();
       }
-      if (cur !== null && cur[U_ID] === id) {
-        out.write(joinedLine(cur, f) + '\n');
+      const iTs = line.slice(17, 31);
+      const iTag = line.slice(T[1]! + 1, T[2]!);
+      const iHits = line.slice(T[2]! + 1, T[3]!);
+      const domUrl = line.slice(T[3]! + 1);
+      if (cur !== null && cId === id) {
+        const c: string = cur;
+        out.write(`${id}\t${domUrl}\t${c.slice(17, 31)}\t${iTs}\t${c.slice(C[1]! + 1, C[2]!)}\t${iTag}\t${c.slice(C[2]! + 1, C[3]!)}\t${iHits}\n`);
         both++;
-        cur = nextCurrent();
+        nextCurrent();
       } else {
-        out.write(joinedLine(null, f) + '\n');
+        out.write(`${id}\t${domUrl}\t-\t${iTs}\t\t${iTag}\t-\t${iHits}\n`);
         onlyIn++;
       }
     });
     while (cur !== null) {
-      out.write(joinedLine(cur, null) + '\n');
+      out.write(currentOnly(cur));
       onlyCur++;
-      cur = nextCurrent();
+      nextCurrent();
       if ((onlyCur & 0x3fff) === 0) await out.flushIfFull();
     }
     Object.assign(ctx.counts, {
@@ -112,3 +125,22 @@ or a last line cut off without its newline, are errors naming the line.`,
     });
   },
 };
+
+/**
+ * Checks a URL record line as checkUrlRecord does, on slices, filling `T` (5 slots)
+ * with its TAB positions; returns checkUrlRecord's message for a bad line, or null.
+ */
+export function checkRecord(line: string, T: Int32Array): string | null {
+  const nf = findTabs(line, T);
+  const ok =
+    nf === 6 &&
+    T[0] === 16 &&
+    T[1] === 31 &&
+    T[3]! - T[2]! <= 31 &&
+    T[4]! > T[3]! + 1 &&
+    line.length > T[4]! + 1 &&
+    isIdAt(line, 0) &&
+    isDigitsAt(line, 17, 31) &&
+    isDigitsAt(line, T[2]! + 1, T[3]!);
+  return ok ? null : (checkUrlRecord(line.split('\t')) ?? 'malformed record');
+}
