@@ -2,7 +2,7 @@
 // owns argument parsing, stdin/stdout, line numbering, EPIPE, exit codes, cleanup
 // of temporary files, and the summary log line.
 import * as fs from 'node:fs';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { Command, CommanderError } from 'commander';
 import { pino, type Logger } from 'pino';
 import { DataError, UsageError, formatPlace, ioError } from '../core/errors.js';
@@ -43,6 +43,8 @@ export interface StageDef<O> {
   summary: string;
   /** The body of --help: what it reads and writes, what it buffers, columns, notes. */
   usage: string;
+  /** False for a stage that reads no input (domains-from-db): no [input] argument, stdin untouched. */
+  readsInput?: boolean;
   /** Adds the stage's options to the command. */
   options?(cmd: Command): void;
   /** Validates and types the parsed options; throws UsageError. The one place options are normalized. */
@@ -87,12 +89,12 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     .description(`${def.summary}\n\n${def.usage.trim()}`)
     .version(packageVersion(), '--version', 'print the version and exit')
     .helpOption('-h, --help', 'print this help and exit')
-    .argument('[input]', 'input file; "-" or absent for stdin')
     .option('--log-level <level>', 'stderr log level: debug, info, warn, error, silent', 'info')
     .allowExcessArguments(false)
     .exitOverride()
     .configureOutput({ outputError: () => undefined })
     .addHelpText('after', COMMON_HELP);
+  if (def.readsInput !== false) cmd.argument('[input]', 'input file; "-" or absent for stdin');
   def.options?.(cmd);
 
   let opts: O;
@@ -123,7 +125,9 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   const out = new Output(process.stdout);
   const counts: Record<string, Count> = {};
   let input: Readable;
-  if (inputName === '-') {
+  if (def.readsInput === false) {
+    input = Readable.from([]);
+  } else if (inputName === '-') {
     input = process.stdin;
   } else {
     try {

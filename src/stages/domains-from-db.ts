@@ -8,6 +8,7 @@ export interface DomainsFromDbOptions {
 
 export const domainsFromDb: StageDef<DomainsFromDbOptions> = {
   name: 'domains-from-db',
+  readsInput: false,
   summary: 'Write the domain -> Yacobot table of the partner database (domain_map).',
   usage: `
 Reads no input. Writes one line per row of partner_domain:
