@@ -1,19 +1,22 @@
 // Timestamps are 14 digits YYYYMMDDhhmmss in the local time zone; durations are
 // `90s`, `30m`, `1h`, `10h`, `1d` or plain seconds.
 
-const TS_RE = /^\d{14}$/;
-
 /** True when `ts` is 14 digits naming a real calendar date and time (no Feb 31, no 24:00). */
 export function isValidTimestamp(ts: string): boolean {
   // A reflog carries the same second on many consecutive lines.
   if (ts === lastValidTs) return true;
-  if (ts.length !== 14 || !TS_RE.test(ts)) return false;
-  const y = +ts.slice(0, 4);
-  const mo = +ts.slice(4, 6);
-  const d = +ts.slice(6, 8);
-  const h = +ts.slice(8, 10);
-  const mi = +ts.slice(10, 12);
-  const s = +ts.slice(12, 14);
+  if (ts.length !== 14) return false;
+  for (let i = 0; i < 14; i++) {
+    const c = ts.charCodeAt(i);
+    if (c < 48 || c > 57) return false;
+  }
+  const two = (i: number) => (ts.charCodeAt(i) - 48) * 10 + ts.charCodeAt(i + 1) - 48;
+  const y = two(0) * 100 + two(2);
+  const mo = two(4);
+  const d = two(6);
+  const h = two(8);
+  const mi = two(10);
+  const s = two(12);
   if (mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 59) return false;
   if (d > daysInMonth(y, mo)) return false;
   lastValidTs = ts;

@@ -183,9 +183,15 @@ fails with no output.`,
       );
     }
     const out = ctx.out;
+    // Lines go out in joined batches: one string per 1024 records, not two per record.
+    const batch: string[] = [];
     await sorter.drain((line) => {
-      out.write(line + '\n');
+      batch.push(line);
+      if (batch.length < 1024) return;
+      out.write(batch.join('\n') + '\n');
+      batch.length = 0;
       return out.flushIfFull();
     });
+    if (batch.length) out.write(batch.join('\n') + '\n');
   },
 };
