@@ -3,6 +3,8 @@
 // run to a private temporary directory, and the runs are k-way merged at the end.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import * as v8 from 'node:v8';
+import * as vm from 'node:vm';
 import { ioError } from './errors.js';
 import { FileLineReader, FileWriter, liveTempFiles, removeQuietly } from './tsv.js';
 
@@ -46,9 +48,12 @@ export class LineSorter {
   private runNo = 0;
 
   private readonly perLine: number;
+  /** Half the budget for the buffered run: the rest is for merge read buffers and the garbage V8 keeps between collections (measured: RSS ~ baseline + 2x run). */
+  private readonly runBudget: number;
 
   constructor(private readonly opts: SorterOptions) {
     this.perLine = LINE_OVERHEAD + sortBytesPerLine(opts.keyLength);
+    this.runBudget = Math.floor(opts.memoryBytes * 0.5);
   }
 
   /** Number of lines added. */
@@ -68,7 +73,7 @@ export class LineSorter {
     this.lines.push(line);
     this.bytes += line.length + this.perLine;
     this.seq++;
-    if (this.bytes >= this.opts.memoryBytes || this.lines.length >= MAX_RUN_LINES) this.spill();
+    if (this.bytes >= this.runBudget || this.lines.length >= MAX_RUN_LINES) this.spill();
   }
 
   /** Calls `onLine` for every line in sorted order (awaiting it when it returns a promise). */
@@ -123,7 +128,7 @@ export class LineSorter {
   }
 
   private readBlock(runs: number): number {
-    return Math.max(1 << 16, Math.min(1 << 20, Math.floor(this.opts.memoryBytes / (4 * runs))));
+    return Math.max(1 << 16, Math.min(1 << 20, Math.floor(this.opts.memoryBytes / (8 * runs))));
   }
 
   private nextRunFile(): string {
@@ -159,7 +164,26 @@ export class LineSorter {
       throw err;
     }
     this.runs.push(file);
+    // The spilled run is garbage now, hundreds of MiB of it. V8 would let the heap
+    // grow to a multiple of the budget before collecting it; a full collection here
+    // keeps peak RSS near the budget whatever the input size (~0.1 s per run).
+    fullGc();
   }
+}
+
+let gcFn: (() => void) | null | undefined;
+
+/** Runs a full garbage collection if the engine lets us (it does in Node 20). */
+function fullGc(): void {
+  if (gcFn === undefined) {
+    try {
+      v8.setFlagsFromString('--expose-gc');
+      gcFn = vm.runInNewContext('gc') as () => void;
+    } catch {
+      gcFn = null;
+    }
+  }
+  gcFn?.();
 }
 
 /** Compares the key prefixes of `a` and `b` from character `from` on (UTF-16 units; keys are ASCII). */
