@@ -233,7 +233,8 @@ function main(): void {
   ];
   const soloIn: Record<string, number> = {};
   for (const [label, cmd, input, output] of soloSteps) {
-    soloIn[label] = input === '/dev/null' ? 0 : countLines(input);
+    // join-current reads two inputs: stdin and current_log.
+    soloIn[label] = (input === '/dev/null' ? 0 : countLines(input)) + (label === 'join-current' ? countLines(path.join(solo, 'current_log')) : 0);
     const outPath = output === '/dev/null' ? '/dev/null' : path.join(solo, output);
     sh(`${timed(st, label, cmd)} < ${q(input)} > ${q(outPath)}`, `${label} alone`);
   }
@@ -261,7 +262,7 @@ function main(): void {
   for (const x of ob.procs) p(`  ${x.label.padEnd(34)} ${f1(x.rssMiB).padStart(8)}   ${f2(x.cpu).padStart(6)}`);
   if (rb) for (const x of rb.procs) p(`  ${x.label.padEnd(34)} ${f1(x.rssMiB).padStart(8)}   ${f2(x.cpu).padStart(6)}`);
   p();
-  p('each stage alone, file to file       lines in     wall s    lines/s   peak RSS MiB');
+  p('each stage alone, file to file       lines in     wall s    lines/s   peak RSS MiB   (wall includes ~0.15 s of Node start-up)');
   for (const x of soloProcs) {
     const n = soloIn[x.label] ?? 0;
     p(`  ${x.label.padEnd(34)} ${n.toLocaleString('en').padStart(10)}  ${f2(x.elapsed).padStart(7)}  ${(n ? rate(n, x.elapsed) : '-').padStart(8)}   ${f1(x.rssMiB).padStart(8)}`);
