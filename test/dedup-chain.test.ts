@@ -7,18 +7,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { scratch, testEnv } from './lib/run.js';
 import { loadUrlHasher } from '../src/core/url.js';
+import { prng } from '../scripts/prng.js';
 
-/** Seeded PRNG (mulberry32), so a failure can be replayed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const fmt = (ms: number) => new Date(ms).toISOString().replace(/[-T:]/g, '').slice(0, 14);
 const parse = (ts: string) =>

@@ -5,7 +5,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import { loadUrlHasher } from '../src/core/url.js';
-import { genCase, lineCount, prng, problems, runCase, type FuzzCase } from '../scripts/fuzz.js';
+import { genCase, lineCount, problems, runCase, type FuzzCase } from '../scripts/fuzz.js';
+import { prng } from '../scripts/prng.js';
 import { scratch } from './lib/run.js';
 
 /** Peak RSS bound for these inputs: the Node baseline plus --memory plus slack. */
