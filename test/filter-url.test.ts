@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { decide, type FilterParams } from '../src/stages/filter-url.js';
 import { timestampToMs } from '../src/core/time.js';
+import { checkJoinedLine } from '../src/core/records.js';
 
 process.env.TZ = 'UTC';
 const H = 3600_000;
@@ -41,7 +42,10 @@ const cases: [string, ReturnType<typeof joined>, FilterParams, string, string | 
 
 for (const [name, f, params, outcome, send, keep] of cases) {
   test(`decide: ${name}`, () => {
-    const d = decide(f, params);
+    const line = f.join('\t');
+    const T = new Int32Array(8);
+    assert.equal(checkJoinedLine(line, T), null, 'a valid joined record');
+    const d = decide(line, T, params);
     assert.equal(d.outcome, outcome);
     assert.equal(d.send, send);
     assert.equal(d.keep, keep);

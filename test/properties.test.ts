@@ -13,6 +13,7 @@ import { Grouper } from '../src/stages/group-sum.js';
 import { joinedLine } from '../src/stages/join-current.js';
 import { decide } from '../src/stages/filter-url.js';
 import { analyzeLine } from '../src/stages/analyze-dump.js';
+import { checkJoinedLine, checkUrlRecordLine } from '../src/core/records.js';
 import { canonicalize, loadUrlHasher, type UrlOptions } from '../src/core/url.js';
 
 const SEED = 20110727;
@@ -107,6 +108,13 @@ const recArb = fc.record({ id: idArb, ts: tsArb, tag: tagArb, hits: hitsArb, n: 
   (r): Rec => ({ id: r.id, ts: r.ts, tag: r.tag, hits: r.hits, domain: `d${r.n}.example`, url: `http://d${r.n}.example/${r.id}` }),
 );
 const fields = (r: Rec) => [r.id, r.ts, r.tag, r.hits, r.domain, r.url];
+/** A record as a line with its TAB positions, as the cores take it (checked first, as the stages do). */
+const lineOf = (r: Rec): [string, Int32Array] => {
+  const line = fields(r).join('\t');
+  const T = new Int32Array(5);
+  assert.equal(checkUrlRecordLine(line, T), null, line);
+  return [line, T];
+};
 const text = (rs: Rec[]) => rs.map((r) => fields(r).join('\t') + '\n').join('');
 /** Records sorted by id (stable: the generated order within an id is the input order). */
 const sortedRecs = (max: number) =>
@@ -137,7 +145,7 @@ test('group-sum core (Grouper) equals the naive rule on random sorted input', ()
       const g = new Grouper();
       let got = '';
       for (const r of rs) {
-        const done = g.push(fields(r));
+        const done = g.push(...lineOf(r));
         if (done !== null) got += done + '\n';
       }
       const last = g.finish();
@@ -185,7 +193,9 @@ test('join-current core (joinedLine) equals the naive record for every pair of s
     fc.property(fc.option(recArb), fc.option(recArb), (c, i) => {
       fc.pre(c !== null || i !== null);
       if (c && i) i.id = c.id;
-      const got = joinedLine(c ? fields(c) : null, i ? fields(i) : null) + '\n';
+      const [cl, cT] = c ? lineOf(c) : [null, new Int32Array(5)];
+      const [il, iT] = i ? lineOf(i) : [null, new Int32Array(5)];
+      const got = joinedLine(cl, cT, il, iT) + '\n';
       assert.equal(got, naiveJoin(c ? [c] : [], i ? [i] : []));
     }),
     { seed: SEED, numRuns: 500 },
@@ -219,7 +229,10 @@ test('filter-url core (decide) equals the rule table of SPEC.md for random joine
         now = fmt(parseTs(c.ts) + (keep + nb[1]) * 1000);
       }
       const f = [ID_POOL[0]!, 'd.example', 'http://d.example/', c?.ts ?? '-', i?.ts ?? '-', c?.tag ?? '', i?.tag ?? '', c?.hits ?? '-', i?.hits ?? '-'];
-      const d = decide(f, { nowMs: parseTs(now), resendAfterMs: resend * 1000, keepMs: keep * 1000 });
+      const jl = f.join('\t');
+      const JT = new Int32Array(8);
+      assert.equal(checkJoinedLine(jl, JT), null, jl);
+      const d = decide(jl, JT, { nowMs: parseTs(now), resendAfterMs: resend * 1000, keepMs: keep * 1000 });
       const line = (ts: string, tag: string, hits: string) => [f[0], ts, tag, hits, f[1], f[2]].join('\t');
       let send: string | null = null;
       let keepLine: string | null = null;

@@ -1,6 +1,7 @@
 // The shared record formats of SPEC.md "Streams". Records travel as arrays of
 // field strings (split on TAB); these helpers validate and format them.
 import { isValidHits } from './hits.js';
+import { findTabs } from './tsv.js';
 
 /** URL record: `id timestamp updatetag hits domain url` (incoming, current, filtered, queue). */
 export const URL_RECORD = ['id', 'timestamp', 'updatetag', 'hits', 'domain', 'url'] as const;
@@ -105,4 +106,70 @@ export class IdOrder {
     if (prev === '' || prev < id) return null;
     return prev === id ? `duplicate id ${id} (input must be unique by id)` : `id ${id} is out of order after ${prev} (input must be sorted by id)`;
   }
+}
+
+// --- the same checks on a whole line, without splitting it ------------------------
+// The streaming stages keep records as lines and take fields as slices between the
+// TAB positions these fill in; a line failing the fast path gets the array check's message.
+
+/**
+ * Checks a URL-record line as checkUrlRecord does, filling `T` (5 slots) with its
+ * TAB positions; returns checkUrlRecord's message for a bad line, or null.
+ */
+export function checkUrlRecordLine(line: string, T: Int32Array): string | null {
+  const nf = findTabs(line, T);
+  const ok =
+    nf === 6 &&
+    T[0] === 16 &&
+    T[1] === 31 &&
+    T[3]! - T[2]! <= 31 &&
+    T[4]! > T[3]! + 1 &&
+    line.length > T[4]! + 1 &&
+    isIdAt(line, 0) &&
+    isDigitsAt(line, 17, 31) &&
+    isDigitsAt(line, T[2]! + 1, T[3]!);
+  return ok ? null : (checkUrlRecord(line.split('\t')) ?? 'malformed record');
+}
+
+/**
+ * Checks a joined line as checkJoined does, filling `T` (8 slots) with its TAB
+ * positions; returns checkJoined's message for a bad line, or null.
+ */
+export function checkJoinedLine(line: string, T: Int32Array): string | null {
+  const nf = findTabs(line, T);
+  let ok = nf === 9 && T[0] === 16 && isIdAt(line, 0);
+  if (ok) {
+    // sides: timestamp, updatetag, hits for c (fields 3, 5, 7) and i (4, 6, 8)
+    const cAbsent = T[3]! - T[2]! === 2 && line.charCodeAt(T[2]! + 1) === 45;
+    const iAbsent = T[4]! - T[3]! === 2 && line.charCodeAt(T[3]! + 1) === 45;
+    ok =
+      !(cAbsent && iAbsent) &&
+      sideOk(line, cAbsent, T[2]! + 1, T[3]!, T[4]! + 1, T[5]!, T[6]! + 1, T[7]!) &&
+      sideOk(line, iAbsent, T[3]! + 1, T[4]!, T[5]! + 1, T[6]!, T[7]! + 1, line.length);
+  }
+  return ok ? null : (checkJoined(line.split('\t')) ?? 'malformed record');
+}
+
+function sideOk(line: string, absent: boolean, ts: number, tsEnd: number, tag: number, tagEnd: number, hits: number, hitsEnd: number): boolean {
+  if (absent) return tagEnd === tag && hitsEnd - hits === 1 && line.charCodeAt(hits) === 45;
+  return tsEnd - ts === 14 && isDigitsAt(line, ts, tsEnd) && hitsEnd - hits <= 30 && isDigitsAt(line, hits, hitsEnd);
+}
+
+/** True when s[from, to) is non-empty and all ASCII digits. */
+function isDigitsAt(s: string, from: number, to: number): boolean {
+  if (to <= from) return false;
+  for (let i = from; i < to; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 48 || c > 57) return false;
+  }
+  return true;
+}
+
+/** True when s[from, from + 16) is 16 lower-case hex digits (a URL id). */
+function isIdAt(s: string, from: number): boolean {
+  for (let i = from; i < from + 16; i++) {
+    const c = s.charCodeAt(i);
+    if (!((c >= 48 && c <= 57) || (c >= 97 && c <= 102))) return false;
+  }
+  return true;
 }

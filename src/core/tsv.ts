@@ -365,22 +365,3 @@ export function findTabs(line: string, at: Int32Array): number {
   }
   return n + 1;
 }
-
-/** True when s[from, to) is non-empty and all ASCII digits. */
-export function isDigitsAt(s: string, from: number, to: number): boolean {
-  if (to <= from) return false;
-  for (let i = from; i < to; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 48 || c > 57) return false;
-  }
-  return true;
-}
-
-/** True when s[from, from + 16) is 16 lower-case hex digits (a URL id). */
-export function isIdAt(s: string, from: number): boolean {
-  for (let i = from; i < from + 16; i++) {
-    const c = s.charCodeAt(i);
-    if (!((c >= 48 && c <= 57) || (c >= 97 && c <= 102))) return false;
-  }
-  return true;
-}

@@ -2,22 +2,9 @@
 import type { StageDef } from '../cli/stage.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { addHits } from '../core/hits.js';
-import {
-  IdOrder,
-  J_CHITS,
-  J_CTAG,
-  J_CTS,
-  J_DOMAIN,
-  J_ID,
-  J_IHITS,
-  J_ITAG,
-  J_ITS,
-  J_URL,
-  MISSING,
-  checkJoined,
-} from '../core/records.js';
+import { IdOrder, MISSING, checkJoinedLine } from '../core/records.js';
 import { formatTimestamp, isValidTimestamp, parseDuration, timestampToMs } from '../core/time.js';
-import { AtomicFileWriter, findTabs, isDigitsAt, isIdAt } from '../core/tsv.js';
+import { AtomicFileWriter } from '../core/tsv.js';
 
 export interface FilterParams {
   /** "now" in ms since the epoch. */
@@ -42,35 +29,41 @@ export interface Decision {
   keep: string | null;
 }
 
-const rec = (f: string[], ts: string, tag: string, hits: string) =>
-  `${f[J_ID]}\t${ts}\t${tag}\t${hits}\t${f[J_DOMAIN]}\t${f[J_URL]}`;
-
-/** The pure core: SPEC.md's filter rule for one joined record (fields). */
-export function decide(f: string[], p: FilterParams): Decision {
-  const cTs = f[J_CTS]!;
-  const iTs = f[J_ITS]!;
+/**
+ * The pure core: SPEC.md's filter rule for one joined line, checked by
+ * checkJoinedLine, which filled in its TAB positions `T`.
+ */
+export function decide(line: string, T: Int32Array, p: FilterParams): Decision {
+  // Fields are slices of the line; "domain TAB url" is one slice (fields 1 and 2).
+  const id = line.slice(0, 16);
+  const domUrl = line.slice(17, T[2]!);
+  const cTs = line.slice(T[2]! + 1, T[3]!);
+  const iTs = line.slice(T[3]! + 1, T[4]!);
+  const rec = (ts: string, tag: string, hits: string) => `${id}\t${ts}\t${tag}\t${hits}\t${domUrl}`;
+  const iTag = line.slice(T[5]! + 1, T[6]!);
+  const iHits = line.slice(T[7]! + 1);
   if (cTs === MISSING) {
-    const r = rec(f, iTs, f[J_ITAG]!, f[J_IHITS]!);
+    const r = rec(iTs, iTag, iHits);
     return { outcome: 'new', send: r, keep: r };
   }
+  const cTag = line.slice(T[4]! + 1, T[5]!);
+  const cHits = line.slice(T[6]! + 1, T[7]!);
   if (iTs === MISSING) {
     return p.nowMs - timestampToMs(cTs) < p.keepMs
-      ? { outcome: 'kept', send: null, keep: rec(f, cTs, f[J_CTAG]!, f[J_CHITS]!) }
+      ? { outcome: 'kept', send: null, keep: rec(cTs, cTag, cHits) }
       : { outcome: 'expired', send: null, keep: null };
   }
-  const iTag = f[J_ITAG]!;
-  const cTag = f[J_CTAG]!;
-  const hits = addHits(f[J_CHITS]!, f[J_IHITS]!);
+  const hits = addHits(cHits, iHits);
   const changed = iTag !== '' && iTag !== cTag;
   const due = timestampToMs(iTs) - timestampToMs(cTs) >= p.resendAfterMs;
   if (due || changed) {
     return {
       outcome: due ? 'due' : 'changed',
-      send: rec(f, iTs, iTag, f[J_IHITS]!),
-      keep: rec(f, iTs > cTs ? iTs : cTs, iTag !== '' ? iTag : cTag, hits),
+      send: rec(iTs, iTag, iHits),
+      keep: rec(iTs > cTs ? iTs : cTs, iTag !== '' ? iTag : cTag, hits),
     };
   }
-  return { outcome: 'held', send: null, keep: rec(f, cTs, cTag, hits) };
+  return { outcome: 'held', send: null, keep: rec(cTs, cTag, hits) };
 }
 
 export const filterUrl: StageDef<FilterUrlOptions> = {
@@ -126,46 +119,14 @@ Buffers: one record.`,
     const n: Record<Outcome, number> = { new: 0, due: 0, changed: 0, held: 0, kept: 0, expired: 0 };
     let linesIn = 0;
     const T = new Int32Array(8);
-    const { nowMs, resendAfterMs, keepMs } = o;
     await ctx.eachLine((line, lineNo) => {
-      // decide() on slices of the line (the same rule, without a field array);
-      // checkJoined's message for a line that fails the fast checks.
       const bad = checkJoinedLine(line, T) ?? order.check(line.slice(0, 16));
       if (bad) throw new DataError('BAD_RECORD', bad, { file: ctx.inputName, line: lineNo });
       linesIn++;
-      const id = line.slice(0, 16);
-      const domUrl = line.slice(17, T[2]!);
-      const cTs = line.slice(T[2]! + 1, T[3]!);
-      const iTs = line.slice(T[3]! + 1, T[4]!);
-      const cTag = line.slice(T[4]! + 1, T[5]!);
-      const iTag = line.slice(T[5]! + 1, T[6]!);
-      const cHits = line.slice(T[6]! + 1, T[7]!);
-      const iHits = line.slice(T[7]! + 1);
-      if (cTs === MISSING) {
-        const r = `${id}\t${iTs}\t${iTag}\t${iHits}\t${domUrl}\n`;
-        n.new++;
-        out.write(r);
-        next.write(r);
-        return;
-      }
-      if (iTs === MISSING) {
-        if (nowMs - timestampToMs(cTs) < keepMs) {
-          n.kept++;
-          next.write(`${id}\t${cTs}\t${cTag}\t${cHits}\t${domUrl}\n`);
-        } else n.expired++;
-        return;
-      }
-      const hits = addHits(cHits, iHits);
-      const changed = iTag !== '' && iTag !== cTag;
-      const due = timestampToMs(iTs) - timestampToMs(cTs) >= resendAfterMs;
-      if (due || changed) {
-        n[due ? 'due' : 'changed']++;
-        out.write(`${id}\t${iTs}\t${iTag}\t${iHits}\t${domUrl}\n`);
-        next.write(`${id}\t${iTs > cTs ? iTs : cTs}\t${iTag !== '' ? iTag : cTag}\t${hits}\t${domUrl}\n`);
-      } else {
-        n.held++;
-        next.write(`${id}\t${cTs}\t${cTag}\t${hits}\t${domUrl}\n`);
-      }
+      const d = decide(line, T, o);
+      n[d.outcome]++;
+      if (d.send !== null) out.write(d.send + '\n');
+      if (d.keep !== null) next.write(d.keep + '\n');
     });
     const sent = n.new + n.due + n.changed;
     Object.assign(ctx.counts, {
@@ -185,26 +146,3 @@ Buffers: one record.`,
   },
 };
 
-/**
- * Checks a joined line as checkJoined does, on slices, filling `T` (8 slots) with
- * its TAB positions; returns checkJoined's message for a bad line, or null.
- */
-export function checkJoinedLine(line: string, T: Int32Array): string | null {
-  const nf = findTabs(line, T);
-  let ok = nf === 9 && T[0] === 16 && isIdAt(line, 0);
-  if (ok) {
-    // sides: timestamp, updatetag, hits for c (fields 3, 5, 7) and i (4, 6, 8)
-    const cAbsent = T[3]! - T[2]! === 2 && line.charCodeAt(T[2]! + 1) === 45;
-    const iAbsent = T[4]! - T[3]! === 2 && line.charCodeAt(T[3]! + 1) === 45;
-    ok =
-      !(cAbsent && iAbsent) &&
-      sideOk(line, cAbsent, T[2]! + 1, T[3]!, T[4]! + 1, T[5]!, T[6]! + 1, T[7]!) &&
-      sideOk(line, iAbsent, T[3]! + 1, T[4]!, T[5]! + 1, T[6]!, T[7]! + 1, line.length);
-  }
-  return ok ? null : (checkJoined(line.split('\t')) ?? 'malformed record');
-}
-
-function sideOk(line: string, absent: boolean, ts: number, tsEnd: number, tag: number, tagEnd: number, hits: number, hitsEnd: number): boolean {
-  if (absent) return tagEnd === tag && hitsEnd - hits === 1 && line.charCodeAt(hits) === 45;
-  return tsEnd - ts === 14 && isDigitsAt(line, ts, tsEnd) && hitsEnd - hits <= 30 && isDigitsAt(line, hits, hitsEnd);
-}

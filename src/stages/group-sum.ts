@@ -2,35 +2,64 @@
 import type { StageDef } from '../cli/stage.js';
 import { DataError } from '../core/errors.js';
 import { addHits } from '../core/hits.js';
-import { U_HITS, U_ID, U_TAG, U_TS } from '../core/records.js';
-import { checkRecord } from './join-current.js';
+import { checkUrlRecordLine } from '../core/records.js';
 
 /**
  * The pure core: folds consecutive records of one id into one record with the
  * latest timestamp, the last non-empty updatetag (in input order) and the summed
- * hits; domain and url come from the group's first record.
+ * hits; domain and url come from the group's first record. Records are lines
+ * checked by checkUrlRecordLine, which fills in their TAB positions.
  */
 export class Grouper {
-  private g: string[] | null = null;
+  // The open group, kept as slices of its first line rather than a field array.
+  private line: string | null = null;
+  private ts = '';
+  private tag = '';
+  private hits = '';
+  private rest = 0; // where "domain TAB url" starts in the first line
+  private merged = false;
+  private sum = 0; // exact while every hit count is short and the sum safe; else -1
+  /** The open group's id ('' before the first record). */
+  id = '';
 
-  /** Adds a record (fields); returns the previous group's line (no LF) when this one starts a new id. */
-  push(f: string[]): string | null {
-    const g = this.g;
-    if (g !== null && g[U_ID] === f[U_ID]) {
-      if (f[U_TS]! > g[U_TS]!) g[U_TS] = f[U_TS]!;
-      if (f[U_TAG] !== '') g[U_TAG] = f[U_TAG]!;
-      g[U_HITS] = addHits(g[U_HITS]!, f[U_HITS]!);
+  /** Adds a valid record line with TAB positions `T`; returns the previous group's line (no LF) when this one starts a new id. */
+  push(line: string, T: Int32Array): string | null {
+    const hits = line.slice(T[2]! + 1, T[3]!);
+    if (this.line !== null && line.startsWith(this.id)) {
+      const ts = line.slice(17, 31);
+      if (ts > this.ts) this.ts = ts;
+      if (T[2]! > T[1]! + 1) this.tag = line.slice(T[1]! + 1, T[2]!);
+      if (this.sum >= 0) {
+        const t = hits.length < 16 ? this.sum + Number(hits) : Infinity;
+        if (t <= Number.MAX_SAFE_INTEGER) this.sum = t;
+        else {
+          this.hits = addHits(String(this.sum), hits);
+          this.sum = -1;
+        }
+      } else this.hits = addHits(this.hits, hits);
+      this.merged = true;
       return null;
     }
-    this.g = f;
-    return g === null ? null : g.join('\t');
+    const done = this.finish();
+    this.line = line;
+    this.id = line.slice(0, 16);
+    this.ts = line.slice(17, 31);
+    this.tag = line.slice(T[1]! + 1, T[2]!);
+    this.hits = hits;
+    this.rest = T[3]! + 1;
+    this.merged = false;
+    this.sum = hits.length < 16 ? Number(hits) : -1;
+    return done;
   }
 
-  /** The last group's line, if any. */
+  /** The open group's line (no LF), if any; the grouper is then empty. */
   finish(): string | null {
-    const g = this.g;
-    this.g = null;
-    return g === null ? null : g.join('\t');
+    const line = this.line;
+    if (line === null) return null;
+    this.line = null;
+    if (!this.merged) return line;
+    const hits = this.sum >= 0 ? String(this.sum) : this.hits;
+    return `${this.id}\t${this.ts}\t${this.tag}\t${hits}\t${line.slice(this.rest)}`;
   }
 }
 
@@ -52,61 +81,29 @@ the line; a malformed record is an error too (this is not a first-line filter).`
   async run(ctx) {
     const out = ctx.out;
     const file = ctx.inputName;
+    const grouper = new Grouper();
     const T = new Int32Array(5);
     let records = 0;
     let groups = 0;
-    // The open group, kept as slices of its first line rather than a field array.
-    let gLine: string | null = null;
-    let gId = '';
-    let gTs = '';
-    let gTag = '';
-    let gHits = '';
-    let gRest = 0; // where "domain TAB url" starts in gLine
-    let merged = false;
-    let sum = 0; // exact while every hit count is short and the sum safe; else -1
-    const emit = () => {
-      groups++;
-      if (!merged) out.write(gLine + '\n');
-      else {
-        const hits = sum >= 0 ? String(sum) : gHits;
-        out.write(`${gId}\t${gTs}\t${gTag}\t${hits}\t${gLine!.slice(gRest)}\n`);
-      }
-    };
     await ctx.eachLine((line, lineNo) => {
-      const bad = checkRecord(line, T);
+      const bad = checkUrlRecordLine(line, T);
       if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
-      records++;
-      const hits = line.slice(T[2]! + 1, T[3]!);
-      if (gLine !== null && line.startsWith(gId)) {
-        const ts = line.slice(17, 31);
-        if (ts > gTs) gTs = ts;
-        if (T[2]! > T[1]! + 1) gTag = line.slice(T[1]! + 1, T[2]!);
-        if (sum >= 0) {
-          const t = hits.length < 16 ? sum + Number(hits) : Infinity;
-          if (t <= Number.MAX_SAFE_INTEGER) sum = t;
-          else {
-            gHits = addHits(String(sum), hits);
-            sum = -1;
-          }
-        } else gHits = addHits(gHits, hits);
-        merged = true;
-        return;
-      }
       const id = line.slice(0, 16);
-      if (id < gId) {
-        throw new DataError('UNSORTED', `id ${id} is out of order after ${gId} (input must be sorted by id)`, { file, line: lineNo });
+      if (id < grouper.id) {
+        throw new DataError('UNSORTED', `id ${id} is out of order after ${grouper.id} (input must be sorted by id)`, { file, line: lineNo });
       }
-      if (gLine !== null) emit();
-      gLine = line;
-      gId = id;
-      gTs = line.slice(17, 31);
-      gTag = line.slice(T[1]! + 1, T[2]!);
-      gHits = hits;
-      gRest = T[3]! + 1;
-      merged = false;
-      sum = hits.length < 16 ? Number(hits) : -1;
+      records++;
+      const done = grouper.push(line, T);
+      if (done !== null) {
+        groups++;
+        out.write(done + '\n');
+      }
     });
-    if (gLine !== null) emit();
+    const last = grouper.finish();
+    if (last !== null) {
+      groups++;
+      out.write(last + '\n');
+    }
     Object.assign(ctx.counts, { records_in: records, records_out: groups, merged: records - groups });
   },
 };

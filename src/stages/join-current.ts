@@ -1,8 +1,8 @@
 // join-current: full outer merge-join of incoming_log (stdin) with current_log.
 import type { StageDef } from '../cli/stage.js';
 import { DataError, UsageError } from '../core/errors.js';
-import { IdOrder, MISSING, U_DOMAIN, U_HITS, U_ID, U_TAG, U_TS, U_URL, checkUrlRecord } from '../core/records.js';
-import { FileLineReader, findTabs, isDigitsAt, isIdAt } from '../core/tsv.js';
+import { IdOrder, MISSING, checkUrlRecordLine } from '../core/records.js';
+import { FileLineReader } from '../core/tsv.js';
 
 export interface JoinCurrentOptions {
   current: string;
@@ -10,21 +10,19 @@ export interface JoinCurrentOptions {
 
 /**
  * The pure core: the joined line (no LF) for one id, from the current side `c`
- * and/or the incoming side `i` (URL-record fields; at least one present).
+ * and/or the incoming side `i` (URL-record lines with the TAB positions
+ * checkUrlRecordLine found, `cT` and `iT`; at least one side present).
  */
-export function joinedLine(c: string[] | null, i: string[] | null): string {
-  const key = (i ?? c)!;
-  return [
-    key[U_ID],
-    key[U_DOMAIN],
-    key[U_URL],
-    c ? c[U_TS] : MISSING,
-    i ? i[U_TS] : MISSING,
-    c ? c[U_TAG] : '',
-    i ? i[U_TAG] : '',
-    c ? c[U_HITS] : MISSING,
-    i ? i[U_HITS] : MISSING,
-  ].join('\t');
+export function joinedLine(c: string | null, cT: Int32Array, i: string | null, iT: Int32Array): string {
+  // "domain TAB url" is one slice: the joined record carries both in that order.
+  const key = i ?? c!;
+  const keyT = i ? iT : cT;
+  return (
+    `${key.slice(0, 16)}\t${key.slice(keyT[3]! + 1)}\t` +
+    `${c ? c.slice(17, 31) : MISSING}\t${i ? i.slice(17, 31) : MISSING}\t` +
+    `${c ? c.slice(cT[1]! + 1, cT[2]!) : ''}\t${i ? i.slice(iT[1]! + 1, iT[2]!) : ''}\t` +
+    `${c ? c.slice(cT[2]! + 1, cT[3]!) : MISSING}\t${i ? i.slice(iT[2]! + 1, iT[3]!) : MISSING}`
+  );
 }
 
 export const joinCurrent: StageDef<JoinCurrentOptions> = {
@@ -64,8 +62,7 @@ or a last line cut off without its newline, are errors naming the line.`,
     const T = new Int32Array(5);
     const C = new Int32Array(5);
 
-    // Records stay lines; fields are slices between the TABs found by findTabs.
-    // "domain TAB url" is one slice, as the joined record carries both in that order.
+    // Records stay lines; fields are slices between the TABs in T and C.
     let cur: string | null = null;
     let cId = '';
     const nextCurrent = (): void => {
@@ -73,43 +70,35 @@ or a last line cut off without its newline, are errors naming the line.`,
       if (!reader) return;
       const line = reader.next();
       if (line === null) return;
-      const bad = checkRecord(line, C) ?? curOrder.check(line.slice(0, 16));
+      const bad = checkUrlRecordLine(line, C) ?? curOrder.check(line.slice(0, 16));
       if (bad) throw new DataError('BAD_CURRENT', bad, { file: o.current, line: reader.lineNo });
       nCur++;
       cur = line;
       cId = line.slice(0, 16);
     };
-    /** The current record alone, as a joined line. */
-    const currentOnly = (c: string): string =>
-      `${cId}\t${c.slice(C[3]! + 1)}\t${c.slice(17, 31)}\t-\t${c.slice(C[1]! + 1, C[2]!)}\t\t${c.slice(C[2]! + 1, C[3]!)}\t-\n`;
 
     nextCurrent();
     await ctx.eachLine((line, lineNo) => {
       const id = line.slice(0, 16);
-      const bad = checkRecord(line, T) ?? inOrder.check(id);
+      const bad = checkUrlRecordLine(line, T) ?? inOrder.check(id);
       if (bad) throw new DataError('BAD_INCOMING', bad, { file: ctx.inputName, line: lineNo });
       nIn++;
       while (cur !== null && cId < id) {
-        out.write(currentOnly(cur));
+        out.write(joinedLine(cur, C, null, T) + '\n');
         onlyCur++;
         nextCurrent();
       }
-      const iTs = line.slice(17, 31);
-      const iTag = line.slice(T[1]! + 1, T[2]!);
-      const iHits = line.slice(T[2]! + 1, T[3]!);
-      const domUrl = line.slice(T[3]! + 1);
       if (cur !== null && cId === id) {
-        const c: string = cur;
-        out.write(`${id}\t${domUrl}\t${c.slice(17, 31)}\t${iTs}\t${c.slice(C[1]! + 1, C[2]!)}\t${iTag}\t${c.slice(C[2]! + 1, C[3]!)}\t${iHits}\n`);
+        out.write(joinedLine(cur, C, line, T) + '\n');
         both++;
         nextCurrent();
       } else {
-        out.write(`${id}\t${domUrl}\t-\t${iTs}\t\t${iTag}\t-\t${iHits}\n`);
+        out.write(joinedLine(null, C, line, T) + '\n');
         onlyIn++;
       }
     });
     while (cur !== null) {
-      out.write(currentOnly(cur));
+      out.write(joinedLine(cur, C, null, T) + '\n');
       onlyCur++;
       nextCurrent();
       if ((onlyCur & 0x3fff) === 0) await out.flushIfFull();
@@ -126,21 +115,3 @@ or a last line cut off without its newline, are errors naming the line.`,
   },
 };
 
-/**
- * Checks a URL record line as checkUrlRecord does, on slices, filling `T` (5 slots)
- * with its TAB positions; returns checkUrlRecord's message for a bad line, or null.
- */
-export function checkRecord(line: string, T: Int32Array): string | null {
-  const nf = findTabs(line, T);
-  const ok =
-    nf === 6 &&
-    T[0] === 16 &&
-    T[1] === 31 &&
-    T[3]! - T[2]! <= 31 &&
-    T[4]! > T[3]! + 1 &&
-    line.length > T[4]! + 1 &&
-    isIdAt(line, 0) &&
-    isDigitsAt(line, 17, 31) &&
-    isDigitsAt(line, T[2]! + 1, T[3]!);
-  return ok ? null : (checkUrlRecord(line.split('\t')) ?? 'malformed record');
-}
