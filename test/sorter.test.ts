@@ -1,12 +1,13 @@
-// LineSorter: the same bytes with and without spilling, stable ties, and no temp
-// files left behind after success, failure or a signal.
+// RecordSorter and LineBatcher: the same bytes with and without spilling or worker
+// threads, stable ties, and no temp files left behind after success, failure or a signal.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DataError } from '../src/core/errors.js';
-import { LineSorter, sortOrder } from '../src/core/sorter.js';
+import { LineBatcher } from '../src/core/batches.js';
+import { RecordBatch, RecordSorter, sortOrder, type RecordSink } from '../src/core/sorter.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
 import { BIN, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 
@@ -19,104 +20,167 @@ function rng(seed: number): () => number {
   };
 }
 
-/** The specification: a stable sort by the first k characters. */
-function reference(lines: string[], k: number): string[] {
+/** The specification: a stable sort by the first 31 characters (`id TAB timestamp`). */
+function reference(lines: string[]): string[] {
   return lines
-    .map((l, i) => ({ l, key: l.slice(0, k), i }))
+    .map((l, i) => ({ l, key: l.slice(0, 31), i }))
     .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : a.i - b.i))
     .map((x) => x.l);
 }
 
-async function sorted(lines: string[], k: number, memoryBytes: number, tmpDir: string): Promise<{ out: string[]; runs: number }> {
-  const s = new LineSorter({ keyLength: k, memoryBytes, tmpDir });
-  for (const l of lines) s.add(l);
-  const runs = s.spilledRuns;
-  const out: string[] = [];
-  await s.drain((l) => {
-    out.push(l);
-  });
-  return { out, runs };
+/** Writes one record line (no LF) into a sink with the key it carries. */
+function addLine(sink: RecordSink, line: string): void {
+  const bytes = Buffer.from(line + '\n');
+  sink.reserve(bytes.length);
+  sink.buf.set(bytes, sink.pos);
+  sink.commit(sink.pos + bytes.length, parseInt(line.slice(0, 8), 16), parseInt(line.slice(8, 16), 16), Number(line.slice(17, 31)));
 }
 
-function randomLines(n: number, k: number, alphabet: string, seed: number): string[] {
+async function drained(s: RecordSorter): Promise<string[]> {
+  const chunks: Buffer[] = [];
+  await s.drain((c) => {
+    chunks.push(Buffer.from(c));
+  });
+  const text = Buffer.concat(chunks).toString('utf8');
+  return text === '' ? [] : text.slice(0, -1).split('\n');
+}
+
+async function sorted(lines: string[], memoryBytes: number, tmpDir: string): Promise<{ out: string[]; runs: number }> {
+  const s = new RecordSorter({ memoryBytes, tmpDir });
+  for (const l of lines) addLine(s, l);
+  const runs = s.spilledRuns;
+  return { out: await drained(s), runs };
+}
+
+/** Records with ids from a pool of `ids` (repeats make ties), timestamps from a few seconds, and tails of any length. */
+function randomRecords(n: number, ids: number, seed: number): string[] {
   const r = rng(seed);
+  const hex = (x: number) => Math.floor(x).toString(16).padStart(8, '0');
+  const pool = Array.from({ length: ids }, () => {
+    // Some ids share their top 16 or 32 bits: equal counting-sort buckets and equal halves.
+    const hi = r() < 0.3 ? 0xabcd0000 + Math.floor(r() * 4) : r() * 2 ** 32;
+    return hex(hi) + hex(r() * 2 ** 32);
+  });
   const lines: string[] = [];
   for (let i = 0; i < n; i++) {
-    let key = '';
-    const len = r() < 0.05 ? Math.floor(r() * k) : k; // some lines shorter than the key
-    for (let j = 0; j < len; j++) key += alphabet[Math.floor(r() * alphabet.length)];
-    lines.push(`${key}\tline-${i}`);
+    const id = pool[Math.floor(r() * ids)]!;
+    const ts = `2011072${Math.floor(r() * 3)}06000${Math.floor(r() * 3)}`;
+    lines.push(`${id}\t${ts}\t${'x'.repeat(Math.floor(r() * 40))}\tline-${i}`);
   }
   return lines;
 }
 
-test('in memory and spilled, the output is the stable sort by key prefix', async () => {
+test('in memory and spilled, the output is the stable sort by (id, timestamp)', async () => {
   const tmp = scratch('ms-sorter-');
-  for (const [k, alphabet] of [
-    [31, '0123456789abcdef'],
-    [31, 'ab'], // long stretches of equal heads
-    [5, 'xyz\u00e9\u007f~'], // characters the packed keys clamp
-    [4, 'ab~'],
-    [3, '01'],
-    [12, '0123456789'],
+  for (const [n, ids] of [
+    [5000, 50_000],
+    [5000, 40], // long stretches of one id: big buckets
+    [3000, 1],
+    [1, 1],
+    [0, 1],
   ] as const) {
-    const lines = randomLines(5000, k, alphabet, k * 7 + alphabet.length);
-    const want = reference(lines, k);
-    const mem = await sorted(lines, k, 1 << 30, tmp);
+    const lines = randomRecords(n, ids, n + ids);
+    const want = reference(lines);
+    const mem = await sorted(lines, 1 << 30, tmp);
     assert.equal(mem.runs, 0);
-    assert.deepEqual(mem.out, want, `in memory, k=${k} alphabet=${alphabet}`);
-    const spilled = await sorted(lines, k, 5_000, tmp); // ~100 runs: a two-level merge
-    assert.ok(spilled.runs > 64, `expected many runs, got ${spilled.runs}`);
-    assert.deepEqual(spilled.out, want, `spilled, k=${k} alphabet=${alphabet}`);
+    assert.deepEqual(mem.out, want, `in memory, n=${n} ids=${ids}`);
+    if (n < 1000) continue;
+    const spilled = await sorted(lines, 4_000, tmp); // about 100 runs: a two-level merge
+    assert.ok(spilled.runs > 64 || n < 5000, `expected many runs, got ${spilled.runs} (n=${n} ids=${ids})`);
+    assert.deepEqual(spilled.out, want, `spilled, n=${n} ids=${ids}`);
   }
   assert.deepEqual(fs.readdirSync(tmp), [], 'spill directory removed after drain');
+});
+
+test('packed batches (the worker threads\' hand-over) add up to the same sort as single records', async () => {
+  const tmp = scratch('ms-sorter-');
+  const lines = randomRecords(4000, 300, 7);
+  const want = reference(lines);
+  for (const memory of [1 << 30, 20_000]) {
+    const s = new RecordSorter({ memoryBytes: memory, tmpDir: tmp });
+    for (let i = 0; i < lines.length; i += 700) {
+      const b = new RecordBatch(64, 4); // small: it must grow
+      for (const l of lines.slice(i, i + 700)) addLine(b, l);
+      s.addPacked(b.take());
+    }
+    assert.deepEqual(await drained(s), want, `memory ${memory}`);
+  }
 });
 
 test('ties keep input order across runs', async () => {
   const tmp = scratch('ms-sorter-');
   const lines: string[] = [];
-  for (let i = 0; i < 3000; i++) lines.push(`${i % 3 === 0 ? 'bbbb' : 'aaaa'}\t${i}`);
-  const { out, runs } = await sorted(lines, 4, 10_000, tmp);
+  const a = '00000000000000aa\t20110728060000';
+  const b = '00000000000000bb\t20110728060000';
+  for (let i = 0; i < 3000; i++) lines.push(`${i % 3 === 0 ? b : a}\t${i}`);
+  const { out, runs } = await sorted(lines, 20_000, tmp);
   assert.ok(runs > 2);
-  const nums = (p: string) => out.filter((l) => l.startsWith(p)).map((l) => Number(l.split('\t')[1]));
-  const a = nums('aaaa');
-  const b = nums('bbbb');
-  assert.deepEqual(a, [...a].sort((x, y) => x - y));
-  assert.deepEqual(b, [...b].sort((x, y) => x - y));
-  assert.equal(out.indexOf(`bbbb\t0`), a.length);
-  assert.deepEqual(Array.from(sortOrder([], 31)), []);
+  const nums = (p: string) => out.filter((l) => l.startsWith(p)).map((l) => Number(l.split('\t')[2]));
+  const an = nums(a);
+  const bn = nums(b);
+  assert.equal(an.length + bn.length, 3000);
+  assert.deepEqual(an, [...an].sort((x, y) => x - y));
+  assert.deepEqual(bn, [...bn].sort((x, y) => x - y));
+  assert.equal(out.indexOf(`${b}\t0`), an.length);
+  assert.deepEqual(Array.from(sortOrder(0, new Uint32Array(0), new Uint32Array(0), new Float64Array(0))), []);
 });
 
 test('the spill directory is removed when draining fails and on dispose', async () => {
   const tmp = scratch('ms-sorter-');
-  const s = new LineSorter({ keyLength: 4, memoryBytes: 5_000, tmpDir: tmp });
-  for (let i = 0; i < 1000; i++) s.add(`${(i * 7919) % 1000}`.padStart(4, '0') + `\t${i}`);
+  const s = new RecordSorter({ memoryBytes: 20_000, tmpDir: tmp });
+  for (const l of randomRecords(2000, 500, 3)) addLine(s, l);
   assert.ok(s.spilledRuns > 0);
   assert.equal(fs.readdirSync(tmp).length, 1, 'one private spill directory while sorting');
-  let n = 0;
   await assert.rejects(
     s.drain(() => {
-      if (++n === 10) throw new Error('reader failed');
+      throw new Error('reader failed');
     }),
     /reader failed/,
   );
   assert.deepEqual(fs.readdirSync(tmp), []);
 
-  const d = new LineSorter({ keyLength: 4, memoryBytes: 5_000, tmpDir: tmp });
-  for (let i = 0; i < 1000; i++) d.add(`k${i % 10}xx\t${i}`);
+  const d = new RecordSorter({ memoryBytes: 20_000, tmpDir: tmp });
+  for (const l of randomRecords(2000, 500, 4)) addLine(d, l);
   assert.ok(d.spilledRuns > 0);
   d.dispose();
   assert.deepEqual(fs.readdirSync(tmp), []);
 });
 
 test('a spill to a missing --tmp directory is an error naming it', () => {
-  const s = new LineSorter({ keyLength: 4, memoryBytes: 1_000, tmpDir: '/nonexistent/ms-tmp' });
+  const s = new RecordSorter({ memoryBytes: 20_000, tmpDir: '/nonexistent/ms-tmp' });
   assert.throws(
     () => {
-      for (let i = 0; i < 100; i++) s.add(`abcd\t${i}`);
+      for (const l of randomRecords(2000, 10, 5)) addLine(s, l);
     },
     (err: DataError) => err instanceof DataError && err.place?.file === '/nonexistent/ms-tmp' && /ENOENT/.test(err.message),
   );
+});
+
+test('LineBatcher: any chunking gives back the input\'s lines, long lines cut to maxLine + 1 bytes', () => {
+  const r = rng(11);
+  for (let round = 0; round < 200; round++) {
+    const maxLine = 1 + Math.floor(r() * 30);
+    const lines: string[] = [];
+    for (let i = Math.floor(r() * 20); i > 0; i--) lines.push('x'.repeat(Math.floor(r() * 60)));
+    const lastHasLf = r() < 0.5;
+    const input = Buffer.from(lines.join('\n') + (lastHasLf && lines.length ? '\n' : ''));
+    const b = new LineBatcher(1 + Math.floor(r() * 100), maxLine);
+    const batches: Buffer[] = [];
+    for (let at = 0; at < input.length; ) {
+      const len = 1 + Math.floor(r() * 50);
+      batches.push(...b.push(Buffer.from(input.subarray(at, at + len))));
+      at += len;
+    }
+    const last = b.end();
+    if (last) batches.push(last);
+    for (const x of batches.slice(0, -1)) assert.equal(x[x.length - 1], 10, 'every batch but the last ends a line');
+    const got = Buffer.concat(batches).toString();
+    const cut = (text: string) => text.split('\n').map((l) => l.slice(0, maxLine + 1)).join('\n');
+    const want = lines.join('\n') + (lastHasLf && lines.length ? '\n' : '');
+    assert.equal(cut(got), cut(want), `round ${round}: the same lines, each to maxLine + 1 bytes at least`);
+    const gotLines = got.split('\n');
+    want.split('\n').forEach((l, i) => assert.ok(gotLines[i] === l || (l.length > maxLine && l.startsWith(gotLines[i]!)), `round ${round} line ${i}`));
+  }
 });
 
 function writeReflog(file: string, lines: number, hour: number): void {
@@ -141,6 +205,22 @@ test('analyze-dump: byte-identical output with --memory 1M (spilling) and withou
   assert.ok(big.stdoutBytes.length > 1 << 20);
   assert.ok(small.stdoutBytes.equals(big.stdoutBytes), 'same bytes with and without spilling');
   assert.deepEqual(fs.readdirSync(tmp), [], 'spill files removed after success');
+
+  // Worker threads or none, spilling or not: the same records, rejects and counts.
+  const noisy = Buffer.concat([input, Buffer.from('b\t5\tnot-a-time\t1\thttp://x.example/\t1\n'), input.subarray(0, 3000), Buffer.from('\nlast\tline\twithout LF')]);
+  const runs = [['--threads', '0'], ['--threads', '2'], ['--threads', '3', '--memory', '1M', '--tmp', tmp]].map((args) => {
+    const rej = path.join(dir, `rejects-${args[1]}.tsv`);
+    const r = runBin('analyze-dump', [...args, '--rejects', rej], noisy);
+    assert.equal(r.status, 0, r.stderr);
+    const { ms: _ms, time: _time, sort_runs: _runs, ...counts } = summaryOf(r.stderr);
+    return { out: r.stdoutBytes, rejects: fs.readFileSync(rej, 'utf8'), counts };
+  });
+  assert.ok(runs[0]!.rejects.includes('bad timestamp'));
+  for (const r of runs.slice(1)) {
+    assert.ok(r.out.equals(runs[0]!.out), 'same records with and without worker threads');
+    assert.equal(r.rejects, runs[0]!.rejects);
+    assert.deepEqual(r.counts, runs[0]!.counts);
+  }
 
   // A failing run (reject ratio) after spilling removes its runs too.
   const bad = Buffer.concat([input, Buffer.from('x\ty\n'.repeat(5000))]);

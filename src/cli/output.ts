@@ -39,6 +39,13 @@ export class Output {
     if (this.pending >= this.highWater) this.hand();
   }
 
+  /** Writes bytes as they are; `buf` must not be changed afterwards. */
+  writeBytes(buf: Buffer): void {
+    this.hand();
+    if (this.closed) return;
+    if (!this.stream.write(buf)) this.needDrain = true;
+  }
+
   /** Call between input chunks: waits only if the stream is full. */
   flushIfFull(): Promise<void> | undefined {
     if (this.error || this.closed) this.check();

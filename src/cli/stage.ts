@@ -32,6 +32,8 @@ export interface StageContext {
   eachLine(fn: TextLineFn): Promise<void>;
   /** Feeds raw line bytes to `fn`, including a last line without LF. */
   eachRawLine(fn: RawLineFn, maxLine?: number): Promise<void>;
+  /** Feeds the input's chunks, as read, to `fn` (awaiting it when it returns a promise). */
+  eachChunk(fn: (chunk: Buffer) => void | Promise<void>): Promise<void>;
   /** Runs `fn` on every exit, success or not (before the summary line). */
   onExit(fn: () => void): void;
 }
@@ -148,10 +150,11 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   process.on('SIGHUP', onSignal);
 
   // Feeds input chunks to a splitter; output is flushed between chunks, never per line.
-  const pump = async (push: (chunk: Buffer) => void) => {
+  const pump = async (push: (chunk: Buffer) => void | Promise<void>) => {
     try {
       for await (const chunk of input) {
-        push(chunk as Buffer);
+        const p = push(chunk as Buffer);
+        if (p) await p;
         await out.flushIfFull();
       }
     } catch (err) {
@@ -176,6 +179,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
       await pump((chunk) => splitter.push(chunk, fn));
       splitter.end(fn);
     },
+    eachChunk: (fn) => pump(fn),
   };
 
   try {

@@ -1,62 +1,78 @@
-// Stable external sort of TSV lines by a fixed-width key prefix, in bounded memory:
-// lines are buffered up to a byte budget, each full buffer is sorted and spilled as a
-// run to a private temporary directory, and the runs are k-way merged at the end.
+// Stable external sort of URL records by (id, timestamp), in bounded memory. Records
+// are kept as bytes in large off-heap blocks with their keys in typed arrays (no
+// string per record, so almost nothing for the garbage collector); a full budget is
+// sorted and spilled as a run to a private temporary directory, and the runs are
+// k-way merged at the end.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import * as v8 from 'node:v8';
-import * as vm from 'node:vm';
 import { ioError } from './errors.js';
-import { FileLineReader, FileWriter, liveTempFiles, removeQuietly } from './tsv.js';
+import { liveTempFiles, removeQuietly } from './tsv.js';
 
 export interface SorterOptions {
-  /** Length of the sort key: the line's first `keyLength` characters (ASCII). */
-  keyLength: number;
-  /** Budget for buffered lines, in bytes (estimated). */
+  /** Budget for buffered records and their keys, in bytes. */
   memoryBytes: number;
   /** Directory for spilled runs. */
   tmpDir: string;
 }
 
-/**
- * Estimated heap bytes per buffered line beyond its characters and the sort's own
- * arrays (`sortBytesPerLine`). Measured with process.memoryUsage() after gc() on
- * 300k analyze-dump records (90 characters on average): 34 bytes (string header,
- * array slot and growth); the rest is headroom for garbage between collections.
- */
-export const LINE_OVERHEAD = 40;
+/** Where a record is written: the caller fills `buf` from `pos`, then calls `commit()`. */
+export interface RecordSink {
+  buf: Buffer;
+  pos: number;
+  /** Makes room for a record of up to `max` bytes at `buf[pos]` (may replace `buf`). */
+  reserve(max: number): void;
+  /** Adds the record written at `buf[pos, end)` (LF included) with its sort key. */
+  commit(end: number, hi: number, lo: number, ts: number): void;
+}
 
-// Packed sort keys hold a digit of 4 key characters (7 bits each) above a 25-bit
-// line index, exactly representable in a double; so a run holds at most 2^25 lines.
-const INDEX_BITS = 25;
-const INDEX_SCALE = 2 ** INDEX_BITS;
-const MAX_RUN_LINES = INDEX_SCALE - 1;
+/** The text key of a record line: `id TAB timestamp`, 16 + 1 + 14 characters. */
+export const SORT_KEY_LENGTH = 31;
+/** Bytes per buffered record beyond its own bytes: 5 key arrays and 2 sort arrays. */
+const BYTES_PER_KEY = 8 + 4 + 4 + 4 + 8 + 4 + 4;
+const MAX_BLOCK = 4 << 20;
+const OFFSET_SCALE = 2 ** 32;
 /** Most runs merged at once; more runs are first merged in groups of this many. */
 const FAN_IN = 64;
 
 /**
- * Collects lines (without LF) and hands them back sorted by their key prefix,
- * ties in input order. Beyond `memoryBytes` (estimated), sorted runs spill to a
- * private directory under `tmpDir`, which is removed after `drain()`, by
- * `dispose()`, and by the stage runner on any exit (it is in `liveTempFiles`).
+ * Collects URL records (bytes ending in LF) with their keys (the id as two 32-bit
+ * halves and the timestamp as the number YYYYMMDDhhmmss) and hands them back sorted
+ * by (id, timestamp), ties in input order. The key must be the record's own first
+ * 31 characters: spilled runs are merged by that text. Beyond `memoryBytes`, sorted
+ * runs spill to a private directory under `tmpDir`, which is removed after
+ * `drain()`, by `dispose()`, and by the stage runner on any exit (`liveTempFiles`).
  */
-export class LineSorter {
-  private lines: string[] = [];
-  private bytes = 0;
+export class RecordSorter implements RecordSink {
+  buf: Buffer;
+  pos = 0;
+  private blocks: Buffer[] = [];
+  private spare: Buffer[] = [];
+  private blockBytes = 0;
+  private n = 0;
   private seq = 0;
+  private cap = 0;
+  private at = new Float64Array(0);
+  private len = new Uint32Array(0);
+  private hi = new Uint32Array(0);
+  private lo = new Uint32Array(0);
+  private ts = new Float64Array(0);
   private dir: string | null = null;
   private runs: string[] = [];
   private runNo = 0;
-
-  private readonly perLine: number;
-  /** Half the budget for the buffered run: the rest is for merge read buffers and the garbage V8 keeps between collections (measured: RSS ~ baseline + 2x run). */
+  private readonly blockSize: number;
+  private spillBuf: Buffer | null = null;
+  private readonly firstCap: number;
+  /** Three quarters of the budget for the buffered run; the rest is for merge read buffers and the heap. */
   private readonly runBudget: number;
 
   constructor(private readonly opts: SorterOptions) {
-    this.perLine = LINE_OVERHEAD + sortBytesPerLine(opts.keyLength);
-    this.runBudget = Math.floor(opts.memoryBytes * 0.5);
+    this.runBudget = Math.floor(opts.memoryBytes * 0.75);
+    this.blockSize = Math.max(1 << 12, Math.min(MAX_BLOCK, Math.floor(this.runBudget / 8)));
+    this.firstCap = Math.max(64, Math.min(4096, Math.floor(this.runBudget / (16 * BYTES_PER_KEY))));
+    this.buf = Buffer.alloc(0);
   }
 
-  /** Number of lines added. */
+  /** Number of records added. */
   get count(): number {
     return this.seq;
   }
@@ -66,50 +82,86 @@ export class LineSorter {
     return this.runNo;
   }
 
-  add(line: string): void {
-    // charCodeAt flattens a built-up (cons) string now, so the buffer does not keep
-    // its pieces, or the whole input line they were sliced from, alive.
-    line.charCodeAt(0);
-    this.lines.push(line);
-    this.bytes += line.length + this.perLine;
-    this.seq++;
-    if (this.bytes >= this.runBudget || this.lines.length >= MAX_RUN_LINES) this.spill();
+  reserve(max: number): void {
+    const newBlock = this.pos + max > this.buf.length;
+    const size = Math.max(this.blockSize, max);
+    if (!newBlock && this.n < this.cap) return;
+    // Spill first if the memory this record needs (a block, or a bigger key array) would exceed the budget.
+    const blocks = this.blockBytes + (newBlock ? size : 0);
+    const keys = (this.n < this.cap ? this.cap : this.nextCap()) * BYTES_PER_KEY;
+    if (this.n > 0 && blocks + keys > this.runBudget) this.spill();
+    if (this.n === this.cap) this.grow();
+    if (this.pos + max <= this.buf.length) return;
+    let block = size === this.blockSize ? this.spare.pop() : undefined;
+    if (block === undefined) block = Buffer.allocUnsafeSlow(size);
+    this.blocks.push(block);
+    this.blockBytes += block.length;
+    this.buf = block;
+    this.pos = 0;
   }
 
-  /** Calls `onLine` for every line in sorted order (awaiting it when it returns a promise). */
-  async drain(onLine: (line: string) => void | Promise<void>): Promise<void> {
-    if (this.runs.length === 0) {
-      const lines = this.lines;
-      this.lines = [];
-      this.bytes = 0;
-      const order = sortOrder(lines, this.opts.keyLength);
-      for (let i = 0; i < order.length; i++) {
-        const p = onLine(lines[order[i]!]!);
-        if (p) await p;
+  commit(end: number, hi: number, lo: number, ts: number): void {
+    const i = this.n;
+    this.at[i] = (this.blocks.length - 1) * OFFSET_SCALE + this.pos;
+    this.len[i] = end - this.pos;
+    this.hi[i] = hi;
+    this.lo[i] = lo;
+    this.ts[i] = ts;
+    this.n = i + 1;
+    this.seq++;
+    this.pos = end;
+  }
+
+  /** Adds packed records (in input order, after everything added so far). */
+  addPacked(p: PackedRecords): void {
+    let i = 0;
+    while (i < p.n) {
+      // As many records as fit the current block and key arrays, in one copy.
+      const from = p.starts[i]!;
+      const room = this.buf.length - this.pos;
+      const most = Math.min(p.n, i + this.cap - this.n);
+      let j = i;
+      while (j < most && p.starts[j + 1]! - from <= room) j++;
+      if (j === i) {
+        this.reserve(p.starts[i + 1]! - from);
+        continue;
       }
-      return;
+      const base = this.pos - from;
+      this.buf.set(p.bytes.subarray(from, p.starts[j]!), this.pos);
+      for (let k = i; k < j; k++) {
+        this.pos = p.starts[k]! + base;
+        this.commit(p.starts[k + 1]! + base, p.hi[k]!, p.lo[k]!, p.ts[k]!);
+      }
+      i = j;
     }
-    if (this.lines.length > 0) this.spill();
+  }
+
+  /** Hands the sorted records to `onChunk` as buffers of whole lines (awaiting it when it returns a promise). */
+  async drain(onChunk: (chunk: Buffer) => void | Promise<void>): Promise<void> {
     try {
+      if (this.runs.length === 0) {
+        const order = sortOrder(this.n, this.hi, this.lo, this.ts);
+        for (const chunk of this.inOrder(order)) {
+          const p = onChunk(chunk);
+          if (p) await p;
+        }
+        return;
+      }
+      if (this.n > 0) this.spill();
+      this.release();
       while (this.runs.length > FAN_IN) {
         const group = this.runs.splice(0, FAN_IN);
         const file = this.nextRunFile();
-        const w = new FileWriter(file, 'w', 1 << 20);
-        const batch: string[] = [];
-        mergeRuns(group, this.opts.keyLength, this.readBlock(group.length), (line) => {
-          batch.push(line);
-          if (batch.length === 4096) {
-            w.write(batch.join('\n') + '\n');
-            batch.length = 0;
-          }
-        });
-        if (batch.length) w.write(batch.join('\n') + '\n');
-        w.close();
+        this.spillBuf ??= Buffer.allocUnsafeSlow(1 << 20);
+        writeAll(file, merged(group, this.readBlock(group.length), this.spillBuf));
         for (const f of group) removeQuietly(f);
         // The merged run holds the earliest lines of all: it goes first, keeping ties stable.
         this.runs.unshift(file);
       }
-      await mergeRunsAsync(this.runs, this.opts.keyLength, this.readBlock(this.runs.length), onLine);
+      for (const chunk of merged(this.runs, this.readBlock(this.runs.length))) {
+        const p = onChunk(chunk);
+        if (p) await p;
+      }
     } finally {
       this.dispose();
     }
@@ -117,14 +169,75 @@ export class LineSorter {
 
   /** Drops everything buffered or spilled, and removes the spill directory. */
   dispose(): void {
-    this.lines = [];
-    this.bytes = 0;
+    this.release();
     this.runs = [];
     if (this.dir !== null) {
       removeQuietly(this.dir);
       liveTempFiles.delete(this.dir);
       this.dir = null;
     }
+  }
+
+  private release(): void {
+    this.blocks = [];
+    this.spare = [];
+    this.blockBytes = 0;
+    this.buf = Buffer.alloc(0);
+    this.pos = 0;
+    this.n = 0;
+    this.cap = 0;
+    this.at = new Float64Array(0);
+    this.len = this.hi = this.lo = new Uint32Array(0);
+    this.ts = new Float64Array(0);
+  }
+
+  private keyBytes(records: number): number {
+    return Math.max(this.cap, records) * BYTES_PER_KEY;
+  }
+
+  private nextCap(): number {
+    return this.cap === 0 ? this.firstCap : this.cap * 2;
+  }
+
+  private grow(): void {
+    const cap = this.nextCap();
+    const at = new Float64Array(cap);
+    at.set(this.at);
+    const len = new Uint32Array(cap);
+    len.set(this.len);
+    const hi = new Uint32Array(cap);
+    hi.set(this.hi);
+    const lo = new Uint32Array(cap);
+    lo.set(this.lo);
+    const ts = new Float64Array(cap);
+    ts.set(this.ts);
+    Object.assign(this, { at, len, hi, lo, ts, cap });
+  }
+
+  /**
+   * The buffered records in `order`, copied into 1 MiB buffers of whole lines:
+   * fresh ones, or `reuse` over and over (each must be consumed before the next).
+   */
+  private *inOrder(order: Uint32Array, reuse?: Buffer): Generator<Buffer> {
+    const { blocks, at, len } = this;
+    const fresh = (size: number) => (reuse && reuse.length >= size ? reuse : Buffer.allocUnsafe(Math.max(1 << 20, size)));
+    let out = fresh(0);
+    let o = 0;
+    for (let k = 0; k < order.length; k++) {
+      const i = order[k]!;
+      const a = at[i]!;
+      const b = Math.floor(a / OFFSET_SCALE);
+      const s = a - b * OFFSET_SCALE;
+      const l = len[i]!;
+      if (o + l > out.length) {
+        if (o > 0) yield out.subarray(0, o);
+        out = fresh(l);
+        o = 0;
+      }
+      out.set(blocks[b]!.subarray(s, s + l), o);
+      o += l;
+    }
+    if (o > 0) yield out.subarray(0, o);
   }
 
   private readBlock(runs: number): number {
@@ -144,244 +257,287 @@ export class LineSorter {
   }
 
   private spill(): void {
-    const lines = this.lines;
-    this.lines = [];
-    this.bytes = 0;
-    const order = sortOrder(lines, this.opts.keyLength);
+    const order = sortOrder(this.n, this.hi, this.lo, this.ts);
     const file = this.nextRunFile();
-    const w = new FileWriter(file, 'w', 1 << 20);
-    try {
-      const n = order.length;
-      for (let i = 0; i < n; i += 4096) {
-        const end = Math.min(n, i + 4096);
-        let text = '';
-        for (let j = i; j < end; j++) text += lines[order[j]!]! + '\n';
-        w.write(text);
-      }
-      w.close();
-    } catch (err) {
-      w.abandon();
-      throw err;
-    }
+    // One reused buffer and plain writes: a run leaves no garbage behind.
+    this.spillBuf ??= Buffer.allocUnsafeSlow(1 << 20);
+    writeAll(file, this.inOrder(order, this.spillBuf));
     this.runs.push(file);
-    // The spilled run is garbage now, hundreds of MiB of it. V8 would let the heap
-    // grow to a multiple of the budget before collecting it; a full collection here
-    // keeps peak RSS near the budget whatever the input size (~0.1 s per run).
-    fullGc();
+    // The blocks are reused for the next run: no garbage, no growth.
+    this.spare = this.blocks.filter((b) => b.length === this.blockSize);
+    this.blocks = [];
+    this.blockBytes = 0;
+    this.buf = Buffer.alloc(0);
+    this.pos = 0;
+    this.n = 0;
   }
 }
 
-let gcFn: (() => void) | null | undefined;
+/** Records packed for handing between threads: bytes, record starts (n + 1 of them) and keys. */
+export interface PackedRecords {
+  bytes: Uint8Array;
+  n: number;
+  starts: Uint32Array;
+  hi: Uint32Array;
+  lo: Uint32Array;
+  ts: Float64Array;
+}
 
-/** Runs a full garbage collection if the engine lets us (it does in Node 20). */
-function fullGc(): void {
-  if (gcFn === undefined) {
-    try {
-      v8.setFlagsFromString('--expose-gc');
-      gcFn = vm.runInNewContext('gc') as () => void;
-    } catch {
-      gcFn = null;
+/** A growable RecordSink that packs its records (a worker's output for one batch). */
+export class RecordBatch implements RecordSink {
+  buf: Buffer;
+  pos = 0;
+  private n = 0;
+  private starts: Uint32Array;
+  private hi: Uint32Array;
+  private lo: Uint32Array;
+  private ts: Float64Array;
+
+  /** Room for about `bytes` bytes and `records` records; `reuse` lends buffers handed back from an earlier batch. */
+  constructor(bytes: number, records: number, reuse?: PackedRecords) {
+    const fits = (a: ArrayBufferView | undefined, n: number) => a !== undefined && a.byteLength >= n;
+    this.buf = reuse && fits(reuse.bytes, bytes) ? Buffer.from(reuse.bytes.buffer, reuse.bytes.byteOffset, reuse.bytes.buffer.byteLength - reuse.bytes.byteOffset) : Buffer.allocUnsafeSlow(Math.max(256, bytes));
+    this.starts = reuse && fits(reuse.starts, 4 * (records + 1)) ? reuse.starts : new Uint32Array(records + 1);
+    this.hi = reuse && fits(reuse.hi, 4 * records) ? reuse.hi : new Uint32Array(records);
+    this.lo = reuse && fits(reuse.lo, 4 * records) ? reuse.lo : new Uint32Array(records);
+    this.ts = reuse && fits(reuse.ts, 8 * records) ? reuse.ts : new Float64Array(records);
+  }
+
+  reserve(max: number): void {
+    if (this.pos + max <= this.buf.length) return;
+    const bigger = Buffer.allocUnsafeSlow(Math.max(this.buf.length * 2, this.pos + max));
+    bigger.set(this.buf.subarray(0, this.pos));
+    this.buf = bigger;
+  }
+
+  commit(end: number, hi: number, lo: number, ts: number): void {
+    const i = this.n;
+    if (i === this.hi.length) {
+      const cap = Math.max(64, i * 2);
+      const grow = <T extends Uint32Array | Float64Array>(a: T, size: number): T => {
+        const b = new (a.constructor as new (n: number) => T)(size);
+        b.set(a);
+        return b;
+      };
+      this.starts = grow(this.starts, cap + 1);
+      this.hi = grow(this.hi, cap);
+      this.lo = grow(this.lo, cap);
+      this.ts = grow(this.ts, cap);
     }
+    this.starts[i] = this.pos;
+    this.hi[i] = hi;
+    this.lo[i] = lo;
+    this.ts[i] = ts;
+    this.n = i + 1;
+    this.pos = end;
   }
-  gcFn?.();
-}
 
-/** Compares the key prefixes of `a` and `b` from character `from` on (UTF-16 units; keys are ASCII). */
-function compareKeys(a: string, b: string, from: number, k: number): number {
-  for (let i = from; i < k; i++) {
-    const ca = i < a.length ? a.charCodeAt(i) : -1;
-    const cb = i < b.length ? b.charCodeAt(i) : -1;
-    if (ca !== cb) return ca - cb;
-    if (ca === -1) return 0;
+  /** The packed records (views of whole buffers, ready to transfer); the batch must not be used afterwards. */
+  take(): PackedRecords {
+    this.starts[this.n] = this.pos;
+    return { bytes: this.buf.subarray(0, this.pos), n: this.n, starts: this.starts, hi: this.hi, lo: this.lo, ts: this.ts };
   }
-  return 0;
 }
 
 /**
- * Key characters from..from+3 of `s` (those below k) packed into 28 bits, 7 bits
- * each, 0 past the end; -1 if one of them is >= 126 (does not fit 7 bits).
+ * The stable sorted order of records 0..n-1 by (hi, lo, ts), as indices: a
+ * counting sort on the top 16 bits of `hi` (ids are hashes, so the buckets are
+ * small), then each bucket by the whole key, ties by index. A big bucket is one id
+ * repeated; it goes to the engine's stable sort.
  */
-function pack4(s: string, from: number, k: number): number {
-  let v = 0;
-  for (let i = from; i < from + 4; i++) {
-    let c = 0;
-    if (i < k && i < s.length) {
-      c = s.charCodeAt(i) + 1;
-      if (c > 126) return -1;
-    }
-    v = (v << 7) | c;
-  }
-  return v;
-}
-
-/** Bytes per line that `sortOrder` allocates for a key of `k` characters. */
-export function sortBytesPerLine(k: number): number {
-  return 4 * Math.max(1, Math.ceil(k / 4)) + 16;
-}
-
-/**
- * The stable sorted order of `lines` by key prefix, as indices: an MSD radix sort
- * whose digits are 4 key characters (7 bits each), each level sorted by the
- * engine's native numeric sort over packed (digit, position) doubles, so ties stay
- * in input order. The digits are extracted once, in line order, into one typed
- * array: later levels touch lines in sorted (random) order, and reading a compact
- * row there is much cheaper than reading the string again (cache misses dominated
- * an earlier version). Keys with a character >= 126 fall back to a comparison sort.
- */
-export function sortOrder(lines: readonly string[], k: number): Int32Array {
-  const n = lines.length;
-  const order = new Int32Array(n);
-  for (let i = 0; i < n; i++) order[i] = i;
-  if (n < 2) return order;
-  const D = Math.max(1, Math.ceil(k / 4));
-  const digits = new Int32Array(n * D);
-  let ascii = true;
-  for (let i = 0; i < n && ascii; i++) {
-    const s = lines[i]!;
-    for (let d = 0; d < D; d++) {
-      const v = pack4(s, d * 4, k);
-      if (v < 0) ascii = false;
-      digits[i * D + d] = v;
-    }
-  }
-  if (!ascii) {
-    order.set(Array.from(order).sort((a, b) => compareKeys(lines[a]!, lines[b]!, 0, k) || a - b));
-    return order;
-  }
-  refine(digits, D, order, 0, n, 0, new Float64Array(n), new Int32Array(n));
-  return order;
-}
-
-/** Sorts order[start, end), whose keys agree on digits [0, level), by the remaining digits, then index. */
-function refine(
-  digits: Int32Array,
-  D: number,
-  order: Int32Array,
-  start: number,
-  end: number,
-  level: number,
-  packed: Float64Array,
-  tmp: Int32Array,
-): void {
-  for (;;) {
-    const len = end - start;
-    if (len <= 16) {
-      for (let i = start + 1; i < end; i++) {
+export function sortOrder(n: number, hi: Uint32Array, lo: Uint32Array, ts: Float64Array): Uint32Array {
+  const order = new Uint32Array(n);
+  const starts = new Uint32Array(65537);
+  for (let i = 0; i < n; i++) starts[(hi[i]! >>> 16) + 1]!++;
+  for (let b = 1; b <= 65536; b++) starts[b]! += starts[b - 1]!;
+  const next = starts.slice(0, 65536);
+  for (let i = 0; i < n; i++) order[next[hi[i]! >>> 16]!++] = i;
+  const cmp = (x: number, y: number) => hi[x]! - hi[y]! || lo[x]! - lo[y]! || ts[x]! - ts[y]! || x - y;
+  for (let b = 0; b < 65536; b++) {
+    const s = starts[b]!;
+    const e = starts[b + 1]!;
+    if (e - s < 2) continue;
+    if (e - s <= 32) {
+      for (let i = s + 1; i < e; i++) {
         const x = order[i]!;
         let j = i - 1;
-        while (j >= start) {
-          const y = order[j]!;
-          let c = 0;
-          for (let d = level; d < D && c === 0; d++) c = digits[y * D + d]! - digits[x * D + d]!;
-          if (c < 0 || (c === 0 && y < x)) break;
-          order[j + 1] = y;
+        while (j >= s && cmp(order[j]!, x) > 0) {
+          order[j + 1] = order[j]!;
           j--;
         }
         order[j + 1] = x;
       }
-      return;
-    }
-    if (level >= D) return; // equal keys, already in index order
-    let same = true;
-    const first = digits[order[start]! * D + level]!;
-    for (let j = 0; j < len; j++) {
-      const v = digits[order[start + j]! * D + level]!;
-      if (v !== first) same = false;
-      packed[start + j] = v * INDEX_SCALE + j;
-    }
-    if (!same) break;
-    level++; // one digit for the whole group (say, one id repeated): nothing to reorder
-  }
-  const len = end - start;
-  const view = packed.subarray(start, end);
-  view.sort();
-  for (let j = 0; j < len; j++) tmp[start + j] = order[start + (view[j]! % INDEX_SCALE)]!;
-  order.set(tmp.subarray(start, end), start);
-  let gs = start;
-  let g = Math.floor(view[0]! / INDEX_SCALE);
-  for (let j = 1; j <= len; j++) {
-    const h = j < len ? Math.floor(view[j]! / INDEX_SCALE) : -1;
-    if (h !== g) {
-      if (start + j - gs > 1) refine(digits, D, order, gs, start + j, level + 1, packed, tmp);
-      gs = start + j;
-      g = h;
+    } else {
+      order.set(Array.from(order.subarray(s, e)).sort(cmp), s);
     }
   }
+  return order;
 }
 
-/** One run being merged: its reader, current line and that line's key. */
-interface RunCursor {
-  reader: FileLineReader;
-  line: string;
-  key: string;
-  /** Run number: earlier runs hold earlier input lines, so it breaks ties stably. */
-  run: number;
+/**
+ * Reads a spilled run line by line in large blocks, keeping the current line as a
+ * range of its buffer with its key parsed back to numbers.
+ */
+class RunReader {
+  private fd: number;
+  /** Holds the current line; replaced when a line outgrows it. */
+  buf: Buffer;
+  private end = 0;
+  private eof = false;
+  /** The current line is buf[s, e), LF included. */
+  s = 0;
+  e = 0;
+  hi = 0;
+  lo = 0;
+  ts = 0;
+
+  constructor(
+    readonly file: string,
+    block: number,
+    /** Run number: earlier runs hold earlier input lines, so it breaks ties stably. */
+    readonly run: number,
+  ) {
+    try {
+      this.fd = fs.openSync(file, 'r');
+    } catch (err) {
+      throw ioError(err, file, 'open');
+    }
+    this.buf = Buffer.allocUnsafe(block);
+  }
+
+  /** Moves to the next line; false (and closed) at the end of the run. */
+  next(): boolean {
+    let from = this.e;
+    let lf = from < this.end ? this.buf.indexOf(10, from) : -1;
+    if (lf === -1 || lf >= this.end) {
+      lf = this.refill(from);
+      if (lf === -1) {
+        this.close();
+        return false;
+      }
+      from = 0;
+    }
+    const buf = this.buf;
+    this.s = from;
+    this.e = lf + 1;
+    this.hi = hex8(buf, from);
+    this.lo = hex8(buf, from + 8);
+    let t = 0;
+    for (let i = from + 17; i < from + 31; i++) t = t * 10 + buf[i]! - 48;
+    this.ts = t;
+    return true;
+  }
+
+  /** Moves the unread bytes from `from` to the front, reads more; returns the next LF or -1 at the end. */
+  private refill(from: number): number {
+    for (;;) {
+      const rest = this.end - from;
+      if (rest > 0) this.buf.copy(this.buf, 0, from, this.end);
+      this.end = rest;
+      from = 0;
+      if (this.eof) {
+        if (rest > 0) throw new Error(`sort run ${this.file} ends inside a line`);
+        return -1;
+      }
+      if (this.end === this.buf.length) {
+        const bigger = Buffer.allocUnsafe(this.buf.length * 2);
+        this.buf.copy(bigger, 0, 0, this.end);
+        this.buf = bigger;
+      }
+      let n: number;
+      try {
+        n = fs.readSync(this.fd, this.buf, this.end, this.buf.length - this.end, null);
+      } catch (err) {
+        throw ioError(err, this.file, 'read');
+      }
+      if (n === 0) this.eof = true;
+      const lf = this.buf.indexOf(10, this.end);
+      this.end += n;
+      if (lf !== -1 && lf < this.end) return lf;
+    }
+  }
+
+  close(): void {
+    if (this.fd >= 0) {
+      fs.closeSync(this.fd);
+      this.fd = -1;
+    }
+  }
 }
 
-function openCursors(files: readonly string[], k: number, block: number): RunCursor[] {
-  const heap: RunCursor[] = [];
-  files.forEach((file, run) => {
-    const reader = new FileLineReader(file, block);
-    const line = reader.next();
-    if (line !== null) heapPush(heap, { reader, line, key: line.slice(0, k), run });
-    else reader.close();
-  });
-  return heap;
+/** The value of 8 lower-case hex digits at buf[at]. */
+function hex8(buf: Buffer, at: number): number {
+  let v = 0;
+  for (let i = at; i < at + 8; i++) {
+    const c = buf[i]!;
+    v = v * 16 + (c <= 57 ? c - 48 : c - 87);
+  }
+  return v;
 }
 
-/** Advances the top cursor; closes it at the end of its run. */
-function advance(heap: RunCursor[], k: number): void {
-  const top = heap[0]!;
-  const next = top.reader.next();
-  if (next === null) {
-    top.reader.close();
-    const last = heap.pop()!;
-    if (heap.length > 0) {
-      heap[0] = last;
+const less = (a: RunReader, b: RunReader) =>
+  a.hi !== b.hi ? a.hi < b.hi : a.lo !== b.lo ? a.lo < b.lo : a.ts !== b.ts ? a.ts < b.ts : a.run < b.run;
+
+/** Merges sorted runs, handing out the merged lines in 1 MiB buffers (fresh ones, or `reuse` over and over). */
+function* merged(files: readonly string[], block: number, reuse?: Buffer): Generator<Buffer> {
+  const fresh = (size: number) => (reuse && reuse.length >= size ? reuse : Buffer.allocUnsafe(Math.max(1 << 20, size)));
+  const heap: RunReader[] = [];
+  try {
+    files.forEach((file, run) => {
+      const r = new RunReader(file, block, run);
+      heap.push(r);
+      if (r.next()) siftUp(heap, heap.length - 1);
+      else heap.pop();
+    });
+    let out = fresh(0);
+    let o = 0;
+    while (heap.length > 0) {
+      const top = heap[0]!;
+      const l = top.e - top.s;
+      if (o + l > out.length) {
+        if (o > 0) yield out.subarray(0, o);
+        out = fresh(l);
+        o = 0;
+      }
+      out.set(top.buf.subarray(top.s, top.e), o);
+      o += l;
+      if (!top.next()) {
+        const last = heap.pop()!;
+        if (heap.length === 0) break;
+        heap[0] = last;
+      }
       siftDown(heap, 0);
     }
-  } else {
-    top.line = next;
-    top.key = next.slice(0, k);
-    siftDown(heap, 0);
+    if (o > 0) yield out.subarray(0, o);
+  } finally {
+    for (const r of heap) r.close();
   }
 }
 
-function mergeRuns(files: readonly string[], k: number, block: number, onLine: (line: string) => void): void {
-  const heap = openCursors(files, k, block);
+/** Writes the chunks to a new file (a failure leaves it to the removal of the spill directory). */
+function writeAll(file: string, chunks: Iterable<Buffer>): void {
+  let fd: number;
   try {
-    while (heap.length > 0) {
-      onLine(heap[0]!.line);
-      advance(heap, k);
+    fd = fs.openSync(file, 'w', 0o600);
+  } catch (err) {
+    throw ioError(err, file, 'open for writing');
+  }
+  try {
+    for (const chunk of chunks) {
+      for (let off = 0; off < chunk.length; ) {
+        try {
+          off += fs.writeSync(fd, chunk, off, chunk.length - off);
+        } catch (err) {
+          throw ioError(err, file, 'write');
+        }
+      }
     }
   } finally {
-    for (const c of heap) c.reader.close();
+    fs.closeSync(fd);
   }
 }
 
-async function mergeRunsAsync(
-  files: readonly string[],
-  k: number,
-  block: number,
-  onLine: (line: string) => void | Promise<void>,
-): Promise<void> {
-  const heap = openCursors(files, k, block);
-  try {
-    while (heap.length > 0) {
-      const p = onLine(heap[0]!.line);
-      advance(heap, k);
-      if (p) await p;
-    }
-  } finally {
-    for (const c of heap) c.reader.close();
-  }
-}
-
-const less = (a: RunCursor, b: RunCursor) => (a.key < b.key ? true : a.key > b.key ? false : a.run < b.run);
-
-function heapPush(heap: RunCursor[], c: RunCursor): void {
-  heap.push(c);
-  let i = heap.length - 1;
+function siftUp(heap: RunReader[], i: number): void {
   while (i > 0) {
     const p = (i - 1) >> 1;
     if (!less(heap[i]!, heap[p]!)) break;
@@ -390,7 +546,7 @@ function heapPush(heap: RunCursor[], c: RunCursor): void {
   }
 }
 
-function siftDown(heap: RunCursor[], i: number): void {
+function siftDown(heap: RunReader[], i: number): void {
   const n = heap.length;
   for (;;) {
     const l = 2 * i + 1;
@@ -401,4 +557,9 @@ function siftDown(heap: RunCursor[], i: number): void {
     [heap[i], heap[m]] = [heap[m]!, heap[i]!];
     i = m;
   }
+}
+
+/** The buffers of packed records, for a transfer list. */
+export function packedBuffers(p: PackedRecords): ArrayBuffer[] {
+  return [p.bytes.buffer, p.starts.buffer, p.hi.buffer, p.lo.buffer, p.ts.buffer] as ArrayBuffer[];
 }

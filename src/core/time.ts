@@ -3,27 +3,37 @@
 
 /** True when `ts` is 14 digits naming a real calendar date and time (no Feb 31, no 24:00). */
 export function isValidTimestamp(ts: string): boolean {
-  // A reflog carries the same second on many consecutive lines.
-  if (ts === lastValidTs) return true;
-  if (ts.length !== 14) return false;
-  for (let i = 0; i < 14; i++) {
-    const c = ts.charCodeAt(i);
-    if (c < 48 || c > 57) return false;
-  }
-  const two = (i: number) => (ts.charCodeAt(i) - 48) * 10 + ts.charCodeAt(i + 1) - 48;
-  const y = two(0) * 100 + two(2);
-  const mo = two(4);
-  const d = two(6);
-  const h = two(8);
-  const mi = two(10);
-  const s = two(12);
-  if (mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 59) return false;
-  if (d > daysInMonth(y, mo)) return false;
-  lastValidTs = ts;
-  return true;
+  return /^[0-9]{14}$/.test(ts) && timestampKey(Buffer.from(ts, 'latin1'), 0, 14) >= 0;
 }
 
-let lastValidTs = '';
+let lastKey = -1;
+
+/**
+ * The timestamp in `buf[start, end)` as the number YYYYMMDDhhmmss (its bytewise
+ * order is its numeric order), or -1 unless it is 14 digits naming a real calendar
+ * date and time.
+ */
+export function timestampKey(buf: Uint8Array, start: number, end: number): number {
+  if (end - start !== 14) return -1;
+  let v = 0;
+  for (let i = start; i < end; i++) {
+    const c = buf[i]! - 48;
+    if (c < 0 || c > 9) return -1;
+    v = v * 10 + c;
+  }
+  // A reflog carries the same second on many consecutive lines.
+  if (v === lastKey) return v;
+  const y = Math.floor(v / 1e10);
+  const mo = Math.floor(v / 1e8) % 100;
+  const d = Math.floor(v / 1e6) % 100;
+  const h = Math.floor(v / 1e4) % 100;
+  const mi = Math.floor(v / 100) % 100;
+  const s = v % 100;
+  if (mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 59) return -1;
+  if (d > daysInMonth(y, mo)) return -1;
+  lastKey = v;
+  return v;
+}
 
 function daysInMonth(y: number, mo: number): number {
   if (mo === 2) return (y % 4 === 0 && y % 100 !== 0) || y % 400 === 0 ? 29 : 28;
