@@ -231,47 +231,63 @@ export class FileLineReader {
  */
 export class FileWriter {
   private fd: number;
-  private parts: (string | Buffer)[] = [];
-  private pending = 0;
-  private hasBuffers = false;
+  // Text is encoded straight into one reused buffer: no joined strings, no garbage.
+  private buf: Buffer;
+  private pos = 0;
   bytes = 0;
 
   constructor(
     readonly file: string,
     flags: string = 'w',
-    private readonly highWater = 1 << 18,
+    highWater = 1 << 18,
   ) {
     try {
       this.fd = fs.openSync(file, flags, 0o644);
     } catch (err) {
       throw ioError(err, file, 'open for writing');
     }
+    this.buf = Buffer.allocUnsafeSlow(highWater);
   }
 
-  write(data: string | Buffer): void {
-    this.parts.push(data);
-    if (typeof data !== 'string') this.hasBuffers = true;
-    this.pending += data.length;
-    if (this.pending >= this.highWater) this.flush();
+  write(data: string | Uint8Array): void {
+    const room = this.buf.length - this.pos;
+    if (typeof data === 'string') {
+      // Up to 3 bytes per UTF-16 unit; most text is ASCII and takes the fast path.
+      if (data.length * 3 <= room || (data.length <= room && Buffer.byteLength(data) <= room)) {
+        this.pos += this.buf.write(data, this.pos);
+        return;
+      }
+      data = Buffer.from(data, 'utf8');
+    }
+    if (data.length <= room) {
+      this.buf.set(data, this.pos);
+      this.pos += data.length;
+      return;
+    }
+    this.flush();
+    if (data.length < this.buf.length) {
+      this.buf.set(data, 0);
+      this.pos = data.length;
+    } else {
+      this.writeOut(data);
+    }
   }
 
   flush(): void {
-    if (this.parts.length === 0) return;
-    const parts = this.parts;
-    this.parts = [];
-    this.pending = 0;
-    // Callers write line by line: one join and one encode per flush, not one per line.
-    const buf = this.hasBuffers
-      ? Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : p)))
-      : Buffer.from(parts.join(''), 'utf8');
-    this.hasBuffers = false;
+    if (this.pos === 0) return;
+    const n = this.pos;
+    this.pos = 0;
+    this.writeOut(this.buf.subarray(0, n));
+  }
+
+  private writeOut(data: Uint8Array): void {
     let off = 0;
     try {
-      while (off < buf.length) off += fs.writeSync(this.fd, buf, off, buf.length - off);
+      while (off < data.length) off += fs.writeSync(this.fd, data, off, data.length - off);
     } catch (err) {
       throw ioError(err, this.file, 'write');
     }
-    this.bytes += buf.length;
+    this.bytes += data.length;
   }
 
   /** Flushes, optionally fsyncs, and closes. */
@@ -300,8 +316,7 @@ export class FileWriter {
       /* already failing */
     }
     this.fd = -1;
-    this.parts = [];
-    this.hasBuffers = false;
+    this.pos = 0;
   }
 }
 
