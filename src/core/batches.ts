@@ -65,7 +65,9 @@ export class LineBatcher {
   private flush(): Buffer {
     const n = this.partsLen;
     const i = this.spare.findIndex((b) => b.buffer.byteLength >= n);
-    const b = i >= 0 ? Buffer.from(this.spare.splice(i, 1)[0]!.buffer, 0, n) : Buffer.allocUnsafeSlow(n).subarray(0, n);
+    // Rounded up to 512 KiB so that buffers handed back fit later batches.
+    const size = Math.ceil(n / (1 << 19)) * (1 << 19);
+    const b = i >= 0 ? Buffer.from(this.spare.splice(i, 1)[0]!.buffer, 0, n) : Buffer.allocUnsafeSlow(size).subarray(0, n);
     let at = 0;
     for (const p of this.parts) {
       b.set(p, at);

@@ -62,11 +62,11 @@ export class RecordSorter implements RecordSink {
   private readonly blockSize: number;
   private spillBuf: Buffer | null = null;
   private readonly firstCap: number;
-  /** Three quarters of the budget for the buffered run; the rest is for merge read buffers and the heap. */
+  /** 60% of the budget for the buffered run; the rest is for merge read buffers and the heap. */
   private readonly runBudget: number;
 
   constructor(private readonly opts: SorterOptions) {
-    this.runBudget = Math.floor(opts.memoryBytes * 0.75);
+    this.runBudget = Math.floor(opts.memoryBytes * 0.6);
     this.blockSize = Math.max(1 << 12, Math.min(MAX_BLOCK, Math.floor(this.runBudget / 8)));
     this.firstCap = Math.max(64, Math.min(4096, Math.floor(this.runBudget / (16 * BYTES_PER_KEY))));
     this.buf = Buffer.alloc(0);
@@ -283,6 +283,9 @@ export interface PackedRecords {
   ts: Float64Array;
 }
 
+const ROUND_BYTES = 1 << 19;
+const ROUND_RECORDS = 1 << 13;
+
 /** A growable RecordSink that packs its records (a worker's output for one batch). */
 export class RecordBatch implements RecordSink {
   buf: Buffer;
@@ -295,8 +298,11 @@ export class RecordBatch implements RecordSink {
 
   /** Room for about `bytes` bytes and `records` records; `reuse` lends buffers handed back from an earlier batch. */
   constructor(bytes: number, records: number, reuse?: PackedRecords) {
+    // Sizes are rounded up so that buffers handed back fit the next batch (recycling, not garbage).
+    bytes = Math.ceil(Math.max(256, bytes) / ROUND_BYTES) * ROUND_BYTES;
+    records = Math.ceil(Math.max(64, records) / ROUND_RECORDS) * ROUND_RECORDS;
     const fits = (a: ArrayBufferView | undefined, n: number) => a !== undefined && a.byteLength >= n;
-    this.buf = reuse && fits(reuse.bytes, bytes) ? Buffer.from(reuse.bytes.buffer, reuse.bytes.byteOffset, reuse.bytes.buffer.byteLength - reuse.bytes.byteOffset) : Buffer.allocUnsafeSlow(Math.max(256, bytes));
+    this.buf = reuse && fits(reuse.bytes, bytes) ? Buffer.from(reuse.bytes.buffer, reuse.bytes.byteOffset, reuse.bytes.buffer.byteLength - reuse.bytes.byteOffset) : Buffer.allocUnsafeSlow(bytes);
     this.starts = reuse && fits(reuse.starts, 4 * (records + 1)) ? reuse.starts : new Uint32Array(records + 1);
     this.hi = reuse && fits(reuse.hi, 4 * records) ? reuse.hi : new Uint32Array(records);
     this.lo = reuse && fits(reuse.lo, 4 * records) ? reuse.lo : new Uint32Array(records);
