@@ -6,8 +6,8 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DataError } from '../src/core/errors.js';
-import { LineBatcher } from '../src/core/batches.js';
 import { RecordBatch, RecordSorter, sortOrder, type RecordSink } from '../src/core/sorter.js';
+import { LineBatcher } from '../src/core/tsv.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
 import { BIN, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 

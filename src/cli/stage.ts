@@ -7,11 +7,9 @@ import { Command, CommanderError } from 'commander';
 import { pino, type Logger } from 'pino';
 import { DataError, UsageError, formatPlace, ioError } from '../core/errors.js';
 import {
-  RawLineSplitter,
   TextLineSplitter,
   liveTempFiles,
   removeQuietly,
-  type RawLineFn,
   type TextLineFn,
 } from '../core/tsv.js';
 import { Output, OutputClosed } from './output.js';
@@ -30,8 +28,6 @@ export interface StageContext {
   readonly out: Output;
   /** Feeds each input line (LF stripped) to `fn`; the input's last line must end in LF. */
   eachLine(fn: TextLineFn): Promise<void>;
-  /** Feeds raw line bytes to `fn`, including a last line without LF. */
-  eachRawLine(fn: RawLineFn, maxLine?: number): Promise<void>;
   /** Feeds the input's chunks, as read, to `fn` (awaiting it when it returns a promise). */
   eachChunk(fn: (chunk: Buffer) => void | Promise<void>): Promise<void>;
   /** Runs `fn` on every exit, success or not (before the summary line). */
@@ -175,11 +171,6 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
       const splitter = new TextLineSplitter(inputName);
       await pump((chunk) => splitter.push(chunk, fn));
       splitter.end();
-    },
-    async eachRawLine(fn, maxLine) {
-      const splitter = new RawLineSplitter(maxLine);
-      await pump((chunk) => splitter.push(chunk, fn));
-      splitter.end(fn);
     },
     eachChunk: (fn) => pump(fn),
   };

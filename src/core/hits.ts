@@ -2,10 +2,21 @@
 // back to BigInt, which costs nothing on the common small-number path.
 
 const HITS_RE = /^\d+$/;
+const MAX_HITS_DIGITS = 30;
 
 /** True for a non-negative decimal integer (leading zeros allowed, no sign). */
 export function isValidHits(text: string): boolean {
-  return text.length > 0 && text.length <= 30 && HITS_RE.test(text);
+  return text.length > 0 && text.length <= MAX_HITS_DIGITS && HITS_RE.test(text);
+}
+
+/** isValidHits on the bytes `buf[start, end)`. */
+export function isValidHitsAt(buf: Uint8Array, start: number, end: number): boolean {
+  if (end <= start || end - start > MAX_HITS_DIGITS) return false;
+  for (let i = start; i < end; i++) {
+    const c = buf[i]!;
+    if (c < 48 || c > 57) return false;
+  }
+  return true;
 }
 
 /** Canonical decimal form: no leading zeros ("007" -> "7"). */

@@ -26,7 +26,7 @@ export interface RecordSink {
 }
 
 /** The text key of a record line: `id TAB timestamp`, 16 + 1 + 14 characters. */
-export const SORT_KEY_LENGTH = 31;
+const SORT_KEY_LENGTH = 31;
 /** Bytes per buffered record beyond its own bytes: 5 key arrays and 2 sort arrays. */
 const BYTES_PER_KEY = 8 + 4 + 4 + 4 + 8 + 4 + 4;
 const MAX_BLOCK = 4 << 20;
@@ -139,32 +139,30 @@ export class RecordSorter implements RecordSink {
   /** Hands the sorted records to `onChunk` as buffers of whole lines (awaiting it when it returns a promise). */
   async drain(onChunk: (chunk: Buffer) => void | Promise<void>): Promise<void> {
     try {
-      if (this.runs.length === 0) {
-        const order = sortOrder(this.n, this.hi, this.lo, this.ts);
-        for (const chunk of this.inOrder(order)) {
-          const p = onChunk(chunk);
-          if (p) await p;
-        }
-        return;
-      }
-      if (this.n > 0) this.spill();
-      this.release();
-      while (this.runs.length > FAN_IN) {
-        const group = this.runs.splice(0, FAN_IN);
-        const file = this.nextRunFile();
-        this.spillBuf ??= Buffer.allocUnsafeSlow(1 << 20);
-        writeAll(file, merged(group, this.readBlock(group.length), this.spillBuf));
-        for (const f of group) removeQuietly(f);
-        // The merged run holds the earliest lines of all: it goes first, keeping ties stable.
-        this.runs.unshift(file);
-      }
-      for (const chunk of merged(this.runs, this.readBlock(this.runs.length))) {
+      for (const chunk of this.sorted()) {
         const p = onChunk(chunk);
         if (p) await p;
       }
     } finally {
       this.dispose();
     }
+  }
+
+  /** All records in order: from memory, or the runs merged (in rounds of FAN_IN first). */
+  private sorted(): Iterable<Buffer> {
+    if (this.runs.length === 0) return this.inOrder(sortOrder(this.n, this.hi, this.lo, this.ts));
+    if (this.n > 0) this.spill();
+    this.release();
+    while (this.runs.length > FAN_IN) {
+      const group = this.runs.splice(0, FAN_IN);
+      const file = this.nextRunFile();
+      this.spillBuf ??= Buffer.allocUnsafeSlow(1 << 20);
+      writeAll(file, merged(group, this.readBlock(group.length), this.spillBuf));
+      for (const f of group) removeQuietly(f);
+      // The merged run holds the earliest lines of all: it goes first, keeping ties stable.
+      this.runs.unshift(file);
+    }
+    return merged(this.runs, this.readBlock(this.runs.length));
   }
 
   /** Drops everything buffered or spilled, and removes the spill directory. */
@@ -191,53 +189,35 @@ export class RecordSorter implements RecordSink {
     this.ts = new Float64Array(0);
   }
 
-  private keyBytes(records: number): number {
-    return Math.max(this.cap, records) * BYTES_PER_KEY;
-  }
-
   private nextCap(): number {
     return this.cap === 0 ? this.firstCap : this.cap * 2;
   }
 
   private grow(): void {
     const cap = this.nextCap();
-    const at = new Float64Array(cap);
-    at.set(this.at);
-    const len = new Uint32Array(cap);
-    len.set(this.len);
-    const hi = new Uint32Array(cap);
-    hi.set(this.hi);
-    const lo = new Uint32Array(cap);
-    lo.set(this.lo);
-    const ts = new Float64Array(cap);
-    ts.set(this.ts);
-    Object.assign(this, { at, len, hi, lo, ts, cap });
+    this.at = grown(this.at, cap);
+    this.len = grown(this.len, cap);
+    this.hi = grown(this.hi, cap);
+    this.lo = grown(this.lo, cap);
+    this.ts = grown(this.ts, cap);
+    this.cap = cap;
   }
 
-  /**
-   * The buffered records in `order`, copied into 1 MiB buffers of whole lines:
-   * fresh ones, or `reuse` over and over (each must be consumed before the next).
-   */
+  /** The buffered records in `order`, as `Chunks` hands them out. */
   private *inOrder(order: Uint32Array, reuse?: Buffer): Generator<Buffer> {
     const { blocks, at, len } = this;
-    const fresh = (size: number) => (reuse && reuse.length >= size ? reuse : Buffer.allocUnsafe(Math.max(1 << 20, size)));
-    let out = fresh(0);
-    let o = 0;
+    const out = new Chunks(reuse);
     for (let k = 0; k < order.length; k++) {
       const i = order[k]!;
       const a = at[i]!;
       const b = Math.floor(a / OFFSET_SCALE);
       const s = a - b * OFFSET_SCALE;
-      const l = len[i]!;
-      if (o + l > out.length) {
-        if (o > 0) yield out.subarray(0, o);
-        out = fresh(l);
-        o = 0;
-      }
-      out.set(blocks[b]!.subarray(s, s + l), o);
-      o += l;
+      const full = out.full(len[i]!);
+      if (full) yield full;
+      out.put(blocks[b]!, s, s + len[i]!);
     }
-    if (o > 0) yield out.subarray(0, o);
+    const rest = out.rest();
+    if (rest) yield rest;
   }
 
   private readBlock(runs: number): number {
@@ -320,15 +300,10 @@ export class RecordBatch implements RecordSink {
     const i = this.n;
     if (i === this.hi.length) {
       const cap = Math.max(64, i * 2);
-      const grow = <T extends Uint32Array | Float64Array>(a: T, size: number): T => {
-        const b = new (a.constructor as new (n: number) => T)(size);
-        b.set(a);
-        return b;
-      };
-      this.starts = grow(this.starts, cap + 1);
-      this.hi = grow(this.hi, cap);
-      this.lo = grow(this.lo, cap);
-      this.ts = grow(this.ts, cap);
+      this.starts = grown(this.starts, cap + 1);
+      this.hi = grown(this.hi, cap);
+      this.lo = grown(this.lo, cap);
+      this.ts = grown(this.ts, cap);
     }
     this.starts[i] = this.pos;
     this.hi[i] = hi;
@@ -429,7 +404,7 @@ class RunReader {
     this.hi = hex8(buf, from);
     this.lo = hex8(buf, from + 8);
     let t = 0;
-    for (let i = from + 17; i < from + 31; i++) t = t * 10 + buf[i]! - 48;
+    for (let i = from + 17; i < from + SORT_KEY_LENGTH; i++) t = t * 10 + buf[i]! - 48;
     this.ts = t;
     return true;
   }
@@ -484,9 +459,8 @@ function hex8(buf: Buffer, at: number): number {
 const less = (a: RunReader, b: RunReader) =>
   a.hi !== b.hi ? a.hi < b.hi : a.lo !== b.lo ? a.lo < b.lo : a.ts !== b.ts ? a.ts < b.ts : a.run < b.run;
 
-/** Merges sorted runs, handing out the merged lines in 1 MiB buffers (fresh ones, or `reuse` over and over). */
+/** Merges sorted runs, handing out the merged lines as `Chunks` does. */
 function* merged(files: readonly string[], block: number, reuse?: Buffer): Generator<Buffer> {
-  const fresh = (size: number) => (reuse && reuse.length >= size ? reuse : Buffer.allocUnsafe(Math.max(1 << 20, size)));
   const heap: RunReader[] = [];
   try {
     files.forEach((file, run) => {
@@ -495,18 +469,12 @@ function* merged(files: readonly string[], block: number, reuse?: Buffer): Gener
       if (r.next()) siftUp(heap, heap.length - 1);
       else heap.pop();
     });
-    let out = fresh(0);
-    let o = 0;
+    const out = new Chunks(reuse);
     while (heap.length > 0) {
       const top = heap[0]!;
-      const l = top.e - top.s;
-      if (o + l > out.length) {
-        if (o > 0) yield out.subarray(0, o);
-        out = fresh(l);
-        o = 0;
-      }
-      out.set(top.buf.subarray(top.s, top.e), o);
-      o += l;
+      const full = out.full(top.e - top.s);
+      if (full) yield full;
+      out.put(top.buf, top.s, top.e);
       if (!top.next()) {
         const last = heap.pop()!;
         if (heap.length === 0) break;
@@ -514,10 +482,55 @@ function* merged(files: readonly string[], block: number, reuse?: Buffer): Gener
       }
       siftDown(heap, 0);
     }
-    if (o > 0) yield out.subarray(0, o);
+    const rest = out.rest();
+    if (rest) yield rest;
   } finally {
     for (const r of heap) r.close();
   }
+}
+
+/**
+ * Gathers lines into 1 MiB buffers of whole lines: fresh ones, or `reuse` over and
+ * over. Use: `const f = c.full(len); if (f) consume(f); c.put(line)`; a buffer
+ * handed out must be consumed before the next `put`.
+ */
+class Chunks {
+  private out: Buffer = Buffer.alloc(0);
+  private o = 0;
+
+  constructor(private readonly reuse?: Buffer) {}
+
+  /** Hands out what is gathered if a line of `len` bytes does not fit after it. */
+  full(len: number): Buffer | null {
+    return this.o + len > this.out.length ? this.rest() : null;
+  }
+
+  put(src: Uint8Array, s: number, e: number): void {
+    const l = e - s;
+    if (this.o + l > this.out.length) {
+      this.out = this.reuse && this.reuse.length >= l ? this.reuse : Buffer.allocUnsafe(Math.max(1 << 20, l));
+    }
+    this.out.set(src.subarray(s, e), this.o);
+    this.o += l;
+  }
+
+  /** What is gathered and not handed out yet, or null. */
+  rest(): Buffer | null {
+    const o = this.o;
+    if (o === 0) return null;
+    const r = this.out.subarray(0, o);
+    this.o = 0;
+    // A fresh buffer, once handed out, is the reader's: never written again.
+    if (this.out !== this.reuse) this.out = Buffer.alloc(0);
+    return r;
+  }
+}
+
+/** A copy of `a` in a new array of `size` elements. */
+function grown<T extends Uint32Array | Float64Array>(a: T, size: number): T {
+  const b = new (a.constructor as new (n: number) => T)(size);
+  b.set(a);
+  return b;
 }
 
 /** Writes the chunks to a new file (a failure leaves it to the removal of the spill directory). */

@@ -3,74 +3,100 @@
 import * as fs from 'node:fs';
 import { DataError, ioError } from './errors.js';
 
-/** Longest line any stage buffers; a longer one is cut to this many bytes and flagged. */
+/** Longest line a stage reading text lines buffers; a longer one is an error. */
 export const DEFAULT_MAX_LINE = 1 << 20;
 
 const LF = 10;
 
-/** Receives one line as bytes `buf[start, end)` without its LF. */
-export type RawLineFn = (buf: Buffer, start: number, end: number, lineNo: number, overlong: boolean) => void;
-
 /**
- * Splits a byte stream into lines without copying complete lines. Memory is bounded by
- * `maxLine`: the bytes of a longer line past that are dropped and the line is passed
- * on as `overlong` (its first `maxLine` bytes). Line numbers count from 1.
+ * Cuts a byte stream into batches of whole lines of about `target` bytes (a last
+ * line without LF ends the final batch). A line that spans chunks and grows longer
+ * than `maxLine` is cut to `maxLine + 1` bytes, so memory stays bounded and the
+ * reader still sees it as too long; nothing else changes, so the lines of the
+ * batches are the lines of the input (their first `maxLine + 1` bytes at least).
  */
-export class RawLineSplitter {
-  private carry: Buffer[] = [];
-  private carryLen = 0;
-  private overlong = false;
-  lineNo = 0;
+export class LineBatcher {
+  private parts: Buffer[] = [];
+  private partsLen = 0;
+  /** Buffers handed back for reuse. */
+  private spare: Uint8Array[] = [];
+  /** The line in progress (no LF seen yet), at most maxLine + 1 bytes. */
+  private tail: Buffer[] = [];
+  private tailLen = 0;
 
-  constructor(private readonly maxLine = DEFAULT_MAX_LINE) {}
+  constructor(
+    private readonly target: number,
+    private readonly maxLine: number,
+  ) {}
 
-  push(chunk: Buffer, onLine: RawLineFn): void {
-    let pos = 0;
-    const n = chunk.length;
-    while (pos < n) {
-      const nl = chunk.indexOf(LF, pos);
-      if (nl === -1) {
-        this.keep(chunk.subarray(pos));
-        return;
+  /** Takes a chunk; returns the batches it completed. */
+  push(chunk: Buffer): Buffer[] {
+    const lastLf = chunk.lastIndexOf(LF);
+    if (lastLf === -1) {
+      this.grow(chunk);
+      return [];
+    }
+    const firstLf = chunk.indexOf(LF);
+    this.grow(chunk.subarray(0, firstLf + 1));
+    this.parts.push(...this.tail);
+    this.partsLen += this.tailLen;
+    this.tail = [];
+    this.tailLen = 0;
+    if (lastLf > firstLf) {
+      this.parts.push(chunk.subarray(firstLf + 1, lastLf + 1));
+      this.partsLen += lastLf - firstLf;
+    }
+    if (lastLf + 1 < chunk.length) this.grow(Buffer.from(chunk.subarray(lastLf + 1)));
+    if (this.partsLen < this.target) return [];
+    return [this.flush()];
+  }
+
+  /** The final batch (whatever is left, with a last line that has no LF), or null. */
+  end(): Buffer | null {
+    this.parts.push(...this.tail);
+    this.partsLen += this.tailLen;
+    this.tail = [];
+    this.tailLen = 0;
+    return this.partsLen > 0 ? this.flush() : null;
+  }
+
+  /** Takes back a batch's buffer (one this batcher made) for a later batch. */
+  recycle(batch: Uint8Array): void {
+    if (this.spare.length < 8) this.spare.push(batch);
+  }
+
+  /** The batch: its own whole ArrayBuffer (never a shared pool), so it can be transferred. */
+  private flush(): Buffer {
+    const n = this.partsLen;
+    const i = this.spare.findIndex((b) => b.buffer.byteLength >= n);
+    // Rounded up to 512 KiB so that buffers handed back fit later batches.
+    const size = Math.ceil(n / (1 << 19)) * (1 << 19);
+    const b = i >= 0 ? Buffer.from(this.spare.splice(i, 1)[0]!.buffer, 0, n) : Buffer.allocUnsafeSlow(size).subarray(0, n);
+    let at = 0;
+    for (const p of this.parts) {
+      b.set(p, at);
+      at += p.length;
+    }
+    this.parts = [];
+    this.partsLen = 0;
+    return b;
+  }
+
+  /** Adds bytes to the line in progress, keeping at most maxLine + 1 of them (and its LF). */
+  private grow(piece: Buffer): void {
+    const endsLine = piece.length > 0 && piece[piece.length - 1] === LF;
+    const room = this.maxLine + 1 - this.tailLen;
+    if (piece.length - (endsLine ? 1 : 0) > room) {
+      if (room > 0) this.tail.push(Buffer.from(piece.subarray(0, room)));
+      this.tailLen += room;
+      if (endsLine) {
+        this.tail.push(Buffer.from([LF]));
+        this.tailLen++;
       }
-      if (this.carryLen === 0 && !this.overlong) {
-        onLine(chunk, pos, nl, ++this.lineNo, false);
-      } else {
-        this.keep(chunk.subarray(pos, nl));
-        this.emitCarry(onLine);
-      }
-      pos = nl + 1;
+      return;
     }
-  }
-
-  /** Passes on a last line that has no LF; returns whether there was one. */
-  end(onLine: RawLineFn): boolean {
-    if (this.carryLen === 0 && !this.overlong) return false;
-    this.emitCarry(onLine);
-    return true;
-  }
-
-  private emitCarry(onLine: RawLineFn): void {
-    const line = Buffer.concat(this.carry, this.carryLen);
-    const over = this.overlong;
-    this.carry = [];
-    this.carryLen = 0;
-    this.overlong = false;
-    onLine(line, 0, line.length, ++this.lineNo, over);
-  }
-
-  private keep(piece: Buffer): void {
-    if (this.overlong) return;
-    const room = this.maxLine - this.carryLen;
-    if (piece.length > room) {
-      this.overlong = true;
-      piece = piece.subarray(0, room);
-    }
-    // Copy: the stream may hand us views into a buffer it reuses.
-    if (piece.length) {
-      this.carry.push(Buffer.from(piece));
-      this.carryLen += piece.length;
-    }
+    this.tail.push(piece);
+    this.tailLen += piece.length;
   }
 }
 

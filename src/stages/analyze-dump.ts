@@ -4,12 +4,13 @@ import { isUtf8 } from 'node:buffer';
 import type { Command } from 'commander';
 import type { StageDef } from '../cli/stage.js';
 import { DataError, UsageError } from '../core/errors.js';
+import { isValidHitsAt } from '../core/hits.js';
 import { clip } from '../core/records.js';
 import { parseSize } from '../core/size.js';
-import { LineBatcher, WorkerPool } from '../core/batches.js';
 import { RecordSorter, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
 import { timestampKey } from '../core/time.js';
-import { FileWriter } from '../core/tsv.js';
+import { FileWriter, LineBatcher } from '../core/tsv.js';
+import { WorkerPool } from '../core/workers.js';
 import {
   DEFAULT_MAX_URL_BYTES,
   canonicalize,
@@ -46,10 +47,6 @@ function defaultThreads(memoryBytes: number): number {
   return cores > 1 && memoryBytes >= 128 << 20 ? Math.min(4, cores) : 0;
 }
 
-/** The options the core needs, without the stage's own (they go to worker threads). */
-function urlOptions(o: UrlOptions): UrlOptions {
-  return { maxUrlBytes: o.maxUrlBytes, dropParams: o.dropParams, sortQuery: o.sortQuery, domainMode: o.domainMode };
-}
 /** Everything analyze-dump decides about one reflog line. */
 export type LineVerdict =
   | { kind: 'record'; record: string }
@@ -106,7 +103,7 @@ export class ReflogAnalyzer {
     if (ts < 0) return this.reject('bad timestamp', clip(buf.toString('utf8', tsAt, t[R_TS]!)));
     const hitsAt = t[R_HITS - 1]! + 1;
     const hitsEnd = nt === 6 ? t[R_HITS]! : end;
-    if (!digitsOnly(buf, hitsAt, hitsEnd)) {
+    if (!isValidHitsAt(buf, hitsAt, hitsEnd)) {
       return this.reject('bad hits', hitsEnd === hitsAt ? 'empty' : clip(buf.toString('utf8', hitsAt, hitsEnd)));
     }
     const tagAt = nt === 6 ? hitsEnd + 1 : end;
@@ -148,16 +145,6 @@ export class ReflogAnalyzer {
     this.detail = detail;
     return Verdict.Reject;
   }
-}
-
-/** True for 1 to 30 ASCII digits (a valid hits field). */
-function digitsOnly(buf: Buffer, start: number, end: number): boolean {
-  if (end <= start || end - start > 30) return false;
-  for (let i = start; i < end; i++) {
-    const c = buf[i]!;
-    if (c < 48 || c > 57) return false;
-  }
-  return true;
 }
 
 /** One rejected line of a batch: its line number within the batch (from 1), why, and its bytes. */
@@ -334,7 +321,7 @@ fails with no output.`,
         byReason[x.reason] = (byReason[x.reason] ?? 0) + 1;
         if (rejects) {
           rejects.write(`${linesIn + x.line}\t${x.detail ? `${x.reason}: ${x.detail}` : x.reason}\t`);
-          rejects.write(Buffer.from(x.bytes.buffer, x.bytes.byteOffset, x.bytes.byteLength));
+          rejects.write(x.bytes);
           rejects.write('\n');
         }
       }
@@ -344,13 +331,13 @@ fails with no output.`,
     // Workers start with the first full batch; a small input is done before one could start.
     const batcher = new LineBatcher(BATCH_BYTES, maxLine);
     const lend: PackedRecords[] = [];
-    let pool: WorkerPool<AnalyzeJob, AnalyzeDone> | null = null;
+    let pool = null as WorkerPool<AnalyzeJob, AnalyzeDone> | null;
     ctx.onExit(() => pool?.close());
     const submit = async (batch: Buffer, final: boolean) => {
       if (o.threads === 0 || (pool === null && final)) return apply(analyzeBatch(inline, batch, maxLine));
       pool ??= new WorkerPool<AnalyzeJob, AnalyzeDone>(
         new URL('./analyze-dump-worker.js', import.meta.url),
-        { opts: urlOptions(o), maxLine },
+        { opts: o, maxLine },
         o.threads,
         (d) => {
           apply(d.result, d.packed);
@@ -368,8 +355,8 @@ fails with no output.`,
     const last = batcher.end();
     if (last) await submit(last, true);
     if (pool !== null) {
-      await (pool as WorkerPool<AnalyzeJob, AnalyzeDone>).settle(0);
-      (pool as WorkerPool<AnalyzeJob, AnalyzeDone>).close();
+      await pool.settle(0);
+      pool.close();
     }
 
     const records = sorter.count;

@@ -1,0 +1,82 @@
+// Handing work to worker threads: a pool whose results come back in the order asked.
+import { Worker } from 'node:worker_threads';
+
+/**
+ * A fixed set of worker threads running one module. Jobs go to the workers in turn;
+ * their answers are handed to `onResult` strictly in the order the jobs were posted,
+ * as soon as each is ready (so progress does not wait for more input).
+ */
+export class WorkerPool<J, R> {
+  private workers: Worker[] = [];
+  /** Per worker, the numbers of its jobs not yet answered (each worker answers in order). */
+  private jobs: number[][] = [];
+  private posted = 0;
+  private applied = 0;
+  private ready = new Map<number, R>();
+  private failure: unknown = null;
+  private wake: (() => void) | null = null;
+
+  constructor(file: URL, workerData: unknown, size: number, private readonly onResult: (r: R) => void) {
+    for (let i = 0; i < size; i++) {
+      const w = new Worker(file, { workerData });
+      const jobs: number[] = [];
+      w.on('message', (r: R) => {
+        this.ready.set(jobs.shift()!, r);
+        this.deliver();
+      });
+      w.on('error', (err) => this.fail(err));
+      w.on('exit', (code) => {
+        if (jobs.length > 0) this.fail(new Error(`worker thread exited (code ${code}) with work pending`));
+      });
+      this.workers.push(w);
+      this.jobs.push(jobs);
+    }
+  }
+
+  /** Posts a job to the next worker, handing over the buffers in `transfer`. */
+  post(job: J, transfer: ArrayBuffer[] = []): void {
+    const i = this.posted % this.workers.length;
+    this.jobs[i]!.push(this.posted++);
+    this.workers[i]!.postMessage(job, transfer);
+  }
+
+  /** Waits until at most `pending` posted jobs are still to be handed over; throws the first failure. */
+  async settle(pending: number): Promise<void> {
+    for (;;) {
+      if (this.failure !== null) throw this.failure;
+      if (this.posted - this.applied <= pending) return;
+      await new Promise<void>((resolve) => (this.wake = resolve));
+    }
+  }
+
+  /** Stops the workers (pending jobs are dropped). */
+  close(): void {
+    for (const w of this.workers) void w.terminate();
+    this.workers = [];
+  }
+
+  private deliver(): void {
+    try {
+      while (this.failure === null && this.ready.has(this.applied)) {
+        const r = this.ready.get(this.applied)!;
+        this.ready.delete(this.applied);
+        this.applied++;
+        this.onResult(r);
+      }
+    } catch (err) {
+      this.fail(err);
+    }
+    this.notify();
+  }
+
+  private fail(err: unknown): void {
+    this.failure ??= err;
+    this.notify();
+  }
+
+  private notify(): void {
+    const w = this.wake;
+    this.wake = null;
+    w?.();
+  }
+}
