@@ -9,24 +9,13 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
-import { BIN, ROOT, hasStackTrace, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+import { BIN, ROOT, hasStackTrace, listFiles, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 
 const TS = '20110727200841';
 const id16 = (n: number) => n.toString(16).padStart(16, '0');
 const urlRec = (id: string, domain: string, url: string, ts = TS, tag = '', hits = '1') =>
   `${id}\t${ts}\t${tag}\t${hits}\t${domain}\t${url}`;
 
-/** Every file under `dir` (relative paths), for "nothing else was written" checks. */
-function listFiles(dir: string, rel = ''): string[] {
-  if (!fs.existsSync(path.join(dir, rel))) return [];
-  const out: string[] = [];
-  for (const e of fs.readdirSync(path.join(dir, rel), { withFileTypes: true })) {
-    const r = path.join(rel, e.name);
-    if (e.isDirectory()) out.push(...listFiles(dir, r));
-    else out.push(r);
-  }
-  return out.sort();
-}
 
 function assertFailedCleanly(r: { status: number | null; stderr: string }, stage: string, ...fragments: string[]): void {
   assert.equal(r.status, 1, `exit status; stderr:\n${r.stderr}`);

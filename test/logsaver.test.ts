@@ -5,19 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { BIN, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
-
-/** Every file under `dir`, relative, sorted. */
-function tree(dir: string, rel = ''): string[] {
-  if (!fs.existsSync(path.join(dir, rel))) return [];
-  const out: string[] = [];
-  for (const e of fs.readdirSync(path.join(dir, rel), { withFileTypes: true })) {
-    const r = path.join(rel, e.name);
-    if (e.isDirectory()) out.push(...tree(dir, r));
-    else out.push(r);
-  }
-  return out.sort();
-}
+import { BIN, listFiles, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 
 function routed(n: number, ids: number[]): string {
   let s = '';
@@ -39,7 +27,7 @@ test('each Yacobot file holds exactly its records, in input order', () => {
     const id = l.slice(0, tab);
     want.set(id, (want.get(id) ?? '') + l.slice(tab + 1) + '\n');
   }
-  assert.deepEqual(tree(path.join(work, 'q')), [...want.keys()].map((id) => `${id}/2011072806.tsv`).sort());
+  assert.deepEqual(listFiles(path.join(work, 'q')), [...want.keys()].map((id) => `${id}/2011072806.tsv`).sort());
   for (const [id, text] of want) assert.equal(fs.readFileSync(path.join(work, 'q', id, '2011072806.tsv'), 'utf8'), text, id);
   const s = summaryOf(r.stderr);
   assert.equal(s.records_in, 30000);
@@ -68,7 +56,7 @@ test('bad input publishes nothing and leaves no temporary file', () => {
     const r = runBin('logsaver', ['--queue-dir', 'q', '--name', 'run'], input, work);
     assert.equal(r.status, 1);
     assert.match(r.stderr, msg);
-    assert.deepEqual(tree(path.join(work, 'q')), ['2/run.tsv'], 'nothing published, no temporary file');
+    assert.deepEqual(listFiles(path.join(work, 'q')), ['2/run.tsv'], 'nothing published, no temporary file');
     assert.equal(fs.readFileSync(path.join(work, 'q', '2', 'run.tsv'), 'utf8'), 'previous content\n');
     assert.deepEqual(fs.readdirSync(path.join(work, 'q')), ['2'], 'no directory left behind');
   }
@@ -79,15 +67,15 @@ test('a signal before the end of input publishes nothing and removes the tempora
   const child = spawn(path.join(BIN, 'logsaver'), ['--queue-dir', 'q', '--name', 'run'], { cwd: work, env: testEnv() });
   child.stdin.write(routed(2000, [1, 2]));
   // Wait until the temporary files exist, then interrupt with stdin still open.
-  for (let i = 0; i < 100 && tree(path.join(work, 'q')).length < 2; i++) await new Promise((r) => setTimeout(r, 50));
-  assert.equal(tree(path.join(work, 'q')).length, 2, 'temporary files were being written');
-  assert.ok(tree(path.join(work, 'q')).every((f) => !f.endsWith('.tsv')), 'temporary names never end in .tsv');
+  for (let i = 0; i < 100 && listFiles(path.join(work, 'q')).length < 2; i++) await new Promise((r) => setTimeout(r, 50));
+  assert.equal(listFiles(path.join(work, 'q')).length, 2, 'temporary files were being written');
+  assert.ok(listFiles(path.join(work, 'q')).every((f) => !f.endsWith('.tsv')), 'temporary names never end in .tsv');
   const status = await new Promise<number | null>((resolve) => {
     child.on('close', (code) => resolve(code));
     child.kill('SIGTERM');
   });
   assert.equal(status, 143);
-  assert.deepEqual(tree(path.join(work, 'q')), []);
+  assert.deepEqual(listFiles(path.join(work, 'q')), []);
 });
 
 test('NAME must be one safe file name; usage errors exit 2', () => {

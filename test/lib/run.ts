@@ -67,3 +67,15 @@ export function summaryOf(stderr: string): Record<string, unknown> {
 export function hasStackTrace(stderr: string): boolean {
   return /^\s+at .+\(.*:\d+:\d+\)$/m.test(stderr) || /^\s+at .+:\d+:\d+$/m.test(stderr);
 }
+
+/** Every file under `dir` (relative paths, sorted), for "nothing else was written" checks. */
+export function listFiles(dir: string, rel = ''): string[] {
+  if (!fs.existsSync(path.join(dir, rel))) return [];
+  const out: string[] = [];
+  for (const e of fs.readdirSync(path.join(dir, rel), { withFileTypes: true })) {
+    const r = path.join(rel, e.name);
+    if (e.isDirectory()) out.push(...listFiles(dir, r));
+    else out.push(r);
+  }
+  return out.sort();
+}
