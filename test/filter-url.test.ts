@@ -3,7 +3,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { decide, type FilterParams } from '../src/stages/filter-url.js';
 import { timestampToMs } from '../src/core/time.js';
-import { checkJoinedLine } from '../src/core/records.js';
+import { checkJoinedAt } from '../src/core/records.js';
+import { TextSink, lineRef } from './lib/bytes.js';
 
 process.env.TZ = 'UTC';
 const H = 3600_000;
@@ -42,12 +43,12 @@ const cases: [string, ReturnType<typeof joined>, FilterParams, string, string | 
 
 for (const [name, f, params, outcome, send, keep] of cases) {
   test(`decide: ${name}`, () => {
-    const line = f.join('\t');
-    const T = new Int32Array(8);
-    assert.equal(checkJoinedLine(line, T), null, 'a valid joined record');
-    const d = decide(line, T, params);
-    assert.equal(d.outcome, outcome);
-    assert.equal(d.send, send);
-    assert.equal(d.keep, keep);
+    const line = lineRef(f.join('\t'), 8);
+    assert.equal(checkJoinedAt(line), null, 'a valid joined record');
+    const sendSink = new TextSink();
+    const keepSink = new TextSink();
+    assert.equal(decide(line, params, sendSink, keepSink), outcome);
+    assert.equal(sendSink.take(), send === null ? '' : send + '\n');
+    assert.equal(keepSink.take(), keep === null ? '' : keep + '\n');
   });
 }

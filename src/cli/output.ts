@@ -1,6 +1,7 @@
 // Batched writing to stdout with backpressure at chunk boundaries (never per line),
 // and a quiet stop when the reader goes away (`| head`).
 import type { Writable } from 'node:stream';
+import type { ByteSink } from '../core/tsv.js';
 
 /** Thrown by `flush()` once the reader of stdout has gone away (EPIPE). */
 export class OutputClosed extends Error {
@@ -11,14 +12,16 @@ export class OutputClosed extends Error {
 }
 
 /**
- * Collects output text and hands it to the stream in large writes (64 KiB). Stages
- * call `write()` freely; between input chunks they `await flushIfFull()`, which
- * waits only when the stream asked for a pause. On Linux, stdout writes to pipes
- * and files are synchronous, so memory stays bounded even within one chunk.
+ * Gathers output, text or bytes, in a buffer and hands it to the stream in large
+ * writes (64 KiB). Stages call `write()` freely, or write bytes straight into
+ * `buf` after `reserve()` (it is a ByteSink); between input chunks they `await
+ * flushIfFull()`, which waits only when the stream asked for a pause. On Linux,
+ * stdout writes to pipes and files are synchronous, so memory stays bounded even
+ * within one chunk.
  */
-export class Output {
-  private parts: string[] = [];
-  private pending = 0;
+export class Output implements ByteSink {
+  buf: Buffer;
+  pos = 0;
   private needDrain = false;
   private error: Error | null = null;
   closed = false;
@@ -27,6 +30,7 @@ export class Output {
     private readonly stream: Writable,
     private readonly highWater = 1 << 16,
   ) {
+    this.buf = Buffer.allocUnsafeSlow(highWater);
     stream.on('error', (err: NodeJS.ErrnoException) => {
       if (err.code === 'EPIPE' || err.code === 'ERR_STREAM_DESTROYED') this.closed = true;
       else this.error = err;
@@ -34,9 +38,15 @@ export class Output {
   }
 
   write(text: string): void {
-    this.parts.push(text);
-    this.pending += text.length;
-    if (this.pending >= this.highWater) this.hand();
+    // Up to 3 bytes per UTF-16 unit; most text is ASCII and fits without counting.
+    if (text.length * 3 > this.buf.length - this.pos) this.reserve(Buffer.byteLength(text));
+    this.pos += this.buf.write(text, this.pos);
+  }
+
+  reserve(n: number): void {
+    if (this.pos + n <= this.buf.length) return;
+    this.hand();
+    if (n > this.buf.length) this.buf = Buffer.allocUnsafeSlow(n);
   }
 
   /** Writes bytes as they are; `buf` must not be changed afterwards. */
@@ -83,12 +93,14 @@ export class Output {
     this.check();
   }
 
+  /** Hands the gathered bytes to the stream; the stream keeps that buffer, so a new one is taken. */
   private hand(): void {
-    if (this.pending === 0 || this.closed) return;
-    const text = this.parts.length === 1 ? this.parts[0]! : this.parts.join('');
-    this.parts = [];
-    this.pending = 0;
-    if (!this.stream.write(text)) this.needDrain = true;
+    if (this.pos === 0) return;
+    const bytes = this.buf.subarray(0, this.pos);
+    this.buf = Buffer.allocUnsafeSlow(this.highWater);
+    this.pos = 0;
+    if (this.closed) return;
+    if (!this.stream.write(bytes)) this.needDrain = true;
   }
 
   private check(): void {

@@ -7,9 +7,11 @@ import { Command, CommanderError } from 'commander';
 import { pino, type Logger } from 'pino';
 import { DataError, UsageError, formatPlace, ioError } from '../core/errors.js';
 import {
+  ByteLineSplitter,
   TextLineSplitter,
   liveTempFiles,
   removeQuietly,
+  type ByteLineFn,
   type TextLineFn,
 } from '../core/tsv.js';
 import { Output, OutputClosed } from './output.js';
@@ -28,6 +30,8 @@ export interface StageContext {
   readonly out: Output;
   /** Feeds each input line (LF stripped) to `fn`; the input's last line must end in LF. */
   eachLine(fn: TextLineFn): Promise<void>;
+  /** Feeds each input line as bytes (LF stripped, valid only during the call); the last line must end in LF. */
+  eachLineBytes(fn: ByteLineFn): Promise<void>;
   /** Feeds the input's chunks, as read, to `fn` (awaiting it when it returns a promise). */
   eachChunk(fn: (chunk: Buffer) => void | Promise<void>): Promise<void>;
   /** Runs `fn` on every exit, success or not (before the summary line). */
@@ -169,6 +173,11 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     onExit: (fn) => exitHooks.push(fn),
     async eachLine(fn) {
       const splitter = new TextLineSplitter(inputName);
+      await pump((chunk) => splitter.push(chunk, fn));
+      splitter.end();
+    },
+    async eachLineBytes(fn) {
+      const splitter = new ByteLineSplitter(inputName);
       await pump((chunk) => splitter.push(chunk, fn));
       splitter.end();
     },

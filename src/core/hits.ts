@@ -33,3 +33,42 @@ export function addHits(a: string, b: string): string {
   }
   return (BigInt(a) + BigInt(b)).toString();
 }
+
+/**
+ * addHits on bytes: writes the exact sum of the valid hit counts `b[a, aEnd)` and
+ * `b[c, cEnd)` as canonical decimal digits to `dst` from 0 (room for 31 needed);
+ * returns how many digits it wrote.
+ */
+export function addHitsAt(b: Uint8Array, a: number, aEnd: number, c: number, cEnd: number, dst: Uint8Array): number {
+  if (aEnd - a < 16 && cEnd - c < 16) {
+    const s = digitsValue(b, a, aEnd) + digitsValue(b, c, cEnd);
+    if (s <= Number.MAX_SAFE_INTEGER) return putDecimal(dst, 0, s);
+  }
+  const text = addHits(ascii(b, a, aEnd), ascii(b, c, cEnd));
+  for (let k = 0; k < text.length; k++) dst[k] = text.charCodeAt(k);
+  return text.length;
+}
+
+/** The value of the decimal digits `b[from, to)` (exact below 16 digits). */
+export function digitsValue(b: Uint8Array, from: number, to: number): number {
+  let v = 0;
+  for (let i = from; i < to; i++) v = v * 10 + (b[i]! - 48);
+  return v;
+}
+
+/** Writes the safe non-negative integer `v` as decimal digits to `dst` at `at`; returns the position after them. */
+export function putDecimal(dst: Uint8Array, at: number, v: number): number {
+  let n = 1;
+  for (let t = v; t >= 10; t = Math.floor(t / 10)) n++;
+  for (let k = at + n - 1; k >= at; k--) {
+    const q = Math.floor(v / 10);
+    dst[k] = 48 + (v - q * 10);
+    v = q;
+  }
+  return at + n;
+}
+
+/** The ASCII bytes `b[from, to)` as text. */
+export function ascii(b: Uint8Array, from: number, to: number): string {
+  return String.fromCharCode(...b.subarray(from, to));
+}

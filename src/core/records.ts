@@ -1,7 +1,8 @@
-// The shared record formats of SPEC.md "Streams". Records travel as arrays of
-// field strings (split on TAB); these helpers validate and format them.
+// The shared record formats of SPEC.md "Streams": field names and positions, checks
+// on field arrays (for messages and the stages that split lines), and the same
+// checks on a line's bytes for the streaming stages, which never decode a line.
 import { isValidHits } from './hits.js';
-import { findTabs } from './tsv.js';
+import { findTabsAt } from './tsv.js';
 
 /** URL record: `id timestamp updatetag hits domain url` (incoming, current, filtered, queue). */
 export const URL_RECORD = ['id', 'timestamp', 'updatetag', 'hits', 'domain', 'url'] as const;
@@ -94,82 +95,141 @@ export function clip(s: string, max = 60): string {
   return safe.length > max ? safe.slice(0, max) + '...' : safe;
 }
 
+/** Compares the 16-byte ids at `a[as]` and `b[bs]`: negative, zero or positive, as their text compares. */
+export function compareIds(a: Uint8Array, as: number, b: Uint8Array, bs: number): number {
+  for (let k = 0; k < 16; k++) {
+    const d = a[as + k]! - b[bs + k]!;
+    if (d !== 0) return d;
+  }
+  return 0;
+}
+
 /**
  * Enforces strictly ascending ids (sorted, unique) in one input; returns an error
  * message for a violation, or null.
  */
 export class IdOrder {
-  private prev = '';
-  check(id: string): string | null {
-    const prev = this.prev;
-    this.prev = id;
-    if (prev === '' || prev < id) return null;
-    return prev === id ? `duplicate id ${id} (input must be unique by id)` : `id ${id} is out of order after ${prev} (input must be sorted by id)`;
+  private prev = new Uint8Array(16);
+  private any = false;
+
+  /** Checks the id at `buf[start, start + 16)` (a checked record's) against the one before. */
+  check(buf: Uint8Array, start: number): string | null {
+    if (this.any) {
+      const d = compareIds(buf, start, this.prev, 0);
+      if (d <= 0) {
+        const id = latin1(buf, start, start + 16);
+        const prev = latin1(this.prev, 0, 16);
+        return d === 0 ? `duplicate id ${id} (input must be unique by id)` : `id ${id} is out of order after ${prev} (input must be sorted by id)`;
+      }
+    }
+    for (let k = 0; k < 16; k++) this.prev[k] = buf[start + k]!;
+    this.any = true;
+    return null;
   }
 }
 
-// --- the same checks on a whole line, without splitting it ------------------------
-// The streaming stages keep records as lines and take fields as slices between the
+// --- the same checks on a line's bytes, without splitting or decoding it ------------
+// The streaming stages keep records as bytes and take fields as ranges between the
 // TAB positions these fill in; a line failing the fast path gets the array check's message.
 
 /**
- * Checks a URL-record line as checkUrlRecord does, filling `T` (5 slots) with its
- * TAB positions; returns checkUrlRecord's message for a bad line, or null.
+ * A record line as the bytes `buf[start, end)` (no LF) and, once a check filled them
+ * in, the positions of its TABs in `buf`. Stages point one at each line they read.
  */
-export function checkUrlRecordLine(line: string, T: Int32Array): string | null {
-  const nf = findTabs(line, T);
+export class LineRef {
+  buf: Uint8Array = EMPTY;
+  start = 0;
+  end = 0;
+  readonly tabs: Int32Array;
+
+  /** `tabs`: how many TAB positions the line's format has (5 for a URL record, 8 for a joined one). */
+  constructor(tabs: number) {
+    this.tabs = new Int32Array(tabs);
+  }
+
+  set(buf: Uint8Array, start: number, end: number): this {
+    this.buf = buf;
+    this.start = start;
+    this.end = end;
+    return this;
+  }
+
+  /** The line as text (for messages). */
+  text(): string {
+    return Buffer.from(this.buf.buffer, this.buf.byteOffset + this.start, this.end - this.start).toString('utf8');
+  }
+}
+
+const EMPTY = new Uint8Array(0);
+
+/**
+ * Checks a URL-record line as checkUrlRecord does, filling `l.tabs` (5 slots) with
+ * its TAB positions; returns checkUrlRecord's message for a bad line, or null.
+ */
+export function checkUrlRecordAt(l: LineRef): string | null {
+  const b = l.buf;
+  const s = l.start;
+  const T = l.tabs;
   const ok =
-    nf === 6 &&
-    T[0] === 16 &&
-    T[1] === 31 &&
+    findTabsAt(b, s, l.end, T) === 6 &&
+    T[0] === s + 16 &&
+    T[1] === s + 31 &&
     T[3]! - T[2]! <= 31 &&
     T[4]! > T[3]! + 1 &&
-    line.length > T[4]! + 1 &&
-    isIdAt(line, 0) &&
-    isDigitsAt(line, 17, 31) &&
-    isDigitsAt(line, T[2]! + 1, T[3]!);
-  return ok ? null : (checkUrlRecord(line.split('\t')) ?? 'malformed record');
+    l.end > T[4]! + 1 &&
+    isIdAt(b, s) &&
+    isDigitsAt(b, s + 17, s + 31) &&
+    isDigitsAt(b, T[2]! + 1, T[3]!);
+  return ok ? null : (checkUrlRecord(l.text().split('\t')) ?? 'malformed record');
 }
 
 /**
- * Checks a joined line as checkJoined does, filling `T` (8 slots) with its TAB
+ * Checks a joined line as checkJoined does, filling `l.tabs` (8 slots) with its TAB
  * positions; returns checkJoined's message for a bad line, or null.
  */
-export function checkJoinedLine(line: string, T: Int32Array): string | null {
-  const nf = findTabs(line, T);
-  let ok = nf === 9 && T[0] === 16 && isIdAt(line, 0);
+export function checkJoinedAt(l: LineRef): string | null {
+  const b = l.buf;
+  const T = l.tabs;
+  let ok = findTabsAt(b, l.start, l.end, T) === 9 && T[0] === l.start + 16 && isIdAt(b, l.start);
   if (ok) {
     // sides: timestamp, updatetag, hits for c (fields 3, 5, 7) and i (4, 6, 8)
-    const cAbsent = T[3]! - T[2]! === 2 && line.charCodeAt(T[2]! + 1) === 45;
-    const iAbsent = T[4]! - T[3]! === 2 && line.charCodeAt(T[3]! + 1) === 45;
+    const cAbsent = T[3]! - T[2]! === 2 && b[T[2]! + 1] === DASH;
+    const iAbsent = T[4]! - T[3]! === 2 && b[T[3]! + 1] === DASH;
     ok =
       !(cAbsent && iAbsent) &&
-      sideOk(line, cAbsent, T[2]! + 1, T[3]!, T[4]! + 1, T[5]!, T[6]! + 1, T[7]!) &&
-      sideOk(line, iAbsent, T[3]! + 1, T[4]!, T[5]! + 1, T[6]!, T[7]! + 1, line.length);
+      sideOk(b, cAbsent, T[2]! + 1, T[3]!, T[4]! + 1, T[5]!, T[6]! + 1, T[7]!) &&
+      sideOk(b, iAbsent, T[3]! + 1, T[4]!, T[5]! + 1, T[6]!, T[7]! + 1, l.end);
   }
-  return ok ? null : (checkJoined(line.split('\t')) ?? 'malformed record');
+  return ok ? null : (checkJoined(l.text().split('\t')) ?? 'malformed record');
 }
 
-function sideOk(line: string, absent: boolean, ts: number, tsEnd: number, tag: number, tagEnd: number, hits: number, hitsEnd: number): boolean {
-  if (absent) return tagEnd === tag && hitsEnd - hits === 1 && line.charCodeAt(hits) === 45;
-  return tsEnd - ts === 14 && isDigitsAt(line, ts, tsEnd) && hitsEnd - hits <= 30 && isDigitsAt(line, hits, hitsEnd);
+const DASH = 45;
+
+function sideOk(b: Uint8Array, absent: boolean, ts: number, tsEnd: number, tag: number, tagEnd: number, hits: number, hitsEnd: number): boolean {
+  if (absent) return tagEnd === tag && hitsEnd - hits === 1 && b[hits] === DASH;
+  return tsEnd - ts === 14 && isDigitsAt(b, ts, tsEnd) && hitsEnd - hits <= 30 && isDigitsAt(b, hits, hitsEnd);
 }
 
-/** True when s[from, to) is non-empty and all ASCII digits. */
-function isDigitsAt(s: string, from: number, to: number): boolean {
+/** True when b[from, to) is non-empty and all ASCII digits. */
+function isDigitsAt(b: Uint8Array, from: number, to: number): boolean {
   if (to <= from) return false;
   for (let i = from; i < to; i++) {
-    const c = s.charCodeAt(i);
+    const c = b[i]!;
     if (c < 48 || c > 57) return false;
   }
   return true;
 }
 
-/** True when s[from, from + 16) is 16 lower-case hex digits (a URL id). */
-function isIdAt(s: string, from: number): boolean {
+/** True when b[from, from + 16) is 16 lower-case hex digits (a URL id). */
+function isIdAt(b: Uint8Array, from: number): boolean {
   for (let i = from; i < from + 16; i++) {
-    const c = s.charCodeAt(i);
+    const c = b[i]!;
     if (!((c >= 48 && c <= 57) || (c >= 97 && c <= 102))) return false;
   }
   return true;
+}
+
+/** The bytes b[from, to) as latin1 text (ids, timestamps, digits). */
+export function latin1(b: Uint8Array, from: number, to: number): string {
+  return Buffer.from(b.buffer, b.byteOffset + from, to - from).toString('latin1');
 }

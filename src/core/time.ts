@@ -40,19 +40,41 @@ function daysInMonth(y: number, mo: number): number {
   return mo === 4 || mo === 6 || mo === 9 || mo === 11 ? 30 : 31;
 }
 
-// Local-time conversion per hour prefix ("YYYYMMDDhh") is cached: a reflog spans few hours.
-const hourCache = new Map<string, number>();
+// Local-time conversion is cached per hour (a reflog spans few hours), direct-mapped
+// on a small-integer key of the hour: no strings, no Map.
+const HOUR_SLOTS = 1024;
+const hourKeys = new Int32Array(HOUR_SLOTS).fill(-1);
+const hourMs = new Float64Array(HOUR_SLOTS);
 
 /** Milliseconds since the epoch of a valid timestamp read in the local time zone. */
 export function timestampToMs(ts: string): number {
-  const hour = ts.slice(0, 10);
-  let base = hourCache.get(hour);
-  if (base === undefined) {
-    base = new Date(+ts.slice(0, 4), +ts.slice(4, 6) - 1, +ts.slice(6, 8), +ts.slice(8, 10), 0, 0, 0).getTime();
-    if (hourCache.size > 100_000) hourCache.clear();
-    hourCache.set(hour, base);
+  return timestampMsAt(Buffer.from(ts, 'latin1'), 0);
+}
+
+/** timestampToMs of the valid timestamp at `buf[at, at + 14)`. */
+export function timestampMsAt(buf: Uint8Array, at: number): number {
+  const y = digits(buf, at, 4);
+  const mo = digits(buf, at + 4, 2);
+  const d = digits(buf, at + 6, 2);
+  const h = digits(buf, at + 8, 2);
+  const key = ((y * 13 + mo) * 32 + d) * 24 + h;
+  const slot = key & (HOUR_SLOTS - 1);
+  let base: number;
+  if (hourKeys[slot] === key) base = hourMs[slot]!;
+  else {
+    const date = new Date(y, mo - 1, d, h, 0, 0, 0);
+    if (y < 100) date.setFullYear(y, mo - 1, d); // the constructor reads years 0-99 as 1900-1999
+    base = date.getTime();
+    hourKeys[slot] = key;
+    hourMs[slot] = base;
   }
-  return base + (+ts.slice(10, 12) * 60 + +ts.slice(12, 14)) * 1000;
+  return base + (digits(buf, at + 10, 2) * 60 + digits(buf, at + 12, 2)) * 1000;
+}
+
+function digits(buf: Uint8Array, at: number, n: number): number {
+  let v = 0;
+  for (let i = at; i < at + n; i++) v = v * 10 + (buf[i]! - 48);
+  return v;
 }
 
 /** The local wall-clock time as a 14-digit timestamp. */

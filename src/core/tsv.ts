@@ -159,13 +159,104 @@ export class TextLineSplitter {
   }
 }
 
+/** Receives one line as the bytes `buf[start, end)` (no LF) and its 1-based number; the bytes are valid only during the call. */
+export type ByteLineFn = (buf: Buffer, start: number, end: number, lineNo: number) => void;
+
+/**
+ * Splits a byte stream into lines without decoding them: the stages whose output
+ * is made of their input's bytes never turn a line into a string. Every line must
+ * end in LF: `end()` reports a last line without one.
+ */
+export class ByteLineSplitter {
+  private carry: Buffer | null = null;
+  lineNo = 0;
+
+  constructor(
+    private readonly file: string,
+    private readonly maxLine = DEFAULT_MAX_LINE,
+  ) {}
+
+  push(chunk: Buffer, onLine: ByteLineFn): void {
+    let from = 0;
+    if (this.carry) {
+      const nl = chunk.indexOf(LF);
+      if (nl === -1) {
+        this.keep(chunk);
+        return;
+      }
+      const line = Buffer.concat([this.carry, chunk.subarray(0, nl)]);
+      this.carry = null;
+      if (line.length > this.maxLine) this.tooLong();
+      onLine(line, 0, line.length, ++this.lineNo);
+      from = nl + 1;
+    }
+    for (let nl = chunk.indexOf(LF, from); nl !== -1; nl = chunk.indexOf(LF, from)) {
+      onLine(chunk, from, nl, ++this.lineNo);
+      from = nl + 1;
+    }
+    if (from < chunk.length) this.keep(chunk.subarray(from));
+  }
+
+  /** Throws if the input ended inside a line (a cut-off file or a crashed producer). */
+  end(): void {
+    if (this.carry && this.carry.length > 0) {
+      throw new DataError('TRUNCATED', 'last line has no newline (input cut off?)', {
+        file: this.file,
+        line: this.lineNo + 1,
+      });
+    }
+  }
+
+  /** Holds the start of a line that continues in the next chunk (a copy: chunks may be reused). */
+  private keep(part: Buffer): void {
+    this.carry = this.carry ? Buffer.concat([this.carry, part]) : Buffer.from(part);
+    if (this.carry.length > this.maxLine) this.tooLong();
+  }
+
+  private tooLong(): never {
+    throw new DataError('LINE_TOO_LONG', `line longer than ${this.maxLine} bytes`, {
+      file: this.file,
+      line: this.lineNo + 1,
+    });
+  }
+}
+
+/**
+ * Where a stage writes bytes directly: after `reserve(n)`, `buf[pos, pos + n)` may
+ * be written, and `pos` advanced past what was written. `reserve` may hand the
+ * gathered bytes on and replace `buf`, so take `buf` after calling it.
+ */
+export interface ByteSink {
+  buf: Uint8Array;
+  pos: number;
+  reserve(n: number): void;
+}
+
+/** Copies `src[from, to)` to `dst` at `at`; returns the position after it. */
+export function putBytes(dst: Uint8Array, at: number, src: Uint8Array, from: number, to: number): number {
+  // A plain loop beats a native copy below about 40 bytes (measured: 21 ns against
+  // 50 ns for 16 bytes, 89 ns against 48 ns for 64).
+  if (to - from < 40) {
+    for (let i = from; i < to; i++) dst[at++] = src[i]!;
+    return at;
+  }
+  dst.set(src.subarray(from, to), at);
+  return at + (to - from);
+}
+
 /**
  * Reads a regular file line by line, synchronously, in large blocks: the second
- * input of a merge-join, pulled one line at a time. Every line must end in LF.
+ * input of a merge-join, pulled one line at a time, as strings (`next`) or as bytes
+ * (`nextBytes`; one reader uses one of the two). Every line must end in LF.
  */
 export class FileLineReader {
   private fd: number;
-  private buf: Buffer;
+  private block: Buffer;
+  /** The whole lines of the last block read: data[0, dataEnd), the last one's LF excluded. */
+  private data: Buffer;
+  private dataEnd = 0;
+  /** Where the next line of `data` starts; past dataEnd once all are taken. */
+  private at = 1;
   private lines: string[] = [];
   private idx = 0;
   private carry: Buffer | null = null;
@@ -181,7 +272,8 @@ export class FileLineReader {
     } catch (err) {
       throw ioError(err, file, 'open');
     }
-    this.buf = Buffer.allocUnsafe(blockSize);
+    this.block = Buffer.allocUnsafe(blockSize);
+    this.data = this.block;
   }
 
   /** Opens `file`, or returns null if it does not exist. */
@@ -197,11 +289,31 @@ export class FileLineReader {
   /** The next line, or null at the end of the file. */
   next(): string | null {
     while (this.idx >= this.lines.length) {
-      if (this.eof) return null;
-      this.fill();
+      if (!this.fill()) return null;
+      this.lines = this.data.toString('utf8', 0, this.dataEnd).split('\n');
+      this.idx = 0;
     }
     this.lineNo++;
     return this.lines[this.idx++]!;
+  }
+
+  /**
+   * Points `line` at the next line's bytes (no LF), valid until the next call;
+   * false at the end of the file.
+   */
+  nextBytes(line: { buf: Uint8Array; start: number; end: number }): boolean {
+    if (this.at > this.dataEnd) {
+      if (!this.fill()) return false;
+      this.at = 0;
+    }
+    let nl = this.data.indexOf(LF, this.at);
+    if (nl === -1 || nl > this.dataEnd) nl = this.dataEnd;
+    line.buf = this.data;
+    line.start = this.at;
+    line.end = nl;
+    this.at = nl + 1;
+    this.lineNo++;
+    return true;
   }
 
   close(): void {
@@ -211,43 +323,44 @@ export class FileLineReader {
     }
   }
 
-  private fill(): void {
-    let n: number;
-    try {
-      n = fs.readSync(this.fd, this.buf, 0, this.buf.length, null);
-    } catch (err) {
-      throw ioError(err, this.file, 'read');
-    }
-    this.lines = [];
-    this.idx = 0;
-    if (n === 0) {
-      this.eof = true;
-      this.close();
-      if (this.carry && this.carry.length) {
-        throw new DataError('TRUNCATED', 'last line has no newline (file cut off?)', {
-          file: this.file,
-          line: this.lineNo + 1,
-        });
+  /** Reads blocks until one completes a line; false at the end of the file. */
+  private fill(): boolean {
+    for (;;) {
+      if (this.eof) return false;
+      let n: number;
+      try {
+        n = fs.readSync(this.fd, this.block, 0, this.block.length, null);
+      } catch (err) {
+        throw ioError(err, this.file, 'read');
       }
-      return;
-    }
-    const chunk = this.buf.subarray(0, n);
-    const last = chunk.lastIndexOf(LF);
-    if (last === -1) {
-      this.carry = this.carry ? Buffer.concat([this.carry, chunk]) : Buffer.from(chunk);
-      if (this.carry.length > DEFAULT_MAX_LINE) {
-        throw new DataError('LINE_TOO_LONG', `line longer than ${DEFAULT_MAX_LINE} bytes`, {
-          file: this.file,
-          line: this.lineNo + 1,
-        });
+      if (n === 0) {
+        this.eof = true;
+        this.close();
+        if (this.carry && this.carry.length) {
+          throw new DataError('TRUNCATED', 'last line has no newline (file cut off?)', {
+            file: this.file,
+            line: this.lineNo + 1,
+          });
+        }
+        return false;
       }
-      return;
+      const chunk = this.block.subarray(0, n);
+      const last = chunk.lastIndexOf(LF);
+      if (last === -1) {
+        this.carry = this.carry ? Buffer.concat([this.carry, chunk]) : Buffer.from(chunk);
+        if (this.carry.length > DEFAULT_MAX_LINE) {
+          throw new DataError('LINE_TOO_LONG', `line longer than ${DEFAULT_MAX_LINE} bytes`, {
+            file: this.file,
+            line: this.lineNo + 1,
+          });
+        }
+        continue;
+      }
+      this.data = this.carry ? Buffer.concat([this.carry, chunk.subarray(0, last)]) : this.block;
+      this.dataEnd = this.carry ? this.carry.length + last : last;
+      this.carry = last + 1 < n ? Buffer.from(chunk.subarray(last + 1)) : null;
+      return true;
     }
-    const text = this.carry
-      ? Buffer.concat([this.carry, chunk.subarray(0, last)]).toString('utf8')
-      : chunk.toString('utf8', 0, last);
-    this.carry = last + 1 < n ? Buffer.from(chunk.subarray(last + 1)) : null;
-    this.lines = text.split('\n');
   }
 }
 
@@ -255,11 +368,11 @@ export class FileLineReader {
  * A buffered, synchronous file writer. Errors (ENOSPC, EACCES, ...) surface as a
  * DataError naming the file, at the write or flush that hit them.
  */
-export class FileWriter {
+export class FileWriter implements ByteSink {
   private fd: number;
   // Text is encoded straight into one reused buffer: no joined strings, no garbage.
-  private buf: Buffer;
-  private pos = 0;
+  buf: Buffer;
+  pos = 0;
   bytes = 0;
 
   constructor(
@@ -297,6 +410,12 @@ export class FileWriter {
     } else {
       this.writeOut(data);
     }
+  }
+
+  reserve(n: number): void {
+    if (this.pos + n <= this.buf.length) return;
+    this.flush();
+    if (n > this.buf.length) this.buf = Buffer.allocUnsafeSlow(n);
   }
 
   flush(): void {
@@ -392,17 +511,17 @@ export function removeQuietly(file: string): void {
 }
 
 /**
- * Finds the TAB positions of `line` into `at`; returns the number of fields, or
- * `at.length + 2` when the line has more fields than `at` can describe. Lets a stage
- * take fields as slices of the line instead of splitting it into an array.
+ * Finds the TAB positions of `buf[start, end)` into `at`; returns the number of
+ * fields, or `at.length + 2` when the line has more fields than `at` can describe.
+ * Lets a stage take fields as ranges of the line instead of splitting it.
  */
-export function findTabs(line: string, at: Int32Array): number {
+export function findTabsAt(buf: Uint8Array, start: number, end: number, at: Int32Array): number {
   let n = 0;
-  let p = line.indexOf('\t');
-  while (p !== -1) {
-    if (n === at.length) return n + 2;
-    at[n++] = p;
-    p = line.indexOf('\t', p + 1);
+  for (let i = start; i < end; i++) {
+    if (buf[i] === 9) {
+      if (n === at.length) return n + 2;
+      at[n++] = i;
+    }
   }
   return n + 1;
 }

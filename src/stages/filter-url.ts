@@ -1,10 +1,10 @@
 // filter-url: decide what to send this hour and write the next current_log.
 import type { StageDef } from '../cli/stage.js';
 import { DataError, UsageError } from '../core/errors.js';
-import { addHits } from '../core/hits.js';
-import { IdOrder, MISSING, checkJoinedLine } from '../core/records.js';
-import { formatTimestamp, isValidTimestamp, parseDuration, timestampToMs } from '../core/time.js';
-import { AtomicFileWriter } from '../core/tsv.js';
+import { addHitsAt } from '../core/hits.js';
+import { IdOrder, LineRef, checkJoinedAt } from '../core/records.js';
+import { formatTimestamp, isValidTimestamp, parseDuration, timestampMsAt, timestampToMs } from '../core/time.js';
+import { AtomicFileWriter, putBytes, type ByteSink } from '../core/tsv.js';
 
 export interface FilterParams {
   /** "now" in ms since the epoch. */
@@ -21,49 +21,85 @@ export interface FilterUrlOptions extends FilterParams {
 /** Why a record was sent or not. */
 export type Outcome = 'new' | 'due' | 'changed' | 'held' | 'kept' | 'expired';
 
-export interface Decision {
-  outcome: Outcome;
-  /** URL-record line for filtered_log (no LF), or null. */
-  send: string | null;
-  /** URL-record line for the next current_log (no LF), or null. */
-  keep: string | null;
-}
+const TAB = 9;
+const LF = 10;
+const DASH = 45;
+/** The c+i hits sum (at most 31 digits); one per process, as the stage is one thread. */
+const sum = new Uint8Array(32);
 
 /**
  * The pure core: SPEC.md's filter rule for one joined line, checked by
- * checkJoinedLine, which filled in its TAB positions `T`.
+ * checkJoinedAt. Writes the URL record to send (with LF) to `send` and the one for
+ * the next current_log to `keep`, when there are such; returns why.
  */
-export function decide(line: string, T: Int32Array, p: FilterParams): Decision {
-  // Fields are slices of the line; "domain TAB url" is one slice (fields 1 and 2).
-  const id = line.slice(0, 16);
-  const domUrl = line.slice(17, T[2]!);
-  const cTs = line.slice(T[2]! + 1, T[3]!);
-  const iTs = line.slice(T[3]! + 1, T[4]!);
-  const rec = (ts: string, tag: string, hits: string) => `${id}\t${ts}\t${tag}\t${hits}\t${domUrl}`;
-  const iTag = line.slice(T[5]! + 1, T[6]!);
-  const iHits = line.slice(T[7]! + 1);
-  if (cTs === MISSING) {
-    const r = rec(iTs, iTag, iHits);
-    return { outcome: 'new', send: r, keep: r };
+export function decide(l: LineRef, p: FilterParams, send: ByteSink, keep: ByteSink): Outcome {
+  const b = l.buf;
+  const T = l.tabs;
+  // fields: id 0, domain 1, url 2, c_ts 3, i_ts 4, c_tag 5, i_tag 6, c_hits 7, i_hits 8
+  const cTs = T[2]! + 1;
+  const iTs = T[3]! + 1;
+  const cTag = T[4]! + 1;
+  const iTag = T[5]! + 1;
+  const cHits = T[6]! + 1;
+  const iHits = T[7]! + 1;
+  if (b[cTs] === DASH) {
+    putRecord(send, l, iTs, iTag, T[6]!, b, iHits, l.end);
+    putRecord(keep, l, iTs, iTag, T[6]!, b, iHits, l.end);
+    return 'new';
   }
-  const cTag = line.slice(T[4]! + 1, T[5]!);
-  const cHits = line.slice(T[6]! + 1, T[7]!);
-  if (iTs === MISSING) {
-    return p.nowMs - timestampToMs(cTs) < p.keepMs
-      ? { outcome: 'kept', send: null, keep: rec(cTs, cTag, cHits) }
-      : { outcome: 'expired', send: null, keep: null };
+  if (b[iTs] === DASH) {
+    if (p.nowMs - timestampMsAt(b, cTs) >= p.keepMs) return 'expired';
+    putRecord(keep, l, cTs, cTag, T[5]!, b, cHits, T[7]!);
+    return 'kept';
   }
-  const hits = addHits(cHits, iHits);
-  const changed = iTag !== '' && iTag !== cTag;
-  const due = timestampToMs(iTs) - timestampToMs(cTs) >= p.resendAfterMs;
+  const n = addHitsAt(b, cHits, T[7]!, iHits, l.end, sum);
+  const iTagEmpty = T[6] === iTag;
+  const changed = !iTagEmpty && !sameBytes(b, iTag, T[6]!, cTag, T[5]!);
+  const due = timestampMsAt(b, iTs) - timestampMsAt(b, cTs) >= p.resendAfterMs;
   if (due || changed) {
-    return {
-      outcome: due ? 'due' : 'changed',
-      send: rec(iTs, iTag, iHits),
-      keep: rec(iTs > cTs ? iTs : cTs, iTag !== '' ? iTag : cTag, hits),
-    };
+    putRecord(send, l, iTs, iTag, T[6]!, b, iHits, l.end);
+    const ts = compareBytes(b, iTs, cTs, 14) > 0 ? iTs : cTs;
+    if (iTagEmpty) putRecord(keep, l, ts, cTag, T[5]!, sum, 0, n);
+    else putRecord(keep, l, ts, iTag, T[6]!, sum, 0, n);
+    return due ? 'due' : 'changed';
   }
-  return { outcome: 'held', send: null, keep: rec(cTs, cTag, hits) };
+  putRecord(keep, l, cTs, cTag, T[5]!, sum, 0, n);
+  return 'held';
+}
+
+/**
+ * Writes the URL record "id ts tag hits domain url" LF of joined line `l` to `out`:
+ * the timestamp at `ts`, the updatetag `b[tag, tagEnd)`, the hits `h[hits, hitsEnd)`.
+ */
+function putRecord(out: ByteSink, l: LineRef, ts: number, tag: number, tagEnd: number, h: Uint8Array, hits: number, hitsEnd: number): void {
+  // The joined line holds every field of the record; only a hits sum can be longer, by 32 at most.
+  out.reserve(l.end - l.start + 40);
+  const o = out.buf;
+  const b = l.buf;
+  let p = putBytes(o, out.pos, b, l.start, l.start + 17); // id TAB
+  p = putBytes(o, p, b, ts, ts + 14);
+  o[p++] = TAB;
+  p = putBytes(o, p, b, tag, tagEnd);
+  o[p++] = TAB;
+  p = putBytes(o, p, h, hits, hitsEnd);
+  o[p++] = TAB;
+  p = putBytes(o, p, b, l.start + 17, l.tabs[2]!); // domain TAB url
+  o[p++] = LF;
+  out.pos = p;
+}
+
+function sameBytes(b: Uint8Array, x: number, xEnd: number, y: number, yEnd: number): boolean {
+  if (xEnd - x !== yEnd - y) return false;
+  for (let k = 0; k < xEnd - x; k++) if (b[x + k] !== b[y + k]) return false;
+  return true;
+}
+
+function compareBytes(b: Uint8Array, x: number, y: number, n: number): number {
+  for (let k = 0; k < n; k++) {
+    const d = b[x + k]! - b[y + k]!;
+    if (d !== 0) return d;
+  }
+  return 0;
 }
 
 export const filterUrl: StageDef<FilterUrlOptions> = {
@@ -118,15 +154,13 @@ Buffers: one record.`,
     const order = new IdOrder();
     const n: Record<Outcome, number> = { new: 0, due: 0, changed: 0, held: 0, kept: 0, expired: 0 };
     let linesIn = 0;
-    const T = new Int32Array(8);
-    await ctx.eachLine((line, lineNo) => {
-      const bad = checkJoinedLine(line, T) ?? order.check(line.slice(0, 16));
+    const l = new LineRef(8);
+    await ctx.eachLineBytes((buf, start, end, lineNo) => {
+      l.set(buf, start, end);
+      const bad = checkJoinedAt(l) ?? order.check(buf, start);
       if (bad) throw new DataError('BAD_RECORD', bad, { file: ctx.inputName, line: lineNo });
       linesIn++;
-      const d = decide(line, T, o);
-      n[d.outcome]++;
-      if (d.send !== null) out.write(d.send + '\n');
-      if (d.keep !== null) next.write(d.keep + '\n');
+      n[decide(l, o, out, next)]++;
     });
     const sent = n.new + n.due + n.changed;
     Object.assign(ctx.counts, {

@@ -1,66 +1,118 @@
 // group-sum: one URL record per id.
 import type { StageDef } from '../cli/stage.js';
 import { DataError } from '../core/errors.js';
-import { addHits } from '../core/hits.js';
-import { checkUrlRecordLine } from '../core/records.js';
+import { addHits, ascii, digitsValue, putDecimal } from '../core/hits.js';
+import { LineRef, checkUrlRecordAt, compareIds, latin1 } from '../core/records.js';
+import { putBytes, type ByteSink } from '../core/tsv.js';
+
+const TAB = 9;
+const LF = 10;
 
 /**
  * The pure core: folds consecutive records of one id into one record with the
  * latest timestamp, the last non-empty updatetag (in input order) and the summed
  * hits; domain and url come from the group's first record. Records are lines
- * checked by checkUrlRecordLine, which fills in their TAB positions.
+ * checked by checkUrlRecordAt; the grouper keeps copies of what it needs of them.
  */
 export class Grouper {
-  // The open group, kept as slices of its first line rather than a field array.
-  private line: string | null = null;
-  private ts = '';
-  private tag = '';
-  private hits = '';
-  private rest = 0; // where "domain TAB url" starts in the first line
+  // The open group: a copy of its first line (id at 0), its latest timestamp, last tag.
+  private first = new Uint8Array(256);
+  private firstLen = 0;
+  private rest = 0; // where "domain TAB url" starts in `first`
+  private ts = new Uint8Array(14);
+  private tag = new Uint8Array(64);
+  private tagLen = 0;
+  private open = false;
   private merged = false;
-  private sum = 0; // exact while every hit count is short and the sum safe; else -1
-  /** The open group's id ('' before the first record). */
-  id = '';
+  private sum = 0; // exact while every hit count is short and the sum safe; else -1 and `hits` holds it
+  private hits = '';
 
-  /** Adds a valid record line with TAB positions `T`; returns the previous group's line (no LF) when this one starts a new id. */
-  push(line: string, T: Int32Array): string | null {
-    const hits = line.slice(T[2]! + 1, T[3]!);
-    if (this.line !== null && line.startsWith(this.id)) {
-      const ts = line.slice(17, 31);
-      if (ts > this.ts) this.ts = ts;
-      if (T[2]! > T[1]! + 1) this.tag = line.slice(T[1]! + 1, T[2]!);
+  /** Compares the id at `b[start]` with the open group's (positive when there is none). */
+  compareId(b: Uint8Array, start: number): number {
+    return this.open ? compareIds(b, start, this.first, 0) : 1;
+  }
+
+  /** The open group's id, as text ('' when there is none). */
+  id(): string {
+    return this.open ? latin1(this.first, 0, 16) : '';
+  }
+
+  /**
+   * Adds a checked record line; when it starts a new id, first writes the previous
+   * group's record (with LF) to `out` and returns true.
+   */
+  push(l: LineRef, out: ByteSink): boolean {
+    const b = l.buf;
+    const T = l.tabs;
+    const h = T[2]! + 1;
+    const hEnd = T[3]!;
+    if (this.open && compareIds(b, l.start, this.first, 0) === 0) {
+      if (compareTs(b, l.start + 17, this.ts) > 0) for (let k = 0; k < 14; k++) this.ts[k] = b[l.start + 17 + k]!;
+      if (T[2]! > T[1]! + 1) this.setTag(b, T[1]! + 1, T[2]!);
       if (this.sum >= 0) {
-        const t = hits.length < 16 ? this.sum + Number(hits) : Infinity;
+        const t = hEnd - h < 16 ? this.sum + digitsValue(b, h, hEnd) : Infinity;
         if (t <= Number.MAX_SAFE_INTEGER) this.sum = t;
         else {
-          this.hits = addHits(String(this.sum), hits);
+          this.hits = addHits(String(this.sum), ascii(b, h, hEnd));
           this.sum = -1;
         }
-      } else this.hits = addHits(this.hits, hits);
+      } else this.hits = addHits(this.hits, ascii(b, h, hEnd));
       this.merged = true;
-      return null;
+      return false;
     }
-    const done = this.finish();
-    this.line = line;
-    this.id = line.slice(0, 16);
-    this.ts = line.slice(17, 31);
-    this.tag = line.slice(T[1]! + 1, T[2]!);
-    this.hits = hits;
-    this.rest = T[3]! + 1;
+    const done = this.finish(out);
+    const n = l.end - l.start;
+    if (n > this.first.length) this.first = new Uint8Array(n * 2);
+    this.first.set(b.subarray(l.start, l.end));
+    this.firstLen = n;
+    this.rest = T[3]! + 1 - l.start;
+    for (let k = 0; k < 14; k++) this.ts[k] = b[l.start + 17 + k]!;
+    this.setTag(b, T[1]! + 1, T[2]!);
+    this.sum = hEnd - h < 16 ? digitsValue(b, h, hEnd) : -1;
+    this.hits = this.sum < 0 ? ascii(b, h, hEnd) : '';
+    this.open = true;
     this.merged = false;
-    this.sum = hits.length < 16 ? Number(hits) : -1;
     return done;
   }
 
-  /** The open group's line (no LF), if any; the grouper is then empty. */
-  finish(): string | null {
-    const line = this.line;
-    if (line === null) return null;
-    this.line = null;
-    if (!this.merged) return line;
-    const hits = this.sum >= 0 ? String(this.sum) : this.hits;
-    return `${this.id}\t${this.ts}\t${this.tag}\t${hits}\t${line.slice(this.rest)}`;
+  /** Writes the open group's record (with LF) to `out`, if there is one, and returns whether it did; the grouper is then empty. */
+  finish(out: ByteSink): boolean {
+    if (!this.open) return false;
+    this.open = false;
+    const f = this.first;
+    out.reserve(this.firstLen + this.tagLen + 64);
+    const o = out.buf;
+    let p = out.pos;
+    if (!this.merged) p = putBytes(o, p, f, 0, this.firstLen);
+    else {
+      p = putBytes(o, p, f, 0, 17); // id TAB
+      p = putBytes(o, p, this.ts, 0, 14);
+      o[p++] = TAB;
+      p = putBytes(o, p, this.tag, 0, this.tagLen);
+      o[p++] = TAB;
+      if (this.sum >= 0) p = putDecimal(o, p, this.sum);
+      else for (let k = 0; k < this.hits.length; k++) o[p++] = this.hits.charCodeAt(k);
+      o[p++] = TAB;
+      p = putBytes(o, p, f, this.rest, this.firstLen);
+    }
+    o[p++] = LF;
+    out.pos = p;
+    return true;
   }
+
+  private setTag(b: Uint8Array, from: number, to: number): void {
+    if (to - from > this.tag.length) this.tag = new Uint8Array((to - from) * 2);
+    for (let k = from; k < to; k++) this.tag[k - from] = b[k]!;
+    this.tagLen = to - from;
+  }
+}
+
+function compareTs(b: Uint8Array, at: number, ts: Uint8Array): number {
+  for (let k = 0; k < 14; k++) {
+    const d = b[at + k]! - ts[k]!;
+    if (d !== 0) return d;
+  }
+  return 0;
 }
 
 export const groupSum: StageDef<Record<string, never>> = {
@@ -82,28 +134,20 @@ the line; a malformed record is an error too (this is not a first-line filter).`
     const out = ctx.out;
     const file = ctx.inputName;
     const grouper = new Grouper();
-    const T = new Int32Array(5);
+    const l = new LineRef(5);
     let records = 0;
     let groups = 0;
-    await ctx.eachLine((line, lineNo) => {
-      const bad = checkUrlRecordLine(line, T);
+    await ctx.eachLineBytes((buf, start, end, lineNo) => {
+      const bad = checkUrlRecordAt(l.set(buf, start, end));
       if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
-      const id = line.slice(0, 16);
-      if (id < grouper.id) {
-        throw new DataError('UNSORTED', `id ${id} is out of order after ${grouper.id} (input must be sorted by id)`, { file, line: lineNo });
+      if (grouper.compareId(buf, start) < 0) {
+        const id = latin1(buf, start, start + 16);
+        throw new DataError('UNSORTED', `id ${id} is out of order after ${grouper.id()} (input must be sorted by id)`, { file, line: lineNo });
       }
       records++;
-      const done = grouper.push(line, T);
-      if (done !== null) {
-        groups++;
-        out.write(done + '\n');
-      }
+      if (grouper.push(l, out)) groups++;
     });
-    const last = grouper.finish();
-    if (last !== null) {
-      groups++;
-      out.write(last + '\n');
-    }
+    if (grouper.finish(out)) groups++;
     Object.assign(ctx.counts, { records_in: records, records_out: groups, merged: records - groups });
   },
 };

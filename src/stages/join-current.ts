@@ -1,28 +1,50 @@
 // join-current: full outer merge-join of incoming_log (stdin) with current_log.
 import type { StageDef } from '../cli/stage.js';
 import { DataError, UsageError } from '../core/errors.js';
-import { IdOrder, MISSING, checkUrlRecordLine } from '../core/records.js';
-import { FileLineReader } from '../core/tsv.js';
+import { IdOrder, LineRef, checkUrlRecordAt, compareIds } from '../core/records.js';
+import { FileLineReader, putBytes, type ByteSink } from '../core/tsv.js';
 
 export interface JoinCurrentOptions {
   current: string;
 }
 
+const TAB = 9;
+const LF = 10;
+const DASH = 45;
+
 /**
- * The pure core: the joined line (no LF) for one id, from the current side `c`
- * and/or the incoming side `i` (URL-record lines with the TAB positions
- * checkUrlRecordLine found, `cT` and `iT`; at least one side present).
+ * The pure core: writes the joined line (with its LF) for one id to `out`, from the
+ * current side `c` and/or the incoming side `i` (URL-record lines checked by
+ * checkUrlRecordAt; at least one side present).
  */
-export function joinedLine(c: string | null, cT: Int32Array, i: string | null, iT: Int32Array): string {
-  // "domain TAB url" is one slice: the joined record carries both in that order.
-  const key = i ?? c!;
-  const keyT = i ? iT : cT;
-  return (
-    `${key.slice(0, 16)}\t${key.slice(keyT[3]! + 1)}\t` +
-    `${c ? c.slice(17, 31) : MISSING}\t${i ? i.slice(17, 31) : MISSING}\t` +
-    `${c ? c.slice(cT[1]! + 1, cT[2]!) : ''}\t${i ? i.slice(iT[1]! + 1, iT[2]!) : ''}\t` +
-    `${c ? c.slice(cT[2]! + 1, cT[3]!) : MISSING}\t${i ? i.slice(iT[2]! + 1, iT[3]!) : MISSING}`
-  );
+export function writeJoined(out: ByteSink, c: LineRef | null, i: LineRef | null): void {
+  // Every byte comes from the input lines: both together are longer than the output.
+  out.reserve((c ? c.end - c.start : 0) + (i ? i.end - i.start : 0) + 8);
+  const o = out.buf;
+  let p = out.pos;
+  // "domain TAB url" is one range: the joined record carries both in that order.
+  const k = (i ?? c)!;
+  p = putBytes(o, p, k.buf, k.start, k.start + 17); // id TAB
+  p = putBytes(o, p, k.buf, k.tabs[3]! + 1, k.end);
+  o[p++] = TAB;
+  p = c ? putBytes(o, p, c.buf, c.start + 17, c.start + 31) : dash(o, p);
+  o[p++] = TAB;
+  p = i ? putBytes(o, p, i.buf, i.start + 17, i.start + 31) : dash(o, p);
+  o[p++] = TAB;
+  if (c) p = putBytes(o, p, c.buf, c.tabs[1]! + 1, c.tabs[2]!);
+  o[p++] = TAB;
+  if (i) p = putBytes(o, p, i.buf, i.tabs[1]! + 1, i.tabs[2]!);
+  o[p++] = TAB;
+  p = c ? putBytes(o, p, c.buf, c.tabs[2]! + 1, c.tabs[3]!) : dash(o, p);
+  o[p++] = TAB;
+  p = i ? putBytes(o, p, i.buf, i.tabs[2]! + 1, i.tabs[3]!) : dash(o, p);
+  o[p++] = LF;
+  out.pos = p;
+}
+
+function dash(o: Uint8Array, p: number): number {
+  o[p] = DASH;
+  return p + 1;
 }
 
 export const joinCurrent: StageDef<JoinCurrentOptions> = {
@@ -59,46 +81,43 @@ or a last line cut off without its newline, are errors naming the line.`,
     let both = 0;
     let onlyIn = 0;
     let onlyCur = 0;
-    const T = new Int32Array(5);
-    const C = new Int32Array(5);
 
-    // Records stay lines; fields are slices between the TABs in T and C.
-    let cur: string | null = null;
-    let cId = '';
+    // Records stay bytes; fields are ranges between the TABs a check found.
+    const inc = new LineRef(5);
+    const curLine = new LineRef(5);
+    let cur: LineRef | null = null;
     const nextCurrent = (): void => {
       cur = null;
-      if (!reader) return;
-      const line = reader.next();
-      if (line === null) return;
-      const bad = checkUrlRecordLine(line, C) ?? curOrder.check(line.slice(0, 16));
+      if (!reader || !reader.nextBytes(curLine)) return;
+      const bad = checkUrlRecordAt(curLine) ?? curOrder.check(curLine.buf, curLine.start);
       if (bad) throw new DataError('BAD_CURRENT', bad, { file: o.current, line: reader.lineNo });
       nCur++;
-      cur = line;
-      cId = line.slice(0, 16);
+      cur = curLine;
     };
 
     nextCurrent();
-    await ctx.eachLine((line, lineNo) => {
-      const id = line.slice(0, 16);
-      const bad = checkUrlRecordLine(line, T) ?? inOrder.check(id);
+    await ctx.eachLineBytes((buf, start, end, lineNo) => {
+      inc.set(buf, start, end);
+      const bad = checkUrlRecordAt(inc) ?? inOrder.check(buf, start);
       if (bad) throw new DataError('BAD_INCOMING', bad, { file: ctx.inputName, line: lineNo });
       nIn++;
-      while (cur !== null && cId < id) {
-        out.write(joinedLine(cur, C, null, T) + '\n');
+      let d = 1;
+      while (cur !== null && (d = compareIds(cur.buf, cur.start, buf, start)) < 0) {
+        writeJoined(out, cur, null);
         onlyCur++;
         nextCurrent();
       }
-      if (cur !== null && cId === id) {
-        out.write(joinedLine(cur, C, line, T) + '\n');
+      if (cur !== null && d === 0) {
+        writeJoined(out, cur, inc);
         both++;
         nextCurrent();
       } else {
-        out.write(joinedLine(null, C, line, T) + '\n');
+        writeJoined(out, null, inc);
         onlyIn++;
       }
     });
     while (cur !== null) {
-      out.write(joinedLine(cur, C, null, T) + '\n');
+      writeJoined(out, cur, null);
       onlyCur++;
       nextCurrent();
       if ((onlyCur & 0x3fff) === 0) await out.flushIfFull();
@@ -114,4 +133,3 @@ or a last line cut off without its newline, are errors naming the line.`,
     });
   },
 };
-

@@ -1,0 +1,148 @@
+// The byte-level line readers and writers of src/core/tsv.ts, and the byte helpers the
+// streaming stages build their output with: same lines as a plain split for any
+// chunking or block size, errors naming the line, exact sums and times.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { DataError } from '../src/core/errors.js';
+import { addHits, addHitsAt } from '../src/core/hits.js';
+import { IdOrder } from '../src/core/records.js';
+import { timestampMsAt, timestampToMs } from '../src/core/time.js';
+import { ByteLineSplitter, FileLineReader, putBytes } from '../src/core/tsv.js';
+import { scratch } from './lib/run.js';
+
+process.env.TZ = 'UTC';
+
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s / 4294967296;
+  };
+}
+
+/** Random lines of random bytes other than LF (TABs, UTF-8 and invalid UTF-8 included), some empty. */
+function randomLines(r: () => number, n: number, maxLen: number): Buffer[] {
+  const lines: Buffer[] = [];
+  for (let i = 0; i < n; i++) {
+    const b = Buffer.alloc(Math.floor(r() * maxLen));
+    for (let k = 0; k < b.length; k++) {
+      const c = Math.floor(r() * 256);
+      b[k] = c === 10 ? 9 : c;
+    }
+    lines.push(b);
+  }
+  return lines;
+}
+
+test('ByteLineSplitter: any chunking gives back the input lines, byte for byte, numbered', () => {
+  const r = rng(5);
+  for (let round = 0; round < 300; round++) {
+    const lines = randomLines(r, Math.floor(r() * 30), 50);
+    const input = Buffer.concat(lines.flatMap((l) => [l, Buffer.from('\n')]));
+    const s = new ByteLineSplitter('in', 64);
+    const got: Buffer[] = [];
+    let at = 0;
+    while (at < input.length) {
+      const n = 1 + Math.floor(r() * 70);
+      // A fresh chunk each time, overwritten after the call: lines must not be read later.
+      const chunk = Buffer.from(input.subarray(at, at + n));
+      s.push(chunk, (buf, start, end, lineNo) => {
+        assert.equal(lineNo, got.length + 1);
+        got.push(Buffer.from(buf.subarray(start, end)));
+      });
+      chunk.fill(0x21);
+      at += n;
+    }
+    s.end();
+    assert.deepEqual(got, lines);
+  }
+});
+
+test('ByteLineSplitter: a cut last line and an over-long line are errors naming the line', () => {
+  const s = new ByteLineSplitter('in.tsv', 8);
+  s.push(Buffer.from('a\nbc\nde'), () => undefined);
+  assert.throws(() => s.end(), (e: unknown) => e instanceof DataError && e.code === 'TRUNCATED' && e.place?.line === 3);
+  const t = new ByteLineSplitter('in.tsv', 8);
+  t.push(Buffer.from('ok\n12345'), () => undefined);
+  assert.throws(
+    () => t.push(Buffer.from('6789\n'), () => undefined),
+    (e: unknown) => e instanceof DataError && e.code === 'LINE_TOO_LONG' && e.place?.line === 2,
+  );
+});
+
+test('FileLineReader.nextBytes: any block size gives back the file lines; a cut last line is an error', () => {
+  const dir = scratch('tsv');
+  const r = rng(9);
+  for (let round = 0; round < 60; round++) {
+    const lines = randomLines(r, Math.floor(r() * 40), 40);
+    const file = path.join(dir, `f${round}`);
+    fs.writeFileSync(file, Buffer.concat(lines.flatMap((l) => [l, Buffer.from('\n')])));
+    const reader = new FileLineReader(file, 1 + Math.floor(r() * 50));
+    const line = { buf: new Uint8Array(0), start: 0, end: 0 };
+    const got: Buffer[] = [];
+    while (reader.nextBytes(line)) got.push(Buffer.from(line.buf.subarray(line.start, line.end)));
+    assert.deepEqual(got, lines);
+    assert.equal(reader.lineNo, lines.length);
+    assert.equal(reader.nextBytes(line), false, 'stays at the end');
+  }
+  const cut = path.join(dir, 'cut');
+  fs.writeFileSync(cut, 'a\nb\nc');
+  const reader = new FileLineReader(cut, 3);
+  const line = { buf: new Uint8Array(0), start: 0, end: 0 };
+  assert.equal(reader.nextBytes(line), true);
+  assert.equal(reader.nextBytes(line), true);
+  assert.throws(() => reader.nextBytes(line), (e: unknown) => e instanceof DataError && e.code === 'TRUNCATED' && e.place?.line === 3);
+});
+
+test('putBytes copies short and long ranges exactly', () => {
+  const src = Buffer.from(Array.from({ length: 200 }, (_, i) => i));
+  for (const [from, to] of [[0, 0], [3, 20], [5, 44], [0, 200], [150, 199]] as const) {
+    const dst = Buffer.alloc(260, 0xff);
+    assert.equal(putBytes(dst, 9, src, from, to), 9 + to - from);
+    assert.deepEqual(dst.subarray(9, 9 + to - from), src.subarray(from, to));
+    assert.equal(dst[8], 0xff);
+    assert.equal(dst[9 + to - from], 0xff);
+  }
+});
+
+test('addHitsAt equals addHits, in canonical form, below and beyond 2^53', () => {
+  const r = rng(3);
+  const pick = () => {
+    const kind = r();
+    if (kind < 0.5) return String(Math.floor(r() * 1000));
+    if (kind < 0.7) return '000' + String(Math.floor(r() * 100));
+    if (kind < 0.85) return String(Number.MAX_SAFE_INTEGER - Math.floor(r() * 3));
+    return '9'.repeat(1 + Math.floor(r() * 30));
+  };
+  const dst = new Uint8Array(32);
+  for (let i = 0; i < 2000; i++) {
+    const a = pick();
+    const b = pick();
+    const buf = Buffer.from(`x${a}\t${b}y`);
+    const n = addHitsAt(buf, 1, 1 + a.length, 2 + a.length, 2 + a.length + b.length, dst);
+    assert.equal(Buffer.from(dst.subarray(0, n)).toString(), addHits(a, b), `${a} + ${b}`);
+    assert.equal(Buffer.from(dst.subarray(0, n)).toString(), (BigInt(a) + BigInt(b)).toString());
+  }
+});
+
+test('timestampMsAt reads local time, from any offset, with years before 100 and Feb 29 of year 0', () => {
+  for (const ts of ['20110728070000', '19700101000000', '20240229235959', '00500101000000', '00000229120000', '99991231235959']) {
+    const buf = Buffer.from(`--${ts}--`, 'latin1');
+    const d = new Date(0);
+    d.setUTCFullYear(+ts.slice(0, 4), +ts.slice(4, 6) - 1, +ts.slice(6, 8));
+    d.setUTCHours(+ts.slice(8, 10), +ts.slice(10, 12), +ts.slice(12, 14), 0);
+    assert.equal(timestampMsAt(buf, 2), d.getTime(), ts);
+    assert.equal(timestampToMs(ts), d.getTime(), ts);
+  }
+});
+
+test('IdOrder: ascending ids pass; a repeat or a step back is named', () => {
+  const o = new IdOrder();
+  const id = (s: string) => Buffer.from(`..${s}`, 'latin1');
+  assert.equal(o.check(id('0000000000000001'), 2), null);
+  assert.equal(o.check(id('00000000000000ff'), 2), null);
+  assert.match(o.check(id('00000000000000ff'), 2) ?? '', /^duplicate id 00000000000000ff/);
+  assert.match(o.check(id('0000000000000010'), 2) ?? '', /^id 0000000000000010 is out of order after 00000000000000ff/);
+});
