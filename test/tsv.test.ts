@@ -10,6 +10,7 @@ import { addHits, addHitsAt } from '../src/core/hits.js';
 import { IdOrder } from '../src/core/records.js';
 import { timestampMsAt, timestampToMs } from '../src/core/time.js';
 import { ByteLineSplitter, FileLineReader, putBytes } from '../src/core/tsv.js';
+import { BytesIndex } from '../src/core/bytesindex.js';
 import { scratch } from './lib/run.js';
 
 process.env.TZ = 'UTC';
@@ -145,4 +146,25 @@ test('IdOrder: ascending ids pass; a repeat or a step back is named', () => {
   assert.equal(o.check(id('00000000000000ff'), 2), null);
   assert.match(o.check(id('00000000000000ff'), 2) ?? '', /^duplicate id 00000000000000ff/);
   assert.match(o.check(id('0000000000000010'), 2) ?? '', /^id 0000000000000010 is out of order after 00000000000000ff/);
+});
+
+test('BytesIndex numbers distinct byte strings densely, as a Map of their text would, through growth', () => {
+  const r = rng(21);
+  const index = new BytesIndex();
+  const model = new Map<string, number>();
+  // Short keys from a small alphabet repeat often; long ones outgrow the first arena.
+  for (let i = 0; i < 30000; i++) {
+    const len = r() < 0.99 ? Math.floor(r() * 4) : 70000 + Math.floor(r() * 10);
+    const key = Array.from({ length: len }, () => 'ab\tç'[Math.floor(r() * 4)]).join('');
+    const bytes = Buffer.from(`xx${key}yy`);
+    const k = index.add(bytes, 2, bytes.length - 2);
+    const want = model.get(key);
+    assert.equal(index.added, want === undefined, key);
+    if (want === undefined) {
+      assert.equal(k, model.size);
+      model.set(key, k);
+    } else assert.equal(k, want);
+  }
+  assert.equal(index.size, model.size);
+  for (const [key, k] of model) assert.equal(index.key(k), key);
 });

@@ -5,6 +5,7 @@
 // k-way merged at the end.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { grown } from './arrays.js';
 import { ioError } from './errors.js';
 import { liveTempFiles, removeQuietly } from './tsv.js';
 
@@ -524,13 +525,6 @@ class Chunks {
     if (this.out !== this.reuse) this.out = Buffer.alloc(0);
     return r;
   }
-}
-
-/** A copy of `a` in a new array of `size` elements. */
-function grown<T extends Uint32Array | Float64Array>(a: T, size: number): T {
-  const b = new (a.constructor as new (n: number) => T)(size);
-  b.set(a);
-  return b;
 }
 
 /** Writes the chunks to a new file (a failure leaves it to the removal of the spill directory). */

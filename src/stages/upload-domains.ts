@@ -13,9 +13,12 @@ import {
   type RendezvousFn,
 } from '../core/db.js';
 import { DataError, UsageError } from '../core/errors.js';
-import { U_DOMAIN, checkUrlRecord } from '../core/records.js';
+import { grown } from '../core/arrays.js';
+import { BytesIndex } from '../core/bytesindex.js';
+import { digitsValue, putDecimal } from '../core/hits.js';
+import { LineRef, checkUrlRecordAt } from '../core/records.js';
 import { formatTimestamp, isValidTimestamp } from '../core/time.js';
-import { AtomicFileWriter, FileLineReader, FileWriter, liveTempFiles, removeQuietly } from '../core/tsv.js';
+import { AtomicFileWriter, FileLineReader, FileWriter, liveTempFiles, putBytes, removeQuietly } from '../core/tsv.js';
 
 export type AssignMode = 'least-loaded' | 'rendezvous';
 
@@ -28,6 +31,9 @@ export interface UploadDomainsOptions {
 }
 
 const YACOBOT_ID_RE = /^[1-9][0-9]{0,17}$/;
+const TAB = 9;
+const LF = 10;
+
 
 /**
  * Reads a domain_map file (`domain TAB yacobot_id` per line) into a Map; a missing
@@ -203,56 +209,67 @@ holds --map and the distinct domains seen in this run.`,
     const { map, existed: mapExisted } = o.map ? loadDomainMap(o.map) : { map: new Map<string, number>(), existed: false };
     const lookup = db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck();
 
-    // Every distinct domain of this run: its Yacobot, or 0 while it is new.
-    const seen = new Map<string, number>();
+    // Every distinct domain of this run, by its bytes: its Yacobot, or 0 while it is new,
+    // and how many records went out for it.
+    const domains = new BytesIndex();
+    let owner: Float64Array = new Float64Array(1024);
+    let emitted: Float64Array = new Float64Array(1024);
     // Domains the database told us that --map did not (or told wrongly): merged into --map.
     const learned = new Map<string, number>();
     let fromMap = 0;
     let fromDb = 0;
     let recordsIn = 0;
     let recordsOut = 0;
-    const perYacobot: Record<string, number> = {};
     const out = ctx.out;
     let spool: FileWriter | null = null;
     let spooled = 0;
 
-    const emit = (id: number, line: string) => {
-      out.write(`${id}\t${line}\n`);
-      perYacobot[id] = (perYacobot[id] ?? 0) + 1;
+    /** Writes "yacobot_id TAB record LF", the record being `b[start, end)`. */
+    const emit = (k: number, b: Uint8Array, start: number, end: number) => {
+      out.reserve(end - start + 24);
+      let p = putDecimal(out.buf, out.pos, owner[k]!);
+      out.buf[p++] = TAB;
+      p = putBytes(out.buf, p, b, start, end);
+      out.buf[p++] = LF;
+      out.pos = p;
+      emitted[k]++;
       recordsOut++;
     };
 
-    await ctx.eachLine((line, lineNo) => {
-      const f = line.split('\t');
-      const bad = checkUrlRecord(f);
+    /** The Yacobot of a domain seen for the first time: --map, else the database, else 0 (new). */
+    const firstOwner = (domain: string): number => {
+      const m = map.get(domain);
+      if (m !== undefined && active.has(m)) {
+        fromMap++;
+        return m;
+      }
+      let d: number | undefined;
+      try {
+        d = lookup.get(domain) as number | undefined;
+      } catch (err) {
+        throw dbError(err, o.db);
+      }
+      if (d === undefined) return 0;
+      fromDb++;
+      learned.set(domain, d);
+      return d;
+    };
+
+    const l = new LineRef(5);
+    await ctx.eachLineBytes((buf, start, end, lineNo) => {
+      const bad = checkUrlRecordAt(l.set(buf, start, end));
       if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
       recordsIn++;
-      const domain = f[U_DOMAIN]!;
-      let id = seen.get(domain);
-      if (id === undefined) {
-        const m = map.get(domain);
-        if (m !== undefined && active.has(m)) {
-          id = m;
-          fromMap++;
-        } else {
-          let d: number | undefined;
-          try {
-            d = lookup.get(domain) as number | undefined;
-          } catch (err) {
-            throw dbError(err, o.db);
-          }
-          if (d !== undefined) {
-            id = d;
-            fromDb++;
-            learned.set(domain, d);
-          } else {
-            id = 0;
-          }
+      const k = domains.add(buf, l.tabs[3]! + 1, l.tabs[4]!);
+      if (domains.added) {
+        if (k === owner.length) {
+          owner = grown(owner);
+          emitted = grown(emitted);
         }
-        seen.set(domain, id);
+        owner[k] = firstOwner(domains.key(k));
       }
-      if (id !== 0 && spool === null) {
-        emit(id, line);
+      if (owner[k] !== 0 && spool === null) {
+        emit(k, buf, start, end);
         return;
       }
       if (spool === null) {
@@ -267,19 +284,27 @@ holds --map and the distinct domains seen in this run.`,
           liveTempFiles.delete(s.file);
         });
       }
-      // An empty first field marks a record whose Yacobot is decided at commit.
-      spool.write(id === 0 ? `\t${line}\n` : `${id}\t${line}\n`);
+      // Spooled as "domain number TAB record": its Yacobot is looked up after the commit.
+      spool.reserve(end - start + 16);
+      let p = putDecimal(spool.buf, spool.pos, k);
+      spool.buf[p++] = TAB;
+      p = putBytes(spool.buf, p, buf, start, end);
+      spool.buf[p++] = LF;
+      spool.pos = p;
       spooled++;
     });
 
-    const fresh = [...seen].filter(([, id]) => id === 0).map(([d]) => d);
+    const fresh: number[] = [];
+    for (let k = 0; k < domains.size; k++) if (owner[k] === 0) fresh.push(k);
     let result: CommitResult = { owners: new Map(), assignedByUs: 0, lostRace: 0 };
     if (fresh.length > 0) {
-      result = commitNewDomains(db, o.db, fresh, o.assign, rendezvous, o.now);
-      for (const [d, id] of result.owners) {
-        seen.set(d, id);
-        learned.set(d, id);
-      }
+      const names = fresh.map((k) => domains.key(k));
+      result = commitNewDomains(db, o.db, names, o.assign, rendezvous, o.now);
+      fresh.forEach((k, n) => {
+        const id = result.owners.get(names[n]!)!;
+        owner[k] = id;
+        learned.set(names[n]!, id);
+      });
     }
 
     if (o.map && (learned.size > 0 || !mapExisted)) {
@@ -291,19 +316,12 @@ holds --map and the distinct domains seen in this run.`,
       const s: FileWriter = spool;
       s.close();
       const r = new FileLineReader(s.file);
+      const line = { buf: new Uint8Array(0), start: 0, end: 0 };
       try {
         let n = 0;
-        for (let l = r.next(); l !== null; l = r.next()) {
-          const tab = l.indexOf('\t');
-          const rec = l.slice(tab + 1);
-          let id: number;
-          if (tab === 0) {
-            const domain = rec.split('\t', U_DOMAIN + 1)[U_DOMAIN]!;
-            id = seen.get(domain)!;
-          } else {
-            id = Number(l.slice(0, tab));
-          }
-          emit(id, rec);
+        while (r.nextBytes(line)) {
+          const tab = line.buf.indexOf(TAB, line.start);
+          emit(digitsValue(line.buf, line.start, tab), line.buf, tab + 1, line.end);
           if (++n % 4096 === 0) await out.flushIfFull();
         }
       } finally {
@@ -311,12 +329,16 @@ holds --map and the distinct domains seen in this run.`,
       }
     }
 
+    const perYacobot: Record<string, number> = {};
+    for (let k = 0; k < domains.size; k++) {
+      if (emitted[k]! > 0) perYacobot[owner[k]!] = (perYacobot[owner[k]!] ?? 0) + emitted[k]!;
+    }
     Object.assign(ctx.counts, {
       assign: o.assign,
       now: o.now,
       records_in: recordsIn,
       records_out: recordsOut,
-      domains_known: seen.size - fresh.length,
+      domains_known: domains.size - fresh.length,
       domains_from_map: fromMap,
       domains_from_db: fromDb,
       domains_new: fresh.length,
