@@ -3,16 +3,17 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { StageDef } from '../cli/stage.js';
 import { DataError, UsageError, ioError } from '../core/errors.js';
-import { checkUrlRecord, clip } from '../core/records.js';
-import { FileWriter, liveTempFiles, removeQuietly } from '../core/tsv.js';
+import { BytesIndex } from '../core/bytesindex.js';
+import { LineRef, checkUrlRecordAt, clip } from '../core/records.js';
+import { FileWriter, liveTempFiles, putBytes, removeQuietly } from '../core/tsv.js';
 
 export interface LogsaverOptions {
   queueDir: string;
   name: string;
 }
 
-/** Yacobot ids that may become directory names: positive decimal integers, no sign or leading zero. */
-export const YACOBOT_DIR_RE = /^[1-9][0-9]{0,17}$/;
+const TAB = 9;
+const LF = 10;
 
 /** Returns what is wrong with a queue file name, or null: one safe path component. */
 export function checkQueueName(name: string): string | null {
@@ -110,18 +111,28 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
       return q;
     };
 
-    await ctx.eachLine((line, lineNo) => {
-      const tab = line.indexOf('\t');
-      const id = tab < 0 ? line : line.slice(0, tab);
-      if (!YACOBOT_DIR_RE.test(id)) {
+    // Queues by the bytes of their yacobot_id; records are copied as bytes.
+    const ids = new BytesIndex();
+    const byId: Queue[] = [];
+    const l = new LineRef(5);
+    await ctx.eachLineBytes((buf, start, end, lineNo) => {
+      let tab = buf.indexOf(TAB, start);
+      if (tab >= end) tab = -1;
+      const idEnd = tab < 0 ? end : tab;
+      if (!isYacobotIdAt(buf, start, idEnd)) {
+        const id = Buffer.from(buf.subarray(start, idEnd)).toString('utf8');
         throw new DataError('BAD_RECORD', `bad yacobot_id '${clip(id)}' (want a positive integer)`, { file, line: lineNo });
       }
-      const rec = line.slice(tab + 1);
-      const bad = checkUrlRecord(rec.split('\t'));
+      const bad = checkUrlRecordAt(l.set(buf, tab < 0 ? start : tab + 1, end));
       if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
       recordsIn++;
-      const q = queues.get(id) ?? open(id);
-      q.writer.write(rec + '\n');
+      const k = ids.add(buf, start, idEnd);
+      const q = ids.added ? (byId[k] = open(ids.key(k))) : byId[k]!;
+      const w = q.writer;
+      w.reserve(end - tab);
+      const p = putBytes(w.buf, w.pos, buf, tab + 1, end);
+      w.buf[p] = LF;
+      w.pos = p + 1;
       q.records++;
     });
 
@@ -144,6 +155,16 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
     Object.assign(ctx.counts, { queue_name: o.name, records_in: recordsIn, files: sorted.length, per_yacobot: perYacobot });
   },
 };
+
+/**
+ * Whether `b[start, end)` is a yacobot_id that may become a directory name: a
+ * positive decimal integer of at most 18 digits, no sign or leading zero.
+ */
+function isYacobotIdAt(b: Uint8Array, start: number, end: number): boolean {
+  if (end <= start || end - start > 18 || b[start] === 48) return false;
+  for (let i = start; i < end; i++) if (b[i]! < 48 || b[i]! > 57) return false;
+  return true;
+}
 
 /** Makes a rename durable (the directory entry), where the platform allows it. */
 function syncDir(dir: string): void {
