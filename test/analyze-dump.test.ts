@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ROOT, hasStackTrace, runBin, scratch, summaryOf } from './lib/run.js';
-import { loadUrlHasher } from '../src/core/url.js';
+import { UrlResolver, canonicalize, compileParamGlobs, loadUrlHasher, type UrlOptions } from '../src/core/url.js';
 
 const reflogLine = (url: string, hits: number, ts = '20110727200841', tag = '') =>
   ['b', '5', ts, '1', url, String(hits), tag].join('\t');
@@ -106,4 +106,43 @@ test('--max-url-bytes is honoured and --max-reject-ratio 0 fails on one reject, 
   assert.equal(bad.status, 1);
   assert.equal(bad.stdout, '');
   assert.match(bad.stderr, /analyze-dump: -: rejected 1 of 2 records/);
+});
+
+test('UrlResolver: every answer, first or remembered, across start-overs, equals canonicalize and XXH64', async () => {
+  const hash = await loadUrlHasher();
+  const opts: UrlOptions = { maxUrlBytes: 200, dropParams: compileParamGlobs('utm_*'), sortQuery: true, domainMode: 'registrable' };
+  const pool = [
+    'http://a.example.com/x?b=2&a=1&utm_x=3#f',
+    'HTTP://WWW.Example.CO.UK:80/%7euser/../p',
+    'https://bücher.example/straße',
+    'https://host.example/' + 'y'.repeat(250),
+    'ftp://files.example/x',
+    'not a url',
+    'http://[::1]:8080/v6',
+    'http://192.168.0.1/ip',
+  ];
+  for (let i = 0; i < 40; i++) pool.push(`http://s${i % 13}.example.org/p/${i}?q=${i}`);
+  let seed = 17;
+  const next = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 4294967296;
+  // Small limits: it starts over every few entries, by count, by bytes of keys, by bytes of answers.
+  for (const [maxEntries, maxBytes] of [[3, 1 << 20], [16, 1 << 20], [1 << 16, 1 << 20], [1 << 16, 300], [1 << 16, 1000]] as const) {
+    const u = new UrlResolver(opts, hash, maxEntries, maxBytes);
+    for (let n = 0; n < 2000; n++) {
+      const raw = pool[Math.floor(next() * pool.length)]!;
+      const bytes = Buffer.from(`\t${raw}\t`);
+      const k = u.resolve(bytes, 1, bytes.length - 1, /[^\x00-\x7f]/.test(raw));
+      const want = canonicalize(raw, opts);
+      const bad = u.rejected(k);
+      if ('reason' in want) {
+        assert.deepEqual(bad, want, raw);
+        continue;
+      }
+      assert.equal(bad, undefined, raw);
+      const got = u.bytes.toString('latin1', u.start[k]!, u.end[k]!);
+      const id = hash(want.url);
+      assert.equal(got, `${id}${want.domain}\t${want.url}`, raw);
+      assert.equal(u.hi[k], parseInt(id.slice(0, 8), 16));
+      assert.equal(u.lo[k], parseInt(id.slice(8), 16));
+    }
+  }
 });

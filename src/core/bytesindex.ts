@@ -21,6 +21,18 @@ export class BytesIndex {
   /** Whether the last `add` added its key. */
   added = false;
 
+  /** Bytes of all keys together. */
+  get bytes(): number {
+    return this.used;
+  }
+
+  /** Forgets every key (memory already taken is kept for the next ones). */
+  clear(): void {
+    this.size = 0;
+    this.used = 0;
+    this.slots.fill(0);
+  }
+
   /** The index of the key `b[start, end)`, added if it is new. */
   add(b: Uint8Array, start: number, end: number): number {
     let h = 0x811c9dc5 | 0; // as the Int32Array stores it, for the empty key too

@@ -2,11 +2,12 @@
 // and hands back the packed records (transferred, not copied) with the batch's counts.
 import { parentPort, workerData } from 'node:worker_threads';
 import { RecordBatch, packedBuffers } from '../core/sorter.js';
-import { loadUrlHasher, type UrlOptions } from '../core/url.js';
+import { UrlResolver, loadUrlHasher, type UrlOptions } from '../core/url.js';
 import { ReflogAnalyzer, analyzeBatch, type AnalyzeDone, type AnalyzeJob } from './analyze-dump.js';
 
 const { opts, maxLine } = workerData as { opts: UrlOptions; maxLine: number };
-const hash = await loadUrlHasher();
+// One resolver for the thread's life: its memory of recent URLs spans batches.
+const urls = new UrlResolver(opts, await loadUrlHasher());
 
 // Every buffer goes back and forth (transferred, never copied or left to the garbage
 // collector): the input batch returns to the main thread, and the main thread lends
@@ -15,7 +16,7 @@ parentPort!.on('message', ({ batch, reuse }: AnalyzeJob) => {
   const buf = Buffer.from(batch.buffer, batch.byteOffset, batch.byteLength);
   // Records run about 1.3 times the size of their reflog lines (about 70 bytes).
   const sink = new RecordBatch(Math.ceil(buf.length * 1.5), Math.ceil(buf.length / 48), reuse);
-  const result = analyzeBatch(new ReflogAnalyzer(opts, hash, sink), buf, maxLine);
+  const result = analyzeBatch(new ReflogAnalyzer(urls, sink), buf, maxLine);
   const packed = sink.take();
   const done: AnalyzeDone = { result, packed, batch };
   parentPort!.postMessage(done, [...packedBuffers(packed), batch.buffer as ArrayBuffer]);

@@ -9,11 +9,11 @@ import { clip } from '../core/records.js';
 import { parseSize } from '../core/size.js';
 import { RecordSorter, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
 import { timestampKey } from '../core/time.js';
-import { FileWriter, LineBatcher } from '../core/tsv.js';
+import { FileWriter, LineBatcher, putBytes } from '../core/tsv.js';
 import { WorkerPool } from '../core/workers.js';
 import {
   DEFAULT_MAX_URL_BYTES,
-  canonicalize,
+  UrlResolver,
   compileParamGlobs,
   loadUrlHasher,
   type DomainMode,
@@ -73,13 +73,12 @@ export class ReflogAnalyzer {
   private readonly tabs = new Int32Array(7);
 
   constructor(
-    private readonly opts: UrlOptions,
-    private readonly hash: (url: string) => string,
+    private readonly urls: UrlResolver,
     private readonly sink: RecordSink,
   ) {}
 
   line(buf: Buffer, start: number, end: number, overlong: boolean): Verdict {
-    if (overlong) return this.reject('line too long', `more than ${lineLimit(this.opts.maxUrlBytes)} bytes`);
+    if (overlong) return this.reject('line too long', `more than ${lineLimit(this.urls.opts.maxUrlBytes)} bytes`);
     if (end > start && buf[end - 1] === 13) end--;
     if (end === start) return Verdict.Empty;
     // One pass finds the TABs, the last CR and whether the line is plain ASCII.
@@ -108,35 +107,33 @@ export class ReflogAnalyzer {
     }
     const tagAt = nt === 6 ? hitsEnd + 1 : end;
     if (cr >= tagAt) return this.reject('bad updatetag', 'contains CR');
-    const c = canonicalize(buf.toString(high >= 128 ? 'utf8' : 'latin1', t[R_URL - 1]! + 1, t[R_URL]!), this.opts);
-    if ('reason' in c) return this.reject(c.reason, c.detail);
-    const id = this.hash(c.url);
+    // The URL's bytes decide its answer: they are UTF-8 when the line has high bytes, else ASCII.
+    const u = this.urls;
+    const k = u.resolve(buf, t[R_URL - 1]! + 1, t[R_URL]!, high >= 128);
+    const bad = u.rejected(k);
+    if (bad) return this.reject(bad.reason, bad.detail);
 
-    // id TAB ts TAB updatetag TAB hits TAB domain TAB url LF. The canonical URL and
-    // its domain are ASCII (WHATWG percent-encodes the rest; hosts are punycode),
-    // so their lengths are their byte counts.
+    // id TAB ts TAB updatetag TAB hits TAB domain TAB url LF; the resolver holds
+    // the id and "domain TAB url" as bytes.
     let h = hitsAt;
     while (h < hitsEnd - 1 && buf[h] === 48) h++; // canonical decimal: no leading zeros
+    const v = u.bytes;
+    const vs = u.start[k]!;
+    const ve = u.end[k]!;
     const sink = this.sink;
-    sink.reserve(16 + 14 + (end - tagAt) + (hitsEnd - h) + c.domain.length + c.url.length + 6);
+    sink.reserve(14 + (end - tagAt) + (hitsEnd - h) + (ve - vs) + 6);
     const o = sink.buf;
-    let p = sink.pos;
-    p += o.write(id, p, 'latin1');
+    let p = putBytes(o, sink.pos, v, vs, vs + 16);
     o[p++] = 9;
     for (let i = tsAt; i < tsAt + 14; i++) o[p++] = buf[i]!;
     o[p++] = 9;
-    if (end - tagAt > 32) {
-      o.set(buf.subarray(tagAt, end), p);
-      p += end - tagAt;
-    } else for (let i = tagAt; i < end; i++) o[p++] = buf[i]!;
+    p = putBytes(o, p, buf, tagAt, end);
     o[p++] = 9;
-    for (let i = h; i < hitsEnd; i++) o[p++] = buf[i]!;
+    p = putBytes(o, p, buf, h, hitsEnd);
     o[p++] = 9;
-    p += o.write(c.domain, p, 'latin1');
-    o[p++] = 9;
-    p += o.write(c.url, p, 'latin1');
+    p = putBytes(o, p, v, vs + 16, ve);
     o[p++] = 10;
-    sink.commit(p, parseInt(id.slice(0, 8), 16), parseInt(id.slice(8), 16), ts);
+    sink.commit(p, u.hi[k]!, u.lo[k]!, ts);
     return Verdict.Record;
   }
 
@@ -229,7 +226,7 @@ export function analyzeLine(
   hash: (url: string) => string,
 ): LineVerdict {
   const one = new OneRecord();
-  const a = new ReflogAnalyzer(opts, hash, one);
+  const a = new ReflogAnalyzer(new UrlResolver(opts, hash), one);
   const v = a.line(buf, start, end, overlong);
   if (v === Verdict.Record) return { kind: 'record', record: one.record };
   if (v === Verdict.Reject) return { kind: 'reject', reason: a.reason, detail: a.detail };
@@ -327,7 +324,7 @@ fails with no output.`,
       }
       linesIn += r.lines;
     };
-    const inline = new ReflogAnalyzer(o, hash, sorter);
+    const inline = new ReflogAnalyzer(new UrlResolver(o, hash), sorter);
     // Workers start with the first full batch; a small input is done before one could start.
     const batcher = new LineBatcher(BATCH_BYTES, maxLine);
     const lend: PackedRecords[] = [];
