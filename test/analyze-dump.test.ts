@@ -124,8 +124,8 @@ test('UrlResolver: every answer, first or remembered, across start-overs, equals
   for (let i = 0; i < 40; i++) pool.push(`http://s${i % 13}.example.org/p/${i}?q=${i}`);
   let seed = 17;
   const next = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 4294967296;
-  // Small limits: it starts over every few entries, by count, by bytes of keys, by bytes of answers.
-  for (const [maxEntries, maxBytes] of [[3, 1 << 20], [16, 1 << 20], [1 << 16, 1 << 20], [1 << 16, 300], [1 << 16, 1000]] as const) {
+  // No memory, and small limits: it starts over every few entries, by count, by bytes of keys, by bytes of answers.
+  for (const [maxEntries, maxBytes] of [[0, 0], [3, 1 << 20], [16, 1 << 20], [1 << 16, 1 << 20], [1 << 16, 300], [1 << 16, 1000]] as const) {
     const u = new UrlResolver(opts, hash, maxEntries, maxBytes);
     for (let n = 0; n < 2000; n++) {
       const raw = pool[Math.floor(next() * pool.length)]!;

@@ -144,7 +144,7 @@ const RESOLVER_BYTES = 4 << 20;
  * repeat a URL seen within the last 50,000), and a repeat then costs a hash and a
  * compare instead of a URL parse, a suffix lookup and an XXH64. Memory is bounded:
  * at `maxEntries`, or `maxBytes` (4 MiB) of keys or of results, it forgets
- * everything and starts over.
+ * everything and starts over. With `maxEntries` 0 it remembers nothing.
  *
  * An answer is an entry number k: a reject (`rejected(k)`), or the record's id as
  * 16 bytes at `bytes[start[k]]`, then "domain TAB url" up to `end[k]`, and the id's
@@ -168,17 +168,21 @@ export class UrlResolver {
   ) {
     // Room for any one answer: a canonical URL is at most maxUrlBytes, its domain shorter.
     this.bytes = Buffer.allocUnsafeSlow(Math.max(maxBytes, 2 * opts.maxUrlBytes + 64));
-    this.start = new Int32Array(maxEntries);
-    this.end = new Int32Array(maxEntries);
-    this.hi = new Uint32Array(maxEntries);
-    this.lo = new Uint32Array(maxEntries);
+    this.start = new Int32Array(Math.max(1, maxEntries));
+    this.end = new Int32Array(Math.max(1, maxEntries));
+    this.hi = new Uint32Array(Math.max(1, maxEntries));
+    this.lo = new Uint32Array(Math.max(1, maxEntries));
   }
 
   /** The answer for the raw URL `buf[s, e)`, decoded as UTF-8 if `utf8`, else as Latin-1 (ASCII). */
   resolve(buf: Buffer, s: number, e: number, utf8: boolean): number {
-    if (this.keys.size >= this.maxEntries || this.keys.bytes + (e - s) > this.maxBytes) this.forget();
-    let k = this.keys.add(buf, s, e);
-    if (!this.keys.added) return k;
+    let k = 0;
+    if (this.maxEntries === 0) this.forget();
+    else {
+      if (this.keys.size >= this.maxEntries || this.keys.bytes + (e - s) > this.maxBytes) this.forget();
+      k = this.keys.add(buf, s, e);
+      if (!this.keys.added) return k;
+    }
     const c = canonicalize(buf.toString(utf8 ? 'utf8' : 'latin1', s, e), this.opts);
     if ('reason' in c) {
       this.rejects.set(k, c);
@@ -190,7 +194,7 @@ export class UrlResolver {
     const need = 16 + c.domain.length + 1 + c.url.length;
     if (this.used + need > this.bytes.length) {
       this.forget();
-      k = this.keys.add(buf, s, e);
+      if (this.maxEntries > 0) k = this.keys.add(buf, s, e);
     }
     let p = this.used;
     this.start[k] = p;

@@ -2,12 +2,12 @@
 // and hands back the packed records (transferred, not copied) with the batch's counts.
 import { parentPort, workerData } from 'node:worker_threads';
 import { RecordBatch, packedBuffers } from '../core/sorter.js';
-import { UrlResolver, loadUrlHasher, type UrlOptions } from '../core/url.js';
-import { ReflogAnalyzer, analyzeBatch, type AnalyzeDone, type AnalyzeJob } from './analyze-dump.js';
+import { loadUrlHasher } from '../core/url.js';
+import { ReflogAnalyzer, analyzeBatch, urlResolverFor, type AnalyzeDone, type AnalyzeDumpOptions, type AnalyzeJob } from './analyze-dump.js';
 
-const { opts, maxLine } = workerData as { opts: UrlOptions; maxLine: number };
+const { opts, maxLine } = workerData as { opts: AnalyzeDumpOptions; maxLine: number };
 // One resolver for the thread's life: its memory of recent URLs spans batches.
-const urls = new UrlResolver(opts, await loadUrlHasher());
+const urls = urlResolverFor(opts, await loadUrlHasher());
 
 // Every buffer goes back and forth (transferred, never copied or left to the garbage
 // collector): the input batch returns to the main thread, and the main thread lends
