@@ -80,3 +80,44 @@ test('the summary line is the last JSON line on stderr and stdout carries only d
   assert.equal(typeof s.ms, 'number');
   assert.equal(s.lines_in, 2);
 });
+
+test('the byte-level stages on arbitrary bytes after valid lines: exit 0 or 1, the bad line named, no stack trace', () => {
+  const dir = scratch();
+  const db = path.join(dir, 'p.db');
+  for (const args of [['init'], ['add', 'yb', '--weight', '1']]) {
+    const r = runBin('partner-db', ['--db', db, ...args]);
+    assert.equal(r.status, 0, r.stderr);
+  }
+  const id = (i: number) => i.toString(16).padStart(16, '0');
+  const url = (i: number) => `${id(i)}\t20110728060000\t\t1\ta.com\thttp://a.com/${i}`;
+  const stages: [string, string[], (i: number) => string][] = [
+    ['group-sum', [], url],
+    ['join-current', ['--current', path.join(dir, 'none')], url],
+    ['filter-url', ['--current-out', path.join(dir, 'cl'), '--now', '20110728070000'], (i) => `${id(i)}\ta.com\thttp://a.com/\t-\t20110728060000\t\t\t-\t1`],
+    ['upload-domains', ['--db', db, '--tmp', dir], url],
+    ['logsaver', ['--queue-dir', path.join(dir, 'q'), '--name', 'n'], (i) => `1\t${url(i)}`],
+  ];
+  let seed = 7;
+  const next = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 4294967296;
+  const alphabet = Buffer.from('\t\t\t0123456789abcdef-.:/ \r\x00\xff\xc3\xa9');
+  for (const [stage, args, good] of stages) {
+    const prefix = [1, 2, 3].map((i) => good(i) + '\n').join('');
+    for (let n = 0; n < 12; n++) {
+      let bad: Buffer;
+      if (n % 2 === 0) {
+        // A valid line with one byte changed: it may stay valid (then the stage goes on).
+        bad = Buffer.from(good(9));
+        bad[Math.floor(next() * bad.length)] = alphabet[Math.floor(next() * alphabet.length)]!;
+      } else {
+        bad = Buffer.from(Array.from({ length: Math.floor(next() * 120) }, () => alphabet[Math.floor(next() * alphabet.length)]!));
+      }
+      const input = Buffer.concat([Buffer.from(prefix), bad, Buffer.from('\n' + good(10) + '\n')]);
+      const r = runBin(stage, args, input, dir);
+      const what = `${stage} on ${JSON.stringify(bad.toString('latin1'))}: ${r.stderr}`;
+      assert.ok(!hasStackTrace(r.stderr), what);
+      assert.ok(r.status === 0 || r.status === 1, what);
+      // Line 4 is the changed one; a changed id can also put line 5 out of order.
+      if (r.status === 1) assert.match(r.stderr, new RegExp(`^${stage}: -:[45]: `, 'm'), what);
+    }
+  }
+});

@@ -8,11 +8,9 @@ import { pino, type Logger } from 'pino';
 import { DataError, UsageError, formatPlace, ioError } from '../core/errors.js';
 import {
   ByteLineSplitter,
-  TextLineSplitter,
   liveTempFiles,
   removeQuietly,
   type ByteLineFn,
-  type TextLineFn,
 } from '../core/tsv.js';
 import { Output, OutputClosed } from './output.js';
 
@@ -28,10 +26,8 @@ export interface StageContext {
   /** Counts reported in the summary line; stages add their own. */
   readonly counts: Record<string, Count>;
   readonly out: Output;
-  /** Feeds each input line (LF stripped) to `fn`; the input's last line must end in LF. */
-  eachLine(fn: TextLineFn): Promise<void>;
   /** Feeds each input line as bytes (LF stripped, valid only during the call); the last line must end in LF. */
-  eachLineBytes(fn: ByteLineFn): Promise<void>;
+  eachLine(fn: ByteLineFn): Promise<void>;
   /** Feeds the input's chunks, as read, to `fn` (awaiting it when it returns a promise). */
   eachChunk(fn: (chunk: Buffer) => void | Promise<void>): Promise<void>;
   /** Runs `fn` on every exit, success or not (before the summary line). */
@@ -172,11 +168,6 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     out,
     onExit: (fn) => exitHooks.push(fn),
     async eachLine(fn) {
-      const splitter = new TextLineSplitter(inputName);
-      await pump((chunk) => splitter.push(chunk, fn));
-      splitter.end();
-    },
-    async eachLineBytes(fn) {
       const splitter = new ByteLineSplitter(inputName);
       await pump((chunk) => splitter.push(chunk, fn));
       splitter.end();

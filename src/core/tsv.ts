@@ -100,65 +100,6 @@ export class LineBatcher {
   }
 }
 
-/** Receives one decoded line (no LF) and its 1-based number. */
-export type TextLineFn = (line: string, lineNo: number) => void;
-
-/**
- * Splits a UTF-8 byte stream into string lines, decoding a whole chunk at a time
- * (much faster than decoding line by line). Used for the project's own streams,
- * where every line must end in LF: `end()` reports a last line without one.
- */
-export class TextLineSplitter {
-  private carry: Buffer | null = null;
-  lineNo = 0;
-
-  constructor(
-    private readonly file: string,
-    private readonly maxLine = DEFAULT_MAX_LINE,
-  ) {}
-
-  push(chunk: Buffer, onLine: TextLineFn): void {
-    const last = chunk.lastIndexOf(LF);
-    if (last === -1) {
-      this.carry = this.carry ? Buffer.concat([this.carry, chunk]) : Buffer.from(chunk);
-      if (this.carry.length > this.maxLine) {
-        throw new DataError('LINE_TOO_LONG', `line longer than ${this.maxLine} bytes`, {
-          file: this.file,
-          line: this.lineNo + 1,
-        });
-      }
-      return;
-    }
-    let text: string;
-    if (this.carry) {
-      text = Buffer.concat([this.carry, chunk.subarray(0, last)]).toString('utf8');
-    } else {
-      text = chunk.toString('utf8', 0, last);
-    }
-    this.carry = last + 1 < chunk.length ? Buffer.from(chunk.subarray(last + 1)) : null;
-    let from = 0;
-    for (;;) {
-      const nl = text.indexOf('\n', from);
-      if (nl === -1) {
-        onLine(from === 0 ? text : text.slice(from), ++this.lineNo);
-        break;
-      }
-      onLine(text.slice(from, nl), ++this.lineNo);
-      from = nl + 1;
-    }
-  }
-
-  /** Throws if the input ended inside a line (a cut-off file or a crashed producer). */
-  end(): void {
-    if (this.carry && this.carry.length > 0) {
-      throw new DataError('TRUNCATED', 'last line has no newline (input cut off?)', {
-        file: this.file,
-        line: this.lineNo + 1,
-      });
-    }
-  }
-}
-
 /** Receives one line as the bytes `buf[start, end)` (no LF) and its 1-based number; the bytes are valid only during the call. */
 export type ByteLineFn = (buf: Buffer, start: number, end: number, lineNo: number) => void;
 

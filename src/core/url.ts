@@ -177,8 +177,10 @@ export class UrlResolver {
   /** The answer for the raw URL `buf[s, e)`, decoded as UTF-8 if `utf8`, else as Latin-1 (ASCII). */
   resolve(buf: Buffer, s: number, e: number, utf8: boolean): number {
     let k = 0;
-    if (this.maxEntries === 0) this.forget();
-    else {
+    if (this.maxEntries === 0) {
+      this.rejects.clear();
+      this.used = 0;
+    } else {
       if (this.keys.size >= this.maxEntries || this.keys.bytes + (e - s) > this.maxBytes) this.forget();
       k = this.keys.add(buf, s, e);
       if (!this.keys.added) return k;

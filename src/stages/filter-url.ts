@@ -155,7 +155,7 @@ Buffers: one record.`,
     const n: Record<Outcome, number> = { new: 0, due: 0, changed: 0, held: 0, kept: 0, expired: 0 };
     let linesIn = 0;
     const l = new LineRef(8);
-    await ctx.eachLineBytes((buf, start, end, lineNo) => {
+    await ctx.eachLine((buf, start, end, lineNo) => {
       l.set(buf, start, end);
       const bad = checkJoinedAt(l) ?? order.check(buf, start);
       if (bad) throw new DataError('BAD_RECORD', bad, { file: ctx.inputName, line: lineNo });

@@ -137,7 +137,7 @@ the line; a malformed record is an error too (this is not a first-line filter).`
     const l = new LineRef(5);
     let records = 0;
     let groups = 0;
-    await ctx.eachLineBytes((buf, start, end, lineNo) => {
+    await ctx.eachLine((buf, start, end, lineNo) => {
       const bad = checkUrlRecordAt(l.set(buf, start, end));
       if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
       if (grouper.compareId(buf, start) < 0) {

@@ -96,7 +96,7 @@ or a last line cut off without its newline, are errors naming the line.`,
     };
 
     nextCurrent();
-    await ctx.eachLineBytes((buf, start, end, lineNo) => {
+    await ctx.eachLine((buf, start, end, lineNo) => {
       inc.set(buf, start, end);
       const bad = checkUrlRecordAt(inc) ?? inOrder.check(buf, start);
       if (bad) throw new DataError('BAD_INCOMING', bad, { file: ctx.inputName, line: lineNo });

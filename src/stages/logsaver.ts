@@ -115,7 +115,7 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
     const ids = new BytesIndex();
     const byId: Queue[] = [];
     const l = new LineRef(5);
-    await ctx.eachLineBytes((buf, start, end, lineNo) => {
+    await ctx.eachLine((buf, start, end, lineNo) => {
       let tab = buf.indexOf(TAB, start);
       if (tab >= end) tab = -1;
       const idEnd = tab < 0 ? end : tab;

@@ -256,7 +256,7 @@ holds --map and the distinct domains seen in this run.`,
     };
 
     const l = new LineRef(5);
-    await ctx.eachLineBytes((buf, start, end, lineNo) => {
+    await ctx.eachLine((buf, start, end, lineNo) => {
       const bad = checkUrlRecordAt(l.set(buf, start, end));
       if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
       recordsIn++;
