@@ -47,6 +47,9 @@ function defaultThreads(memoryBytes: number): number {
   return cores > 1 && memoryBytes >= 128 << 20 ? Math.min(4, cores) : 0;
 }
 
+/** What one thread's URL memory takes at most: keys, answers and their tables. */
+const URL_MEMORY_BYTES = 11 << 20;
+
 /**
  * The URL memory of one thread: 65,536 URLs and 4 MiB each for keys and answers;
  * none under --memory 128M, as with worker threads (measured at 10M lines and
@@ -54,7 +57,12 @@ function defaultThreads(memoryBytes: number): number {
  * 200 MiB limit).
  */
 export function urlResolverFor(o: AnalyzeDumpOptions, hash: (url: string) => string): UrlResolver {
-  return o.memoryBytes >= 128 << 20 ? new UrlResolver(o, hash) : new UrlResolver(o, hash, 0, 0);
+  return hasUrlMemory(o) ? new UrlResolver(o, hash) : new UrlResolver(o, hash, 0, 0);
+}
+
+/** URL memory at 128M and up, while all threads' together take at most a quarter of --memory. */
+function hasUrlMemory(o: AnalyzeDumpOptions): boolean {
+  return o.memoryBytes >= 128 << 20 && Math.max(1, o.threads) * URL_MEMORY_BYTES <= o.memoryBytes / 4;
 }
 
 /** Everything analyze-dump decides about one reflog line. */
@@ -307,7 +315,9 @@ fails with no output.`,
     const hash = await loadUrlHasher();
     const rejects = o.rejects ? new FileWriter(o.rejects) : null;
     ctx.onExit(() => rejects?.abandon());
-    const sorter = new RecordSorter({ memoryBytes: o.memoryBytes, tmpDir: o.tmpDir });
+    // The URL memory of each parsing thread comes out of the budget, not on top of it.
+    const urlMemory = hasUrlMemory(o) ? Math.max(1, o.threads) * URL_MEMORY_BYTES : 0;
+    const sorter = new RecordSorter({ memoryBytes: o.memoryBytes - urlMemory, tmpDir: o.tmpDir });
     ctx.onExit(() => sorter.dispose());
     const maxLine = lineLimit(o.maxUrlBytes);
     const byReason: Record<string, number> = {};
