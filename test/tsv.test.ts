@@ -9,7 +9,8 @@ import { DataError } from '../src/core/errors.js';
 import { addHits, addHitsAt } from '../src/core/hits.js';
 import { IdOrder } from '../src/core/records.js';
 import { timestampMsAt, timestampToMs } from '../src/core/time.js';
-import { ByteLineSplitter, FileLineReader, putBytes } from '../src/core/tsv.js';
+import { putBytes } from '../src/core/bytes.js';
+import { ByteLineSplitter, FileLineReader } from '../src/core/tsv.js';
 import { BytesIndex } from '../src/core/bytesindex.js';
 import { scratch } from './lib/run.js';
 
@@ -73,7 +74,7 @@ test('ByteLineSplitter: a cut last line and an over-long line are errors naming 
   );
 });
 
-test('FileLineReader.nextBytes: any block size gives back the file lines; a cut last line is an error', () => {
+test('FileLineReader.next: any block size gives back the file lines; a cut last line is an error', () => {
   const dir = scratch('tsv');
   const r = rng(9);
   for (let round = 0; round < 60; round++) {
@@ -83,18 +84,18 @@ test('FileLineReader.nextBytes: any block size gives back the file lines; a cut 
     const reader = new FileLineReader(file, 1 + Math.floor(r() * 50));
     const line = { buf: new Uint8Array(0), start: 0, end: 0 };
     const got: Buffer[] = [];
-    while (reader.nextBytes(line)) got.push(Buffer.from(line.buf.subarray(line.start, line.end)));
+    while (reader.next(line)) got.push(Buffer.from(line.buf.subarray(line.start, line.end)));
     assert.deepEqual(got, lines);
     assert.equal(reader.lineNo, lines.length);
-    assert.equal(reader.nextBytes(line), false, 'stays at the end');
+    assert.equal(reader.next(line), false, 'stays at the end');
   }
   const cut = path.join(dir, 'cut');
   fs.writeFileSync(cut, 'a\nb\nc');
   const reader = new FileLineReader(cut, 3);
   const line = { buf: new Uint8Array(0), start: 0, end: 0 };
-  assert.equal(reader.nextBytes(line), true);
-  assert.equal(reader.nextBytes(line), true);
-  assert.throws(() => reader.nextBytes(line), (e: unknown) => e instanceof DataError && e.code === 'TRUNCATED' && e.place?.line === 3);
+  assert.equal(reader.next(line), true);
+  assert.equal(reader.next(line), true);
+  assert.throws(() => reader.next(line), (e: unknown) => e instanceof DataError && e.code === 'TRUNCATED' && e.place?.line === 3);
 });
 
 test('putBytes copies short and long ranges exactly', () => {

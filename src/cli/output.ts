@@ -1,7 +1,7 @@
 // Batched writing to stdout with backpressure at chunk boundaries (never per line),
 // and a quiet stop when the reader goes away (`| head`).
 import type { Writable } from 'node:stream';
-import type { ByteSink } from '../core/tsv.js';
+import { putText, type ByteSink } from '../core/bytes.js';
 
 /** Thrown by `flush()` once the reader of stdout has gone away (EPIPE). */
 export class OutputClosed extends Error {
@@ -38,9 +38,7 @@ export class Output implements ByteSink {
   }
 
   write(text: string): void {
-    // Up to 3 bytes per UTF-16 unit; most text is ASCII and fits without counting.
-    if (text.length * 3 > this.buf.length - this.pos) this.reserve(Buffer.byteLength(text));
-    this.pos += this.buf.write(text, this.pos);
+    putText(this, text);
   }
 
   reserve(n: number): void {

@@ -1,5 +1,6 @@
 // Hits are non-negative decimal integers. Sums stay exact beyond 2^53 by falling
 // back to BigInt, which costs nothing on the common small-number path.
+import { digitsValue, latin1, putDecimal } from './bytes.js';
 
 const HITS_RE = /^\d+$/;
 const MAX_HITS_DIGITS = 30;
@@ -44,31 +45,7 @@ export function addHitsAt(b: Uint8Array, a: number, aEnd: number, c: number, cEn
     const s = digitsValue(b, a, aEnd) + digitsValue(b, c, cEnd);
     if (s <= Number.MAX_SAFE_INTEGER) return putDecimal(dst, 0, s);
   }
-  const text = addHits(ascii(b, a, aEnd), ascii(b, c, cEnd));
+  const text = addHits(latin1(b, a, aEnd), latin1(b, c, cEnd));
   for (let k = 0; k < text.length; k++) dst[k] = text.charCodeAt(k);
   return text.length;
-}
-
-/** The value of the decimal digits `b[from, to)` (exact below 16 digits). */
-export function digitsValue(b: Uint8Array, from: number, to: number): number {
-  let v = 0;
-  for (let i = from; i < to; i++) v = v * 10 + (b[i]! - 48);
-  return v;
-}
-
-/** Writes the safe non-negative integer `v` as decimal digits to `dst` at `at`; returns the position after them. */
-export function putDecimal(dst: Uint8Array, at: number, v: number): number {
-  let n = 1;
-  for (let t = v; t >= 10; t = Math.floor(t / 10)) n++;
-  for (let k = at + n - 1; k >= at; k--) {
-    const q = Math.floor(v / 10);
-    dst[k] = 48 + (v - q * 10);
-    v = q;
-  }
-  return at + n;
-}
-
-/** The ASCII bytes `b[from, to)` as text. */
-export function ascii(b: Uint8Array, from: number, to: number): string {
-  return String.fromCharCode(...b.subarray(from, to));
 }

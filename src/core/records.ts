@@ -2,6 +2,7 @@
 // on field arrays (for messages and the stages that split lines), and the same
 // checks on a line's bytes for the streaming stages, which never decode a line.
 import { isValidHits } from './hits.js';
+import { DASH, compareBytes, latin1 } from './bytes.js';
 import { findTabsAt } from './tsv.js';
 
 /** URL record: `id timestamp updatetag hits domain url` (incoming, current, filtered, queue). */
@@ -95,15 +96,6 @@ export function clip(s: string, max = 60): string {
   return safe.length > max ? safe.slice(0, max) + '...' : safe;
 }
 
-/** Compares the 16-byte ids at `a[as]` and `b[bs]`: negative, zero or positive, as their text compares. */
-export function compareIds(a: Uint8Array, as: number, b: Uint8Array, bs: number): number {
-  for (let k = 0; k < 16; k++) {
-    const d = a[as + k]! - b[bs + k]!;
-    if (d !== 0) return d;
-  }
-  return 0;
-}
-
 /**
  * Enforces strictly ascending ids (sorted, unique) in one input; returns an error
  * message for a violation, or null.
@@ -115,7 +107,7 @@ export class IdOrder {
   /** Checks the id at `buf[start, start + 16)` (a checked record's) against the one before. */
   check(buf: Uint8Array, start: number): string | null {
     if (this.any) {
-      const d = compareIds(buf, start, this.prev, 0);
+      const d = compareBytes(buf, start, this.prev, 0, 16);
       if (d <= 0) {
         const id = latin1(buf, start, start + 16);
         const prev = latin1(this.prev, 0, 16);
@@ -203,7 +195,6 @@ export function checkJoinedAt(l: LineRef): string | null {
   return ok ? null : (checkJoined(l.text().split('\t')) ?? 'malformed record');
 }
 
-const DASH = 45;
 
 function sideOk(b: Uint8Array, absent: boolean, ts: number, tsEnd: number, tag: number, tagEnd: number, hits: number, hitsEnd: number): boolean {
   if (absent) return tagEnd === tag && hitsEnd - hits === 1 && b[hits] === DASH;
@@ -229,7 +220,13 @@ function isIdAt(b: Uint8Array, from: number): boolean {
   return true;
 }
 
-/** The bytes b[from, to) as latin1 text (ids, timestamps, digits). */
-export function latin1(b: Uint8Array, from: number, to: number): string {
-  return Buffer.from(b.buffer, b.byteOffset + from, to - from).toString('latin1');
+/**
+ * Whether `b[start, end)` is a yacobot_id as the routed stream and domain_map carry
+ * it (and as it may become a directory name): a positive decimal integer of at most
+ * 18 digits, no sign or leading zero.
+ */
+export function isYacobotIdAt(b: Uint8Array, start: number, end: number): boolean {
+  if (end <= start || end - start > 18 || b[start] === 48) return false;
+  for (let i = start; i < end; i++) if (b[i]! < 48 || b[i]! > 57) return false;
+  return true;
 }

@@ -1,5 +1,6 @@
 // Timestamps are 14 digits YYYYMMDDhhmmss in the local time zone; durations are
 // `90s`, `30m`, `1h`, `10h`, `1d` or plain seconds.
+import { digitsValue } from './bytes.js';
 
 /** True when `ts` is 14 digits naming a real calendar date and time (no Feb 31, no 24:00). */
 export function isValidTimestamp(ts: string): boolean {
@@ -53,10 +54,10 @@ export function timestampToMs(ts: string): number {
 
 /** timestampToMs of the valid timestamp at `buf[at, at + 14)`. */
 export function timestampMsAt(buf: Uint8Array, at: number): number {
-  const y = digits(buf, at, 4);
-  const mo = digits(buf, at + 4, 2);
-  const d = digits(buf, at + 6, 2);
-  const h = digits(buf, at + 8, 2);
+  const y = digitsValue(buf, at, at + 4);
+  const mo = digitsValue(buf, at + 4, at + 6);
+  const d = digitsValue(buf, at + 6, at + 8);
+  const h = digitsValue(buf, at + 8, at + 10);
   const key = ((y * 13 + mo) * 32 + d) * 24 + h;
   const slot = key & (HOUR_SLOTS - 1);
   let base: number;
@@ -68,13 +69,7 @@ export function timestampMsAt(buf: Uint8Array, at: number): number {
     hourKeys[slot] = key;
     hourMs[slot] = base;
   }
-  return base + (digits(buf, at + 10, 2) * 60 + digits(buf, at + 12, 2)) * 1000;
-}
-
-function digits(buf: Uint8Array, at: number, n: number): number {
-  let v = 0;
-  for (let i = at; i < at + n; i++) v = v * 10 + (buf[i]! - 48);
-  return v;
+  return base + (digitsValue(buf, at + 10, at + 12) * 60 + digitsValue(buf, at + 12, at + 14)) * 1000;
 }
 
 /** The local wall-clock time as a 14-digit timestamp. */

@@ -3,13 +3,14 @@ import * as os from 'node:os';
 import { isUtf8 } from 'node:buffer';
 import type { Command } from 'commander';
 import type { StageDef } from '../cli/stage.js';
+import { putBytes } from '../core/bytes.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { isValidHitsAt } from '../core/hits.js';
 import { clip } from '../core/records.js';
 import { parseSize } from '../core/size.js';
 import { RecordSorter, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
 import { timestampKey } from '../core/time.js';
-import { FileWriter, LineBatcher, putBytes } from '../core/tsv.js';
+import { FileWriter, LineBatcher } from '../core/tsv.js';
 import { WorkerPool } from '../core/workers.js';
 import {
   DEFAULT_MAX_URL_BYTES,
@@ -37,6 +38,9 @@ const lineLimit = (maxUrl: number) => maxUrl + 65536;
 /** Bytes of input per batch handed to a worker thread. */
 const BATCH_BYTES = 1 << 20;
 
+/** Under this --memory, analyze-dump trades speed for memory: no worker threads, no URL memory. */
+const SMALL_BUDGET = 128 << 20;
+
 /**
  * One worker per core, at most 4 (the main thread mostly waits while they parse);
  * none on one core, or under a memory budget below 128M: a worker thread costs
@@ -44,7 +48,7 @@ const BATCH_BYTES = 1 << 20;
  */
 function defaultThreads(memoryBytes: number): number {
   const cores = os.availableParallelism();
-  return cores > 1 && memoryBytes >= 128 << 20 ? Math.min(4, cores) : 0;
+  return cores > 1 && memoryBytes >= SMALL_BUDGET ? Math.min(4, cores) : 0;
 }
 
 /** What one thread's URL memory takes at most: keys, answers and their tables. */
@@ -62,7 +66,7 @@ export function urlResolverFor(o: AnalyzeDumpOptions, hash: (url: string) => str
 
 /** URL memory at 128M and up, while all threads' together take at most a quarter of --memory. */
 function hasUrlMemory(o: AnalyzeDumpOptions): boolean {
-  return o.memoryBytes >= 128 << 20 && Math.max(1, o.threads) * URL_MEMORY_BYTES <= o.memoryBytes / 4;
+  return o.memoryBytes >= SMALL_BUDGET && Math.max(1, o.threads) * URL_MEMORY_BYTES <= o.memoryBytes / 4;
 }
 
 /** Everything analyze-dump decides about one reflog line. */

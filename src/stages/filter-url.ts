@@ -1,10 +1,11 @@
 // filter-url: decide what to send this hour and write the next current_log.
 import type { StageDef } from '../cli/stage.js';
+import { DASH, LF, TAB, compareBytes, putBytes, type ByteSink } from '../core/bytes.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { addHitsAt } from '../core/hits.js';
 import { IdOrder, LineRef, checkJoinedAt } from '../core/records.js';
 import { formatTimestamp, isValidTimestamp, parseDuration, timestampMsAt, timestampToMs } from '../core/time.js';
-import { AtomicFileWriter, putBytes, type ByteSink } from '../core/tsv.js';
+import { AtomicFileWriter } from '../core/tsv.js';
 
 export interface FilterParams {
   /** "now" in ms since the epoch. */
@@ -21,9 +22,6 @@ export interface FilterUrlOptions extends FilterParams {
 /** Why a record was sent or not. */
 export type Outcome = 'new' | 'due' | 'changed' | 'held' | 'kept' | 'expired';
 
-const TAB = 9;
-const LF = 10;
-const DASH = 45;
 /** The c+i hits sum (at most 31 digits); one per process, as the stage is one thread. */
 const sum = new Uint8Array(32);
 
@@ -53,12 +51,13 @@ export function decide(l: LineRef, p: FilterParams, send: ByteSink, keep: ByteSi
     return 'kept';
   }
   const n = addHitsAt(b, cHits, T[7]!, iHits, l.end, sum);
-  const iTagEmpty = T[6] === iTag;
-  const changed = !iTagEmpty && !sameBytes(b, iTag, T[6]!, cTag, T[5]!);
+  const iTagLen = T[6]! - iTag;
+  const iTagEmpty = iTagLen === 0;
+  const changed = !iTagEmpty && (iTagLen !== T[5]! - cTag || compareBytes(b, iTag, b, cTag, iTagLen) !== 0);
   const due = timestampMsAt(b, iTs) - timestampMsAt(b, cTs) >= p.resendAfterMs;
   if (due || changed) {
     putRecord(send, l, iTs, iTag, T[6]!, b, iHits, l.end);
-    const ts = compareBytes(b, iTs, cTs, 14) > 0 ? iTs : cTs;
+    const ts = compareBytes(b, iTs, b, cTs, 14) > 0 ? iTs : cTs;
     if (iTagEmpty) putRecord(keep, l, ts, cTag, T[5]!, sum, 0, n);
     else putRecord(keep, l, ts, iTag, T[6]!, sum, 0, n);
     return due ? 'due' : 'changed';
@@ -86,20 +85,6 @@ function putRecord(out: ByteSink, l: LineRef, ts: number, tag: number, tagEnd: n
   p = putBytes(o, p, b, l.start + 17, l.tabs[2]!); // domain TAB url
   o[p++] = LF;
   out.pos = p;
-}
-
-function sameBytes(b: Uint8Array, x: number, xEnd: number, y: number, yEnd: number): boolean {
-  if (xEnd - x !== yEnd - y) return false;
-  for (let k = 0; k < xEnd - x; k++) if (b[x + k] !== b[y + k]) return false;
-  return true;
-}
-
-function compareBytes(b: Uint8Array, x: number, y: number, n: number): number {
-  for (let k = 0; k < n; k++) {
-    const d = b[x + k]! - b[y + k]!;
-    if (d !== 0) return d;
-  }
-  return 0;
 }
 
 export const filterUrl: StageDef<FilterUrlOptions> = {

@@ -1,12 +1,9 @@
 // group-sum: one URL record per id.
 import type { StageDef } from '../cli/stage.js';
 import { DataError } from '../core/errors.js';
-import { addHits, ascii, digitsValue, putDecimal } from '../core/hits.js';
-import { LineRef, checkUrlRecordAt, compareIds, latin1 } from '../core/records.js';
-import { putBytes, type ByteSink } from '../core/tsv.js';
-
-const TAB = 9;
-const LF = 10;
+import { LF, TAB, compareBytes, digitsValue, latin1, putBytes, putDecimal, type ByteSink } from '../core/bytes.js';
+import { addHits } from '../core/hits.js';
+import { LineRef, checkUrlRecordAt } from '../core/records.js';
 
 /**
  * The pure core: folds consecutive records of one id into one record with the
@@ -29,7 +26,7 @@ export class Grouper {
 
   /** Compares the id at `b[start]` with the open group's (positive when there is none). */
   compareId(b: Uint8Array, start: number): number {
-    return this.open ? compareIds(b, start, this.first, 0) : 1;
+    return this.open ? compareBytes(b, start, this.first, 0, 16) : 1;
   }
 
   /** The open group's id, as text ('' when there is none). */
@@ -46,17 +43,17 @@ export class Grouper {
     const T = l.tabs;
     const h = T[2]! + 1;
     const hEnd = T[3]!;
-    if (this.open && compareIds(b, l.start, this.first, 0) === 0) {
-      if (compareTs(b, l.start + 17, this.ts) > 0) for (let k = 0; k < 14; k++) this.ts[k] = b[l.start + 17 + k]!;
+    if (this.open && compareBytes(b, l.start, this.first, 0, 16) === 0) {
+      if (compareBytes(b, l.start + 17, this.ts, 0, 14) > 0) for (let k = 0; k < 14; k++) this.ts[k] = b[l.start + 17 + k]!;
       if (T[2]! > T[1]! + 1) this.setTag(b, T[1]! + 1, T[2]!);
       if (this.sum >= 0) {
         const t = hEnd - h < 16 ? this.sum + digitsValue(b, h, hEnd) : Infinity;
         if (t <= Number.MAX_SAFE_INTEGER) this.sum = t;
         else {
-          this.hits = addHits(String(this.sum), ascii(b, h, hEnd));
+          this.hits = addHits(String(this.sum), latin1(b, h, hEnd));
           this.sum = -1;
         }
-      } else this.hits = addHits(this.hits, ascii(b, h, hEnd));
+      } else this.hits = addHits(this.hits, latin1(b, h, hEnd));
       this.merged = true;
       return false;
     }
@@ -69,7 +66,7 @@ export class Grouper {
     for (let k = 0; k < 14; k++) this.ts[k] = b[l.start + 17 + k]!;
     this.setTag(b, T[1]! + 1, T[2]!);
     this.sum = hEnd - h < 16 ? digitsValue(b, h, hEnd) : -1;
-    this.hits = this.sum < 0 ? ascii(b, h, hEnd) : '';
+    this.hits = this.sum < 0 ? latin1(b, h, hEnd) : '';
     this.open = true;
     this.merged = false;
     return done;
@@ -105,14 +102,6 @@ export class Grouper {
     for (let k = from; k < to; k++) this.tag[k - from] = b[k]!;
     this.tagLen = to - from;
   }
-}
-
-function compareTs(b: Uint8Array, at: number, ts: Uint8Array): number {
-  for (let k = 0; k < 14; k++) {
-    const d = b[at + k]! - ts[k]!;
-    if (d !== 0) return d;
-  }
-  return 0;
 }
 
 export const groupSum: StageDef<Record<string, never>> = {

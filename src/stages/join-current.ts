@@ -1,16 +1,13 @@
 // join-current: full outer merge-join of incoming_log (stdin) with current_log.
 import type { StageDef } from '../cli/stage.js';
 import { DataError, UsageError } from '../core/errors.js';
-import { IdOrder, LineRef, checkUrlRecordAt, compareIds } from '../core/records.js';
-import { FileLineReader, putBytes, type ByteSink } from '../core/tsv.js';
+import { DASH, LF, TAB, compareBytes, putBytes, type ByteSink } from '../core/bytes.js';
+import { IdOrder, LineRef, checkUrlRecordAt } from '../core/records.js';
+import { FileLineReader } from '../core/tsv.js';
 
 export interface JoinCurrentOptions {
   current: string;
 }
-
-const TAB = 9;
-const LF = 10;
-const DASH = 45;
 
 /**
  * The pure core: writes the joined line (with its LF) for one id to `out`, from the
@@ -88,7 +85,7 @@ or a last line cut off without its newline, are errors naming the line.`,
     let cur: LineRef | null = null;
     const nextCurrent = (): void => {
       cur = null;
-      if (!reader || !reader.nextBytes(curLine)) return;
+      if (!reader || !reader.next(curLine)) return;
       const bad = checkUrlRecordAt(curLine) ?? curOrder.check(curLine.buf, curLine.start);
       if (bad) throw new DataError('BAD_CURRENT', bad, { file: o.current, line: reader.lineNo });
       nCur++;
@@ -102,7 +99,7 @@ or a last line cut off without its newline, are errors naming the line.`,
       if (bad) throw new DataError('BAD_INCOMING', bad, { file: ctx.inputName, line: lineNo });
       nIn++;
       let d = 1;
-      while (cur !== null && (d = compareIds(cur.buf, cur.start, buf, start)) < 0) {
+      while (cur !== null && (d = compareBytes(cur.buf, cur.start, buf, start, 16)) < 0) {
         writeJoined(out, cur, null);
         onlyCur++;
         nextCurrent();

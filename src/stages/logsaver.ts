@@ -4,16 +4,14 @@ import * as path from 'node:path';
 import type { StageDef } from '../cli/stage.js';
 import { DataError, UsageError, ioError } from '../core/errors.js';
 import { BytesIndex } from '../core/bytesindex.js';
-import { LineRef, checkUrlRecordAt, clip } from '../core/records.js';
-import { FileWriter, liveTempFiles, putBytes, removeQuietly } from '../core/tsv.js';
+import { LF, TAB, putBytes } from '../core/bytes.js';
+import { LineRef, checkUrlRecordAt, clip, isYacobotIdAt } from '../core/records.js';
+import { FileWriter, liveTempFiles, removeQuietly } from '../core/tsv.js';
 
 export interface LogsaverOptions {
   queueDir: string;
   name: string;
 }
-
-const TAB = 9;
-const LF = 10;
 
 /** Returns what is wrong with a queue file name, or null: one safe path component. */
 export function checkQueueName(name: string): string | null {
@@ -155,16 +153,6 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
     Object.assign(ctx.counts, { queue_name: o.name, records_in: recordsIn, files: sorted.length, per_yacobot: perYacobot });
   },
 };
-
-/**
- * Whether `b[start, end)` is a yacobot_id that may become a directory name: a
- * positive decimal integer of at most 18 digits, no sign or leading zero.
- */
-function isYacobotIdAt(b: Uint8Array, start: number, end: number): boolean {
-  if (end <= start || end - start > 18 || b[start] === 48) return false;
-  for (let i = start; i < end; i++) if (b[i]! < 48 || b[i]! > 57) return false;
-  return true;
-}
 
 /** Makes a rename durable (the directory entry), where the platform allows it. */
 function syncDir(dir: string): void {

@@ -15,10 +15,10 @@ import {
 import { DataError, UsageError } from '../core/errors.js';
 import { grown } from '../core/arrays.js';
 import { BytesIndex } from '../core/bytesindex.js';
-import { digitsValue, putDecimal } from '../core/hits.js';
-import { LineRef, checkUrlRecordAt } from '../core/records.js';
+import { LF, TAB, digitsValue, latin1, putBytes, putDecimal, type ByteSink } from '../core/bytes.js';
+import { LineRef, checkUrlRecordAt, isYacobotIdAt } from '../core/records.js';
 import { formatTimestamp, isValidTimestamp } from '../core/time.js';
-import { AtomicFileWriter, FileLineReader, FileWriter, liveTempFiles, putBytes, removeQuietly } from '../core/tsv.js';
+import { AtomicFileWriter, FileLineReader, FileWriter, findTabsAt, liveTempFiles, removeQuietly } from '../core/tsv.js';
 
 export type AssignMode = 'least-loaded' | 'rendezvous';
 
@@ -30,10 +30,16 @@ export interface UploadDomainsOptions {
   tmpDir: string;
 }
 
-const YACOBOT_ID_RE = /^[1-9][0-9]{0,17}$/;
-const TAB = 9;
-const LF = 10;
 
+/** Writes "n TAB b[start, end) LF" to `sink`. */
+function putNumbered(sink: ByteSink, n: number, b: Uint8Array, start: number, end: number): void {
+  sink.reserve(end - start + 24);
+  let p = putDecimal(sink.buf, sink.pos, n);
+  sink.buf[p++] = TAB;
+  p = putBytes(sink.buf, p, b, start, end);
+  sink.buf[p++] = LF;
+  sink.pos = p;
+}
 
 /**
  * Reads a domain_map file (`domain TAB yacobot_id` per line) into a Map; a missing
@@ -43,14 +49,15 @@ export function loadDomainMap(file: string): { map: Map<string, number>; existed
   const map = new Map<string, number>();
   const r = FileLineReader.openIfExists(file);
   if (!r) return { map, existed: false };
+  const line = { buf: new Uint8Array(0), start: 0, end: 0 };
+  const tab = new Int32Array(1);
   try {
-    for (let line = r.next(); line !== null; line = r.next()) {
-      const tab = line.indexOf('\t');
-      const id = tab < 0 ? '' : line.slice(tab + 1);
-      if (tab <= 0 || !YACOBOT_ID_RE.test(id)) {
+    while (r.next(line)) {
+      const { buf, start, end } = line;
+      if (findTabsAt(buf, start, end, tab) !== 2 || tab[0] === start || !isYacobotIdAt(buf, tab[0]! + 1, end)) {
         throw new DataError('BAD_MAP', 'expected "domain TAB yacobot_id" with a positive integer id', { file, line: r.lineNo });
       }
-      map.set(line.slice(0, tab), Number(id));
+      map.set(Buffer.from(buf.buffer, buf.byteOffset + start, tab[0]! - start).toString('utf8'), Number(latin1(buf, tab[0]! + 1, end)));
     }
   } finally {
     r.close();
@@ -224,14 +231,9 @@ holds --map and the distinct domains seen in this run.`,
     let spool: FileWriter | null = null;
     let spooled = 0;
 
-    /** Writes "yacobot_id TAB record LF", the record being `b[start, end)`. */
+    /** Writes "yacobot_id TAB record LF" for domain `k`, the record being `b[start, end)`. */
     const emit = (k: number, b: Uint8Array, start: number, end: number) => {
-      out.reserve(end - start + 24);
-      let p = putDecimal(out.buf, out.pos, owner[k]!);
-      out.buf[p++] = TAB;
-      p = putBytes(out.buf, p, b, start, end);
-      out.buf[p++] = LF;
-      out.pos = p;
+      putNumbered(out, owner[k]!, b, start, end);
       emitted[k]++;
       recordsOut++;
     };
@@ -285,12 +287,7 @@ holds --map and the distinct domains seen in this run.`,
         });
       }
       // Spooled as "domain number TAB record": its Yacobot is looked up after the commit.
-      spool.reserve(end - start + 16);
-      let p = putDecimal(spool.buf, spool.pos, k);
-      spool.buf[p++] = TAB;
-      p = putBytes(spool.buf, p, buf, start, end);
-      spool.buf[p++] = LF;
-      spool.pos = p;
+      putNumbered(spool, k, buf, start, end);
       spooled++;
     });
 
@@ -319,7 +316,7 @@ holds --map and the distinct domains seen in this run.`,
       const line = { buf: new Uint8Array(0), start: 0, end: 0 };
       try {
         let n = 0;
-        while (r.nextBytes(line)) {
+        while (r.next(line)) {
           const tab = line.buf.indexOf(TAB, line.start);
           emit(digitsValue(line.buf, line.start, tab), line.buf, tab + 1, line.end);
           if (++n % 4096 === 0) await out.flushIfFull();

@@ -1,6 +1,6 @@
 // Adapters between the byte-level cores of the streaming stages and test text.
 import { LineRef } from '../../src/core/records.js';
-import type { ByteSink } from '../../src/core/tsv.js';
+import type { ByteSink } from '../../src/core/bytes.js';
 
 /** A LineRef over the UTF-8 bytes of `text`, placed at an offset so positions are not accidentally 0-based. */
 export function lineRef(text: string, tabs: number): LineRef {
@@ -12,14 +12,14 @@ export function lineRef(text: string, tabs: number): LineRef {
 
 /** A ByteSink that keeps everything written to it, in a deliberately small buffer that has to grow. */
 export class TextSink implements ByteSink {
-  buf = new Uint8Array(16);
+  buf = Buffer.alloc(16);
   pos = 0;
   private parts: Buffer[] = [];
 
   reserve(n: number): void {
     if (this.pos + n <= this.buf.length) return;
     this.parts.push(Buffer.from(this.buf.subarray(0, this.pos)));
-    this.buf = new Uint8Array(Math.max(16, n));
+    this.buf = Buffer.alloc(Math.max(16, n));
     this.pos = 0;
   }
 
