@@ -15,6 +15,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { stageEnv } from '../src/runner/pipeline.js';
 import { generateReflog, parseCount } from './gen-reflog.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -62,7 +63,8 @@ function usage(msg: string): never {
   process.exit(2);
 }
 
-const ENV = { ...process.env, TZ: 'UTC', LC_ALL: 'C', PATH: `${BIN}:${process.env.PATH}` };
+// The stages get the environment the cron runner gives them (stageEnv), so peak RSS is as in production.
+const ENV = stageEnv({ ...process.env, TZ: 'UTC', LC_ALL: 'C', PATH: `${BIN}:${process.env.PATH}` });
 const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 /** Wraps a command so /usr/bin/time appends "label elapsed maxrss_kb user sys" to `times`. */
 const timed = (times: string, label: string, cmd: string) => `/usr/bin/time -f '${label} %e %M %U %S' -a -o ${q(times)} ${cmd}`;

@@ -13,6 +13,7 @@ import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
 import { hourEndOf, planInbox, resolveNow, shellQuote, type RunRecord } from '../src/runner/plan.js';
 import { publishSteps } from '../src/runner/commit.js';
+import { stageEnv } from '../src/runner/pipeline.js';
 import { appendRecordOnce } from '../src/runner/fsutil.js';
 
 const RUNNER = path.join(ROOT, 'scripts', 'reflog-to-yacobot-queue');
@@ -380,4 +381,12 @@ test('npm start (the demo) works, and a second start says there was nothing new'
   assert.equal(second.status, 0, second.stderr);
   assert.match(second.stdout, /Nothing new/);
   assert.match(second.stderr, /nothing to do/);
+});
+
+test("the stages' environment holds glibc's mmap threshold, unless the operator set one", () => {
+  const env = stageEnv({ PATH: '/bin', TZ: 'UTC' });
+  assert.equal(env.MALLOC_MMAP_THRESHOLD_, '131072');
+  assert.equal(env.PATH, '/bin');
+  assert.equal(env.TZ, 'UTC');
+  assert.equal(stageEnv({ MALLOC_MMAP_THRESHOLD_: '65536' }).MALLOC_MMAP_THRESHOLD_, '65536');
 });

@@ -9,6 +9,19 @@ import * as path from 'node:path';
 import { chainOf, pipelineScript, readStageLog, stageLog, type RunPaths, type StageOutcome } from './plan.js';
 import type { RunnerOptions } from './options.js';
 
+/**
+ * The stages' environment: `base` plus glibc's MALLOC_MMAP_THRESHOLD_ held at its
+ * initial 128 KiB, unless the operator set it. Left alone, glibc raises that
+ * threshold each time it frees a large block, and from then on analyze-dump's
+ * 1-4 MiB buffers come from heap arenas that are never given back: at 10M lines
+ * its peak RSS crept through the run to 460-474 MiB, against 393 MiB and flat
+ * with the variable set, at the same speed (1M-line pipeline: 4.03-4.70 s
+ * without, 4.03-4.45 s with, interleaved). Other C libraries ignore it.
+ */
+export function stageEnv(base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  return { ...base, MALLOC_MMAP_THRESHOLD_: base.MALLOC_MMAP_THRESHOLD_ ?? String(128 << 10) };
+}
+
 /** Children currently running, so a signal handler can stop them. */
 export const liveChildren = new Set<ChildProcess>();
 
@@ -99,7 +112,7 @@ export async function runStages(
   {
     const out = fs.openSync(p.mapNext, 'w', 0o644);
     const err = fs.openSync(stageLog(p, 0, 'domains-from-db'), 'w', 0o644);
-    const child = spawn(path.join(binDir, 'domains-from-db'), ['--db', o.db], { stdio: ['ignore', out, err, lockFd] });
+    const child = spawn(path.join(binDir, 'domains-from-db'), ['--db', o.db], { stdio: ['ignore', out, err, lockFd], env: stageEnv() });
     fs.closeSync(out);
     fs.closeSync(err);
     const r = await waitExit(child);
@@ -113,7 +126,7 @@ export async function runStages(
   const chain = chainOf(o, p, now);
   const bashErr = path.join(p.logs, 'bash.log');
   const errFd = fs.openSync(bashErr, 'w', 0o644);
-  const child = spawn('bash', ['-c', pipelineScript(chain, binDir, p)], { stdio: ['pipe', 'pipe', errFd, lockFd] });
+  const child = spawn('bash', ['-c', pipelineScript(chain, binDir, p)], { stdio: ['pipe', 'pipe', errFd, lockFd], env: stageEnv() });
   fs.closeSync(errFd);
   let statuses = '';
   child.stdout!.setEncoding('utf8').on('data', (d: string) => (statuses += d));
