@@ -3,6 +3,7 @@
 // chunking or block size, errors naming the line, exact sums and times.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { isUtf8 } from 'node:buffer';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DataError } from '../src/core/errors.js';
@@ -24,42 +25,75 @@ function rng(seed: number): () => number {
   };
 }
 
-/** Random lines of random bytes other than LF (TABs, UTF-8 and invalid UTF-8 included), some empty. */
-function randomLines(r: () => number, n: number, maxLen: number): Buffer[] {
+/**
+ * Random lines without LF, some empty: UTF-8 text (ASCII with TABs, and 2-, 3- and
+ * 4-byte characters, which chunking may cut), and with probability `bad` a line
+ * with one byte overwritten at random (mostly invalid UTF-8 then).
+ */
+function randomLines(r: () => number, n: number, maxLen: number, bad = 0): Buffer[] {
   const lines: Buffer[] = [];
   for (let i = 0; i < n; i++) {
-    const b = Buffer.alloc(Math.floor(r() * maxLen));
-    for (let k = 0; k < b.length; k++) {
+    let text = '';
+    const len = Math.floor(r() * maxLen);
+    while (Buffer.byteLength(text) < len) {
+      const k = r();
+      const cp =
+        k < 0.7 ? (r() < 0.1 ? 9 : 32 + Math.floor(r() * 95))
+        : k < 0.8 ? 0x80 + Math.floor(r() * 0x780)
+        : k < 0.9 ? 0xe000 + Math.floor(r() * 0x2000)
+        : 0x10000 + Math.floor(r() * 0x100000);
+      text += String.fromCodePoint(cp);
+    }
+    const b = Buffer.from(text);
+    if (b.length > 0 && r() < bad) {
       const c = Math.floor(r() * 256);
-      b[k] = c === 10 ? 9 : c;
+      b[Math.floor(r() * b.length)] = c === 10 ? 0xff : c;
     }
     lines.push(b);
   }
   return lines;
 }
 
-test('ByteLineSplitter: any chunking gives back the input lines, byte for byte, numbered', () => {
+/** The lines a reader gives back before it stops at the first line that is not UTF-8 (its index, or -1). */
+function upToBadUtf8(lines: Buffer[]): { good: Buffer[]; bad: number } {
+  const bad = lines.findIndex((l) => !isUtf8(l));
+  return { good: bad < 0 ? lines : lines.slice(0, bad), bad };
+}
+
+const isBadUtf8At = (line: number) => (e: unknown) => e instanceof DataError && e.code === 'BAD_UTF8' && e.place?.line === line;
+
+test('ByteLineSplitter: any chunking gives back the input lines, byte for byte, numbered, up to one that is not UTF-8', () => {
   const r = rng(5);
+  let stopped = 0;
   for (let round = 0; round < 300; round++) {
-    const lines = randomLines(r, Math.floor(r() * 30), 50);
+    const lines = randomLines(r, Math.floor(r() * 30), 50, round % 2 ? 0.05 : 0);
+    const { good, bad } = upToBadUtf8(lines);
     const input = Buffer.concat(lines.flatMap((l) => [l, Buffer.from('\n')]));
-    const s = new ByteLineSplitter('in', 64);
+    const s = new ByteLineSplitter('in', 256);
     const got: Buffer[] = [];
     let at = 0;
-    while (at < input.length) {
-      const n = 1 + Math.floor(r() * 70);
-      // A fresh chunk each time, overwritten after the call: lines must not be read later.
-      const chunk = Buffer.from(input.subarray(at, at + n));
-      s.push(chunk, (buf, start, end, lineNo) => {
-        assert.equal(lineNo, got.length + 1);
-        got.push(Buffer.from(buf.subarray(start, end)));
-      });
-      chunk.fill(0x21);
-      at += n;
+    const run = () => {
+      while (at < input.length) {
+        const n = 1 + Math.floor(r() * 70);
+        // A fresh chunk each time, overwritten after the call: lines must not be read later.
+        const chunk = Buffer.from(input.subarray(at, at + n));
+        s.push(chunk, (buf, start, end, lineNo) => {
+          assert.equal(lineNo, got.length + 1);
+          got.push(Buffer.from(buf.subarray(start, end)));
+        });
+        chunk.fill(0x21);
+        at += n;
+      }
+      s.end();
+    };
+    if (bad < 0) run();
+    else {
+      assert.throws(run, isBadUtf8At(bad + 1));
+      stopped++;
     }
-    s.end();
-    assert.deepEqual(got, lines);
+    assert.deepEqual(got, good);
   }
+  assert.ok(stopped > 20, `only ${stopped} rounds had a line that is not UTF-8`);
 });
 
 test('ByteLineSplitter: a cut last line and an over-long line are errors naming the line', () => {
@@ -78,13 +112,22 @@ test('FileLineReader.next: any block size gives back the file lines; a cut last 
   const dir = scratch('tsv');
   const r = rng(9);
   for (let round = 0; round < 60; round++) {
-    const lines = randomLines(r, Math.floor(r() * 40), 40);
+    const lines = randomLines(r, Math.floor(r() * 40), 40, round % 2 ? 0.05 : 0);
+    const { good, bad } = upToBadUtf8(lines);
     const file = path.join(dir, `f${round}`);
     fs.writeFileSync(file, Buffer.concat(lines.flatMap((l) => [l, Buffer.from('\n')])));
     const reader = new FileLineReader(file, 1 + Math.floor(r() * 50));
     const line = { buf: new Uint8Array(0), start: 0, end: 0 };
     const got: Buffer[] = [];
-    while (reader.next(line)) got.push(Buffer.from(line.buf.subarray(line.start, line.end)));
+    const run = () => {
+      while (reader.next(line)) got.push(Buffer.from(line.buf.subarray(line.start, line.end)));
+    };
+    if (bad >= 0) {
+      assert.throws(run, isBadUtf8At(bad + 1));
+      assert.deepEqual(got, good);
+      continue;
+    }
+    run();
     assert.deepEqual(got, lines);
     assert.equal(reader.lineNo, lines.length);
     assert.equal(reader.next(line), false, 'stays at the end');

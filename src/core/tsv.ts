@@ -1,5 +1,6 @@
 // The one TSV reader/writer: byte-level line splitting for streams and files, and
 // buffered writers. Lines end in LF; fields are separated by one TAB; no quoting.
+import { isAscii, isUtf8 } from 'node:buffer';
 import * as fs from 'node:fs';
 import { LF, putText, type ByteSink } from './bytes.js';
 import { DataError, ioError } from './errors.js';
@@ -119,6 +120,8 @@ export class ByteLineSplitter {
 
   push(chunk: Buffer, onLine: ByteLineFn): void {
     let from = 0;
+    // Streams are UTF-8: one native pass clears a chunk that is all ASCII (the usual case).
+    const ascii = isAscii(chunk);
     if (this.carry) {
       const nl = chunk.indexOf(LF);
       if (nl === -1) {
@@ -128,10 +131,12 @@ export class ByteLineSplitter {
       const line = Buffer.concat([this.carry, chunk.subarray(0, nl)]);
       this.carry = null;
       if (line.length > this.maxLine) throw lineTooLong(this.file, this.lineNo + 1, this.maxLine);
+      if (!isUtf8(line)) throw badUtf8(this.file, this.lineNo + 1);
       onLine(line, 0, line.length, ++this.lineNo);
       from = nl + 1;
     }
     for (let nl = chunk.indexOf(LF, from); nl !== -1; nl = chunk.indexOf(LF, from)) {
+      if (!ascii && !isUtf8(chunk.subarray(from, nl))) throw badUtf8(this.file, this.lineNo + 1);
       onLine(chunk, from, nl, ++this.lineNo);
       from = nl + 1;
     }
@@ -154,6 +159,10 @@ function cutOff(file: string, line: number, what: 'input' | 'file'): DataError {
   return new DataError('TRUNCATED', `last line has no newline (${what} cut off?)`, { file, line });
 }
 
+function badUtf8(file: string, line: number): DataError {
+  return new DataError('BAD_UTF8', 'invalid UTF-8 (streams are UTF-8 text)', { file, line });
+}
+
 function lineTooLong(file: string, line: number, max: number): DataError {
   return new DataError('LINE_TOO_LONG', `line longer than ${max} bytes`, { file, line });
 }
@@ -172,6 +181,8 @@ export class FileLineReader {
   private at = 1;
   private carry: Buffer | null = null;
   private eof = false;
+  /** Whether data[0, dataEnd) is all ASCII (then no line needs its own UTF-8 check). */
+  private ascii = true;
   lineNo = 0;
 
   constructor(
@@ -211,8 +222,9 @@ export class FileLineReader {
     line.buf = this.data;
     line.start = this.at;
     line.end = nl;
-    this.at = nl + 1;
     this.lineNo++;
+    if (!this.ascii && !isUtf8(this.data.subarray(this.at, nl))) throw badUtf8(this.file, this.lineNo);
+    this.at = nl + 1;
     return true;
   }
 
@@ -248,6 +260,7 @@ export class FileLineReader {
       }
       this.data = this.carry ? Buffer.concat([this.carry, chunk.subarray(0, last)]) : this.block;
       this.dataEnd = this.carry ? this.carry.length + last : last;
+      this.ascii = isAscii(this.data.subarray(0, this.dataEnd));
       this.carry = last + 1 < n ? Buffer.from(chunk.subarray(last + 1)) : null;
       return true;
     }
