@@ -15,6 +15,7 @@ import { hourEndOf, planInbox, resolveNow, shellQuote, type RunRecord } from '..
 import { publishSteps } from '../src/runner/commit.js';
 import { stageEnv } from '../src/runner/pipeline.js';
 import { appendRecordOnce } from '../src/runner/fsutil.js';
+import { generateReflog } from '../scripts/gen-reflog.js';
 
 const RUNNER = path.join(ROOT, 'scripts', 'reflog-to-yacobot-queue');
 const REFLOGS = path.join(ROOT, 'fixtures', 'reflogs');
@@ -27,8 +28,12 @@ interface Done {
   ms: number;
 }
 
-/** Runs the runner in `dir` (its own process group); `killAfter` ms: SIGKILL the group then. */
-function runner(dir: string, args: string[] = [], opts: { killAfter?: number; env?: Record<string, string> } = {}): Promise<Done> {
+/**
+ * Runs the runner in `dir` (its own process group); `killAfter` ms: SIGKILL the group
+ * then; `termWhen`: SIGTERM the runner alone (as `kill PID` or a supervisor would) as
+ * soon as it returns true (polled every 5 ms).
+ */
+function runner(dir: string, args: string[] = [], opts: { killAfter?: number; termWhen?: () => boolean; env?: Record<string, string> } = {}): Promise<Done> {
   const t0 = Date.now();
   const child = spawn(RUNNER, args, { cwd: dir, env: testEnv(opts.env ?? {}), detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
@@ -43,6 +48,18 @@ function runner(dir: string, args: string[] = [], opts: { killAfter?: number; en
       }
     }, opts.killAfter);
   }
+  if (opts.termWhen !== undefined) {
+    const poll = setInterval(() => {
+      if (!opts.termWhen!()) return;
+      clearInterval(poll);
+      try {
+        process.kill(child.pid!, 'SIGTERM');
+      } catch {
+        /* finished already */
+      }
+    }, 5);
+    child.on('close', () => clearInterval(poll));
+  }
   return new Promise((resolve) => {
     child.on('close', (status, signal) => {
       if (timer) clearTimeout(timer);
@@ -51,6 +68,19 @@ function runner(dir: string, args: string[] = [], opts: { killAfter?: number; en
       resolve({ status, signal, stderr, ms: Date.now() - t0 });
     });
   });
+}
+
+/** Whether some process's command line (arguments joined by spaces) passes `test`. */
+function processRunning(test: (cmd: string) => boolean): boolean {
+  for (const e of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      if (test(fs.readFileSync(`/proc/${e}/cmdline`, 'utf8').split('\0').join(' '))) return true;
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return false;
 }
 
 /** One scratch root for the whole file (one exit hook), a fresh subdirectory per use. */
@@ -248,6 +278,57 @@ test('SIGKILL of the process group at random instants, then a clean run: same re
       RUNS.map((f) => f.replace(/\.reflog$/, '')),
       `one runs.jsonl line per run (seed ${seed}, delays ${delays})`,
     );
+  }
+});
+
+test('SIGTERM to the runner alone while a chain runs: it stops its stages, exits 143 publishing nothing of that run, and a rerun finishes the same', async () => {
+  const { snap: want } = await ref();
+  for (const [k, run] of RUNS.map((f) => f.replace(/\.reflog$/, '')).entries()) {
+    const dir = fresh();
+    // Signalled as soon as run k's chain has started (its first stage's log exists).
+    const started = path.join(dir, 'var/state/staging', run, 'work/log/1.analyze-dump.log');
+    const r = await runner(dir, [], { termWhen: () => fs.existsSync(started) });
+    const what = `SIGTERM during run ${run}`;
+    // The lock is free when runner() returns: no stage outlived the runner.
+    assert.equal(r.status, 143, `${what}: status ${r.status} ${r.signal}: ${r.stderr}`);
+    assert.ok(!hasStackTrace(r.stderr), r.stderr);
+    assert.match(r.stderr, /stopped by SIGTERM; nothing of the interrupted run was published/, what);
+    const done = runsJsonl(dir).filter((x) => x.status === 'ok').map((x) => String(x.run));
+    assert.deepEqual(done, RUNS.slice(0, k).map((f) => f.replace(/\.reflog$/, '')), `${what}: the runs before it are recorded`);
+    const left = fs.readdirSync(path.join(dir, 'var/inbox')).sort();
+    assert.deepEqual(left, RUNS.slice(k), `${what}: it and the runs after it stay in the inbox`);
+    const final = await runner(dir);
+    assert.equal(final.status, 0, `${what}: ${final.stderr}`);
+    assertSameState(snapshot(dir), want, what);
+  }
+});
+
+test('SIGTERM while the runner still feeds a big reflog to the chain: exit 143, not a silent 0', async () => {
+  // The chain dies with the reflog's rest waiting on a full pipe: the runner once saw
+  // its pipe destroyed without an error, waited for a drain that never came, and, with
+  // nothing left to wait on, exited 0 without a word (3 of 7 tries by hand).
+  const dir = fresh();
+  keepOnly(dir);
+  const reflog = path.join(dir, 'var/inbox/2011072806.reflog');
+  const fd = fs.openSync(reflog, 'w');
+  generateReflog(fd, { lines: 60_000, hour: 1, seed: 3 });
+  fs.closeSync(fd);
+  assert.ok(fs.statSync(reflog).size > 4 << 20);
+  const staging = path.join(dir, 'var/state/staging');
+  for (const delay of [0, 20, 50, 100]) {
+    // Signalled `delay` ms after analyze-dump's process appears: the pipe is full by then.
+    let seen = 0;
+    const r = await runner(dir, [], {
+      termWhen: () => {
+        if (seen === 0 && processRunning((cmd) => cmd.includes('analyze-dump') && cmd.includes(dir))) seen = Date.now();
+        return seen > 0 && Date.now() - seen >= delay;
+      },
+    });
+    assert.equal(r.status, 143, `${delay} ms after analyze-dump started: status ${r.status} ${r.signal}: ${r.stderr}`);
+    assert.match(r.stderr, /stopped by SIGTERM; nothing of the interrupted run was published/);
+    assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), ['2011072806.reflog']);
+    assert.equal(fs.existsSync(path.join(dir, 'var/queue')) && fs.readdirSync(path.join(dir, 'var/queue')).length > 0, false, 'no queue file');
+    fs.rmSync(staging, { recursive: true, force: true });
   }
 });
 

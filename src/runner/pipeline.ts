@@ -162,8 +162,12 @@ function feed(file: string, sink: NodeJS.WritableStream & { destroy?: () => void
       src.destroy();
       resolve(readError);
     };
-    // A stage that stops reading (it failed) closes the pipe; its exit status tells why.
+    // A stage that stops reading (it failed, or was stopped) closes the pipe; its exit
+    // status tells why. 'close' as well as 'error': when the chain is gone while the
+    // reflog waits for 'drain', Node destroys the pipe without an error, and waiting on
+    // would leave nothing to keep the runner alive (it exited 0, silently, on SIGTERM).
     sink.on('error', finish);
+    sink.on('close', finish);
     src.on('error', (err: NodeJS.ErrnoException) => {
       readError = err.code ?? err.message;
       sink.destroy?.();
