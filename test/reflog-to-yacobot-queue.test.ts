@@ -332,6 +332,27 @@ test('SIGTERM while the runner still feeds a big reflog to the chain: exit 143, 
   }
 });
 
+test('an inbox on another file system: each reflog is copied into state/done and removed, same result', async (t) => {
+  const { snap: want } = await ref();
+  const dir = fresh();
+  const other = '/dev/shm';
+  if (!fs.existsSync(other) || fs.statSync(other).dev === fs.statSync(dir).dev) {
+    t.skip(`${other} is not a second file system here`);
+    return;
+  }
+  const inbox = fs.mkdtempSync(path.join(other, 'ms-inbox-'));
+  try {
+    for (const f of RUNS) fs.copyFileSync(path.join(dir, 'var/inbox', f), path.join(inbox, f));
+    keepOnly(dir);
+    const r = await runner(dir, ['--inbox', inbox]);
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(fs.readdirSync(inbox), [], 'moved out, no temporary copy left');
+    assertSameState(snapshot(dir), want, `inbox on ${other}`);
+  } finally {
+    fs.rmSync(inbox, { recursive: true, force: true });
+  }
+});
+
 test('killed just before each commit step, the next run rolls forward or redoes to the same result', async () => {
   const { snap: want } = await ref();
   // Each scenario kills run 06, then 07 (after rolling 06 forward or redoing it), then 08, at
