@@ -166,10 +166,13 @@ test('analyze-dump: sort spill to a full --tmp fails with no output and removes 
     let reflog = '';
     for (let i = 0; i < 30000; i++) reflog += `b\t1\t${TS}\t1\thttp://site${i % 97}.com/p/${i}/${'z'.repeat(40)}\t1\t\n`;
     fs.writeFileSync(path.join(work, 'hour.reflog'), reflog); // a file: the stage stops reading early
-    const r = runBin('analyze-dump', ['--memory', '1M', '--tmp', 'tmp', 'hour.reflog'], '', work);
-    assertFailedCleanly(r, 'analyze-dump', 'ENOSPC', 'tmp/');
-    assert.equal(r.stdout, '', 'no output after a failed spill');
-    assert.deepEqual(listFiles(tmp), [], 'spill files removed');
+    // Without worker threads, and with two: then the spill fails while a worker's batch is applied.
+    for (const threads of ['0', '2']) {
+      const r = runBin('analyze-dump', ['--memory', '1M', '--threads', threads, '--tmp', 'tmp', 'hour.reflog'], '', work);
+      assertFailedCleanly(r, 'analyze-dump', 'ENOSPC', 'tmp/');
+      assert.equal(r.stdout, '', `no output after a failed spill (--threads ${threads})`);
+      assert.deepEqual(listFiles(tmp), [], `spill files removed (--threads ${threads})`);
+    }
   } finally {
     umount(tmp);
   }
