@@ -49,6 +49,16 @@ export function latin1(b: Uint8Array, from: number, to: number): string {
   return Buffer.from(b.buffer, b.byteOffset + from, to - from).toString('latin1');
 }
 
+/** True when `b[from, to)` is non-empty and all ASCII digits. */
+export function isDigitsAt(b: Uint8Array, from: number, to: number): boolean {
+  if (to <= from) return false;
+  for (let i = from; i < to; i++) {
+    const c = b[i]!;
+    if (c < 48 || c > 57) return false;
+  }
+  return true;
+}
+
 /** The value of the decimal digits `b[from, to)` (exact below 16 digits). */
 export function digitsValue(b: Uint8Array, from: number, to: number): number {
   let v = 0;

@@ -1,6 +1,6 @@
 // Hits are non-negative decimal integers. Sums stay exact beyond 2^53 by falling
 // back to BigInt, which costs nothing on the common small-number path.
-import { digitsValue, latin1, putDecimal } from './bytes.js';
+import { digitsValue, isDigitsAt, latin1, putDecimal } from './bytes.js';
 
 const HITS_RE = /^\d+$/;
 const MAX_HITS_DIGITS = 30;
@@ -12,12 +12,7 @@ export function isValidHits(text: string): boolean {
 
 /** isValidHits on the bytes `buf[start, end)`. */
 export function isValidHitsAt(buf: Uint8Array, start: number, end: number): boolean {
-  if (end <= start || end - start > MAX_HITS_DIGITS) return false;
-  for (let i = start; i < end; i++) {
-    const c = buf[i]!;
-    if (c < 48 || c > 57) return false;
-  }
-  return true;
+  return end - start <= MAX_HITS_DIGITS && isDigitsAt(buf, start, end);
 }
 
 /** Canonical decimal form: no leading zeros ("007" -> "7"). */

@@ -1,8 +1,8 @@
 // The shared record formats of SPEC.md "Streams": field names and positions, checks
 // on field arrays (for messages and the stages that split lines), and the same
 // checks on a line's bytes for the streaming stages, which never decode a line.
-import { isValidHits } from './hits.js';
-import { DASH, compareBytes, latin1 } from './bytes.js';
+import { isValidHits, isValidHitsAt } from './hits.js';
+import { DASH, compareBytes, isDigitsAt, latin1 } from './bytes.js';
 import { findTabsAt } from './tsv.js';
 
 /** URL record: `id timestamp updatetag hits domain url` (incoming, current, filtered, queue). */
@@ -166,12 +166,11 @@ export function checkUrlRecordAt(l: LineRef): string | null {
     findTabsAt(b, s, l.end, T) === 6 &&
     T[0] === s + 16 &&
     T[1] === s + 31 &&
-    T[3]! - T[2]! <= 31 &&
     T[4]! > T[3]! + 1 &&
     l.end > T[4]! + 1 &&
     isIdAt(b, s) &&
     isDigitsAt(b, s + 17, s + 31) &&
-    isDigitsAt(b, T[2]! + 1, T[3]!);
+    isValidHitsAt(b, T[2]! + 1, T[3]!);
   return ok ? null : (checkUrlRecord(l.text().split('\t')) ?? 'malformed record');
 }
 
@@ -195,20 +194,9 @@ export function checkJoinedAt(l: LineRef): string | null {
   return ok ? null : (checkJoined(l.text().split('\t')) ?? 'malformed record');
 }
 
-
 function sideOk(b: Uint8Array, absent: boolean, ts: number, tsEnd: number, tag: number, tagEnd: number, hits: number, hitsEnd: number): boolean {
   if (absent) return tagEnd === tag && hitsEnd - hits === 1 && b[hits] === DASH;
-  return tsEnd - ts === 14 && isDigitsAt(b, ts, tsEnd) && hitsEnd - hits <= 30 && isDigitsAt(b, hits, hitsEnd);
-}
-
-/** True when b[from, to) is non-empty and all ASCII digits. */
-function isDigitsAt(b: Uint8Array, from: number, to: number): boolean {
-  if (to <= from) return false;
-  for (let i = from; i < to; i++) {
-    const c = b[i]!;
-    if (c < 48 || c > 57) return false;
-  }
-  return true;
+  return tsEnd - ts === 14 && isDigitsAt(b, ts, tsEnd) && isValidHitsAt(b, hits, hitsEnd);
 }
 
 /** True when b[from, from + 16) is 16 lower-case hex digits (a URL id). */
@@ -226,7 +214,5 @@ function isIdAt(b: Uint8Array, from: number): boolean {
  * 18 digits, no sign or leading zero.
  */
 export function isYacobotIdAt(b: Uint8Array, start: number, end: number): boolean {
-  if (end <= start || end - start > 18 || b[start] === 48) return false;
-  for (let i = start; i < end; i++) if (b[i]! < 48 || b[i]! > 57) return false;
-  return true;
+  return end - start <= 18 && b[start] !== 48 && isDigitsAt(b, start, end);
 }

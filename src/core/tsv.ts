@@ -2,12 +2,11 @@
 // buffered writers. Lines end in LF; fields are separated by one TAB; no quoting.
 import { isAscii, isUtf8 } from 'node:buffer';
 import * as fs from 'node:fs';
-import { LF, putText, type ByteSink } from './bytes.js';
+import { LF, TAB, putText, type ByteSink } from './bytes.js';
 import { DataError, ioError } from './errors.js';
 
 /** Longest line a stage reading text lines buffers; a longer one is an error. */
 export const DEFAULT_MAX_LINE = 1 << 20;
-
 
 /**
  * Cuts a byte stream into batches of whole lines of about `target` bytes (a last
@@ -417,7 +416,7 @@ export function removeQuietly(file: string): void {
 export function findTabsAt(buf: Uint8Array, start: number, end: number, at: Int32Array): number {
   let n = 0;
   for (let i = start; i < end; i++) {
-    if (buf[i] === 9) {
+    if (buf[i] === TAB) {
       if (n === at.length) return n + 2;
       at[n++] = i;
     }

@@ -2,6 +2,7 @@
 // List with private suffixes) and URL ids (XXH64 seed 0 via xxhash-wasm).
 import { getDomain } from 'tldts';
 import xxhash from 'xxhash-wasm';
+import { TAB } from './bytes.js';
 import { BytesIndex } from './bytesindex.js';
 
 export type DomainMode = 'registrable' | 'host';
@@ -202,7 +203,7 @@ export class UrlResolver {
     this.start[k] = p;
     p += this.bytes.write(id, p, 'latin1');
     p += this.bytes.write(c.domain, p, 'latin1');
-    this.bytes[p++] = 9;
+    this.bytes[p++] = TAB;
     p += this.bytes.write(c.url, p, 'latin1');
     this.end[k] = this.used = p;
     this.hi[k] = parseInt(id.slice(0, 8), 16);

@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import { isUtf8 } from 'node:buffer';
 import type { Command } from 'commander';
 import type { StageDef } from '../cli/stage.js';
-import { putBytes } from '../core/bytes.js';
+import { LF, TAB, putBytes } from '../core/bytes.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { isValidHitsAt } from '../core/hits.js';
 import { clip } from '../core/records.js';
@@ -146,15 +146,15 @@ export class ReflogAnalyzer {
     sink.reserve(14 + (end - tagAt) + (hitsEnd - h) + (ve - vs) + 6);
     const o = sink.buf;
     let p = putBytes(o, sink.pos, v, vs, vs + 16);
-    o[p++] = 9;
-    for (let i = tsAt; i < tsAt + 14; i++) o[p++] = buf[i]!;
-    o[p++] = 9;
+    o[p++] = TAB;
+    p = putBytes(o, p, buf, tsAt, tsAt + 14);
+    o[p++] = TAB;
     p = putBytes(o, p, buf, tagAt, end);
-    o[p++] = 9;
+    o[p++] = TAB;
     p = putBytes(o, p, buf, h, hitsEnd);
-    o[p++] = 9;
+    o[p++] = TAB;
     p = putBytes(o, p, v, vs + 16, ve);
-    o[p++] = 10;
+    o[p++] = LF;
     sink.commit(p, u.hi[k]!, u.lo[k]!, ts);
     return Verdict.Record;
   }
@@ -248,7 +248,8 @@ export function analyzeLine(
   hash: (url: string) => string,
 ): LineVerdict {
   const one = new OneRecord();
-  const a = new ReflogAnalyzer(new UrlResolver(opts, hash), one);
+  // One line: a resolver without memory (a remembering one takes 4 MiB and more).
+  const a = new ReflogAnalyzer(new UrlResolver(opts, hash, 0, 0), one);
   const v = a.line(buf, start, end, overlong);
   if (v === Verdict.Record) return { kind: 'record', record: one.record };
   if (v === Verdict.Reject) return { kind: 'reject', reason: a.reason, detail: a.detail };
@@ -276,8 +277,8 @@ with a reason. Summary: lines_in = records_out + rejected + skipped.
 Buffers: every record, up to --memory (records and their sort keys; beyond it,
 sorted runs spill to --tmp), before writing; output starts at the end of input.
 Parsing runs on --threads worker threads, in 1 MiB batches applied in input
-order, so the output does not depend on the number of threads. If more than --max-reject-ratio of the records are rejected, the run
-fails with no output.`,
+order, so the output does not depend on the number of threads. If more than
+--max-reject-ratio of the records are rejected, the run fails with no output.`,
   options(cmd: Command) {
     cmd
       .option('--rejects <file>', 'write each rejected line as "line TAB reason TAB original bytes"')

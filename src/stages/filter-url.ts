@@ -164,4 +164,3 @@ Buffers: one record.`,
     next.commit();
   },
 };
-

@@ -44,7 +44,7 @@ export class Grouper {
     const h = T[2]! + 1;
     const hEnd = T[3]!;
     if (this.open && compareBytes(b, l.start, this.first, 0, 16) === 0) {
-      if (compareBytes(b, l.start + 17, this.ts, 0, 14) > 0) for (let k = 0; k < 14; k++) this.ts[k] = b[l.start + 17 + k]!;
+      if (compareBytes(b, l.start + 17, this.ts, 0, 14) > 0) putBytes(this.ts, 0, b, l.start + 17, l.start + 31);
       if (T[2]! > T[1]! + 1) this.setTag(b, T[1]! + 1, T[2]!);
       if (this.sum >= 0) {
         const t = hEnd - h < 16 ? this.sum + digitsValue(b, h, hEnd) : Infinity;
@@ -63,7 +63,7 @@ export class Grouper {
     this.first.set(b.subarray(l.start, l.end));
     this.firstLen = n;
     this.rest = T[3]! + 1 - l.start;
-    for (let k = 0; k < 14; k++) this.ts[k] = b[l.start + 17 + k]!;
+    putBytes(this.ts, 0, b, l.start + 17, l.start + 31);
     this.setTag(b, T[1]! + 1, T[2]!);
     this.sum = hEnd - h < 16 ? digitsValue(b, h, hEnd) : -1;
     this.hits = this.sum < 0 ? latin1(b, h, hEnd) : '';
@@ -99,8 +99,7 @@ export class Grouper {
 
   private setTag(b: Uint8Array, from: number, to: number): void {
     if (to - from > this.tag.length) this.tag = new Uint8Array((to - from) * 2);
-    for (let k = from; k < to; k++) this.tag[k - from] = b[k]!;
-    this.tagLen = to - from;
+    this.tagLen = putBytes(this.tag, 0, b, from, to);
   }
 }
 

@@ -66,13 +66,14 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
     return { queueDir: String(raw.queueDir), name };
   },
   async run(ctx, o) {
-    const queues = new Map<string, Queue>();
+    // The queues, numbered as their yacobot_ids are in `ids` (below).
+    const queues: Queue[] = [];
     // Directories this run created: removed again (when empty) if nothing is published.
     const createdDirs: string[] = [];
     let published = false;
     ctx.onExit(() => {
       if (published) return;
-      for (const q of queues.values()) {
+      for (const q of queues) {
         q.writer.abandon();
         removeQuietly(q.tmp);
         liveTempFiles.delete(q.tmp);
@@ -104,14 +105,11 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
       }
       const tmp = path.join(dir, `.${o.name}.tsv.tmp-${process.pid}`);
       liveTempFiles.add(tmp);
-      const q: Queue = { id, dir, tmp, final: path.join(dir, `${o.name}.tsv`), writer: new FileWriter(tmp, 'w'), records: 0 };
-      queues.set(id, q);
-      return q;
+      return { id, dir, tmp, final: path.join(dir, `${o.name}.tsv`), writer: new FileWriter(tmp, 'w'), records: 0 };
     };
 
     // Queues by the bytes of their yacobot_id; records are copied as bytes.
     const ids = new BytesIndex();
-    const byId: Queue[] = [];
     const l = new LineRef(5);
     await ctx.eachLine((buf, start, end, lineNo) => {
       let tab = buf.indexOf(TAB, start);
@@ -125,7 +123,7 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
       if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
       recordsIn++;
       const k = ids.add(buf, start, idEnd);
-      const q = ids.added ? (byId[k] = open(ids.key(k))) : byId[k]!;
+      const q = ids.added ? (queues[k] = open(ids.key(k))) : queues[k]!;
       const w = q.writer;
       w.reserve(end - tab);
       const p = putBytes(w.buf, w.pos, buf, tab + 1, end);
@@ -135,7 +133,7 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
     });
 
     // Everything durable first, then the renames: a failure before this point publishes nothing.
-    const sorted = [...queues.values()].sort((a, b) => a.id.length - b.id.length || (a.id < b.id ? -1 : 1));
+    const sorted = [...queues].sort((a, b) => a.id.length - b.id.length || (a.id < b.id ? -1 : 1));
     for (const q of sorted) q.writer.close(true);
     for (const q of sorted) {
       try {

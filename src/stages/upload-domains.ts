@@ -30,7 +30,6 @@ export interface UploadDomainsOptions {
   tmpDir: string;
 }
 
-
 /** Writes "n TAB b[start, end) LF" to `sink`. */
 function putNumbered(sink: ByteSink, n: number, b: Uint8Array, start: number, end: number): void {
   sink.reserve(end - start + 24);
