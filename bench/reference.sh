@@ -92,8 +92,10 @@ T ref-parse mawk -F'\t' -v OFS='\t' '
         owner[d] = best; load[best]++; print d, best >> map
       }
       y = owner[d]
-      if (!(y in open)) { system("mkdir -p " qdir "/" y); open[y] = qdir "/" y "/" name ".tsv.tmp" }
+      if (!(y in open)) { system("mkdir -p " sq(qdir "/" y)); open[y] = qdir "/" y "/" name ".tsv.tmp" }
       print $1, $2, $3, $4, $5 > open[y]
     }
-    END { for (y in open) { close(open[y]); system("mv " open[y] " " qdir "/" y "/" name ".tsv") } }'
+    END { for (y in open) { close(open[y]); system("mv " sq(open[y]) " " sq(qdir "/" y "/" name ".tsv")) } }
+    # A path quoted for the shell that system() runs (\047 is a single quote).
+    function sq(s) { gsub(/\047/, "\047\\\047\047", s); return "\047" s "\047" }'
 mv "$cur_out.tmp" "$cur_out"

@@ -15,7 +15,9 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { countLines } from '../src/runner/fsutil.js';
 import { stageEnv } from '../src/runner/pipeline.js';
+import { shellQuote as q } from '../src/runner/plan.js';
 import { generateReflog, parseCount } from './gen-reflog.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -65,7 +67,6 @@ function usage(msg: string): never {
 
 // The stages get the environment the cron runner gives them (stageEnv), so peak RSS is as in production.
 const ENV = stageEnv({ ...process.env, TZ: 'UTC', LC_ALL: 'C', PATH: `${BIN}:${process.env.PATH}` });
-const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 /** Wraps a command so /usr/bin/time appends "label elapsed maxrss_kb user sys" to `times`. */
 const timed = (times: string, label: string, cmd: string) => `/usr/bin/time -f '${label} %e %M %U %S' -a -o ${q(times)} ${cmd}`;
 
@@ -119,21 +120,33 @@ function log(msg: string): void {
   process.stderr.write(`bench: ${msg}\n`);
 }
 
-/** The seven stages for one hour, as one bash script (each process under /usr/bin/time when `times`). */
-function chainScript(dir: string, reflog: string, name: string, now: string, a: Args, times: string | null): string {
-  const t = (label: string, cmd: string) => (times ? timed(times, label, cmd) : cmd);
+/**
+ * The seven stages' command lines for one hour on the state in `dir`, in chain
+ * order (domains-from-db first): the pipeline and the solo runs use the same ones.
+ */
+function stageCommands(dir: string, name: string, now: string, a: Args): { label: string; cmd: string }[] {
   const mem = a.memory ? ` --memory ${q(a.memory)}` : '';
   const d = (f: string) => q(path.join(dir, f));
   const ll = '--log-level warn';
   return [
+    { label: 'domains-from-db', cmd: `domains-from-db ${ll} --db ${d('partner.db')}` },
+    { label: 'analyze-dump', cmd: `analyze-dump ${ll}${mem} --tmp ${q(a.tmp)} --rejects ${d('rejects.txt')}` },
+    { label: 'group-sum', cmd: `group-sum ${ll}` },
+    { label: 'join-current', cmd: `join-current ${ll} --current ${d('current_log')}` },
+    { label: 'filter-url', cmd: `filter-url ${ll} --current-out ${d('current_log.next')} --now ${now}` },
+    { label: 'upload-domains', cmd: `upload-domains ${ll} --db ${d('partner.db')} --map ${d('domain_map')} --now ${now} --tmp ${q(a.tmp)}` },
+    { label: 'logsaver', cmd: `logsaver ${ll} --queue-dir ${d('queues')} --name ${name}` },
+  ];
+}
+
+/** The seven stages for one hour, as one bash script (each process under /usr/bin/time when `times`). */
+function chainScript(dir: string, reflog: string, name: string, now: string, a: Args, times: string | null): string {
+  const [db, first, ...rest] = stageCommands(dir, name, now, a).map(({ label, cmd }) => (times ? timed(times, label, cmd) : cmd));
+  const d = (f: string) => q(path.join(dir, f));
+  return [
     `cd ${q(dir)}`,
-    `${t('domains-from-db', `domains-from-db ${ll} --db ${d('partner.db')}`)} > ${d('domain_map')}`,
-    `${t('analyze-dump', `analyze-dump ${ll}${mem} --tmp ${q(a.tmp)} --rejects ${d('rejects.txt')}`)} < ${q(reflog)} \\`,
-    `| ${t('group-sum', `group-sum ${ll}`)} \\`,
-    `| ${t('join-current', `join-current ${ll} --current ${d('current_log')}`)} \\`,
-    `| ${t('filter-url', `filter-url ${ll} --current-out ${d('current_log.next')} --now ${now}`)} \\`,
-    `| ${t('upload-domains', `upload-domains ${ll} --db ${d('partner.db')} --map ${d('domain_map')} --now ${now} --tmp ${q(a.tmp)}`)} \\`,
-    `| ${t('logsaver', `logsaver ${ll} --queue-dir ${d('queues')} --name ${name}`)}`,
+    `${db} > ${d('domain_map')}`,
+    [`${first} < ${q(reflog)}`, ...rest].join(' \\\n| '),
     `mv ${d('current_log.next')} ${d('current_log')}`,
   ].join('\n');
 }
@@ -147,18 +160,6 @@ function referenceScript(dir: string, reflog: string, name: string, now: string,
 function copyState(from: string, to: string): void {
   fs.rmSync(to, { recursive: true, force: true });
   fs.cpSync(from, to, { recursive: true });
-}
-
-function countLines(file: string): number {
-  const fd = fs.openSync(file, 'r');
-  const buf = Buffer.allocUnsafe(1 << 20);
-  let n = 0;
-  let got: number;
-  while ((got = fs.readSync(fd, buf, 0, buf.length, null)) > 0) {
-    for (let i = buf.indexOf(10, 0); i !== -1 && i < got; i = buf.indexOf(10, i + 1)) n++;
-  }
-  fs.closeSync(fd);
-  return n;
 }
 
 const f1 = (x: number) => x.toFixed(1);
@@ -189,7 +190,8 @@ function main(): void {
   );
   sh(chainScript(ours1, h1, HOUR1_NAME, NOW1, a, null), 'hour 1 (stages)');
   if (a.reference) sh(referenceScript(ref1, h1, HOUR1_NAME, NOW1, a), 'hour 1 (reference)');
-  log(`hour 1 done: current_log ${countLines(path.join(ours1, 'current_log'))} records (reference ${a.reference ? countLines(path.join(ref1, 'current_log')) : '-'})`);
+  const current1 = countLines(path.join(ours1, 'current_log'));
+  log(`hour 1 done: current_log ${current1} records (reference ${a.reference ? countLines(path.join(ref1, 'current_log')) : '-'})`);
 
   // Hour 2, side by side, alternating.
   const inLines = countLines(h2);
@@ -220,28 +222,26 @@ function main(): void {
   // Each stage alone, on the previous stage's output file; --repeat times, each from
   // the hour-1 state (upload-domains changes partner.db and domain_map), best kept.
   const solo = path.join(work, 'solo');
-  const S = (f: string) => q(path.join(solo, f));
-  const ll = '--log-level warn';
-  const mem = a.memory ? ` --memory ${q(a.memory)}` : '';
-  const soloSteps: [string, string, string, string][] = [
-    ['domains-from-db', `domains-from-db ${ll} --db ${S('partner.db')}`, '/dev/null', 'domain_map'],
-    ['analyze-dump', `analyze-dump ${ll}${mem} --tmp ${q(a.tmp)}`, h2, 'a.tsv'],
-    ['group-sum', `group-sum ${ll}`, path.join(solo, 'a.tsv'), 'g.tsv'],
-    ['join-current', `join-current ${ll} --current ${S('current_log')}`, path.join(solo, 'g.tsv'), 'j.tsv'],
-    ['filter-url', `filter-url ${ll} --current-out ${S('current_log.next')} --now ${NOW2}`, path.join(solo, 'j.tsv'), 'f.tsv'],
-    ['upload-domains', `upload-domains ${ll} --db ${S('partner.db')} --map ${S('domain_map')} --now ${NOW2} --tmp ${q(a.tmp)}`, path.join(solo, 'f.tsv'), 'r.tsv'],
-    ['logsaver', `logsaver ${ll} --queue-dir ${S('queues')} --name ${HOUR2_NAME}`, path.join(solo, 'r.tsv'), '/dev/null'],
-  ];
+  // Each stage's input and output file, in chain order; the commands are the pipeline's.
+  const files = [
+    ['/dev/null', 'domain_map'],
+    [h2, 'a.tsv'],
+    ['a.tsv', 'g.tsv'],
+    ['g.tsv', 'j.tsv'],
+    ['j.tsv', 'f.tsv'],
+    ['f.tsv', 'r.tsv'],
+    ['r.tsv', '/dev/null'],
+  ].map((io) => io.map((f) => path.resolve(solo, f)));
+  const soloSteps = stageCommands(solo, HOUR2_NAME, NOW2, a).map((s, i) => ({ ...s, input: files[i]![0]!, output: files[i]![1]! }));
   const soloIn: Record<string, number> = {};
   const soloBest = new Map<string, Proc>();
   for (let r = 0; r < a.repeat; r++) {
     copyState(ours1, solo);
     const st = path.join(solo, 'times.txt');
-    for (const [label, cmd, input, output] of soloSteps) {
-      // join-current reads two inputs: stdin and current_log.
-      soloIn[label] = (input === '/dev/null' ? 0 : countLines(input)) + (label === 'join-current' ? countLines(path.join(solo, 'current_log')) : 0);
-      const outPath = output === '/dev/null' ? '/dev/null' : path.join(solo, output);
-      sh(`${timed(st, label, cmd)} < ${q(input)} > ${q(outPath)}`, `${label} alone`);
+    for (const { label, cmd, input, output } of soloSteps) {
+      // Counted once (every repeat reads the same); join-current reads two inputs: stdin and current_log.
+      soloIn[label] ??= (input === '/dev/null' ? 0 : input === h2 ? inLines : countLines(input)) + (label === 'join-current' ? current1 : 0);
+      sh(`${timed(st, label, cmd)} < ${q(input)} > ${q(output)}`, `${label} alone`);
     }
     for (const x of readTimes(st)) {
       const b = soloBest.get(x.label);
@@ -257,7 +257,7 @@ function main(): void {
   const lines: string[] = [];
   const p = (s = '') => lines.push(s);
   p(`master-server bench: ${inLines.toLocaleString('en')} reflog lines (hour 2), ${os.cpus().length} CPUs, node ${process.version}` + (a.memory ? `, analyze-dump --memory ${a.memory}` : ''));
-  p(`current_log before hour 2: ${countLines(path.join(ours1, 'current_log')).toLocaleString('en')} records; best of ${a.repeat} run(s)`);
+  p(`current_log before hour 2: ${current1.toLocaleString('en')} records; best of ${a.repeat} run(s)`);
   p();
   p('hour 2, whole step (pipeline as cron runs it)   wall s   lines/s   peak RSS MiB (max stage)   CPU s');
   const sumCpu = (ps: Proc[]) => ps.reduce((s, x) => s + x.cpu, 0);
