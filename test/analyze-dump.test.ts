@@ -5,6 +5,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ROOT, hasStackTrace, runBin, scratch, summaryOf } from './lib/run.js';
 import { UrlResolver, canonicalize, compileParamGlobs, loadUrlHasher, type UrlOptions } from '../src/core/url.js';
+import { prng } from '../scripts/prng.js';
 
 const reflogLine = (url: string, hits: number, ts = '20110727200841', tag = '') =>
   ['b', '5', ts, '1', url, String(hits), tag].join('\t');
@@ -122,8 +123,7 @@ test('UrlResolver: every answer, first or remembered, across start-overs, equals
     'http://192.168.0.1/ip',
   ];
   for (let i = 0; i < 40; i++) pool.push(`http://s${i % 13}.example.org/p/${i}?q=${i}`);
-  let seed = 17;
-  const next = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 4294967296;
+  const next = prng(17);
   // No memory, and small limits: it starts over every few entries, by count, by bytes of keys, by bytes of answers.
   for (const [maxEntries, maxBytes] of [[0, 0], [3, 1 << 20], [16, 1 << 20], [1 << 16, 1 << 20], [1 << 16, 300], [1 << 16, 1000]] as const) {
     const u = new UrlResolver(opts, hash, maxEntries, maxBytes);

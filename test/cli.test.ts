@@ -6,6 +6,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { BIN, hasStackTrace, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+import { prng } from '../scripts/prng.js';
 
 // The options each stage needs to get as far as reading its input.
 const REQUIRED: Record<string, string[]> = {
@@ -97,8 +98,7 @@ test('the byte-level stages on arbitrary bytes after valid lines: exit 0 or 1, t
     ['upload-domains', ['--db', db, '--tmp', dir], url],
     ['logsaver', ['--queue-dir', path.join(dir, 'q'), '--name', 'n'], (i) => `1\t${url(i)}`],
   ];
-  let seed = 7;
-  const next = () => (seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0) / 4294967296;
+  const next = prng(7);
   const alphabet = Buffer.from('\t\t\t0123456789abcdef-.:/ \r\x00\xff\xc3\xa9');
   for (const [stage, args, good] of stages) {
     const prefix = [1, 2, 3].map((i) => good(i) + '\n').join('');

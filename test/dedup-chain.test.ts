@@ -9,7 +9,6 @@ import { scratch, testEnv } from './lib/run.js';
 import { loadUrlHasher } from '../src/core/url.js';
 import { prng } from '../scripts/prng.js';
 
-
 const fmt = (ms: number) => new Date(ms).toISOString().replace(/[-T:]/g, '').slice(0, 14);
 const parse = (ts: string) =>
   Date.UTC(+ts.slice(0, 4), +ts.slice(4, 6) - 1, +ts.slice(6, 8), +ts.slice(8, 10), +ts.slice(10, 12), +ts.slice(12, 14));

@@ -9,13 +9,12 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
-import { BIN, ROOT, hasStackTrace, listFiles, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+import { BIN, ROOT, hasStackTrace, listFiles, runBin, runRunner, scratch, summaryOf, testEnv } from './lib/run.js';
 
 const TS = '20110727200841';
 const id16 = (n: number) => n.toString(16).padStart(16, '0');
 const urlRec = (id: string, domain: string, url: string, ts = TS, tag = '', hits = '1') =>
   `${id}\t${ts}\t${tag}\t${hits}\t${domain}\t${url}`;
-
 
 function assertFailedCleanly(r: { status: number | null; stderr: string }, stage: string, ...fragments: string[]): void {
   assert.equal(r.status, 1, `exit status; stderr:\n${r.stderr}`);
@@ -389,18 +388,24 @@ test('analyze-dump: a reflog whose last line has no LF (still being written) is 
   assert.equal(summaryOf(r3.stderr).records_out, 2);
 });
 
-test('runner: only complete *.reflog names are taken; a reflog being written under another name waits for the next run', () => {
+/** A scratch directory laid out as the runner's defaults want it (var/inbox, var/state) with one Yacobot. */
+function runnerWork(): { work: string; inbox: string } {
   const work = scratch('ms-fault-');
   const inbox = path.join(work, 'var', 'inbox');
   fs.mkdirSync(inbox, { recursive: true });
   fs.mkdirSync(path.join(work, 'var', 'state'), { recursive: true });
   for (const args of [['init'], ['add', 'yb-a']]) assert.equal(runBin('partner-db', ['--db', 'var/state/partner.db', ...args], '', work).status, 0);
+  return { work, inbox };
+}
+
+test('runner: only complete *.reflog names are taken; a reflog being written under another name waits for the next run', () => {
+  const { work, inbox } = runnerWork();
   const line = (u: string) => `b\t1\t20110728063000\tp\thttp://${u}/\t1\t`;
   // The producer's protocol: write under a name the runner ignores, rename to *.reflog when done.
   fs.writeFileSync(path.join(inbox, '2011072806.reflog'), `${line('a.com')}\n${line('b.com')}`); // complete, no final LF
   fs.writeFileSync(path.join(inbox, '2011072807.reflog.part'), `${line('c.com')}\nb\t1\t2011`);
   fs.writeFileSync(path.join(inbox, '.2011072808.reflog'), `${line('d.com')}\nb\t1\t2011`);
-  const r = spawnSync(path.join(ROOT, 'scripts', 'reflog-to-yacobot-queue'), [], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  const r = runRunner(work);
   assert.equal(r.status, 0, r.stderr);
   assert.ok(!hasStackTrace(r.stderr));
   assert.deepEqual(fs.readdirSync(inbox).sort(), ['.2011072808.reflog', '2011072807.reflog.part'], 'unfinished names left for the next run');
@@ -410,14 +415,10 @@ test('runner: only complete *.reflog names are taken; a reflog being written und
 });
 
 test('runner: a *.reflog cut in its last line fails the run under the default reject ratio; nothing published, it stays for the next run', () => {
-  const work = scratch('ms-fault-');
-  const inbox = path.join(work, 'var', 'inbox');
-  fs.mkdirSync(inbox, { recursive: true });
-  fs.mkdirSync(path.join(work, 'var', 'state'), { recursive: true });
-  for (const args of [['init'], ['add', 'yb-a']]) assert.equal(runBin('partner-db', ['--db', 'var/state/partner.db', ...args], '', work).status, 0);
+  const { work, inbox } = runnerWork();
   const full = `b\t1\t20110728063000\tp\thttp://a.com/\t1\t\nb\t1\t20110728063001\tp\thttp://b.com/\t1\t\n`;
   fs.writeFileSync(path.join(inbox, '2011072806.reflog'), full.slice(0, -20)); // the writer is mid-line
-  const r = spawnSync(path.join(ROOT, 'scripts', 'reflog-to-yacobot-queue'), [], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  const r = runRunner(work);
   assert.equal(r.status, 1, r.stderr);
   assert.ok(!hasStackTrace(r.stderr));
   assert.match(r.stderr, /max-reject-ratio/);
@@ -426,7 +427,7 @@ test('runner: a *.reflog cut in its last line fails the run under the default re
   assert.ok(!fs.existsSync(path.join(work, 'var', 'state', 'current_log')), 'no current_log committed');
   // The writer finishes; the next run takes it whole.
   fs.writeFileSync(path.join(inbox, '2011072806.reflog'), full);
-  const r2 = spawnSync(path.join(ROOT, 'scripts', 'reflog-to-yacobot-queue'), [], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  const r2 = runRunner(work);
   assert.equal(r2.status, 0, r2.stderr);
   assert.equal(fs.readFileSync(path.join(work, 'var', 'queue', '1', '2011072806.tsv'), 'utf8').split('\n').length - 1, 2);
 });

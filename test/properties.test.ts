@@ -16,6 +16,7 @@ import { analyzeLine } from '../src/stages/analyze-dump.js';
 import { checkJoinedAt, checkUrlRecordAt, type LineRef } from '../src/core/records.js';
 import { TextSink, lineRef } from './lib/bytes.js';
 import { canonicalize, loadUrlHasher, type UrlOptions } from '../src/core/url.js';
+import { lineCount } from '../scripts/fuzz.js';
 
 const SEED = 20110727;
 const ROOT_DIR = scratch('ms-prop-');
@@ -34,7 +35,7 @@ const rotl = (x: bigint, r: bigint) => ((x << r) | (x >> (64n - r))) & M64;
 const round = (acc: bigint, lane: bigint) => (rotl((acc + lane * P2) & M64, 31n) * P1) & M64;
 const mergeRound = (acc: bigint, v: bigint) => ((((acc ^ round(0n, v)) * P1) & M64) + P4) & M64;
 
-export function xxh64(buf: Buffer): string {
+function xxh64(buf: Buffer): string {
   const len = buf.length;
   let p = 0;
   let h: bigint;
@@ -341,13 +342,6 @@ const bytesArb = fc.oneof(
     .map((ls) => Buffer.from(ls.map(([u, ts, h, t, seven]) => ['b', '5', ts, '1', u, h, ...(seven ? [t] : [])].join('\t')).join('\n'), 'utf8')),
 );
 
-/** The number of lines in `buf` as the stages count them (a last line without LF counts). */
-function lineCount(buf: Uint8Array): number {
-  let n = 0;
-  for (const b of buf) if (b === 10) n++;
-  return buf.length > 0 && buf[buf.length - 1] !== 10 ? n + 1 : n;
-}
-
 /** Output of analyze-dump predicted from the pure core: every record, stably sorted by (id, ts). */
 function predict(buf: Buffer): string {
   const recs: string[] = [];
@@ -410,13 +404,6 @@ const POOL: { canon: string; domain: string; raw: string[] }[] = [
 ];
 const JUNK = ['unknown field', '', 'b\t5\t20110230000000\t1\thttp://a.example/\t1', 'b\t5\t20110727200841\t1\tftp://a.example/\t1', 'b\t5\t20110727200841\t1\thttp://a.example/\tx', 'too\tfew'];
 
-interface Hit {
-  u: number;
-  v: number;
-  sec: number;
-  tag: string;
-  hits: string;
-}
 const hitArb = fc.record({
   u: fc.nat(POOL.length - 1),
   v: fc.nat(3),

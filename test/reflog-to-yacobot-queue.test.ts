@@ -8,7 +8,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
-import { ROOT, hasStackTrace, runBin, scratch, testEnv } from './lib/run.js';
+import { ROOT, RUNNER, hasStackTrace, runBin, runRunner, scratch, testEnv } from './lib/run.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
 import { hourEndOf, planInbox, resolveNow, shellQuote, type RunRecord } from '../src/runner/plan.js';
@@ -16,8 +16,8 @@ import { publishSteps } from '../src/runner/commit.js';
 import { stageEnv } from '../src/runner/pipeline.js';
 import { appendRecordOnce } from '../src/runner/fsutil.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
+import { prng } from '../scripts/prng.js';
 
-const RUNNER = path.join(ROOT, 'scripts', 'reflog-to-yacobot-queue');
 const REFLOGS = path.join(ROOT, 'fixtures', 'reflogs');
 const RUNS = fs.readdirSync(REFLOGS).filter((f) => f.endsWith('.reflog')).sort();
 
@@ -209,7 +209,7 @@ test('a second runner on the same state directory exits 75 naming the holder', a
     assert.ok(Date.now() - t0 < 10_000, 'first runner took the lock');
     await new Promise((r) => setTimeout(r, 20));
   }
-  const second = spawnSync(RUNNER, [], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 5000 });
+  const second = runRunner(dir, [], 5000);
   assert.equal(second.status, 75, second.stderr);
   assert.match(second.stderr, new RegExp(`process ${first.pid}\\b`));
   assert.ok(!fs.existsSync(path.join(dir, 'var/state/done/2011072808.reflog')), 'the first runner was still running');
@@ -245,20 +245,10 @@ test('a failing stage (no active Yacobot) publishes nothing and changes no state
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
 });
 
-/** A small deterministic PRNG, so a failure can be reproduced from the seed it prints. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (Math.imul(s ^ (s >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0;
-    s ^= s + Math.imul(s ^ (s >>> 7), s | 61);
-    return ((s ^ (s >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 test('SIGKILL of the process group at random instants, then a clean run: same result as uninterrupted', async () => {
   const { snap: want, ms } = await ref();
   const seed = Number(process.env.RUNNER_KILL_SEED ?? Date.now() % 100000);
-  const rand = rng(seed);
+  const rand = prng(seed); // seeded, so a failure can be reproduced from the seed it prints
   for (let round = 0; round < 2; round++) {
     const dir = fresh();
     const delays: number[] = [];
@@ -401,13 +391,13 @@ test('config file: flags win, relative paths, unknown keys name the line', async
   assert.ok(Array.isArray(last.backlog_warn) && (last.backlog_warn as string[]).length > 0);
 
   fs.writeFileSync(path.join(dir, 'bad.conf'), 'inbox = var/inbox\n\n# fine\nqueue_dir = x\n');
-  const bad = spawnSync(RUNNER, ['--config', 'bad.conf'], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+  const bad = runRunner(dir, ['--config', 'bad.conf']);
   assert.equal(bad.status, 2);
   assert.match(bad.stderr, /bad\.conf:4: unknown key 'queue_dir'/);
-  const help = spawnSync(RUNNER, ['--help'], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+  const help = runRunner(dir, ['--help']);
   assert.equal(help.status, 0);
   assert.match(help.stdout, /--backlog-warn N/);
-  const usage = spawnSync(RUNNER, ['--now', '2011'], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+  const usage = runRunner(dir, ['--now', '2011']);
   assert.equal(usage.status, 2);
   assert.match(usage.stderr, /now wants a real time/);
 });

@@ -10,7 +10,6 @@ import Database from 'better-sqlite3';
 import { runBin, scratch, testEnv } from './lib/run.js';
 import { prng } from '../scripts/prng.js';
 
-
 // Hosts and the registrable domain the URL records must carry for them.
 const HOSTS: [string, string][] = [];
 for (let i = 0; i < 30; i++) {

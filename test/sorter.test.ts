@@ -10,15 +10,8 @@ import { RecordBatch, RecordSorter, type RecordSink } from '../src/core/sorter.j
 import { LineBatcher } from '../src/core/tsv.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
 import { BIN, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+import { prng } from '../scripts/prng.js';
 
-/** A deterministic PRNG for test data. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s / 4294967296;
-  };
-}
 
 /** The specification: a stable sort by the first 31 characters (`id TAB timestamp`). */
 function reference(lines: string[]): string[] {
@@ -54,7 +47,7 @@ async function sorted(lines: string[], memoryBytes: number, tmpDir: string): Pro
 
 /** Records with ids from a pool of `ids` (repeats make ties), timestamps from a few seconds, and tails of any length. */
 function randomRecords(n: number, ids: number, seed: number): string[] {
-  const r = rng(seed);
+  const r = prng(seed);
   const hex = (x: number) => Math.floor(x).toString(16).padStart(8, '0');
   const pool = Array.from({ length: ids }, () => {
     // Some ids share their top 16 or 32 bits: one big bucket, and equal halves.
@@ -86,6 +79,7 @@ test('in memory and spilled, the output is the stable sort by (id, timestamp)', 
     assert.deepEqual(mem.out, want, `in memory, n=${n} ids=${ids}`);
     if (n < 1000) continue;
     const spilled = await sorted(lines, 4_000, tmp); // about 100 runs: a two-level merge
+    assert.ok(spilled.runs > 0, `expected runs on disk (n=${n} ids=${ids})`);
     assert.ok(spilled.runs > 64 || n < 5000, `expected many runs, got ${spilled.runs} (n=${n} ids=${ids})`);
     assert.deepEqual(spilled.out, want, `spilled, n=${n} ids=${ids}`);
   }
@@ -156,7 +150,7 @@ test('a spill to a missing --tmp directory is an error naming it', () => {
 });
 
 test('LineBatcher: any chunking gives back the input\'s lines, long lines cut to maxLine + 1 bytes', () => {
-  const r = rng(11);
+  const r = prng(11);
   for (let round = 0; round < 200; round++) {
     const maxLine = 1 + Math.floor(r() * 30);
     const lines: string[] = [];

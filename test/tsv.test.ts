@@ -14,16 +14,10 @@ import { putBytes } from '../src/core/bytes.js';
 import { ByteLineSplitter, FileLineReader } from '../src/core/tsv.js';
 import { BytesIndex } from '../src/core/bytesindex.js';
 import { scratch } from './lib/run.js';
+import { prng } from '../scripts/prng.js';
 
 process.env.TZ = 'UTC';
 
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s / 4294967296;
-  };
-}
 
 /**
  * Random lines without LF, some empty: UTF-8 text (ASCII with TABs, and 2-, 3- and
@@ -63,7 +57,7 @@ function upToBadUtf8(lines: Buffer[]): { good: Buffer[]; bad: number } {
 const isBadUtf8At = (line: number) => (e: unknown) => e instanceof DataError && e.code === 'BAD_UTF8' && e.place?.line === line;
 
 test('ByteLineSplitter: any chunking gives back the input lines, byte for byte, numbered, up to one that is not UTF-8', () => {
-  const r = rng(5);
+  const r = prng(5);
   let stopped = 0;
   for (let round = 0; round < 300; round++) {
     const lines = randomLines(r, Math.floor(r() * 30), 50, round % 2 ? 0.05 : 0);
@@ -110,7 +104,7 @@ test('ByteLineSplitter: a cut last line and an over-long line are errors naming 
 
 test('FileLineReader.next: any block size gives back the file lines; a cut last line is an error', () => {
   const dir = scratch('tsv');
-  const r = rng(9);
+  const r = prng(9);
   for (let round = 0; round < 60; round++) {
     const lines = randomLines(r, Math.floor(r() * 40), 40, round % 2 ? 0.05 : 0);
     const { good, bad } = upToBadUtf8(lines);
@@ -153,7 +147,7 @@ test('putBytes copies short and long ranges exactly', () => {
 });
 
 test('addHitsAt equals addHits, in canonical form, below and beyond 2^53', () => {
-  const r = rng(3);
+  const r = prng(3);
   const pick = () => {
     const kind = r();
     if (kind < 0.5) return String(Math.floor(r() * 1000));
@@ -193,7 +187,7 @@ test('IdOrder: ascending ids pass; a repeat or a step back is named', () => {
 });
 
 test('BytesIndex numbers distinct byte strings densely, as a Map of their text would, through growth', () => {
-  const r = rng(21);
+  const r = prng(21);
   const index = new BytesIndex();
   const model = new Map<string, number>();
   // Short keys from a small alphabet repeat often; long ones outgrow the first arena.

@@ -9,7 +9,7 @@ import Database from 'better-sqlite3';
 import { BIN, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import { LeastLoaded, loadRendezvous } from '../src/core/db.js';
 
-/** A filtered_log of `n` records, one new domain each (plus `extra` records of known domains). */
+/** A filtered_log with one record per domain of `domains`, the whole list `repeat` times over. */
 function filtered(domains: string[], repeat = 1): string {
   let out = '';
   let i = 0;
@@ -255,6 +255,8 @@ test('reruns with the same --now give identical rows and output', () => {
   const w2 = newDb(ys);
   const r1 = runBin('upload-domains', ['--db', 'p.db', '--now', '20110728070000'], input, w1);
   const r2 = runBin('upload-domains', ['--db', 'p.db', '--now', '20110728070000'], input, w2);
+  assert.equal(r1.status, 0, r1.stderr);
+  assert.equal(r2.status, 0, r2.stderr);
   assert.equal(r1.stdout, r2.stdout);
   assert.deepEqual(dump(w1), dump(w2));
   // Second run on the same database: every domain is known now, nothing changes.

@@ -46,6 +46,14 @@ export function runBin(
   };
 }
 
+/** The cron runner. */
+export const RUNNER = path.join(ROOT, 'scripts', 'reflog-to-yacobot-queue');
+
+/** Runs the cron runner with `args` in `cwd` (its defaults put everything under `cwd/var`). */
+export function runRunner(cwd: string, args: string[] = [], timeout = 120_000): SpawnSyncReturns<string> {
+  return spawnSync(RUNNER, args, { cwd, env: testEnv(), encoding: 'utf8', timeout });
+}
+
 /** A fresh scratch directory, removed when the process exits. */
 export function scratch(prefix = 'ms-test-'): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
