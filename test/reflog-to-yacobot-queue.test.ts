@@ -282,7 +282,7 @@ test('SIGTERM to the runner alone while a chain runs: it stops its stages, exits
     // The lock is free when runner() returns: no stage outlived the runner.
     assert.equal(r.status, 143, `${what}: status ${r.status} ${r.signal}: ${r.stderr}`);
     assert.ok(!hasStackTrace(r.stderr), r.stderr);
-    assert.match(r.stderr, /stopped by SIGTERM; nothing of the interrupted run was published/, what);
+    assert.ok(r.stderr.includes(`stopped by SIGTERM; nothing of the interrupted run ${run} was published; ${RUNS.length - k} reflog(s) stay in`), `${what}: ${r.stderr}`);
     const done = runsJsonl(dir).filter((x) => x.status === 'ok').map((x) => String(x.run));
     assert.deepEqual(done, RUNS.slice(0, k).map((f) => f.replace(/\.reflog$/, '')), `${what}: the runs before it are recorded`);
     const left = fs.readdirSync(path.join(dir, 'var/inbox')).sort();
@@ -315,7 +315,7 @@ test('SIGTERM while the runner still feeds a big reflog to the chain: exit 143, 
       },
     });
     assert.equal(r.status, 143, `${delay} ms after analyze-dump started: status ${r.status} ${r.signal}: ${r.stderr}`);
-    assert.match(r.stderr, /stopped by SIGTERM; nothing of the interrupted run was published/);
+    assert.match(r.stderr, /stopped by SIGTERM; nothing of the interrupted run 2011072806 was published; 1 reflog\(s\) stay in/);
     assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), ['2011072806.reflog']);
     assert.equal(fs.existsSync(path.join(dir, 'var/queue')) && fs.readdirSync(path.join(dir, 'var/queue')).length > 0, false, 'no queue file');
     fs.rmSync(staging, { recursive: true, force: true });
@@ -374,6 +374,26 @@ test('killed just before each commit step, the next run rolls forward or redoes 
   // Two at a time: the machine has two cores.
   await Promise.all(scenarios.slice(0, 2).map(one));
   await one(scenarios[2]!);
+});
+
+test('SIGTERM while a run is being published: that run is committed and reported so, exit 143, the rest stay', async () => {
+  const { snap: want } = await ref();
+  const names = RUNS.map((f) => f.replace(/\.reflog$/, ''));
+  // The signal is raised just before a commit step of the second run; it is handled after the commit.
+  for (const step of ['commit', 'queue:1', 'cleanup']) {
+    const dir = fresh();
+    const r = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${names[1]}:${step}`, REFLOG_RUNNER_FAILSIGNAL: 'SIGTERM' } });
+    const what = `SIGTERM before step ${step} of ${names[1]}`;
+    assert.equal(r.status, 143, `${what}: ${r.stderr}`);
+    assert.ok(!hasStackTrace(r.stderr), r.stderr);
+    assert.ok(r.stderr.includes(`stopped by SIGTERM; after run ${names[1]} was committed; ${names.length - 2} reflog(s) stay in`), `${what}: ${r.stderr}`);
+    assert.doesNotMatch(r.stderr, /nothing of the interrupted run/, what);
+    assert.deepEqual(runsJsonl(dir).filter((x) => x.status === 'ok').map((x) => x.run), names.slice(0, 2), what);
+    assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')).sort(), RUNS.slice(2), what);
+    const final = await runner(dir);
+    assert.equal(final.status, 0, `${what}: ${final.stderr}`);
+    assertSameState(snapshot(dir), want, what);
+  }
 });
 
 test('config file: flags win, relative paths, unknown keys name the line', async () => {

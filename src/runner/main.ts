@@ -96,14 +96,6 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     stopChildren('SIGTERM');
   };
   for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(s, onSignal);
-  const stopIfSignalled = () => {
-    if (signal) {
-      log.warn({ signal }, 'stopped by signal; the next invocation redoes the interrupted run');
-      process.stderr.write(`${PROG}: stopped by ${signal}; nothing of the interrupted run was published\n`);
-      throw new Stop(signal === 'SIGINT' ? 130 : 143);
-    }
-  };
-
   const records: RunRecord[] = [];
   const hooks: CommitHooks = {
     beforeStep: failpoint(),
@@ -152,10 +144,16 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   log.info({ inbox: o.inbox, state: o.state, db: o.db, queue_dir: o.queueDir, config: o.config, reflogs: runs.length }, 'start');
 
   let failed: RunRecord | null = null;
+  /** The run a signal cut short before its commit (nothing of it published), if any. */
+  let interrupted: string | null = null;
   for (const name of runs) {
-    stopIfSignalled();
+    await pollOnce();
+    if (signal) break;
     const r = await runOne(o, log, runPaths(o, name), lock.fd, hooks, rerun.has(name), () => signal !== null);
-    stopIfSignalled();
+    if (r === null) {
+      interrupted = name;
+      break;
+    }
     if (r.status === 'failed') {
       failed = r;
       records.push(r);
@@ -167,6 +165,19 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   for (const r of records) if (r.status === 'ok') process.stderr.write(`${PROG}: ${humanLine(r)}\n`);
   const ok = records.filter((r) => r.status === 'ok');
   const secs = ((Date.now() - t0) / 1000).toFixed(1);
+  const inInbox = () => planInbox(fs.readdirSync(o.inbox)).runs.length;
+  if (signal) {
+    // A signal that arrives while a run is being published is seen after its commit: that run is done.
+    const last = ok.at(-1)?.run;
+    const what = interrupted
+      ? `nothing of the interrupted run ${interrupted} was published`
+      : last
+        ? `after run ${last} was committed`
+        : 'before any run started';
+    log.warn({ signal, interrupted, committed: ok.map((r) => r.run) }, 'stopped by signal; the next invocation goes on from here');
+    process.stderr.write(`${PROG}: stopped by ${signal}; ${what}; ${inInbox()} reflog(s) stay in ${o.inbox}\n`);
+    throw new Stop(signal === 'SIGINT' ? 130 : 143);
+  }
   if (failed) {
     const left = runs.length - runs.indexOf(failed.run);
     process.stderr.write(
@@ -185,6 +196,15 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   }
 }
 
+/**
+ * Lets the event loop poll once, so that a signal that arrived during synchronous
+ * work (a publish) has run its handler: the second immediate runs after a poll
+ * phase whichever phase this was called from.
+ */
+async function pollOnce(): Promise<void> {
+  for (let i = 0; i < 2; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
 function readRunJson(p: RunPaths): RunJson | null {
   try {
     const j = JSON.parse(fs.readFileSync(p.runJson, 'utf8')) as RunJson;
@@ -194,7 +214,10 @@ function readRunJson(p: RunPaths): RunJson | null {
   }
 }
 
-/** Runs and commits one reflog; returns its record (status failed: nothing was published). */
+/**
+ * Runs and commits one reflog; returns its record (status failed: nothing was
+ * published), or null when a signal stopped it before its commit.
+ */
 async function runOne(
   o: RunnerOptions,
   log: Logger,
@@ -203,7 +226,7 @@ async function runOne(
   hooks: CommitHooks,
   isRerun: boolean,
   signalled: () => boolean,
-): Promise<RunRecord> {
+): Promise<RunRecord | null> {
   const started = new Date();
   let rj = readRunJson(p);
   if (rj === null) {
@@ -247,7 +270,8 @@ async function runOne(
   };
   if (isRerun || rj.attempts > 1) record.recovered = 'rerun';
 
-  if (signalled()) return record; // the caller stops; the staging area stays for the next invocation
+  // From here to the end of publish() nothing awaits: a later signal is seen after the commit.
+  if (signalled()) return null; // the caller stops; the staging area stays for the next invocation
   const bad = outcomes.find((s) => s.exit !== 0);
   if (bad) {
     record.status = 'failed';
@@ -327,12 +351,15 @@ function showProgress(name: string, p: Progress): () => void {
 /**
  * Test hook: REFLOG_RUNNER_FAILPOINT="RUN:STEP" (or "*:STEP") makes the runner
  * SIGKILL itself just before that commit step (commit, queue:<id>, current_log,
- * domain_map, rejects, record, reflog, cleanup), to prove each step recoverable.
+ * domain_map, rejects, record, reflog, cleanup), to prove each step recoverable;
+ * REFLOG_RUNNER_FAILSIGNAL=SIGTERM sends that signal instead (it is handled once
+ * the step's synchronous work is done).
  */
 function failpoint(): ((run: string, step: string) => void) | undefined {
   const fp = process.env.REFLOG_RUNNER_FAILPOINT;
   if (!fp) return undefined;
+  const sig = (process.env.REFLOG_RUNNER_FAILSIGNAL ?? 'SIGKILL') as NodeJS.Signals;
   return (run, step) => {
-    if (fp === `${run}:${step}` || fp === `*:${step}`) process.kill(process.pid, 'SIGKILL');
+    if (fp === `${run}:${step}` || fp === `*:${step}`) process.kill(process.pid, sig);
   };
 }
