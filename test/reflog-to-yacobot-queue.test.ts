@@ -11,7 +11,7 @@ import Database from 'better-sqlite3';
 import { ROOT, RUNNER, hasStackTrace, runBin, runRunner, scratch, testEnv } from './lib/run.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
-import { hourEndOf, planInbox, resolveNow, shellQuote, type RunRecord } from '../src/runner/plan.js';
+import { assignedInLog, hourEndOf, planInbox, resolveNow, shellQuote, type RunRecord } from '../src/runner/plan.js';
 import { publishSteps } from '../src/runner/commit.js';
 import { stageEnv } from '../src/runner/pipeline.js';
 import { appendRecordOnce } from '../src/runner/fsutil.js';
@@ -133,6 +133,11 @@ function runsJsonl(dir: string): Record<string, unknown>[] {
   const f = path.join(dir, 'var/state/runs.jsonl');
   if (!fs.existsSync(f)) return [];
   return fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+/** Each committed run's new_domains, by run name. */
+function newDomains(dir: string): Record<string, unknown> {
+  return Object.fromEntries(runsJsonl(dir).filter((x) => x.status === 'ok').map((x) => [x.run, x.new_domains]));
 }
 
 function assertSameState(got: Record<string, string>, want: Record<string, string>, what: string): void {
@@ -268,6 +273,8 @@ test('SIGKILL of the process group at random instants, then a clean run: same re
       RUNS.map((f) => f.replace(/\.reflog$/, '')),
       `one runs.jsonl line per run (seed ${seed}, delays ${delays})`,
     );
+    // A dead attempt's assignments count for the run that redid it.
+    assert.deepEqual(newDomains(dir), newDomains((await ref()).dir), `new_domains (seed ${seed}, delays ${delays})`);
   }
 });
 
@@ -290,6 +297,7 @@ test('SIGTERM to the runner alone while a chain runs: it stops its stages, exits
     const final = await runner(dir);
     assert.equal(final.status, 0, `${what}: ${final.stderr}`);
     assertSameState(snapshot(dir), want, what);
+    assert.deepEqual(newDomains(dir), newDomains((await ref()).dir), `${what}: new_domains`);
   }
 });
 
@@ -362,6 +370,7 @@ test('killed just before each commit step, the next run rolls forward or redoes 
     const final = await runner(dir);
     assert.equal(final.status, 0, `${steps}: ${final.stderr}`);
     assertSameState(snapshot(dir), want, `killed before ${steps.join(', ')}`);
+    assert.deepEqual(newDomains(dir), newDomains((await ref()).dir), `killed before ${steps.join(', ')}: new_domains`);
     for (let i = 0; i < names.length; i++) {
       const recs = runsJsonl(dir).filter((x) => x.run === names[i]);
       assert.equal(recs.length, 1, `${names[i]} killed before ${steps[i]}: one runs.jsonl line`);
@@ -423,6 +432,12 @@ test('config file: flags win, relative paths, unknown keys name the line', async
 });
 
 test('pure helpers: config parsing, option precedence, now, inbox order', () => {
+  // What a dead attempt's upload-domains assigned: the last line that says, a torn line ignored.
+  const committed = '{"level":30,"msg":"new domains committed","domains_new":9,"assigned_by_us":7}';
+  assert.equal(assignedInLog(''), 0);
+  assert.equal(assignedInLog(`{"level":30,"msg":"start"}\n${committed}\n{"level":30,"assigned_by_us":`), 7);
+  assert.equal(assignedInLog(`${committed}\n{"summary":true,"assigned_by_us":8}\n`), 8);
+  assert.equal(assignedInLog('upload-domains: -:3: bad record\n'), 0);
   assert.throws(() => parseConfig('a = 1\n', 'f'), (e: unknown) => e instanceof UsageError && /f:1: unknown key 'a'/.test(e.message));
   assert.throws(() => parseConfig('\ninbox\n', 'f'), /f:2: want "key = value"/);
   assert.deepEqual([...parseConfig('# c\n inbox = "/x y" \r\nnow=20110728070000\n', 'f')], [

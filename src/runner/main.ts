@@ -14,6 +14,7 @@ import { acquireLock, Locked } from './lock.js';
 import { PROG, USAGE, parseArgs, type RunnerOptions } from './options.js';
 import { runStages, stopChildren, type Progress } from './pipeline.js';
 import {
+  assignedInLog,
   failureMessage,
   humanLine,
   planInbox,
@@ -37,6 +38,10 @@ interface RunJson {
   now_source: NowSource;
   created: string;
   attempts: number;
+  /** Domains that dead attempts assigned (their upload-domains committed, the run did not). */
+  assigned_earlier?: number;
+  /** The attempt whose assignments assigned_earlier last took in, so that none is counted twice. */
+  assigned_counted?: number;
 }
 
 class Stop extends Error {
@@ -118,8 +123,10 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
       continue;
     }
     const p = runPaths(o, name);
+    const rj = readRunJson(p);
+    if (rj !== null) keepAssignments(p, rj);
     fs.rmSync(p.work, { recursive: true, force: true });
-    if (fs.existsSync(p.reflog) && readRunJson(p) !== null) {
+    if (fs.existsSync(p.reflog) && rj !== null) {
       log.warn({ run: name }, 'found an interrupted run; its partial work was removed and it runs again');
       rerun.add(name);
     } else {
@@ -215,6 +222,21 @@ function readRunJson(p: RunPaths): RunJson | null {
 }
 
 /**
+ * Before a dead attempt's work is removed: adds what its upload-domains committed to
+ * run.json, once per attempt. The rerun finds those domains already assigned, so
+ * without this its record would not count them as new.
+ */
+function keepAssignments(p: RunPaths, rj: RunJson): void {
+  if (rj.assigned_counted === rj.attempts || !fs.existsSync(p.logs)) return;
+  const log = fs.readdirSync(p.logs).find((f) => f.endsWith('.upload-domains.log'));
+  const n = log ? assignedInLog(fs.readFileSync(path.join(p.logs, log), 'utf8')) : 0;
+  if (n === 0) return;
+  rj.assigned_earlier = (rj.assigned_earlier ?? 0) + n;
+  rj.assigned_counted = rj.attempts;
+  writeFileDurable(p.runJson, JSON.stringify(rj) + '\n');
+}
+
+/**
  * Runs and commits one reflog; returns its record (status failed: nothing was
  * published), or null when a signal stopped it before its commit.
  */
@@ -302,7 +324,9 @@ async function runOne(
     record.sent += urls;
   }
   const ud = stages['upload-domains'] ?? {};
-  record.new_domains = typeof ud.assigned_by_us === 'number' ? ud.assigned_by_us : typeof ud.domains_new === 'number' ? ud.domains_new : 0;
+  record.new_domains =
+    (typeof ud.assigned_by_us === 'number' ? ud.assigned_by_us : typeof ud.domains_new === 'number' ? ud.domains_new : 0) +
+    (rj.assigned_earlier ?? 0);
   if (fs.existsSync(p.rejects)) {
     if (fs.statSync(p.rejects).size === 0) fs.rmSync(p.rejects);
     else record.rejects_file = path.join(o.state, 'rejects', `${p.name}.tsv`);

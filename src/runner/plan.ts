@@ -168,6 +168,25 @@ export function readStageLog(name: string, exit: number, text: string): StageOut
   return { name, exit, summary, messages };
 }
 
+/**
+ * What an upload-domains log says its transaction assigned: `assigned_by_us` of the
+ * last JSON line that carries it (the line logged right after the commit, or the
+ * summary), or 0 (it never committed).
+ */
+export function assignedInLog(text: string): number {
+  let n = 0;
+  for (const l of text.split('\n')) {
+    if (!l.startsWith('{') || !l.includes('"assigned_by_us"')) continue;
+    try {
+      const v = (JSON.parse(l) as Record<string, unknown>).assigned_by_us;
+      if (typeof v === 'number') n = v;
+    } catch {
+      /* a line torn by the crash */
+    }
+  }
+  return n;
+}
+
 /** The one-line reason a failed stage gives: its own message, else its summary's error, else the status. */
 export function failureMessage(s: StageOutcome): string {
   const own = s.messages.find((m) => m.startsWith(`${s.name}:`)) ?? s.messages[0];

@@ -296,6 +296,8 @@ holds --map and the distinct domains seen in this run.`,
     if (fresh.length > 0) {
       const names = fresh.map((k) => domains.key(k));
       result = commitNewDomains(db, o.db, names, o.assign, rendezvous, o.now);
+      // Logged at once: if the run dies before its summary, the runner still learns what it assigned.
+      ctx.log.info({ domains_new: fresh.length, assigned_by_us: result.assignedByUs, lost_race: result.lostRace }, 'new domains committed');
       fresh.forEach((k, n) => {
         const id = result.owners.get(names[n]!)!;
         owner[k] = id;
