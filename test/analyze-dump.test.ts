@@ -81,6 +81,10 @@ test('hostile reflog: exit 0, clean 6-field output, one reject per bad record, c
   assert.deepEqual(out.map((l) => l.split('\t')[5]).sort(), ['http://ok.example.org/1', 'http://ok.example.org/last']);
   const s = summaryOf(r.stderr);
   assert.equal(s.lines_in, linesIn);
+  assert.equal(s.last_line_unterminated, true, 'the input ends without LF');
+  assert.match(r.stderr, /"line":\d+,"msg":"the last line has no newline/);
+  const ended = runBin('analyze-dump', ['--max-reject-ratio', '1'], Buffer.concat([input, Buffer.from('\n')]), work);
+  assert.equal(summaryOf(ended.stderr).last_line_unterminated, undefined, 'the same input ending in LF');
   assert.equal((s.records_out as number) + (s.rejected as number) + (s.skipped as number), s.lines_in);
   const rejectLines = fs.readFileSync(rejects, 'latin1').trimEnd().split('\n');
   assert.equal(rejectLines.length, s.rejected);

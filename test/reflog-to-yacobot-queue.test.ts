@@ -405,6 +405,27 @@ test('SIGTERM while a run is being published: that run is committed and reported
   }
 });
 
+test('a reflog whose last line has no newline is processed, with a warning on stderr and in runs.jsonl', async () => {
+  const dir = fresh();
+  keepOnly(dir, RUNS[0]!);
+  const f = path.join(dir, 'var/inbox', RUNS[0]!);
+  const text = fs.readFileSync(f);
+  assert.equal(text[text.length - 1], 10);
+  fs.writeFileSync(f, text.subarray(0, text.length - 1));
+  const r = await runner(dir);
+  assert.equal(r.status, 0, r.stderr);
+  const run = RUNS[0]!.replace(/\.reflog$/, '');
+  assert.ok(r.stderr.includes(`warning: ${run}: the reflog's last line has no newline`), r.stderr);
+  const [rec] = runsJsonl(dir);
+  assert.equal((rec!.stages as Record<string, Record<string, unknown>>)['analyze-dump']!.last_line_unterminated, true);
+  // The same reflog with its newline: no warning.
+  const again = fresh();
+  keepOnly(again, RUNS[0]!);
+  const ok = await runner(again);
+  assert.equal(ok.status, 0, ok.stderr);
+  assert.doesNotMatch(ok.stderr, /no newline/);
+});
+
 test('config file: flags win, relative paths, unknown keys name the line', async () => {
   const dir = fresh();
   keepOnly(dir, '2011072806.reflog');

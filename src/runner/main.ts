@@ -313,6 +313,13 @@ async function runOne(
     return record;
   }
 
+  if (stages['analyze-dump']?.last_line_unterminated === true) {
+    log.warn({ run: p.name, reflog: p.reflog }, 'the reflog\'s last line has no newline; was it cut off?');
+    process.stderr.write(
+      `${PROG}: warning: ${p.name}: the reflog's last line has no newline (was it still being written? see "Reflog still being written" in the README)\n`,
+    );
+  }
+
   // Success: gather what will be published, then commit.
   const queue: CommitPlan['queue'] = [];
   for (const id of fs.readdirSync(p.queue).sort((a, b) => Number(a) - Number(b))) {

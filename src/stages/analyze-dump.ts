@@ -272,7 +272,8 @@ and writes URL records "id timestamp updatetag hits domain url", sorted by
 
 Lines without a TAB (the reflog's leading "unknown field") and empty lines are
 skipped and counted; a trailing CR is stripped. Every other bad line is rejected
-with a reason. Summary: lines_in = records_out + rejected + skipped.
+with a reason. Summary: lines_in = records_out + rejected + skipped. An input
+that does not end in LF is processed, with a warning and last_line_unterminated.
 
 Buffers: every record, up to --memory (records and their sort keys; beyond it,
 sorted runs spill to --tmp), before writing; output starts at the end of input.
@@ -371,7 +372,9 @@ order, so the output does not depend on the number of threads. If more than
       pool.post({ batch, reuse }, [batch.buffer as ArrayBuffer, ...(reuse ? packedBuffers(reuse) : [])]);
       await pool.settle(2 * o.threads);
     };
+    let lastByte = LF;
     await ctx.eachChunk(async (chunk) => {
+      if (chunk.length > 0) lastByte = chunk[chunk.length - 1]!;
       for (const b of batcher.push(chunk)) await submit(b, false);
     });
     const last = batcher.end();
@@ -392,6 +395,12 @@ order, so the output does not depend on the number of threads. If more than
       rejected_by_reason: byReason,
       sort_runs: sorter.spilledRuns,
     });
+    if (lastByte !== LF) {
+      // Processed like any line (some tools end a file without LF), but it is also what a
+      // reflog cut off mid-write looks like, and a cut inside hits or updatetag still parses.
+      c.last_line_unterminated = true;
+      ctx.log.warn({ line: linesIn }, 'the last line has no newline (was the reflog cut off?); it was processed as a line');
+    }
     rejects?.close();
     const total = records + rejected;
     if (total > 0 && rejected / total > o.maxRejectRatio) {
