@@ -52,10 +52,11 @@ export interface StageDef<O> {
 
 const COMMON_HELP = `
 Common to every stage:
-  Reads the input file (or stdin when it is "-" or absent) and writes stdout; logs
-  JSON lines to stderr, ending with one summary line (counts and ms). Exit status:
-  0 success, 1 bad data or I/O failure, 2 usage error. A closed stdout (| head)
-  ends the stage quietly. Errors read "<stage>: <file>:<line>: <message>".
+  Reads the input file (or stdin when it is "-" or absent) and writes stdout;
+  logs JSON lines to stderr, ending with one summary line (counts and ms).
+  Exit status: 0 success, 1 bad data or I/O failure, 2 usage error. A closed
+  stdout (| head) ends the stage quietly. Errors read
+  "<stage>: <file>:<line>: <message>".
 `;
 
 export function packageVersion(): string {
