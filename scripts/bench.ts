@@ -108,10 +108,12 @@ function ensureReflogs(a: Args): [string, string] {
     const t0 = Date.now();
     const tmp = `${file}.tmp`;
     const fd = fs.openSync(tmp, 'w');
-    generateReflog(fd, { lines: a.lines, hour: i + 1, seed: a.seed });
+    const bad = generateReflog(fd, { lines: a.lines, hour: i + 1, seed: a.seed });
     fs.closeSync(fd);
     fs.renameSync(tmp, file);
-    log(`generated ${path.relative(ROOT, file)} (${(fs.statSync(file).size / 2 ** 20).toFixed(0)} MiB) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+    const mib = (fs.statSync(file).size / 2 ** 20).toFixed(0);
+    const pct = ((100 * bad) / a.lines).toFixed(2);
+    log(`generated ${path.relative(ROOT, file)} (${mib} MiB, ${bad} bad lines = ${pct}%) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   });
   return files as [string, string];
 }

@@ -16,7 +16,11 @@ export interface GenOptions {
   seed: number;
 }
 
-/** sfc32: a small fast PRNG; `next()` is uniform in [0, 1). */
+/**
+ * sfc32: a small fast PRNG; `next()` is uniform in [0, 1). Not scripts/prng.ts: the
+ * bench caches generated reflogs by lines, seed and hour, and its figures are
+ * compared across sessions; another generator would change them under the same names.
+ */
 class Rng {
   private a: number;
   private b: number;
