@@ -9,7 +9,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
-import { BIN, ROOT, hasStackTrace, listFiles, runBin, runRunner, scratch, summaryOf, testEnv } from './lib/run.js';
+import { BIN, ROOT, hasStackTrace, listFiles, partnerDb, runBin, runRunner, scratch, summaryOf, testEnv } from './lib/run.js';
 
 const TS = '20110727200841';
 const id16 = (n: number) => n.toString(16).padStart(16, '0');
@@ -194,7 +194,7 @@ test('any stage: stdout on a full device (/dev/full) is an I/O error naming stdo
 
 test('upload-domains: a --tmp that cannot be created is an I/O error naming it, not an internal error', () => {
   const work = scratch('ms-fault-');
-  partnerDb(work);
+  twoYacobotDb(work);
   fs.writeFileSync(path.join(work, 'afile'), '');
   const r = runBin('upload-domains', ['--db', 'p.db', '--tmp', 'afile/spool', '--now', TS], FILTERED, work);
   assertFailedCleanly(r, 'upload-domains', 'upload-domains: afile/spool: ', 'ENOTDIR');
@@ -203,11 +203,9 @@ test('upload-domains: a --tmp that cannot be created is an I/O error naming it, 
 
 // --- the partner database ----------------------------------------------------------
 
-function partnerDb(work: string): string {
-  for (const args of [['init'], ['add', 'yb-a'], ['add', 'yb-b'], ['assign', 'known.com', 'yb-a']]) {
-    const r = runBin('partner-db', ['--db', 'p.db', ...args], '', work);
-    assert.equal(r.status, 0, r.stderr);
-  }
+/** p.db in `work` with Yacobots yb-a and yb-b, known.com assigned to yb-a, and its domain_map. */
+function twoYacobotDb(work: string): string {
+  for (const args of [['init'], ['add', 'yb-a'], ['add', 'yb-b'], ['assign', 'known.com', 'yb-a']]) partnerDb(work, 'p.db', ...args);
   const m = runBin('domains-from-db', ['--db', 'p.db'], '', work);
   assert.equal(m.status, 0, m.stderr);
   fs.writeFileSync(path.join(work, 'domain_map'), m.stdout);
@@ -251,7 +249,7 @@ const FILTERED = `${urlRec(id16(1), 'known.com', 'http://known.com/')}\n${urlRec
 
 test('upload-domains: database locked by another writer: waits the busy timeout, then a clear error; nothing assigned', async () => {
   const work = scratch('ms-fault-');
-  const db = partnerDb(work);
+  const db = twoYacobotDb(work);
   const mapBefore = fs.readFileSync(path.join(work, 'domain_map'), 'utf8');
   const holder = await lockHolder(work, db, 0);
   let r;
@@ -273,7 +271,7 @@ test('upload-domains: database locked by another writer: waits the busy timeout,
 
 test('upload-domains: a writer that lets go within the busy timeout is waited for, and its answer wins', async () => {
   const work = scratch('ms-fault-');
-  const db = partnerDb(work);
+  const db = twoYacobotDb(work);
   const holder = await lockHolder(work, db, 400);
   let r;
   try {
@@ -394,7 +392,7 @@ function runnerWork(): { work: string; inbox: string } {
   const inbox = path.join(work, 'var', 'inbox');
   fs.mkdirSync(inbox, { recursive: true });
   fs.mkdirSync(path.join(work, 'var', 'state'), { recursive: true });
-  for (const args of [['init'], ['add', 'yb-a']]) assert.equal(runBin('partner-db', ['--db', 'var/state/partner.db', ...args], '', work).status, 0);
+  for (const args of [['init'], ['add', 'yb-a']]) partnerDb(work, 'var/state/partner.db', ...args);
   return { work, inbox };
 }
 

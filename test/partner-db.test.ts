@@ -6,18 +6,14 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
-import { BIN, hasStackTrace, runBin, scratch, testEnv } from './lib/run.js';
+import { BIN, hasStackTrace, partnerDb, runBin, scratch, testEnv } from './lib/run.js';
 import { normalizeDomain } from '../src/core/db.js';
 
 function pdb(work: string, ...args: string[]) {
   return runBin('partner-db', ['--db', 'p.db', ...args], '', work);
 }
 
-function ok(work: string, ...args: string[]): string {
-  const r = pdb(work, ...args);
-  assert.equal(r.status, 0, `partner-db ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-}
+const ok = (work: string, ...args: string[]): string => partnerDb(work, 'p.db', ...args);
 
 function rows(work: string): { domain: string; yacobot_id: number }[] {
   const db = new Database(path.join(work, 'p.db'), { readonly: true });

@@ -8,7 +8,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
-import { ROOT, RUNNER, hasStackTrace, runBin, runRunner, scratch, testEnv } from './lib/run.js';
+import { ROOT, RUNNER, hasStackTrace, partnerDb, runRunner, scratch, testEnv } from './lib/run.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
 import { assignedInLog, hourEndOf, planInbox, resolveNow, shellQuote, type RunRecord } from '../src/runner/plan.js';
@@ -99,11 +99,8 @@ function fresh(): string {
     fs.mkdirSync(path.join(template, 'var/state'), { recursive: true });
     for (const f of RUNS) fs.copyFileSync(path.join(REFLOGS, f), path.join(template, 'var/inbox', f));
     const db = path.join(template, 'var/state/partner.db');
-    assert.equal(runBin('partner-db', ['--db', db, 'init']).status, 0);
-    for (const [n, w] of [['alpha', '1'], ['beta', '1'], ['gamma', '2']]) {
-      const r = runBin('partner-db', ['--db', db, 'add', n!, '--weight', w!]);
-      assert.equal(r.status, 0, r.stderr);
-    }
+    partnerDb(template, db, 'init');
+    for (const [n, w] of [['alpha', '1'], ['beta', '1'], ['gamma', '2']]) partnerDb(template, db, 'add', n!, '--weight', w!);
   }
   const dir = sub('run-');
   fs.cpSync(template, dir, { recursive: true });

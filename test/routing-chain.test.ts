@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
-import { runBin, scratch, testEnv } from './lib/run.js';
+import { partnerDb, runBin, scratch, testEnv } from './lib/run.js';
 import { prng } from '../scripts/prng.js';
 
 // Hosts and the registrable domain the URL records must carry for them.
@@ -46,7 +46,7 @@ const nextHour = (h: string) => {
 test('reflogs of several hours through the whole chain: every URL in one queue file, every domain in one Yacobot', () => {
   const work = scratch('ms-route-chain-');
   const rnd = prng(20110728);
-  const pdb = (...args: string[]) => assert.equal(runBin('partner-db', ['--db', 'state/p.db', ...args], '', work).status, 0);
+  const pdb = (...args: string[]) => partnerDb(work, 'state/p.db', ...args);
   fs.mkdirSync(path.join(work, 'state'));
   pdb('init');
   pdb('add', 'yb1');

@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
-import { BIN, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+import { BIN, partnerDb, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import { LeastLoaded, loadRendezvous } from '../src/core/db.js';
 
 /** A filtered_log with one record per domain of `domains`, the whole list `repeat` times over. */
@@ -22,11 +22,7 @@ function filtered(domains: string[], repeat = 1): string {
   return out;
 }
 
-function pdb(work: string, ...args: string[]): string {
-  const r = runBin('partner-db', ['--db', 'p.db', ...args], '', work);
-  assert.equal(r.status, 0, `partner-db ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-}
+const pdb = (work: string, ...args: string[]): string => partnerDb(work, 'p.db', ...args);
 
 function newDb(yacobots: [string, number][]): string {
   const work = scratch('ms-up-');

@@ -1,4 +1,5 @@
 // Runs the real binaries in scratch directories, as an operator would.
+import assert from 'node:assert/strict';
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -44,6 +45,13 @@ export function runBin(
     stderr: r.stderr.toString('utf8'),
     stdoutBytes: r.stdout,
   };
+}
+
+/** Runs `partner-db --db DB ...args` in `cwd`, asserting it succeeded; returns its stdout. */
+export function partnerDb(cwd: string, db: string, ...args: string[]): string {
+  const r = runBin('partner-db', ['--db', db, ...args], '', cwd);
+  assert.equal(r.status, 0, `partner-db ${args.join(' ')}: ${r.stderr}`);
+  return r.stdout;
 }
 
 /** The cron runner. */
