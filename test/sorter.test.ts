@@ -101,6 +101,20 @@ test('packed batches (the worker threads\' hand-over) add up to the same sort as
   }
 });
 
+test('records longer than a chunk, among short ones, at every budget size: the same stable sort', async () => {
+  const tmp = scratch('ms-sorter-');
+  const r = prng(99);
+  // Ids spread over all partitions; a few records far longer than a chunk (4-64 KiB).
+  const lines = randomRecords(3000, 2000, 11).map((l) => (r() < 0.01 ? `${l}\t${'y'.repeat(Math.floor(5000 + r() * 70_000))}` : l));
+  const want = reference(lines);
+  // 1 GiB: 256 partitions, 64 KiB chunks; 4M: 256 partitions, small chunks, spills; 1M: 32 partitions; 300k: 2; 20k: 1.
+  for (const memory of [1 << 30, 4 << 20, 1 << 20, 300_000, 20_000]) {
+    const { out } = await sorted(lines, memory, tmp);
+    assert.equal(out.length, want.length, `memory ${memory}`);
+    assert.ok(out.every((l, i) => l === want[i]), `memory ${memory}: sorted and stable`);
+  }
+});
+
 test('ties keep input order across runs', async () => {
   const tmp = scratch('ms-sorter-');
   const lines: string[] = [];
