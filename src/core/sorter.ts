@@ -276,13 +276,15 @@ export class RecordSorter implements RecordSink {
       const m = part.n;
       if (m === 0) continue;
       const { chunks, at, len, hi, lo, ts } = part;
+      // One read per cache line, in order (the prefetcher's pattern); the sum is used below so
+      // that the reads are not optimized away.
       let touched = 0;
       for (let c = 0; c < chunks.length; c++) {
         const chunk = chunks[c]!;
         const used = c === chunks.length - 1 ? part.pos : chunk.length;
         for (let i = 0; i < used; i += 64) touched += chunk[i]!;
       }
-      if (touched < 0) throw new Error('unreachable');
+      if (touched < 0) throw new Error('unreachable: bytes are not negative');
       if (this.order.length < m) this.order = new Uint32Array(Math.max(m, this.order.length * 2));
       const order = this.order;
       counts.fill(0);
