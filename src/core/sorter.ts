@@ -31,8 +31,8 @@ export interface RecordSink {
 const SORT_KEY_LENGTH = 31;
 /** Bytes per buffered record beyond its own bytes: 5 key arrays and its share of the sort scratch. */
 const BYTES_PER_KEY = 8 + 4 + 4 + 4 + 8 + 4;
-/** Most partitions (by the id's top 8 bits); fewer under a small budget, so that chunks are not mostly empty. */
-const MAX_PARTS = 256;
+/** Records are partitioned by the id's top 8 bits at most; by fewer under a small budget, so that chunks are not mostly empty. */
+const MAX_PART_BITS = 8;
 const MIN_CHUNK = 4 << 10;
 const MAX_CHUNK = 64 << 10;
 const MAX_BLOCK = 4 << 20;
@@ -109,7 +109,7 @@ export class RecordSorter implements RecordSink {
   constructor(private readonly opts: SorterOptions) {
     this.runBudget = Math.floor(opts.memoryBytes * 0.6);
     // As many partitions as leave each room for a few chunks; chunks of a 1/1024th of the budget.
-    let bits = 8;
+    let bits = MAX_PART_BITS;
     while (bits > 0 && (1 << bits) * 4 * MIN_CHUNK > this.runBudget) bits--;
     this.partBits = bits;
     this.chunkSize = Math.max(MIN_CHUNK, Math.min(MAX_CHUNK, Math.floor(this.runBudget / (4 << bits) / MIN_CHUNK) * MIN_CHUNK));
@@ -151,13 +151,7 @@ export class RecordSorter implements RecordSink {
     const needKeys = part.n === part.len.length;
     if (needChunk || needKeys) {
       // Memory beyond what is held already: a record's own chunk, or a new block if no chunk is left; bigger key arrays.
-      const fresh = !needChunk
-        ? 0
-        : len > this.chunkSize
-          ? len
-          : this.spare.length > 0 || (this.block !== null && this.blockPos + this.chunkSize <= this.block.length)
-            ? 0
-            : this.blockSize;
+      const fresh = !needChunk ? 0 : len > this.chunkSize ? len : this.chunkAtHand() ? 0 : this.blockSize;
       const keys = needKeys ? Math.max(FIRST_KEYS, part.n) * BYTES_PER_KEY : 0;
       // (With nothing held, the record goes in whatever the budget: a run holds at least one.)
       if (this.held + fresh + keys > this.runBudget && this.held > 0) {
@@ -196,16 +190,21 @@ export class RecordSorter implements RecordSink {
     this.seq++;
   }
 
+  /** Whether a chunk can be taken without allocating: a spare one, or room left in the current block. */
+  private chunkAtHand(): boolean {
+    return this.spare.length > 0 || (this.block !== null && this.blockPos + this.chunkSize <= this.block.length);
+  }
+
   /** A chunk: a spare one, or the next one cut from the current block (or a new block, counted by the caller). */
   private takeChunk(): Buffer {
-    const spare = this.spare.pop();
-    if (spare) return spare;
-    if (this.block === null || this.blockPos + this.chunkSize > this.block.length) {
-      this.block = Buffer.allocUnsafeSlow(this.blockSize);
+    if (this.spare.length > 0) return this.spare.pop()!;
+    let block = this.block;
+    if (!this.chunkAtHand() || block === null) {
+      block = this.block = Buffer.allocUnsafeSlow(this.blockSize);
       this.blockPos = 0;
     }
     this.blockPos += this.chunkSize;
-    return this.block.subarray(this.blockPos - this.chunkSize, this.blockPos);
+    return block.subarray(this.blockPos - this.chunkSize, this.blockPos);
   }
 
   /** Frees what the last run left for reuse: blocks, spare chunks and key arrays (nothing is buffered). */
@@ -412,8 +411,8 @@ export class RecordBatch implements RecordSink {
 
 /**
  * Sorts the record numbers `order[from, to)` of one bucket (records whose ids share
- * their top 16 bits, in input order) by (hi, lo, ts), ties by number: stable. Ids
- * are hashes, so buckets are small; a big one is one id repeated, and goes to the
+ * their top bits, in input order) by (hi, lo, ts), ties by number: stable. Ids are
+ * hashes, so buckets are small; a big one is one id repeated, and goes to the
  * engine's stable sort.
  */
 function sortRange(order: Uint32Array, from: number, to: number, hi: Uint32Array, lo: Uint32Array, ts: Float64Array): void {
