@@ -154,18 +154,22 @@ export function readStageLog(name: string, exit: number, text: string): StageOut
   const messages: string[] = [];
   for (const l of text.split('\n')) {
     if (l.trim() === '') continue;
-    if (l.startsWith('{')) {
-      try {
-        const o = JSON.parse(l) as Record<string, unknown>;
-        if (o.summary === true) summary = o;
-        continue;
-      } catch {
-        /* not JSON after all: keep as a message */
-      }
-    }
-    messages.push(l);
+    const o = jsonLogLine(l);
+    if (o === null) messages.push(l);
+    else if (o.summary === true) summary = o;
   }
   return { name, exit, summary, messages };
+}
+
+/** A pino log line as an object, or null for anything else (a plain message, a line torn by a crash). */
+function jsonLogLine(l: string): Record<string, unknown> | null {
+  if (!l.startsWith('{')) return null;
+  try {
+    const o: unknown = JSON.parse(l);
+    return o !== null && typeof o === 'object' ? (o as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
 }
 
 /**
@@ -176,13 +180,8 @@ export function readStageLog(name: string, exit: number, text: string): StageOut
 export function assignedInLog(text: string): number {
   let n = 0;
   for (const l of text.split('\n')) {
-    if (!l.startsWith('{') || !l.includes('"assigned_by_us"')) continue;
-    try {
-      const v = (JSON.parse(l) as Record<string, unknown>).assigned_by_us;
-      if (typeof v === 'number') n = v;
-    } catch {
-      /* a line torn by the crash */
-    }
+    const v = jsonLogLine(l)?.assigned_by_us;
+    if (typeof v === 'number') n = v;
   }
   return n;
 }
