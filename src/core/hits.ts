@@ -15,12 +15,6 @@ export function isValidHitsAt(buf: Uint8Array, start: number, end: number): bool
   return end - start <= MAX_HITS_DIGITS && isDigitsAt(buf, start, end);
 }
 
-/** Canonical decimal form: no leading zeros ("007" -> "7"). */
-export function normalizeHits(text: string): string {
-  if (text.length < 16) return String(Number(text));
-  return BigInt(text).toString();
-}
-
 /** Exact sum of two valid hit counts, as canonical decimal text. */
 export function addHits(a: string, b: string): string {
   if (a.length < 16 && b.length < 16) {
