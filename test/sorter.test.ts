@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DataError } from '../src/core/errors.js';
-import { RecordBatch, RecordSorter, type RecordSink } from '../src/core/sorter.js';
+import { RecordBatch, RecordSorter, type PackedRecords, type RecordSink } from '../src/core/sorter.js';
 import { LineBatcher } from '../src/core/tsv.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
 import { BIN, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
@@ -38,9 +38,20 @@ async function drained(s: RecordSorter): Promise<string[]> {
   return text === '' ? [] : text.slice(0, -1).split('\n');
 }
 
+/** Adds the lines to the sorter in packed batches of 1 to `most` records (sizes from `seed`). */
+function addAll(s: RecordSorter, lines: string[], most = 500, seed = 1): void {
+  const r = prng(seed);
+  const b = new RecordBatch(64, 4); // small: it must grow
+  for (let i = 0; i < lines.length; ) {
+    const end = Math.min(lines.length, i + 1 + Math.floor(r() * most));
+    for (; i < end; i++) addLine(b, lines[i]!);
+    s.addPacked(b.take());
+  }
+}
+
 async function sorted(lines: string[], memoryBytes: number, tmpDir: string): Promise<{ out: string[]; runs: number }> {
   const s = new RecordSorter({ memoryBytes, tmpDir });
-  for (const l of lines) addLine(s, l);
+  addAll(s, lines);
   const runs = s.spilledRuns;
   return { out: await drained(s), runs };
 }
@@ -86,18 +97,38 @@ test('in memory and spilled, the output is the stable sort by (id, timestamp)', 
   assert.deepEqual(fs.readdirSync(tmp), [], 'spill directory removed after drain');
 });
 
-test('packed batches (the worker threads\' hand-over) add up to the same sort as single records', async () => {
+test('a packed batch holds its records grouped by the id\'s top byte, input order within a group', () => {
+  const lines = randomRecords(3000, 400, 7);
+  const b = new RecordBatch(64, 4);
+  let prev: PackedRecords | undefined;
+  for (let round = 0; round < 3; round++) {
+    // Later rounds reuse the buffers of the one before (smaller, then bigger): nothing of it may show through.
+    const part = lines.slice(1000 * round, 1000 * round + [1000, 500, 1500][round]!);
+    for (const l of part) addLine(b, l);
+    const p = (prev = b.take(prev));
+    assert.equal(p.n, part.length);
+    const got: string[] = [];
+    for (let k = 0; k < p.n; k++) got.push(Buffer.from(p.bytes.subarray(p.starts[k]!, p.starts[k + 1]! - 1)).toString());
+    const group = (l: string) => parseInt(l.slice(0, 2), 16);
+    const want = part.map((l, i) => ({ l, i })).sort((x, y) => group(x.l) - group(y.l) || x.i - y.i).map((x) => x.l);
+    assert.deepEqual(got, want, `round ${round}`);
+    for (let g = 0; g < 256; g++) {
+      assert.equal(p.parts[g + 1]! - p.parts[g]!, part.filter((l) => group(l) === g).length, `group ${g}`);
+    }
+    for (let k = 0; k < p.n; k++) assert.equal(p.hi[k], parseInt(got[k]!.slice(0, 8), 16));
+  }
+});
+
+test('batches of any size, a record at a time or many, add up to the same sort', async () => {
   const tmp = scratch('ms-sorter-');
   const lines = randomRecords(4000, 300, 7);
   const want = reference(lines);
-  for (const memory of [1 << 30, 20_000]) {
-    const s = new RecordSorter({ memoryBytes: memory, tmpDir: tmp });
-    for (let i = 0; i < lines.length; i += 700) {
-      const b = new RecordBatch(64, 4); // small: it must grow
-      for (const l of lines.slice(i, i + 700)) addLine(b, l);
-      s.addPacked(b.take());
+  for (const memory of [1 << 30, 300_000, 20_000]) {
+    for (const most of [1, 50, 4000]) {
+      const s = new RecordSorter({ memoryBytes: memory, tmpDir: tmp });
+      addAll(s, lines, most, memory + most);
+      assert.deepEqual(await drained(s), want, `memory ${memory}, batches of up to ${most}`);
     }
-    assert.deepEqual(await drained(s), want, `memory ${memory}`);
   }
 });
 
@@ -135,7 +166,7 @@ test('ties keep input order across runs', async () => {
 test('the spill directory is removed when draining fails and on dispose', async () => {
   const tmp = scratch('ms-sorter-');
   const s = new RecordSorter({ memoryBytes: 20_000, tmpDir: tmp });
-  for (const l of randomRecords(2000, 500, 3)) addLine(s, l);
+  addAll(s, randomRecords(2000, 500, 3));
   assert.ok(s.spilledRuns > 0);
   assert.equal(fs.readdirSync(tmp).length, 1, 'one private spill directory while sorting');
   await assert.rejects(
@@ -147,7 +178,7 @@ test('the spill directory is removed when draining fails and on dispose', async 
   assert.deepEqual(fs.readdirSync(tmp), []);
 
   const d = new RecordSorter({ memoryBytes: 20_000, tmpDir: tmp });
-  for (const l of randomRecords(2000, 500, 4)) addLine(d, l);
+  addAll(d, randomRecords(2000, 500, 4));
   assert.ok(d.spilledRuns > 0);
   d.dispose();
   assert.deepEqual(fs.readdirSync(tmp), []);
@@ -157,7 +188,7 @@ test('a spill to a missing --tmp directory is an error naming it', () => {
   const s = new RecordSorter({ memoryBytes: 20_000, tmpDir: '/nonexistent/ms-tmp' });
   assert.throws(
     () => {
-      for (const l of randomRecords(2000, 10, 5)) addLine(s, l);
+      addAll(s, randomRecords(2000, 10, 5));
     },
     (err: DataError) => err instanceof DataError && err.place?.file === '/nonexistent/ms-tmp' && /ENOENT/.test(err.message),
   );

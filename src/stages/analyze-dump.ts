@@ -8,7 +8,7 @@ import { DataError, UsageError } from '../core/errors.js';
 import { isValidHitsAt } from '../core/hits.js';
 import { clip } from '../core/records.js';
 import { parseSize } from '../core/size.js';
-import { RecordSorter, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
+import { RecordBatch, RecordSorter, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
 import { timestampKey } from '../core/time.js';
 import { FileWriter, LineBatcher } from '../core/tsv.js';
 import { WorkerPool } from '../core/workers.js';
@@ -36,7 +36,7 @@ const R_HITS = 5;
 /** Lines longer than this cannot hold a valid record (URL limit plus generous fields). */
 const lineLimit = (maxUrl: number) => maxUrl + 65536;
 /** Bytes of input per batch handed to a worker thread. */
-const BATCH_BYTES = 1 << 20;
+export const BATCH_BYTES = 1 << 20;
 
 /** Under this --memory, analyze-dump trades speed for memory: no worker threads, no URL memory. */
 const SMALL_BUDGET = 128 << 20;
@@ -335,8 +335,8 @@ order, so the output does not depend on the number of threads. If more than
 
     // Batches are applied strictly in input order, wherever they were analyzed:
     // record order (ties in the sort), line numbers and the rejects file follow it.
-    const apply = (r: BatchResult, packed?: PackedRecords) => {
-      if (packed) sorter.addPacked(packed);
+    const apply = (r: BatchResult, packed: PackedRecords) => {
+      sorter.addPacked(packed);
       headers += r.headers;
       empty += r.empty;
       for (const x of r.rejects) {
@@ -350,14 +350,21 @@ order, so the output does not depend on the number of threads. If more than
       }
       linesIn += r.lines;
     };
-    const inline = new ReflogAnalyzer(urlResolverFor(o, hash), sorter);
+    // Without workers, batches are analyzed here, into the same packing as a worker's.
+    const inlineRecords = new RecordBatch(BATCH_BYTES * 1.5, BATCH_BYTES / 48);
+    const inline = new ReflogAnalyzer(urlResolverFor(o, hash), inlineRecords);
+    let inlineLend: PackedRecords | undefined;
     // Workers start with the first full batch; a small input is done before one could start.
     const batcher = new LineBatcher(BATCH_BYTES, maxLine);
     const lend: PackedRecords[] = [];
     let pool = null as WorkerPool<AnalyzeJob, AnalyzeDone> | null;
     ctx.onExit(() => pool?.close());
     const submit = async (batch: Buffer, final: boolean) => {
-      if (o.threads === 0 || (pool === null && final)) return apply(analyzeBatch(inline, batch, maxLine));
+      if (o.threads === 0 || (pool === null && final)) {
+        const r = analyzeBatch(inline, batch, maxLine);
+        apply(r, (inlineLend = inlineRecords.take(inlineLend)));
+        return;
+      }
       pool ??= new WorkerPool<AnalyzeJob, AnalyzeDone>(
         new URL('./analyze-dump-worker.js', import.meta.url),
         { opts: o, maxLine },
