@@ -14,14 +14,13 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { BIN_DIR, PROJECT_ROOT as ROOT } from '../src/core/root.js';
 import { countLines } from '../src/runner/fsutil.js';
 import { stageEnv } from '../src/runner/pipeline.js';
 import { shellQuote as q } from '../src/runner/plan.js';
 import { generateReflog, parseCount } from './gen-reflog.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const BIN = path.join(ROOT, 'bin');
+const BIN = BIN_DIR;
 const REFERENCE = path.join(ROOT, 'bench', 'reference.sh');
 const HOUR1_NAME = '2011072805';
 const HOUR2_NAME = '2011072806';

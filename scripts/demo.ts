@@ -4,9 +4,8 @@
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+import { PROJECT_ROOT as ROOT } from '../src/core/root.js';
 const DEMO = path.resolve('var/demo');
 const INBOX = path.join(DEMO, 'inbox');
 const STATE = path.join(DEMO, 'state');

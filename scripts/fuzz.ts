@@ -14,12 +14,13 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
+import { BIN_DIR } from '../src/core/root.js';
 import { loadUrlHasher } from '../src/core/url.js';
+import { jsonLogLine } from '../src/runner/plan.js';
 import { prng } from './prng.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const BIN = path.join(ROOT, 'bin', 'analyze-dump');
+const BIN = path.join(BIN_DIR, 'analyze-dump');
 
 
 type Rnd = () => number;
@@ -211,12 +212,9 @@ export function problems(c: FuzzCase, r: RunResult, hash: (url: string) => strin
   let summary: Record<string, unknown> | null = null;
   for (const l of r.stderr.split('\n')) {
     if (!l.startsWith('{')) continue;
-    try {
-      const o = JSON.parse(l);
-      if (o.summary) summary = o;
-    } catch {
-      p.push(`stderr line is not JSON: ${l.slice(0, 80)}`);
-    }
+    const o = jsonLogLine(l);
+    if (o === null) p.push(`stderr line is not JSON: ${l.slice(0, 80)}`);
+    else if (o.summary) summary = o;
   }
   if (!summary) return [...p, 'no summary line'];
   const out = r.stdout === '' ? [] : r.stdout.endsWith('\n') ? r.stdout.slice(0, -1).split('\n') : ['(no final LF)'];

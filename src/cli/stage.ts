@@ -2,10 +2,12 @@
 // owns argument parsing, stdin/stdout, line numbering, EPIPE, exit codes, cleanup
 // of temporary files, and the summary log line.
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { Readable } from 'node:stream';
 import { Command, CommanderError } from 'commander';
 import { pino, type Logger } from 'pino';
 import { DataError, UsageError, formatPlace, ioError } from '../core/errors.js';
+import { PROJECT_ROOT } from '../core/root.js';
 import {
   ByteLineSplitter,
   liveTempFiles,
@@ -61,7 +63,7 @@ Common to every stage:
 
 export function packageVersion(): string {
   try {
-    const pkg = JSON.parse(fs.readFileSync(new URL('../../../package.json', import.meta.url), 'utf8'));
+    const pkg = JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8'));
     return String(pkg.version);
   } catch {
     return 'unknown';

@@ -4,10 +4,10 @@
 // its stages succeeded (see commit.ts for the commit order).
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { pino, type Logger } from 'pino';
 import { packageVersion } from '../cli/stage.js';
 import { DataError, UsageError, formatPlace } from '../core/errors.js';
+import { BIN_DIR as BIN } from '../core/root.js';
 import { countLines, appendRecordOnce, fsyncPath, mkdirDurable, writeFileDurable } from './fsutil.js';
 import { publish, readCommit, writeCommit, stagedQueueFile, type CommitHooks, type CommitPlan } from './commit.js';
 import { acquireLock, Locked } from './lock.js';
@@ -27,8 +27,6 @@ import {
   type StageOutcome,
 } from './plan.js';
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-const BIN = path.join(ROOT, 'bin');
 
 /** STATE/staging/RUN/run.json: fixed when a run is first attempted, reused by reruns after a crash. */
 interface RunJson {

@@ -162,7 +162,7 @@ export function readStageLog(name: string, exit: number, text: string): StageOut
 }
 
 /** A pino log line as an object, or null for anything else (a plain message, a line torn by a crash). */
-function jsonLogLine(l: string): Record<string, unknown> | null {
+export function jsonLogLine(l: string): Record<string, unknown> | null {
   if (!l.startsWith('{')) return null;
   try {
     const o: unknown = JSON.parse(l);

@@ -4,10 +4,9 @@ import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { fileURLToPath } from 'node:url';
 
-export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-export const BIN = path.join(ROOT, 'bin');
+export { PROJECT_ROOT as ROOT, BIN_DIR as BIN } from '../../src/core/root.js';
+import { PROJECT_ROOT as ROOT, BIN_DIR as BIN } from '../../src/core/root.js';
 
 /** Environment for every spawned stage: fixed zone and collation, bin/ on PATH. */
 export function testEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
