@@ -465,11 +465,11 @@ export class RecordBatch implements RecordSink {
       counts[g + 1]++;
       byteAt[g] += starts[k + 1]! - starts[k]!;
     }
-    for (let g = 0, b = 0; g < 1 << MAX_PART_BITS; g++) {
+    for (let g = 0, at = 0; g < 1 << MAX_PART_BITS; g++) {
       counts[g + 1] += counts[g]!;
-      const size = byteAt[g]!;
-      byteAt[g] = b;
-      b += size;
+      const groupBytes = byteAt[g]!;
+      byteAt[g] = at;
+      at += groupBytes;
     }
     p.parts.set(counts);
     const src = this.buf;
