@@ -1,24 +1,20 @@
 // A worker thread of analyze-dump: runs the pure core over batches of reflog lines
 // and hands back the packed records (transferred, not copied) with the batch's counts.
 import { parentPort, workerData } from 'node:worker_threads';
-import { RecordBatch, packedBuffers } from '../core/sorter.js';
+import { packedBuffers } from '../core/sorter.js';
 import { loadUrlHasher } from '../core/url.js';
-import { BATCH_BYTES, ReflogAnalyzer, analyzeBatch, urlResolverFor, type AnalyzeDone, type AnalyzeDumpOptions, type AnalyzeJob } from './analyze-dump.js';
+import { BatchAnalyzer, type AnalyzeDone, type AnalyzeDumpOptions, type AnalyzeJob } from './analyze-dump.js';
 
 const { opts, maxLine } = workerData as { opts: AnalyzeDumpOptions; maxLine: number };
-// One resolver for the thread's life: its memory of recent URLs spans batches.
-const urls = urlResolverFor(opts, await loadUrlHasher());
-// Records run about 1.3 times the size of their reflog lines (about 70 bytes).
-const sink = new RecordBatch(BATCH_BYTES * 1.5, BATCH_BYTES / 48);
-const analyzer = new ReflogAnalyzer(urls, sink);
+// One analyzer for the thread's life: its memory of recent URLs spans batches.
+const analyzer = new BatchAnalyzer(opts, await loadUrlHasher(), maxLine);
 
 // Every buffer goes back and forth (transferred, never copied or left to the garbage
 // collector): the input batch returns to the main thread, and the main thread lends
 // the buffers of records it has taken in for the next batch's records.
 parentPort!.on('message', ({ batch, reuse }: AnalyzeJob) => {
   const buf = Buffer.from(batch.buffer, batch.byteOffset, batch.byteLength);
-  const result = analyzeBatch(analyzer, buf, maxLine);
-  const packed = sink.take(reuse);
+  const { result, packed } = analyzer.run(buf, reuse);
   const done: AnalyzeDone = { result, packed, batch };
   parentPort!.postMessage(done, [...packedBuffers(packed), batch.buffer as ArrayBuffer]);
 });

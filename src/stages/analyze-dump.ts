@@ -36,7 +36,7 @@ const R_HITS = 5;
 /** Lines longer than this cannot hold a valid record (URL limit plus generous fields). */
 const lineLimit = (maxUrl: number) => maxUrl + 65536;
 /** Bytes of input per batch handed to a worker thread. */
-export const BATCH_BYTES = 1 << 20;
+const BATCH_BYTES = 1 << 20;
 
 /** Under this --memory, analyze-dump trades speed for memory: no worker threads, no URL memory. */
 const SMALL_BUDGET = 128 << 20;
@@ -60,7 +60,7 @@ const URL_MEMORY_BYTES = 11 << 20;
  * --memory 64M: peak RSS 191 MiB without it, 202-207 MiB with it, against a
  * 200 MiB limit).
  */
-export function urlResolverFor(o: AnalyzeDumpOptions, hash: (url: string) => string): UrlResolver {
+function urlResolverFor(o: AnalyzeDumpOptions, hash: (url: string) => string): UrlResolver {
   return hasUrlMemory(o) ? new UrlResolver(o, hash) : new UrlResolver(o, hash, 0, 0);
 }
 
@@ -221,6 +221,30 @@ export function analyzeBatch(analyzer: ReflogAnalyzer, buf: Buffer, maxLine: num
   return r;
 }
 
+/**
+ * The core as a parsing thread runs it, a worker or the main thread: one analyzer
+ * with its URL memory (which spans batches), packing each batch's records.
+ */
+export class BatchAnalyzer {
+  // Records run about 1.3 times the size of their reflog lines (about 70 bytes).
+  private readonly records = new RecordBatch(BATCH_BYTES * 1.5, BATCH_BYTES / 48);
+  private readonly analyzer: ReflogAnalyzer;
+
+  constructor(
+    o: AnalyzeDumpOptions,
+    hash: (url: string) => string,
+    private readonly maxLine: number,
+  ) {
+    this.analyzer = new ReflogAnalyzer(urlResolverFor(o, hash), this.records);
+  }
+
+  /** Analyzes one batch; its records come back packed, in `reuse`'s buffers where they fit. */
+  run(batch: Buffer, reuse?: PackedRecords): { result: BatchResult; packed: PackedRecords } {
+    const result = analyzeBatch(this.analyzer, batch, this.maxLine);
+    return { result, packed: this.records.take(reuse) };
+  }
+}
+
 /** Holds the one record an analyzer writes, for `analyzeLine`. */
 class OneRecord implements RecordSink {
   buf = Buffer.alloc(0);
@@ -318,7 +342,6 @@ order, so the output does not depend on the number of threads. If more than
     };
   },
   async run(ctx, o) {
-    const hash = await loadUrlHasher();
     const rejects = o.rejects ? new FileWriter(o.rejects) : null;
     ctx.onExit(() => rejects?.abandon());
     // The URL memory of each parsing thread comes out of the budget, not on top of it.
@@ -350,9 +373,9 @@ order, so the output does not depend on the number of threads. If more than
       }
       linesIn += r.lines;
     };
-    // Without workers, batches are analyzed here, into the same packing as a worker's.
-    const inlineRecords = new RecordBatch(BATCH_BYTES * 1.5, BATCH_BYTES / 48);
-    const inline = new ReflogAnalyzer(urlResolverFor(o, hash), inlineRecords);
+    // Batches analyzed on this thread (no workers, or an input smaller than one batch);
+    // made on first use, so that with workers the main thread holds no URL memory.
+    let inline: BatchAnalyzer | null = null;
     let inlineLend: PackedRecords | undefined;
     // Workers start with the first full batch; a small input is done before one could start.
     const batcher = new LineBatcher(BATCH_BYTES, maxLine);
@@ -361,8 +384,9 @@ order, so the output does not depend on the number of threads. If more than
     ctx.onExit(() => pool?.close());
     const submit = async (batch: Buffer, final: boolean) => {
       if (o.threads === 0 || (pool === null && final)) {
-        const r = analyzeBatch(inline, batch, maxLine);
-        apply(r, (inlineLend = inlineRecords.take(inlineLend)));
+        inline ??= new BatchAnalyzer(o, await loadUrlHasher(), maxLine);
+        const { result, packed } = inline.run(batch, inlineLend);
+        apply(result, (inlineLend = packed));
         return;
       }
       pool ??= new WorkerPool<AnalyzeJob, AnalyzeDone>(
