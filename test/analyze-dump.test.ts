@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ROOT, hasStackTrace, runBin, scratch, summaryOf } from './lib/run.js';
-import { UrlResolver, canonicalize, compileParamGlobs, loadUrlHasher, type UrlOptions } from '../src/core/url.js';
+import { UrlResolver, canonicalize, compileParamGlobs, loadUrlHash, loadUrlHasher, type UrlOptions } from '../src/core/url.js';
 import { prng } from '../scripts/prng.js';
 
 const reflogLine = (url: string, hits: number, ts = '20110727200841', tag = '') =>
@@ -115,6 +115,7 @@ test('--max-url-bytes is honoured and --max-reject-ratio 0 fails on one reject, 
 
 test('UrlResolver: every answer, first or remembered, across start-overs, equals canonicalize and XXH64', async () => {
   const hash = await loadUrlHasher();
+  const raw64 = await loadUrlHash();
   const opts: UrlOptions = { maxUrlBytes: 200, dropParams: compileParamGlobs('utm_*'), sortQuery: true, domainMode: 'registrable' };
   const pool = [
     'http://a.example.com/x?b=2&a=1&utm_x=3#f',
@@ -130,7 +131,7 @@ test('UrlResolver: every answer, first or remembered, across start-overs, equals
   const next = prng(17);
   // No memory, and small limits: it starts over every few entries, by count, by bytes of keys, by bytes of answers.
   for (const [maxEntries, maxBytes] of [[0, 0], [3, 1 << 20], [16, 1 << 20], [1 << 16, 1 << 20], [1 << 16, 300], [1 << 16, 1000]] as const) {
-    const u = new UrlResolver(opts, hash, maxEntries, maxBytes);
+    const u = new UrlResolver(opts, raw64, maxEntries, maxBytes);
     for (let n = 0; n < 2000; n++) {
       const raw = pool[Math.floor(next() * pool.length)]!;
       const bytes = Buffer.from(`\t${raw}\t`);

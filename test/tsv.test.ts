@@ -10,7 +10,7 @@ import { DataError } from '../src/core/errors.js';
 import { addHits, addHitsAt } from '../src/core/hits.js';
 import { IdOrder } from '../src/core/records.js';
 import { timestampMsAt, timestampToMs } from '../src/core/time.js';
-import { putBytes } from '../src/core/bytes.js';
+import { putBytes, putHex32 } from '../src/core/bytes.js';
 import { ByteLineSplitter, FileLineReader } from '../src/core/tsv.js';
 import { BytesIndex } from '../src/core/bytesindex.js';
 import { scratch } from './lib/run.js';
@@ -143,6 +143,14 @@ test('putBytes copies short and long ranges exactly', () => {
     assert.deepEqual(dst.subarray(9, 9 + to - from), src.subarray(from, to));
     assert.equal(dst[8], 0xff);
     assert.equal(dst[9 + to - from], 0xff);
+  }
+});
+
+test('putHex32 writes 8 lower-case hex digits, leading zeros kept, and nothing around them', () => {
+  for (const v of [0, 0xf, 0xa0, 0x0abc1234, 0x7fffffff, 0x80000000, 0xdeadbeef, 0xffffffff]) {
+    const dst = Buffer.alloc(12, 0x2e);
+    assert.equal(putHex32(dst, 2, v), 10);
+    assert.equal(dst.toString('latin1'), `..${v.toString(16).padStart(8, '0')}..`);
   }
 });
 

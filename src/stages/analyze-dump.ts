@@ -16,8 +16,9 @@ import {
   DEFAULT_MAX_URL_BYTES,
   UrlResolver,
   compileParamGlobs,
-  loadUrlHasher,
+  loadUrlHash,
   type DomainMode,
+  type UrlHash,
   type UrlOptions,
 } from '../core/url.js';
 
@@ -60,7 +61,7 @@ const URL_MEMORY_BYTES = 11 << 20;
  * --memory 64M: peak RSS 191 MiB without it, 202-207 MiB with it, against a
  * 200 MiB limit).
  */
-function urlResolverFor(o: AnalyzeDumpOptions, hash: (url: string) => string): UrlResolver {
+function urlResolverFor(o: AnalyzeDumpOptions, hash: UrlHash): UrlResolver {
   return hasUrlMemory(o) ? new UrlResolver(o, hash) : new UrlResolver(o, hash, 0, 0);
 }
 
@@ -232,7 +233,7 @@ export class BatchAnalyzer {
 
   constructor(
     o: AnalyzeDumpOptions,
-    hash: (url: string) => string,
+    hash: UrlHash,
     private readonly maxLine: number,
   ) {
     this.analyzer = new ReflogAnalyzer(urlResolverFor(o, hash), this.records);
@@ -269,7 +270,7 @@ export function analyzeLine(
   end: number,
   overlong: boolean,
   opts: UrlOptions,
-  hash: (url: string) => string,
+  hash: UrlHash,
 ): LineVerdict {
   const one = new OneRecord();
   // One line: a resolver without memory (a remembering one takes 4 MiB and more).
@@ -384,7 +385,7 @@ order, so the output does not depend on the number of threads. If more than
     ctx.onExit(() => pool?.close());
     const submit = async (batch: Buffer, final: boolean) => {
       if (o.threads === 0 || (pool === null && final)) {
-        inline ??= new BatchAnalyzer(o, await loadUrlHasher(), maxLine);
+        inline ??= new BatchAnalyzer(o, await loadUrlHash(), maxLine);
         const { result, packed } = inline.run(batch, inlineLend);
         apply(result, (inlineLend = packed));
         return;
