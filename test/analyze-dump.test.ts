@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ROOT, hasStackTrace, runBin, scratch, summaryOf } from './lib/run.js';
-import { UrlResolver, canonicalize, compileParamGlobs, loadUrlHash, loadUrlHasher, type UrlOptions } from '../src/core/url.js';
+import { UrlResolver, canonicalize, globMatch, parseParamGlobs, loadUrlHash, loadUrlHasher, type UrlOptions } from '../src/core/url.js';
 import { prng } from '../scripts/prng.js';
 
 const reflogLine = (url: string, hits: number, ts = '20110727200841', tag = '') =>
@@ -113,10 +113,36 @@ test('--max-url-bytes is honoured and --max-reject-ratio 0 fails on one reject, 
   assert.match(bad.stderr, /analyze-dump: -: rejected 1 of 2 records/);
 });
 
+test('globMatch agrees with the anchored RegExp of the glob on random globs and names', () => {
+  const next = prng(5);
+  const pick = (alphabet: string, max: number) =>
+    Array.from({ length: Math.floor(next() * (max + 1)) }, () => alphabet[Math.floor(next() * alphabet.length)]).join('');
+  const asRegExp = (g: string) =>
+    new RegExp(`^${g.replace(/[.+^${}()|[\]\\*?]/g, (c) => (c === '*' ? '.*' : c === '?' ? '.' : `\\${c}`))}$`);
+  let matched = 0;
+  for (let n = 0; n < 20000; n++) {
+    const glob = pick('ab*?.', 6);
+    const name = pick('ab.*?', 8);
+    const want = asRegExp(glob).test(name);
+    assert.equal(globMatch(glob, name), want, `${glob} on ${name}`);
+    if (want) matched++;
+  }
+  assert.ok(matched > 2000 && matched < 18000, `both outcomes are exercised (${matched} matches)`);
+});
+
+test('globMatch on a hostile name: many stars against 8 KiB ends without backtracking blow-up', { timeout: 60_000 }, () => {
+  // A backtracking RegExp of '*u*u*u*x' needs about n^4 steps here; the matcher n x 8.
+  assert.equal(globMatch('*u*u*u*x', 'u'.repeat(8100)), false);
+  assert.equal(globMatch('*u*u*u*x', 'u'.repeat(8100) + 'x'), true);
+  const out = runBin('analyze-dump', ['--drop-params', '*u*u*u*x', '--threads', '0'], reflogLine(`http://a.com/?${'u'.repeat(8100)}=1&k=2`, 1));
+  assert.equal(out.status, 0, out.stderr);
+  assert.match(out.stdout, /\thttp:\/\/a\.com\/\?u{8100}=1&k=2\n$/);
+});
+
 test('UrlResolver: every answer, first or remembered, across start-overs, equals canonicalize and XXH64', async () => {
   const hash = await loadUrlHasher();
   const raw64 = await loadUrlHash();
-  const opts: UrlOptions = { maxUrlBytes: 200, dropParams: compileParamGlobs('utm_*'), sortQuery: true, domainMode: 'registrable' };
+  const opts: UrlOptions = { maxUrlBytes: 200, dropParams: parseParamGlobs('utm_*'), sortQuery: true, domainMode: 'registrable' };
   const pool = [
     'http://a.example.com/x?b=2&a=1&utm_x=3#f',
     'HTTP://WWW.Example.CO.UK:80/%7euser/../p',

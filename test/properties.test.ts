@@ -92,10 +92,16 @@ const parseTs = (ts: string) =>
   Date.UTC(+ts.slice(0, 4), +ts.slice(4, 6) - 1, +ts.slice(6, 8), +ts.slice(8, 10), +ts.slice(10, 12), +ts.slice(12, 14));
 const tsArb = fc.integer({ min: 0, max: 48 * 3600 }).map((s) => fmt(T0 + s * 1000));
 const tagArb = fc.constantFrom('', '', '', 'v1', 'v2', 'ü');
-/** Hits as text: small, huge (beyond 2^53), or with leading zeros. */
+/** Hits as text in the record streams: small, or huge (beyond 2^53, up to 26 digits). */
 const hitsArb = fc.oneof(
   { weight: 6, arbitrary: fc.nat(20).map(String) },
   { weight: 1, arbitrary: fc.bigInt({ min: 0n, max: 10n ** 25n }).map(String) },
+);
+/** Hits as a reflog may have them: up to 18 significant digits (beyond 2^53), maybe after leading zeros. */
+const reflogHitsArb = fc.oneof(
+  { weight: 6, arbitrary: fc.nat(20).map(String) },
+  { weight: 1, arbitrary: fc.bigInt({ min: 0n, max: 10n ** 18n - 1n }).map(String) },
+  { weight: 1, arbitrary: fc.tuple(fc.nat(9), fc.nat(999)).map(([z, n]) => '0'.repeat(z) + String(n)) },
 );
 const ID_POOL = Array.from({ length: 24 }, (_, i) => idOf(`http://pool${i}.example/`)).sort();
 const idArb = fc.constantFrom(...ID_POOL);
@@ -293,7 +299,7 @@ const urlArb = fc.oneof(
 
 test('analyze-dump core: a record\'s url is canonical (a fixed point), its id is XXH64(url), its domain ends its host', () => {
   fc.assert(
-    fc.property(urlArb, tsArb, hitsArb, tagArb, (url, ts, hits, tag) => {
+    fc.property(urlArb, tsArb, reflogHitsArb, tagArb, (url, ts, hits, tag) => {
       const line = Buffer.from(['b', '5', ts, '1', url, hits, tag].join('\t'));
       const v = analyzeLine(line, 0, line.length, false, URL_OPTS, idBig);
       if (v.kind === 'skip') {
@@ -340,7 +346,7 @@ const bytesArb = fc.oneof(
     )
     .map((parts) => Buffer.from(parts.join(''), 'utf8')),
   fc
-    .array(fc.tuple(urlArb, tsArb, hitsArb, tagArb, fc.boolean()), { maxLength: 60 })
+    .array(fc.tuple(urlArb, tsArb, reflogHitsArb, tagArb, fc.boolean()), { maxLength: 60 })
     .map((ls) => Buffer.from(ls.map(([u, ts, h, t, seven]) => ['b', '5', ts, '1', u, h, ...(seven ? [t] : [])].join('\t')).join('\n'), 'utf8')),
 );
 
@@ -411,7 +417,7 @@ const hitArb = fc.record({
   v: fc.nat(3),
   sec: fc.integer({ min: -2400, max: 3599 }),
   tag: tagArb,
-  hits: hitsArb,
+  hits: reflogHitsArb,
 });
 const batchArb = fc.array(fc.oneof({ weight: 9, arbitrary: hitArb }, { weight: 1, arbitrary: fc.constantFrom(...JUNK) }), { maxLength: 40 });
 

@@ -172,7 +172,14 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     onExit: (fn) => exitHooks.push(fn),
     async eachLine(fn) {
       const splitter = new ByteLineSplitter(inputName);
-      await pump((chunk) => splitter.push(chunk, fn));
+      await pump((chunk) => {
+        try {
+          splitter.push(chunk, fn);
+        } catch (err) {
+          // A stage's core names no place: the line it was given is the one at fault.
+          throw err instanceof DataError && !err.place ? new DataError(err.code, err.message, { file: inputName, line: splitter.lineNo }) : err;
+        }
+      });
       splitter.end();
     },
     eachChunk: (fn) => pump(fn),

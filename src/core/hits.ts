@@ -1,9 +1,19 @@
 // Hits are non-negative decimal integers. Sums stay exact beyond 2^53 by falling
 // back to BigInt, which costs nothing on the common small-number path.
+//
+// Bounds, so that no stage writes a count the next one refuses: a reflog's hits
+// may have at most 18 significant digits (analyze-dump rejects more); the record
+// streams carry at most 30 digits. An hour's sum of 10 million such counts has at
+// most 25, so current_log can add up 10^5 hours of the largest possible sums; a
+// sum that would still pass 30 digits stops group-sum or filter-url with an error
+// naming the line, instead of being written.
 import { digitsValue, isDigitsAt, latin1, putDecimal } from './bytes.js';
 
 const HITS_RE = /^\d+$/;
-const MAX_HITS_DIGITS = 30;
+/** Most digits a hits field of a record stream may have. */
+export const MAX_HITS_DIGITS = 30;
+/** Most significant digits (leading zeros aside) a reflog's hits may have. */
+export const MAX_REFLOG_HITS_DIGITS = 18;
 
 /** True for a non-negative decimal integer (leading zeros allowed, no sign). */
 export function isValidHits(text: string): boolean {
@@ -13,6 +23,11 @@ export function isValidHits(text: string): boolean {
 /** isValidHits on the bytes `buf[start, end)`. */
 export function isValidHitsAt(buf: Uint8Array, start: number, end: number): boolean {
   return end - start <= MAX_HITS_DIGITS && isDigitsAt(buf, start, end);
+}
+
+/** The error message for a hits sum longer than MAX_HITS_DIGITS. */
+export function hitsTooBig(digits: number): string {
+  return `hits sum of ${digits} digits is beyond the ${MAX_HITS_DIGITS} digits the record streams carry`;
 }
 
 /** Exact sum of two valid hit counts, as canonical decimal text. */

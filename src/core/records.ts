@@ -53,13 +53,30 @@ function isTs(ts: string): boolean {
   return ts.length === 14 && TS_RE.test(ts);
 }
 
+/** What is wrong with a field that holds a CR, or null (streams end lines with LF alone). */
+function crInField(f: string[], names: readonly string[]): string | null {
+  const i = f.findIndex((x) => x.includes('\r'));
+  return i < 0 ? null : `${names[i] ?? `field ${i + 1}`} contains a CR (lines end with LF alone; no field holds CR)`;
+}
+
+/** Lower-case printable ASCII, as the streams carry domains (punycode, no spaces). */
+const DOMAIN_RE = /^[!-@[-~]+$/;
+
+function checkDomain(d: string): string | null {
+  if (d.length === 0) return 'empty domain';
+  return DOMAIN_RE.test(d) ? null : `bad domain '${clip(d)}' (want lower-case ASCII, as analyze-dump writes it)`;
+}
+
 /** Checks the six fields of a URL record; returns what is wrong, or null. */
 export function checkUrlRecord(f: string[]): string | null {
   if (f.length !== URL_RECORD.length) return `expected ${URL_RECORD.length} fields (${URL_RECORD.join(' ')}), got ${f.length}`;
+  const cr = crInField(f, URL_RECORD);
+  if (cr) return cr;
   if (!isValidId(f[U_ID]!)) return `bad id '${clip(f[U_ID]!)}' (want 16 lower-case hex digits)`;
   if (!isTs(f[U_TS]!)) return `bad timestamp '${clip(f[U_TS]!)}' (want YYYYMMDDhhmmss)`;
   if (!isValidHits(f[U_HITS]!)) return `bad hits '${clip(f[U_HITS]!)}'`;
-  if (f[U_DOMAIN]!.length === 0) return 'empty domain';
+  const bad = checkDomain(f[U_DOMAIN]!);
+  if (bad) return bad;
   if (f[U_URL]!.length === 0) return 'empty url';
   return null;
 }
@@ -67,7 +84,12 @@ export function checkUrlRecord(f: string[]): string | null {
 /** Checks the nine fields of a joined record; returns what is wrong, or null. */
 export function checkJoined(f: string[]): string | null {
   if (f.length !== JOINED_RECORD.length) return `expected ${JOINED_RECORD.length} fields (${JOINED_RECORD.join(' ')}), got ${f.length}`;
+  const cr = crInField(f, JOINED_RECORD);
+  if (cr) return cr;
   if (!isValidId(f[J_ID]!)) return `bad id '${clip(f[J_ID]!)}' (want 16 lower-case hex digits)`;
+  const bad = checkDomain(f[J_DOMAIN]!);
+  if (bad) return bad;
+  if (f[J_URL]!.length === 0) return 'empty url';
   const hasC = f[J_CTS] !== MISSING;
   const hasI = f[J_ITS] !== MISSING;
   if (!hasC && !hasI) return 'neither side present (both timestamps are -)';
@@ -166,9 +188,9 @@ export function checkUrlRecordAt(l: LineRef): string | null {
     findTabsAt(b, s, l.end, T) === 6 &&
     T[0] === s + 16 &&
     T[1] === s + 31 &&
-    T[4]! > T[3]! + 1 &&
     l.end > T[4]! + 1 &&
     isIdAt(b, s) &&
+    isDomainAt(b, T[3]! + 1, T[4]!) &&
     isDigitsAt(b, s + 17, s + 31) &&
     isValidHitsAt(b, T[2]! + 1, T[3]!);
   return ok ? null : (checkUrlRecord(l.text().split('\t')) ?? 'malformed record');
@@ -181,7 +203,12 @@ export function checkUrlRecordAt(l: LineRef): string | null {
 export function checkJoinedAt(l: LineRef): string | null {
   const b = l.buf;
   const T = l.tabs;
-  let ok = findTabsAt(b, l.start, l.end, T) === 9 && T[0] === l.start + 16 && isIdAt(b, l.start);
+  let ok =
+    findTabsAt(b, l.start, l.end, T) === 9 &&
+    T[0] === l.start + 16 &&
+    T[2]! > T[1]! + 1 &&
+    isIdAt(b, l.start) &&
+    isDomainAt(b, T[0]! + 1, T[1]!);
   if (ok) {
     // sides: timestamp, updatetag, hits for c (fields 3, 5, 7) and i (4, 6, 8)
     const cAbsent = T[3]! - T[2]! === 2 && b[T[2]! + 1] === DASH;
@@ -197,6 +224,16 @@ export function checkJoinedAt(l: LineRef): string | null {
 function sideOk(b: Uint8Array, absent: boolean, ts: number, tsEnd: number, tag: number, tagEnd: number, hits: number, hitsEnd: number): boolean {
   if (absent) return tagEnd === tag && hitsEnd - hits === 1 && b[hits] === DASH;
   return tsEnd - ts === 14 && isDigitsAt(b, ts, tsEnd) && isValidHitsAt(b, hits, hitsEnd);
+}
+
+/** True when b[from, to) is a non-empty domain as DOMAIN_RE has it. */
+function isDomainAt(b: Uint8Array, from: number, to: number): boolean {
+  if (to <= from) return false;
+  for (let i = from; i < to; i++) {
+    const c = b[i]!;
+    if (c < 0x21 || c > 0x7e || (c >= 0x41 && c <= 0x5a)) return false;
+  }
+  return true;
 }
 
 /** True when b[from, from + 16) is 16 lower-case hex digits (a URL id). */

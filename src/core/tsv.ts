@@ -410,15 +410,19 @@ export function removeQuietly(file: string): void {
 
 /**
  * Finds the TAB positions of `buf[start, end)` into `at`; returns the number of
- * fields, or `at.length + 2` when the line has more fields than `at` can describe.
- * Lets a stage take fields as ranges of the line instead of splitting it.
+ * fields, `at.length + 2` when the line has more fields than `at` can describe,
+ * or -1 when it holds a CR (no field of a stream may). Lets a stage take fields
+ * as ranges of the line instead of splitting it.
  */
 export function findTabsAt(buf: Uint8Array, start: number, end: number, at: Int32Array): number {
   let n = 0;
   for (let i = start; i < end; i++) {
-    if (buf[i] === TAB) {
-      if (n === at.length) return n + 2;
-      at[n++] = i;
+    const c = buf[i]!;
+    if (c <= 13) {
+      if (c === TAB) {
+        if (n === at.length) return n + 2;
+        at[n++] = i;
+      } else if (c === 13) return -1;
     }
   }
   return n + 1;

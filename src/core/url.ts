@@ -10,8 +10,8 @@ export type DomainMode = 'registrable' | 'host';
 export interface UrlOptions {
   /** Longest accepted URL in UTF-8 bytes, raw and canonical. */
   maxUrlBytes: number;
-  /** Query parameter names to drop (compiled glob list), or null. */
-  dropParams: RegExp | null;
+  /** Query parameter names to drop (globs, as parseParamGlobs gives them), or null. */
+  dropParams: string[] | null;
   /** Sort query parameters by name (stable for repeated names). */
   sortQuery: boolean;
   domainMode: DomainMode;
@@ -82,24 +82,48 @@ export function domainOfHost(host: string): string {
   return d && d.charCodeAt(0) !== 46 /* . */ ? d : host;
 }
 
-/**
- * Compiles a comma-separated glob list (`utm_*,callback,_`; `*` any run, `?` one
- * character) into one anchored RegExp over parameter names.
- */
-export function compileParamGlobs(list: string): RegExp | null {
+/** Parses a comma-separated glob list (`utm_*,callback,_`; `*` any run, `?` one character); null when it names none. */
+export function parseParamGlobs(list: string): string[] | null {
   const globs = list
     .split(',')
     .map((g) => g.trim())
     .filter((g) => g.length > 0);
-  if (globs.length === 0) return null;
-  const alts = globs.map((g) =>
-    g.replace(/[.+^${}()|[\]\\*?]/g, (c) => (c === '*' ? '.*' : c === '?' ? '.' : `\\${c}`)),
-  );
-  return new RegExp(`^(?:${alts.join('|')})$`);
+  return globs.length === 0 ? null : globs;
 }
 
+/**
+ * Whether `name` matches `glob` (`*` any run, `?` one UTF-16 unit). Greedy, going
+ * back only to the last `*`: at most name length x glob length steps, where a
+ * backtracking RegExp (`.*u.*u.*x`) took minutes on one hostile 8 KiB name.
+ */
+export function globMatch(glob: string, name: string): boolean {
+  let g = 0;
+  let n = 0;
+  let star = -1;
+  let mark = 0;
+  while (n < name.length) {
+    const c = g < glob.length ? glob.charCodeAt(g) : -1;
+    if (c === 63 /* ? */ || (c === name.charCodeAt(n) && c !== 42)) {
+      g++;
+      n++;
+    } else if (c === 42 /* * */) {
+      star = g++;
+      mark = n;
+    } else if (star >= 0) {
+      g = star + 1;
+      n = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (g < glob.length && glob.charCodeAt(g) === 42) g++;
+  return g === glob.length;
+}
+
+const matchesAny = (globs: string[], name: string) => globs.some((g) => globMatch(g, name));
+
 /** Drops matching parameters and/or sorts by name; empty pairs (`&&`) go. */
-function rewriteQuery(query: string, drop: RegExp | null, sort: boolean): string {
+function rewriteQuery(query: string, drop: string[] | null, sort: boolean): string {
   let pairs = query.split('&').filter((p) => p.length > 0);
   const nameOf = (p: string) => {
     const eq = p.indexOf('=');
@@ -108,10 +132,10 @@ function rewriteQuery(query: string, drop: RegExp | null, sort: boolean): string
   if (drop) {
     pairs = pairs.filter((p) => {
       const name = nameOf(p);
-      if (drop.test(name)) return false;
+      if (matchesAny(drop, name)) return false;
       if (name.includes('%')) {
         try {
-          return !drop.test(decodeURIComponent(name));
+          return !matchesAny(drop, decodeURIComponent(name));
         } catch {
           return true;
         }

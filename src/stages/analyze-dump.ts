@@ -5,7 +5,7 @@ import type { Command } from 'commander';
 import type { StageDef } from '../cli/stage.js';
 import { LF, TAB, putBytes } from '../core/bytes.js';
 import { DataError, UsageError } from '../core/errors.js';
-import { isValidHitsAt } from '../core/hits.js';
+import { MAX_REFLOG_HITS_DIGITS, isValidHitsAt } from '../core/hits.js';
 import { clip } from '../core/records.js';
 import { parseSize } from '../core/size.js';
 import { RecordBatch, RecordSorter, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
@@ -15,7 +15,7 @@ import { WorkerPool } from '../core/workers.js';
 import {
   DEFAULT_MAX_URL_BYTES,
   UrlResolver,
-  compileParamGlobs,
+  parseParamGlobs,
   loadUrlHash,
   type DomainMode,
   type UrlHash,
@@ -128,6 +128,9 @@ export class ReflogAnalyzer {
     if (!isValidHitsAt(buf, hitsAt, hitsEnd)) {
       return this.reject('bad hits', hitsEnd === hitsAt ? 'empty' : clip(buf.toString('utf8', hitsAt, hitsEnd)));
     }
+    let h = hitsAt;
+    while (h < hitsEnd - 1 && buf[h] === 48) h++; // canonical decimal: no leading zeros
+    if (hitsEnd - h > MAX_REFLOG_HITS_DIGITS) return this.reject('bad hits', `more than ${MAX_REFLOG_HITS_DIGITS} digits`);
     const tagAt = nt === 6 ? hitsEnd + 1 : end;
     if (cr >= tagAt) return this.reject('bad updatetag', 'contains CR');
     // The URL's bytes decide its answer: they are UTF-8 when the line has high bytes, else ASCII.
@@ -138,8 +141,6 @@ export class ReflogAnalyzer {
 
     // id TAB ts TAB updatetag TAB hits TAB domain TAB url LF; the resolver holds
     // the id and "domain TAB url" as bytes.
-    let h = hitsAt;
-    while (h < hitsEnd - 1 && buf[h] === 48) h++; // canonical decimal: no leading zeros
     const v = u.bytes;
     const vs = u.start[k]!;
     const ve = u.end[k]!;
@@ -335,7 +336,7 @@ order, so the output does not depend on the number of threads. If more than
       rejects: (raw.rejects as string | undefined) ?? null,
       maxRejectRatio: ratio,
       maxUrlBytes: maxUrl,
-      dropParams: raw.dropParams ? compileParamGlobs(String(raw.dropParams)) : null,
+      dropParams: raw.dropParams ? parseParamGlobs(String(raw.dropParams)) : null,
       sortQuery: Boolean(raw.sortQuery),
       domainMode: mode as DomainMode,
       memoryBytes: memory,

@@ -2,7 +2,7 @@
 import type { StageDef } from '../cli/stage.js';
 import { DASH, LF, TAB, compareBytes, putBytes, type ByteSink } from '../core/bytes.js';
 import { DataError, UsageError } from '../core/errors.js';
-import { addHitsAt } from '../core/hits.js';
+import { MAX_HITS_DIGITS, addHitsAt, hitsTooBig } from '../core/hits.js';
 import { IdOrder, LineRef, checkJoinedAt } from '../core/records.js';
 import { formatTimestamp, isValidTimestamp, parseDuration, timestampMsAt, timestampToMs } from '../core/time.js';
 import { AtomicFileWriter } from '../core/tsv.js';
@@ -51,6 +51,7 @@ export function decide(l: LineRef, p: FilterParams, send: ByteSink, keep: ByteSi
     return 'kept';
   }
   const n = addHitsAt(b, cHits, T[7]!, iHits, l.end, sum);
+  if (n > MAX_HITS_DIGITS) throw new DataError('HITS_TOO_BIG', hitsTooBig(n));
   const iTagLen = T[6]! - iTag;
   const iTagEmpty = iTagLen === 0;
   const changed = !iTagEmpty && (iTagLen !== T[5]! - cTag || compareBytes(b, iTag, b, cTag, iTagLen) !== 0);

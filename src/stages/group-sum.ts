@@ -2,7 +2,7 @@
 import type { StageDef } from '../cli/stage.js';
 import { DataError } from '../core/errors.js';
 import { LF, TAB, compareBytes, digitsValue, latin1, putBytes, putDecimal, type ByteSink } from '../core/bytes.js';
-import { addHits } from '../core/hits.js';
+import { MAX_HITS_DIGITS, addHits, hitsTooBig } from '../core/hits.js';
 import { LineRef, checkUrlRecordAt } from '../core/records.js';
 
 /**
@@ -54,6 +54,7 @@ export class Grouper {
           this.sum = -1;
         }
       } else this.hits = addHits(this.hits, latin1(b, h, hEnd));
+      if (this.sum < 0 && this.hits.length > MAX_HITS_DIGITS) throw new DataError('HITS_TOO_BIG', hitsTooBig(this.hits.length));
       this.merged = true;
       return false;
     }
@@ -112,7 +113,7 @@ analyze-dump writes them) and writes one record per id:
 
   timestamp  the latest of the group
   updatetag  the last non-empty one in input order (empty if none)
-  hits       the sum (exact, any size)
+  hits       the sum (exact; beyond 30 digits is an error naming the line)
   domain,url those of the group's first record
 
 Buffers: one record. An id smaller than the one before it is an error naming
