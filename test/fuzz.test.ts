@@ -45,6 +45,17 @@ test('fuzz: a 24 MB input with a 16 MB line and no LF anywhere stays within the 
   assert.ok(res.peakKb < MAX_RSS_KB);
 });
 
+test('fuzz: 16 MB of tiny lines, every one rejected, stays within the memory bound with worker threads', async () => {
+  // Rejects once crossed threads as an object and a Buffer each: this input took 1.1 GiB.
+  const hash = await loadUrlHasher();
+  const base = scratch('ms-fuzz-');
+  const c: FuzzCase = { kind: 'rejects', bytes: Buffer.from('a\tb\n'.repeat(4 << 20)), args: ['--max-reject-ratio', '1', '--rejects', 'rejects', '--threads', '2'] };
+  const res = await runCase(c, base);
+  assert.deepEqual(problems(c, res, hash, MAX_RSS_KB), []);
+  assert.equal(lineCount(res.rejects), 4 << 20);
+  if (fs.existsSync('/proc/self/status')) assert.ok(res.peakKb > 0 && res.peakKb < MAX_RSS_KB, `peak RSS ${res.peakKb} KiB`);
+});
+
 test('fuzz checker catches a broken run (it can fail)', async () => {
   const hash = await loadUrlHasher();
   const c: FuzzCase = { kind: 'x', bytes: Buffer.from('a\tb\nc\n'), args: [] };

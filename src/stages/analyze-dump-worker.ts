@@ -3,7 +3,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { packedBuffers } from '../core/sorter.js';
 import { loadUrlHash } from '../core/url.js';
-import { BatchAnalyzer, type AnalyzeDone, type AnalyzeDumpOptions, type AnalyzeJob } from './analyze-dump.js';
+import { BatchAnalyzer, rejectBuffers, type AnalyzeDone, type AnalyzeDumpOptions, type AnalyzeJob } from './analyze-dump.js';
 
 const { opts, maxLine } = workerData as { opts: AnalyzeDumpOptions; maxLine: number };
 // One analyzer for the thread's life: its memory of recent URLs spans batches.
@@ -12,9 +12,9 @@ const analyzer = new BatchAnalyzer(opts, await loadUrlHash(), maxLine);
 // Every buffer goes back and forth (transferred, never copied or left to the garbage
 // collector): the input batch returns to the main thread, and the main thread lends
 // the buffers of records it has taken in for the next batch's records.
-parentPort!.on('message', ({ batch, reuse }: AnalyzeJob) => {
+parentPort!.on('message', ({ batch, reuse, reuseRejects }: AnalyzeJob) => {
   const buf = Buffer.from(batch.buffer, batch.byteOffset, batch.byteLength);
-  const { result, packed } = analyzer.run(buf, reuse);
+  const { result, packed } = analyzer.run(buf, reuse, reuseRejects);
   const done: AnalyzeDone = { result, packed, batch };
-  parentPort!.postMessage(done, [...packedBuffers(packed), batch.buffer as ArrayBuffer]);
+  parentPort!.postMessage(done, [...packedBuffers(packed), ...rejectBuffers(result.rejects), batch.buffer as ArrayBuffer]);
 });

@@ -3,7 +3,8 @@ import * as os from 'node:os';
 import { isUtf8 } from 'node:buffer';
 import type { Command } from 'commander';
 import type { StageDef } from '../cli/stage.js';
-import { LF, TAB, putBytes } from '../core/bytes.js';
+import { LF, TAB, putBytes, putDecimal } from '../core/bytes.js';
+import { grown } from '../core/arrays.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { MAX_REFLOG_HITS_DIGITS, isValidHitsAt } from '../core/hits.js';
 import { clip } from '../core/records.js';
@@ -168,18 +169,94 @@ export class ReflogAnalyzer {
   }
 }
 
-/** One rejected line of a batch: its line number within the batch (from 1), why, and its bytes. */
-export interface BatchReject {
-  line: number;
-  reason: string;
-  detail: string;
-  bytes: Uint8Array;
+/**
+ * The rejected lines of one batch, packed for handing between threads: counts by
+ * reason and, when a --rejects file is kept, each one's line number within the
+ * batch (from 1) and its entry "reason[: detail] TAB original bytes", back to back
+ * in `text` (entry k is text[ends[k - 1], ends[k]), with ends[-1] = 0). A few
+ * buffers, not an object per line: a batch of 262,144 short rejected lines sent as
+ * objects took analyze-dump past 1 GiB.
+ */
+export interface BatchRejects {
+  count: number;
+  byReason: Record<string, number>;
+  lines: Uint32Array;
+  ends: Uint32Array;
+  text: Uint8Array;
+}
+
+/** Gathers a batch's rejects as BatchRejects; with `keep` false, only their counts. */
+class RejectPacker {
+  private count = 0;
+  private byReason: Record<string, number> = {};
+  private lines: Uint32Array = new Uint32Array(0);
+  private ends: Uint32Array = new Uint32Array(0);
+  private text: Buffer = Buffer.alloc(0);
+  private pos = 0;
+
+  constructor(private readonly keep: boolean) {}
+
+  /** Takes buffers handed back from an earlier batch, to fill instead of new ones (recycling, not garbage). */
+  lend(r: BatchRejects | undefined): void {
+    if (!r || !this.keep || this.count > 0) return;
+    if (r.lines.buffer.byteLength > this.lines.byteLength) {
+      this.lines = new Uint32Array(r.lines.buffer);
+      this.ends = new Uint32Array(r.ends.buffer);
+    }
+    if (r.text.buffer.byteLength > this.text.length) this.text = Buffer.from(r.text.buffer);
+  }
+
+  add(line: number, reason: string, detail: string, buf: Buffer, s: number, e: number): void {
+    this.byReason[reason] = (this.byReason[reason] ?? 0) + 1;
+    const k = this.count++;
+    if (!this.keep) return;
+    if (k === this.lines.length) {
+      this.lines = grown(this.lines, Math.max(64, 2 * k));
+      this.ends = grown(this.ends, Math.max(64, 2 * k));
+    }
+    const why = detail ? `${reason}: ${detail}` : reason;
+    const need = 3 * why.length + 1 + (e - s);
+    if (this.pos + need > this.text.length) {
+      const bigger = Buffer.allocUnsafeSlow(Math.max(4096, 2 * this.text.length, this.pos + need));
+      this.text.copy(bigger, 0, 0, this.pos);
+      this.text = bigger;
+    }
+    let p = this.pos + this.text.write(why, this.pos);
+    this.text[p++] = TAB;
+    p = putBytes(this.text, p, buf, s, e);
+    this.lines[k] = line;
+    this.ends[k] = this.pos = p;
+  }
+
+  /** The batch's rejects (views of whole buffers, ready to transfer); the packer starts over. */
+  take(): BatchRejects {
+    const r: BatchRejects = {
+      count: this.count,
+      byReason: this.byReason,
+      lines: this.lines.subarray(0, this.keep ? this.count : 0),
+      ends: this.ends.subarray(0, this.keep ? this.count : 0),
+      text: this.text.subarray(0, this.pos),
+    };
+    this.count = 0;
+    this.byReason = {};
+    this.lines = new Uint32Array(0);
+    this.ends = new Uint32Array(0);
+    this.text = Buffer.alloc(0);
+    this.pos = 0;
+    return r;
+  }
+}
+
+/** The buffers of a BatchRejects to transfer (a view's whole buffer: one left out would be copied whole). */
+export function rejectBuffers(r: BatchRejects): ArrayBuffer[] {
+  return [r.lines, r.ends, r.text].filter((a) => a.buffer.byteLength > 0).map((a) => a.buffer as ArrayBuffer);
 }
 
 /** A batch for a worker thread, with buffers lent for its records. */
 export interface AnalyzeJob {
   batch: Uint8Array;
   reuse: PackedRecords | undefined;
+  reuseRejects: BatchRejects | undefined;
 }
 
 /** A worker's answer: the batch's counts and records, and the batch's buffer handed back. */
@@ -194,7 +271,7 @@ export interface BatchResult {
   lines: number;
   headers: number;
   empty: number;
-  rejects: BatchReject[];
+  rejects: BatchRejects;
 }
 
 /**
@@ -202,8 +279,8 @@ export interface BatchResult {
  * lack its LF). A line longer than `maxLine` is rejected with its first `maxLine`
  * bytes. Records go to the analyzer's sink, in line order.
  */
-export function analyzeBatch(analyzer: ReflogAnalyzer, buf: Buffer, maxLine: number): BatchResult {
-  const r: BatchResult = { lines: 0, headers: 0, empty: 0, rejects: [] };
+export function analyzeBatch(analyzer: ReflogAnalyzer, buf: Buffer, maxLine: number, rejects: RejectPacker): BatchResult {
+  const r = { lines: 0, headers: 0, empty: 0 };
   const n = buf.length;
   let s = 0;
   while (s < n) {
@@ -215,12 +292,10 @@ export function analyzeBatch(analyzer: ReflogAnalyzer, buf: Buffer, maxLine: num
     const v = analyzer.line(buf, s, end, overlong);
     if (v === Verdict.Header) r.headers++;
     else if (v === Verdict.Empty) r.empty++;
-    else if (v === Verdict.Reject) {
-      r.rejects.push({ line: r.lines, reason: analyzer.reason, detail: analyzer.detail, bytes: Buffer.from(buf.subarray(s, end)) });
-    }
+    else if (v === Verdict.Reject) rejects.add(r.lines, analyzer.reason, analyzer.detail, buf, s, end);
     s = e + 1;
   }
-  return r;
+  return { ...r, rejects: rejects.take() };
 }
 
 /**
@@ -231,6 +306,7 @@ export class BatchAnalyzer {
   // Records run about 1.3 times the size of their reflog lines (about 70 bytes).
   private readonly records = new RecordBatch(BATCH_BYTES * 1.5, BATCH_BYTES / 48);
   private readonly analyzer: ReflogAnalyzer;
+  private readonly rejects: RejectPacker;
 
   constructor(
     o: AnalyzeDumpOptions,
@@ -238,11 +314,13 @@ export class BatchAnalyzer {
     private readonly maxLine: number,
   ) {
     this.analyzer = new ReflogAnalyzer(urlResolverFor(o, hash), this.records);
+    this.rejects = new RejectPacker(o.rejects !== null);
   }
 
-  /** Analyzes one batch; its records come back packed, in `reuse`'s buffers where they fit. */
-  run(batch: Buffer, reuse?: PackedRecords): { result: BatchResult; packed: PackedRecords } {
-    const result = analyzeBatch(this.analyzer, batch, this.maxLine);
+  /** Analyzes one batch; its records and rejects come back packed, in the lent buffers where they fit. */
+  run(batch: Buffer, reuse?: PackedRecords, reuseRejects?: BatchRejects): { result: BatchResult; packed: PackedRecords } {
+    this.rejects.lend(reuseRejects);
+    const result = analyzeBatch(this.analyzer, batch, this.maxLine, this.rejects);
     return { result, packed: this.records.take(reuse) };
   }
 }
@@ -364,13 +442,19 @@ order, so the output does not depend on the number of threads. If more than
       sorter.addPacked(packed);
       headers += r.headers;
       empty += r.empty;
-      for (const x of r.rejects) {
-        rejected++;
-        byReason[x.reason] = (byReason[x.reason] ?? 0) + 1;
-        if (rejects) {
-          rejects.write(`${linesIn + x.line}\t${x.detail ? `${x.reason}: ${x.detail}` : x.reason}\t`);
-          rejects.write(x.bytes);
-          rejects.write('\n');
+      const x = r.rejects;
+      rejected += x.count;
+      for (const [why, n] of Object.entries(x.byReason)) byReason[why] = (byReason[why] ?? 0) + n;
+      if (rejects) {
+        for (let k = 0, from = 0; k < x.lines.length; from = x.ends[k++]!) {
+          const to = x.ends[k]!;
+          rejects.reserve(24 + to - from);
+          const o = rejects.buf;
+          let p = putDecimal(o, rejects.pos, linesIn + x.lines[k]!);
+          o[p++] = TAB;
+          p = putBytes(o, p, x.text, from, to);
+          o[p++] = LF;
+          rejects.pos = p;
         }
       }
       linesIn += r.lines;
@@ -379,16 +463,19 @@ order, so the output does not depend on the number of threads. If more than
     // made on first use, so that with workers the main thread holds no URL memory.
     let inline: BatchAnalyzer | null = null;
     let inlineLend: PackedRecords | undefined;
+    let inlineLendRejects: BatchRejects | undefined;
     // Workers start with the first full batch; a small input is done before one could start.
     const batcher = new LineBatcher(BATCH_BYTES, maxLine);
     const lend: PackedRecords[] = [];
+    const lendRejects: BatchRejects[] = [];
     let pool = null as WorkerPool<AnalyzeJob, AnalyzeDone> | null;
     ctx.onExit(() => pool?.close());
     const submit = async (batch: Buffer, final: boolean) => {
       if (o.threads === 0 || (pool === null && final)) {
         inline ??= new BatchAnalyzer(o, await loadUrlHash(), maxLine);
-        const { result, packed } = inline.run(batch, inlineLend);
+        const { result, packed } = inline.run(batch, inlineLend, inlineLendRejects);
         apply(result, (inlineLend = packed));
+        inlineLendRejects = result.rejects;
         return;
       }
       pool ??= new WorkerPool<AnalyzeJob, AnalyzeDone>(
@@ -399,10 +486,13 @@ order, so the output does not depend on the number of threads. If more than
           apply(d.result, d.packed);
           batcher.recycle(d.batch);
           lend.push(d.packed);
+          lendRejects.push(d.result.rejects);
         },
       );
       const reuse = lend.pop();
-      pool.post({ batch, reuse }, [batch.buffer as ArrayBuffer, ...(reuse ? packedBuffers(reuse) : [])]);
+      const reuseRejects = lendRejects.pop();
+      const lent = [...(reuse ? packedBuffers(reuse) : []), ...(reuseRejects ? rejectBuffers(reuseRejects) : [])];
+      pool.post({ batch, reuse, reuseRejects }, [batch.buffer as ArrayBuffer, ...lent]);
       await pool.settle(2 * o.threads);
     };
     let lastByte = LF;
