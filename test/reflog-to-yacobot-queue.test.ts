@@ -298,10 +298,8 @@ test('SIGTERM to the runner alone while a chain runs: it stops its stages, exits
   }
 });
 
-test('SIGTERM while the runner still feeds a big reflog to the chain: exit 143, not a silent 0', async () => {
-  // The chain dies with the reflog's rest waiting on a full pipe: the runner once saw
-  // its pipe destroyed without an error, waited for a drain that never came, and, with
-  // nothing left to wait on, exited 0 without a word (3 of 7 tries by hand).
+/** A scratch dir whose inbox holds one generated 60,000-line reflog (more than 4 MiB), 2011072806. */
+function freshBig(): string {
   const dir = fresh();
   keepOnly(dir);
   const reflog = path.join(dir, 'var/inbox/2011072806.reflog');
@@ -309,6 +307,50 @@ test('SIGTERM while the runner still feeds a big reflog to the chain: exit 143, 
   generateReflog(fd, { lines: 60_000, hour: 1, seed: 3 });
   fs.closeSync(fd);
   assert.ok(fs.statSync(reflog).size > 4 << 20);
+  return dir;
+}
+
+test('SIGKILL of the runner alone while analyze-dump reads a big reflog: its stages finish the whole hour, and a rerun ends as an uninterrupted run', async () => {
+  // The runner once copied the reflog into the chain's stdin itself: killed alone, it
+  // left the chain a cut input, which it processed as the whole hour and whose new
+  // domains upload-domains committed, so every later assignment differed.
+  const want = freshBig();
+  const clean = await runner(want);
+  assert.equal(clean.status, 0, clean.stderr);
+  const dir = freshBig();
+  let killed = false;
+  const r = await new Promise<Done>((resolve) => {
+    const child = spawn(RUNNER, [], { cwd: dir, env: testEnv(), detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const poll = setInterval(() => {
+      if (!processRunning((cmd) => cmd.includes('analyze-dump') && cmd.includes(dir))) return;
+      clearInterval(poll);
+      killed = true;
+      process.kill(child.pid!, 'SIGKILL');
+    }, 2);
+    child.on('close', (status, signal) => {
+      clearInterval(poll);
+      // Its stages hold the lock until they end.
+      spawnSync('flock', ['-w', '60', path.join(dir, 'var/state/lock'), 'true']);
+      resolve({ status, signal, stderr, ms: 0 });
+    });
+  });
+  assert.ok(killed && r.signal === 'SIGKILL', `the runner was killed while analyze-dump ran: ${r.status} ${r.signal} ${r.stderr}`);
+  const a = fs.readFileSync(path.join(dir, 'var/state/staging/2011072806/work/log/1.analyze-dump.log'), 'utf8');
+  const lines = fs.readFileSync(path.join(dir, 'var/inbox/2011072806.reflog')).reduce((n, c) => n + (c === 10 ? 1 : 0), 0);
+  assert.match(a, new RegExp(`"lines_in":${lines}\\b`), `the orphaned analyze-dump read all ${lines} lines of the reflog`);
+  const final = await runner(dir);
+  assert.equal(final.status, 0, final.stderr);
+  assertSameState(snapshot(dir), snapshot(want), 'runner SIGKILLed alone, then rerun');
+  assert.deepEqual(newDomains(dir), newDomains(want), 'new_domains');
+});
+
+test('SIGTERM while analyze-dump reads a big reflog: exit 143, not a silent 0', async () => {
+  // The chain dies with the reflog's rest unread: the runner once fed it through a
+  // pipe, saw the pipe destroyed without an error, waited for a drain that never
+  // came, and exited 0 without a word (3 of 7 tries by hand).
+  const dir = freshBig();
   const staging = path.join(dir, 'var/state/staging');
   for (const delay of [0, 20, 50, 100]) {
     // Signalled `delay` ms after analyze-dump's process appears: the pipe is full by then.

@@ -262,7 +262,7 @@ async function runOne(
   for (const d of [p.work, p.tmp, p.logs, p.queue]) fs.mkdirSync(d, { recursive: true });
   log.info({ run: p.name, now: rj.now, now_source: rj.now_source, attempt: rj.attempts }, 'run start');
 
-  const progress: Progress = { lines: 0, inputDone: false };
+  const progress: Progress = { size: 0, read: () => -1 };
   const stopDisplay = showProgress(p.name, progress);
   let outcomes: StageOutcome[];
   try {
@@ -355,19 +355,21 @@ async function runOne(
   return record;
 }
 
-/** On a terminal: a one-line progress display (lines/s of the reflog read); returns its stop function. */
+/** On a terminal: a one-line progress display (how much of the reflog the chain has read); returns its stop function. */
 function showProgress(name: string, p: Progress): () => void {
   if (!process.stderr.isTTY) return () => undefined;
   const t0 = Date.now();
   let readSecs = 0;
-  const fmt = (n: number) => (n >= 1e6 ? `${(n / 1e6).toFixed(2)}M` : n >= 1e4 ? `${(n / 1e3).toFixed(0)}k` : String(n));
+  const mib = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
   const timer = setInterval(() => {
     const s = (Date.now() - t0) / 1000;
-    if (!p.inputDone) readSecs = s;
-    const rate = readSecs > 0 ? p.lines / readSecs : 0;
-    const text = p.inputDone
-      ? `${name}: read ${fmt(p.lines)} lines (${fmt(Math.round(rate))} lines/s); sorting, filtering, routing... ${s.toFixed(0)} s`
-      : `${name}: ${fmt(p.lines)} lines read, ${fmt(Math.round(rate))} lines/s, ${s.toFixed(0)} s`;
+    const at = p.read();
+    let text: string;
+    if (at < 0 || p.size === 0) text = `${name}: running... ${s.toFixed(0)} s`;
+    else if (at < p.size) {
+      readSecs = s;
+      text = `${name}: ${mib(at)} of ${mib(p.size)} read (${Math.floor((100 * at) / p.size)}%), ${mib(at / Math.max(s, 0.001))}/s, ${s.toFixed(0)} s`;
+    } else text = `${name}: read ${mib(p.size)} in ${readSecs.toFixed(0)} s; sorting, filtering, routing... ${s.toFixed(0)} s`;
     process.stderr.write(`\r\x1b[K${text}`);
   }, 500);
   timer.unref();

@@ -77,10 +77,13 @@ function waitExit(child: ChildProcess): Promise<{ code: number | null; signal: N
   });
 }
 
-/** Progress of the reflog read, for the terminal display. */
+/**
+ * Progress of the reflog read, for the terminal display: its size, and how far the
+ * chain has read it (the offset of the open file the chain reads, or -1 unknown).
+ */
 export interface Progress {
-  lines: number;
-  inputDone: boolean;
+  size: number;
+  read: () => number;
 }
 
 /**
@@ -122,17 +125,30 @@ export async function runStages(
     if (s.exit !== 0) return outcomes;
   }
 
-  // 1..6: the chain, fed from the reflog by this process (counting lines for the progress display).
+  // 1..6: the chain. Its first stage reads the reflog itself, through a descriptor opened
+  // here and handed over as its stdin: if this process dies (a SIGKILL of the runner
+  // alone), the chain still reads the whole file, never a cut one that it would take
+  // for the full hour and act on (upload-domains commits assignments). The runner
+  // once copied the reflog into a pipe, and its death ended the chain's input early.
+  let inFd: number;
+  try {
+    inFd = fs.openSync(p.reflog, 'r');
+  } catch (err) {
+    outcomes.push({ name: 'reflog', exit: 1, summary: null, messages: [`${p.reflog}: cannot read: ${(err as NodeJS.ErrnoException).code ?? String(err)}`] });
+    return outcomes;
+  }
+  progress.size = fs.fstatSync(inFd).size;
+  progress.read = () => fileOffset(inFd);
   const chain = chainOf(o, p, now);
   const bashErr = path.join(p.logs, 'bash.log');
   const errFd = fs.openSync(bashErr, 'w', 0o644);
-  const child = spawn('bash', ['-c', pipelineScript(chain, binDir, p)], { stdio: ['pipe', 'pipe', errFd, lockFd], env: stageEnv() });
+  const child = spawn('bash', ['-c', pipelineScript(chain, binDir, p)], { stdio: [inFd, 'pipe', errFd, lockFd], env: stageEnv() });
   fs.closeSync(errFd);
   let statuses = '';
   child.stdout!.setEncoding('utf8').on('data', (d: string) => (statuses += d));
-  const exited = waitExit(child);
-  const readError = await feed(p.reflog, child.stdin!, progress);
-  const r = await exited;
+  const r = await waitExit(child);
+  progress.read = () => -1;
+  fs.closeSync(inFd);
   const codes = statuses.trim().split(/\s+/).map(Number);
   const bashText = fs.readFileSync(bashErr, 'utf8').trim();
   for (let i = 0; i < chain.length; i++) {
@@ -141,52 +157,18 @@ export async function runStages(
     if (!known) s.messages.push(`${chain[i]!.name}: no exit status (bash: ${r.error?.message ?? (bashText || statusOf(r))})`);
     outcomes.push(s);
   }
-  if (readError !== null) outcomes.unshift({ name: 'reflog', exit: 1, summary: null, messages: [`${p.reflog}: cannot read: ${readError}`] });
   return outcomes;
 }
 
 /**
- * Copies the reflog into the first stage's stdin with backpressure, counting lines.
- * Resolves with null, or with why the reflog could not be read (the run must fail:
- * the first stage saw a short input).
+ * The offset of open file `fd`, shared with the processes it was handed to (Linux
+ * /proc/self/fdinfo); -1 where that cannot be read.
  */
-function feed(file: string, sink: NodeJS.WritableStream & { destroy?: () => void }, progress: Progress): Promise<string | null> {
-  return new Promise((resolve) => {
-    const src = fs.createReadStream(file, { highWaterMark: 1 << 20 });
-    let finished = false;
-    let readError: string | null = null;
-    const finish = () => {
-      if (finished) return;
-      finished = true;
-      progress.inputDone = true;
-      src.destroy();
-      resolve(readError);
-    };
-    // A stage that stops reading (it failed, or was stopped) closes the pipe; its exit
-    // status tells why. 'close' as well as 'error': when the chain is gone while the
-    // reflog waits for 'drain', Node destroys the pipe without an error, and waiting on
-    // would leave nothing to keep the runner alive (it exited 0, silently, on SIGTERM).
-    sink.on('error', finish);
-    sink.on('close', finish);
-    src.on('error', (err: NodeJS.ErrnoException) => {
-      readError = err.code ?? err.message;
-      sink.destroy?.();
-      finish();
-    });
-    src.on('data', (chunk) => {
-      const b = chunk as Buffer;
-      let i = b.indexOf(10);
-      while (i !== -1) {
-        progress.lines++;
-        i = b.indexOf(10, i + 1);
-      }
-      if (!sink.write(b)) {
-        src.pause();
-        sink.once('drain', () => src.resume());
-      }
-    });
-    src.on('end', () => {
-      sink.end(() => finish());
-    });
-  });
+function fileOffset(fd: number): number {
+  try {
+    const m = /^pos:\s*(\d+)/m.exec(fs.readFileSync(`/proc/self/fdinfo/${fd}`, 'latin1'));
+    return m ? Number(m[1]) : -1;
+  } catch {
+    return -1;
+  }
 }
