@@ -5,10 +5,14 @@
 // database) was touched, and the run is redone from scratch.
 //
 // Order, and why:
-//   1. queue      copy each staged queue file to QUEUE/<id>/.<RUN>.tsv.publish,
-//                 fsync, rename to QUEUE/<id>/<RUN>.tsv. First, so that URLs are
-//                 handed out before the state that says they were sent
-//                 (at-least-once even if the staging area were lost).
+//   0. (before COMMIT) prepareQueues copies each staged queue file to
+//                 QUEUE/<id>/.<RUN>.tsv.publish and fsyncs it: a queue side that
+//                 cannot take them all (full, read-only, a path that is a file)
+//                 fails the run before anything is published.
+//   1. queue      rename QUEUE/<id>/.<RUN>.tsv.publish to QUEUE/<id>/<RUN>.tsv
+//                 (copied again from staging when a crash left no prepared copy).
+//                 First, so that URLs are handed out before the state that says
+//                 they were sent (at-least-once even if the staging area were lost).
 //   2. current_log, 3. domain_map   rename staged file over STATE/<file>
 //                 (skipped when the staged file is gone: renamed before a crash).
 //   4. rejects    rename staged rejects to STATE/rejects/RUN.tsv.
@@ -22,7 +26,19 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ioError } from '../core/errors.js';
-import { appendRecordOnce, countLines, fsyncPath, fsyncTree, mkdirDurable, moveDurable, publishCopy, writeFileDurable } from './fsutil.js';
+import {
+  appendRecordOnce,
+  countLines,
+  fsyncPath,
+  fsyncTree,
+  mkdirDurable,
+  moveDurable,
+  prepareCopy,
+  preparedPath,
+  publishCopy,
+  renameIntoPlace,
+  writeFileDurable,
+} from './fsutil.js';
 import { REFLOG_EXT, type RunRecord } from './plan.js';
 
 /** Everything the publish needs, recorded in the COMMIT marker (absolute paths). */
@@ -65,11 +81,14 @@ export function stagedQueueFile(plan: Pick<CommitPlan, 'staging' | 'run'>, yacob
  * Makes the staged outputs durable and writes the COMMIT marker: from here on the
  * run will be published, by this process or by the next one.
  */
-export function writeCommit(plan: CommitPlan): void {
+export function writeCommit(plan: CommitPlan, hooks: CommitHooks = {}): void {
   const work = path.join(plan.staging, 'work');
-  // The spill directory and the stage logs are not published; the rest must be on disk first.
-  for (const sub of ['tmp', 'log']) fs.rmSync(path.join(work, sub), { recursive: true, force: true });
+  // The spill directory is not published; the rest must be on disk first. The stage
+  // logs stay until cleanup: until COMMIT is durable, a crash recovery reads what
+  // upload-domains assigned from them.
+  fs.rmSync(path.join(work, 'tmp'), { recursive: true, force: true });
   fsyncTree(work);
+  hooks.beforeStep?.(plan.run, 'commit:marker');
   writeFileDurable(path.join(plan.staging, 'COMMIT'), JSON.stringify(plan, null, 1) + '\n');
 }
 
@@ -126,6 +145,25 @@ export function countBacklog(queueDir: string): Backlog {
   return out;
 }
 
+/**
+ * Step 0: copies every staged queue file beside its destination, fsynced, before
+ * the COMMIT. On failure the copies made are removed and the error is thrown: the
+ * run fails with no queue file published.
+ */
+export function prepareQueues(plan: CommitPlan): void {
+  const made: string[] = [];
+  try {
+    for (const q of plan.queue) {
+      const dir = path.join(plan.queueDir, q.yacobot);
+      mkdirDurable(dir);
+      made.push(prepareCopy(stagedQueueFile(plan, q.yacobot), path.join(dir, `${plan.run}.tsv`)));
+    }
+  } catch (err) {
+    for (const f of made) fs.rmSync(f, { force: true }); // each was written, so its directory is one
+    throw err;
+  }
+}
+
 /** The publish steps of a committed run, in the order above. */
 export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovered = false): Step[] {
   const work = path.join(plan.staging, 'work');
@@ -135,8 +173,13 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
       name: `queue:${q.yacobot}`,
       run() {
         const dir = path.join(plan.queueDir, q.yacobot);
-        mkdirDurable(dir);
-        publishCopy(stagedQueueFile(plan, q.yacobot), path.join(dir, `${plan.run}.tsv`));
+        const dst = path.join(dir, `${plan.run}.tsv`);
+        if (fs.existsSync(preparedPath(dst))) renameIntoPlace(preparedPath(dst), dst);
+        else {
+          // Renamed before a crash (copying again writes the same bytes), or a COMMIT of an older version.
+          mkdirDurable(dir);
+          publishCopy(stagedQueueFile(plan, q.yacobot), dst);
+        }
       },
     });
   }

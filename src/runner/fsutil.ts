@@ -77,13 +77,37 @@ export function writeFileDurable(file: string, data: string | Buffer): void {
  * see a partial `dst`.
  */
 export function publishCopy(src: string, dst: string): void {
-  const tmp = path.join(path.dirname(dst), `.${path.basename(dst)}.publish`);
+  renameIntoPlace(prepareCopy(src, dst), dst);
+}
+
+function removeQuietly(f: string): void {
+  try {
+    fs.rmSync(f, { force: true });
+  } catch {
+    /* not there, or its directory is not one */
+  }
+}
+
+/** Where prepareCopy puts the copy of `dst`: `.<name>.publish` beside it. */
+export function preparedPath(dst: string): string {
+  return path.join(path.dirname(dst), `.${path.basename(dst)}.publish`);
+}
+
+/** Copies `src` beside `dst` (preparedPath) and fsyncs the copy; returns its path. A failed copy leaves nothing. */
+export function prepareCopy(src: string, dst: string): string {
+  const tmp = preparedPath(dst);
   try {
     fs.copyFileSync(src, tmp);
+    fsyncPath(tmp);
   } catch (err) {
+    removeQuietly(tmp);
     throw ioError(err, dst, 'copy into place');
   }
-  fsyncPath(tmp);
+  return tmp;
+}
+
+/** Renames a prepared copy over `dst` and makes the rename durable. */
+export function renameIntoPlace(tmp: string, dst: string): void {
   try {
     fs.renameSync(tmp, dst);
   } catch (err) {
@@ -138,10 +162,11 @@ export function countLines(file: string): number {
 
 /**
  * Appends one JSON line to `file` unless its last line already carries the same
- * `run_id` (a retried commit). A partial last line left by a crash is cut off first.
+ * `run_id` and `attempt` (a retried commit; a failed attempt's line and the next
+ * attempt's are both kept). A partial last line left by a crash is cut off first.
  * The append is fsynced.
  */
-export function appendRecordOnce(file: string, record: { run_id: string }): boolean {
+export function appendRecordOnce(file: string, record: { run_id: string; attempt?: number }): boolean {
   let fd: number;
   const created = !fs.existsSync(file);
   try {
@@ -165,7 +190,8 @@ export function appendRecordOnce(file: string, record: { run_id: string }): bool
     const lastLine = lines[lines.length - 1];
     if (lastLine !== undefined) {
       try {
-        if ((JSON.parse(lastLine) as { run_id?: unknown }).run_id === record.run_id) return false;
+        const last = JSON.parse(lastLine) as { run_id?: unknown; attempt?: unknown };
+        if (last.run_id === record.run_id && last.attempt === record.attempt) return false;
       } catch {
         /* a foreign or damaged line: append after it */
       }

@@ -9,7 +9,7 @@ import { packageVersion } from '../cli/stage.js';
 import { DataError, UsageError, formatPlace } from '../core/errors.js';
 import { BIN_DIR as BIN } from '../core/root.js';
 import { countLines, appendRecordOnce, fsyncPath, mkdirDurable, writeFileDurable } from './fsutil.js';
-import { publish, readCommit, writeCommit, stagedQueueFile, type CommitHooks, type CommitPlan } from './commit.js';
+import { prepareQueues, publish, readCommit, writeCommit, stagedQueueFile, type CommitHooks, type CommitPlan } from './commit.js';
 import { acquireLock, Locked } from './lock.js';
 import { PROG, USAGE, parseArgs, type RunnerOptions } from './options.js';
 import { runStages, stopChildren, type Progress } from './pipeline.js';
@@ -292,11 +292,11 @@ async function runOne(
 
   // From here to the end of publish() nothing awaits: a later signal is seen after the commit.
   if (signalled()) return null; // the caller stops; the staging area stays for the next invocation
-  const bad = outcomes.find((s) => s.exit !== 0);
-  if (bad) {
+  /** Records the run as failed at `step`, keeps its rejects, drops its staging area: nothing is published. */
+  const failed = (step: string, error: string): RunRecord => {
     record.status = 'failed';
-    record.failed_stage = bad.name;
-    record.error = failureMessage(bad);
+    record.failed_stage = step;
+    record.error = error;
     record.seconds = seconds();
     // The rejects explain a failed reject ratio; keep them (a later successful run replaces them).
     if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) {
@@ -304,12 +304,14 @@ async function runOne(
       fs.renameSync(p.rejects, path.join(o.state, 'rejects', `${p.name}.tsv`));
       record.rejects_file = path.join(o.state, 'rejects', `${p.name}.tsv`);
     }
-    log.error({ run: p.name, stage: bad.name, error: record.error }, 'run failed; nothing published');
+    log.error({ run: p.name, stage: step, error }, 'run failed; nothing published');
     appendRecordOnce(path.join(o.state, 'runs.jsonl'), record);
     fs.rmSync(p.staging, { recursive: true, force: true });
     fsyncPath(path.dirname(p.staging));
     return record;
-  }
+  };
+  const bad = outcomes.find((s) => s.exit !== 0);
+  if (bad) return failed(bad.name, failureMessage(bad));
 
   if (stages['analyze-dump']?.last_line_unterminated === true) {
     log.warn({ run: p.name, reflog: p.reflog }, 'the reflog\'s last line has no newline; was it cut off?');
@@ -348,8 +350,14 @@ async function runOne(
     queue,
     record,
   };
+  try {
+    prepareQueues(plan);
+  } catch (err) {
+    if (!(err instanceof DataError)) throw err;
+    return failed('publish', formatPlace(err.place, err.message));
+  }
   hooks.beforeStep?.(p.name, 'commit');
-  writeCommit(plan);
+  writeCommit(plan, hooks);
   publish(plan, hooks);
   log.info({ run: p.name, sent: record.sent, sent_per_yacobot: record.sent_per_yacobot, new_domains: record.new_domains, seconds: record.seconds }, 'run committed');
   return record;
@@ -381,7 +389,8 @@ function showProgress(name: string, p: Progress): () => void {
 
 /**
  * Test hook: REFLOG_RUNNER_FAILPOINT="RUN:STEP" (or "*:STEP") makes the runner
- * SIGKILL itself just before that commit step (commit, queue:<id>, current_log,
+ * SIGKILL itself just before that commit step (commit, commit:marker (COMMIT
+ * itself, after the staged files were made durable), queue:<id>, current_log,
  * domain_map, rejects, record, reflog, cleanup), to prove each step recoverable;
  * REFLOG_RUNNER_FAILSIGNAL=SIGTERM sends that signal instead (it is handled once
  * the step's synchronous work is done).

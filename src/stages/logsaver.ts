@@ -46,7 +46,9 @@ Each file is written to a temporary file in the same directory
 (.<NAME>.tsv.tmp-<pid>, never matching *.tsv), fsynced, and renamed into place
 only after the whole input was read without error; an existing file of that
 name is replaced, so a rerun with the same input is idempotent. On any error
-every temporary file is removed and nothing is published. A Yacobot with no
+every temporary file is removed and nothing is published (each place is checked
+before the first rename; only an I/O error between renames could leave the
+earlier ones published, and a rerun replaces them). A Yacobot with no
 records gets no file. Directories are created as needed.
 
 yacobot_id must be a positive decimal integer (1-999999999999999999, no sign,
@@ -135,6 +137,17 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
     // Everything durable first, then the renames: a failure before this point publishes nothing.
     const sorted = [...queues].sort((a, b) => a.id.length - b.id.length || (a.id < b.id ? -1 : 1));
     for (const q of sorted) q.writer.close(true);
+    // A rename can only replace a file: anything else in a file's place fails the run
+    // here, before the first rename, not between two of them.
+    for (const q of sorted) {
+      let st: fs.Stats | undefined;
+      try {
+        st = fs.lstatSync(q.final, { throwIfNoEntry: false });
+      } catch (err) {
+        throw ioError(err, q.final, 'publish the queue file');
+      }
+      if (st && !st.isFile()) throw new DataError('IO', 'cannot publish the queue file: something other than a file is in its place', { file: q.final });
+    }
     for (const q of sorted) {
       try {
         fs.renameSync(q.tmp, q.final);
