@@ -44,6 +44,28 @@ for (const stage of STAGES) {
   });
 }
 
+/** Valid input for each stage, enough lines that output is written before the input ends. */
+function manyLines(stage: string): string {
+  const ids = Array.from({ length: 5000 }, (_, i) => i.toString(16).padStart(16, '0'));
+  if (stage === 'analyze-dump') return ids.map((id) => `b\t5\t20110727200841\t1\thttp://a.com/${id}\t1\n`).join('');
+  if (stage === 'filter-url') return ids.map((id) => `${id}\ta.com\thttp://a.com/${id}\t-\t20110727200841\t\t\t-\t1\n`).join('');
+  return ids.map((id) => `${id}\t20110727200841\t\t1\ta.com\thttp://a.com/${id}\n`).join('');
+}
+
+for (const stage of STAGES) {
+  test(`${stage}: a full stdout is named as stdout, not as the input; a directory on stdin is not empty input`, () => {
+    const dir = scratch();
+    fs.writeFileSync(path.join(dir, 'in'), manyLines(stage));
+    const full = spawnSync('bash', ['-c', `${path.join(BIN, stage)} "$@" < in > /dev/full`, stage, ...REQUIRED[stage]!], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+    assert.equal(full.status, 1, full.stderr);
+    assert.match(full.stderr, new RegExp(`^${stage}: stdout: cannot write output: ENOSPC`, 'm'));
+    assert.ok(!hasStackTrace(full.stderr));
+    const d = spawnSync('bash', ['-c', `${path.join(BIN, stage)} "$@" < .`, stage, ...REQUIRED[stage]!], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+    assert.equal(d.status, 1, d.stderr);
+    assert.match(d.stderr, new RegExp(`^${stage}: -: cannot read input: EISDIR`, 'm'));
+  });
+}
+
 test('errors name the input file and line when a file argument is given', () => {
   const work = scratch();
   const f = path.join(work, 'incoming.tsv');

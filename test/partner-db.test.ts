@@ -77,6 +77,32 @@ test('import: a row after many good ones fails the whole file (one transaction)'
   assert.equal(rows(work).length, 0);
 });
 
+test('domains-from-db leaves the database byte for byte as it was, journal mode included', () => {
+  const dir = scratch();
+  const db = path.join(dir, 'p.db');
+  partnerDb(dir, db, 'init');
+  partnerDb(dir, db, 'add', 'alpha');
+  partnerDb(dir, db, 'assign', 'x.com', 'alpha');
+  const h = new Database(db);
+  h.pragma('journal_mode = DELETE');
+  h.close();
+  const before = fs.readFileSync(db);
+  const r = runBin('domains-from-db', ['--db', 'p.db'], '', dir);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, 'x.com\t1\n');
+  assert.ok(fs.readFileSync(db).equals(before), 'the database file is unchanged');
+});
+
+test('output that cannot be written (a full disk) is exit 1 naming stdout, not a silent 0', () => {
+  const dir = scratch();
+  const db = path.join(dir, 'p.db');
+  partnerDb(dir, db, 'init');
+  partnerDb(dir, db, 'add', 'alpha');
+  const r = spawnSync('bash', ['-c', `${path.join(BIN, 'partner-db')} --db p.db list > /dev/full`], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /^partner-db: stdout: cannot write output: ENOSPC/);
+});
+
 test('a missing database is an error that says how to create one, and is not created', () => {
   const work = scratch('ms-pdb-');
   const hint = /create one with: partner-db --db state\/p\.db init/;

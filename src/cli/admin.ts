@@ -3,7 +3,7 @@
 // --help'", help on stdout, no stack traces -- around a commander program with
 // subcommands instead of one stdin->stdout stage.
 import { Command, CommanderError } from 'commander';
-import { DataError, UsageError, formatPlace } from '../core/errors.js';
+import { DataError, UsageError, formatPlace, ioError } from '../core/errors.js';
 import { packageVersion } from './stage.js';
 
 /**
@@ -12,8 +12,10 @@ import { packageVersion } from './stage.js';
  */
 export async function runAdmin(name: string, build: (program: Command) => void, argv: string[] = process.argv): Promise<never> {
   // A reader that goes away (| head) ends the tool quietly, as it does a stage.
+  let writeError: NodeJS.ErrnoException | null = null;
   process.stdout.on('error', (err: NodeJS.ErrnoException) => {
     if (err.code === 'EPIPE') process.exit(0);
+    writeError ??= err;
   });
   const program = new Command(name)
     .version(packageVersion(), '--version', 'print the version and exit')
@@ -45,6 +47,12 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
     process.exit(1);
   }
   await new Promise<void>((resolve) => process.stdout.write('', () => resolve()));
+  // Output that could not be written (a full disk under a redirection) is a failure, not a success.
+  if (writeError) {
+    const e = ioError(writeError, 'stdout', 'write output');
+    process.stderr.write(`${name}: ${formatPlace(e.place, e.message)}\n`);
+    process.exit(1);
+  }
   process.exit(0);
 }
 

@@ -2,6 +2,7 @@
 // and a quiet stop when the reader goes away (`| head`).
 import type { Writable } from 'node:stream';
 import { putText, type ByteSink } from '../core/bytes.js';
+import { ioError } from '../core/errors.js';
 
 /** Thrown by `flush()` once the reader of stdout has gone away (EPIPE). */
 export class OutputClosed extends Error {
@@ -102,7 +103,8 @@ export class Output implements ByteSink {
   }
 
   private check(): void {
-    if (this.error) throw this.error;
+    // Named as stdout's: thrown from the input loop, it would pass for a read error.
+    if (this.error) throw ioError(this.error, 'stdout', 'write output');
     if (this.closed) throw new OutputClosed();
   }
 }

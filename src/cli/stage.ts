@@ -128,6 +128,9 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   let input: Readable;
   if (def.readsInput === false) {
     input = Readable.from([]);
+  } else if (inputName === '-' && isDirectory(0)) {
+    // Read as a stream, a directory on stdin looks like empty input.
+    fail(def.name, ioError(Object.assign(new Error('EISDIR: illegal operation on a directory'), { code: 'EISDIR' }), '-', 'read input'), log, counts, started, runExitHooks);
   } else if (inputName === '-') {
     // A file on stdin (`stage < file`) is read in 1 MiB chunks, as a named input is:
     // process.stdin would read it 64 KiB at a time (measured: 4x the time to read 90 MB).
@@ -199,6 +202,14 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   runExitHooks();
   summary(log, counts, started, 'ok');
   process.exit(0);
+}
+
+function isDirectory(fd: number): boolean {
+  try {
+    return fs.fstatSync(fd).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 function isRegularFile(fd: number): boolean {

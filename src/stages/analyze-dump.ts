@@ -1,4 +1,5 @@
 // analyze-dump: reflog -> URL records sorted by (id, timestamp).
+import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { isUtf8 } from 'node:buffer';
 import type { Command } from 'commander';
@@ -39,6 +40,20 @@ const R_HITS = 5;
 const lineLimit = (maxUrl: number) => maxUrl + 65536;
 /** Bytes of input per batch handed to a worker thread. */
 const BATCH_BYTES = 1 << 20;
+
+/** The largest --max-url-bytes: a line may be this plus 64 KiB, and a worker's batch holds whole lines. */
+const MAX_URL_LIMIT = 1 << 20;
+
+/** Whether `file` exists and is the input (`-`: stdin) itself. */
+function sameFile(file: string, input: string): boolean {
+  try {
+    const a = fs.statSync(file);
+    const b = input === '-' ? fs.fstatSync(0) : fs.statSync(input);
+    return a.dev === b.dev && a.ino === b.ino;
+  } catch {
+    return false;
+  }
+}
 
 /** Under this --memory, analyze-dump trades speed for memory: no worker threads, no URL memory. */
 const SMALL_BUDGET = 128 << 20;
@@ -402,7 +417,9 @@ order, so the output does not depend on the number of threads. If more than
       throw new UsageError(`--max-reject-ratio wants a number from 0 to 1, got '${raw.maxRejectRatio}'`);
     }
     const maxUrl = Number(raw.maxUrlBytes);
-    if (!Number.isInteger(maxUrl) || maxUrl < 16) throw new UsageError(`--max-url-bytes wants an integer >= 16, got '${raw.maxUrlBytes}'`);
+    if (!Number.isInteger(maxUrl) || maxUrl < 16 || maxUrl > MAX_URL_LIMIT) {
+      throw new UsageError(`--max-url-bytes wants an integer from 16 to ${MAX_URL_LIMIT}, got '${raw.maxUrlBytes}'`);
+    }
     const mode = String(raw.domainMode);
     if (mode !== 'registrable' && mode !== 'host') throw new UsageError(`--domain-mode is 'registrable' or 'host', got '${mode}'`);
     const memory = parseSize(String(raw.memory));
@@ -422,6 +439,7 @@ order, so the output does not depend on the number of threads. If more than
     };
   },
   async run(ctx, o) {
+    if (o.rejects && sameFile(o.rejects, ctx.inputName)) throw new UsageError(`--rejects ${o.rejects} is the input itself (opening it would empty it)`);
     const rejects = o.rejects ? new FileWriter(o.rejects) : null;
     ctx.onExit(() => rejects?.abandon());
     // The URL memory of each parsing thread comes out of the budget, not on top of it.

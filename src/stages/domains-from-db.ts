@@ -27,7 +27,8 @@ Buffers: one row (the rows are streamed from the database).`,
   },
   normalize: (raw) => ({ db: String(raw.db) }),
   async run(ctx, o) {
-    const db = openDb(o.db);
+    // Read-only: it must not change the database, not even its journal mode.
+    const db = openDb(o.db, { readonly: true });
     ctx.onExit(() => db.close());
     const out = ctx.out;
     const perYacobot: Record<string, number> = {};
