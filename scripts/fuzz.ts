@@ -6,7 +6,7 @@
 //
 //   npm run fuzz                           60 seconds, seed from the clock
 //   node dist/scripts/fuzz.js --seconds 600 --seed 42 --max-rss-mb 300
-//   node dist/scripts/fuzz.js --iterations 200
+//   node dist/scripts/fuzz.js --iterations 200         200 runs, no time limit
 //
 // A failing input is saved under fuzz-failures/ with the arguments and the problems.
 // test/fuzz.test.ts runs a short seeded pass of the same code in `npm test`.
@@ -253,8 +253,9 @@ async function main(): Promise<void> {
     const i = process.argv.indexOf(`--${name}`);
     return i > 0 ? Number(process.argv[i + 1]) : dflt;
   };
-  const seconds = arg('seconds', 60);
   const iterations = arg('iterations', Infinity);
+  // --iterations alone means that many runs, however long they take.
+  const seconds = arg('seconds', iterations === Infinity ? 60 : Infinity);
   const seed = arg('seed', Date.now() % 1_000_000);
   const maxRssKb = arg('max-rss-mb', 400) * 1024;
   const maxSize = arg('max-size', 1 << 20);
@@ -267,7 +268,7 @@ async function main(): Promise<void> {
   let bytes = 0;
   let peak = 0;
   let failures = 0;
-  console.log(`fuzz: seed ${seed}, ${seconds} s, max ${iterations} runs, inputs up to ${maxSize} bytes, RSS bound ${maxRssKb / 1024} MiB`);
+  console.log(`fuzz: seed ${seed}, ${seconds === Infinity ? "no time limit" : `${seconds} s`}, max ${iterations} runs, inputs up to ${maxSize} bytes, RSS bound ${maxRssKb / 1024} MiB`);
   // Big inputs now and then: the memory bound matters there.
   while (Date.now() < deadline && runs < iterations) {
     const size = r() < 0.05 ? maxSize * 8 : 1 + int(r, maxSize);

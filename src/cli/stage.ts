@@ -52,9 +52,9 @@ export interface StageDef<O> {
   run(ctx: StageContext, opts: O): Promise<void>;
 }
 
-const COMMON_HELP = `
+const commonHelp = (readsInput: boolean) => `
 Common to every stage:
-  Reads the input file (or stdin when it is "-" or absent) and writes stdout;
+  ${readsInput ? 'Reads the input file (or stdin when it is "-" or absent) and writes stdout;' : 'Writes stdout (this stage reads no input);'}
   logs JSON lines to stderr, ending with one summary line (counts and ms).
   Exit status: 0 success, 1 bad data or I/O failure, 2 usage error. A closed
   stdout (| head) ends the stage quietly. Errors read
@@ -94,7 +94,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     .allowExcessArguments(false)
     .exitOverride()
     .configureOutput({ outputError: () => undefined })
-    .addHelpText('after', COMMON_HELP);
+    .addHelpText('after', commonHelp(def.readsInput !== false));
   if (def.readsInput !== false) cmd.argument('[input]', 'input file; "-" or absent for stdin');
   def.options?.(cmd);
 

@@ -58,27 +58,30 @@ file names), each as one run named after its file (2011072806.reflog -> run
     | logsaver --queue-dir <staged queue dir> --name RUN
 
 Everything is written under STATE/staging/RUN/ first. Only when every stage
-exited 0 does the run commit: publish the queue files, replace STATE/current_log
-and STATE/domain_map, keep the rejects in STATE/rejects/RUN.tsv, append a line to
-STATE/runs.jsonl, move the reflog to STATE/done/. A failed run publishes nothing
-and leaves the reflog in the inbox; later reflogs wait for it (exit 1). A run
-killed at any instant is finished or redone by the next invocation, with the same
-result (a queue file may be published twice, same name, same content).
+exited 0 (and every queue file was copied beside its place) does the run commit:
+publish the queue files, replace STATE/current_log and STATE/domain_map, keep
+the rejects in STATE/rejects/RUN.tsv, append a line to STATE/runs.jsonl, move
+the reflog to STATE/done/. A failed run publishes nothing and leaves the reflog
+in the inbox; later reflogs wait for it (exit 1). A run killed at any instant
+is finished or redone by the next invocation, with the same result (a queue
+file may be published twice, same name, same content).
 
 Options (each also a key of the --config file):
   --inbox DIR             where reflogs arrive (default ./var/inbox)
   --state DIR             current_log, domain_map, done/, runs.jsonl, lock
                           (default ./var/state)
   --db FILE               partner database (default STATE/partner.db)
-  --queue-dir DIR         queue root: DIR/<yacobot_id>/<run>.tsv (default ./var/queue)
+  --queue-dir DIR         queue root: DIR/<yacobot_id>/<run>.tsv
+                          (default ./var/queue)
   --now YYYYMMDDhhmmss    "now" of every run of this invocation (see below)
-  --backlog-warn N        warn when a Yacobot has more than N URLs waiting in its
-                          queue directory (default 1000000)
+  --backlog-warn N        warn when a Yacobot has more than N URLs waiting in
+                          its queue directory (default 1000000)
   --keep DURATION         filter-url --keep (default 1h; production: 10h)
   --resend-after DURATION filter-url --resend-after (default 1h)
   --max-reject-ratio R    analyze-dump --max-reject-ratio (default 0.01)
   --memory SIZE           analyze-dump --memory (default 256M)
-  --log-level LEVEL       JSON log lines on stderr: debug, info, warn, error, silent
+  --log-level LEVEL       JSON log lines on stderr: debug, info, warn, error,
+                          silent
   --config FILE           read options from FILE: "key = value" lines with the
                           names above (no dashes in front), "#" comment lines;
                           relative paths are relative to FILE's directory;
@@ -88,9 +91,9 @@ Options (each also a key of the --config file):
 
 The "now" of a run (filter-url's clock, added_at of new domains) is, in order:
   1. --now, when given;
-  2. when the reflog's name starts with an hour YYYYMMDDhh: the end of that hour
-     (2011072806.reflog -> 20110728070000), so a backlog or a replay is processed
-     as it would have been on time;
+  2. when the reflog's name starts with an hour YYYYMMDDhh: the end of that
+     hour (2011072806.reflog -> 20110728070000), so a backlog or a replay is
+     processed as it would have been on time;
   3. otherwise the wall clock when the run was first attempted.
 It is stored in STATE/staging/RUN/run.json before any stage starts, and a rerun
 after a crash reuses the stored value, so it reaches the same result. Times are
@@ -99,8 +102,10 @@ local (set TZ), as in filter-url.
 One invocation at a time per state directory (flock on STATE/lock); another one
 exits 75 at once, naming the process that holds the lock.
 
-Exit status: 0 all runs committed (or nothing to do), 1 a run failed (its stage's
-message is printed), 2 usage or config error, 75 locked.
+Exit status: 0 all runs committed (or nothing to do), 1 a run failed (its
+stage's message is printed), 2 usage or config error, 75 locked, 130 or 143
+stopped by SIGINT or SIGTERM (the run under way is finished or redone by the
+next invocation).
 `;
 
 /** Parses a config file's text into key -> value; throws UsageError naming the line. */

@@ -383,7 +383,8 @@ Reads reflog lines "batch_id priority timestamp page_id url hits [updatetag]"
 and writes URL records "id timestamp updatetag hits domain url", sorted by
 (id, timestamp) bytewise, ties in input order.
 
-  url        WHATWG canonical form, fragment removed (optionally query rewritten)
+  url        WHATWG canonical form, fragment removed (query optionally
+             rewritten)
   id         XXH64 (seed 0) of the canonical URL, 16 lower-case hex digits
   domain     registrable domain (Public Suffix List, private suffixes honoured);
              the host itself for IPs, single labels and bare public suffixes
@@ -409,7 +410,7 @@ order, so the output does not depend on the number of threads. If more than
       .option('--domain-mode <mode>', 'registrable (public suffix + 1) or host', 'registrable')
       .option('--memory <size>', 'memory budget for sorting, e.g. 64M, 1G', '256M')
       .option('--tmp <dir>', 'directory for sort spill files', os.tmpdir())
-      .option('--threads <n>', 'worker threads for parsing, 0 for none (default: one per core, at most 4, if --memory is at least 128M; else none)');
+      .option('--threads <n>', 'worker threads for parsing, 0 for none (default: one per core, at most 4; none on one core or under --memory 128M)');
   },
   normalize(raw) {
     const ratio = Number(raw.maxRejectRatio);

@@ -23,7 +23,7 @@ the database is never created or changed here.
 
 Buffers: one row (the rows are streamed from the database).`,
   options(cmd) {
-    cmd.requiredOption('--db <file>', 'the partner database (SQLite)');
+    cmd.requiredOption('--db <file>', 'the partner database (SQLite; required)');
   },
   normalize: (raw) => ({ db: String(raw.db) }),
   async run(ctx, o) {

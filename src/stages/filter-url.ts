@@ -99,8 +99,10 @@ filtered_log (URL records to send) to stdout and the next current_log to
   incoming only        send; current gets the incoming values
   current only         keep unchanged iff now - c_timestamp < --keep, else drop
   both, due or changed send (incoming values); current gets
-                       (max timestamp, i_updatetag or else c_updatetag, c+i hits)
-  both, otherwise      do not send; current gets (c_timestamp, c_updatetag, c+i hits)
+                       (max timestamp, i_updatetag or else c_updatetag,
+                       c+i hits)
+  both, otherwise      do not send; current gets (c_timestamp, c_updatetag,
+                       c+i hits)
 
   due     = i_timestamp - c_timestamp >= --resend-after
   changed = i_updatetag non-empty and different from c_updatetag
@@ -112,7 +114,7 @@ renamed over FILE only after the whole input was processed.
 Buffers: one record.`,
   options(cmd) {
     cmd
-      .requiredOption('--current-out <file>', 'where to write the next current_log')
+      .requiredOption('--current-out <file>', 'where to write the next current_log (required)')
       .option('--now <YYYYMMDDhhmmss>', 'the time of this run (default: the wall clock, local time)')
       .option('--resend-after <duration>', 'send a URL again after this long', '1h')
       .option('--keep <duration>', 'keep a URL that did not come again this long', '1h');

@@ -61,7 +61,7 @@ side when it is present. Output is sorted by id.
 Buffers: one record of each input. Unsorted or duplicate ids in either input,
 or a last line cut off without its newline, are errors naming the line.`,
   options(cmd) {
-    cmd.requiredOption('--current <file>', 'current_log to join with (missing: empty)');
+    cmd.requiredOption('--current <file>', 'current_log to join with (required; a file that does not exist is an empty log)');
   },
   normalize(raw) {
     if (!raw.current) throw new UsageError('--current FILE is required');

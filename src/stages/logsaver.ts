@@ -58,8 +58,8 @@ no leading zero); NAME must be one safe file name (no '/', not starting with
 Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
   options(cmd) {
     cmd
-      .requiredOption('--queue-dir <dir>', 'root of the queue directories')
-      .requiredOption('--name <name>', 'queue file name without .tsv (e.g. the run name 2011072806)');
+      .requiredOption('--queue-dir <dir>', 'root of the queue directories (required)')
+      .requiredOption('--name <name>', 'queue file name without .tsv, e.g. the run name 2011072806 (required)');
   },
   normalize(raw) {
     const name = String(raw.name);

@@ -179,7 +179,7 @@ the commit; the spool is written out, in input order, after the commit. Memory
 holds --map and the distinct domains seen in this run.`,
   options(cmd) {
     cmd
-      .requiredOption('--db <file>', 'the partner database (SQLite)')
+      .requiredOption('--db <file>', 'the partner database (SQLite; required)')
       .option('--map <file>', 'domain_map file (from domains-from-db); updated with new assignments')
       .option('--assign <mode>', 'how new domains are assigned: least-loaded or rendezvous', 'least-loaded')
       .option('--now <YYYYMMDDhhmmss>', 'added_at of new assignments (default: the wall clock, local time)')
