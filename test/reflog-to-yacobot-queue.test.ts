@@ -15,6 +15,8 @@ import { assignedInLog, hourEndOf, planInbox, resolveNow, shellQuote, type RunRe
 import { publishSteps } from '../src/runner/commit.js';
 import { stageEnv } from '../src/runner/pipeline.js';
 import { appendRecordOnce } from '../src/runner/fsutil.js';
+import { Locked, acquireLock } from '../src/runner/lock.js';
+import * as os from 'node:os';
 import { generateReflog } from '../scripts/gen-reflog.js';
 import { prng } from '../scripts/prng.js';
 
@@ -219,6 +221,28 @@ test('a second runner on the same state directory exits 75 naming the holder', a
   process.kill(-first.pid!, 'SIGKILL');
   await closed;
   spawnSync('flock', ['-w', '10', lock, 'true']);
+});
+
+test('a lock just taken by a new holder, whose file still names an ended one, is reported as the new holder', async () => {
+  // The winner of a simultaneous start writes its pid a moment after it holds the lock.
+  const dir = sub('lock-');
+  const file = path.join(dir, 'lock');
+  fs.writeFileSync(file, `pid=999999999 host=${os.hostname()} started=earlier cmd=reflog-to-yacobot-queue\n`);
+  const holder = spawn('flock', ['-n', file, 'bash', '-c', `sleep 0.3; printf 'pid=%s host=%s started=now\\n' $$ "$(hostname)" > '${file}'; sleep 5`], { stdio: 'ignore' });
+  try {
+    while (spawnSync('flock', ['-n', file, 'true']).status === 0) await new Promise((r) => setTimeout(r, 10));
+    let err: unknown = null;
+    try {
+      acquireLock(file);
+    } catch (e) {
+      err = e;
+    }
+    assert.ok(err instanceof Locked, String(err));
+    assert.doesNotMatch(err.holder, /999999999|has ended/, err.holder);
+    assert.match(err.holder, /^process \d+ on /);
+  } finally {
+    holder.kill();
+  }
 });
 
 test('a failing stage (no active Yacobot) publishes nothing and changes no state', async () => {
@@ -558,9 +582,10 @@ test('pure helpers: config parsing, option precedence, now, inbox order', () => 
     if (tz === undefined) delete process.env.TZ;
     else process.env.TZ = tz;
   }
-  const plan = planInbox(['b.reflog', '.a.reflog', 'a.reflog', 'notes.txt', 'a b.reflog', '2011072806.reflog']);
+  // '0\ufffd' is how Node reads a name with a byte that is not UTF-8 (0xff).
+  const plan = planInbox(['b.reflog', '.a.reflog', 'a.reflog', 'notes.txt', 'a b.reflog', '2011072806.reflog', '0\ufffd.reflog']);
   assert.deepEqual(plan.runs, ['2011072806', 'a', 'b']);
-  assert.equal(plan.skipped.length, 1);
+  assert.deepEqual(plan.skipped.map((x) => x.why), ["run name 'a b' contains a space, a slash or a control character", "run name '0\ufffd' is not valid UTF-8 (rename the file)"]);
   assert.equal(shellQuote("it's"), `'it'\\''s'`);
   // The commit order the README promises.
   const steps = publishSteps({

@@ -46,7 +46,13 @@ export function acquireLock(file: string): Lock {
     throw ioError(new Error(`cannot run flock (util-linux): ${why}`), file, 'lock');
   }
   if (r.status === 75) {
-    const holder = describeHolder(file);
+    // A holder that has only just taken the lock writes its pid a moment later: until
+    // then the file names the previous holder (or none). Give it up to a second.
+    let holder = describeHolder(file);
+    for (let i = 0; i < 50 && !holderLive(holder); i++) {
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
+      holder = describeHolder(file);
+    }
     fs.closeSync(fd);
     throw new Locked(file, holder);
   }
@@ -55,6 +61,8 @@ export function acquireLock(file: string): Lock {
   fs.writeSync(fd, info);
   return { fd, file };
 }
+
+const holderLive = (holder: string) => holder.startsWith('process ') && !holder.includes('has ended');
 
 /** What the lock file says about its holder, checked against /proc when it names a pid. */
 function describeHolder(file: string): string {

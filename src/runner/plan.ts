@@ -13,6 +13,9 @@ export function checkRunName(name: string): string | null {
   if (name.startsWith('.')) return "starts with '.'";
   if (!/^[\x21-\x7e\u0080-\uffff]+$/.test(name) || /[/\\]/.test(name)) return 'contains a space, a slash or a control character';
   if (Buffer.byteLength(name) > 200) return 'is longer than 200 bytes';
+  // Node reads a name that is not UTF-8 with U+FFFD in place of its bad bytes: that name
+  // cannot be opened again, and the run would fail every time, holding up the inbox.
+  if (name.includes('\ufffd')) return 'is not valid UTF-8 (rename the file)';
   return null;
 }
 
