@@ -66,6 +66,22 @@ for (const stage of STAGES) {
   });
 }
 
+test('a stage that fails, or loses its reader, still reports how far it got in its summary line', () => {
+  const rec = (id: number) => `${id.toString(16).padStart(16, '0')}\t20110727200841\t\t1\ta.com\thttp://a.com/${id}\n`;
+  const r = runBin('group-sum', [], rec(1) + rec(1) + rec(2) + rec(1));
+  assert.equal(r.status, 1);
+  const s = summaryOf(r.stderr);
+  assert.equal(s.status, 'failed');
+  assert.deepEqual([s.records_in, s.records_out, s.merged], [3, 1, 2]);
+  const f = runBin('filter-url', REQUIRED['filter-url']!, manyLines('filter-url') + 'bad\n', scratch());
+  assert.equal(f.status, 1);
+  assert.deepEqual([summaryOf(f.stderr).lines_in, summaryOf(f.stderr).sent_new], [5000, 5000]);
+  const closed = spawnSync('bash', ['-c', `${path.join(BIN, 'join-current')} --current none | head -1 >/dev/null`], { input: manyLines('join-current'), env: testEnv(), encoding: 'utf8', cwd: scratch() });
+  const c = summaryOf(closed.stderr);
+  assert.equal(c.status, 'output closed');
+  assert.ok(typeof c.incoming === 'number' && c.incoming > 0, JSON.stringify(c));
+});
+
 test('errors name the input file and line when a file argument is given', () => {
   const work = scratch();
   const f = path.join(work, 'incoming.tsv');

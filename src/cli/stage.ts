@@ -34,6 +34,12 @@ export interface StageContext {
   eachChunk(fn: (chunk: Buffer) => void | Promise<void>): Promise<void>;
   /** Runs `fn` on every exit, success or not (before the summary line). */
   onExit(fn: () => void): void;
+  /**
+   * Registers the stage's counts as a function, asked for when the summary line is
+   * written: so a stage that fails, is interrupted or loses its reader reports how
+   * far it got, not an empty summary.
+   */
+  reportCounts(fn: () => Record<string, Count>): void;
 }
 
 /** A stage: its usage text, options, option normalization and its run over the context. */
@@ -125,12 +131,24 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   const log = pino({ name: def.name, level: logLevel, base: { stage: def.name } }, pino.destination({ fd: 2, sync: true }));
   const out = new Output(process.stdout);
   const counts: Record<string, Count> = {};
+  const reporters: (() => Record<string, Count>)[] = [];
+  /** `counts` with every reporter's current values merged in (a reporter that throws is left out). */
+  const gathered = (): Record<string, Count> => {
+    for (const fn of reporters) {
+      try {
+        Object.assign(counts, fn());
+      } catch {
+        /* the summary must still be written */
+      }
+    }
+    return counts;
+  };
   let input: Readable;
   if (def.readsInput === false) {
     input = Readable.from([]);
   } else if (inputName === '-' && isDirectory(0)) {
     // Read as a stream, a directory on stdin looks like empty input.
-    fail(def.name, ioError(Object.assign(new Error('EISDIR: illegal operation on a directory'), { code: 'EISDIR' }), '-', 'read input'), log, counts, started, runExitHooks);
+    fail(def.name, ioError(Object.assign(new Error('EISDIR: illegal operation on a directory'), { code: 'EISDIR' }), '-', 'read input'), log, gathered, started, runExitHooks);
   } else if (inputName === '-') {
     // A file on stdin (`stage < file`) is read in 1 MiB chunks, as a named input is:
     // process.stdin would read it 64 KiB at a time (measured: 4x the time to read 90 MB).
@@ -139,14 +157,14 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     try {
       fs.accessSync(inputName, fs.constants.R_OK);
     } catch (err) {
-      fail(def.name, ioError(err, inputName, 'read input'), log, counts, started, runExitHooks);
+      fail(def.name, ioError(err, inputName, 'read input'), log, gathered, started, runExitHooks);
     }
     input = fs.createReadStream(inputName, { highWaterMark: 1 << 20 });
   }
 
   const onSignal = (sig: NodeJS.Signals) => {
     runExitHooks();
-    log.warn({ signal: sig, ...counts }, 'summary: interrupted');
+    log.warn({ signal: sig, ...gathered() }, 'summary: interrupted');
     process.exit(sig === 'SIGINT' ? 130 : 143);
   };
   process.on('SIGINT', onSignal);
@@ -173,6 +191,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     counts,
     out,
     onExit: (fn) => exitHooks.push(fn),
+    reportCounts: (fn) => reporters.push(fn),
     async eachLine(fn) {
       const splitter = new ByteLineSplitter(inputName);
       await pump((chunk) => {
@@ -194,13 +213,13 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   } catch (err) {
     if (err instanceof OutputClosed) {
       runExitHooks();
-      summary(log, counts, started, 'output closed');
+      summary(log, gathered(), started, 'output closed');
       process.exit(0);
     }
-    fail(def.name, systemFailure(err), log, counts, started, runExitHooks);
+    fail(def.name, systemFailure(err), log, gathered, started, runExitHooks);
   }
   runExitHooks();
-  summary(log, counts, started, 'ok');
+  summary(log, gathered(), started, 'ok');
   process.exit(0);
 }
 
@@ -255,7 +274,7 @@ function fail(
   name: string,
   err: unknown,
   log: Logger,
-  counts: Record<string, Count>,
+  counts: () => Record<string, Count>,
   started: bigint,
   cleanup: () => void,
 ): never {
@@ -276,6 +295,6 @@ function fail(
   }
   process.stderr.write(`${name}: ${message}\n`);
   const ms = Number((process.hrtime.bigint() - started) / 1_000_000n);
-  log.error({ summary: true, status: 'failed', error_code: code, error: message, ...counts, ms }, 'summary');
+  log.error({ summary: true, status: 'failed', error_code: code, error: message, ...counts(), ms }, 'summary');
   process.exit(1);
 }

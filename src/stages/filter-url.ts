@@ -142,19 +142,10 @@ Buffers: one record.`,
     const order = new IdOrder();
     const n: Record<Outcome, number> = { new: 0, due: 0, changed: 0, held: 0, kept: 0, expired: 0 };
     let linesIn = 0;
-    const l = new LineRef(8);
-    await ctx.eachLine((buf, start, end, lineNo) => {
-      l.set(buf, start, end);
-      const bad = checkJoinedAt(l) ?? order.check(buf, start);
-      if (bad) throw new DataError('BAD_RECORD', bad, { file: ctx.inputName, line: lineNo });
-      linesIn++;
-      n[decide(l, o, out, next)]++;
-    });
-    const sent = n.new + n.due + n.changed;
-    Object.assign(ctx.counts, {
+    ctx.reportCounts(() => ({
       now: o.now,
       lines_in: linesIn,
-      sent,
+      sent: n.new + n.due + n.changed,
       sent_new: n.new,
       sent_due: n.due,
       sent_changed: n.changed,
@@ -162,6 +153,14 @@ Buffers: one record.`,
       kept: n.kept,
       expired: n.expired,
       current_out: linesIn - n.expired,
+    }));
+    const l = new LineRef(8);
+    await ctx.eachLine((buf, start, end, lineNo) => {
+      l.set(buf, start, end);
+      const bad = checkJoinedAt(l) ?? order.check(buf, start);
+      if (bad) throw new DataError('BAD_RECORD', bad, { file: ctx.inputName, line: lineNo });
+      linesIn++;
+      n[decide(l, o, out, next)]++;
     });
     await out.flush();
     next.commit();

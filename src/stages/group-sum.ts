@@ -126,6 +126,7 @@ the line; a malformed record is an error too (this is not a first-line filter).`
     const l = new LineRef(5);
     let records = 0;
     let groups = 0;
+    ctx.reportCounts(() => ({ records_in: records, records_out: groups, merged: records - groups }));
     await ctx.eachLine((buf, start, end, lineNo) => {
       const bad = checkUrlRecordAt(l.set(buf, start, end));
       if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
@@ -137,6 +138,5 @@ the line; a malformed record is an error too (this is not a first-line filter).`
       if (grouper.push(l, out)) groups++;
     });
     if (grouper.finish(out)) groups++;
-    Object.assign(ctx.counts, { records_in: records, records_out: groups, merged: records - groups });
   },
 };

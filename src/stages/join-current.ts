@@ -78,6 +78,15 @@ or a last line cut off without its newline, are errors naming the line.`,
     let both = 0;
     let onlyIn = 0;
     let onlyCur = 0;
+    ctx.reportCounts(() => ({
+      incoming: nIn,
+      current: nCur,
+      current_missing: reader === null,
+      both,
+      incoming_only: onlyIn,
+      current_only: onlyCur,
+      records_out: both + onlyIn + onlyCur,
+    }));
 
     // Records stay bytes; fields are ranges between the TABs a check found.
     const inc = new LineRef(5);
@@ -119,14 +128,5 @@ or a last line cut off without its newline, are errors naming the line.`,
       nextCurrent();
       if ((onlyCur & 0x3fff) === 0) await out.flushIfFull();
     }
-    Object.assign(ctx.counts, {
-      incoming: nIn,
-      current: nCur,
-      current_missing: reader === null,
-      both,
-      incoming_only: onlyIn,
-      current_only: onlyCur,
-      records_out: both + onlyIn + onlyCur,
-    });
   },
 };

@@ -90,6 +90,11 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
     });
     const file = ctx.inputName;
     let recordsIn = 0;
+    ctx.reportCounts(() => {
+      const perYacobot: Record<string, number> = {};
+      for (const q of queues) perYacobot[q.id] = q.records;
+      return { queue_name: o.name, records_in: recordsIn, files: published ? queues.length : 0, per_yacobot: perYacobot };
+    });
 
     const open = (id: string): Queue => {
       const dir = path.join(o.queueDir, id);
@@ -159,9 +164,7 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
     published = true;
     for (const q of sorted) syncDir(q.dir);
 
-    const perYacobot: Record<string, number> = {};
-    for (const q of sorted) perYacobot[q.id] = q.records;
-    Object.assign(ctx.counts, { queue_name: o.name, records_in: recordsIn, files: sorted.length, per_yacobot: perYacobot });
+
   },
 };
 

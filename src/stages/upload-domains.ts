@@ -256,6 +256,30 @@ holds --map and the distinct domains seen in this run.`,
       return d;
     };
 
+    // Domains new in this run (owner 0 at the end of input), and what the commit decided.
+    const fresh: number[] = [];
+    let result: CommitResult = { owners: new Map(), assignedByUs: 0, lostRace: 0 };
+    ctx.reportCounts(() => {
+      const perYacobot: Record<string, number> = {};
+      for (let k = 0; k < domains.size; k++) {
+        if (emitted[k]! > 0) perYacobot[owner[k]!] = (perYacobot[owner[k]!] ?? 0) + emitted[k]!;
+      }
+      return {
+        assign: o.assign,
+        now: o.now,
+        records_in: recordsIn,
+        records_out: recordsOut,
+        domains_known: domains.size - fresh.length,
+        domains_from_map: fromMap,
+        domains_from_db: fromDb,
+        domains_new: fresh.length,
+        assigned_by_us: result.assignedByUs,
+        lost_race: result.lostRace,
+        spooled,
+        per_yacobot: perYacobot,
+      };
+    });
+
     const l = new LineRef(5);
     await ctx.eachLine((buf, start, end, lineNo) => {
       const bad = checkUrlRecordAt(l.set(buf, start, end));
@@ -290,9 +314,7 @@ holds --map and the distinct domains seen in this run.`,
       spooled++;
     });
 
-    const fresh: number[] = [];
     for (let k = 0; k < domains.size; k++) if (owner[k] === 0) fresh.push(k);
-    let result: CommitResult = { owners: new Map(), assignedByUs: 0, lostRace: 0 };
     if (fresh.length > 0) {
       const names = fresh.map((k) => domains.key(k));
       result = commitNewDomains(db, o.db, names, o.assign, rendezvous, o.now);
@@ -327,23 +349,5 @@ holds --map and the distinct domains seen in this run.`,
       }
     }
 
-    const perYacobot: Record<string, number> = {};
-    for (let k = 0; k < domains.size; k++) {
-      if (emitted[k]! > 0) perYacobot[owner[k]!] = (perYacobot[owner[k]!] ?? 0) + emitted[k]!;
-    }
-    Object.assign(ctx.counts, {
-      assign: o.assign,
-      now: o.now,
-      records_in: recordsIn,
-      records_out: recordsOut,
-      domains_known: domains.size - fresh.length,
-      domains_from_map: fromMap,
-      domains_from_db: fromDb,
-      domains_new: fresh.length,
-      assigned_by_us: result.assignedByUs,
-      lost_race: result.lostRace,
-      spooled,
-      per_yacobot: perYacobot,
-    });
   },
 };
