@@ -1,9 +1,8 @@
 // A worker thread of analyze-dump: runs the pure core over batches of reflog lines
 // and hands back the packed records (transferred, not copied) with the batch's counts.
 import { parentPort, workerData } from 'node:worker_threads';
-import { packedBuffers } from '../core/sorter.js';
 import { loadUrlHash } from '../core/url.js';
-import { BatchAnalyzer, rejectBuffers, type AnalyzeDone, type AnalyzeDumpOptions, type AnalyzeJob } from './analyze-dump.js';
+import { BatchAnalyzer, lentBuffers, type AnalyzeDone, type AnalyzeDumpOptions, type AnalyzeJob } from './analyze-dump.js';
 
 const { opts, maxLine } = workerData as { opts: AnalyzeDumpOptions; maxLine: number };
 // One analyzer for the thread's life: its memory of recent URLs spans batches.
@@ -11,10 +10,10 @@ const analyzer = new BatchAnalyzer(opts, await loadUrlHash(), maxLine);
 
 // Every buffer goes back and forth (transferred, never copied or left to the garbage
 // collector): the input batch returns to the main thread, and the main thread lends
-// the buffers of records it has taken in for the next batch's records.
-parentPort!.on('message', ({ batch, reuse, reuseRejects }: AnalyzeJob) => {
+// the buffers of records and rejects it has taken in for the next batch's.
+parentPort!.on('message', ({ batch, reuse }: AnalyzeJob) => {
   const buf = Buffer.from(batch.buffer, batch.byteOffset, batch.byteLength);
-  const { result, packed } = analyzer.run(buf, reuse, reuseRejects);
+  const { result, packed } = analyzer.run(buf, reuse);
   const done: AnalyzeDone = { result, packed, batch };
-  parentPort!.postMessage(done, [...packedBuffers(packed), ...rejectBuffers(result.rejects), batch.buffer as ArrayBuffer]);
+  parentPort!.postMessage(done, [...lentBuffers({ packed, rejects: result.rejects }), batch.buffer as ArrayBuffer]);
 });

@@ -262,16 +262,23 @@ class RejectPacker {
   }
 }
 
-/** The buffers of a BatchRejects to transfer (a view's whole buffer: one left out would be copied whole). */
-export function rejectBuffers(r: BatchRejects): ArrayBuffer[] {
-  return [r.lines, r.ends, r.text].filter((a) => a.buffer.byteLength > 0).map((a) => a.buffer as ArrayBuffer);
+/** A batch's output, handed back to be filled again by a later batch (recycling, not garbage). */
+export interface Lent {
+  packed: PackedRecords;
+  rejects: BatchRejects;
 }
 
-/** A batch for a worker thread, with buffers lent for its records. */
+/** The buffers of lent output, to transfer (a view's whole buffer: one left out would be copied whole). */
+export function lentBuffers(l: Lent): ArrayBuffer[] {
+  const r = l.rejects;
+  const rejectParts = [r.lines, r.ends, r.text].filter((a) => a.buffer.byteLength > 0).map((a) => a.buffer as ArrayBuffer);
+  return [...packedBuffers(l.packed), ...rejectParts];
+}
+
+/** A batch for a worker thread, with output buffers lent for it. */
 export interface AnalyzeJob {
   batch: Uint8Array;
-  reuse: PackedRecords | undefined;
-  reuseRejects: BatchRejects | undefined;
+  reuse: Lent | undefined;
 }
 
 /** A worker's answer: the batch's counts and records, and the batch's buffer handed back. */
@@ -333,10 +340,10 @@ export class BatchAnalyzer {
   }
 
   /** Analyzes one batch; its records and rejects come back packed, in the lent buffers where they fit. */
-  run(batch: Buffer, reuse?: PackedRecords, reuseRejects?: BatchRejects): { result: BatchResult; packed: PackedRecords } {
-    this.rejects.lend(reuseRejects);
+  run(batch: Buffer, reuse?: Lent): { result: BatchResult; packed: PackedRecords } {
+    this.rejects.lend(reuse?.rejects);
     const result = analyzeBatch(this.analyzer, batch, this.maxLine, this.rejects);
-    return { result, packed: this.records.take(reuse) };
+    return { result, packed: this.records.take(reuse?.packed) };
   }
 }
 
@@ -481,20 +488,18 @@ order, so the output does not depend on the number of threads. If more than
     // Batches analyzed on this thread (no workers, or an input smaller than one batch);
     // made on first use, so that with workers the main thread holds no URL memory.
     let inline: BatchAnalyzer | null = null;
-    let inlineLend: PackedRecords | undefined;
-    let inlineLendRejects: BatchRejects | undefined;
+    let inlineLend: Lent | undefined;
     // Workers start with the first full batch; a small input is done before one could start.
     const batcher = new LineBatcher(BATCH_BYTES, maxLine);
-    const lend: PackedRecords[] = [];
-    const lendRejects: BatchRejects[] = [];
+    const lend: Lent[] = [];
     let pool = null as WorkerPool<AnalyzeJob, AnalyzeDone> | null;
     ctx.onExit(() => pool?.close());
     const submit = async (batch: Buffer, final: boolean) => {
       if (o.threads === 0 || (pool === null && final)) {
         inline ??= new BatchAnalyzer(o, await loadUrlHash(), maxLine);
-        const { result, packed } = inline.run(batch, inlineLend, inlineLendRejects);
-        apply(result, (inlineLend = packed));
-        inlineLendRejects = result.rejects;
+        const { result, packed } = inline.run(batch, inlineLend);
+        apply(result, packed);
+        inlineLend = { packed, rejects: result.rejects };
         return;
       }
       pool ??= new WorkerPool<AnalyzeJob, AnalyzeDone>(
@@ -504,14 +509,11 @@ order, so the output does not depend on the number of threads. If more than
         (d) => {
           apply(d.result, d.packed);
           batcher.recycle(d.batch);
-          lend.push(d.packed);
-          lendRejects.push(d.result.rejects);
+          lend.push({ packed: d.packed, rejects: d.result.rejects });
         },
       );
       const reuse = lend.pop();
-      const reuseRejects = lendRejects.pop();
-      const lent = [...(reuse ? packedBuffers(reuse) : []), ...(reuseRejects ? rejectBuffers(reuseRejects) : [])];
-      pool.post({ batch, reuse, reuseRejects }, [batch.buffer as ArrayBuffer, ...lent]);
+      pool.post({ batch, reuse }, [batch.buffer as ArrayBuffer, ...(reuse ? lentBuffers(reuse) : [])]);
       await pool.settle(2 * o.threads);
     };
     let lastByte = LF;
