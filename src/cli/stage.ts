@@ -25,8 +25,6 @@ export interface StageContext {
   /** Name of the input in messages: the file argument, or "-" for stdin. */
   readonly inputName: string;
   readonly log: Logger;
-  /** Counts reported in the summary line; stages add their own. */
-  readonly counts: Record<string, Count>;
   readonly out: Output;
   /** Feeds each input line as bytes (LF stripped, valid only during the call); the last line must end in LF. */
   eachLine(fn: ByteLineFn): Promise<void>;
@@ -35,9 +33,9 @@ export interface StageContext {
   /** Runs `fn` on every exit, success or not (before the summary line). */
   onExit(fn: () => void): void;
   /**
-   * Registers the stage's counts as a function, asked for when the summary line is
-   * written: so a stage that fails, is interrupted or loses its reader reports how
-   * far it got, not an empty summary.
+   * Registers the stage's counts for its summary line, as a function asked when the
+   * line is written: so a stage that fails, is interrupted or loses its reader
+   * reports how far it got, not an empty summary.
    */
   reportCounts(fn: () => Record<string, Count>): void;
 }
@@ -130,10 +128,10 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   // --- I/O -------------------------------------------------------------------
   const log = pino({ name: def.name, level: logLevel, base: { stage: def.name } }, pino.destination({ fd: 2, sync: true }));
   const out = new Output(process.stdout);
-  const counts: Record<string, Count> = {};
   const reporters: (() => Record<string, Count>)[] = [];
-  /** `counts` with every reporter's current values merged in (a reporter that throws is left out). */
+  /** The counts for the summary line: every reporter's current values (a reporter that throws is left out). */
   const gathered = (): Record<string, Count> => {
+    const counts: Record<string, Count> = {};
     for (const fn of reporters) {
       try {
         Object.assign(counts, fn());
@@ -146,13 +144,13 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   let input: Readable;
   if (def.readsInput === false) {
     input = Readable.from([]);
-  } else if (inputName === '-' && isDirectory(0)) {
-    // Read as a stream, a directory on stdin looks like empty input.
-    fail(def.name, ioError(Object.assign(new Error('EISDIR: illegal operation on a directory'), { code: 'EISDIR' }), '-', 'read input'), log, gathered, started, runExitHooks);
   } else if (inputName === '-') {
+    const stdin = fstatQuietly(0);
+    // Read as a stream, a directory on stdin looks like empty input.
+    if (stdin?.isDirectory()) fail(def.name, new DataError('IO', 'cannot read input: EISDIR: illegal operation on a directory', { file: '-' }), log, gathered, started, runExitHooks);
     // A file on stdin (`stage < file`) is read in 1 MiB chunks, as a named input is:
     // process.stdin would read it 64 KiB at a time (measured: 4x the time to read 90 MB).
-    input = isRegularFile(0) ? fs.createReadStream('', { fd: 0, highWaterMark: 1 << 20, autoClose: false }) : process.stdin;
+    input = stdin?.isFile() ? fs.createReadStream('', { fd: 0, highWaterMark: 1 << 20, autoClose: false }) : process.stdin;
   } else {
     try {
       fs.accessSync(inputName, fs.constants.R_OK);
@@ -188,7 +186,6 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     name: def.name,
     inputName,
     log,
-    counts,
     out,
     onExit: (fn) => exitHooks.push(fn),
     reportCounts: (fn) => reporters.push(fn),
@@ -223,19 +220,11 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   process.exit(0);
 }
 
-function isDirectory(fd: number): boolean {
+function fstatQuietly(fd: number): fs.Stats | null {
   try {
-    return fs.fstatSync(fd).isDirectory();
+    return fs.fstatSync(fd);
   } catch {
-    return false;
-  }
-}
-
-function isRegularFile(fd: number): boolean {
-  try {
-    return fs.fstatSync(fd).isFile();
-  } catch {
-    return false;
+    return null;
   }
 }
 

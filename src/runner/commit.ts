@@ -174,7 +174,8 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
       run() {
         const dir = path.join(plan.queueDir, q.yacobot);
         const dst = path.join(dir, `${plan.run}.tsv`);
-        if (fs.existsSync(preparedPath(dst))) renameIntoPlace(preparedPath(dst), dst);
+        const prepared = preparedPath(dst);
+        if (fs.existsSync(prepared)) renameIntoPlace(prepared, dst);
         else {
           // Renamed before a crash (copying again writes the same bytes), or a COMMIT of an older version.
           mkdirDurable(dir);

@@ -460,7 +460,22 @@ order, so the output does not depend on the number of threads. If more than
     let rejected = 0;
     let headers = 0;
     let empty = 0;
-    const c = ctx.counts;
+    let lastLineUnterminated = false;
+    let outputDiscarded = false;
+    // Spilled runs as of the end of input (merging the runs adds files of its own).
+    let sortRuns: number | null = null;
+    ctx.reportCounts(() => ({
+      lines_in: linesIn,
+      records_out: sorter.count,
+      rejected,
+      skipped: headers + empty,
+      skipped_header: headers,
+      skipped_empty: empty,
+      rejected_by_reason: byReason,
+      sort_runs: sortRuns ?? sorter.spilledRuns,
+      ...(lastLineUnterminated ? { last_line_unterminated: true } : {}),
+      ...(outputDiscarded ? { output_discarded: true } : {}),
+    }));
 
     // Batches are applied strictly in input order, wherever they were analyzed:
     // record order (ties in the sort), line numbers and the rejects file follow it.
@@ -529,26 +544,17 @@ order, so the output does not depend on the number of threads. If more than
     }
 
     const records = sorter.count;
-    Object.assign(c, {
-      lines_in: linesIn,
-      records_out: records,
-      rejected,
-      skipped: headers + empty,
-      skipped_header: headers,
-      skipped_empty: empty,
-      rejected_by_reason: byReason,
-      sort_runs: sorter.spilledRuns,
-    });
+    sortRuns = sorter.spilledRuns;
     if (lastByte !== LF) {
       // Processed like any line (some tools end a file without LF), but it is also what a
       // reflog cut off mid-write looks like, and a cut inside hits or updatetag still parses.
-      c.last_line_unterminated = true;
+      lastLineUnterminated = true;
       ctx.log.warn({ line: linesIn }, 'the last line has no newline (was the reflog cut off?); it was processed as a line');
     }
     rejects?.close();
     const total = records + rejected;
     if (total > 0 && rejected / total > o.maxRejectRatio) {
-      c.output_discarded = true;
+      outputDiscarded = true;
       throw new DataError(
         'REJECT_RATIO',
         `rejected ${rejected} of ${total} records (${((100 * rejected) / total).toFixed(2)}%), more than --max-reject-ratio ${o.maxRejectRatio}; no output written`,

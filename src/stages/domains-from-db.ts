@@ -33,6 +33,7 @@ Buffers: one row (the rows are streamed from the database).`,
     const out = ctx.out;
     const perYacobot: Record<string, number> = {};
     let n = 0;
+    ctx.reportCounts(() => ({ domains_out: n, per_yacobot: perYacobot }));
     try {
       // SQLite orders TEXT with the BINARY collation: memcmp of the UTF-8 bytes, i.e. bytewise.
       const rows = db.prepare('SELECT domain, yacobot_id FROM partner_domain ORDER BY domain').raw().iterate() as IterableIterator<
@@ -46,6 +47,5 @@ Buffers: one row (the rows are streamed from the database).`,
     } catch (err) {
       throw dbError(err, o.db);
     }
-    Object.assign(ctx.counts, { domains_out: n, per_yacobot: perYacobot });
   },
 };

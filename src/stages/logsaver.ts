@@ -163,8 +163,6 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
     }
     published = true;
     for (const q of sorted) syncDir(q.dir);
-
-
   },
 };
 

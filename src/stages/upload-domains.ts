@@ -348,6 +348,5 @@ holds --map and the distinct domains seen in this run.`,
         r.close();
       }
     }
-
   },
 };
