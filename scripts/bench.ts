@@ -1,4 +1,4 @@
-// npm run bench -- [--lines N] [--memory SIZE] [--repeat R] [--out DIR] [--seed S] [--no-reference]
+// npm run bench -- [--lines N] [--memory SIZE] [--repeat R] [--out DIR] [--tmp DIR] [--seed S] [--no-reference]
 //
 // Generates a synthetic reflog for hour 1 and hour 2 (scripts/gen-reflog.ts), runs
 // the chain for hour 1 to build current_log and domain_map, then times hour 2 side
@@ -14,11 +14,15 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import type { Command } from 'commander';
+import { intOption, runAdmin } from '../src/cli/admin.js';
+import { DataError, UsageError } from '../src/core/errors.js';
 import { BIN_DIR, PROJECT_ROOT as ROOT } from '../src/core/root.js';
+import { parseSize } from '../src/core/size.js';
 import { countLines } from '../src/runner/fsutil.js';
 import { stageEnv } from '../src/runner/pipeline.js';
 import { shellQuote as q } from '../src/runner/plan.js';
-import { generateReflog, parseCount } from './gen-reflog.js';
+import { countOption, generateReflog } from './gen-reflog.js';
 
 const BIN = BIN_DIR;
 const REFERENCE = path.join(ROOT, 'bench', 'reference.sh');
@@ -37,31 +41,24 @@ interface Args {
   tmp: string;
 }
 
-function parseArgs(argv: string[]): Args {
-  const a: Args = { lines: 1_000_000, seed: 1, memory: null, repeat: 1, out: path.join(ROOT, 'bench', 'out'), reference: true, tmp: os.tmpdir() };
-  for (let i = 0; i < argv.length; i++) {
-    const k = argv[i]!;
-    const v = argv[i + 1];
-    if (k === '--no-reference') {
-      a.reference = false;
-      continue;
-    }
-    if (v === undefined) usage(`${k} needs a value`);
-    if (k === '--lines') a.lines = parseCount(v);
-    else if (k === '--seed') a.seed = Number(v);
-    else if (k === '--memory') a.memory = v;
-    else if (k === '--repeat') a.repeat = Math.max(1, Number(v));
-    else if (k === '--out') a.out = path.resolve(v);
-    else if (k === '--tmp') a.tmp = path.resolve(v);
-    else usage(`unknown option ${k}`);
-    i++;
-  }
-  return a;
-}
-
-function usage(msg: string): never {
-  process.stderr.write(`bench: ${msg}\nusage: npm run bench -- [--lines N] [--memory SIZE] [--repeat R] [--out DIR] [--tmp DIR] [--seed S] [--no-reference]\n`);
-  process.exit(2);
+/** The options, or a UsageError (exit 2) naming the bad one. */
+function buildProgram(p: Command, run: (a: Args) => void): void {
+  p.description(
+    'Times the hourly step on a synthetic reflog: the seven stages against the\n' +
+      'coreutils reference (bench/reference.sh), side by side; then each stage alone.\n' +
+      'Prints a report on stdout (progress on stderr). Not a test: nothing is asserted.',
+  )
+    .option('--lines <N>', 'reflog lines per hour: 1000000, 1M, 10M, 500k', countOption('--lines'), 1_000_000)
+    .option('--memory <SIZE>', 'analyze-dump --memory (default: its own)', (v: string) => {
+      if (parseSize(v) === null) throw new UsageError(`--memory must be a size such as 64M or 1G, not '${v}'`);
+      return v;
+    })
+    .option('--repeat <R>', 'timed runs of hour 2 and of each stage alone; the best is shown', intOption('--repeat', 1, 100), 1)
+    .option('--out <DIR>', 'where reflogs and outputs go', path.join(ROOT, 'bench', 'out'))
+    .option('--tmp <DIR>', 'analyze-dump --tmp and sort -T', os.tmpdir())
+    .option('--seed <S>', 'seed of the reflog generator', intOption('--seed', 0), 1)
+    .option('--no-reference', 'time the seven stages only')
+    .action((o: Args) => run({ ...o, memory: o.memory ?? null, out: path.resolve(o.out), tmp: path.resolve(o.tmp) }));
 }
 
 // The stages get the environment the cron runner gives them (stageEnv), so peak RSS is as in production.
@@ -167,9 +164,8 @@ const f1 = (x: number) => x.toFixed(1);
 const f2 = (x: number) => x.toFixed(2);
 const rate = (lines: number, secs: number) => (secs > 0 ? `${(lines / secs / 1e6).toFixed(2)}M` : '-');
 
-function main(): void {
-  const a = parseArgs(process.argv.slice(2));
-  if (!fs.existsSync('/usr/bin/time')) usage('needs /usr/bin/time (GNU time) for peak RSS');
+function main(a: Args): void {
+  if (!fs.existsSync('/usr/bin/time')) throw new DataError('NO_TIME', 'needs /usr/bin/time (GNU time) for peak RSS');
   const [h1, h2] = ensureReflogs(a);
   const work = path.join(a.out, `run-${a.lines}`);
   fs.rmSync(work, { recursive: true, force: true });
@@ -283,4 +279,4 @@ function main(): void {
   process.stdout.write(lines.join('\n') + '\n');
 }
 
-main();
+void runAdmin('bench', (p) => buildProgram(p, main));

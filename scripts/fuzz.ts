@@ -15,6 +15,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { intOption, runAdmin } from '../src/cli/admin.js';
 import { BIN_DIR } from '../src/core/root.js';
 import { loadUrlHasher } from '../src/core/url.js';
 import { jsonLogLine } from '../src/runner/plan.js';
@@ -248,17 +249,21 @@ export function problems(c: FuzzCase, r: RunResult, hash: (url: string) => strin
   return p;
 }
 
-async function main(): Promise<void> {
-  const arg = (name: string, dflt: number) => {
-    const i = process.argv.indexOf(`--${name}`);
-    return i > 0 ? Number(process.argv[i + 1]) : dflt;
-  };
-  const iterations = arg('iterations', Infinity);
+interface FuzzOptions {
+  iterations?: number;
+  seconds?: number;
+  seed?: number;
+  maxRssMb: number;
+  maxSize: number;
+}
+
+async function main(o: FuzzOptions): Promise<void> {
+  const iterations = o.iterations ?? Infinity;
   // --iterations alone means that many runs, however long they take.
-  const seconds = arg('seconds', iterations === Infinity ? 60 : Infinity);
-  const seed = arg('seed', Date.now() % 1_000_000);
-  const maxRssKb = arg('max-rss-mb', 400) * 1024;
-  const maxSize = arg('max-size', 1 << 20);
+  const seconds = o.seconds ?? (iterations === Infinity ? 60 : Infinity);
+  const seed = o.seed ?? Date.now() % 1_000_000;
+  const maxRssKb = o.maxRssMb * 1024;
+  const maxSize = o.maxSize;
   const hash = await loadUrlHasher();
   const r = prng(seed);
   const base = fs.mkdtempSync(path.join(os.tmpdir(), 'ms-fuzz-'));
@@ -298,5 +303,14 @@ async function main(): Promise<void> {
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.argv[1])).href) {
-  void main();
+  void runAdmin('fuzz', (p) =>
+    p
+      .description('Fuzzes analyze-dump with random and mutated reflogs; exit 1 if any run fails a check.')
+      .option('--seconds <S>', 'stop after S seconds (default 60, none with --iterations alone)', intOption('--seconds', 1))
+      .option('--iterations <N>', 'stop after N runs', intOption('--iterations', 1))
+      .option('--seed <S>', 'seed (default: from the clock; printed first)', intOption('--seed', 0))
+      .option('--max-rss-mb <M>', 'peak RSS bound of each run, MiB', intOption('--max-rss-mb', 1), 400)
+      .option('--max-size <BYTES>', 'largest input, bytes (one run in 20 takes 8 times this)', intOption('--max-size', 1), 1 << 20)
+      .action((o: FuzzOptions) => main(o)),
+  );
 }

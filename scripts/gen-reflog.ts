@@ -8,6 +8,8 @@
 // dot segments, IDN hosts).
 import * as fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { intOption, runAdmin } from '../src/cli/admin.js';
+import { UsageError } from '../src/core/errors.js';
 
 export interface GenOptions {
   lines: number;
@@ -156,32 +158,37 @@ export function generateReflog(fd: number, o: GenOptions): number {
   return bad;
 }
 
-function main(argv: string[]): void {
-  const o: GenOptions & { out: string | null } = { lines: 1_000_000, hour: 1, seed: 1, out: null };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const v = argv[i + 1];
-    if (a === '--lines' && v) o.lines = parseCount(v);
-    else if (a === '--hour' && v) o.hour = Number(v);
-    else if (a === '--seed' && v) o.seed = Number(v);
-    else if (a === '--out' && v) o.out = v;
-    else {
-      process.stderr.write(`usage: gen-reflog [--lines N] [--hour H] [--seed S] [--out FILE]\n`);
-      process.exit(2);
-    }
-    i++;
-  }
-  const fd = o.out ? fs.openSync(o.out, 'w') : 1;
-  generateReflog(fd, o);
-  if (o.out) fs.closeSync(fd);
+function main(argv: string[]): Promise<never> {
+  return runAdmin('gen-reflog', (p) =>
+    p
+      .description('Writes a seeded synthetic reflog (the benchmark\'s input) to --out or stdout.')
+      .option('--lines <N>', 'lines to write: 1000000, 1M, 500k', countOption('--lines'), 1_000_000)
+      .option('--hour <H>', 'hour of the run, from 1 (hour 1 is 2011-07-28 05:00)', intOption('--hour', 1), 1)
+      .option('--seed <S>', 'seed of the generator', intOption('--seed', 0), 1)
+      .option('--out <FILE>', 'write here instead of stdout')
+      .action((o: GenOptions & { out?: string }) => {
+        const fd = o.out ? fs.openSync(o.out, 'w') : 1;
+        generateReflog(fd, o);
+        if (o.out) fs.closeSync(fd);
+      }),
+  argv);
 }
 
-/** Parses `1000000`, `1M`, `10M`, `500k`. */
-export function parseCount(text: string): number {
+/** Parses `1000000`, `1M`, `10M`, `500k`; null if malformed. */
+export function parseCount(text: string): number | null {
   const m = /^(\d+(?:\.\d+)?)([kKmM]?)$/.exec(text.trim());
-  if (!m) throw new Error(`bad count '${text}'`);
+  if (!m) return null;
   const mult = m[2] === '' ? 1 : m[2]!.toLowerCase() === 'k' ? 1e3 : 1e6;
   return Math.round(Number(m[1]) * mult);
 }
 
-if (process.argv[1] && fileURLToPath(import.meta.url) === fs.realpathSync(process.argv[1])) main(process.argv.slice(2));
+/** A commander parser for a line count option: at least 1, or a UsageError naming the option. */
+export function countOption(name: string): (text: string) => number {
+  return (text) => {
+    const n = parseCount(text);
+    if (n === null || n < 1) throw new UsageError(`${name} must be a line count such as 1000000, 1M or 500k, not '${text}'`);
+    return n;
+  };
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === fs.realpathSync(process.argv[1])) void main(process.argv);

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { BIN, hasStackTrace, partnerDb, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+import { BIN, ROOT, hasStackTrace, partnerDb, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import { prng } from '../scripts/prng.js';
 
 // The options each stage needs to get as far as reading its input.
@@ -156,3 +156,30 @@ test('the byte-level stages on arbitrary bytes after valid lines: exit 0 or 1, t
     }
   }
 });
+
+// The development scripts follow the same conventions: help on stdout, usage errors
+// (exit 2) naming the option, with a hint, and no stack trace.
+const SCRIPTS = path.join(ROOT, 'dist', 'scripts');
+const SCRIPT_CASES: { script: string; args: string[]; status: number; stdout?: RegExp; stderr?: RegExp }[] = [
+  { script: 'bench', args: ['--help'], status: 0, stdout: /^Usage: bench \[options\][^]*--no-reference/ },
+  { script: 'bench', args: ['--repeat', 'x'], status: 2, stderr: /^bench: --repeat must be an integer from 1 to 100, not 'x'\nTry 'bench --help'/ },
+  { script: 'bench', args: ['--lines', '1Q'], status: 2, stderr: /^bench: --lines must be a line count/ },
+  { script: 'bench', args: ['--memory', 'lots'], status: 2, stderr: /^bench: --memory must be a size/ },
+  { script: 'bench', args: ['--bogus'], status: 2, stderr: /^bench: unknown option '--bogus'\nTry 'bench --help'/ },
+  { script: 'fuzz', args: ['--help'], status: 0, stdout: /^Usage: fuzz \[options\][^]*--iterations/ },
+  { script: 'fuzz', args: ['--seconds', '-1'], status: 2, stderr: /^fuzz: --seconds must be an integer from 1/ },
+  { script: 'gen-reflog', args: ['--help'], status: 0, stdout: /^Usage: gen-reflog \[options\]/ },
+  { script: 'gen-reflog', args: ['--lines', 'many'], status: 2, stderr: /^gen-reflog: --lines must be a line count/ },
+  { script: 'gen-reflog', args: ['--lines', '3', '--seed', '7'], status: 0, stdout: /^[^\t\n]+\n([^\n]*\t[^\n]*\n){3}$/ },
+];
+for (const c of SCRIPT_CASES) {
+  test(`scripts/${c.script} ${c.args.join(' ')}: exit ${c.status}`, () => {
+    const r = spawnSync(process.execPath, [path.join(SCRIPTS, `${c.script}.js`), ...c.args], { env: testEnv(), encoding: 'utf8' });
+    assert.equal(r.status, c.status, r.stderr);
+    if (c.stdout) assert.match(r.stdout, c.stdout);
+    else assert.equal(r.stdout, '');
+    if (c.stderr) assert.match(r.stderr, c.stderr);
+    else assert.equal(r.stderr, '');
+    assert.ok(!hasStackTrace(r.stderr));
+  });
+}

@@ -1,7 +1,7 @@
-// The runner for multi-command administration tools (partner-db): the same
-// conventions as runStage -- "<tool>: message" errors, exit 0/1/2, "Try '<tool>
-// --help'", help on stdout, no stack traces -- around a commander program with
-// subcommands instead of one stdin->stdout stage.
+// The runner for administration tools (partner-db, with subcommands) and the
+// development scripts (bench, fuzz, gen-reflog): the same conventions as runStage
+// -- "<tool>: message" errors, exit 0/1/2, "Try '<tool> --help'", help on stdout,
+// no stack traces -- around a commander program instead of one stdin->stdout stage.
 import { Command, CommanderError } from 'commander';
 import { DataError, UsageError, formatPlace, ioError } from '../core/errors.js';
 import { packageVersion } from './stage.js';
@@ -26,7 +26,7 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
     .showHelpAfterError(false);
   build(program);
   try {
-    if (argv.length <= 2) throw new UsageError('no command given');
+    if (program.commands.length > 0 && argv.length <= 2) throw new UsageError('no command given');
     await program.parseAsync(argv);
   } catch (err) {
     if (err instanceof CommanderError) {
@@ -54,6 +54,15 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
     process.exit(1);
   }
   process.exit(0);
+}
+
+/** An option's value as an integer in [min, max], or a UsageError naming the option. */
+export function intOption(name: string, min: number, max = Number.MAX_SAFE_INTEGER): (text: string) => number {
+  return (text) => {
+    const n = /^\d+$/.test(text) ? Number(text) : NaN;
+    if (!(n >= min && n <= max)) throw new UsageError(`${name} must be an integer from ${min} to ${max}, not '${text}'`);
+    return n;
+  };
 }
 
 function usageExit(name: string, message: string): never {
