@@ -52,3 +52,39 @@ for (const [name, f, params, outcome, send, keep] of cases) {
     assert.equal(keepSink.take(), keep === null ? '' : keep + '\n');
   });
 }
+
+// The hour cache of timestampMsAt must read every timestamp as new Date() does, also
+// in zones whose clock changes off the hour (St John's in 2011: 00:01) or by 30
+// minutes (Lord Howe). Each zone runs in its own process: the zone is read once.
+for (const zone of ['America/St_Johns', 'Australia/Lord_Howe', 'America/New_York', 'Europe/Moscow']) {
+  test(`timestamps match new Date() for every minute of 2011 in ${zone}`, async () => {
+    const { spawnSync } = await import('node:child_process');
+    const timeJs = new URL('../src/core/time.js', import.meta.url).href;
+    const script = `
+      import { timestampMsAt } from ${JSON.stringify(timeJs)};
+      const b = Buffer.alloc(14);
+      let bad = 0, first = '';
+      for (let t = Date.UTC(2010, 11, 31); t < Date.UTC(2012, 0, 2); t += 60_000) {
+        const d = new Date(t);
+        const s = (t / 60_000) % 60; // a second that moves with the minute
+        const ts = String(d.getUTCFullYear()) + [d.getUTCMonth() + 1, d.getUTCDate(), d.getUTCHours(), d.getUTCMinutes(), s].map((n) => String(n).padStart(2, '0')).join('');
+        b.write(ts, 'latin1');
+        const want = new Date(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate(), d.getUTCHours(), d.getUTCMinutes(), s).getTime();
+        if (timestampMsAt(b, 0) !== want) { bad++; first ||= ts; }
+      }
+      console.log(bad + ' ' + first);`;
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { env: { ...process.env, TZ: zone }, encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout.trim(), '0', `${zone}: timestamps read differently from new Date(), first: ${r.stdout}`);
+  });
+}
+
+test('a timestamp that is not a real time is an error, not a number (no hour shares its cache slot with a month 14)', () => {
+  process.env.TZ = 'UTC';
+  const ok = timestampToMs('20120101000000');
+  assert.equal(ok, Date.UTC(2012, 0, 1));
+  for (const bad of ['20111401000000', '20110230000000', '20110101240000', '20110101006000', '20110101000060', '20110100000000']) {
+    assert.throws(() => timestampToMs(bad), { code: 'BAD_TIMESTAMP' }, bad);
+  }
+  assert.equal(timestampToMs('20120101003000'), Date.UTC(2012, 0, 1, 0, 30));
+});

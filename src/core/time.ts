@@ -1,6 +1,7 @@
 // Timestamps are 14 digits YYYYMMDDhhmmss in the local time zone; durations are
 // `90s`, `30m`, `1h`, `10h`, `1d` or plain seconds.
-import { digitsValue } from './bytes.js';
+import { digitsValue, latin1 } from './bytes.js';
+import { DataError } from './errors.js';
 
 /** True when `ts` is 14 digits naming a real calendar date and time (no Feb 31, no 24:00). */
 export function isValidTimestamp(ts: string): boolean {
@@ -42,9 +43,11 @@ function daysInMonth(y: number, mo: number): number {
 }
 
 // Local-time conversion is cached per hour (a reflog spans few hours), direct-mapped
-// on a small-integer key of the hour: no strings, no Map.
+// on the hour's ten digits YYYYMMDDhh as a number: no strings, no Map, and no two
+// hours share a key (a month 14 must not pass for January of the next year).
 const HOUR_SLOTS = 1024;
-const hourKeys = new Int32Array(HOUR_SLOTS).fill(-1);
+const hourKeys = new Float64Array(HOUR_SLOTS).fill(-1);
+/** The hour's start in ms, or NaN for an hour in which the local clock changes. */
 const hourMs = new Float64Array(HOUR_SLOTS);
 
 /** Milliseconds since the epoch of a valid timestamp read in the local time zone. */
@@ -52,24 +55,47 @@ export function timestampToMs(ts: string): number {
   return timestampMsAt(Buffer.from(ts, 'latin1'), 0);
 }
 
-/** timestampToMs of the valid timestamp at `buf[at, at + 14)`. */
+/**
+ * timestampToMs of the 14 digits at `buf[at, at + 14)`, exactly as
+ * `new Date(y, mo - 1, d, h, mi, s)` reads them; a DataError BAD_TIMESTAMP (no
+ * place) unless they name a real calendar date and time.
+ */
 export function timestampMsAt(buf: Uint8Array, at: number): number {
-  const y = digitsValue(buf, at, at + 4);
-  const mo = digitsValue(buf, at + 4, at + 6);
-  const d = digitsValue(buf, at + 6, at + 8);
-  const h = digitsValue(buf, at + 8, at + 10);
-  const key = ((y * 13 + mo) * 32 + d) * 24 + h;
-  const slot = key & (HOUR_SLOTS - 1);
+  const hour = digitsValue(buf, at, at + 10);
+  const mi = digitsValue(buf, at + 10, at + 12);
+  const s = digitsValue(buf, at + 12, at + 14);
+  if (mi > 59 || s > 59) throw badTimestamp(buf, at);
+  const slot = hour & (HOUR_SLOTS - 1);
   let base: number;
-  if (hourKeys[slot] === key) base = hourMs[slot]!;
+  if (hourKeys[slot] === hour) base = hourMs[slot]!;
   else {
-    const date = new Date(y, mo - 1, d, h, 0, 0, 0);
-    if (y < 100) date.setFullYear(y, mo - 1, d); // the constructor reads years 0-99 as 1900-1999
-    base = date.getTime();
-    hourKeys[slot] = key;
+    const y = Math.floor(hour / 1e6);
+    const mo = Math.floor(hour / 1e4) % 100;
+    const d = Math.floor(hour / 100) % 100;
+    const h = hour % 100;
+    if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth(y, mo) || h > 23) throw badTimestamp(buf, at);
+    base = localMs(y, mo, d, h, 0, 0);
+    // Minutes and seconds add up only if the local clock does not change inside the
+    // hour: a change off the hour (St John's, 2011: 00:01) or of 30 minutes (Lord
+    // Howe) makes such an hour converted per timestamp.
+    if (localMs(y, mo, d, h, 59, 59) - base !== 3_599_000) base = NaN;
+    hourKeys[slot] = hour;
     hourMs[slot] = base;
   }
-  return base + (digitsValue(buf, at + 10, at + 12) * 60 + digitsValue(buf, at + 12, at + 14)) * 1000;
+  if (base !== base) {
+    return localMs(Math.floor(hour / 1e6), Math.floor(hour / 1e4) % 100, Math.floor(hour / 100) % 100, hour % 100, mi, s);
+  }
+  return base + (mi * 60 + s) * 1000;
+}
+
+function localMs(y: number, mo: number, d: number, h: number, mi: number, s: number): number {
+  const date = new Date(y, mo - 1, d, h, mi, s, 0);
+  if (y < 100) date.setFullYear(y, mo - 1, d); // the constructor reads years 0-99 as 1900-1999
+  return date.getTime();
+}
+
+function badTimestamp(buf: Uint8Array, at: number): DataError {
+  return new DataError('BAD_TIMESTAMP', `bad timestamp '${latin1(buf, at, at + 14)}': not a real date and time`);
 }
 
 /** The local wall-clock time as a 14-digit timestamp. */
