@@ -131,7 +131,11 @@ test('a database with the wrong schema is named precisely', () => {
                     CREATE TABLE partner_domain (domain TEXT PRIMARY KEY, yacobot_id INTEGER, added_at TEXT);`);
   make('notable.db', 'CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER);');
   make('other.db', 'CREATE TABLE something (x);');
+  // The right columns without the keys: upload-domains' upsert needs domain unique.
+  make('nokey.db', `CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER);
+                    CREATE TABLE partner_domain (domain TEXT, yacobot_id INTEGER, added_at TEXT);`);
   const cases: [string, RegExp][] = [
+    ['nokey.db', /nokey\.db: wrong schema: the PRIMARY KEY of 'partner_domain' is not 'domain' alone/],
     ['nocol.db', /nocol\.db: wrong schema: table 'yacobot' has no column 'weight'/],
     ['notable.db', /notable\.db: not a partner database: missing table 'partner_domain'/],
     ['other.db', /other\.db: not a partner database: missing table 'yacobot'/],
@@ -151,6 +155,11 @@ test('a database with the wrong schema is named precisely', () => {
   const r = runBin('partner-db', ['--db', 'nocol.db', 'init'], '', work);
   assert.equal(r.status, 1);
   assert.match(r.stderr, /has no column 'weight'/);
+  assert.match(runBin('partner-db', ['--db', 'nokey.db', 'init'], '', work).stderr, /PRIMARY KEY of 'partner_domain'/);
+  // init in a directory that does not exist names it (it was an "internal error").
+  const nd = runBin('partner-db', ['--db', 'nodir/p.db', 'init'], '', work);
+  assert.equal(nd.status, 1);
+  assert.match(nd.stderr, /^partner-db: nodir\/p\.db: directory \S+\/nodir does not exist\n/);
   // A file that is not SQLite at all.
   fs.writeFileSync(path.join(work, 'text.db'), 'hello, this is text\n'.repeat(100));
   const t = runBin('domains-from-db', ['--db', 'text.db'], '', work);
@@ -208,9 +217,26 @@ test('stats --json: domains and shares per Yacobot', () => {
   assert.match(lines[4]!, /^total: 3 domain\(s\), 2 of 3 Yacobot\(s\) active$/);
 });
 
+test('weights: .5 and 1000000 are accepted, and two equal huge weights still share new domains evenly', () => {
+  const work = fresh('a --weight 1000000', 'b --weight 1000000', 'c --weight .5');
+  ok(work, 'disable', 'c');
+  for (let i = 0; i < 10; i++) ok(work, 'assign', `x${i}.com`, i % 2 ? 'a' : 'b');
+  ok(work, 'enable', 'c');
+  ok(work, 'disable', 'c');
+  const lines = Array.from({ length: 10 }, (_, i) => `${i.toString(16).padStart(16, '0')}\t20110101000000\t\t1\tn${i}.com\thttp://n${i}.com/\n`).join('');
+  const r = runBin('upload-domains', ['--db', 'p.db', '--now', '20110101000000'], lines, work);
+  assert.equal(r.status, 0, r.stderr);
+  const per = new Map<string, number>();
+  for (const l of r.stdout.split('\n').filter(Boolean)) per.set(l.split('\t')[0]!, (per.get(l.split('\t')[0]!) ?? 0) + 1);
+  assert.deepEqual([...per].sort(), [
+    ['1', 5],
+    ['2', 5],
+  ]);
+});
+
 test('usage errors exit 2 with a hint; --help goes to stdout', () => {
   const work = fresh('a');
-  for (const args of [['frob'], ['add'], ['add', '123'], ['add', 'x', '--weight', '-1'], ['set-weight', 'a', 'abc'], ['list', '--bogus'], ['assign', 'bad domain', 'a']]) {
+  for (const args of [['frob'], ['add'], ['add', '123'], ['add', 'x', '--weight', '-1'], ['add', 'x', '--weight', '1' + '0'.repeat(308)], ['add', 'x', '--weight', '1000001'], ['set-weight', 'a', 'abc'], ['list', '--bogus'], ['assign', 'bad domain', 'a']]) {
     const r = pdb(work, ...args);
     assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stderr, /Try 'partner-db --help' for more information\./);
@@ -253,4 +279,32 @@ test('domains-from-db: bytewise order over many rows, and a closed stdout ends i
   });
   assert.equal(head.status, 0, head.stderr);
   assert.equal(head.stdout, want[0] + '\n');
+});
+
+test('import and assign against a disable that commits while they wait for the write lock: no domain lands on the disabled Yacobot', async () => {
+  const { spawn } = await import('node:child_process');
+  const work = fresh('a', 'b');
+  fs.writeFileSync(path.join(work, 'in.csv'), Array.from({ length: 200 }, (_, i) => `imp${i}.com,a\n`).join(''));
+  // The test holds the write lock; both commands read the Yacobots, then wait for it.
+  const holder = new Database(path.join(work, 'p.db'));
+  holder.pragma('busy_timeout = 5000');
+  holder.exec('BEGIN IMMEDIATE');
+  const run = (...args: string[]) =>
+    new Promise<{ status: number | null; stderr: string }>((resolve) => {
+      const c = spawn(path.join(BIN, 'partner-db'), ['--db', 'p.db', ...args], { cwd: work, env: testEnv({ MASTER_SERVER_BUSY_TIMEOUT_MS: '30000' }) });
+      let stderr = '';
+      c.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      c.on('close', (status) => resolve({ status, stderr }));
+    });
+  const imp = run('import', 'in.csv');
+  const asg = run('assign', 'late.com', 'a');
+  await new Promise((r) => setTimeout(r, 2500));
+  holder.exec('UPDATE yacobot SET active = 0 WHERE id = 1; COMMIT');
+  holder.close();
+  const [ri, ra] = await Promise.all([imp, asg]);
+  assert.equal(ri.status, 1, ri.stderr);
+  assert.match(ri.stderr, /Yacobot 1 \(a\) (was disabled while the file was read|is disabled)/);
+  assert.equal(ra.status, 1, ra.stderr);
+  assert.match(ra.stderr, /Yacobot 1 \(a\) is disabled/);
+  assert.deepEqual(rows(work), [], 'nothing imported or assigned');
 });

@@ -2,6 +2,7 @@
 // which domain belongs to which. Stages open an existing database and check its
 // schema; only `partner-db init` creates tables.
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { domainToASCII } from 'node:url';
 import Database from 'better-sqlite3';
 import xxhash from 'xxhash-wasm';
@@ -40,6 +41,8 @@ const REQUIRED_COLUMNS: Record<string, string[]> = {
   yacobot: ['id', 'name', 'weight', 'active'],
   partner_domain: ['domain', 'yacobot_id', 'added_at'],
 };
+/** Each table's PRIMARY KEY: a domain has one row (upload-domains' upsert relies on it). */
+const PRIMARY_KEYS: Record<string, string> = { yacobot: 'id', partner_domain: 'domain' };
 
 /** A Yacobot row. */
 export interface Yacobot {
@@ -111,6 +114,8 @@ export function openDb(file: string, opts: { readonly?: boolean } = {}): Db {
  * Returns whether the tables were created now.
  */
 export function initDb(file: string): { db: Db; created: boolean } {
+  const dir = path.dirname(path.resolve(file));
+  if (!fs.existsSync(dir)) throw new DataError('NO_DIR', `directory ${dir} does not exist`, { file });
   let db: Db | null = null;
   try {
     db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
@@ -142,9 +147,14 @@ export function checkSchema(db: Db, file: string): void {
     if (!tables.has(table)) {
       throw new DataError('BAD_SCHEMA', `not a partner database: missing table '${table}' (${initHint(file)})`, { file });
     }
-    const have = new Set((db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).map((c) => c.name));
+    const info = db.prepare(`PRAGMA table_info(${table})`).all() as { name: string; pk: number }[];
+    const have = new Set(info.map((c) => c.name));
     for (const col of cols) {
       if (!have.has(col)) throw new DataError('BAD_SCHEMA', `wrong schema: table '${table}' has no column '${col}'`, { file });
+    }
+    const pk = info.filter((c) => c.pk > 0).map((c) => c.name);
+    if (pk.length !== 1 || pk[0] !== PRIMARY_KEYS[table]) {
+      throw new DataError('BAD_SCHEMA', `wrong schema: the PRIMARY KEY of '${table}' is not '${PRIMARY_KEYS[table]}' alone`, { file });
     }
   }
 }

@@ -35,10 +35,15 @@ const label = (y: Yacobot) => `${y.id} (${y.name})`;
 
 /** Parses a weight argument: a positive finite decimal number. */
 export function parseWeight(text: string): number {
-  const w = /^\s*\d+(\.\d+)?\s*$/.test(text) ? Number(text) : NaN;
-  if (!Number.isFinite(w) || w <= 0) throw new UsageError(`weight must be a positive number, got '${text}'`);
+  const w = /^\s*(\d+(\.\d*)?|\.\d+)\s*$/.test(text) ? Number(text) : NaN;
+  // Capped so that the least-loaded comparison (domains x weight) stays exact: a
+  // weight of 1e308 made every load Infinity and gave every domain the smallest id.
+  if (!(w > 0 && w <= MAX_WEIGHT)) throw new UsageError(`weight must be a positive number up to ${MAX_WEIGHT}, got '${text}'`);
   return w;
 }
+
+/** The largest weight partner-db accepts; weights are relative, so this is no limit in practice. */
+export const MAX_WEIGHT = 1_000_000;
 
 /** Returns what is wrong with a new Yacobot name, or null. */
 export function checkYacobotName(name: string): string | null {
@@ -293,13 +298,18 @@ Example:
       const nd = normalizeDomain(domainArg);
       if ('error' in nd) throw new UsageError(nd.error);
       withDb(cmd, (db, file) => {
-        const y = findYacobot(db, ref);
-        if (!y.active) throw new DataError('DISABLED', `Yacobot ${label(y)} is disabled; enable it first`, { file });
-        const prev = db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck().get(nd.domain) as number | undefined;
-        db.prepare(
-          `INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES (?, ?, ?)
-           ON CONFLICT(domain) DO UPDATE SET yacobot_id = excluded.yacobot_id`,
-        ).run(nd.domain, y.id, formatTimestamp(new Date()));
+        // The check and the write in one write transaction: a disable between them
+        // would leave the domain on a disabled Yacobot.
+        const { y, prev } = db.transaction(() => {
+          const y = findYacobot(db, ref);
+          if (!y.active) throw new DataError('DISABLED', `Yacobot ${label(y)} is disabled; enable it first`, { file });
+          const prev = db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck().get(nd.domain) as number | undefined;
+          db.prepare(
+            `INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES (?, ?, ?)
+             ON CONFLICT(domain) DO UPDATE SET yacobot_id = excluded.yacobot_id`,
+          ).run(nd.domain, y.id, formatTimestamp(new Date()));
+          return { y, prev };
+        }).immediate();
         const note = subdomainNote(nd.domain);
         if (note) warn(note);
         say(
@@ -343,6 +353,15 @@ Example:
         let moved = 0;
         let same = 0;
         db.transaction(() => {
+          // The file was checked before this write transaction (parsing can take
+          // seconds, too long to hold the lock); a Yacobot disabled since then fails
+          // the import here, so no domain lands on a disabled Yacobot.
+          const active = new Set(db.prepare('SELECT id FROM yacobot WHERE active = 1').pluck().all() as number[]);
+          for (const y of new Set(rows.map((r) => r.yacobot))) {
+            if (!active.has(y.id)) {
+              throw new DataError('DISABLED', `Yacobot ${label(y)} was disabled while the file was read; nothing imported`, { file: csvFile });
+            }
+          }
           for (const r of rows) {
             const prev = get.get(r.domain) as number | undefined;
             if (prev === r.yacobot.id) {
