@@ -88,3 +88,34 @@ test('a timestamp that is not a real time is an error, not a number (no hour sha
   }
   assert.equal(timestampToMs('20120101003000'), Date.UTC(2012, 0, 1, 0, 30));
 });
+
+test('--current-out: a symlink is written through, a FIFO or directory is refused before any output, an empty name is a usage error', async () => {
+  const { runBin, scratch } = await import('./lib/run.js');
+  const fs = await import('node:fs');
+  const path = await import('node:path');
+  const { execFileSync } = await import('node:child_process');
+  const work = scratch();
+  const line = '0000000000000001\ta.com\thttp://a.com/\t-\t20110101000000\t\t\t-\t1\n';
+  const args = (out: string) => ['--now', '20110101010000', '--current-out', out];
+  fs.writeFileSync(path.join(work, 'target.tsv'), 'old\n');
+  fs.symlinkSync('target.tsv', path.join(work, 'link.tsv'));
+  const l = runBin('filter-url', args('link.tsv'), line, work);
+  assert.equal(l.status, 0, l.stderr);
+  assert.ok(fs.lstatSync(path.join(work, 'link.tsv')).isSymbolicLink(), 'the link stays a link');
+  assert.equal(fs.readFileSync(path.join(work, 'target.tsv'), 'utf8'), '0000000000000001\t20110101000000\t\t1\ta.com\thttp://a.com/\n');
+  execFileSync('mkfifo', [path.join(work, 'fifo')]);
+  fs.mkdirSync(path.join(work, 'dir'));
+  for (const bad of ['fifo', 'dir']) {
+    const r = runBin('filter-url', args(bad), line, work);
+    assert.equal(r.status, 1, r.stderr);
+    assert.equal(r.stdout, '');
+    assert.match(r.stderr, new RegExp(`^filter-url: ${bad}: is not a regular file: refusing to replace it\\n`));
+  }
+  assert.ok(!fs.statSync(path.join(work, 'fifo')).isFile(), 'the FIFO is still a FIFO');
+  const e = runBin('filter-url', args(''), line, work);
+  assert.equal(e.status, 2);
+  assert.match(e.stderr, /^filter-url: --current-out wants a file name\nTry 'filter-url --help'/);
+  const m = runBin('filter-url', args('nodir/next'), line, work);
+  assert.equal(m.status, 1);
+  assert.match(m.stderr, /^filter-url: nodir\/next: cannot open for writing: ENOENT/, 'names the given file, not its temporary one');
+});

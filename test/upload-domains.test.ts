@@ -289,3 +289,24 @@ test('a spooled run leaves no spool file behind, on success or failure', () => {
   assert.deepEqual(fs.readdirSync(tmp), []);
   assert.equal(owners(work).size, 20, 'a failed run assigns nothing');
 });
+
+test('--map: a repeated or out-of-order domain is an error naming the line; a FIFO map is refused before the database changes', async () => {
+  const { execFileSync } = await import('node:child_process');
+  const work = newDb([['a', 1]]);
+  const input = filtered(['new.com']);
+  for (const [text, want] of [
+    ['a.com\t1\na.com\t1\n', /^upload-domains: map:2: domain a\.com appears twice\n/],
+    ['b.com\t1\na.com\t1\n', /^upload-domains: map:2: not sorted: a\.com after b\.com\n/],
+  ] as const) {
+    fs.writeFileSync(path.join(work, 'map'), text);
+    const r = runBin('upload-domains', ['--db', 'p.db', '--map', 'map'], input, work);
+    assert.equal(r.status, 1, r.stderr);
+    assert.equal(r.stdout, '');
+    assert.match(r.stderr, want);
+  }
+  execFileSync('mkfifo', [path.join(work, 'fifo')]);
+  const f = runBin('upload-domains', ['--db', 'p.db', '--map', 'fifo'], input, work);
+  assert.equal(f.status, 1, f.stderr);
+  assert.match(f.stderr, /^upload-domains: fifo: is not a regular file: refusing to replace it\n/);
+  assert.equal(owners(work).size, 0, 'nothing committed');
+});

@@ -65,6 +65,13 @@ Common to every stage:
   "<stage>: <file>:<line>: <message>".
 `;
 
+/** A file option's value, or a UsageError: an empty name would fail only after the whole input was read. */
+export function pathOption(flag: string, value: unknown): string {
+  const v = value === undefined ? '' : String(value);
+  if (v === '') throw new UsageError(`${flag} wants a file name`);
+  return v;
+}
+
 export function packageVersion(): string {
   try {
     const pkg = JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8'));

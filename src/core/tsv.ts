@@ -365,14 +365,23 @@ export class FileWriter implements ByteSink {
 
 /**
  * Writes `file` atomically: content goes to a temporary file in the same directory,
- * which is renamed over `file` by `commit()`; `abort()` removes it.
+ * which is renamed over `file` by `commit()`; `abort()` removes it. A symlink is
+ * written through (the file it points to is replaced, the link stays); anything
+ * else that is not a regular file (`/dev/null`, a directory, a FIFO) is refused
+ * with a DataError before anything is written, as a rename would replace it.
  */
 export class AtomicFileWriter extends FileWriter {
   readonly target: string;
   private done = false;
 
-  constructor(target: string) {
-    super(`${target}.tmp-${process.pid}`, 'w');
+  constructor(file: string) {
+    const target = replaceableTarget(file);
+    try {
+      super(`${target}.tmp-${process.pid}`, 'w');
+    } catch (err) {
+      // Name the file the operator gave, not the temporary one.
+      throw err instanceof DataError && err.place ? new DataError(err.code, err.message, { file }) : err;
+    }
     this.target = target;
     liveTempFiles.add(this.file);
   }
@@ -395,6 +404,26 @@ export class AtomicFileWriter extends FileWriter {
     liveTempFiles.delete(this.file);
     this.done = true;
   }
+}
+
+/** Where a rename puts `file`: itself, or the file its symlink points to; a DataError if that is not a regular file. */
+export function replaceableTarget(file: string): string {
+  let target = file;
+  try {
+    if (fs.lstatSync(file).isSymbolicLink()) target = fs.realpathSync(file);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return file; // absent (or a dangling link, which the rename replaces)
+    throw ioError(err, file, 'look up');
+  }
+  let st: fs.Stats | undefined;
+  try {
+    st = fs.statSync(target);
+  } catch {
+    return target;
+  }
+  if (!st.isFile()) throw new DataError('NOT_A_FILE', 'is not a regular file: refusing to replace it', { file });
+  return target;
 }
 
 /** Temporary files to remove if the process exits before they are committed. */

@@ -1,5 +1,5 @@
 // filter-url: decide what to send this hour and write the next current_log.
-import type { StageDef } from '../cli/stage.js';
+import { pathOption, type StageDef } from '../cli/stage.js';
 import { DASH, LF, TAB, compareBytes, putBytes, type ByteSink } from '../core/bytes.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { MAX_HITS_DIGITS, addHitsAt, hitsTooBig } from '../core/hits.js';
@@ -128,7 +128,7 @@ Buffers: one record.`,
       return ms;
     };
     return {
-      currentOut: String(raw.currentOut),
+      currentOut: pathOption('--current-out', raw.currentOut),
       now,
       nowMs: timestampToMs(now),
       resendAfterMs: duration('--resend-after', raw.resendAfter),

@@ -1,5 +1,5 @@
 // join-current: full outer merge-join of incoming_log (stdin) with current_log.
-import type { StageDef } from '../cli/stage.js';
+import { pathOption, type StageDef } from '../cli/stage.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { DASH, LF, TAB, compareBytes, putBytes, type ByteSink } from '../core/bytes.js';
 import { IdOrder, LineRef, checkUrlRecordAt } from '../core/records.js';
@@ -64,8 +64,7 @@ or a last line cut off without its newline, are errors naming the line.`,
     cmd.requiredOption('--current <file>', 'current_log to join with (required; a file that does not exist is an empty log)');
   },
   normalize(raw) {
-    if (!raw.current) throw new UsageError('--current FILE is required');
-    return { current: String(raw.current) };
+    return { current: pathOption('--current', raw.current) };
   },
   async run(ctx, o) {
     const out = ctx.out;

@@ -2,7 +2,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import type { StageDef } from '../cli/stage.js';
+import { pathOption, type StageDef } from '../cli/stage.js';
 import {
   LeastLoaded,
   activeLoads,
@@ -18,7 +18,7 @@ import { BytesIndex } from '../core/bytesindex.js';
 import { LF, TAB, digitsValue, latin1, putBytes, putDecimal, type ByteSink } from '../core/bytes.js';
 import { LineRef, checkUrlRecordAt, isYacobotIdAt } from '../core/records.js';
 import { formatTimestamp, isValidTimestamp } from '../core/time.js';
-import { AtomicFileWriter, FileLineReader, FileWriter, findTabsAt, liveTempFiles, removeQuietly } from '../core/tsv.js';
+import { AtomicFileWriter, FileLineReader, FileWriter, findTabsAt, liveTempFiles, removeQuietly, replaceableTarget } from '../core/tsv.js';
 
 export type AssignMode = 'least-loaded' | 'rendezvous';
 
@@ -41,8 +41,9 @@ function putNumbered(sink: ByteSink, n: number, b: Uint8Array, start: number, en
 }
 
 /**
- * Reads a domain_map file (`domain TAB yacobot_id` per line) into a Map; a missing
- * file is an empty map (the first run). A malformed line is a DataError naming it.
+ * Reads a domain_map file (`domain TAB yacobot_id` per line, sorted bytewise by
+ * domain, unique) into a Map; a missing file is an empty map (the first run). A
+ * malformed, repeated or out-of-order line is a DataError naming it.
  */
 export function loadDomainMap(file: string): { map: Map<string, number>; existed: boolean } {
   const map = new Map<string, number>();
@@ -50,13 +51,21 @@ export function loadDomainMap(file: string): { map: Map<string, number>; existed
   if (!r) return { map, existed: false };
   const line = { buf: new Uint8Array(0), start: 0, end: 0 };
   const tab = new Int32Array(1);
+  let prev: string | null = null;
   try {
     while (r.next(line)) {
       const { buf, start, end } = line;
       if (findTabsAt(buf, start, end, tab) !== 2 || tab[0] === start || !isYacobotIdAt(buf, tab[0]! + 1, end)) {
         throw new DataError('BAD_MAP', 'expected "domain TAB yacobot_id" with a positive integer id', { file, line: r.lineNo });
       }
-      map.set(Buffer.from(buf.buffer, buf.byteOffset + start, tab[0]! - start).toString('utf8'), Number(latin1(buf, tab[0]! + 1, end)));
+      const domain = Buffer.from(buf.buffer, buf.byteOffset + start, tab[0]! - start).toString('utf8');
+      // A domain_map is sorted and unique (domains-from-db writes it so): a second
+      // line for a domain would silently win over the first.
+      if (prev !== null && bytewise(prev, domain) >= 0) {
+        throw new DataError('BAD_MAP', prev === domain ? `domain ${domain} appears twice` : `not sorted: ${domain} after ${prev}`, { file, line: r.lineNo });
+      }
+      prev = domain;
+      map.set(domain, Number(latin1(buf, tab[0]! + 1, end)));
     }
   } finally {
     r.close();
@@ -194,7 +203,7 @@ holds --map and the distinct domains seen in this run.`,
     if (!isValidTimestamp(now)) throw new UsageError(`--now wants a real time as YYYYMMDDhhmmss, got '${now}'`);
     return {
       db: String(raw.db),
-      map: raw.map === undefined ? null : String(raw.map),
+      map: raw.map === undefined ? null : pathOption('--map', raw.map),
       assign,
       now,
       tmpDir: String(raw.tmp),
@@ -211,6 +220,7 @@ holds --map and the distinct domains seen in this run.`,
       throw dbError(err, o.db);
     }
     if (active.size === 0) throw noActive(o.db, '');
+    if (o.map) replaceableTarget(o.map); // the map is rewritten at the end: refuse /dev/null now, not after the commit
     const rendezvous = o.assign === 'rendezvous' ? await loadRendezvous() : null;
     const { map, existed: mapExisted } = o.map ? loadDomainMap(o.map) : { map: new Map<string, number>(), existed: false };
     const lookup = db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck();
