@@ -568,6 +568,10 @@ test('pure helpers: config parsing, option precedence, now, inbox order', () => 
   assert.equal(o.backlogWarn, 1_000_000);
   assert.throws(() => parseArgs(['--frobnicate', '1'], '/w'), /unknown option '--frobnicate'/);
   assert.equal(parseArgs(['-h'], '/w'), 'help');
+  // SPEC rule 2 (once per resend-after) needs keep >= resend-after.
+  assert.throws(() => parseArgs(['--resend-after', '2h'], '/w'), /keep \(1h\) is shorter than resend-after \(2h\)/);
+  assert.throws(() => parseArgs(['--keep', '30m'], '/w'), /keep \(30m\) is shorter than resend-after \(1h\)/);
+  assert.ok(typeof parseArgs(['--keep', '10h', '--resend-after', '2h'], '/w') === 'object');
 
   const tz = process.env.TZ;
   process.env.TZ = 'UTC';

@@ -76,7 +76,8 @@ Options (each also a key of the --config file):
   --now YYYYMMDDhhmmss    "now" of every run of this invocation (see below)
   --backlog-warn N        warn when a Yacobot has more than N URLs waiting in
                           its queue directory (default 1000000)
-  --keep DURATION         filter-url --keep (default 1h; production: 10h)
+  --keep DURATION         filter-url --keep (default 1h; production: 10h);
+                          at least --resend-after
   --resend-after DURATION filter-url --resend-after (default 1h)
   --max-reject-ratio R    analyze-dump --max-reject-ratio (default 0.01)
   --memory SIZE           analyze-dump --memory (default 256M)
@@ -186,6 +187,13 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     if (v !== undefined && parseDuration(v) === null) {
       throw new UsageError(`${k} wants a duration like 90s, 30m, 1h, 10h, 1d or seconds, got '${clipText(v)}'`);
     }
+  }
+  // The job promises a URL at most once per resend-after; a current_log entry dropped
+  // after a shorter keep would let it come back as new and be sent early.
+  const keepMs = parseDuration(get('keep') ?? '1h')!;
+  const resendMs = parseDuration(get('resend-after') ?? '1h')!;
+  if (keepMs < resendMs) {
+    throw new UsageError(`keep (${get('keep') ?? '1h'}) is shorter than resend-after (${get('resend-after') ?? '1h'}): a URL unseen for longer than keep would be sent again before resend-after; set keep at least as long`);
   }
   const ratio = get('max-reject-ratio');
   if (ratio !== undefined && !(ratio.trim() !== '' && Number(ratio) >= 0 && Number(ratio) <= 1)) {

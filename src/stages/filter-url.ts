@@ -136,6 +136,9 @@ Buffers: one record.`,
     };
   },
   async run(ctx, o) {
+    if (o.keepMs < o.resendAfterMs) {
+      ctx.log.warn({ keep_ms: o.keepMs, resend_after_ms: o.resendAfterMs }, '--keep is shorter than --resend-after: a URL unseen for longer than --keep is sent again as new, before --resend-after');
+    }
     const out = ctx.out;
     const next = new AtomicFileWriter(o.currentOut);
     ctx.onExit(() => next.abort());
