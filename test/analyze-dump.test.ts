@@ -177,3 +177,23 @@ test('UrlResolver: every answer, first or remembered, across start-overs, equals
     }
   }
 });
+
+test('a line longer than the limit is a header when it has no TAB at all, else a reject (TAB before or after the cut)', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const { BIN, testEnv } = await import('./lib/run.js');
+  const good = 'b\t5\t20110727200841\t1\thttp://e.com/\t1\n';
+  const big = 200_000; // well past the 73,728-byte limit and past one read, so the reader cuts it
+  const lines = ['H'.repeat(big), 'H'.repeat(big) + '\tx', 'x\t' + 'H'.repeat(big), 'H'.repeat(80_000)];
+  const input = lines.map((l) => l + '\n' + good).join('');
+  for (const threads of ['0', '2']) {
+    const dir = scratch();
+    const r = spawnSync(path.join(BIN, 'analyze-dump'), ['--threads', threads, '--max-reject-ratio', '1', '--rejects', 'rj'], { cwd: dir, input, env: testEnv(), maxBuffer: 1 << 26 });
+    assert.equal(r.status, 0, r.stderr.toString());
+    const s = summaryOf(r.stderr.toString());
+    assert.equal(s.skipped_header, 2, `threads ${threads}`);
+    assert.equal(s.rejected, 2);
+    assert.equal(s.records_out, 4);
+    const rj = fs.readFileSync(path.join(dir, 'rj'), 'latin1').split('\n').filter(Boolean);
+    assert.deepEqual(rj.map((l) => l.split('\t').slice(0, 2).join('\t')), ['3\tline too long: more than 73728 bytes', '5\tline too long: more than 73728 bytes']);
+  }
+});

@@ -12,8 +12,10 @@ export const DEFAULT_MAX_LINE = 1 << 20;
  * Cuts a byte stream into batches of whole lines of about `target` bytes (a last
  * line without LF ends the final batch). A line that spans chunks and grows longer
  * than `maxLine` is cut to `maxLine + 1` bytes, so memory stays bounded and the
- * reader still sees it as too long; nothing else changes, so the lines of the
- * batches are the lines of the input (their first `maxLine + 1` bytes at least).
+ * reader still sees it as too long; its last byte is made a TAB if the cut-off part
+ * had one, so whether the line has a TAB at all is kept. Nothing else changes: the
+ * lines of the batches are the lines of the input (their first `maxLine` bytes at
+ * least).
  */
 export class LineBatcher {
   private parts: Buffer[] = [];
@@ -89,6 +91,9 @@ export class LineBatcher {
     if (piece.length - (endsLine ? 1 : 0) > room) {
       if (room > 0) this.tail.push(Buffer.from(piece.subarray(0, room)));
       this.tailLen += room;
+      // The last byte kept (past the maxLine a reader looks at) becomes a TAB when the
+      // dropped part had one: a line with no TAB at all is still told apart.
+      if (piece.subarray(room, piece.length - (endsLine ? 1 : 0)).indexOf(TAB) !== -1) this.markTab();
       if (endsLine) {
         this.tail.push(Buffer.from([LF]));
         this.tailLen++;
@@ -97,6 +102,15 @@ export class LineBatcher {
     }
     this.tail.push(piece);
     this.tailLen += piece.length;
+  }
+
+  private markTab(): void {
+    const k = this.tail.length - 1;
+    if (k < 0) return;
+    // A copy: the last piece may be a view of a chunk the caller still holds.
+    const last = Buffer.from(this.tail[k]!);
+    last[last.length - 1] = TAB;
+    this.tail[k] = last;
   }
 }
 

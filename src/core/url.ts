@@ -51,9 +51,10 @@ export function canonicalize(raw: string, opts: UrlOptions): CanonicalUrl | Reje
   const host = u.hostname;
   if (host === '') return { reason: 'bad URL', detail: 'no host' };
   let url: string;
-  if ((opts.dropParams || opts.sortQuery) && u.search.length > 1) {
+  if ((opts.dropParams || opts.sortQuery) && (u.search.length > 1 || (u.search === '' && hasEmptyQuery(u.href)))) {
     u.hash = '';
-    u.search = rewriteQuery(u.search.slice(1), opts.dropParams, opts.sortQuery);
+    // A bare `?` is an empty query too: it goes, as a query left empty does.
+    u.search = u.search === '' ? '' : rewriteQuery(u.search.slice(1), opts.dropParams, opts.sortQuery);
     url = u.href;
   } else {
     // Cutting the serialization at its first '#' is `u.hash = ''` without a second
@@ -69,17 +70,31 @@ export function canonicalize(raw: string, opts: UrlOptions): CanonicalUrl | Reje
   return { url, domain: opts.domainMode === 'host' ? host : domainOfHost(host) };
 }
 
+/** Whether `href` (whose query serializes as '') has a `?`: the last one before any '#' ends it. */
+function hasEmptyQuery(href: string): boolean {
+  // WHATWG percent-encodes '?' in every part before the query, so a '?' is the query's.
+  const hash = href.indexOf('#');
+  const q = href.indexOf('?');
+  return q !== -1 && (hash === -1 || q < hash);
+}
+
 /**
  * The registrable domain (public suffix + 1, private suffixes honoured) of a
- * canonical host; the host itself for IP addresses, single labels, hosts that are
- * themselves public suffixes, and hosts with an empty label before their suffix.
+ * canonical host; the host itself for IP addresses, single labels and hosts that
+ * are themselves public suffixes (less one trailing dot), and for hosts with an
+ * empty label anywhere.
  */
 export function domainOfHost(host: string): string {
   if (host.charCodeAt(0) === 91 /* [ IPv6 */) return host;
+  // An empty label anywhere (WHATWG accepts `.example.com`, `a..example.com`) makes
+  // no registrable domain, as the Public Suffix List's own tests say of a leading
+  // dot; tldts would answer "example.com" or ".co.uk" depending on where it is.
+  if (host.charCodeAt(0) === 46 /* . */ || host.includes('..')) return host;
   const d = getDomain(host, { allowPrivateDomains: true, extractHostname: false });
-  // An empty label (WHATWG accepts `x.y..co.uk`) makes no registrable domain: tldts
-  // would answer ".co.uk", a shared bucket no partner-db command can name.
-  return d && d.charCodeAt(0) !== 46 /* . */ ? d : host;
+  if (d) return d;
+  // The host itself, without the one trailing dot that names the same host
+  // (`co.uk.`, `localhost.`), as tldts drops it from `example.com.`.
+  return host.charCodeAt(host.length - 1) === 46 ? host.slice(0, -1) : host;
 }
 
 /** Parses a comma-separated glob list (`utm_*,callback,_`; `*` any run, `?` one character); null when it names none. */

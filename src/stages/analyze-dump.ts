@@ -4,10 +4,10 @@ import * as os from 'node:os';
 import { isUtf8 } from 'node:buffer';
 import type { Command } from 'commander';
 import type { StageDef } from '../cli/stage.js';
-import { LF, TAB, putBytes, putDecimal } from '../core/bytes.js';
+import { LF, TAB, isDigitsAt, putBytes, putDecimal } from '../core/bytes.js';
 import { grown } from '../core/arrays.js';
 import { DataError, UsageError } from '../core/errors.js';
-import { MAX_REFLOG_HITS_DIGITS, isValidHitsAt } from '../core/hits.js';
+import { MAX_REFLOG_HITS_DIGITS } from '../core/hits.js';
 import { clip } from '../core/records.js';
 import { parseSize } from '../core/size.js';
 import { RecordBatch, RecordSorter, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
@@ -141,7 +141,8 @@ export class ReflogAnalyzer {
     if (ts < 0) return this.reject('bad timestamp', clip(buf.toString('utf8', tsAt, t[R_TS]!)));
     const hitsAt = t[R_HITS - 1]! + 1;
     const hitsEnd = nt === 6 ? t[R_HITS]! : end;
-    if (!isValidHitsAt(buf, hitsAt, hitsEnd)) {
+    // Any number of leading zeros: only the significant digits are bounded (below).
+    if (!isDigitsAt(buf, hitsAt, hitsEnd)) {
       return this.reject('bad hits', hitsEnd === hitsAt ? 'empty' : clip(buf.toString('utf8', hitsAt, hitsEnd)));
     }
     let h = hitsAt;
@@ -299,7 +300,7 @@ export interface BatchResult {
 /**
  * Runs the analyzer over every line of `buf` (LF-terminated lines; a last line may
  * lack its LF). A line longer than `maxLine` is rejected with its first `maxLine`
- * bytes. Records go to the analyzer's sink, in line order.
+ * bytes, unless it has no TAB: then it is a header, as a short one would be. Records go to the analyzer's sink, in line order.
  */
 export function analyzeBatch(analyzer: ReflogAnalyzer, buf: Buffer, maxLine: number, rejects: RejectPacker): BatchResult {
   const r = { lines: 0, headers: 0, empty: 0 };
@@ -309,8 +310,10 @@ export function analyzeBatch(analyzer: ReflogAnalyzer, buf: Buffer, maxLine: num
     let e = buf.indexOf(10, s);
     if (e === -1) e = n;
     r.lines++;
-    const overlong = e - s > maxLine;
-    const end = overlong ? s + maxLine : e;
+    // A long line with no TAB anywhere is still a header (LineBatcher keeps a TAB
+    // where it cut one off); any other long line is rejected.
+    const overlong = e - s > maxLine && buf.subarray(s, e).indexOf(TAB) !== -1;
+    const end = e - s > maxLine ? s + maxLine : e;
     const v = analyzer.line(buf, s, end, overlong);
     if (v === Verdict.Header) r.headers++;
     else if (v === Verdict.Empty) r.empty++;
