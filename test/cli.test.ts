@@ -183,3 +183,14 @@ for (const c of SCRIPT_CASES) {
     assert.ok(!hasStackTrace(r.stderr));
   });
 }
+
+test('group-sum: a closed stdout leaves merged at the records folded so far, not the open group', () => {
+  const dir = scratch();
+  const lines = Array.from({ length: 200_000 }, (_, i) => `${i.toString(16).padStart(16, '0')}\t20110101000000\t\t1\ta.com\thttp://a.com/${i}\n`).join('');
+  fs.writeFileSync(path.join(dir, 'in'), lines);
+  const r = spawnSync('bash', ['-c', `${path.join(BIN, 'group-sum')} < in | head -c 100 > /dev/null`], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  const s = summaryOf(r.stderr);
+  assert.ok((s.records_in as number) < 200_000, 'stopped early');
+  assert.equal(s.merged, 0, 'every id is distinct');
+});

@@ -49,7 +49,7 @@ test('bad input publishes nothing and leaves no temporary file', () => {
     [good + '0\t0000000000000001\t20110728060000\t\t1\ta.com\thttp://a.com/\n', /bad yacobot_id '0'/],
     [good + '-3\t0000000000000001\t20110728060000\t\t1\ta.com\thttp://a.com/\n', /bad yacobot_id '-3'/],
     [good + '1234567890123456789\t0000000000000001\t20110728060000\t\t1\ta.com\thttp://a.com/\n', /bad yacobot_id/],
-    [good + '1\t0000000000000001\t20110728060000\t\t1\ta.com\n', /expected 6 fields/],
+    [good + '1\t0000000000000001\t20110728060000\t\t1\ta.com\n', /expected 7 fields \(yacobot_id id timestamp updatetag hits domain url\), got 6/],
     [good + '2\t0000000000000001\t20110728060000\t\t1\ta.com\thttp://a.co', /-:5001: last line has no newline/],
   ];
   for (const [input, msg] of bads) {

@@ -145,6 +145,7 @@ Buffers: one record.`,
     const order = new IdOrder();
     const n: Record<Outcome, number> = { new: 0, due: 0, changed: 0, held: 0, kept: 0, expired: 0 };
     let linesIn = 0;
+    let committed = false;
     ctx.reportCounts(() => ({
       now: o.now,
       lines_in: linesIn,
@@ -155,7 +156,8 @@ Buffers: one record.`,
       held: n.held,
       kept: n.kept,
       expired: n.expired,
-      current_out: linesIn - n.expired,
+      // Records in the next current_log: none unless it was renamed into place.
+      current_out: committed ? linesIn - n.expired : 0,
     }));
     const l = new LineRef(8);
     await ctx.eachLine((buf, start, end, lineNo) => {
@@ -167,5 +169,6 @@ Buffers: one record.`,
     });
     await out.flush();
     next.commit();
+    committed = true;
   },
 };

@@ -126,16 +126,19 @@ the line; a malformed record is an error too (this is not a first-line filter).`
     const l = new LineRef(5);
     let records = 0;
     let groups = 0;
-    ctx.reportCounts(() => ({ records_in: records, records_out: groups, merged: records - groups }));
+    let merged = 0; // records folded into the one before (a group still open is not output yet)
+    ctx.reportCounts(() => ({ records_in: records, records_out: groups, merged }));
     await ctx.eachLine((buf, start, end, lineNo) => {
       const bad = checkUrlRecordAt(l.set(buf, start, end));
       if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
-      if (grouper.compareId(buf, start) < 0) {
+      const order = grouper.compareId(buf, start);
+      if (order < 0) {
         const id = latin1(buf, start, start + 16);
         throw new DataError('UNSORTED', `id ${id} is out of order after ${grouper.id()} (input must be sorted by id)`, { file, line: lineNo });
       }
       records++;
       if (grouper.push(l, out)) groups++;
+      if (order === 0) merged++;
     });
     if (grouper.finish(out)) groups++;
   },

@@ -5,7 +5,7 @@ import type { StageDef } from '../cli/stage.js';
 import { DataError, UsageError, ioError } from '../core/errors.js';
 import { BytesIndex } from '../core/bytesindex.js';
 import { LF, TAB, putBytes } from '../core/bytes.js';
-import { LineRef, checkUrlRecordAt, clip, isYacobotIdAt } from '../core/records.js';
+import { LineRef, ROUTED_RECORD, checkUrlRecordAt, clip, isYacobotIdAt } from '../core/records.js';
 import { FileWriter, liveTempFiles, removeQuietly } from '../core/tsv.js';
 
 export interface LogsaverOptions {
@@ -127,10 +127,15 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
         throw new DataError('BAD_RECORD', `bad yacobot_id '${clip(id)}' (want a positive integer)`, { file, line: lineNo });
       }
       const bad = checkUrlRecordAt(l.set(buf, tab < 0 ? start : tab + 1, end));
-      if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
-      recordsIn++;
+      if (bad) {
+        // Counted over the whole line, yacobot_id included, as the operator sees it.
+        const fields = Buffer.from(buf.subarray(start, end)).toString('latin1').split('\t').length;
+        const why = fields === ROUTED_RECORD.length ? bad : `expected ${ROUTED_RECORD.length} fields (${ROUTED_RECORD.join(' ')}), got ${fields}`;
+        throw new DataError('BAD_RECORD', why, { file, line: lineNo });
+      }
       const k = ids.add(buf, start, idEnd);
       const q = ids.added ? (queues[k] = open(ids.key(k))) : queues[k]!;
+      recordsIn++; // after open(): a failed summary's records_in is the sum of per_yacobot
       const w = q.writer;
       w.reserve(end - tab);
       const p = putBytes(w.buf, w.pos, buf, tab + 1, end);
