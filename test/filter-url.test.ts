@@ -119,3 +119,14 @@ test('--current-out: a symlink is written through, a FIFO or directory is refuse
   assert.equal(m.status, 1);
   assert.match(m.stderr, /^filter-url: nodir\/next: cannot open for writing: ENOENT/, 'names the given file, not its temporary one');
 });
+
+test('durations: the units, and nothing above ten years (400 digits of days used to read as Infinity)', async () => {
+  const { parseDuration } = await import('../src/core/time.js');
+  assert.equal(parseDuration('90s'), 90_000);
+  assert.equal(parseDuration('30m'), 1_800_000);
+  assert.equal(parseDuration('10h'), 36_000_000);
+  assert.equal(parseDuration('3650d'), 3650 * 86_400_000);
+  assert.equal(parseDuration('3651d'), null);
+  assert.equal(parseDuration('9'.repeat(400) + 'd'), null);
+  assert.equal(parseDuration('1.5h'), null);
+});

@@ -114,9 +114,13 @@ export function formatTimestamp(date: Date): string {
 const DURATION_RE = /^(\d+)(s|m|h|d)?$/;
 const UNIT_SECONDS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86400 };
 
-/** Parses `90s`, `30m`, `1h`, `1d` or a number of seconds into milliseconds; null if malformed. */
+/** The longest duration accepted: ten years (400 digits of days read as Infinity, so nothing ever expired). */
+export const MAX_DURATION_MS = 3650 * 86400 * 1000;
+
+/** Parses `90s`, `30m`, `1h`, `1d` or a number of seconds into milliseconds; null if malformed or above MAX_DURATION_MS. */
 export function parseDuration(text: string): number | null {
   const m = DURATION_RE.exec(text.trim());
   if (!m) return null;
-  return Number(m[1]) * UNIT_SECONDS[m[2] ?? 's']! * 1000;
+  const ms = Number(m[1]) * UNIT_SECONDS[m[2] ?? 's']! * 1000;
+  return ms <= MAX_DURATION_MS ? ms : null;
 }

@@ -185,7 +185,7 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
   for (const k of ['keep', 'resend-after'] as const) {
     const v = get(k);
     if (v !== undefined && parseDuration(v) === null) {
-      throw new UsageError(`${k} wants a duration like 90s, 30m, 1h, 10h, 1d or seconds, got '${clipText(v)}'`);
+      throw new UsageError(`${k} wants a duration like 90s, 30m, 1h, 10h, 1d or seconds (at most 3650d), got '${clipText(v)}'`);
     }
   }
   // The job promises a URL at most once per resend-after; a current_log entry dropped

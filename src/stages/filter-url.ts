@@ -124,7 +124,7 @@ Buffers: one record.`,
     if (!isValidTimestamp(now)) throw new UsageError(`--now wants a real time as YYYYMMDDhhmmss, got '${now}'`);
     const duration = (flag: string, v: unknown) => {
       const ms = parseDuration(String(v));
-      if (ms === null) throw new UsageError(`${flag} wants a duration like 90s, 30m, 1h, 1d or seconds, got '${v}'`);
+      if (ms === null) throw new UsageError(`${flag} wants a duration like 90s, 30m, 1h, 1d or seconds (at most 3650d), got '${v}'`);
       return ms;
     };
     return {
