@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { BIN, listFiles, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+import { mkdirEach } from '../src/core/dirs.js';
 
 function routed(n: number, ids: number[]): string {
   let s = '';
@@ -87,4 +88,12 @@ test('NAME must be one safe file name; usage errors exit 2', () => {
   }
   assert.equal(runBin('logsaver', ['--name', 'x'], '', work).status, 2, '--queue-dir is required');
   assert.ok(!fs.existsSync(path.join(work, 'q')));
+});
+
+test('mkdirEach makes each missing level and reports the real reason a level cannot be made', () => {
+  const dir = scratch();
+  assert.deepEqual(mkdirEach(path.join(dir, 'a', 'b')), [path.join(dir, 'a'), path.join(dir, 'a', 'b')]);
+  assert.deepEqual(mkdirEach(path.join(dir, 'a', 'b')), [], 'nothing to make');
+  fs.writeFileSync(path.join(dir, 'file'), '');
+  assert.throws(() => mkdirEach(path.join(dir, 'file', 'x', 'y')), { code: 'ENOTDIR' });
 });

@@ -3,6 +3,7 @@
 // DataErrors naming the file.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { mkdirEach } from '../core/dirs.js';
 import { ioError } from '../core/errors.js';
 
 /** fsyncs a file or directory by path. */
@@ -26,21 +27,13 @@ export function fsyncPath(p: string): void {
 
 /** Creates `dir` (and parents); fsyncs the parent of every directory it created. */
 export function mkdirDurable(dir: string): void {
-  const missing: string[] = [];
-  let d = path.resolve(dir);
-  while (!fs.existsSync(d)) {
-    missing.push(d);
-    const up = path.dirname(d);
-    if (up === d) break;
-    d = up;
-  }
-  if (missing.length === 0) return;
+  let made: string[];
   try {
-    fs.mkdirSync(dir, { recursive: true });
+    made = mkdirEach(dir);
   } catch (err) {
     throw ioError(err, dir, 'create directory');
   }
-  for (const m of missing.reverse()) fsyncPath(path.dirname(m));
+  for (const m of made) fsyncPath(path.dirname(m));
 }
 
 /** fsyncs every regular file and directory under `root` (the root included). */

@@ -2,6 +2,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { StageDef } from '../cli/stage.js';
+import { mkdirEach } from '../core/dirs.js';
 import { DataError, UsageError, ioError } from '../core/errors.js';
 import { BytesIndex } from '../core/bytesindex.js';
 import { LF, TAB, putBytes } from '../core/bytes.js';
@@ -99,10 +100,7 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
     const open = (id: string): Queue => {
       const dir = path.join(o.queueDir, id);
       try {
-        if (!fs.existsSync(o.queueDir)) {
-          fs.mkdirSync(o.queueDir, { recursive: true });
-          createdDirs.push(o.queueDir);
-        }
+        if (!fs.existsSync(o.queueDir)) createdDirs.push(...mkdirEach(o.queueDir));
         if (!fs.existsSync(dir)) {
           fs.mkdirSync(dir);
           createdDirs.push(dir);
