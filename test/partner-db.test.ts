@@ -308,3 +308,12 @@ test('import and assign against a disable that commits while they wait for the w
   assert.match(ra.stderr, /Yacobot 1 \(a\) is disabled/);
   assert.deepEqual(rows(work), [], 'nothing imported or assigned');
 });
+
+test('import: a quote never closed is named at the line where it opens, not at the end of the file', () => {
+  const work = fresh('a');
+  fs.writeFileSync(path.join(work, 'q.csv'), 'domain,yacobot\na.com,"a"\nb.com,"a\nc.com,a\nd.com,a\n');
+  const r = pdb(work, 'import', 'q.csv');
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /^partner-db: q\.csv:3: CSV syntax: the quote opened on this line is never closed\n/);
+  assert.deepEqual(rows(work), []);
+});

@@ -94,6 +94,11 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): 
     records = parseCsv(text, { info: true, bom: true, skip_empty_lines: true, relax_column_count: true, trim: true }) as unknown as typeof records;
   } catch (err) {
     const e = err as { message?: string; lines?: number; code?: string };
+    if (e.code === 'CSV_QUOTE_NOT_CLOSED') {
+      // csv-parse names the end of the file; the operator needs the line of the quote.
+      const line = unclosedQuoteLine(text);
+      throw new DataError('BAD_CSV', 'CSV syntax: the quote opened on this line is never closed', { file, line });
+    }
     const msg = String(e.message ?? err).replace(/^Invalid (Opening|Closing) Quote: /, '');
     throw new DataError('BAD_CSV', `CSV syntax: ${msg}`, { file, line: typeof e.lines === 'number' ? e.lines : undefined });
   }
@@ -125,6 +130,23 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): 
     rows.push({ line, domain: nd.domain, yacobot: y });
   });
   return { rows, errors };
+}
+
+/** The line (from 1) of the quote that RFC 4180 quoting leaves open at the end of `text`. */
+function unclosedQuoteLine(text: string): number {
+  let line = 1;
+  let open = 0;
+  let inQuote = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 10) line++;
+    else if (c === 34) {
+      // A doubled quote inside quotes is an escaped one: it toggles twice.
+      if (!inQuote) open = line;
+      inQuote = !inQuote;
+    }
+  }
+  return open;
 }
 
 function pad(cells: string[][], rightAligned: boolean[]): string {
