@@ -9,7 +9,7 @@
 import * as fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { intOption, runAdmin } from '../src/cli/admin.js';
-import { UsageError } from '../src/core/errors.js';
+import { UsageError, ioError } from '../src/core/errors.js';
 
 export interface GenOptions {
   lines: number;
@@ -150,12 +150,25 @@ export function generateReflog(fd: number, o: GenOptions): number {
     }
     parts.push(line + '\n');
     if (parts.length >= 8192) {
-      fs.writeSync(fd, parts.join(''));
+      writeAll(fd, parts.join(''));
       parts = [];
     }
   }
-  if (parts.length) fs.writeSync(fd, parts.join(''));
+  if (parts.length) writeAll(fd, parts.join(''));
   return bad;
+}
+
+/** Writes all of `text` to `fd`: a pipe may take part of it, or none for now (EAGAIN). */
+function writeAll(fd: number, text: string): void {
+  const b = Buffer.from(text);
+  for (let at = 0; at < b.length; ) {
+    try {
+      at += fs.writeSync(fd, b, at);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1); // the reader is slow: wait 1 ms
+    }
+  }
 }
 
 function main(argv: string[]): Promise<never> {
@@ -163,13 +176,19 @@ function main(argv: string[]): Promise<never> {
     p
       .description('Writes a seeded synthetic reflog (the benchmark\'s input) to --out or stdout.')
       .option('--lines <N>', 'lines to write: 1000000, 1M, 500k', countOption('--lines'), 1_000_000)
-      .option('--hour <H>', 'hour of the run, from 1 (hour 1 is 2011-07-28 05:00)', intOption('--hour', 1), 1)
+      .option('--hour <H>', 'hour of the run, from 1 (hour 1 is 2011-07-28 05:00)', intOption('--hour', 1, 100_000), 1)
       .option('--seed <S>', 'seed of the generator', intOption('--seed', 0), 1)
       .option('--out <FILE>', 'write here instead of stdout')
       .action((o: GenOptions & { out?: string }) => {
-        const fd = o.out ? fs.openSync(o.out, 'w') : 1;
-        generateReflog(fd, o);
-        if (o.out) fs.closeSync(fd);
+        const where = o.out ?? 'stdout';
+        try {
+          const fd = o.out ? fs.openSync(o.out, 'w') : 1;
+          generateReflog(fd, o);
+          if (o.out) fs.closeSync(fd);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code === 'EPIPE') process.exit(0); // | head: quietly, as the stages
+          throw ioError(err, where, 'write');
+        }
       }),
   argv);
 }

@@ -182,7 +182,9 @@ test('a line longer than the limit is a header when it has no TAB at all, else a
   const { spawnSync } = await import('node:child_process');
   const { BIN, testEnv } = await import('./lib/run.js');
   const good = 'b\t5\t20110727200841\t1\thttp://e.com/\t1\n';
-  const big = 200_000; // well past the 73,728-byte limit and past one read, so the reader cuts it
+  // Well past the 73,728-byte limit and past one read, so the reader cuts it; the
+  // input is over one 1 MiB batch, so with --threads 2 the workers see the lines.
+  const big = 400_000;
   const lines = ['H'.repeat(big), 'H'.repeat(big) + '\tx', 'x\t' + 'H'.repeat(big), 'H'.repeat(80_000)];
   const input = lines.map((l) => l + '\n' + good).join('');
   for (const threads of ['0', '2']) {

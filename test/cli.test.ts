@@ -172,6 +172,8 @@ const SCRIPT_CASES: { script: string; args: string[]; status: number; stdout?: R
   { script: 'gen-reflog', args: ['--help'], status: 0, stdout: /^Usage: gen-reflog \[options\]/ },
   { script: 'gen-reflog', args: ['--lines', 'many'], status: 2, stderr: /^gen-reflog: --lines must be a line count/ },
   { script: 'gen-reflog', args: ['--lines', '3', '--seed', '7'], status: 0, stdout: /^[^\t\n]+\n([^\n]*\t[^\n]*\n){3}$/ },
+  { script: 'gen-reflog', args: ['--lines', '3', '--out', '/nonexistent/x'], status: 1, stderr: /^gen-reflog: \/nonexistent\/x: cannot write: ENOENT/ },
+  { script: 'gen-reflog', args: ['--hour', '99999999999'], status: 2, stderr: /^gen-reflog: --hour must be an integer from 1 to 100000/ },
 ];
 for (const c of SCRIPT_CASES) {
   test(`scripts/${c.script} ${c.args.join(' ')}: exit ${c.status}`, () => {
@@ -194,4 +196,10 @@ test('group-sum: a closed stdout leaves merged at the records folded so far, not
   const s = summaryOf(r.stderr);
   assert.ok((s.records_in as number) < 200_000, 'stopped early');
   assert.equal(s.merged, 0, 'every id is distinct');
+});
+
+test('scripts/gen-reflog into a reader that goes away (| head) ends quietly, exit 0', () => {
+  const r = spawnSync('bash', ['-c', `set -o pipefail; ${process.execPath} ${path.join(SCRIPTS, 'gen-reflog.js')} --lines 200000 | head -c 100 > /dev/null`], { env: testEnv(), encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stderr, '');
 });

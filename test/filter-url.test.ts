@@ -103,6 +103,12 @@ test('--current-out: a symlink is written through, a FIFO or directory is refuse
   assert.equal(l.status, 0, l.stderr);
   assert.ok(fs.lstatSync(path.join(work, 'link.tsv')).isSymbolicLink(), 'the link stays a link');
   assert.equal(fs.readFileSync(path.join(work, 'target.tsv'), 'utf8'), '0000000000000001\t20110101000000\t\t1\ta.com\thttp://a.com/\n');
+  // A dangling link (the first run, before current_log exists) is made where it points.
+  fs.mkdirSync(path.join(work, 'state'));
+  fs.symlinkSync('state/current_log', path.join(work, 'dangling'));
+  assert.equal(runBin('filter-url', args('dangling'), line, work).status, 0);
+  assert.ok(fs.lstatSync(path.join(work, 'dangling')).isSymbolicLink(), 'the dangling link stays a link');
+  assert.match(fs.readFileSync(path.join(work, 'state', 'current_log'), 'utf8'), /^0000000000000001\t/);
   execFileSync('mkfifo', [path.join(work, 'fifo')]);
   fs.mkdirSync(path.join(work, 'dir'));
   for (const bad of ['fifo', 'dir']) {

@@ -2,6 +2,7 @@
 // buffered writers. Lines end in LF; fields are separated by one TAB; no quoting.
 import { isAscii, isUtf8 } from 'node:buffer';
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { LF, TAB, putText, type ByteSink } from './bytes.js';
 import { DataError, ioError } from './errors.js';
 
@@ -424,10 +425,15 @@ export class AtomicFileWriter extends FileWriter {
 export function replaceableTarget(file: string): string {
   let target = file;
   try {
-    if (fs.lstatSync(file).isSymbolicLink()) target = fs.realpathSync(file);
+    // Link by link, so that a dangling link (a first run's state file) names where
+    // the file is to be made, rather than being replaced by it.
+    for (let hops = 0; fs.lstatSync(target).isSymbolicLink(); hops++) {
+      if (hops === 40) throw new DataError('NOT_A_FILE', 'too many levels of symbolic links', { file });
+      target = path.resolve(path.dirname(target), fs.readlinkSync(target));
+    }
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ENOENT') return file; // absent (or a dangling link, which the rename replaces)
+    if (err instanceof DataError) throw err;
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return target; // absent: made there
     throw ioError(err, file, 'look up');
   }
   let st: fs.Stats | undefined;

@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { isUtf8 } from 'node:buffer';
 import type { Command } from 'commander';
-import type { StageDef } from '../cli/stage.js';
+import { pathOption, type StageDef } from '../cli/stage.js';
 import { LF, TAB, isDigitsAt, putBytes, putDecimal } from '../core/bytes.js';
 import { grown } from '../core/arrays.js';
 import { DataError, UsageError } from '../core/errors.js';
@@ -439,7 +439,7 @@ order, so the output does not depend on the number of threads. If more than
     if (!Number.isInteger(threads) || threads < 0 || threads > 64) throw new UsageError(`--threads wants an integer from 0 to 64, got '${raw.threads}'`);
     return {
       threads,
-      rejects: (raw.rejects as string | undefined) ?? null,
+      rejects: raw.rejects === undefined ? null : pathOption('--rejects', raw.rejects),
       maxRejectRatio: ratio,
       maxUrlBytes: maxUrl,
       dropParams: raw.dropParams ? parseParamGlobs(String(raw.dropParams)) : null,

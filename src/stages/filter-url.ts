@@ -41,6 +41,7 @@ export function decide(l: LineRef, p: FilterParams, send: ByteSink, keep: ByteSi
   const cHits = T[6]! + 1;
   const iHits = T[7]! + 1;
   if (b[cTs] === DASH) {
+    timestampMsAt(b, iTs); // throws unless a real time: nothing else may enter current_log
     putRecord(send, l, iTs, iTag, T[6]!, b, iHits, l.end);
     putRecord(keep, l, iTs, iTag, T[6]!, b, iHits, l.end);
     return 'new';
