@@ -25,16 +25,17 @@ export function timestampKey(buf: Uint8Array, start: number, end: number): numbe
   }
   // A reflog carries the same second on many consecutive lines.
   if (v === lastKey) return v;
-  const y = Math.floor(v / 1e10);
-  const mo = Math.floor(v / 1e8) % 100;
-  const d = Math.floor(v / 1e6) % 100;
-  const h = Math.floor(v / 1e4) % 100;
-  const mi = Math.floor(v / 100) % 100;
-  const s = v % 100;
-  if (mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || s > 59) return -1;
-  if (d > daysInMonth(y, mo)) return -1;
+  if (Math.floor(v / 100) % 100 > 59 || v % 100 > 59 || !isRealHour(Math.floor(v / 1e4))) return -1;
   lastKey = v;
   return v;
+}
+
+/** True when the ten digits YYYYMMDDhh (as a number) name a real calendar date and hour. */
+function isRealHour(hour: number): boolean {
+  const y = Math.floor(hour / 1e6);
+  const mo = Math.floor(hour / 1e4) % 100;
+  const d = Math.floor(hour / 100) % 100;
+  return mo >= 1 && mo <= 12 && d >= 1 && d <= daysInMonth(y, mo) && hour % 100 <= 23;
 }
 
 function daysInMonth(y: number, mo: number): number {
@@ -69,27 +70,24 @@ export function timestampMsAt(buf: Uint8Array, at: number): number {
   let base: number;
   if (hourKeys[slot] === hour) base = hourMs[slot]!;
   else {
-    const y = Math.floor(hour / 1e6);
-    const mo = Math.floor(hour / 1e4) % 100;
-    const d = Math.floor(hour / 100) % 100;
-    const h = hour % 100;
-    if (mo < 1 || mo > 12 || d < 1 || d > daysInMonth(y, mo) || h > 23) throw badTimestamp(buf, at);
-    base = localMs(y, mo, d, h, 0, 0);
+    if (!isRealHour(hour)) throw badTimestamp(buf, at);
+    base = localMs(hour, 0, 0);
     // Minutes and seconds add up only if the local clock does not change inside the
     // hour: a change off the hour (St John's, 2011: 00:01) or of 30 minutes (Lord
     // Howe) makes such an hour converted per timestamp.
-    if (localMs(y, mo, d, h, 59, 59) - base !== 3_599_000) base = NaN;
+    if (localMs(hour, 59, 59) - base !== 3_599_000) base = NaN;
     hourKeys[slot] = hour;
     hourMs[slot] = base;
   }
-  if (base !== base) {
-    return localMs(Math.floor(hour / 1e6), Math.floor(hour / 1e4) % 100, Math.floor(hour / 100) % 100, hour % 100, mi, s);
-  }
-  return base + (mi * 60 + s) * 1000;
+  return base === base ? base + (mi * 60 + s) * 1000 : localMs(hour, mi, s);
 }
 
-function localMs(y: number, mo: number, d: number, h: number, mi: number, s: number): number {
-  const date = new Date(y, mo - 1, d, h, mi, s, 0);
+/** The local time `hour` (the digits YYYYMMDDhh as a number) `mi`:`s`, in ms since the epoch. */
+function localMs(hour: number, mi: number, s: number): number {
+  const y = Math.floor(hour / 1e6);
+  const mo = Math.floor(hour / 1e4) % 100;
+  const d = Math.floor(hour / 100) % 100;
+  const date = new Date(y, mo - 1, d, hour % 100, mi, s, 0);
   if (y < 100) date.setFullYear(y, mo - 1, d); // the constructor reads years 0-99 as 1900-1999
   return date.getTime();
 }

@@ -424,10 +424,11 @@ export class AtomicFileWriter extends FileWriter {
 /** Where a rename puts `file`: itself, or the file its symlink points to; a DataError if that is not a regular file. */
 export function replaceableTarget(file: string): string {
   let target = file;
+  let st: fs.Stats;
   try {
     // Link by link, so that a dangling link (a first run's state file) names where
     // the file is to be made, rather than being replaced by it.
-    for (let hops = 0; fs.lstatSync(target).isSymbolicLink(); hops++) {
+    for (let hops = 0; (st = fs.lstatSync(target)).isSymbolicLink(); hops++) {
       if (hops === 40) throw new DataError('NOT_A_FILE', 'too many levels of symbolic links', { file });
       target = path.resolve(path.dirname(target), fs.readlinkSync(target));
     }
@@ -435,12 +436,6 @@ export function replaceableTarget(file: string): string {
     if (err instanceof DataError) throw err;
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return target; // absent: made there
     throw ioError(err, file, 'look up');
-  }
-  let st: fs.Stats | undefined;
-  try {
-    st = fs.statSync(target);
-  } catch {
-    return target;
   }
   if (!st.isFile()) throw new DataError('NOT_A_FILE', 'is not a regular file: refusing to replace it', { file });
   return target;

@@ -100,11 +100,7 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
     const open = (id: string): Queue => {
       const dir = path.join(o.queueDir, id);
       try {
-        if (!fs.existsSync(o.queueDir)) createdDirs.push(...mkdirEach(o.queueDir));
-        if (!fs.existsSync(dir)) {
-          fs.mkdirSync(dir);
-          createdDirs.push(dir);
-        }
+        createdDirs.push(...mkdirEach(dir));
       } catch (err) {
         throw ioError(err, dir, 'create the queue directory');
       }
