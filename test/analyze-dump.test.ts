@@ -3,7 +3,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { ROOT, hasStackTrace, runBin, scratch, summaryOf } from './lib/run.js';
+import { spawnSync } from 'node:child_process';
+import { BIN, ROOT, hasStackTrace, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import { UrlResolver, canonicalize, globMatch, parseParamGlobs, loadUrlHash, loadUrlHasher, type UrlOptions } from '../src/core/url.js';
 import { prng } from '../scripts/prng.js';
 
@@ -178,9 +179,7 @@ test('UrlResolver: every answer, first or remembered, across start-overs, equals
   }
 });
 
-test('a line longer than the limit is a header when it has no TAB at all, else a reject (TAB before or after the cut)', async () => {
-  const { spawnSync } = await import('node:child_process');
-  const { BIN, testEnv } = await import('./lib/run.js');
+test('a line longer than the limit is a header when it has no TAB at all, else a reject (TAB before or after the cut)', () => {
   const good = 'b\t5\t20110727200841\t1\thttp://e.com/\t1\n';
   // Well past the 73,728-byte limit and past one read, so the reader cuts it; the
   // input is over one 1 MiB batch, so with --threads 2 the workers see the lines.

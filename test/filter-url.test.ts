@@ -2,7 +2,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { decide, type FilterParams } from '../src/stages/filter-url.js';
-import { timestampToMs } from '../src/core/time.js';
+import { execFileSync, spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { parseDuration, timestampToMs } from '../src/core/time.js';
+import { runBin, scratch } from './lib/run.js';
 import { checkJoinedAt } from '../src/core/records.js';
 import { TextSink, lineRef } from './lib/bytes.js';
 
@@ -57,8 +61,7 @@ for (const [name, f, params, outcome, send, keep] of cases) {
 // in zones whose clock changes off the hour (St John's in 2011: 00:01) or by 30
 // minutes (Lord Howe). Each zone runs in its own process: the zone is read once.
 for (const zone of ['America/St_Johns', 'Australia/Lord_Howe', 'America/New_York', 'Europe/Moscow']) {
-  test(`timestamps match new Date() for every minute of 2011 in ${zone}`, async () => {
-    const { spawnSync } = await import('node:child_process');
+  test(`timestamps match new Date() for every minute of 2011 in ${zone}`, () => {
     const timeJs = new URL('../src/core/time.js', import.meta.url).href;
     const script = `
       import { timestampMsAt } from ${JSON.stringify(timeJs)};
@@ -89,11 +92,7 @@ test('a timestamp that is not a real time is an error, not a number (no hour sha
   assert.equal(timestampToMs('20120101003000'), Date.UTC(2012, 0, 1, 0, 30));
 });
 
-test('--current-out: a symlink is written through, a FIFO or directory is refused before any output, an empty name is a usage error', async () => {
-  const { runBin, scratch } = await import('./lib/run.js');
-  const fs = await import('node:fs');
-  const path = await import('node:path');
-  const { execFileSync } = await import('node:child_process');
+test('--current-out: a symlink is written through, a FIFO or directory is refused before any output, an empty name is a usage error', () => {
   const work = scratch();
   const line = '0000000000000001\ta.com\thttp://a.com/\t-\t20110101000000\t\t\t-\t1\n';
   const args = (out: string) => ['--now', '20110101010000', '--current-out', out];
@@ -126,8 +125,7 @@ test('--current-out: a symlink is written through, a FIFO or directory is refuse
   assert.match(m.stderr, /^filter-url: nodir\/next: cannot open for writing: ENOENT/, 'names the given file, not its temporary one');
 });
 
-test('durations: the units, and nothing above ten years (400 digits of days used to read as Infinity)', async () => {
-  const { parseDuration } = await import('../src/core/time.js');
+test('durations: the units, and nothing above ten years (400 digits of days used to read as Infinity)', () => {
   assert.equal(parseDuration('90s'), 90_000);
   assert.equal(parseDuration('30m'), 1_800_000);
   assert.equal(parseDuration('10h'), 36_000_000);

@@ -2,7 +2,7 @@
 // databases, disable moving domains, stats; domains-from-db order.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
@@ -282,7 +282,6 @@ test('domains-from-db: bytewise order over many rows, and a closed stdout ends i
 });
 
 test('import and assign against a disable that commits while they wait for the write lock: no domain lands on the disabled Yacobot', async () => {
-  const { spawn } = await import('node:child_process');
   const run = (work: string, ...args: string[]) =>
     new Promise<{ status: number | null; stderr: string }>((resolve) => {
       const c = spawn(path.join(BIN, 'partner-db'), ['--db', 'p.db', ...args], { cwd: work, env: testEnv({ MASTER_SERVER_BUSY_TIMEOUT_MS: '60000' }) });

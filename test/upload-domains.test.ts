@@ -2,7 +2,7 @@
 // database, disabled Yacobots, reruns.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
@@ -290,8 +290,7 @@ test('a spooled run leaves no spool file behind, on success or failure', () => {
   assert.equal(owners(work).size, 20, 'a failed run assigns nothing');
 });
 
-test('--map: a repeated or out-of-order domain is an error naming the line; a FIFO map is refused before the database changes', async () => {
-  const { execFileSync } = await import('node:child_process');
+test('--map: a repeated or out-of-order domain is an error naming the line; a FIFO map is refused before the database changes', () => {
   const work = newDb([['a', 1]]);
   const input = filtered(['new.com']);
   for (const [text, want] of [
