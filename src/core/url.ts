@@ -51,10 +51,10 @@ export function canonicalize(raw: string, opts: UrlOptions): CanonicalUrl | Reje
   const host = u.hostname;
   if (host === '') return { reason: 'bad URL', detail: 'no host' };
   let url: string;
-  if ((opts.dropParams || opts.sortQuery) && (u.search.length > 1 || (u.search === '' && hasEmptyQuery(u.href)))) {
+  const rewrite = Boolean(opts.dropParams) || opts.sortQuery;
+  if (rewrite && u.search.length > 1) {
     u.hash = '';
-    // A bare `?` is an empty query too: it goes, as a query left empty does.
-    u.search = u.search === '' ? '' : rewriteQuery(u.search.slice(1), opts.dropParams, opts.sortQuery);
+    u.search = rewriteQuery(u.search.slice(1), opts.dropParams, opts.sortQuery);
     url = u.href;
   } else {
     // Cutting the serialization at its first '#' is `u.hash = ''` without a second
@@ -62,20 +62,15 @@ export function canonicalize(raw: string, opts: UrlOptions): CanonicalUrl | Reje
     url = u.href;
     const hash = url.indexOf('#');
     if (hash !== -1) url = url.slice(0, hash);
+    // Then a '?' at the end is a bare one ('?' is percent-encoded before the query):
+    // an empty query, which goes under a rewrite as a query left empty does.
+    if (rewrite && url.charCodeAt(url.length - 1) === 63 /* ? */) url = url.slice(0, -1);
   }
   if (url.length > opts.maxUrlBytes) {
     // The serialization is ASCII (WHATWG percent-encodes the rest), so length is bytes.
     return { reason: 'URL too long', detail: `canonical form ${url.length} bytes, max ${opts.maxUrlBytes}` };
   }
   return { url, domain: opts.domainMode === 'host' ? host : domainOfHost(host) };
-}
-
-/** Whether `href` (whose query serializes as '') has a `?`: the last one before any '#' ends it. */
-function hasEmptyQuery(href: string): boolean {
-  // WHATWG percent-encodes '?' in every part before the query, so a '?' is the query's.
-  const hash = href.indexOf('#');
-  const q = href.indexOf('?');
-  return q !== -1 && (hash === -1 || q < hash);
 }
 
 /**

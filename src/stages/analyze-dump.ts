@@ -214,7 +214,7 @@ class RejectPacker {
 
   /** Takes buffers handed back from an earlier batch, to fill instead of new ones (recycling, not garbage). */
   lend(r: BatchRejects | undefined): void {
-    if (!r || !this.keep || this.count > 0) return;
+    if (!r || !this.keep) return;
     if (r.lines.buffer.byteLength > this.lines.byteLength) {
       this.lines = new Uint32Array(r.lines.buffer);
       this.ends = new Uint32Array(r.ends.buffer);
@@ -249,8 +249,8 @@ class RejectPacker {
     const r: BatchRejects = {
       count: this.count,
       byReason: this.byReason,
-      lines: this.lines.subarray(0, this.keep ? this.count : 0),
-      ends: this.ends.subarray(0, this.keep ? this.count : 0),
+      lines: this.lines.subarray(0, this.count), // empty when !keep: nothing was stored
+      ends: this.ends.subarray(0, this.count),
       text: this.text.subarray(0, this.pos),
     };
     this.count = 0;
@@ -302,7 +302,7 @@ export interface BatchResult {
  * lack its LF). A line longer than `maxLine` is rejected with its first `maxLine`
  * bytes, unless it has no TAB: then it is a header, as a short one would be. Records go to the analyzer's sink, in line order.
  */
-export function analyzeBatch(analyzer: ReflogAnalyzer, buf: Buffer, maxLine: number, rejects: RejectPacker): BatchResult {
+function analyzeBatch(analyzer: ReflogAnalyzer, buf: Buffer, maxLine: number, rejects: RejectPacker): BatchResult {
   const r = { lines: 0, headers: 0, empty: 0 };
   const n = buf.length;
   let s = 0;
@@ -534,12 +534,12 @@ order, so the output does not depend on the number of threads. If more than
       pool.post({ batch, reuse }, [batch.buffer as ArrayBuffer, ...(reuse ? lentBuffers(reuse) : [])]);
       await pool.settle(2 * o.threads);
     };
-    let lastByte = LF;
     await ctx.eachChunk(async (chunk) => {
-      if (chunk.length > 0) lastByte = chunk[chunk.length - 1]!;
       for (const b of batcher.push(chunk)) await submit(b, false);
     });
     const last = batcher.end();
+    // Every batch but the last ends in LF; the last one ends as the input does.
+    const unterminated = last !== null && last[last.length - 1] !== LF;
     if (last) await submit(last, true);
     if (pool !== null) {
       await pool.settle(0);
@@ -548,7 +548,7 @@ order, so the output does not depend on the number of threads. If more than
 
     const records = sorter.count;
     sortRuns = sorter.spilledRuns;
-    if (lastByte !== LF) {
+    if (unterminated) {
       // Processed like any line (some tools end a file without LF), but it is also what a
       // reflog cut off mid-write looks like, and a cut inside hits or updatetag still parses.
       lastLineUnterminated = true;
