@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
-import { PROJECT_ROOT as ROOT } from '../src/core/root.js';
+import { BIN_DIR, PROJECT_ROOT as ROOT } from '../src/core/root.js';
 const DEMO = path.resolve('var/demo');
 const INBOX = path.join(DEMO, 'inbox');
 const STATE = path.join(DEMO, 'state');
@@ -27,7 +27,7 @@ function run(cmd: string, args: string[], quiet = false): number {
 function main(): void {
   for (const d of [INBOX, STATE, QUEUE]) fs.mkdirSync(d, { recursive: true });
 
-  const partnerDb = path.join(ROOT, 'bin', 'partner-db');
+  const partnerDb = path.join(BIN_DIR, 'partner-db');
   if (!fs.existsSync(DB)) {
     process.stdout.write(`Creating ${rel(DB)} with three Yacobots (weights 1, 1, 2)\n`);
     const steps: string[][] = [['init'], ['add', 'yacobot-alpha', '--weight', '1'], ['add', 'yacobot-beta', '--weight', '1'], ['add', 'yacobot-gamma', '--weight', '2']];

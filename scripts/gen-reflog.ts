@@ -193,19 +193,12 @@ function main(argv: string[]): Promise<never> {
   argv);
 }
 
-/** Parses `1000000`, `1M`, `10M`, `500k`; null if malformed. */
-export function parseCount(text: string): number | null {
-  const m = /^(\d+(?:\.\d+)?)([kKmM]?)$/.exec(text.trim());
-  if (!m) return null;
-  const mult = m[2] === '' ? 1 : m[2]!.toLowerCase() === 'k' ? 1e3 : 1e6;
-  return Math.round(Number(m[1]) * mult);
-}
-
-/** A commander parser for a line count option: at least 1, or a UsageError naming the option. */
+/** A commander parser for a line count option (`1000000`, `1M`, `10M`, `500k`; at least 1), or a UsageError naming the option. */
 export function countOption(name: string): (text: string) => number {
   return (text) => {
-    const n = parseCount(text);
-    if (n === null || n < 1) throw new UsageError(`${name} must be a line count such as 1000000, 1M or 500k, not '${text}'`);
+    const m = /^(\d+(?:\.\d+)?)([kKmM]?)$/.exec(text.trim());
+    const n = m ? Math.round(Number(m[1]) * (m[2] === '' ? 1 : m[2]!.toLowerCase() === 'k' ? 1e3 : 1e6)) : 0;
+    if (n < 1) throw new UsageError(`${name} must be a line count such as 1000000, 1M or 500k, not '${text}'`);
     return n;
   };
 }

@@ -49,12 +49,12 @@ export function acquireLock(file: string): Lock {
     // A holder that has only just taken the lock writes its pid a moment later: until
     // then the file names the previous holder (or none). Give it up to a second.
     let holder = describeHolder(file);
-    for (let i = 0; i < 50 && !holderLive(holder); i++) {
+    for (let i = 0; i < 50 && !holder.live; i++) {
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 20);
       holder = describeHolder(file);
     }
     fs.closeSync(fd);
-    throw new Locked(file, holder);
+    throw new Locked(file, holder.text);
   }
   const info = `pid=${process.pid} host=${os.hostname()} started=${new Date().toISOString()} cmd=reflog-to-yacobot-queue\n`;
   fs.ftruncateSync(fd, 0);
@@ -62,10 +62,11 @@ export function acquireLock(file: string): Lock {
   return { fd, file };
 }
 
-const holderLive = (holder: string) => holder.startsWith('process ') && !holder.includes('has ended');
-
-/** What the lock file says about its holder, checked against /proc when it names a pid. */
-function describeHolder(file: string): string {
+/**
+ * What the lock file says about its holder, checked against /proc when it names a
+ * pid; `live` when it names a process that has not ended.
+ */
+function describeHolder(file: string): { text: string; live: boolean } {
   let text = '';
   try {
     text = fs.readFileSync(file, 'utf8').trim();
@@ -73,12 +74,12 @@ function describeHolder(file: string): string {
     /* unreadable: say so below */
   }
   const pid = /pid=(\d+)/.exec(text)?.[1];
-  if (!pid) return 'another process (it has not written its pid yet)';
+  if (!pid) return { text: 'another process (it has not written its pid yet)', live: false };
   const started = /started=(\S+)/.exec(text)?.[1];
   const host = /host=(\S+)/.exec(text)?.[1];
   const gone = host === os.hostname() && !fs.existsSync(`/proc/${pid}`);
-  return (
+  const says =
     `process ${pid}${host ? ` on ${host}` : ''}${started ? `, running since ${started}` : ''}` +
-    (gone ? ' (that process has ended; stages it started still hold the lock)' : '')
-  );
+    (gone ? ' (that process has ended; stages it started still hold the lock)' : '');
+  return { text: says, live: !gone };
 }

@@ -182,18 +182,18 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
   const bw = get('backlog-warn') ?? '1000000';
   const backlogWarn = /^\d[\d_,]*$/.test(bw) ? Number(bw.replace(/[_,]/g, '')) : NaN;
   if (!Number.isSafeInteger(backlogWarn)) throw new UsageError(`backlog-warn wants a number of URLs, got '${clipText(bw)}'`);
-  for (const k of ['keep', 'resend-after'] as const) {
-    const v = get(k);
-    if (v !== undefined && parseDuration(v) === null) {
-      throw new UsageError(`${k} wants a duration like 90s, 30m, 1h, 10h, 1d or seconds (at most 3650d), got '${clipText(v)}'`);
-    }
-  }
+  const duration = (k: 'keep' | 'resend-after') => {
+    const v = get(k) ?? '1h'; // filter-url's default
+    const ms = parseDuration(v);
+    if (ms === null) throw new UsageError(`${k} wants a duration like 90s, 30m, 1h, 10h, 1d or seconds (at most 3650d), got '${clipText(v)}'`);
+    return { v, ms };
+  };
+  const keep = duration('keep');
+  const resend = duration('resend-after');
   // The job promises a URL at most once per resend-after; a current_log entry dropped
   // after a shorter keep would let it come back as new and be sent early.
-  const keepMs = parseDuration(get('keep') ?? '1h')!;
-  const resendMs = parseDuration(get('resend-after') ?? '1h')!;
-  if (keepMs < resendMs) {
-    throw new UsageError(`keep (${get('keep') ?? '1h'}) is shorter than resend-after (${get('resend-after') ?? '1h'}): a URL unseen for longer than keep would be sent again before resend-after; set keep at least as long`);
+  if (keep.ms < resend.ms) {
+    throw new UsageError(`keep (${keep.v}) is shorter than resend-after (${resend.v}): a URL unseen for longer than keep would be sent again before resend-after; set keep at least as long`);
   }
   const ratio = get('max-reject-ratio');
   if (ratio !== undefined && !(ratio.trim() !== '' && Number(ratio) >= 0 && Number(ratio) <= 1)) {
