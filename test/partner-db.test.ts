@@ -41,6 +41,7 @@ test('import: quoted CSV with a header; a bad row imports nothing; the fixed fil
     '  spaced.net  , "beta,two"',
     '"multi',
     'line.org",1',
+    'after.net,nosuch', // bad, on line 7: a CRLF inside quotes is one line end, not two
     'keep.org,2',
   ].join('\r\n');
   fs.writeFileSync(path.join(work, 'in.csv'), good + '\r\n');
@@ -49,10 +50,20 @@ test('import: quoted CSV with a header; a bad row imports nothing; the fixed fil
   assert.ok(!hasStackTrace(r.stderr));
   assert.match(r.stderr, /^partner-db: in\.csv:3: bad domain 'comma, in name\.com'/m);
   assert.match(r.stderr, /^partner-db: in\.csv:5: bad domain 'multi\?\?line\.org' \(space or control character\)$/m);
-  assert.match(r.stderr, /^partner-db: in\.csv: 2 bad row\(s\); nothing imported$/m);
+  assert.match(r.stderr, /^partner-db: in\.csv:7: no Yacobot named 'nosuch'$/m);
+  assert.match(r.stderr, /^partner-db: in\.csv: 3 bad row\(s\); nothing imported$/m);
   assert.deepEqual(rows(work), [{ domain: 'keep.org', yacobot_id: 1 }], 'nothing imported');
 
-  const fixed = good.replace('"comma, in name.com"', '"comma-in-name.com"').replace('"multi\r\nline.org"', '"multiline.org"');
+  // A syntax error is named at its own line too, after a CRLF inside quotes.
+  fs.writeFileSync(path.join(work, 'syntax.csv'), 'a.com,1\r\n"multi\r\nline.com",1\r\nq.com,"a"b\r\n');
+  const s = pdb(work, 'import', 'syntax.csv');
+  assert.equal(s.status, 1);
+  assert.match(s.stderr, /^partner-db: syntax\.csv:4: CSV syntax: got "b" instead of delimiter/m);
+
+  const fixed = good
+    .replace('"comma, in name.com"', '"comma-in-name.com"')
+    .replace('"multi\r\nline.org"', '"multiline.org"')
+    .replace('after.net,nosuch\r\n', '');
   fs.writeFileSync(path.join(work, 'in.csv'), fixed + '\r\n');
   const r2 = pdb(work, 'import', 'in.csv');
   assert.equal(r2.status, 0, r2.stderr);
@@ -151,11 +162,22 @@ test('a database with the wrong schema is named precisely', () => {
       assert.match(r.stderr, want, `${bin} ${file}`);
     }
   }
-  // init does not paper over a wrong table: it creates what is missing, then checks.
-  const r = runBin('partner-db', ['--db', 'nocol.db', 'init'], '', work);
-  assert.equal(r.status, 1);
-  assert.match(r.stderr, /has no column 'weight'/);
-  assert.match(runBin('partner-db', ['--db', 'nokey.db', 'init'], '', work).stderr, /PRIMARY KEY of 'partner_domain'/);
+  // init does not paper over a wrong table, nor move into another application's
+  // database: it refuses before anything in the file changes (not even WAL mode).
+  const initRefuses = (file: string, want: RegExp) => {
+    const before = fs.readFileSync(path.join(work, file));
+    const r = runBin('partner-db', ['--db', file, 'init'], '', work);
+    assert.equal(r.status, 1, file);
+    assert.match(r.stderr, want, file);
+    assert.ok(fs.readFileSync(path.join(work, file)).equals(before), `${file} unchanged`);
+    assert.ok(!fs.existsSync(path.join(work, `${file}-wal`)), `${file}: no -wal file`);
+  };
+  initRefuses('nocol.db', /nocol\.db: wrong schema: table 'yacobot' has no column 'weight'/);
+  initRefuses('nokey.db', /PRIMARY KEY of 'partner_domain'/);
+  initRefuses('other.db', /other\.db: not a partner database: it holds other tables \(something\)/);
+  // Half of one (a table of ours, right columns) is completed.
+  assert.equal(runBin('partner-db', ['--db', 'notable.db', 'init'], '', work).status, 0);
+  assert.equal(runBin('partner-db', ['--db', 'notable.db', 'list'], '', work).status, 0);
   // init in a directory that does not exist names it (it was an "internal error").
   const nd = runBin('partner-db', ['--db', 'nodir/p.db', 'init'], '', work);
   assert.equal(nd.status, 1);

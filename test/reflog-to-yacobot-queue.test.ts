@@ -545,6 +545,13 @@ test('config file: flags win, relative paths, unknown keys name the line', async
   const usage = runRunner(dir, ['--now', '2011']);
   assert.equal(usage.status, 2);
   assert.match(usage.stderr, /now wants a real time/);
+  // A wrong --inbox is a config error (2), found before anything is made under --state.
+  for (const inbox of ['no/such/inbox', 'runner.conf']) {
+    const r = runRunner(dir, ['--inbox', inbox, '--state', 'new-state']);
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, /--inbox \S+: is not an existing directory \(check --inbox, or create it\)\nTry '/);
+    assert.ok(!fs.existsSync(path.join(dir, 'new-state')), 'no state directory made');
+  }
 });
 
 test('pure helpers: config parsing, option precedence, now, inbox order', () => {

@@ -109,8 +109,10 @@ export function openDb(file: string, opts: { readonly?: boolean } = {}): Db {
 }
 
 /**
- * Creates the database file if needed and the tables if missing (idempotent), then
- * checks the schema, so an existing file with other tables of the same names fails.
+ * Creates the database file if needed and the tables if missing (idempotent). A
+ * file that is not a partner database, or only half of one, is refused before
+ * anything in it changes: tables of another application, or a table of ours with
+ * the wrong columns, fail with the file exactly as it was (not switched to WAL).
  * Returns whether the tables were created now.
  */
 export function initDb(file: string): { db: Db; created: boolean } {
@@ -119,9 +121,16 @@ export function initDb(file: string): { db: Db; created: boolean } {
   let db: Db | null = null;
   try {
     db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
-    configure(db, true);
     const before = tableNames(db);
-    db.exec(SCHEMA_SQL);
+    const foreign = [...before].filter((t) => !(t in REQUIRED_COLUMNS) && !t.startsWith('sqlite_'));
+    if (foreign.length > 0) {
+      throw new DataError('BAD_SCHEMA', `not a partner database: it holds other tables (${foreign.sort().join(', ')}); init only creates one or completes its own`, { file });
+    }
+    checkSchema(db, file, { missingTables: true });
+    configure(db, true);
+    // One transaction: a crash leaves both tables or neither.
+    const d = db;
+    d.transaction(() => d.exec(SCHEMA_SQL))();
     checkSchema(db, file);
     return { db, created: !(before.has('yacobot') && before.has('partner_domain')) };
   } catch (err) {
@@ -140,11 +149,15 @@ function tableNames(db: Db): Set<string> {
   return new Set(db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[]);
 }
 
-/** Throws a DataError naming the first missing table or column of SPEC.md's schema. */
-export function checkSchema(db: Db, file: string): void {
+/**
+ * Throws a DataError naming the first missing table or column of SPEC.md's schema;
+ * with `missingTables`, only the tables that exist are checked (for init, which creates the rest).
+ */
+export function checkSchema(db: Db, file: string, opts: { missingTables?: boolean } = {}): void {
   const tables = tableNames(db);
   for (const [table, cols] of Object.entries(REQUIRED_COLUMNS)) {
     if (!tables.has(table)) {
+      if (opts.missingTables) continue;
       throw new DataError('BAD_SCHEMA', `not a partner database: missing table '${table}' (${initHint(file)})`, { file });
     }
     const info = db.prepare(`PRAGMA table_info(${table})`).all() as { name: string; pk: number }[];

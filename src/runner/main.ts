@@ -75,6 +75,10 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<neve
     process.exit(0);
   } catch (err) {
     if (err instanceof Stop) process.exit(err.code);
+    if (err instanceof UsageError) {
+      process.stderr.write(`${PROG}: ${err.message}\nTry '${PROG} --help' for more information.\n`);
+      process.exit(2);
+    }
     if (err instanceof Locked) {
       process.stderr.write(`${PROG}: another run holds the lock: ${err.message}; exiting (75)\n`);
       process.exit(75);
@@ -88,8 +92,19 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<neve
   }
 }
 
+/** False when `p` is missing or not a directory; true otherwise, including when stat itself fails (reported when it is read). */
+function isDirectoryOrUnreadable(p: string): boolean {
+  try {
+    return fs.statSync(p, { throwIfNoEntry: false })?.isDirectory() ?? false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code !== 'ENOTDIR';
+  }
+}
+
 async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   const t0 = Date.now();
+  // A wrong --inbox is a configuration error, found before anything is created under --state.
+  if (!isDirectoryOrUnreadable(o.inbox)) throw new UsageError(`--inbox ${o.inbox}: is not an existing directory (check --inbox, or create it)`);
   mkdirDurable(path.join(o.state, 'staging'));
   const lock = acquireLock(path.join(o.state, 'lock'));
 
@@ -138,8 +153,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     entries = fs.readdirSync(o.inbox);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'the inbox does not exist (check --inbox, or create it)' : `cannot read the inbox: ${code ?? String(err)}`;
-    throw new DataError('NO_INBOX', why, { file: o.inbox });
+    throw new DataError('NO_INBOX', `cannot read the inbox: ${code ?? String(err)}`, { file: o.inbox });
   }
   const { runs, skipped } = planInbox(entries);
   for (const s of skipped) {

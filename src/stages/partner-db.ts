@@ -89,29 +89,32 @@ interface CsvRow {
 export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): { rows: CsvRow[]; errors: DataError[] } {
   const byId = new Map(yacobots.map((y) => [String(y.id), y]));
   const byName = new Map(yacobots.map((y) => [y.name, y]));
-  let records: { record: string[]; info: { lines: number; empty_lines: number } }[];
+  let records: { record: string[]; info: { bytes: number } }[];
+  // csv-parse's own line count takes a CRLF inside quotes for two lines: lines are
+  // counted here from its byte offsets (into the UTF-8 bytes it parsed).
+  const lines = new LineCounter(Buffer.from(text, 'utf8'));
   try {
     records = parseCsv(text, { info: true, bom: true, skip_empty_lines: true, relax_column_count: true, trim: true }) as unknown as typeof records;
   } catch (err) {
-    const e = err as { message?: string; lines?: number; code?: string };
+    const e = err as { message?: string; bytes?: number; code?: string };
     if (e.code === 'CSV_QUOTE_NOT_CLOSED') {
       // csv-parse names the end of the file; the operator needs the line of the quote.
       const line = unclosedQuoteLine(text);
       throw new DataError('BAD_CSV', 'CSV syntax: the quote opened on this line is never closed', { file, line });
     }
-    const msg = String(e.message ?? err).replace(/^Invalid (Opening|Closing) Quote: /, '');
-    throw new DataError('BAD_CSV', `CSV syntax: ${msg}`, { file, line: typeof e.lines === 'number' ? e.lines : undefined });
+    const msg = String(e.message ?? err)
+      .replace(/^Invalid (Opening|Closing) Quote: /, '')
+      .replace(/ at line \d+/, ''); // its count, off after a CRLF inside quotes; the place names the line
+    throw new DataError('BAD_CSV', `CSV syntax: ${msg}`, { file, line: typeof e.bytes === 'number' ? lines.lineAt(e.bytes) : undefined });
   }
   const rows: CsvRow[] = [];
   const errors: DataError[] = [];
   const firstLine = new Map<string, { line: number; yacobot: number }>();
   let prevEnd = 0;
-  let prevEmpty = 0;
   records.forEach(({ record, info }, i) => {
-    // info.lines is where the record ends; a quoted field may span lines, so name where it starts.
-    const line = prevEnd + 1 + (info.empty_lines - prevEmpty);
-    prevEnd = info.lines;
-    prevEmpty = info.empty_lines;
+    // info.bytes is where the record ends; a quoted field may span lines, so name where it starts.
+    const line = lines.recordStartLine(prevEnd);
+    prevEnd = info.bytes;
     const bad = (m: string) => errors.push(new DataError('BAD_ROW', m, { file, line }));
     if (i === 0 && record.length === 2 && record[0]!.toLowerCase() === 'domain' && /^yacobot(_id)?$/i.test(record[1]!)) return;
     if (record.length !== 2) return bad(`expected 2 fields (domain,yacobot), got ${record.length}`);
@@ -130,6 +133,32 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): 
     rows.push({ line, domain: nd.domain, yacobot: y });
   });
   return { rows, errors };
+}
+
+/** Line numbers (from 1) of byte offsets into a text, asked in increasing order. */
+class LineCounter {
+  private at = 0;
+  private line = 1;
+  // A file with CR line ends only (csv-parse takes those too) counts its CRs.
+  private readonly nl: number;
+
+  constructor(private readonly b: Buffer) {
+    this.nl = b.includes(10) ? 10 : 13;
+  }
+
+  /** The line of byte `offset`. */
+  lineAt(offset: number): number {
+    const to = Math.min(offset, this.b.length);
+    for (; this.at < to; this.at++) if (this.b[this.at] === this.nl) this.line++;
+    return this.line;
+  }
+
+  /** The line where a record starts that follows byte `offset` (blank lines skipped, as the parser does with trim). */
+  recordStartLine(offset: number): number {
+    let p = offset;
+    for (let c = this.b[p]; c === 10 || c === 13 || c === 32 || c === 9; c = this.b[++p]);
+    return this.lineAt(p);
+  }
 }
 
 /** The line (from 1) of the quote that RFC 4180 quoting leaves open at the end of `text`. */
