@@ -198,3 +198,63 @@ test('a line longer than the limit is a header when it has no TAB at all, else a
     assert.deepEqual(rj.map((l) => l.split('\t').slice(0, 2).join('\t')), ['3\tline too long: more than 73728 bytes', '5\tline too long: more than 73728 bytes']);
   }
 });
+
+test('--rejects naming the file stdout goes to is a usage error: the records and the rejects would overwrite each other', () => {
+  const dir = scratch();
+  fs.writeFileSync(path.join(dir, 'in.reflog'), 'b\tp\t20110101000000\tp\thttp://a.com/\t1\nb\tp\tbad\tp\thttp://a.com/\t1\n');
+  const run = (out: string) =>
+    spawnSync('bash', ['-c', `${path.join(BIN, 'analyze-dump')} --max-reject-ratio 1 --rejects out.tsv < in.reflog > ${out}`], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+  const same = run('out.tsv');
+  assert.equal(same.status, 2, same.stderr);
+  assert.match(same.stderr, /^analyze-dump: --rejects out\.tsv is stdout itself/);
+  const other = run('records.tsv');
+  assert.equal(other.status, 0, other.stderr);
+  assert.equal(fs.readFileSync(path.join(dir, 'out.tsv'), 'utf8').split('\n').length - 1, 1, 'one reject');
+  assert.equal(fs.readFileSync(path.join(dir, 'records.tsv'), 'utf8').split('\n').length - 1, 1, 'one record');
+});
+
+test('the line limit is on the line without its CR, wherever the line falls in the input\'s chunks', () => {
+  const dir = scratch();
+  const maxLine = 16 + 65536; // --max-url-bytes 16
+  const head = 'b\tp\t20110101000000\tp\thttp://a.com/\t1\t';
+  /** A valid reflog line of `n` bytes before its line end (a long updatetag). */
+  const lineOf = (n: number) => head + 'u'.repeat(n - head.length);
+  const cases: [number, string, 'record' | 'line too long'][] = [
+    [maxLine, '\n', 'record'],
+    [maxLine, '\r\n', 'record'], // was "line too long": the CR was counted
+    [maxLine + 1, '\n', 'line too long'],
+    [maxLine + 1, '\r\n', 'line too long'],
+    [maxLine - 1, '\r\r\n', 'line too long'], // a CR inside updatetag is a reject of its own
+  ];
+  for (const where of ['inside a chunk', 'across chunks']) {
+    for (const [n, end, want] of cases) {
+      // Reading a file goes 1 MiB at a time: a filler puts the line across the first boundary.
+      const filler = where === 'across chunks' ? 'x'.repeat((1 << 20) - 1000) + '\n' : '';
+      const file = path.join(dir, 'in.reflog');
+      fs.writeFileSync(file, filler + lineOf(n) + end);
+      const r = runBin('analyze-dump', ['--max-url-bytes', '16', '--max-reject-ratio', '1', file], '', dir);
+      assert.equal(r.status, 0, r.stderr);
+      const s = summaryOf(r.stderr);
+      const what = `${where}: ${n} bytes + ${JSON.stringify(end)}`;
+      if (want === 'record') assert.equal(s.records_out, 1, what);
+      else if (n > maxLine) assert.deepEqual(s.rejected_by_reason, { 'line too long': 1 }, what);
+      else assert.equal(s.rejected, 1, what);
+    }
+  }
+});
+
+test('option values are read strictly: --threads only as digits, --memory from 1M up to the machine', () => {
+  for (const [args, want] of [
+    [['--threads', ''], /--threads wants an integer from 0 to 64, got ''/],
+    [['--threads', '0x2'], /--threads wants an integer from 0 to 64, got '0x2'/],
+    [['--threads', '1e1'], /--threads wants an integer from 0 to 64/],
+    [['--threads', '65'], /--threads wants an integer from 0 to 64/],
+    [['--memory', '512K'], /--memory wants a size of at least 1M/],
+    [['--memory', '99999999G'], /--memory 99999999G is more than this machine's memory \(\d+M\)/],
+  ] as const) {
+    const r = runBin('analyze-dump', [...args], '');
+    assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, want);
+  }
+  assert.equal(runBin('analyze-dump', ['--threads', '2', '--memory', '64M'], '').status, 0);
+});

@@ -187,19 +187,31 @@ for (const c of SCRIPT_CASES) {
   });
 }
 
-test('group-sum: a closed stdout leaves merged at the records folded so far, not the open group', () => {
-  const dir = scratch();
-  const lines = Array.from({ length: 200_000 }, (_, i) => `${i.toString(16).padStart(16, '0')}\t20110101000000\t\t1\ta.com\thttp://a.com/${i}\n`).join('');
-  fs.writeFileSync(path.join(dir, 'in'), lines);
-  const r = spawnSync('bash', ['-c', `${path.join(BIN, 'group-sum')} < in | head -c 100 > /dev/null`], { cwd: dir, env: testEnv(), encoding: 'utf8' });
-  assert.equal(r.status, 0, r.stderr);
-  const s = summaryOf(r.stderr);
-  assert.ok((s.records_in as number) < 200_000, 'stopped early');
-  assert.equal(s.merged, 0, 'every id is distinct');
-});
-
 test('scripts/gen-reflog into a reader that goes away (| head) ends quietly, exit 0', () => {
   const r = spawnSync('bash', ['-c', `set -o pipefail; ${process.execPath} ${path.join(SCRIPTS, 'gen-reflog.js')} --lines 200000 | head -c 100 > /dev/null`], { env: testEnv(), encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stderr, '');
+});
+
+test('an empty file or directory name is a usage error for every path option (logsaver wrote into the current directory)', () => {
+  const dir = scratch();
+  const routed = `1\t${'0'.repeat(15)}1\t20110101000000\t\t1\ta.com\thttp://a.com/\n`;
+  const cases: [string, string[], string][] = [
+    ['analyze-dump', ['--rejects', ''], '--rejects wants a file name'],
+    ['analyze-dump', ['--tmp', ''], '--tmp wants a directory name'],
+    ['join-current', ['--current', ''], '--current wants a file name'],
+    ['filter-url', ['--current-out', '', '--now', '20110101000000'], '--current-out wants a file name'],
+    ['domains-from-db', ['--db', ''], '--db wants a file name'],
+    ['upload-domains', ['--db', ''], '--db wants a file name'],
+    ['upload-domains', ['--db', 'p.db', '--map', ''], '--map wants a file name'],
+    ['upload-domains', ['--db', 'p.db', '--tmp', ''], '--tmp wants a directory name'],
+    ['logsaver', ['--queue-dir', '', '--name', 'x'], '--queue-dir wants a directory name'],
+  ];
+  for (const [stage, args, want] of cases) {
+    const r = runBin(stage, args, routed, dir);
+    assert.equal(r.status, 2, `${stage} ${args.join(' ')}: ${r.stderr}`);
+    assert.equal(r.stderr, `${stage}: ${want}\nTry '${stage} --help' for more information.\n`);
+    assert.equal(r.stdout, '');
+  }
+  assert.deepEqual(fs.readdirSync(dir), [], 'nothing was written');
 });

@@ -1,5 +1,5 @@
 // partner-db and the database layer: CSV import all-or-nothing, missing and wrong
-// databases, disable moving domains, stats; domains-from-db order.
+// databases, disable moving domains, stats.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -86,22 +86,6 @@ test('import: a row after many good ones fails the whole file (one transaction)'
   assert.equal(r.status, 1);
   assert.match(r.stderr, /partner-db: big\.csv:5001: no Yacobot named 'nobody'/);
   assert.equal(rows(work).length, 0);
-});
-
-test('domains-from-db leaves the database byte for byte as it was, journal mode included', () => {
-  const dir = scratch();
-  const db = path.join(dir, 'p.db');
-  partnerDb(dir, db, 'init');
-  partnerDb(dir, db, 'add', 'alpha');
-  partnerDb(dir, db, 'assign', 'x.com', 'alpha');
-  const h = new Database(db);
-  h.pragma('journal_mode = DELETE');
-  h.close();
-  const before = fs.readFileSync(db);
-  const r = runBin('domains-from-db', ['--db', 'p.db'], '', dir);
-  assert.equal(r.status, 0, r.stderr);
-  assert.equal(r.stdout, 'x.com\t1\n');
-  assert.ok(fs.readFileSync(db).equals(before), 'the database file is unchanged');
 });
 
 test('output that cannot be written (a full disk) is exit 1 naming stdout, not a silent 0', () => {
@@ -275,32 +259,6 @@ test('normalizeDomain lower-cases, converts IDN and refuses junk', () => {
   for (const bad of ['', 'a..b', '-a.com', 'a b.com', 'a/b', 'x'.repeat(64) + '.com', 'a\tb']) {
     assert.ok('error' in normalizeDomain(bad), JSON.stringify(bad));
   }
-});
-
-test('domains-from-db: bytewise order over many rows, and a closed stdout ends it quietly', () => {
-  const work = fresh('a', 'b');
-  const db = new Database(path.join(work, 'p.db'));
-  const ins = db.prepare("INSERT INTO partner_domain VALUES (?, ?, '20110101000000')");
-  const all: string[] = [];
-  db.transaction(() => {
-    for (let i = 0; i < 20000; i++) {
-      const d = `${(i * 7919) % 20000}-${i % 3 ? 'x' : 'X'}.${['com', 'co.uk', 'org', 'ru'][i % 4]}`.toLowerCase();
-      all.push(`${d}\t${(i % 2) + 1}`);
-      ins.run(d, (i % 2) + 1);
-    }
-  })();
-  db.close();
-  const r = runBin('domains-from-db', ['--db', 'p.db'], '', work);
-  assert.equal(r.status, 0, r.stderr);
-  const want = all.sort((x, y) => Buffer.compare(Buffer.from(x.split('\t')[0]!), Buffer.from(y.split('\t')[0]!)));
-  assert.equal(r.stdout, want.join('\n') + '\n');
-  const head = spawnSync('bash', ['-c', `set -o pipefail; ${path.join(BIN, 'domains-from-db')} --db p.db | head -1`], {
-    cwd: work,
-    env: testEnv(),
-    encoding: 'utf8',
-  });
-  assert.equal(head.status, 0, head.stderr);
-  assert.equal(head.stdout, want[0] + '\n');
 });
 
 test('import and assign against a disable that commits while they wait for the write lock: no domain lands on the disabled Yacobot', async () => {

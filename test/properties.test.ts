@@ -9,69 +9,17 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import fc from 'fast-check';
 import { hasStackTrace, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
-import { Grouper } from '../src/stages/group-sum.js';
-import { writeJoined } from '../src/stages/join-current.js';
 import { decide } from '../src/stages/filter-url.js';
 import { analyzeLine } from '../src/stages/analyze-dump.js';
-import { checkJoinedAt, checkUrlRecordAt, type LineRef } from '../src/core/records.js';
+import { checkJoinedAt } from '../src/core/records.js';
 import { TextSink, lineRef } from './lib/bytes.js';
+import { ID_POOL, SEED, T0, fmt, idBig, idOf, parseTs, reflogHitsArb, tagArb, text, tsArb, hitsArb, type Rec } from './lib/model.js';
 import { canonicalize, loadUrlHasher, type UrlOptions } from '../src/core/url.js';
 import { lineCount } from '../scripts/fuzz.js';
 
-const SEED = 20110727;
 const ROOT_DIR = scratch('ms-prop-');
 let dirNo = 0;
 const freshDir = () => fs.mkdtempSync(path.join(ROOT_DIR, `${dirNo++}-`));
-
-// --- an independent XXH64 (seed 0), straight from the specification, in BigInt ------
-
-const P1 = 11400714785074694791n;
-const P2 = 14029467366897019727n;
-const P3 = 1609587929392839161n;
-const P4 = 9650029242287828579n;
-const P5 = 2870177450012600261n;
-const M64 = (1n << 64n) - 1n;
-const rotl = (x: bigint, r: bigint) => ((x << r) | (x >> (64n - r))) & M64;
-const round = (acc: bigint, lane: bigint) => (rotl((acc + lane * P2) & M64, 31n) * P1) & M64;
-const mergeRound = (acc: bigint, v: bigint) => ((((acc ^ round(0n, v)) * P1) & M64) + P4) & M64;
-
-function xxh64(buf: Buffer): bigint {
-  const len = buf.length;
-  let p = 0;
-  let h: bigint;
-  if (len >= 32) {
-    let v1 = (P1 + P2) & M64;
-    let v2 = P2;
-    let v3 = 0n;
-    let v4 = (0n - P1) & M64;
-    for (; p <= len - 32; p += 32) {
-      v1 = round(v1, buf.readBigUInt64LE(p));
-      v2 = round(v2, buf.readBigUInt64LE(p + 8));
-      v3 = round(v3, buf.readBigUInt64LE(p + 16));
-      v4 = round(v4, buf.readBigUInt64LE(p + 24));
-    }
-    h = (rotl(v1, 1n) + rotl(v2, 7n) + rotl(v3, 12n) + rotl(v4, 18n)) & M64;
-    for (const v of [v1, v2, v3, v4]) h = mergeRound(h, v);
-  } else {
-    h = P5;
-  }
-  h = (h + BigInt(len)) & M64;
-  for (; p + 8 <= len; p += 8) h = ((rotl(h ^ round(0n, buf.readBigUInt64LE(p)), 27n) * P1) & M64) + P4 & M64;
-  if (p + 4 <= len) {
-    h = (((rotl(h ^ ((BigInt(buf.readUInt32LE(p)) * P1) & M64), 23n) * P2) & M64) + P3) & M64;
-    p += 4;
-  }
-  for (; p < len; p++) h = (rotl(h ^ ((BigInt(buf[p]!) * P5) & M64), 11n) * P1) & M64;
-  h ^= h >> 33n;
-  h = (h * P2) & M64;
-  h ^= h >> 29n;
-  h = (h * P3) & M64;
-  h ^= h >> 32n;
-  return h;
-}
-/** The test's own URL id: as a bigint (what the analyzer takes) and as its 16 hex digits. */
-const idBig = (url: string) => xxh64(Buffer.from(url, 'utf8'));
-const idOf = (url: string) => idBig(url).toString(16).padStart(16, '0');
 
 test('the test\'s own XXH64 matches the specification vectors and the project\'s hasher', async () => {
   assert.equal(idOf(''), 'ef46db3751d8e999');
@@ -81,148 +29,6 @@ test('the test\'s own XXH64 matches the specification vectors and the project\'s
   fc.assert(
     fc.property(fc.string({ unit: 'binary', maxLength: 100 }), (s) => hash(s) === idOf(s)),
     { seed: SEED, numRuns: 300 },
-  );
-});
-
-// --- shared generators ------------------------------------------------------------
-
-const T0 = Date.UTC(2011, 6, 27, 6, 0, 0);
-const fmt = (ms: number) => new Date(ms).toISOString().replace(/[-T:]/g, '').slice(0, 14);
-const parseTs = (ts: string) =>
-  Date.UTC(+ts.slice(0, 4), +ts.slice(4, 6) - 1, +ts.slice(6, 8), +ts.slice(8, 10), +ts.slice(10, 12), +ts.slice(12, 14));
-const tsArb = fc.integer({ min: 0, max: 48 * 3600 }).map((s) => fmt(T0 + s * 1000));
-const tagArb = fc.constantFrom('', '', '', 'v1', 'v2', 'ü');
-/** Hits as text in the record streams: small, or huge (beyond 2^53, up to 26 digits). */
-const hitsArb = fc.oneof(
-  { weight: 6, arbitrary: fc.nat(20).map(String) },
-  { weight: 1, arbitrary: fc.bigInt({ min: 0n, max: 10n ** 25n }).map(String) },
-);
-/** Hits as a reflog may have them: up to 18 significant digits (beyond 2^53), maybe after leading zeros. */
-const reflogHitsArb = fc.oneof(
-  { weight: 6, arbitrary: fc.nat(20).map(String) },
-  { weight: 1, arbitrary: fc.bigInt({ min: 0n, max: 10n ** 18n - 1n }).map(String) },
-  { weight: 1, arbitrary: fc.tuple(fc.nat(9), fc.nat(999)).map(([z, n]) => '0'.repeat(z) + String(n)) },
-);
-const ID_POOL = Array.from({ length: 24 }, (_, i) => idOf(`http://pool${i}.example/`)).sort();
-const idArb = fc.constantFrom(...ID_POOL);
-
-interface Rec {
-  id: string;
-  ts: string;
-  tag: string;
-  hits: string;
-  domain: string;
-  url: string;
-}
-const recArb = fc.record({ id: idArb, ts: tsArb, tag: tagArb, hits: hitsArb, n: fc.nat(3) }).map(
-  (r): Rec => ({ id: r.id, ts: r.ts, tag: r.tag, hits: r.hits, domain: `d${r.n}.example`, url: `http://d${r.n}.example/${r.id}` }),
-);
-const fields = (r: Rec) => [r.id, r.ts, r.tag, r.hits, r.domain, r.url];
-/** A record as a line with its TAB positions, as the cores take it (checked first, as the stages do). */
-const lineOf = (r: Rec): LineRef => {
-  const line = lineRef(fields(r).join('\t'), 5);
-  assert.equal(checkUrlRecordAt(line), null, fields(r).join('\t'));
-  return line;
-};
-const text = (rs: Rec[]) => rs.map((r) => fields(r).join('\t') + '\n').join('');
-/** Records sorted by id (stable: the generated order within an id is the input order). */
-const sortedRecs = (max: number) =>
-  fc.array(recArb, { maxLength: max }).map((rs) => rs.map((r, i) => ({ r, i })).sort((a, b) => (a.r.id < b.r.id ? -1 : a.r.id > b.r.id ? 1 : a.i - b.i)).map((x) => x.r));
-const uniqueSorted = (max: number) =>
-  fc.uniqueArray(recArb, { maxLength: max, selector: (r) => r.id }).map((rs) => [...rs].sort((a, b) => (a.id < b.id ? -1 : 1)));
-
-// --- group-sum ----------------------------------------------------------------------
-
-/** The naive reading of SPEC.md's group-sum rule. */
-function naiveGroup(rs: Rec[]): string {
-  const out: string[] = [];
-  const ids = [...new Set(rs.map((r) => r.id))];
-  for (const id of ids) {
-    const g = rs.filter((r) => r.id === id);
-    const ts = g.map((r) => r.ts).reduce((a, b) => (b > a ? b : a));
-    const tags = g.map((r) => r.tag).filter((t) => t !== '');
-    const hits = g.reduce((a, r) => a + BigInt(r.hits), 0n);
-    out.push([id, ts, tags.length ? tags[tags.length - 1]! : '', hits.toString(), g[0]!.domain, g[0]!.url].join('\t') + '\n');
-  }
-  return out.join('');
-}
-
-test('group-sum core (Grouper) equals the naive rule on random sorted input', () => {
-  fc.assert(
-    fc.property(sortedRecs(60), (rs) => {
-      // The stage normalizes hits on the way in through analyze-dump; Grouper sums what it gets.
-      const g = new Grouper();
-      const out = new TextSink();
-      for (const r of rs) {
-        const line = lineOf(r);
-        g.push(line, out);
-        // A line's bytes are valid only during the call: the grouper must have copied what it keeps.
-        line.buf.fill(0x3f);
-      }
-      g.finish(out);
-      const got = out.take();
-      const norm = (s: string) => s.replace(/^((?:[^\t]*\t){3})0*(\d)/gm, '$1$2');
-      assert.equal(norm(got), norm(naiveGroup(rs)));
-    }),
-    { seed: SEED, numRuns: 500 },
-  );
-});
-
-test('group-sum binary equals the naive rule on random sorted input', () => {
-  fc.assert(
-    fc.property(sortedRecs(80), (rs) => {
-      const r = runBin('group-sum', [], text(rs));
-      assert.equal(r.status, 0, r.stderr);
-      assert.equal(r.stdout, naiveGroup(rs));
-      const s = summaryOf(r.stderr);
-      assert.equal(s.records_in, rs.length);
-      assert.equal((s.records_out as number) + (s.merged as number), rs.length);
-    }),
-    { seed: SEED, numRuns: 12 },
-  );
-});
-
-// --- join-current -------------------------------------------------------------------
-
-/** The naive full outer join of SPEC.md, by looking every id up in both sides. */
-function naiveJoin(cur: Rec[], inc: Rec[]): string {
-  const c = new Map(cur.map((r) => [r.id, r]));
-  const i = new Map(inc.map((r) => [r.id, r]));
-  return [...new Set([...c.keys(), ...i.keys()])]
-    .sort()
-    .map((id) => {
-      const a = c.get(id);
-      const b = i.get(id);
-      const k = b ?? a!;
-      return [id, k.domain, k.url, a?.ts ?? '-', b?.ts ?? '-', a?.tag ?? '', b?.tag ?? '', a?.hits ?? '-', b?.hits ?? '-'].join('\t') + '\n';
-    })
-    .join('');
-}
-
-test('join-current core (joinedLine) equals the naive record for every pair of sides', () => {
-  fc.assert(
-    fc.property(fc.option(recArb), fc.option(recArb), (c, i) => {
-      fc.pre(c !== null || i !== null);
-      if (c && i) i.id = c.id;
-      const out = new TextSink();
-      writeJoined(out, c ? lineOf(c) : null, i ? lineOf(i) : null);
-      const got = out.take();
-      assert.equal(got, naiveJoin(c ? [c] : [], i ? [i] : []));
-    }),
-    { seed: SEED, numRuns: 500 },
-  );
-});
-
-test('join-current binary equals the naive full outer join on random sorted inputs', () => {
-  fc.assert(
-    fc.property(uniqueSorted(20), uniqueSorted(20), fc.boolean(), (cur, inc, missing) => {
-      const dir = freshDir();
-      if (!missing) fs.writeFileSync(path.join(dir, 'current_log'), text(cur));
-      const r = runBin('join-current', ['--current', 'current_log'], text(inc), dir);
-      assert.equal(r.status, 0, r.stderr);
-      assert.equal(r.stdout, naiveJoin(missing ? [] : cur, inc));
-    }),
-    { seed: SEED, numRuns: 12 },
   );
 });
 

@@ -453,7 +453,7 @@ test('killed just before each commit step, the next run rolls forward or redoes 
     ['queue:1', 'domain_map', 'reflog'],
     ['queue:3', 'rejects', 'cleanup'],
     // Inside writeCommit: the stage logs (what upload-domains assigned) must still be there.
-    ['commit:marker', 'queue:2', 'commit:marker'],
+    ['commit:marker', 'queue:2', 'uncommit'],
   ];
   const names = RUNS.map((f) => f.replace(/\.reflog$/, ''));
   const one = async (steps: string[]) => {
@@ -471,13 +471,27 @@ test('killed just before each commit step, the next run rolls forward or redoes 
       assert.equal(recs.length, 1, `${names[i]} killed before ${steps[i]}: one runs.jsonl line`);
       // Killed before COMMIT: redone. Before the record: the roll-forward writes it. After it: the first process did.
       const step = steps[i]!;
-      const wantRecovered = step === 'commit' || step === 'commit:marker' ? 'rerun' : step === 'reflog' || step === 'cleanup' ? undefined : 'roll-forward';
+      const wantRecovered = step === 'commit' || step === 'commit:marker' ? 'rerun' : ['reflog', 'uncommit', 'cleanup'].includes(step) ? undefined : 'roll-forward';
       assert.equal(recs[0]!.recovered, wantRecovered, `${names[i]} killed before ${step}: recovered`);
     }
   };
   // Two at a time: the machine has two cores.
   await Promise.all(scenarios.slice(0, 2).map(one));
   await Promise.all(scenarios.slice(2).map(one));
+});
+
+test('a committed run whose staged files are gone (a crash in an older runner\'s cleanup, which removed them before COMMIT) rolls forward; later reflogs run', async () => {
+  const { snap: want } = await ref();
+  const names = RUNS.map((f) => f.replace(/\.reflog$/, ''));
+  const dir = fresh();
+  const r = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${names[0]}:uncommit` } });
+  assert.equal(r.signal, 'SIGKILL', r.stderr);
+  const staging = path.join(dir, 'var/state/staging', names[0]!);
+  assert.ok(fs.existsSync(path.join(staging, 'COMMIT')));
+  fs.rmSync(path.join(staging, 'work'), { recursive: true }); // what the old cleanup did first
+  const final = await runner(dir);
+  assert.equal(final.status, 0, final.stderr); // was: "cannot copy into place: ENOENT", every time
+  assertSameState(snapshot(dir), want, 'staged files gone under COMMIT');
 });
 
 test('SIGTERM while a run is being published: that run is committed and reported so, exit 143, the rest stay', async () => {
@@ -545,6 +559,12 @@ test('config file: flags win, relative paths, unknown keys name the line', async
   const usage = runRunner(dir, ['--now', '2011']);
   assert.equal(usage.status, 2);
   assert.match(usage.stderr, /now wants a real time/);
+  // analyze-dump's --memory is checked up front as analyze-dump would (it failed the run).
+  for (const m of ['512K', '99999999G']) {
+    const r = runRunner(dir, ['--memory', m]);
+    assert.equal(r.status, 2, `--memory ${m}: ${r.stderr}`);
+    assert.match(r.stderr, /memory (wants a size of at least 1M|99999999G is more than this machine's memory)/);
+  }
   // A wrong --inbox is a config error (2), found before anything is made under --state.
   for (const inbox of ['no/such/inbox', 'runner.conf']) {
     const r = runRunner(dir, ['--inbox', inbox, '--state', 'new-state']);
@@ -613,7 +633,7 @@ test('pure helpers: config parsing, option precedence, now, inbox order', () => 
     ],
     record: {} as RunRecord,
   }).map((st) => st.name);
-  assert.deepEqual(steps, ['queue:1', 'queue:3', 'current_log', 'domain_map', 'rejects', 'record', 'reflog', 'cleanup']);
+  assert.deepEqual(steps, ['queue:1', 'queue:3', 'current_log', 'domain_map', 'rejects', 'record', 'reflog', 'uncommit', 'cleanup']);
 });
 
 test('runs.jsonl append: a torn last line is cut, a retried record is not doubled', () => {

@@ -135,6 +135,28 @@ test('FileLineReader.next: any block size gives back the file lines; a cut last 
   assert.throws(() => reader.next(line), (e: unknown) => e instanceof DataError && e.code === 'TRUNCATED' && e.place?.line === 3);
 });
 
+test('FileLineReader holds every line to the 1 MiB limit, also one that ends in a later block', () => {
+  const dir = scratch('tsv');
+  const MiB = 1 << 20;
+  // [line lengths] -> the line that is too long (0: none): ends in the block it began in,
+  // in the next block (the limit was not checked there), or exactly at the limit.
+  for (const [lens, bad] of [
+    [[10, MiB + 300_000], 2],
+    [[MiB - 100, MiB + 1], 2],
+    [[5, MiB, 7], 0],
+  ] as const) {
+    const file = path.join(dir, `long-${lens.join('-')}`);
+    fs.writeFileSync(file, Buffer.concat(lens.map((n) => Buffer.from('x'.repeat(n) + '\n'))));
+    const reader = new FileLineReader(file);
+    const line = { buf: new Uint8Array(0), start: 0, end: 0 };
+    const run = () => {
+      while (reader.next(line)) assert.ok(line.end - line.start <= MiB);
+    };
+    if (bad === 0) run();
+    else assert.throws(run, (e: unknown) => e instanceof DataError && e.code === 'LINE_TOO_LONG' && e.place?.line === bad);
+  }
+});
+
 test('putBytes copies short and long ranges exactly', () => {
   const src = Buffer.from(Array.from({ length: 200 }, (_, i) => i));
   for (const [from, to] of [[0, 0], [3, 20], [5, 44], [0, 200], [150, 199]] as const) {

@@ -66,9 +66,9 @@ Common to every stage:
 `;
 
 /** A file option's value, or a UsageError: an empty name would fail only after the whole input was read. */
-export function pathOption(flag: string, value: unknown): string {
+export function pathOption(flag: string, value: unknown, what = 'a file name'): string {
   const v = value === undefined ? '' : String(value);
-  if (v === '') throw new UsageError(`${flag} wants a file name`);
+  if (v === '') throw new UsageError(`${flag} wants ${what}`);
   return v;
 }
 
@@ -169,7 +169,9 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
 
   const onSignal = (sig: NodeJS.Signals) => {
     runExitHooks();
-    log.warn({ signal: sig, ...gathered() }, 'summary: interrupted');
+    // Still the run's one summary line (the runner reads the counts of a stopped stage too).
+    const ms = Number((process.hrtime.bigint() - started) / 1_000_000n);
+    log.warn({ summary: true, status: 'interrupted', signal: sig, ...gathered(), ms }, 'summary');
     process.exit(sig === 'SIGINT' ? 130 : 143);
   };
   process.on('SIGINT', onSignal);

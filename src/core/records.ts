@@ -62,7 +62,8 @@ function crInField(f: string[], names: readonly string[]): string | null {
 /** Lower-case printable ASCII, as the streams carry domains (punycode, no spaces). */
 const DOMAIN_RE = /^[!-@[-~]+$/;
 
-function checkDomain(d: string): string | null {
+/** What is wrong with a domain as the streams carry it, or null. */
+export function checkDomain(d: string): string | null {
   if (d.length === 0) return 'empty domain';
   return DOMAIN_RE.test(d) ? null : `bad domain '${clip(d)}' (want lower-case ASCII, as analyze-dump writes it)`;
 }

@@ -1,3 +1,5 @@
+import * as os from 'node:os';
+
 const SIZE_RE = /^(\d+)([KMG]i?B?|B)?$/i;
 const UNIT: Record<string, number> = { '': 1, b: 1, k: 1 << 10, m: 1 << 20, g: 1 << 30 };
 
@@ -7,4 +9,16 @@ export function parseSize(text: string): number | null {
   if (!m) return null;
   const unit = (m[2] ?? '').charAt(0).toLowerCase();
   return Number(m[1]) * UNIT[unit]!;
+}
+
+/**
+ * A memory budget (analyze-dump --memory): its bytes, or what is wrong with it. At
+ * least 1M, and not beyond the machine's memory (such a budget would never spill,
+ * which is no bound at all).
+ */
+export function parseBudget(text: string): number | { error: string } {
+  const n = parseSize(text);
+  if (n === null || n < 1 << 20) return { error: `wants a size of at least 1M (e.g. 64M, 1G), got '${text}'` };
+  if (n > os.totalmem()) return { error: `${text} is more than this machine's memory (${Math.floor(os.totalmem() / 2 ** 20)}M)` };
+  return n;
 }

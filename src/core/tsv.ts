@@ -2,7 +2,10 @@
 // buffered writers. Lines end in LF; fields are separated by one TAB; no quoting.
 import { isAscii, isUtf8 } from 'node:buffer';
 import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as os from 'node:os';
 import * as path from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { LF, TAB, putText, type ByteSink } from './bytes.js';
 import { DataError, ioError } from './errors.js';
 
@@ -12,8 +15,9 @@ export const DEFAULT_MAX_LINE = 1 << 20;
 /**
  * Cuts a byte stream into batches of whole lines of about `target` bytes (a last
  * line without LF ends the final batch). A line that spans chunks and grows longer
- * than `maxLine` is cut to `maxLine + 1` bytes, so memory stays bounded and the
- * reader still sees it as too long; its last byte is made a TAB if the cut-off part
+ * than `maxLine` is cut to `maxLine + 2` bytes, so memory stays bounded and the
+ * reader still sees it as too long, even after stripping a CR from its end (a
+ * line of `maxLine` bytes and a CR is kept whole); its last byte is made a TAB if the cut-off part
  * had one, so whether the line has a TAB at all is kept. Nothing else changes: the
  * lines of the batches are the lines of the input (their first `maxLine` bytes at
  * least).
@@ -23,7 +27,7 @@ export class LineBatcher {
   private partsLen = 0;
   /** Buffers handed back for reuse. */
   private spare: Uint8Array[] = [];
-  /** The line in progress (no LF seen yet), at most maxLine + 1 bytes. */
+  /** The line in progress (no LF seen yet), at most maxLine + 2 bytes. */
   private tail: Buffer[] = [];
   private tailLen = 0;
 
@@ -85,10 +89,10 @@ export class LineBatcher {
     return b;
   }
 
-  /** Adds bytes to the line in progress, keeping at most maxLine + 1 of them (and its LF). */
+  /** Adds bytes to the line in progress, keeping at most maxLine + 2 of them (and its LF). */
   private grow(piece: Buffer): void {
     const endsLine = piece.length > 0 && piece[piece.length - 1] === LF;
-    const room = this.maxLine + 1 - this.tailLen;
+    const room = this.maxLine + 2 - this.tailLen;
     if (piece.length - (endsLine ? 1 : 0) > room) {
       if (room > 0) this.tail.push(Buffer.from(piece.subarray(0, room)));
       this.tailLen += room;
@@ -199,12 +203,14 @@ export class FileLineReader {
   private ascii = true;
   lineNo = 0;
 
+  /** Reads `source`; messages name it as `file` (a copy's reader names the original). */
   constructor(
-    readonly file: string,
+    source: string,
     blockSize = 1 << 20,
+    readonly file = source,
   ) {
     try {
-      this.fd = fs.openSync(file, 'r');
+      this.fd = fs.openSync(source, 'r');
     } catch (err) {
       throw ioError(err, file, 'open');
     }
@@ -212,10 +218,10 @@ export class FileLineReader {
     this.data = this.block;
   }
 
-  /** Opens `file`, or returns null if it does not exist. */
-  static openIfExists(file: string): FileLineReader | null {
+  /** Opens `file` (named `name` in messages), or returns null if it does not exist. */
+  static openIfExists(file: string, name = file): FileLineReader | null {
     try {
-      return new FileLineReader(file);
+      return new FileLineReader(file, 1 << 20, name);
     } catch (err) {
       if (err instanceof DataError && /ENOENT/.test(err.message)) return null;
       throw err;
@@ -272,6 +278,8 @@ export class FileLineReader {
         if (this.carry.length > DEFAULT_MAX_LINE) throw lineTooLong(this.file, this.lineNo + 1, DEFAULT_MAX_LINE);
         continue;
       }
+      // A line begun in an earlier block ends here: it is held to the limit too.
+      if (this.carry && this.carry.length + chunk.indexOf(LF) > DEFAULT_MAX_LINE) throw lineTooLong(this.file, this.lineNo + 1, DEFAULT_MAX_LINE);
       this.data = this.carry ? Buffer.concat([this.carry, chunk.subarray(0, last)]) : this.block;
       this.dataEnd = this.carry ? this.carry.length + last : last;
       this.ascii = isAscii(this.data.subarray(0, this.dataEnd));
@@ -279,6 +287,43 @@ export class FileLineReader {
       return true;
     }
   }
+}
+
+/**
+ * A path FileLineReader can read without blocking the thread indefinitely: `file`
+ * itself when it is a regular file (or missing, or a directory: the reader says so),
+ * else (a FIFO, a device: `--current <(zcat current_log.gz)`) a temporary copy in the
+ * system temp directory, made asynchronously so that a signal still stops the stage
+ * while the writer is slow or never comes. The copy is removed by `onExit`.
+ */
+export async function regularFileFor(file: string, onExit: (fn: () => void) => void): Promise<string> {
+  let st: fs.Stats | undefined;
+  try {
+    st = await fs.promises.stat(file);
+  } catch {
+    return file;
+  }
+  if (st.isFile() || st.isDirectory()) return file;
+  const copy = path.join(os.tmpdir(), `.master-server-${process.pid}-${path.basename(file)}.copy`);
+  liveTempFiles.add(copy);
+  onExit(() => {
+    removeQuietly(copy);
+    liveTempFiles.delete(copy);
+  });
+  try {
+    // A FIFO is opened without blocking and read as a pipe (epoll): a blocking open or
+    // read, even on a libuv thread, would keep the process from exiting on a signal.
+    // epoll reports the end only after a writer came and went, so a writer that is
+    // late is waited for, not taken for an empty file.
+    const source = st.isFIFO()
+      ? new net.Socket({ fd: fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK), readable: true, writable: false })
+      : fs.createReadStream(file, { highWaterMark: 1 << 20 });
+    await pipeline(source, fs.createWriteStream(copy, { flags: 'wx' }));
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    throw ioError(err, e.path === copy ? copy : file, e.path === copy ? 'copy' : 'read');
+  }
+  return copy;
 }
 
 /**

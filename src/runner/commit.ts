@@ -21,8 +21,9 @@
 //   6. reflog     move INBOX/RUN.reflog to STATE/done/ (only while it is still in
 //                 the inbox). The inbox is the to-do list: the reflog leaves it
 //                 only after all of the above are durable.
-//   7. cleanup    remove the staged files and run.json, then COMMIT, then the
-//                 directory.
+//   7. uncommit   remove COMMIT: from here a crash leaves a directory that
+//                 start-up removes (its reflog has left the inbox).
+//   8. cleanup    remove the staging directory (staged files, run.json).
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ioError } from '../core/errors.js';
@@ -175,11 +176,15 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
         const dir = path.join(plan.queueDir, q.yacobot);
         const dst = path.join(dir, `${plan.run}.tsv`);
         const prepared = preparedPath(dst);
+        const staged = stagedQueueFile(plan, q.yacobot);
         if (fs.existsSync(prepared)) renameIntoPlace(prepared, dst);
-        else {
+        else if (!fs.existsSync(staged)) {
+          // Only a cleanup removes staged files, after every step ran: published already.
+          // (Runners before the uncommit step removed them before COMMIT.)
+        } else {
           // Renamed before a crash (copying again writes the same bytes), or a COMMIT of an older version.
           mkdirDurable(dir);
-          publishCopy(stagedQueueFile(plan, q.yacobot), dst);
+          publishCopy(staged, dst);
         }
       },
     });
@@ -223,14 +228,17 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
     },
   });
   steps.push({
+    name: 'uncommit',
+    run() {
+      // COMMIT goes first: while it is there, a roll forward needs every staged file.
+      // Without it, start-up drops the directory (the reflog has left the inbox).
+      fs.rmSync(path.join(plan.staging, 'COMMIT'), { force: true });
+      fsyncPath(plan.staging);
+    },
+  });
+  steps.push({
     name: 'cleanup',
     run() {
-      // COMMIT goes after everything else in the staging area and before the directory,
-      // so a staging directory without COMMIT never holds a committed run's files.
-      fs.rmSync(work, { recursive: true, force: true });
-      fs.rmSync(path.join(plan.staging, 'run.json'), { force: true });
-      fsyncPath(plan.staging);
-      fs.rmSync(path.join(plan.staging, 'COMMIT'), { force: true });
       fs.rmSync(plan.staging, { recursive: true, force: true });
       fsyncPath(path.dirname(plan.staging));
     },

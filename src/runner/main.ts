@@ -239,13 +239,19 @@ function readRunJson(p: RunPaths): RunJson | null {
  * without this its record would not count them as new.
  */
 function keepAssignments(p: RunPaths, rj: RunJson): void {
-  if (rj.assigned_counted === rj.attempts || !fs.existsSync(p.logs)) return;
-  const log = fs.readdirSync(p.logs).find((f) => f.endsWith('.upload-domains.log'));
-  const n = log ? assignedInLog(fs.readFileSync(path.join(p.logs, log), 'utf8')) : 0;
+  if (rj.assigned_counted === rj.attempts) return;
+  const n = assignedByAttempt(p);
   if (n === 0) return;
   rj.assigned_earlier = (rj.assigned_earlier ?? 0) + n;
   rj.assigned_counted = rj.attempts;
   writeFileDurable(p.runJson, JSON.stringify(rj) + '\n');
+}
+
+/** What the attempt whose stage logs are in `p.logs` committed to the database (its upload-domains log says). */
+function assignedByAttempt(p: RunPaths): number {
+  if (!fs.existsSync(p.logs)) return 0;
+  const log = fs.readdirSync(p.logs).find((f) => f.endsWith('.upload-domains.log'));
+  return log ? assignedInLog(fs.readFileSync(path.join(p.logs, log), 'utf8')) : 0;
 }
 
 /**
@@ -312,6 +318,9 @@ async function runOne(
     record.failed_stage = step;
     record.error = error;
     record.seconds = seconds();
+    // Assignments are not undone with the run: a stage killed mid-run still lets
+    // upload-domains commit, and its retry finds those domains already assigned.
+    record.new_domains = assignedByAttempt(p) + (rj.assigned_earlier ?? 0);
     // The rejects explain a failed reject ratio; keep them (a later successful run replaces them).
     if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) {
       mkdirDurable(path.join(o.state, 'rejects'));

@@ -4,7 +4,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { UsageError } from '../core/errors.js';
-import { parseSize } from '../core/size.js';
+import { parseBudget } from '../core/size.js';
 import { isValidTimestamp, parseDuration } from '../core/time.js';
 
 export const PROG = 'reflog-to-yacobot-queue';
@@ -200,7 +200,8 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     throw new UsageError(`max-reject-ratio wants a number from 0 to 1, got '${clipText(ratio)}'`);
   }
   const memory = get('memory');
-  if (memory !== undefined && parseSize(memory) === null) throw new UsageError(`memory wants a size like 64M or 1G, got '${clipText(memory)}'`);
+  const budget = memory === undefined ? 0 : parseBudget(memory);
+  if (typeof budget !== 'number') throw new UsageError(`memory ${budget.error}`);
   const logLevel = get('log-level') ?? 'info';
   if (!['debug', 'info', 'warn', 'error', 'silent'].includes(logLevel)) {
     throw new UsageError(`log-level is one of debug, info, warn, error, silent; got '${clipText(logLevel)}'`);

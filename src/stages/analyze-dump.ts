@@ -9,7 +9,7 @@ import { grown } from '../core/arrays.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { MAX_REFLOG_HITS_DIGITS } from '../core/hits.js';
 import { clip } from '../core/records.js';
-import { parseSize } from '../core/size.js';
+import { parseBudget } from '../core/size.js';
 import { RecordBatch, RecordSorter, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
 import { timestampKey } from '../core/time.js';
 import { FileWriter, LineBatcher } from '../core/tsv.js';
@@ -44,12 +44,12 @@ const BATCH_BYTES = 1 << 20;
 /** The largest --max-url-bytes: a line may be this plus 64 KiB, and a worker's batch holds whole lines. */
 const MAX_URL_LIMIT = 1 << 20;
 
-/** Whether `file` exists and is the input (`-`: stdin) itself. */
-function sameFile(file: string, input: string): boolean {
+/** Whether `file` exists and is `other` itself: a path, or a descriptor (0 for stdin, 1 for stdout). */
+function sameFile(file: string, other: string | number): boolean {
   try {
     const a = fs.statSync(file);
-    const b = input === '-' ? fs.fstatSync(0) : fs.statSync(input);
-    return a.dev === b.dev && a.ino === b.ino;
+    const b = typeof other === 'number' ? fs.fstatSync(other) : other === '-' ? fs.fstatSync(0) : fs.statSync(other);
+    return a.isFile() && a.dev === b.dev && a.ino === b.ino;
   } catch {
     return false;
   }
@@ -312,8 +312,11 @@ function analyzeBatch(analyzer: ReflogAnalyzer, buf: Buffer, maxLine: number, re
     r.lines++;
     // A long line with no TAB anywhere is still a header (LineBatcher keeps a TAB
     // where it cut one off); any other long line is rejected.
-    const overlong = e - s > maxLine && buf.subarray(s, e).indexOf(TAB) !== -1;
-    const end = e - s > maxLine ? s + maxLine : e;
+    // The limit is on the line without the CR that line() strips (LineBatcher keeps
+    // maxLine + 2 bytes of a longer line, so a cut line is still too long without one).
+    const len = e > s && buf[e - 1] === 13 ? e - s - 1 : e - s;
+    const overlong = len > maxLine && buf.subarray(s, e).indexOf(TAB) !== -1;
+    const end = len > maxLine ? s + maxLine : e;
     const v = analyzer.line(buf, s, end, overlong);
     if (v === Verdict.Header) r.headers++;
     else if (v === Verdict.Empty) r.empty++;
@@ -433,9 +436,9 @@ order, so the output does not depend on the number of threads. If more than
     }
     const mode = String(raw.domainMode);
     if (mode !== 'registrable' && mode !== 'host') throw new UsageError(`--domain-mode is 'registrable' or 'host', got '${mode}'`);
-    const memory = parseSize(String(raw.memory));
-    if (memory === null || memory < 1 << 20) throw new UsageError(`--memory wants a size of at least 1M (e.g. 64M, 1G), got '${raw.memory}'`);
-    const threads = raw.threads === undefined ? defaultThreads(memory) : Number(raw.threads);
+    const memory = parseBudget(String(raw.memory));
+    if (typeof memory !== 'number') throw new UsageError(`--memory ${memory.error}`);
+    const threads = raw.threads === undefined ? defaultThreads(memory) : /^\d{1,2}$/.test(String(raw.threads)) ? Number(raw.threads) : NaN;
     if (!Number.isInteger(threads) || threads < 0 || threads > 64) throw new UsageError(`--threads wants an integer from 0 to 64, got '${raw.threads}'`);
     return {
       threads,
@@ -446,11 +449,12 @@ order, so the output does not depend on the number of threads. If more than
       sortQuery: Boolean(raw.sortQuery),
       domainMode: mode as DomainMode,
       memoryBytes: memory,
-      tmpDir: String(raw.tmp),
+      tmpDir: pathOption('--tmp', raw.tmp, 'a directory name'),
     };
   },
   async run(ctx, o) {
     if (o.rejects && sameFile(o.rejects, ctx.inputName)) throw new UsageError(`--rejects ${o.rejects} is the input itself (opening it would empty it)`);
+    if (o.rejects && sameFile(o.rejects, 1)) throw new UsageError(`--rejects ${o.rejects} is stdout itself (the records and the rejects would overwrite each other)`);
     const rejects = o.rejects ? new FileWriter(o.rejects) : null;
     ctx.onExit(() => rejects?.abandon());
     // The URL memory of each parsing thread comes out of the budget, not on top of it.

@@ -1,6 +1,8 @@
 // domains-from-db: the partner database's domain -> Yacobot table as a domain_map.
-import type { StageDef } from '../cli/stage.js';
+import { pathOption, type StageDef } from '../cli/stage.js';
 import { dbError, openDb } from '../core/db.js';
+import { DataError } from '../core/errors.js';
+import { checkDomain, clip } from '../core/records.js';
 
 export interface DomainsFromDbOptions {
   db: string;
@@ -19,13 +21,16 @@ sorted bytewise by domain (LC_ALL=C order), ready for upload-domains --map.
 Every assigned domain is written, whichever Yacobot owns it.
 
 A missing database is an error (create one with partner-db --db FILE init);
-the database is never created or changed here.
+the database is never created or changed here. A row that no domain_map line
+could carry (a NULL, upper-case or non-ASCII domain, one with a TAB or LF; a
+yacobot_id that is not a positive integer: rows edited outside partner-db) is
+an error naming it, not a broken map line.
 
 Buffers: one row (the rows are streamed from the database).`,
   options(cmd) {
     cmd.requiredOption('--db <file>', 'the partner database (SQLite; required)');
   },
-  normalize: (raw) => ({ db: String(raw.db) }),
+  normalize: (raw) => ({ db: pathOption('--db', raw.db) }),
   async run(ctx, o) {
     // Read-only: it must not change the database, not even its journal mode.
     const db = openDb(o.db, { readonly: true });
@@ -37,11 +42,14 @@ Buffers: one row (the rows are streamed from the database).`,
     try {
       // SQLite orders TEXT with the BINARY collation: memcmp of the UTF-8 bytes, i.e. bytewise.
       const rows = db.prepare('SELECT domain, yacobot_id FROM partner_domain ORDER BY domain').raw().iterate() as IterableIterator<
-        [string, number]
+        [unknown, unknown]
       >;
       for (const [domain, id] of rows) {
-        out.write(`${domain}\t${id}\n`);
-        perYacobot[id] = (perYacobot[id] ?? 0) + 1;
+        const bad = badRow(domain, id);
+        if (bad) throw new DataError('BAD_ROW', `partner_domain has a row no domain_map line can carry: ${bad} (edited by hand? fix or delete that row)`, { file: o.db });
+        const y = id as number;
+        out.write(`${domain as string}\t${y}\n`);
+        perYacobot[y] = (perYacobot[y] ?? 0) + 1;
         if (++n % 4096 === 0) await out.flushIfFull();
       }
     } catch (err) {
@@ -49,3 +57,12 @@ Buffers: one row (the rows are streamed from the database).`,
     }
   },
 };
+
+/** What is wrong with a partner_domain row for a domain_map line, or null. */
+function badRow(domain: unknown, id: unknown): string | null {
+  if (typeof domain !== 'string') return `domain ${domain === null ? 'NULL' : `of type ${typeof domain}`}`;
+  const d = checkDomain(domain);
+  if (d) return d;
+  if (!(typeof id === 'number' && Number.isSafeInteger(id) && id > 0)) return `domain ${domain} has yacobot_id '${clip(String(id))}', not a positive integer`;
+  return null;
+}

@@ -1,9 +1,9 @@
 // join-current: full outer merge-join of incoming_log (stdin) with current_log.
 import { pathOption, type StageDef } from '../cli/stage.js';
-import { DataError, UsageError } from '../core/errors.js';
+import { DataError } from '../core/errors.js';
 import { DASH, LF, TAB, compareBytes, putBytes, type ByteSink } from '../core/bytes.js';
 import { IdOrder, LineRef, checkUrlRecordAt } from '../core/records.js';
-import { FileLineReader } from '../core/tsv.js';
+import { FileLineReader, regularFileFor } from '../core/tsv.js';
 
 export interface JoinCurrentOptions {
   current: string;
@@ -59,7 +59,9 @@ timestamp and hits and an empty updatetag; domain and url come from the incoming
 side when it is present. Output is sorted by id.
 
 Buffers: one record of each input. Unsorted or duplicate ids in either input,
-or a last line cut off without its newline, are errors naming the line.`,
+or a last line cut off without its newline, are errors naming the line. A
+--current that is a FIFO is copied to the system temp directory first (so that
+a signal still stops the stage while its writer is late).`,
   options(cmd) {
     cmd.requiredOption('--current <file>', 'current_log to join with (required; a file that does not exist is an empty log)');
   },
@@ -68,7 +70,8 @@ or a last line cut off without its newline, are errors naming the line.`,
   },
   async run(ctx, o) {
     const out = ctx.out;
-    const reader = FileLineReader.openIfExists(o.current);
+    // A FIFO is read through a copy: a blocking read of it would hold off SIGTERM.
+    const reader = FileLineReader.openIfExists(await regularFileFor(o.current, ctx.onExit), o.current);
     ctx.onExit(() => reader?.close());
     const curOrder = new IdOrder();
     const inOrder = new IdOrder();

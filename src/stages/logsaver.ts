@@ -1,7 +1,7 @@
 // logsaver: split routed records into one queue file per Yacobot, published atomically.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { StageDef } from '../cli/stage.js';
+import { pathOption, type StageDef } from '../cli/stage.js';
 import { mkdirEach } from '../core/dirs.js';
 import { DataError, UsageError, ioError } from '../core/errors.js';
 import { BytesIndex } from '../core/bytesindex.js';
@@ -66,7 +66,7 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
     const name = String(raw.name);
     const bad = checkQueueName(name);
     if (bad) throw new UsageError(`--name '${clip(name)}' ${bad}`);
-    return { queueDir: String(raw.queueDir), name };
+    return { queueDir: pathOption('--queue-dir', raw.queueDir, 'a directory name'), name };
   },
   async run(ctx, o) {
     // The queues, numbered as their yacobot_ids are in `ids` (below).

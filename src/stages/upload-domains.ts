@@ -202,11 +202,11 @@ holds --map and the distinct domains seen in this run.`,
     const now = raw.now === undefined ? formatTimestamp(new Date()) : String(raw.now);
     if (!isValidTimestamp(now)) throw new UsageError(`--now wants a real time as YYYYMMDDhhmmss, got '${now}'`);
     return {
-      db: String(raw.db),
+      db: pathOption('--db', raw.db),
       map: raw.map === undefined ? null : pathOption('--map', raw.map),
       assign,
       now,
-      tmpDir: String(raw.tmp),
+      tmpDir: pathOption('--tmp', raw.tmp, 'a directory name'),
     };
   },
   async run(ctx, o) {

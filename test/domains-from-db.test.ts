@@ -1,0 +1,81 @@
+// domains-from-db: the domain_map it writes (bytewise order, as upload-domains
+// requires), and that it only reads the database. Golden cases:
+// fixtures/domains-from-db/; missing and wrong databases: partner-db.test.ts.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import Database from 'better-sqlite3';
+import { BIN, partnerDb, runBin, scratch, testEnv } from './lib/run.js';
+
+test('domains-from-db leaves the database byte for byte as it was, journal mode included', () => {
+  const dir = scratch();
+  const db = path.join(dir, 'p.db');
+  partnerDb(dir, db, 'init');
+  partnerDb(dir, db, 'add', 'alpha');
+  partnerDb(dir, db, 'assign', 'x.com', 'alpha');
+  const h = new Database(db);
+  h.pragma('journal_mode = DELETE');
+  h.close();
+  const before = fs.readFileSync(db);
+  const r = runBin('domains-from-db', ['--db', 'p.db'], '', dir);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, 'x.com\t1\n');
+  assert.ok(fs.readFileSync(db).equals(before), 'the database file is unchanged');
+});
+
+test('domains-from-db: bytewise order over many rows, and a closed stdout ends it quietly', () => {
+  const work = scratch();
+  partnerDb(work, 'p.db', 'init');
+  partnerDb(work, 'p.db', 'add', 'a');
+  partnerDb(work, 'p.db', 'add', 'b');
+  const db = new Database(path.join(work, 'p.db'));
+  const ins = db.prepare("INSERT INTO partner_domain VALUES (?, ?, '20110101000000')");
+  const all: string[] = [];
+  db.transaction(() => {
+    for (let i = 0; i < 20000; i++) {
+      const d = `${(i * 7919) % 20000}-${i % 3 ? 'x' : 'X'}.${['com', 'co.uk', 'org', 'ru'][i % 4]}`.toLowerCase();
+      all.push(`${d}\t${(i % 2) + 1}`);
+      ins.run(d, (i % 2) + 1);
+    }
+  })();
+  db.close();
+  const r = runBin('domains-from-db', ['--db', 'p.db'], '', work);
+  assert.equal(r.status, 0, r.stderr);
+  const want = all.sort((x, y) => Buffer.compare(Buffer.from(x.split('\t')[0]!), Buffer.from(y.split('\t')[0]!)));
+  assert.equal(r.stdout, want.join('\n') + '\n');
+  const head = spawnSync('bash', ['-c', `set -o pipefail; ${path.join(BIN, 'domains-from-db')} --db p.db | head -1`], {
+    cwd: work,
+    env: testEnv(),
+    encoding: 'utf8',
+  });
+  assert.equal(head.status, 0, head.stderr);
+  assert.equal(head.stdout, want[0] + '\n');
+});
+
+test('a row no domain_map line can carry (edited outside partner-db) is an error naming it, not a broken map line', () => {
+  const work = scratch();
+  partnerDb(work, 'p.db', 'init');
+  partnerDb(work, 'p.db', 'add', 'a');
+  partnerDb(work, 'p.db', 'assign', 'ok.com', 'a');
+  const cases: [string, RegExp][] = [
+    ["(NULL, 1, 'x')", /domain NULL/],
+    ["('tab' || char(9) || 'x.com', 1, 'x')", /bad domain 'tab x\.com'/],
+    ["('nl' || char(10) || 'x.com', 1, 'x')", /bad domain 'nl x\.com'/],
+    ["('UP.com', 1, 'x')", /bad domain 'UP\.com'/],
+    ["('z.com', 'one', 'x')", /domain z\.com has yacobot_id 'one', not a positive integer/],
+    ["('z.com', 0, 'x')", /yacobot_id '0'/],
+  ];
+  for (const [values, want] of cases) {
+    fs.copyFileSync(path.join(work, 'p.db'), path.join(work, 't.db'));
+    const db = new Database(path.join(work, 't.db'));
+    db.pragma('foreign_keys = OFF');
+    db.exec(`INSERT INTO partner_domain VALUES ${values}`);
+    db.close();
+    const r = runBin('domains-from-db', ['--db', 't.db'], '', work);
+    assert.equal(r.status, 1, values);
+    assert.match(r.stderr, new RegExp(`^domains-from-db: t\\.db: partner_domain has a row no domain_map line can carry: .*${want.source}`, 'm'), values);
+    assert.equal(r.stdout, '', `${values}: no partial map`);
+  }
+});
