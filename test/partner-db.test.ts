@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import { BIN, hasStackTrace, partnerDb, runBin, scratch, testEnv } from './lib/run.js';
-import { normalizeDomain } from '../src/core/db.js';
+import { normalizeDomain, openDb } from '../src/core/db.js';
 
 function pdb(work: string, ...args: string[]) {
   return runBin('partner-db', ['--db', 'p.db', ...args], '', work);
@@ -305,4 +305,15 @@ test('import: a quote never closed is named at the line where it opens, not at t
   assert.equal(r.status, 1);
   assert.match(r.stderr, /^partner-db: q\.csv:3: CSV syntax: the quote opened on this line is never closed\n/);
   assert.deepEqual(rows(work), []);
+});
+
+test('a writing connection is WAL with synchronous FULL: an assignment the runner publishes on survives a power loss', () => {
+  const work = fresh('a');
+  const db = openDb(path.join(work, 'p.db'));
+  try {
+    assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
+    assert.equal(db.pragma('synchronous', { simple: true }), 2, 'FULL (NORMAL, 1, may lose the last transactions)');
+  } finally {
+    db.close();
+  }
 });

@@ -142,6 +142,10 @@ export function initDb(file: string): { db: Db; created: boolean } {
 function configure(db: Db, writable: boolean): void {
   // WAL lets readers (domains-from-db, lookups) run while a writer commits.
   if (writable) db.pragma('journal_mode = WAL');
+  // FULL: a transaction is on disk when COMMIT returns (WAL's default here, NORMAL, may
+  // lose the last ones on power loss). The runner publishes queue files that rely on
+  // upload-domains' assignments being durable; an fsync per transaction costs nothing here.
+  if (writable) db.pragma('synchronous = FULL');
   db.pragma('foreign_keys = ON');
 }
 
