@@ -668,3 +668,28 @@ test("the stages' environment holds glibc's mmap threshold, unless the operator 
   assert.equal(env.TZ, 'UTC');
   assert.equal(stageEnv({ MALLOC_MMAP_THRESHOLD_: '65536' }).MALLOC_MMAP_THRESHOLD_, '65536');
 });
+
+test('a failed run records the domains its upload-domains committed all the same (they stay assigned)', async () => {
+  // Hour 1 runs; then its current_log gets a last line whose timestamp is no real time,
+  // so that filter-url fails at the end of hour 2, after the rest went downstream:
+  // upload-domains still ends its input and commits. The failed line used to say 0.
+  const dir = fresh();
+  keepOnly(dir);
+  for (const hour of [1, 2]) {
+    const fd = fs.openSync(path.join(dir, `var/inbox/201107280${4 + hour}.reflog`), 'w');
+    generateReflog(fd, { lines: 20_000, hour, seed: 5 });
+    fs.closeSync(fd);
+  }
+  fs.renameSync(path.join(dir, 'var/inbox/2011072806.reflog'), path.join(dir, 'hour2'));
+  assert.equal((await runner(dir)).status, 0);
+  fs.appendFileSync(path.join(dir, 'var/state/current_log'), `${'f'.repeat(16)}\t20119999000000\t\t1\ta.com\thttp://a.com/\n`);
+  fs.renameSync(path.join(dir, 'hour2'), path.join(dir, 'var/inbox/2011072806.reflog'));
+  const r = await runner(dir);
+  assert.equal(r.status, 1, r.stderr);
+  const rec = runsJsonl(dir).at(-1)!;
+  assert.equal(rec.status, 'failed');
+  assert.equal(rec.failed_stage, 'filter-url');
+  const ud = (rec.stages as Record<string, Record<string, unknown>>)['upload-domains']!;
+  assert.ok((ud.assigned_by_us as number) > 0, 'upload-domains committed new domains');
+  assert.equal(rec.new_domains, ud.assigned_by_us);
+});
