@@ -170,8 +170,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   const onSignal = (sig: NodeJS.Signals) => {
     runExitHooks();
     // Still the run's one summary line (the runner reads the counts of a stopped stage too).
-    const ms = Number((process.hrtime.bigint() - started) / 1_000_000n);
-    log.warn({ summary: true, status: 'interrupted', signal: sig, ...gathered(), ms }, 'summary');
+    summary(log, 'warn', { status: 'interrupted', signal: sig, ...gathered() }, started);
     process.exit(sig === 'SIGINT' ? 130 : 143);
   };
   process.on('SIGINT', onSignal);
@@ -219,13 +218,13 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   } catch (err) {
     if (err instanceof OutputClosed) {
       runExitHooks();
-      summary(log, gathered(), started, 'output closed');
+      summary(log, 'info', { status: 'output closed', ...gathered() }, started);
       process.exit(0);
     }
     fail(def.name, systemFailure(err), log, gathered, started, runExitHooks);
   }
   runExitHooks();
-  summary(log, gathered(), started, 'ok');
+  summary(log, 'info', { status: 'ok', ...gathered() }, started);
   process.exit(0);
 }
 
@@ -258,9 +257,10 @@ function systemFailure(err: unknown): unknown {
   return e.syscall === 'write' ? ioError(err, 'stdout', 'write output') : err;
 }
 
-function summary(log: Logger, counts: Record<string, Count>, started: bigint, status: string): void {
+/** Writes the run's one summary line: `fields` (status first, then counts) and the ms since `started`. */
+function summary(log: Logger, level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, started: bigint): void {
   const ms = Number((process.hrtime.bigint() - started) / 1_000_000n);
-  log.info({ summary: true, status, ...counts, ms }, 'summary');
+  log[level]({ summary: true, ...fields, ms }, 'summary');
 }
 
 function usageExit(name: string, message: string): never {
@@ -292,7 +292,6 @@ function fail(
     if (process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${e && e.stack}\n`);
   }
   process.stderr.write(`${name}: ${message}\n`);
-  const ms = Number((process.hrtime.bigint() - started) / 1_000_000n);
-  log.error({ summary: true, status: 'failed', error_code: code, error: message, ...counts(), ms }, 'summary');
+  summary(log, 'error', { status: 'failed', error_code: code, error: message, ...counts() }, started);
   process.exit(1);
 }

@@ -16,11 +16,11 @@ export const DEFAULT_MAX_LINE = 1 << 20;
  * Cuts a byte stream into batches of whole lines of about `target` bytes (a last
  * line without LF ends the final batch). A line that spans chunks and grows longer
  * than `maxLine` is cut to `maxLine + 2` bytes, so memory stays bounded and the
- * reader still sees it as too long, even after stripping a CR from its end (a
- * line of `maxLine` bytes and a CR is kept whole); its last byte is made a TAB if the cut-off part
- * had one, so whether the line has a TAB at all is kept. Nothing else changes: the
- * lines of the batches are the lines of the input (their first `maxLine` bytes at
- * least).
+ * reader still sees it as too long, even after stripping a CR from its end (a line
+ * of `maxLine` bytes and a CR is kept whole); its last byte is made a TAB if the
+ * cut-off part had one, so whether the line has a TAB at all is kept. Nothing else
+ * changes: the lines of the batches are the lines of the input (their first
+ * `maxLine` bytes at least).
  */
 export class LineBatcher {
   private parts: Buffer[] = [];

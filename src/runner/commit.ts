@@ -178,14 +178,13 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
         const prepared = preparedPath(dst);
         const staged = stagedQueueFile(plan, q.yacobot);
         if (fs.existsSync(prepared)) renameIntoPlace(prepared, dst);
-        else if (!fs.existsSync(staged)) {
-          // Only a cleanup removes staged files, after every step ran: published already.
-          // (Runners before the uncommit step removed them before COMMIT.)
-        } else {
+        else if (fs.existsSync(staged)) {
           // Renamed before a crash (copying again writes the same bytes), or a COMMIT of an older version.
           mkdirDurable(dir);
           publishCopy(staged, dst);
         }
+        // Neither: only a cleanup removes staged files, after every step ran, so it was
+        // published. (Runners before the uncommit step removed them before COMMIT.)
       },
     });
   }

@@ -64,8 +64,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<neve
     o = parsed;
   } catch (err) {
     if (err instanceof UsageError) {
-      process.stderr.write(`${PROG}: ${err.message}\nTry '${PROG} --help' for more information.\n`);
-      process.exit(2);
+      usageExit(err.message);
     }
     throw err;
   }
@@ -76,8 +75,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<neve
   } catch (err) {
     if (err instanceof Stop) process.exit(err.code);
     if (err instanceof UsageError) {
-      process.stderr.write(`${PROG}: ${err.message}\nTry '${PROG} --help' for more information.\n`);
-      process.exit(2);
+      usageExit(err.message);
     }
     if (err instanceof Locked) {
       process.stderr.write(`${PROG}: another run holds the lock: ${err.message}; exiting (75)\n`);
@@ -90,6 +88,11 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<neve
     process.stderr.write(`${PROG}: ${message}\n`);
     process.exit(1);
   }
+}
+
+function usageExit(message: string): never {
+  process.stderr.write(`${PROG}: ${message}\nTry '${PROG} --help' for more information.\n`);
+  process.exit(2);
 }
 
 /** False when `p` is missing or not a directory; true otherwise, including when stat itself fails (reported when it is read). */
@@ -414,7 +417,7 @@ function showProgress(name: string, p: Progress): () => void {
  * Test hook: REFLOG_RUNNER_FAILPOINT="RUN:STEP" (or "*:STEP") makes the runner
  * SIGKILL itself just before that commit step (commit, commit:marker (COMMIT
  * itself, after the staged files were made durable), queue:<id>, current_log,
- * domain_map, rejects, record, reflog, cleanup), to prove each step recoverable;
+ * domain_map, rejects, record, reflog, uncommit, cleanup), to prove each step recoverable;
  * REFLOG_RUNNER_FAILSIGNAL=SIGTERM sends that signal instead (it is handled once
  * the step's synchronous work is done).
  */

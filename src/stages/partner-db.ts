@@ -92,15 +92,15 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): 
   let records: { record: string[]; info: { bytes: number } }[];
   // csv-parse's own line count takes a CRLF inside quotes for two lines: lines are
   // counted here from its byte offsets (into the UTF-8 bytes it parsed).
-  const lines = new LineCounter(Buffer.from(text, 'utf8'));
+  const bytes = Buffer.from(text, 'utf8');
+  const lines = new LineCounter(bytes);
   try {
     records = parseCsv(text, { info: true, bom: true, skip_empty_lines: true, relax_column_count: true, trim: true }) as unknown as typeof records;
   } catch (err) {
     const e = err as { message?: string; bytes?: number; code?: string };
     if (e.code === 'CSV_QUOTE_NOT_CLOSED') {
       // csv-parse names the end of the file; the operator needs the line of the quote.
-      const line = unclosedQuoteLine(text);
-      throw new DataError('BAD_CSV', 'CSV syntax: the quote opened on this line is never closed', { file, line });
+      throw new DataError('BAD_CSV', 'CSV syntax: the quote opened on this line is never closed', { file, line: lines.lineAt(unclosedQuoteAt(bytes)) });
     }
     const msg = String(e.message ?? err)
       .replace(/^Invalid (Opening|Closing) Quote: /, '')
@@ -161,19 +161,15 @@ class LineCounter {
   }
 }
 
-/** The line (from 1) of the quote that RFC 4180 quoting leaves open at the end of `text`. */
-function unclosedQuoteLine(text: string): number {
-  let line = 1;
+/** The byte offset of the quote that RFC 4180 quoting leaves open at the end of `b`. */
+function unclosedQuoteAt(b: Buffer): number {
   let open = 0;
   let inQuote = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c === 10) line++;
-    else if (c === 34) {
-      // A doubled quote inside quotes is an escaped one: it toggles twice.
-      if (!inQuote) open = line;
-      inQuote = !inQuote;
-    }
+  for (let i = 0; i < b.length; i++) {
+    if (b[i] !== 34) continue;
+    // A doubled quote inside quotes is an escaped one: it toggles twice.
+    if (!inQuote) open = i;
+    inQuote = !inQuote;
   }
   return open;
 }
