@@ -258,3 +258,23 @@ test('option values are read strictly: --threads only as digits, --memory from 1
   }
   assert.equal(runBin('analyze-dump', ['--threads', '2', '--memory', '64M'], '').status, 0);
 });
+
+test('a CR inside the URL field is a reject, not a URL that WHATWG silently joins together', () => {
+  const cases: [string, string][] = [
+    [reflogLine('http://a.com/x\ry', 1), 'bad URL: contains CR'],
+    [reflogLine('http://a.\rcom/', 1), 'bad URL: contains CR'],
+    [reflogLine('\rhttp://a.com/', 1, '20110727200841', 'tag'), 'bad URL: contains CR'],
+    [reflogLine('http://a.com/x\ry', 1, '20110727200841', 't\rg'), 'bad updatetag: contains CR'],
+    // A CR before the URL, in a field that is not read, leaves the URL alone.
+    [['b', '5', '20110727200841', 'p\rq', 'http://a.com/xy', '1'].join('\t'), 'record'],
+  ];
+  const dir = scratch();
+  const rejects = path.join(dir, 'rj');
+  const input = cases.map(([l]) => l).join('\n') + '\n';
+  const r = runBin('analyze-dump', ['--max-reject-ratio', '1', '--rejects', rejects], input, dir);
+  assert.equal(r.status, 0, r.stderr);
+  const got = fs.readFileSync(rejects, 'utf8').split('\n').filter(Boolean).map((l) => l.split('\t'));
+  const want = cases.flatMap(([, w], i) => (w === 'record' ? [] : [[String(i + 1), w]]));
+  assert.deepEqual(got.map((f) => f.slice(0, 2)), want);
+  assert.deepEqual(r.stdout.split('\t').slice(4), ['a.com', 'http://a.com/xy\n']);
+});

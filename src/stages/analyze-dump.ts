@@ -150,9 +150,13 @@ export class ReflogAnalyzer {
     if (hitsEnd - h > MAX_REFLOG_HITS_DIGITS) return this.reject('bad hits', `more than ${MAX_REFLOG_HITS_DIGITS} digits`);
     const tagAt = nt === 6 ? hitsEnd + 1 : end;
     if (cr >= tagAt) return this.reject('bad updatetag', 'contains CR');
+    const urlAt = t[R_URL - 1]! + 1;
+    // WHATWG would drop it and answer for a URL that is not the one in the line (`cr`
+    // is the last CR: one after the URL has been rejected above).
+    if (cr >= urlAt) return this.reject('bad URL', 'contains CR');
     // The URL's bytes decide its answer: they are UTF-8 when the line has high bytes, else ASCII.
     const u = this.urls;
-    const k = u.resolve(buf, t[R_URL - 1]! + 1, t[R_URL]!, high >= 128);
+    const k = u.resolve(buf, urlAt, t[R_URL]!, high >= 128);
     const bad = u.rejected(k);
     if (bad) return this.reject(bad.reason, bad.detail);
 
