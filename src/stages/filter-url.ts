@@ -109,8 +109,8 @@ filtered_log (URL records to send) to stdout and the next current_log to
   changed = i_updatetag non-empty and different from c_updatetag
 
 Timestamps are read in the local time zone (set TZ to choose). Durations: 90s,
-30m, 1h, 10h, 1d, or seconds. --current-out is written to a temporary file and
-renamed over FILE only after the whole input was processed.
+30m, 1h, 10h, 1d, or seconds; at most 3650d. --current-out is written to a
+temporary file and renamed over FILE only after the whole input was processed.
 
 Buffers: one record.`,
   options(cmd) {
