@@ -11,7 +11,7 @@ import Database from 'better-sqlite3';
 import { ROOT, RUNNER, hasStackTrace, partnerDb, runRunner, scratch, testEnv } from './lib/run.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
-import { assignedInLog, hourEndOf, planInbox, resolveNow, shellQuote, type RunRecord } from '../src/runner/plan.js';
+import { assignedInLog, failureMessage, hourEndOf, readStageLog, planInbox, resolveNow, shellQuote, type RunRecord } from '../src/runner/plan.js';
 import { publishSteps } from '../src/runner/commit.js';
 import { stageEnv } from '../src/runner/pipeline.js';
 import { appendRecordOnce } from '../src/runner/fsutil.js';
@@ -692,4 +692,18 @@ test('a failed run records the domains its upload-domains committed all the same
   const ud = (rec.stages as Record<string, Record<string, unknown>>)['upload-domains']!;
   assert.ok((ud.assigned_by_us as number) > 0, 'upload-domains committed new domains');
   assert.equal(rec.new_domains, ud.assigned_by_us);
+});
+
+test('a stage that dies of an exception it did not catch (a module that fails to load) is reported by its message, not by Node\'s first line', () => {
+  const stderrOf = (code: string) => spawnSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8' }).stderr;
+  const missing = readStageLog('group-sum', 1, stderrOf('import "no-such-package-here";'));
+  assert.match(missing.messages[0]!, /^node:internal/, 'what was reported before');
+  assert.match(failureMessage(missing), /^group-sum: Error \[ERR_MODULE_NOT_FOUND\]: Cannot find package 'no-such-package-here' imported from /);
+  // A message of several lines (as a native module built for another Node version gives) comes whole, on one line.
+  const twoLines = readStageLog('upload-domains', 1, stderrOf('throw new TypeError("was compiled against\\na different Node.js version");'));
+  assert.equal(failureMessage(twoLines), 'upload-domains: TypeError: was compiled against a different Node.js version');
+  // The stage's own message still wins, and a bare status stays the last resort.
+  const own = readStageLog('group-sum', 1, 'group-sum: -:3: not sorted by id\n{"summary":true,"status":"failed"}\n');
+  assert.equal(failureMessage(own), 'group-sum: -:3: not sorted by id');
+  assert.equal(failureMessage(readStageLog('logsaver', 137, '')), 'logsaver: killed by signal 9');
 });

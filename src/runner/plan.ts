@@ -189,10 +189,31 @@ export function assignedInLog(text: string): number {
   return n;
 }
 
-/** The one-line reason a failed stage gives: its own message, else its summary's error, else the status. */
+/**
+ * The message of an exception a stage did not catch (one it could not, as a module
+ * that fails to load), as Node prints it after the source excerpt: the line
+ * "Error [CODE]: text" or "TypeError: text" and its continuation lines, up to the
+ * stack, joined by spaces; null when there is none.
+ */
+function uncaughtMessage(messages: readonly string[]): string | null {
+  const i = messages.findIndex((m) => /^(?:[A-Z]\w*)?(?:Error|Exception)(?: \[\w+\])?: /.test(m));
+  if (i < 0) return null;
+  const lines = [messages[i]!];
+  for (let j = i + 1; j < messages.length && !/^\s+at /.test(messages[j]!) && !/^Node\.js v/.test(messages[j]!); j++) lines.push(messages[j]!.trim());
+  return lines.join(' ');
+}
+
+/**
+ * The one-line reason a failed stage gives: its own message, else the message of
+ * an exception it did not catch (not Node's first line, a source location), else
+ * its first line of stderr, its summary's error or its status.
+ */
 export function failureMessage(s: StageOutcome): string {
-  const own = s.messages.find((m) => m.startsWith(`${s.name}:`)) ?? s.messages[0];
+  const own = s.messages.find((m) => m.startsWith(`${s.name}:`));
   if (own) return own;
+  const uncaught = uncaughtMessage(s.messages);
+  if (uncaught) return `${s.name}: ${uncaught}`;
+  if (s.messages[0]) return s.messages[0];
   if (s.summary && typeof s.summary.error === 'string') return `${s.name}: ${s.summary.error}`;
   return s.exit > 128 ? `${s.name}: killed by signal ${s.exit - 128}` : `${s.name}: exit status ${s.exit}`;
 }
