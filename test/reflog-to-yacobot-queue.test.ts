@@ -294,6 +294,9 @@ test('a queue side that cannot take every file (a Yacobot\'s queue path is a fil
   const last = runsJsonl(dir).at(-1)!;
   assert.equal(last.status, 'failed');
   assert.equal(last.failed_stage, 'publish');
+  // Nothing was published, so nothing was sent (these once counted the staged files).
+  assert.equal(last.sent, 0);
+  assert.deepEqual(last.sent_per_yacobot, {});
   fs.rmSync(path.join(dir, 'var/queue/2'));
   for (const f of RUNS) if (!fs.existsSync(path.join(dir, 'var/inbox', f))) fs.copyFileSync(path.join(REFLOGS, f), path.join(dir, 'var/inbox', f));
   const again = await runner(dir);
@@ -706,4 +709,30 @@ test('a stage that dies of an exception it did not catch (a module that fails to
   const own = readStageLog('group-sum', 1, 'group-sum: -:3: not sorted by id\n{"summary":true,"status":"failed"}\n');
   assert.equal(failureMessage(own), 'group-sum: -:3: not sorted by id');
   assert.equal(failureMessage(readStageLog('logsaver', 137, '')), 'logsaver: killed by signal 9');
+});
+
+test('a run without rejects removes the rejects file a failed attempt of the same reflog left', async () => {
+  const dir = fresh();
+  keepOnly(dir, '2011072806.reflog');
+  const reflog = path.join(dir, 'var/inbox/2011072806.reflog');
+  const lines = fs.readFileSync(reflog, 'utf8').split('\n');
+  // Half of the URLs made ftp: the reject ratio fails the run, and its rejects are kept.
+  fs.writeFileSync(reflog, lines.map((l, i) => (i % 2 === 1 ? l.replace(/\thttps?:/, '\tftp:') : l)).join('\n'));
+  const failed = await runner(dir);
+  assert.equal(failed.status, 1, failed.stderr);
+  const kept = path.join(dir, 'var/state/rejects/2011072806.tsv');
+  assert.ok(fs.statSync(kept).size > 0, "the failed attempt's rejects are kept");
+  // The operator fixes the reflog, leaving out every line that would be rejected.
+  const valid = (l: string) => {
+    const f = l.split('\t');
+    return f.length < 6 || (/^\d{14}$/.test(f[2]!) && /^https?:/.test(f[4]!));
+  };
+  fs.writeFileSync(reflog, lines.filter(valid).join('\n'));
+  const again = await runner(dir);
+  assert.equal(again.status, 0, again.stderr);
+  const last = runsJsonl(dir).at(-1)!;
+  assert.equal(last.status, 'ok');
+  assert.equal((last.stages as Record<string, { rejected: number }>)['analyze-dump']!.rejected, 0);
+  assert.equal(last.rejects_file, undefined);
+  assert.ok(!fs.existsSync(kept), 'no rejects file for a run that rejected nothing');
 });

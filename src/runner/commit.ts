@@ -15,7 +15,8 @@
 //                 they were sent (at-least-once even if the staging area were lost).
 //   2. current_log, 3. domain_map   rename staged file over STATE/<file>
 //                 (skipped when the staged file is gone: renamed before a crash).
-//   4. rejects    rename staged rejects to STATE/rejects/RUN.tsv.
+//   4. rejects    rename staged rejects to STATE/rejects/RUN.tsv; with none, remove
+//                 a STATE/rejects/RUN.tsv left by a failed attempt.
 //   5. record     count the backlog, append the runs.jsonl line unless the last
 //                 line already is this run's (run_id); a torn last line is cut.
 //   6. reflog     move INBOX/RUN.reflog to STATE/done/ (only while it is still in
@@ -203,7 +204,20 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
   });
   steps.push(replace('current_log', path.join(work, 'current_log'), path.join(plan.state, 'current_log')));
   steps.push(replace('domain_map', path.join(work, 'domain_map'), path.join(plan.state, 'domain_map')));
-  steps.push(replace('rejects', path.join(work, 'rejects.tsv'), path.join(plan.state, 'rejects', `${plan.run}.tsv`)));
+  const rejects = path.join(plan.state, 'rejects', `${plan.run}.tsv`);
+  if (plan.record.rejects_file !== undefined) steps.push(replace('rejects', path.join(work, 'rejects.tsv'), rejects));
+  else {
+    // No rejects this time: a file left under this name by a failed attempt (or an
+    // earlier run of the same name) would pass for this run's.
+    steps.push({
+      name: 'rejects',
+      run() {
+        if (!fs.existsSync(rejects)) return;
+        fs.rmSync(rejects, { force: true });
+        fsyncPath(path.dirname(rejects));
+      },
+    });
+  }
   steps.push({
     name: 'record',
     run() {

@@ -319,6 +319,9 @@ async function runOne(
   const failed = (step: string, error: string): RunRecord => {
     record.status = 'failed';
     record.failed_stage = step;
+    // Counted for the commit; a failed run published nothing.
+    record.sent = 0;
+    record.sent_per_yacobot = {};
     record.error = error;
     record.seconds = seconds();
     // Assignments are not undone with the run: a stage killed mid-run still lets
