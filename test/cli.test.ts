@@ -215,3 +215,31 @@ test('an empty file or directory name is a usage error for every path option (lo
   }
   assert.deepEqual(fs.readdirSync(dir), [], 'nothing was written');
 });
+
+test("a file option naming the stage's own input or stdout (/dev/stdin on a pipe, > the same file) is a usage error, not a hang or a lost stream", () => {
+  const dir = scratch();
+  partnerDb(dir, 'p.db', 'init');
+  partnerDb(dir, 'p.db', 'add', 'y1');
+  fs.writeFileSync(path.join(dir, 'in'), `${'0'.repeat(15)}1\t20110101000000\t\t1\ta.com\thttp://a.com/\n`);
+  const cases: [string, string, string][] = [
+    // stage and arguments, how its input and stdout are connected, the message
+    ['join-current --current /dev/stdin', 'cat in | STAGE | cat', '--current /dev/stdin is the input itself'],
+    ['join-current --current out', 'STAGE < in > out', '--current out is stdout itself'],
+    ['filter-url --now 20110101000000 --current-out /dev/stdout', 'cat in | STAGE | cat', '--current-out /dev/stdout is stdout itself'],
+    ['filter-url --now 20110101000000 --current-out out', 'STAGE < in > out', '--current-out out is stdout itself'],
+    ['upload-domains --db p.db --map /dev/stdin', 'cat in | STAGE | cat', '--map /dev/stdin is the input itself'],
+    ['upload-domains --db p.db --map /dev/stdout', 'cat in | STAGE | cat', '--map /dev/stdout is stdout itself'], // waited forever, deaf to SIGTERM
+    ['analyze-dump --rejects /dev/stdin', 'cat in | STAGE | cat', '--rejects /dev/stdin is the input itself'], // waited forever
+    ['analyze-dump --rejects /dev/stdout', 'cat in | STAGE | cat', '--rejects /dev/stdout is stdout itself'],
+  ];
+  for (const [stage, shell, want] of cases) {
+    const name = stage.split(' ')[0]!;
+    const cmd = shell.replace('STAGE', path.join(BIN, stage)) + '; exit ${PIPESTATUS[1]:-$?}';
+    const r = spawnSync('bash', ['-c', cmd], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 30_000, killSignal: 'SIGKILL' });
+    assert.equal(r.status, 2, `${shell.replace('STAGE', stage)}: ${r.stderr}`);
+    assert.equal(r.stderr, `${name}: ${want}\nTry '${name} --help' for more information.\n`);
+  }
+  // /dev/null and a terminal are shared by many, so they are not "the same stream".
+  const r = spawnSync('bash', ['-c', `${path.join(BIN, 'analyze-dump')} --rejects /dev/null < /dev/null`], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+});

@@ -72,6 +72,34 @@ export function pathOption(flag: string, value: unknown, what = 'a file name'): 
   return v;
 }
 
+/** What names one open stream: device and inode of a regular file, pipe or socket (not of a terminal or /dev/null, which many may share). */
+function streamIdentity(st: fs.Stats): string | null {
+  return st.isFile() || st.isFIFO() || st.isSocket() ? `${st.dev}:${st.ino}` : null;
+}
+
+function identityOf(stat: () => fs.Stats): string | null {
+  try {
+    return streamIdentity(stat());
+  } catch {
+    return null; // absent or unreadable: opening it will say so
+  }
+}
+
+/**
+ * Refuses a file option that names the stage's own input (`inputName`, or stdin
+ * for "-") or its stdout, such as `/dev/stdin` on a pipe or `> same-file`: the stage
+ * would read its input as the option's file (or wait for itself on a pipe), or two
+ * of its outputs would overwrite each other.
+ */
+export function refuseOwnStreams(flag: string, file: string, inputName: string): void {
+  const id = identityOf(() => fs.statSync(file));
+  if (id === null) return;
+  if (id === identityOf(() => (inputName === '-' ? fs.fstatSync(0) : fs.statSync(inputName)))) {
+    throw new UsageError(`${flag} ${file} is the input itself`);
+  }
+  if (id === identityOf(() => fs.fstatSync(1))) throw new UsageError(`${flag} ${file} is stdout itself`);
+}
+
 export function packageVersion(): string {
   try {
     const pkg = JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'package.json'), 'utf8'));

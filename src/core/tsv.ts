@@ -471,6 +471,13 @@ export function replaceableTarget(file: string): string {
   let target = file;
   let st: fs.Stats;
   try {
+    // A link to something that is not a file (/dev/stdout on a pipe is a link to
+    // "pipe:[N]", which would pass below for a dangling link) is refused as that thing.
+    if (!fs.statSync(file).isFile()) throw new DataError('NOT_A_FILE', 'is not a regular file: refusing to replace it', { file });
+  } catch (err) {
+    if (err instanceof DataError) throw err;
+  }
+  try {
     // Link by link, so that a dangling link (a first run's state file) names where
     // the file is to be made, rather than being replaced by it.
     for (let hops = 0; (st = fs.lstatSync(target)).isSymbolicLink(); hops++) {

@@ -1,9 +1,8 @@
 // analyze-dump: reflog -> URL records sorted by (id, timestamp).
-import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { isUtf8 } from 'node:buffer';
 import type { Command } from 'commander';
-import { pathOption, type StageDef } from '../cli/stage.js';
+import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
 import { LF, TAB, isDigitsAt, putBytes, putDecimal } from '../core/bytes.js';
 import { grown } from '../core/arrays.js';
 import { DataError, UsageError } from '../core/errors.js';
@@ -43,17 +42,6 @@ const BATCH_BYTES = 1 << 20;
 
 /** The largest --max-url-bytes: a line may be this plus 64 KiB, and a worker's batch holds whole lines. */
 const MAX_URL_LIMIT = 1 << 20;
-
-/** Whether `file` exists and is `other` itself: a path, or a descriptor (0 for stdin, 1 for stdout). */
-function sameFile(file: string, other: string | number): boolean {
-  try {
-    const a = fs.statSync(file);
-    const b = typeof other === 'number' ? fs.fstatSync(other) : other === '-' ? fs.fstatSync(0) : fs.statSync(other);
-    return a.isFile() && a.dev === b.dev && a.ino === b.ino;
-  } catch {
-    return false;
-  }
-}
 
 /** Under this --memory, analyze-dump trades speed for memory: no worker threads, no URL memory. */
 const SMALL_BUDGET = 128 << 20;
@@ -457,8 +445,7 @@ order, so the output does not depend on the number of threads. If more than
     };
   },
   async run(ctx, o) {
-    if (o.rejects && sameFile(o.rejects, ctx.inputName)) throw new UsageError(`--rejects ${o.rejects} is the input itself (opening it would empty it)`);
-    if (o.rejects && sameFile(o.rejects, 1)) throw new UsageError(`--rejects ${o.rejects} is stdout itself (the records and the rejects would overwrite each other)`);
+    if (o.rejects) refuseOwnStreams('--rejects', o.rejects, ctx.inputName);
     const rejects = o.rejects ? new FileWriter(o.rejects) : null;
     ctx.onExit(() => rejects?.abandon());
     // The URL memory of each parsing thread comes out of the budget, not on top of it.

@@ -1,5 +1,5 @@
 // filter-url: decide what to send this hour and write the next current_log.
-import { pathOption, type StageDef } from '../cli/stage.js';
+import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
 import { DASH, LF, TAB, compareBytes, putBytes, type ByteSink } from '../core/bytes.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { MAX_HITS_DIGITS, addHitsAt, hitsTooBig } from '../core/hits.js';
@@ -137,6 +137,7 @@ Buffers: one record.`,
     };
   },
   async run(ctx, o) {
+    refuseOwnStreams('--current-out', o.currentOut, ctx.inputName);
     if (o.keepMs < o.resendAfterMs) {
       ctx.log.warn({ keep_ms: o.keepMs, resend_after_ms: o.resendAfterMs }, '--keep is shorter than --resend-after: a URL unseen for longer than --keep is sent again as new, before --resend-after');
     }

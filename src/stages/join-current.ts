@@ -1,5 +1,5 @@
 // join-current: full outer merge-join of incoming_log (stdin) with current_log.
-import { pathOption, type StageDef } from '../cli/stage.js';
+import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
 import { DataError } from '../core/errors.js';
 import { DASH, LF, TAB, compareBytes, putBytes, type ByteSink } from '../core/bytes.js';
 import { IdOrder, LineRef, checkUrlRecordAt } from '../core/records.js';
@@ -69,6 +69,7 @@ a signal still stops the stage while its writer is late).`,
     return { current: pathOption('--current', raw.current) };
   },
   async run(ctx, o) {
+    refuseOwnStreams('--current', o.current, ctx.inputName);
     const out = ctx.out;
     // A FIFO is read through a copy: a blocking read of it would hold off SIGTERM.
     const reader = FileLineReader.openIfExists(await regularFileFor(o.current, ctx.onExit), o.current);

@@ -2,7 +2,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { pathOption, type StageDef } from '../cli/stage.js';
+import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
 import {
   LeastLoaded,
   activeLoads,
@@ -210,6 +210,7 @@ holds --map and the distinct domains seen in this run.`,
     };
   },
   async run(ctx, o) {
+    if (o.map) refuseOwnStreams('--map', o.map, ctx.inputName);
     const db = openDb(o.db);
     ctx.onExit(() => db.close());
     const file = ctx.inputName;
