@@ -105,6 +105,27 @@ test('least-loaded takes existing loads into account and spreads a batch', () =>
   assert.deepEqual(picks.slice(10), [2, 3]);
 });
 
+test('least-loaded: loads equal in decimal are a tie (smallest id), though 3 x 0.1 and 1 x 0.3 differ in binary', () => {
+  // 3 domains / 0.3 and 1 domain / 0.1 are both 10.
+  for (const [w1, d1, w2, d2] of [
+    [0.3, 3, 0.1, 1],
+    [0.7, 7, 0.1, 1],
+    [0.1, 1, 0.3, 3],
+    [1.1, 11, 0.1, 1],
+  ] as const) {
+    assert.equal(new LeastLoaded([{ id: 1, weight: w1, domains: d1 }, { id: 2, weight: w2, domains: d2 }]).pick(), 1, `${d1}/${w1} against ${d2}/${w2}`);
+  }
+  // A real difference still decides: 3/0.3 = 10 against 1/0.1000001 = 9.99999.
+  assert.equal(new LeastLoaded([{ id: 1, weight: 0.3, domains: 3 }, { id: 2, weight: 0.1000001, domains: 1 }]).pick(), 2);
+  // Through the stage, as the review found it.
+  const w = newDb([['y1', 0.3], ['y2', 0.1]]);
+  for (const d of ['a', 'b', 'c']) pdb(w, 'assign', `${d}.com`, 'y1');
+  pdb(w, 'assign', 'd.com', 'y2');
+  const r = runBin('upload-domains', ['--db', 'p.db', '--now', '20110727210000'], filtered(['new.com']), w);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout.split('\t')[0], '1');
+});
+
 test('rendezvous: two separate databases with the same Yacobots assign every new domain alike', () => {
   const ys: [string, number][] = [
     ['a', 1],

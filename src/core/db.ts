@@ -255,8 +255,13 @@ export class LeastLoaded {
     if (!best) throw new Error('LeastLoaded.pick with no Yacobots');
     for (let i = 1; i < this.ys.length; i++) {
       const y = this.ys[i]!;
-      // Cross-multiplied to compare domains/weight without rounding; strict < keeps the smaller id on ties.
-      if (y.domains * best.weight < best.domains * y.weight) best = y;
+      // Cross-multiplied (no division), and equal within a relative 1e-12: weights are
+      // decimals as the operator typed them, and 3 x 0.1 is not 1 x 0.3 in binary
+      // (the wrong Yacobot won that tie). Real differences are far larger: domain
+      // counts are integers, weights have a few digits. The smaller id keeps a tie.
+      const a = y.domains * best.weight;
+      const b = best.domains * y.weight;
+      if (a < b && b - a > 1e-12 * b) best = y;
     }
     best.domains++;
     return best.id;
