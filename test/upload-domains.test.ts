@@ -311,12 +311,16 @@ test('a spooled run leaves no spool file behind, on success or failure', () => {
   assert.equal(owners(work).size, 20, 'a failed run assigns nothing');
 });
 
-test('--map: a repeated or out-of-order domain is an error naming the line; a FIFO map is refused before the database changes', () => {
+test('--map: a repeated, out-of-order or malformed domain is an error naming the line; a FIFO map is refused before the database changes', () => {
   const work = newDb([['a', 1]]);
   const input = filtered(['new.com']);
   for (const [text, want] of [
     ['a.com\t1\na.com\t1\n', /^upload-domains: map:2: domain a\.com appears twice\n/],
     ['b.com\t1\na.com\t1\n', /^upload-domains: map:2: not sorted: a\.com after b\.com\n/],
+    // Domains no stream carries (was: accepted, and written back into the map).
+    ['D1.com\t1\n', /^upload-domains: map:1: bad domain 'D1\.com' \(want lower-case ASCII/],
+    ['a.com\t1\nпример.рф\t1\n', /^upload-domains: map:2: bad domain 'пример\.рф'/],
+    ['a b.com\t1\n', /^upload-domains: map:1: bad domain 'a b\.com'/],
   ] as const) {
     fs.writeFileSync(path.join(work, 'map'), text);
     const r = runBin('upload-domains', ['--db', 'p.db', '--map', 'map'], input, work);

@@ -16,7 +16,7 @@ import { DataError, UsageError } from '../core/errors.js';
 import { grown } from '../core/arrays.js';
 import { BytesIndex } from '../core/bytesindex.js';
 import { LF, TAB, digitsValue, latin1, putBytes, putDecimal, type ByteSink } from '../core/bytes.js';
-import { LineRef, checkUrlRecordAt, isYacobotIdAt } from '../core/records.js';
+import { LineRef, checkDomain, checkUrlRecordAt, isYacobotIdAt } from '../core/records.js';
 import { formatTimestamp, isValidTimestamp } from '../core/time.js';
 import { AtomicFileWriter, FileLineReader, FileWriter, findTabsAt, liveTempFiles, removeQuietly, replaceableTarget } from '../core/tsv.js';
 
@@ -59,6 +59,10 @@ export function loadDomainMap(file: string): { map: Map<string, number>; existed
         throw new DataError('BAD_MAP', 'expected "domain TAB yacobot_id" with a positive integer id', { file, line: r.lineNo });
       }
       const domain = Buffer.from(buf.buffer, buf.byteOffset + start, tab[0]! - start).toString('utf8');
+      // As domains-from-db writes them and every stream carries them: one that is not
+      // would never match a record's domain, and would be written back into the map.
+      const badDomain = checkDomain(domain);
+      if (badDomain) throw new DataError('BAD_MAP', badDomain, { file, line: r.lineNo });
       // A domain_map is sorted and unique (domains-from-db writes it so): a second
       // line for a domain would silently win over the first.
       if (prev !== null && bytewise(prev, domain) >= 0) {
