@@ -165,7 +165,7 @@ test('a database with the wrong schema is named precisely', () => {
   // init in a directory that does not exist names it (it was an "internal error").
   const nd = runBin('partner-db', ['--db', 'nodir/p.db', 'init'], '', work);
   assert.equal(nd.status, 1);
-  assert.match(nd.stderr, /^partner-db: nodir\/p\.db: directory \S+\/nodir does not exist\n/);
+  assert.match(nd.stderr, /^partner-db: nodir\/p\.db: directory \S+\/nodir does not exist \(create it first: mkdir -p \S+\/nodir\)\n/);
   // A file that is not SQLite at all.
   fs.writeFileSync(path.join(work, 'text.db'), 'hello, this is text\n'.repeat(100));
   const t = runBin('domains-from-db', ['--db', 'text.db'], '', work);

@@ -117,7 +117,7 @@ export function openDb(file: string, opts: { readonly?: boolean } = {}): Db {
  */
 export function initDb(file: string): { db: Db; created: boolean } {
   const dir = path.dirname(path.resolve(file));
-  if (!fs.existsSync(dir)) throw new DataError('NO_DIR', `directory ${dir} does not exist`, { file });
+  if (!fs.existsSync(dir)) throw new DataError('NO_DIR', `directory ${dir} does not exist (create it first: mkdir -p ${dir})`, { file });
   let db: Db | null = null;
   try {
     db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
