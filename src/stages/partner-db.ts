@@ -95,7 +95,8 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): 
   const bytes = Buffer.from(text, 'utf8');
   const lines = new LineCounter(bytes);
   try {
-    records = parseCsv(text, { info: true, bom: true, skip_empty_lines: true, relax_column_count: true, trim: true }) as unknown as typeof records;
+    // Every line end, in any mix: csv-parse would otherwise take the first one for all.
+    records = parseCsv(text, { info: true, bom: true, skip_empty_lines: true, relax_column_count: true, trim: true, record_delimiter: ['\r\n', '\n', '\r'] }) as unknown as typeof records;
   } catch (err) {
     const e = err as { message?: string; bytes?: number; code?: string };
     if (e.code === 'CSV_QUOTE_NOT_CLOSED') {
