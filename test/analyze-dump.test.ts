@@ -250,6 +250,7 @@ test('option values are read strictly: --threads only as digits, --memory from 1
     [['--threads', '1e1'], /--threads wants an integer from 0 to 64/],
     [['--threads', '65'], /--threads wants an integer from 0 to 64/],
     [['--memory', '512K'], /--memory wants a size of at least 1M/],
+    [['--memory', '1T'], /--memory wants a size in bytes, K, M or G \(e.g. 64M, 1G\), got '1T'/],
     [['--memory', '99999999G'], /--memory 99999999G is more than this machine's memory \(\d+M\)/],
   ] as const) {
     const r = runBin('analyze-dump', [...args], '');

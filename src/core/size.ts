@@ -18,7 +18,8 @@ export function parseSize(text: string): number | null {
  */
 export function parseBudget(text: string): number | { error: string } {
   const n = parseSize(text);
-  if (n === null || n < 1 << 20) return { error: `wants a size of at least 1M (e.g. 64M, 1G), got '${text}'` };
+  if (n === null) return { error: `wants a size in bytes, K, M or G (e.g. 64M, 1G), got '${text}'` };
+  if (n < 1 << 20) return { error: `wants a size of at least 1M (e.g. 64M, 1G), got '${text}'` };
   if (n > os.totalmem()) return { error: `${text} is more than this machine's memory (${Math.floor(os.totalmem() / 2 ** 20)}M)` };
   return n;
 }

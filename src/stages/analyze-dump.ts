@@ -407,7 +407,7 @@ order, so the output does not depend on the number of threads. If more than
 --max-reject-ratio of the records are rejected, the run fails with no output.`,
   options(cmd: Command) {
     cmd
-      .option('--rejects <file>', 'write each rejected line as "line TAB reason TAB original bytes"')
+      .option('--rejects <file>', 'write each rejected line as "line TAB reason TAB original bytes" (at most the line limit of them)')
       .option('--max-reject-ratio <r>', 'fail (no output) when rejected/(records+rejected) exceeds r', '0.01')
       .option('--max-url-bytes <n>', 'longest accepted URL in bytes', String(DEFAULT_MAX_URL_BYTES))
       .option('--drop-params <globs>', "drop query parameters whose names match, e.g. 'utm_*,callback,_'")
