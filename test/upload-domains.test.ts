@@ -334,3 +334,18 @@ test('--map: a repeated, out-of-order or malformed domain is an error naming the
   assert.match(f.stderr, /^upload-domains: fifo: is not a regular file: refusing to replace it\n/);
   assert.equal(owners(work).size, 0, 'nothing committed');
 });
+
+test('a domain the database gives to an inactive Yacobot (set so by hand) is routed there, with a warning and a count', () => {
+  const work = newDb([['a', 1], ['b', 1]]);
+  pdb(work, 'assign', 'old.com', 'b');
+  const db = new Database(path.join(work, 'p.db'));
+  db.prepare('UPDATE yacobot SET active = 0 WHERE id = 2').run(); // by hand, not partner-db disable
+  db.close();
+  fs.writeFileSync(path.join(work, 'map'), 'old.com\t2\n');
+  const r = runBin('upload-domains', ['--db', 'p.db', '--map', 'map', '--now', '20110727210000'], filtered(['old.com', 'new.com']), work);
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(r.stdout.trimEnd().split('\n').map((l) => l.split('\t')[0]), ['2', '1']);
+  const s = summaryOf(r.stderr);
+  assert.equal(s.domains_of_inactive, 1);
+  assert.match(r.stderr, /1 domain\(s\) belong to inactive Yacobot\(s\) 2 and were routed to them; to move them to active ones: partner-db --db p\.db disable 2/);
+});

@@ -166,7 +166,10 @@ writes routed records, in input order:
 
 A domain's Yacobot comes from the --map file if given (entries that point to a
 Yacobot that is no longer active are ignored), else from the database. A domain
-found in neither is new: it is given an active Yacobot by --assign
+the database gives to an inactive Yacobot (made so by hand; partner-db disable
+moves its domains) is routed there all the same, with a warning and
+domains_of_inactive in the summary. A domain found in neither is new: it is
+given an active Yacobot by --assign
 
   least-loaded  the one with the fewest domains per unit of weight, ties to the
                 smallest id; counts grow as it assigns, so a batch spreads out
@@ -239,6 +242,10 @@ holds --map and the distinct domains seen in this run.`,
     const learned = new Map<string, number>();
     let fromMap = 0;
     let fromDb = 0;
+    // Domains the database gives to a Yacobot that is not active (set so by hand: partner-db
+    // disable moves them): still routed there, as the database says, but an operator must know.
+    let ofInactive = 0;
+    const inactiveOwners = new Set<number>();
     let recordsIn = 0;
     let recordsOut = 0;
     const out = ctx.out;
@@ -267,6 +274,10 @@ holds --map and the distinct domains seen in this run.`,
       }
       if (d === undefined) return 0;
       fromDb++;
+      if (!active.has(d)) {
+        ofInactive++;
+        inactiveOwners.add(d);
+      }
       learned.set(domain, d);
       return d;
     };
@@ -288,6 +299,7 @@ holds --map and the distinct domains seen in this run.`,
         domains_from_map: fromMap,
         domains_from_db: fromDb,
         domains_new: fresh.length,
+        domains_of_inactive: ofInactive,
         assigned_by_us: result.assignedByUs,
         lost_race: result.lostRace,
         spooled,
@@ -329,6 +341,13 @@ holds --map and the distinct domains seen in this run.`,
       spooled++;
     });
 
+    if (ofInactive > 0) {
+      const ids = [...inactiveOwners].sort((a, b) => a - b);
+      ctx.log.warn(
+        { domains_of_inactive: ofInactive, yacobots: ids },
+        `${ofInactive} domain(s) belong to inactive Yacobot(s) ${ids.join(', ')} and were routed to them; to move them to active ones: partner-db --db ${o.db} disable ${ids[0]}`,
+      );
+    }
     for (let k = 0; k < domains.size; k++) if (owner[k] === 0) fresh.push(k);
     if (fresh.length > 0) {
       const names = fresh.map((k) => domains.key(k));
