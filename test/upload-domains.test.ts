@@ -115,8 +115,17 @@ test('least-loaded: loads equal in decimal are a tie (smallest id), though 3 x 0
   ] as const) {
     assert.equal(new LeastLoaded([{ id: 1, weight: w1, domains: d1 }, { id: 2, weight: w2, domains: d2 }]).pick(), 1, `${d1}/${w1} against ${d2}/${w2}`);
   }
-  // A real difference still decides: 3/0.3 = 10 against 1/0.1000001 = 9.99999.
-  assert.equal(new LeastLoaded([{ id: 1, weight: 0.3, domains: 3 }, { id: 2, weight: 0.1000001, domains: 1 }]).pick(), 2);
+  // A real difference still decides, however small: 3/0.3 = 10 against 1/0.1000001 = 9.99999,
+  // weights of 1 and 1.0000000000001 with a domain each, and millions of domains.
+  for (const [w1, d1, w2, d2] of [
+    [0.3, 3, 0.1000001, 1],
+    [1, 1, 1.0000000000001, 1],
+    [1000000, 10000001, 999999.91, 10000000], // 10.000001 against 10.0000009
+    [1e-7, 1, 2e-7, 1],
+  ] as const) {
+    assert.equal(new LeastLoaded([{ id: 1, weight: w1, domains: d1 }, { id: 2, weight: w2, domains: d2 }]).pick(), 2, `${d1}/${w1} against ${d2}/${w2}`);
+  }
+  assert.equal(new LeastLoaded([{ id: 1, weight: 1e-7, domains: 1 }, { id: 2, weight: 0.0000001, domains: 1 }]).pick(), 1, 'the same weight written two ways');
   // Through the stage, as the review found it.
   const w = newDb([['y1', 0.3], ['y2', 0.1]]);
   for (const d of ['a', 'b', 'c']) pdb(w, 'assign', `${d}.com`, 'y1');

@@ -235,14 +235,30 @@ export function normalizeDomain(text: string): { domain: string } | { error: str
 }
 
 /**
+ * A weight as the exact decimal it was typed as: `m / 10^k`, from the shortest
+ * decimal that reads back as the same double (0.3 is 3/10, not 0.2999...).
+ */
+function decimalOf(w: number): { m: bigint; k: number } {
+  const [mant, exp] = String(w).split('e') as [string, string | undefined];
+  const [int, frac = ''] = mant.split('.') as [string, string | undefined];
+  let k = frac.length - Number(exp ?? 0);
+  let m = BigInt(int + frac);
+  for (; k < 0; k++) m *= 10n;
+  return { m, k };
+}
+
+/**
  * Least-loaded choice over a fixed set of Yacobots: load = domains / weight, ties to
- * the smallest id; every pick counts, so a batch of picks spreads by weight.
+ * the smallest id; every pick counts, so a batch of picks spreads by weight. Loads
+ * are compared exactly, with weights as the decimals the operator typed: in binary,
+ * 3 x 0.1 is not 1 x 0.3, and the tie of 3 domains at 0.3 and 1 at 0.1 went to the
+ * wrong Yacobot.
  */
 export class LeastLoaded {
-  private readonly ys: { id: number; weight: number; domains: number }[];
+  private readonly ys: { id: number; domains: number; m: bigint; k: number }[];
 
   constructor(yacobots: readonly { id: number; weight: number; domains: number }[]) {
-    this.ys = yacobots.map((y) => ({ id: y.id, weight: y.weight, domains: y.domains })).sort((a, b) => a.id - b.id);
+    this.ys = yacobots.map((y) => ({ id: y.id, domains: y.domains, ...decimalOf(y.weight) })).sort((a, b) => a.id - b.id);
   }
 
   get size(): number {
@@ -255,13 +271,12 @@ export class LeastLoaded {
     if (!best) throw new Error('LeastLoaded.pick with no Yacobots');
     for (let i = 1; i < this.ys.length; i++) {
       const y = this.ys[i]!;
-      // Cross-multiplied (no division), and equal within a relative 1e-12: weights are
-      // decimals as the operator typed them, and 3 x 0.1 is not 1 x 0.3 in binary
-      // (the wrong Yacobot won that tie). Real differences are far larger: domain
-      // counts are integers, weights have a few digits. The smaller id keeps a tie.
-      const a = y.domains * best.weight;
-      const b = best.domains * y.weight;
-      if (a < b && b - a > 1e-12 * b) best = y;
+      // y.domains / (y.m / 10^y.k) < best.domains / (best.m / 10^best.k), cross-multiplied
+      // in integers; strict < keeps the smaller id on ties.
+      const k = Math.max(y.k, best.k);
+      const a = BigInt(y.domains) * best.m * 10n ** BigInt(k - best.k);
+      const b = BigInt(best.domains) * y.m * 10n ** BigInt(k - y.k);
+      if (a < b) best = y;
     }
     best.domains++;
     return best.id;
