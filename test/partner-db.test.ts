@@ -80,12 +80,13 @@ test('import: quoted CSV with a header; a bad row imports nothing; the fixed fil
 test('import: line ends may change within a file (CRLF, then LF, then CR), as files edited by two tools have them', () => {
   const work = fresh('alpha');
   // Was: "mixed.csv:2: expected 2 fields (domain,yacobot), got 3" (the first line end was taken for all).
-  fs.writeFileSync(path.join(work, 'mixed.csv'), 'm1.com,1\r\nm2.com,1\nm3.com,1\n"m\r\n4.com",1\r\nm5.com,nosuch\n');
+  fs.writeFileSync(path.join(work, 'mixed.csv'), 'm1.com,1\r\nm2.com,1\nm3.com,1\r"m\r\n4.com",1\r\nm5.com,nosuch\nm6.com,zz');
   const bad = pdb(work, 'import', 'mixed.csv');
   assert.equal(bad.status, 1);
   assert.match(bad.stderr, /^partner-db: mixed\.csv:4: bad domain/m);
   assert.match(bad.stderr, /^partner-db: mixed\.csv:6: no Yacobot named 'nosuch'$/m);
-  fs.writeFileSync(path.join(work, 'mixed.csv'), 'm1.com,1\r\nm2.com,1\nm3.com,1\n\r\nm4.com,1\r\nm5.com,alpha');
+  assert.match(bad.stderr, /^partner-db: mixed\.csv:7: no Yacobot named 'zz'$/m); // was 6: a lone CR among LFs went uncounted
+  fs.writeFileSync(path.join(work, 'mixed.csv'), 'm1.com,1\r\nm2.com,1\nm3.com,1\r\r\nm4.com,1\r\nm5.com,alpha');
   const r = pdb(work, 'import', 'mixed.csv');
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(rows(work).map((x) => x.domain), ['m1.com', 'm2.com', 'm3.com', 'm4.com', 'm5.com']);

@@ -728,6 +728,15 @@ test('a run without rejects removes the rejects file a failed attempt of the sam
     return f.length < 6 || (/^\d{14}$/.test(f[2]!) && /^https?:/.test(f[4]!));
   };
   fs.writeFileSync(reflog, lines.filter(valid).join('\n'));
+  // A failing attempt without rejects (no active Yacobot) removes them too.
+  const db = new Database(path.join(dir, 'var/state/partner.db'));
+  db.prepare('UPDATE yacobot SET active = 0').run();
+  const noActive = await runner(dir);
+  assert.equal(noActive.status, 1, noActive.stderr);
+  assert.equal(runsJsonl(dir).at(-1)!.failed_stage, 'upload-domains');
+  assert.ok(!fs.existsSync(kept), 'a failed attempt that rejected nothing leaves no rejects file');
+  db.prepare('UPDATE yacobot SET active = 1').run();
+  db.close();
   const again = await runner(dir);
   assert.equal(again.status, 0, again.stderr);
   const last = runsJsonl(dir).at(-1)!;

@@ -328,10 +328,15 @@ async function runOne(
     // upload-domains commit, and its retry finds those domains already assigned.
     record.new_domains = assignedByAttempt(p) + (rj.assigned_earlier ?? 0);
     // The rejects explain a failed reject ratio; keep them (a later successful run replaces them).
+    const kept = path.join(o.state, 'rejects', `${p.name}.tsv`);
     if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) {
       mkdirDurable(path.join(o.state, 'rejects'));
-      fs.renameSync(p.rejects, path.join(o.state, 'rejects', `${p.name}.tsv`));
-      record.rejects_file = path.join(o.state, 'rejects', `${p.name}.tsv`);
+      fs.renameSync(p.rejects, kept);
+      record.rejects_file = kept;
+    } else if (fs.existsSync(p.rejects)) {
+      // analyze-dump ran and rejected nothing: what an earlier attempt rejected would pass for this one's.
+      fs.rmSync(kept, { force: true });
+      delete record.rejects_file;
     }
     log.error({ run: p.name, stage: step, error }, 'run failed; nothing published');
     appendRecordOnce(path.join(o.state, 'runs.jsonl'), record);
@@ -363,10 +368,8 @@ async function runOne(
   record.new_domains =
     (typeof ud.assigned_by_us === 'number' ? ud.assigned_by_us : typeof ud.domains_new === 'number' ? ud.domains_new : 0) +
     (rj.assigned_earlier ?? 0);
-  if (fs.existsSync(p.rejects)) {
-    if (fs.statSync(p.rejects).size === 0) fs.rmSync(p.rejects);
-    else record.rejects_file = path.join(o.state, 'rejects', `${p.name}.tsv`);
-  }
+  // An empty rejects file stays staged (the cleanup removes it): the commit publishes none.
+  if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) record.rejects_file = path.join(o.state, 'rejects', `${p.name}.tsv`);
   record.seconds = seconds();
   const plan: CommitPlan = {
     version: 1,

@@ -140,17 +140,16 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): 
 class LineCounter {
   private at = 0;
   private line = 1;
-  // A file with CR line ends only (csv-parse takes those too) counts its CRs.
-  private readonly nl: number;
 
-  constructor(private readonly b: Buffer) {
-    this.nl = b.includes(10) ? 10 : 13;
-  }
+  constructor(private readonly b: Buffer) {}
 
-  /** The line of byte `offset`. */
+  /** The line of byte `offset`: LF, CRLF and a lone CR each end one line, as the parser reads them. */
   lineAt(offset: number): number {
     const to = Math.min(offset, this.b.length);
-    for (; this.at < to; this.at++) if (this.b[this.at] === this.nl) this.line++;
+    for (; this.at < to; this.at++) {
+      const c = this.b[this.at];
+      if (c === 10 || (c === 13 && this.b[this.at + 1] !== 10)) this.line++;
+    }
     return this.line;
   }
 
