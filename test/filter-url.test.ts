@@ -108,6 +108,15 @@ test('--current-out: a symlink is written through, a FIFO or directory is refuse
   assert.equal(runBin('filter-url', args('dangling'), line, work).status, 0);
   assert.ok(fs.lstatSync(path.join(work, 'dangling')).isSymbolicLink(), 'the dangling link stays a link');
   assert.match(fs.readFileSync(path.join(work, 'state', 'current_log'), 'utf8'), /^0000000000000001\t/);
+  // A relative link reached through a linked directory: '..' is taken from where the link
+  // really is (it was resolved as text: linked/../shared/cl, which does not exist).
+  fs.mkdirSync(path.join(work, 'real', 'state'), { recursive: true });
+  fs.mkdirSync(path.join(work, 'real', 'shared'));
+  fs.symlinkSync('real/state', path.join(work, 'linked'));
+  fs.symlinkSync('../shared/cl', path.join(work, 'real', 'state', 'current_log'));
+  const viaDir = runBin('filter-url', args('linked/current_log'), line, work);
+  assert.equal(viaDir.status, 0, viaDir.stderr);
+  assert.match(fs.readFileSync(path.join(work, 'real', 'shared', 'cl'), 'utf8'), /^0000000000000001\t/);
   execFileSync('mkfifo', [path.join(work, 'fifo')]);
   fs.mkdirSync(path.join(work, 'dir'));
   for (const bad of ['fifo', 'dir']) {

@@ -117,7 +117,11 @@ export function openDb(file: string, opts: { readonly?: boolean } = {}): Db {
  */
 export function initDb(file: string): { db: Db; created: boolean } {
   const dir = path.dirname(path.resolve(file));
-  if (!fs.existsSync(dir)) throw new DataError('NO_DIR', `directory ${dir} does not exist (create it first: mkdir -p ${dir})`, { file });
+  if (!fs.existsSync(dir)) {
+    // Quoted for the shell where it needs it, so that the hint can be pasted.
+    const arg = /^[\w./@%+=:,-]+$/.test(dir) ? dir : `'${dir.replace(/'/g, "'\\''")}'`;
+    throw new DataError('NO_DIR', `directory ${dir} does not exist (create it first: mkdir -p ${arg})`, { file });
+  }
   let db: Db | null = null;
   try {
     db = new Database(file, { timeout: BUSY_TIMEOUT_MS });

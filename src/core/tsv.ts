@@ -482,7 +482,9 @@ export function replaceableTarget(file: string): string {
     // the file is to be made, rather than being replaced by it.
     for (let hops = 0; (st = fs.lstatSync(target)).isSymbolicLink(); hops++) {
       if (hops === 40) throw new DataError('NOT_A_FILE', 'too many levels of symbolic links', { file });
-      target = path.resolve(path.dirname(target), fs.readlinkSync(target));
+      // Relative to the directory the link really is in (a path through a linked
+      // directory and '..' in the link's text would resolve elsewhere as text).
+      target = path.resolve(fs.realpathSync(path.dirname(target)), fs.readlinkSync(target));
     }
   } catch (err) {
     if (err instanceof DataError) throw err;

@@ -196,7 +196,10 @@ export function assignedInLog(text: string): number {
  * stack, joined by spaces; null when there is none.
  */
 function uncaughtMessage(messages: readonly string[]): string | null {
-  const i = messages.findIndex((m) => /^(?:[A-Z]\w*)?(?:Error|Exception)(?: \[\w+\])?: /.test(m));
+  // V8 itself reports running out of heap ("FATAL ERROR: ... JavaScript heap out of memory").
+  const fatal = messages.find((m) => m.startsWith('FATAL ERROR: '));
+  if (fatal) return fatal;
+  const i = messages.findIndex((m) => /^(?:[A-Z]\w*)?(?:Error|Exception)(?: \[\w+\])?(?:: |$)/.test(m));
   if (i < 0) return null;
   const lines = [messages[i]!];
   for (let j = i + 1; j < messages.length && !/^\s+at /.test(messages[j]!) && !/^Node\.js v/.test(messages[j]!); j++) lines.push(messages[j]!.trim());
