@@ -79,6 +79,16 @@ export function putDecimal(dst: Uint8Array, at: number, v: number): number {
   return at + n;
 }
 
+/** Writes the line "n TAB b[start, end) LF" to `sink` (a number before bytes: a spool entry, a rejects-file line). */
+export function putNumbered(sink: ByteSink, n: number, b: Uint8Array, start: number, end: number): void {
+  sink.reserve(end - start + 24);
+  let p = putDecimal(sink.buf, sink.pos, n);
+  sink.buf[p++] = TAB;
+  p = putBytes(sink.buf, p, b, start, end);
+  sink.buf[p++] = LF;
+  sink.pos = p;
+}
+
 const HEX_DIGITS = Buffer.from('0123456789abcdef', 'latin1');
 
 /** Writes the 32-bit unsigned `v` as 8 lower-case hex digits to `dst` at `at`; returns the position after them. */

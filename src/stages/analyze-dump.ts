@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import { isUtf8 } from 'node:buffer';
 import type { Command } from 'commander';
 import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
-import { LF, TAB, isDigitsAt, putBytes, putDecimal } from '../core/bytes.js';
+import { LF, TAB, isDigitsAt, putBytes, putNumbered } from '../core/bytes.js';
 import { grown } from '../core/arrays.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { MAX_REFLOG_HITS_DIGITS } from '../core/hits.js';
@@ -485,16 +485,7 @@ order, so the output does not depend on the number of threads. If more than
       rejected += x.count;
       for (const [why, n] of Object.entries(x.byReason)) byReason[why] = (byReason[why] ?? 0) + n;
       if (rejects) {
-        for (let k = 0, from = 0; k < x.lines.length; from = x.ends[k++]!) {
-          const to = x.ends[k]!;
-          rejects.reserve(24 + to - from);
-          const o = rejects.buf;
-          let p = putDecimal(o, rejects.pos, linesIn + x.lines[k]!);
-          o[p++] = TAB;
-          p = putBytes(o, p, x.text, from, to);
-          o[p++] = LF;
-          rejects.pos = p;
-        }
+        for (let k = 0, from = 0; k < x.lines.length; from = x.ends[k++]!) putNumbered(rejects, linesIn + x.lines[k]!, x.text, from, x.ends[k]!);
       }
       linesIn += r.lines;
     };

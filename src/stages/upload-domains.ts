@@ -15,7 +15,7 @@ import {
 import { DataError, UsageError } from '../core/errors.js';
 import { grown } from '../core/arrays.js';
 import { BytesIndex } from '../core/bytesindex.js';
-import { LF, TAB, digitsValue, latin1, putBytes, putDecimal, type ByteSink } from '../core/bytes.js';
+import { TAB, digitsValue, latin1, putNumbered } from '../core/bytes.js';
 import { LineRef, checkDomain, checkUrlRecordAt, isYacobotIdAt } from '../core/records.js';
 import { formatTimestamp, isValidTimestamp } from '../core/time.js';
 import { AtomicFileWriter, FileLineReader, FileWriter, findTabsAt, liveTempFiles, removeQuietly, replaceableTarget } from '../core/tsv.js';
@@ -28,16 +28,6 @@ export interface UploadDomainsOptions {
   assign: AssignMode;
   now: string;
   tmpDir: string;
-}
-
-/** Writes "n TAB b[start, end) LF" to `sink`. */
-function putNumbered(sink: ByteSink, n: number, b: Uint8Array, start: number, end: number): void {
-  sink.reserve(end - start + 24);
-  let p = putDecimal(sink.buf, sink.pos, n);
-  sink.buf[p++] = TAB;
-  p = putBytes(sink.buf, p, b, start, end);
-  sink.buf[p++] = LF;
-  sink.pos = p;
 }
 
 /**
