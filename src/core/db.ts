@@ -259,10 +259,15 @@ function decimalOf(w: number): { m: bigint; k: number } {
  * wrong Yacobot.
  */
 export class LeastLoaded {
-  private readonly ys: { id: number; domains: number; m: bigint; k: number }[];
+  /** Each weight as an integer: the weight times 10^k, one k for all (the most decimals any has). */
+  private readonly ys: { id: number; domains: number; w: bigint }[];
 
   constructor(yacobots: readonly { id: number; weight: number; domains: number }[]) {
-    this.ys = yacobots.map((y) => ({ id: y.id, domains: y.domains, ...decimalOf(y.weight) })).sort((a, b) => a.id - b.id);
+    const ds = yacobots.map((y) => decimalOf(y.weight));
+    const k = Math.max(0, ...ds.map((d) => d.k));
+    this.ys = yacobots
+      .map((y, i) => ({ id: y.id, domains: y.domains, w: ds[i]!.m * 10n ** BigInt(k - ds[i]!.k) }))
+      .sort((a, b) => a.id - b.id);
   }
 
   get size(): number {
@@ -275,12 +280,9 @@ export class LeastLoaded {
     if (!best) throw new Error('LeastLoaded.pick with no Yacobots');
     for (let i = 1; i < this.ys.length; i++) {
       const y = this.ys[i]!;
-      // y.domains / (y.m / 10^y.k) < best.domains / (best.m / 10^best.k), cross-multiplied
-      // in integers; strict < keeps the smaller id on ties.
-      const k = Math.max(y.k, best.k);
-      const a = BigInt(y.domains) * best.m * 10n ** BigInt(k - best.k);
-      const b = BigInt(best.domains) * y.m * 10n ** BigInt(k - y.k);
-      if (a < b) best = y;
+      // y.domains / y.w < best.domains / best.w, cross-multiplied in integers; strict <
+      // keeps the smaller id on ties.
+      if (BigInt(y.domains) * best.w < BigInt(best.domains) * y.w) best = y;
     }
     best.domains++;
     return best.id;
