@@ -468,19 +468,18 @@ export class AtomicFileWriter extends FileWriter {
 
 /** Where a rename puts `file`: itself, or the file its symlink points to; a DataError if that is not a regular file. */
 export function replaceableTarget(file: string): string {
-  let target = file;
-  let st: fs.Stats;
   try {
-    // A link to something that is not a file (/dev/stdout on a pipe is a link to
-    // "pipe:[N]", which would pass below for a dangling link) is refused as that thing.
+    // Followed to its end, the path is a regular file or nothing at all (a dangling
+    // link: a first run's state file). /dev/stdout on a pipe is a link to "pipe:[N]".
     if (!fs.statSync(file).isFile()) throw new DataError('NOT_A_FILE', 'is not a regular file: refusing to replace it', { file });
   } catch (err) {
     if (err instanceof DataError) throw err;
   }
+  let target = file;
   try {
-    // Link by link, so that a dangling link (a first run's state file) names where
-    // the file is to be made, rather than being replaced by it.
-    for (let hops = 0; (st = fs.lstatSync(target)).isSymbolicLink(); hops++) {
+    // Link by link, so that a dangling link names where the file is to be made,
+    // rather than being replaced by it.
+    for (let hops = 0; fs.lstatSync(target).isSymbolicLink(); hops++) {
       if (hops === 40) throw new DataError('NOT_A_FILE', 'too many levels of symbolic links', { file });
       // Relative to the directory the link really is in (a path through a linked
       // directory and '..' in the link's text would resolve elsewhere as text).
@@ -491,7 +490,6 @@ export function replaceableTarget(file: string): string {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return target; // absent: made there
     throw ioError(err, file, 'look up');
   }
-  if (!st.isFile()) throw new DataError('NOT_A_FILE', 'is not a regular file: refusing to replace it', { file });
   return target;
 }
 
