@@ -21,7 +21,7 @@ import { BIN_DIR, PROJECT_ROOT as ROOT } from '../src/core/root.js';
 import { parseSize } from '../src/core/size.js';
 import { countLines } from '../src/runner/fsutil.js';
 import { stageEnv } from '../src/runner/pipeline.js';
-import { shellQuote as q } from '../src/runner/plan.js';
+import { shellQuote as q } from '../src/core/errors.js';
 import { countOption, generateReflog } from './gen-reflog.js';
 
 const BIN = BIN_DIR;

@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { domainToASCII } from 'node:url';
 import Database from 'better-sqlite3';
 import xxhash from 'xxhash-wasm';
-import { DataError } from './errors.js';
+import { DataError, shellQuote } from './errors.js';
 
 export type Db = Database.Database;
 
@@ -118,9 +118,7 @@ export function openDb(file: string, opts: { readonly?: boolean } = {}): Db {
 export function initDb(file: string): { db: Db; created: boolean } {
   const dir = path.dirname(path.resolve(file));
   if (!fs.existsSync(dir)) {
-    // Quoted for the shell where it needs it, so that the hint can be pasted.
-    const arg = /^[\w./@%+=:,-]+$/.test(dir) ? dir : `'${dir.replace(/'/g, "'\\''")}'`;
-    throw new DataError('NO_DIR', `directory ${dir} does not exist (create it first: mkdir -p ${arg})`, { file });
+    throw new DataError('NO_DIR', `directory ${dir} does not exist (create it first: mkdir -p ${shellQuote(dir)})`, { file });
   }
   let db: Db | null = null;
   try {

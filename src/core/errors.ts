@@ -28,6 +28,11 @@ export class UsageError extends Error {
   }
 }
 
+/** Quotes one word for bash: for the scripts the runner runs and the commands messages suggest. */
+export function shellQuote(s: string): string {
+  return /^[A-Za-z0-9_./:=@%+,-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
 /** Formats `file:line: message` (or `file: message`) as GNU tools do. */
 export function formatPlace(place: Place | undefined, message: string): string {
   if (!place) return message;

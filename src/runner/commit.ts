@@ -41,7 +41,7 @@ import {
   renameIntoPlace,
   writeFileDurable,
 } from './fsutil.js';
-import { REFLOG_EXT, type RunRecord } from './plan.js';
+import { REFLOG_EXT, keptRejects, type RunRecord } from './plan.js';
 
 /** Everything the publish needs, recorded in the COMMIT marker (absolute paths). */
 export interface CommitPlan {
@@ -204,7 +204,7 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
   });
   steps.push(replace('current_log', path.join(work, 'current_log'), path.join(plan.state, 'current_log')));
   steps.push(replace('domain_map', path.join(work, 'domain_map'), path.join(plan.state, 'domain_map')));
-  const rejects = path.join(plan.state, 'rejects', `${plan.run}.tsv`);
+  const rejects = keptRejects(plan.state, plan.run);
   if (plan.record.rejects_file !== undefined) steps.push(replace('rejects', path.join(work, 'rejects.tsv'), rejects));
   else {
     // No rejects this time: a file left under this name by a failed attempt (or an

@@ -327,16 +327,14 @@ async function runOne(
     // Assignments are not undone with the run: a stage killed mid-run still lets
     // upload-domains commit, and its retry finds those domains already assigned.
     record.new_domains = assignedByAttempt(p) + (rj.assigned_earlier ?? 0);
-    // The rejects explain a failed reject ratio; keep them (a later successful run replaces them).
-    const kept = path.join(o.state, 'rejects', `${p.name}.tsv`);
+    // The rejects explain a failed reject ratio: keep them (the next attempt replaces or removes them).
     if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) {
-      mkdirDurable(path.join(o.state, 'rejects'));
-      fs.renameSync(p.rejects, kept);
-      record.rejects_file = kept;
+      mkdirDurable(path.dirname(p.rejectsKept));
+      fs.renameSync(p.rejects, p.rejectsKept);
+      record.rejects_file = p.rejectsKept;
     } else if (fs.existsSync(p.rejects)) {
       // analyze-dump ran and rejected nothing: what an earlier attempt rejected would pass for this one's.
-      fs.rmSync(kept, { force: true });
-      delete record.rejects_file;
+      fs.rmSync(p.rejectsKept, { force: true });
     }
     log.error({ run: p.name, stage: step, error }, 'run failed; nothing published');
     appendRecordOnce(path.join(o.state, 'runs.jsonl'), record);
@@ -369,7 +367,7 @@ async function runOne(
     (typeof ud.assigned_by_us === 'number' ? ud.assigned_by_us : typeof ud.domains_new === 'number' ? ud.domains_new : 0) +
     (rj.assigned_earlier ?? 0);
   // An empty rejects file stays staged (the cleanup removes it): the commit publishes none.
-  if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) record.rejects_file = path.join(o.state, 'rejects', `${p.name}.tsv`);
+  if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) record.rejects_file = p.rejectsKept;
   record.seconds = seconds();
   const plan: CommitPlan = {
     version: 1,

@@ -2,6 +2,7 @@
 // and "now"; the stage command lines; reading stage logs; the runs.jsonl record
 // and the human summary. No processes, no file system.
 import * as path from 'node:path';
+import { shellQuote } from '../core/errors.js';
 import { formatTimestamp, isValidTimestamp, timestampToMs } from '../core/time.js';
 import type { RunnerOptions } from './options.js';
 
@@ -75,6 +76,8 @@ export interface RunPaths {
   currentNext: string;
   mapNext: string;
   rejects: string;
+  /** STATE/rejects/RUN.tsv, where the staged rejects are kept. */
+  rejectsKept: string;
 }
 
 /** The staging layout of run `name`. */
@@ -94,7 +97,13 @@ export function runPaths(o: Pick<RunnerOptions, 'inbox' | 'state'>, name: string
     currentNext: path.join(work, 'current_log'),
     mapNext: path.join(work, 'domain_map'),
     rejects: path.join(work, 'rejects.tsv'),
+    rejectsKept: keptRejects(o.state, name),
   };
+}
+
+/** Where a run's rejects are kept: STATE/rejects/RUN.tsv. */
+export function keptRejects(state: string, run: string): string {
+  return path.join(state, 'rejects', `${run}.tsv`);
 }
 
 /** One stage command: its name and arguments (the binary is bin/<name>). */
@@ -119,11 +128,6 @@ export function chainOf(o: RunnerOptions, p: RunPaths, now: string): StageCmd[] 
     { name: 'upload-domains', args: ['--db', o.db, '--map', p.mapNext, '--now', now, '--tmp', p.tmp] },
     { name: 'logsaver', args: ['--queue-dir', p.queue, '--name', p.name] },
   ];
-}
-
-/** Quotes one word for bash. */
-export function shellQuote(s: string): string {
-  return /^[A-Za-z0-9_./:=@%+,-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
 /** The log file of stage `i` of a run. */
