@@ -147,6 +147,11 @@ export function countBacklog(queueDir: string): Backlog {
   return out;
 }
 
+/** Where a run's queue file for one Yacobot is published. */
+function publishedQueueFile(plan: CommitPlan, yacobot: string): string {
+  return path.join(plan.queueDir, yacobot, `${plan.run}.tsv`);
+}
+
 /**
  * Step 0: copies every staged queue file beside its destination, fsynced, before
  * the COMMIT. On failure the copies made are removed and the error is thrown: the
@@ -156,9 +161,9 @@ export function prepareQueues(plan: CommitPlan): void {
   const made: string[] = [];
   try {
     for (const q of plan.queue) {
-      const dir = path.join(plan.queueDir, q.yacobot);
-      mkdirDurable(dir);
-      made.push(prepareCopy(stagedQueueFile(plan, q.yacobot), path.join(dir, `${plan.run}.tsv`)));
+      const dst = publishedQueueFile(plan, q.yacobot);
+      mkdirDurable(path.dirname(dst));
+      made.push(prepareCopy(stagedQueueFile(plan, q.yacobot), dst));
     }
   } catch (err) {
     for (const f of made) fs.rmSync(f, { force: true }); // each was written, so its directory is one
@@ -174,14 +179,13 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
     steps.push({
       name: `queue:${q.yacobot}`,
       run() {
-        const dir = path.join(plan.queueDir, q.yacobot);
-        const dst = path.join(dir, `${plan.run}.tsv`);
+        const dst = publishedQueueFile(plan, q.yacobot);
         const prepared = preparedPath(dst);
         const staged = stagedQueueFile(plan, q.yacobot);
         if (fs.existsSync(prepared)) renameIntoPlace(prepared, dst);
         else if (fs.existsSync(staged)) {
           // Renamed before a crash (copying again writes the same bytes), or a COMMIT of an older version.
-          mkdirDurable(dir);
+          mkdirDurable(path.dirname(dst));
           publishCopy(staged, dst);
         }
         // Neither: only a cleanup removes staged files, after every step ran, so it was
