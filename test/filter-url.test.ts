@@ -6,7 +6,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseDuration, timestampToMs } from '../src/core/time.js';
-import { runBin, scratch } from './lib/run.js';
+import { BIN, runBin, scratch, testEnv } from './lib/run.js';
 import { checkJoinedAt } from '../src/core/records.js';
 import { TextSink, lineRef } from './lib/bytes.js';
 
@@ -61,12 +61,18 @@ for (const [name, f, params, outcome, send, keep] of cases) {
 // in zones whose clock changes off the hour (St John's in 2011: 00:01) or by 30
 // minutes (Lord Howe). Each zone runs in its own process: the zone is read once.
 for (const zone of ['America/St_Johns', 'Australia/Lord_Howe', 'America/New_York', 'Europe/Moscow']) {
-  test(`timestamps match new Date() for every minute of 2011 in ${zone}`, () => {
+  test(`timestamps match new Date() for every minute of 2011 in ${zone}, and format as the local clock`, () => {
     const timeJs = new URL('../src/core/time.js', import.meta.url).href;
     const script = `
-      import { timestampMsAt } from ${JSON.stringify(timeJs)};
+      import { formatTimestamp, timestampMsAt } from ${JSON.stringify(timeJs)};
       const b = Buffer.alloc(14);
       let bad = 0, first = '';
+      // --now's default and the runner's hours: the local wall clock, as Intl shows it in the zone.
+      const f = new Intl.DateTimeFormat('en-CA', { timeZone: ${JSON.stringify(zone)}, hourCycle: 'h23', year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit' });
+      for (let t = Date.UTC(2010, 11, 31); t < Date.UTC(2012, 0, 2); t += 17 * 60_000 + 1000) {
+        const want = f.formatToParts(t).filter((x) => x.type !== 'literal').map((x) => x.value).join('');
+        if (formatTimestamp(new Date(t)) !== want) { bad++; first ||= 'format ' + want; }
+      }
       for (let t = Date.UTC(2010, 11, 31); t < Date.UTC(2012, 0, 2); t += 60_000) {
         const d = new Date(t);
         const s = (t / 60_000) % 60; // a second that moves with the minute
@@ -134,6 +140,18 @@ test('--current-out: a symlink is written through, a FIFO or directory is refuse
   assert.match(m.stderr, /^filter-url: nodir\/next: cannot open for writing: ENOENT/, 'names the given file, not its temporary one');
 });
 
+
+test('stdout failing at the last write leaves current_log as it was: what was not sent must not be remembered as sent', () => {
+  const work = scratch();
+  fs.writeFileSync(path.join(work, 'in'), '0000000000000001\ta.com\thttp://a.com/\t-\t20110101000000\t\t\t-\t1\n');
+  fs.writeFileSync(path.join(work, 'cl'), 'old\n');
+  // One line: all of stdout is written by the final flush, after the input has ended.
+  const r = spawnSync('bash', ['-c', `${path.join(BIN, 'filter-url')} --now 20110101010000 --current-out cl < in > /dev/full`], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /^filter-url: stdout: cannot write output: ENOSPC/);
+  assert.equal(fs.readFileSync(path.join(work, 'cl'), 'utf8'), 'old\n');
+  assert.deepEqual(fs.readdirSync(work).sort(), ['cl', 'in'], 'no temporary file left');
+});
 test('durations: the units, and nothing above ten years (400 digits of days used to read as Infinity)', () => {
   assert.equal(parseDuration('90s'), 90_000);
   assert.equal(parseDuration('30m'), 1_800_000);

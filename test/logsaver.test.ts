@@ -40,6 +40,22 @@ test('each Yacobot file holds exactly its records, in input order', () => {
   assert.equal(fs.readFileSync(path.join(work, 'q', '1', '2011072805.tsv'), 'utf8'), 'earlier\n');
 });
 
+test('a record that fills the 256 KiB write buffer to its last byte keeps its LF', () => {
+  const work = scratch('ms-ls-');
+  // The first record is 64 bytes and every other 63 (each plus LF, without "1 TAB"), so
+  // the buffer fills exactly: a reservation one byte short dropped an LF there.
+  let input = '';
+  for (let i = 0; i < 5000; i++) {
+    const url = 'http://a.com/' + 'x'.repeat(i === 0 ? 10 : 9);
+    const rec = `${i.toString(16).padStart(16, '0')}\t20110728060000\t\t1\ta.com\t${url}`;
+    assert.equal(rec.length, i === 0 ? 64 : 63);
+    input += `1\t${rec}\n`;
+  }
+  const r = runBin('logsaver', ['--queue-dir', 'q', '--name', 'n'], input, work);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(fs.readFileSync(path.join(work, 'q', '1', 'n.tsv'), 'utf8'), input.replaceAll(/^1\t/gm, ''));
+});
+
 test('bad input publishes nothing and leaves no temporary file', () => {
   const work = scratch('ms-ls-');
   fs.mkdirSync(path.join(work, 'q', '2'), { recursive: true });
