@@ -196,6 +196,8 @@ test('a line longer than the limit is a header when it has no TAB at all, else a
     assert.equal(s.records_out, 4);
     const rj = fs.readFileSync(path.join(dir, 'rj'), 'latin1').split('\n').filter(Boolean);
     assert.deepEqual(rj.map((l) => l.split('\t').slice(0, 2).join('\t')), ['3\tline too long: more than 73728 bytes', '5\tline too long: more than 73728 bytes']);
+    // The rejects file keeps such a line only up to the limit, exactly.
+    assert.deepEqual(rj.map((l) => l.slice(l.indexOf('\t', l.indexOf('\t') + 1) + 1)), [lines[1]!.slice(0, 73728), lines[2]!.slice(0, 73728)]);
   }
 });
 
