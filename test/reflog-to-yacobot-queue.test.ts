@@ -741,6 +741,8 @@ test('a run without rejects removes the rejects file a failed attempt of the sam
   assert.ok(!fs.existsSync(kept), 'a failed attempt that rejected nothing leaves no rejects file');
   db.prepare('UPDATE yacobot SET active = 1').run();
   db.close();
+  // One left all the same (by a runner killed before it could remove it): the commit removes it.
+  fs.writeFileSync(kept, 'stale\n');
   const again = await runner(dir);
   assert.equal(again.status, 0, again.stderr);
   const last = runsJsonl(dir).at(-1)!;
