@@ -229,9 +229,15 @@ test('a lock just taken by a new holder, whose file still names an ended one, is
   const dir = sub('lock-');
   const file = path.join(dir, 'lock');
   fs.writeFileSync(file, `pid=999999999 host=${os.hostname()} started=earlier cmd=reflog-to-yacobot-queue\n`);
-  const holder = spawn('flock', ['-n', file, 'bash', '-c', `sleep 0.3; printf 'pid=%s host=%s started=now\\n' $$ "$(hostname)" > '${file}'; sleep 5`], { stdio: 'ignore' });
+  // Blocking flock: our probe below may hold the lock for an instant just as the holder
+  // starts (with -n the holder then gave up, and the probe loop waited forever).
+  const holder = spawn('flock', [file, 'bash', '-c', `sleep 0.3; printf 'pid=%s host=%s started=now\\n' $$ "$(hostname)" > '${file}'; sleep 5`], { stdio: 'ignore' });
   try {
-    while (spawnSync('flock', ['-n', file, 'true']).status === 0) await new Promise((r) => setTimeout(r, 10));
+    const deadline = Date.now() + 20_000;
+    while (spawnSync('flock', ['-n', file, 'true']).status === 0) {
+      assert.ok(Date.now() < deadline, 'the holder never took the lock');
+      await new Promise((r) => setTimeout(r, 10));
+    }
     let err: unknown = null;
     try {
       acquireLock(file);
