@@ -12,7 +12,7 @@ import {
   type Db,
   type RendezvousFn,
 } from '../core/db.js';
-import { DataError, UsageError } from '../core/errors.js';
+import { DataError, UsageError, shellQuote } from '../core/errors.js';
 import { grown } from '../core/arrays.js';
 import { BytesIndex } from '../core/bytesindex.js';
 import { TAB, digitsValue, latin1, putNumbered } from '../core/bytes.js';
@@ -335,7 +335,7 @@ holds --map and the distinct domains seen in this run.`,
       const ids = [...inactiveOwners].sort((a, b) => a - b);
       ctx.log.warn(
         { domains_of_inactive: ofInactive, yacobots: ids },
-        `${ofInactive} domain(s) belong to inactive Yacobot(s) ${ids.join(', ')} and were routed to them; to move them to active ones: partner-db --db ${o.db} disable ${ids[0]}`,
+        `${ofInactive} domain(s) belong to inactive Yacobot(s) ${ids.join(', ')} and were routed to them; to move them to active ones: partner-db --db ${shellQuote(o.db)} disable ${ids[0]}`,
       );
     }
     for (let k = 0; k < domains.size; k++) if (owner[k] === 0) fresh.push(k);
