@@ -33,10 +33,14 @@ interface Done {
 
 /**
  * Runs the runner in `dir` (its own process group); `killAfter` ms: SIGKILL the group
- * then; `termWhen`: SIGTERM the runner alone (as `kill PID` or a supervisor would) as
- * soon as it returns true (polled every 5 ms).
+ * then; `termWhen`: SIGTERM (or `termSignal`) the runner alone (as `kill PID` or a
+ * supervisor would) as soon as it returns true (polled every 5 ms).
  */
-function runner(dir: string, args: string[] = [], opts: { killAfter?: number; termWhen?: () => boolean; env?: Record<string, string> } = {}): Promise<Done> {
+function runner(
+  dir: string,
+  args: string[] = [],
+  opts: { killAfter?: number; termWhen?: () => boolean; termSignal?: NodeJS.Signals; env?: Record<string, string> } = {},
+): Promise<Done> {
   const t0 = Date.now();
   const child = spawn(RUNNER, args, { cwd: dir, env: testEnv(opts.env ?? {}), detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
@@ -56,7 +60,7 @@ function runner(dir: string, args: string[] = [], opts: { killAfter?: number; te
       if (!opts.termWhen!()) return;
       clearInterval(poll);
       try {
-        process.kill(child.pid!, 'SIGTERM');
+        process.kill(child.pid!, opts.termSignal ?? 'SIGTERM');
       } catch {
         /* finished already */
       }
@@ -359,6 +363,31 @@ test('SIGTERM to the runner alone while a chain runs: it stops its stages, exits
     assert.equal(final.status, 0, `${what}: ${final.stderr}`);
     assertSameState(snapshot(dir), want, what);
     assert.deepEqual(newDomains(dir), newDomains((await ref()).dir), `${what}: new_domains`);
+  }
+});
+
+test('SIGTERM, SIGINT or SIGHUP to the runner while a chain runs: it stops its stages and exits 143, 130 or non-zero, publishing nothing of that run; a rerun finishes it', async () => {
+  const run = RUNS[0]!.replace(/\.reflog$/, '');
+  // SIGHUP (the terminal went away) must be handled like the others, not kill the runner
+  // and leave its stages running; its status is only required to be a failure here.
+  for (const [sig, status] of [['SIGTERM', 143], ['SIGINT', 130], ['SIGHUP', null]] as const) {
+    const dir = fresh();
+    keepOnly(dir, RUNS[0]!);
+    const started = path.join(dir, 'var/state/staging', run, 'work/log/1.analyze-dump.log');
+    const r = await runner(dir, [], { termWhen: () => fs.existsSync(started), termSignal: sig });
+    const what = `${sig} during run ${run}: status ${r.status} ${r.signal}: ${r.stderr}`;
+    assert.equal(r.signal, null, `${what}: the runner handled it`);
+    if (status === null) assert.ok(r.status !== null && r.status !== 0, what);
+    else assert.equal(r.status, status, what);
+    assert.ok(!hasStackTrace(r.stderr), r.stderr);
+    assert.ok(r.stderr.includes(`stopped by ${sig}; nothing of the interrupted run ${run} was published; 1 reflog(s) stay in`), what);
+    assert.deepEqual(runsJsonl(dir), [], `${sig}: no run recorded`);
+    assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), [RUNS[0]], `${sig}: the reflog stays in the inbox`);
+    assert.ok(!fs.existsSync(path.join(dir, 'var/queue')) || fs.readdirSync(path.join(dir, 'var/queue')).length === 0, `${sig}: no queue file`);
+    assert.ok(!fs.existsSync(path.join(dir, 'var/state/current_log')), `${sig}: no current_log`);
+    const final = await runner(dir);
+    assert.equal(final.status, 0, `${sig}, then a rerun: ${final.stderr}`);
+    assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[run, 'ok']], `${sig}, then a rerun`);
   }
 });
 
