@@ -172,6 +172,12 @@ function keepOnly(dir: string, ...names: string[]): void {
   for (const f of RUNS) if (!names.includes(f)) fs.rmSync(path.join(dir, 'var/inbox', f));
 }
 
+/** Writes INBOX/NAME.reflog: the leading header line, then one record per (timestamp, url). */
+function writeReflog(dir: string, name: string, records: [string, string][]): void {
+  const lines = records.map(([ts, url], i) => `1000\t0\t${ts}\t${i}\t${url}\t1\n`);
+  fs.writeFileSync(path.join(dir, 'var/inbox', `${name}.reflog`), `reflog-dump v2\n${lines.join('')}`);
+}
+
 test('an uninterrupted run publishes every reflog and records it', async () => {
   const { snap } = await ref();
   for (const f of RUNS) {
@@ -610,6 +616,69 @@ test('config file: flags win, relative paths, unknown keys name the line', async
     assert.equal(r.status, 2, r.stderr);
     assert.match(r.stderr, /--inbox \S+: is not an existing directory \(check --inbox, or create it\)\nTry '/);
     assert.ok(!fs.existsSync(path.join(dir, 'new-state')), 'no state directory made');
+  }
+});
+
+test("the runner's --max-reject-ratio, --memory, --keep and --resend-after reach the stages (each changes the result it should)", async () => {
+  // Each case runs the same inbox with the flag and without it, and looks at what the flag governs.
+  const cases: {
+    flag: string[];
+    inbox: (dir: string) => void;
+    look: (dir: string, r: Done) => unknown;
+    want: [unknown, unknown];
+  }[] = [
+    {
+      // Half of the records rejected: the default 0.01 fails the run, 1 lets it commit.
+      flag: ['--max-reject-ratio', '1'],
+      inbox: (dir) => writeReflog(dir, '2011072806', [['20110728063000', 'http://good.example/'], ['20110728063001', 'ftp://bad.example/']]),
+      look: (dir, r) => `exit ${r.status}, ${runsJsonl(dir).map((x) => x.status).join(' ')}`,
+      want: ['exit 0, ok', 'exit 1, failed'],
+    },
+    {
+      // 10,000 lines (about 0.7 MiB) do not fit in analyze-dump's sort budget of 1 MiB: it spills sorted runs.
+      flag: ['--memory', '1M'],
+      inbox: (dir) => {
+        const fd = fs.openSync(path.join(dir, 'var/inbox/2011072806.reflog'), 'w');
+        generateReflog(fd, { lines: 10_000, hour: 1, seed: 3 });
+        fs.closeSync(fd);
+      },
+      look: (dir) => {
+        const runs = (runsJsonl(dir)[0]!.stages as Record<string, Record<string, unknown>>)['analyze-dump']!.sort_runs;
+        return typeof runs === 'number' && runs >= 1 ? 'spilled' : `sort_runs ${runs}`;
+      },
+      want: ['spilled', 'sort_runs 0'],
+    },
+    {
+      // A URL last seen 2.5 h before the "now" of run 08 (09:00): the default keep (1h) drops it from current_log, 10h keeps it.
+      flag: ['--keep', '10h'],
+      inbox: (dir) => {
+        writeReflog(dir, '2011072806', [['20110728063000', 'http://kept.example/a']]);
+        writeReflog(dir, '2011072808', [['20110728083000', 'http://other.example/b']]);
+      },
+      look: (dir) => fs.readFileSync(path.join(dir, 'var/state/current_log'), 'utf8').includes('\thttp://kept.example/a\n'),
+      want: [true, false],
+    },
+    {
+      // The same URL again 30 min later: not sent again under the default resend-after (1h), sent under 10m.
+      flag: ['--resend-after', '10m'],
+      inbox: (dir) => {
+        writeReflog(dir, '2011072806', [['20110728063000', 'http://again.example/a']]);
+        writeReflog(dir, '2011072807', [['20110728070000', 'http://again.example/a']]);
+      },
+      look: (dir) => runsJsonl(dir).map((x) => `${x.run} sent ${x.sent}`).join(', '),
+      want: ['2011072806 sent 1, 2011072807 sent 1', '2011072806 sent 1, 2011072807 sent 0'],
+    },
+  ];
+  for (const c of cases) {
+    const got = await Promise.all(
+      [c.flag, []].map(async (args) => {
+        const dir = fresh();
+        keepOnly(dir);
+        c.inbox(dir);
+        return c.look(dir, await runner(dir, args));
+      }),
+    );
+    assert.deepEqual(got, c.want, `${c.flag.join(' ')}: [with it, without it]`);
   }
 });
 
