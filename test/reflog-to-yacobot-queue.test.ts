@@ -682,6 +682,27 @@ test("the runner's --max-reject-ratio, --memory, --keep and --resend-after reach
   }
 });
 
+test('a reflog whose run name is longer than 200 bytes is skipped with a warning, and the rest of the inbox runs', async () => {
+  const dir = fresh();
+  keepOnly(dir, '2011072806.reflog');
+  // Counted in UTF-8 bytes: 'é' is two.
+  const ok200 = `2011072807${'é'.repeat(95)}`;
+  const long201 = `${ok200}x`;
+  const long240 = `2011072808${'x'.repeat(230)}`;
+  assert.deepEqual([ok200, long201, long240].map((n) => Buffer.byteLength(n)), [200, 201, 240]);
+  fs.copyFileSync(path.join(REFLOGS, '2011072807.reflog'), path.join(dir, 'var/inbox', `${ok200}.reflog`));
+  for (const n of [long201, long240]) fs.copyFileSync(path.join(REFLOGS, '2011072808.reflog'), path.join(dir, 'var/inbox', `${n}.reflog`));
+  const r = await runner(dir);
+  assert.equal(r.status, 0, r.stderr);
+  for (const n of [long201, long240]) {
+    const file = path.join(dir, 'var/inbox', `${n}.reflog`);
+    assert.ok(r.stderr.includes(`warning: skipping ${file}: run name '${n}' is longer than 200 bytes\n`), r.stderr);
+  }
+  assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [['2011072806', 'ok'], [ok200, 'ok']]);
+  assert.ok(fs.existsSync(path.join(dir, 'var/queue/1', `${ok200}.tsv`)), 'the 200-byte name ran');
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')).sort(), [`${long201}.reflog`, `${long240}.reflog`], 'the skipped ones stay');
+});
+
 test('pure helpers: config parsing, option precedence, now, inbox order', () => {
   // What a dead attempt's upload-domains assigned: the last line that says, a torn line ignored.
   const committed = '{"level":30,"msg":"new domains committed","domains_new":9,"assigned_by_us":7}';
