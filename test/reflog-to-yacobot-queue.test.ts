@@ -539,6 +539,31 @@ test('a committed run whose staged files are gone (a crash in an older runner\'s
   assertSameState(snapshot(dir), want, 'staged files gone under COMMIT');
 });
 
+test('a COMMIT marker of an unknown version is refused with a message naming it, and nothing of it is acted on', async () => {
+  const dir = fresh();
+  keepOnly(dir, '2011072806.reflog');
+  const killed = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: '2011072806:queue:1' } });
+  assert.equal(killed.signal, 'SIGKILL', killed.stderr);
+  const marker = path.join(dir, 'var/state/staging/2011072806/COMMIT');
+  const plan = JSON.parse(fs.readFileSync(marker, 'utf8')) as { version: number };
+  assert.equal(plan.version, 1);
+  // As a newer runner might write it: this one cannot know what its steps would be.
+  fs.writeFileSync(marker, JSON.stringify({ ...plan, version: 2 }));
+  const before = snapshot(dir);
+  const r = await runner(dir);
+  assert.equal(r.status, 1, r.stderr);
+  assert.ok(!hasStackTrace(r.stderr), r.stderr);
+  assert.ok(r.stderr.includes(`${marker}: cannot read: damaged COMMIT marker (unknown version); see the README on recovery\n`), r.stderr);
+  assertSameState(snapshot(dir), before, 'after the refused COMMIT');
+  assert.ok(!fs.existsSync(path.join(dir, 'var/queue/1/2011072806.tsv')), 'not published');
+  assert.deepEqual(runsJsonl(dir), []);
+  // The version was all that was wrong: put back, the run rolls forward.
+  fs.writeFileSync(marker, JSON.stringify(plan));
+  const again = await runner(dir);
+  assert.equal(again.status, 0, again.stderr);
+  assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.recovered]), [['2011072806', 'roll-forward']]);
+});
+
 test('SIGTERM while a run is being published: that run is committed and reported so, exit 143, the rest stay', async () => {
   const { snap: want } = await ref();
   const names = RUNS.map((f) => f.replace(/\.reflog$/, ''));
