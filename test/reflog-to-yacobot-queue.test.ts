@@ -728,6 +728,36 @@ test('a reflog whose run name is longer than 200 bytes is skipped with a warning
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')).sort(), [`${long201}.reflog`, `${long240}.reflog`], 'the skipped ones stay');
 });
 
+test('backlog: counted from the *.tsv queue files of Yacobot directories only, and a warning only above --backlog-warn, not at it', async () => {
+  const dir = fresh();
+  keepOnly(dir);
+  // One domain: both runs send their one URL to Yacobot 1.
+  writeReflog(dir, '2011072806', [['20110728063000', 'http://a.example/1']]);
+  writeReflog(dir, '2011072807', [['20110728073000', 'http://a.example/2']]);
+  const q = path.join(dir, 'var/queue');
+  fs.mkdirSync(path.join(q, '1'), { recursive: true });
+  fs.writeFileSync(path.join(q, '1/2011072705.tsv'), 'u\n'.repeat(2)); // 2 URLs not taken away
+  // Not queue files: a file being written (dot-file), another extension, a directory that is no Yacobot id.
+  const noise = ['1/.2011072704.tsv', '1/.2011072704.tsv.publish', '1/notes.txt', 'tmp/2011072703.tsv', '01/2011072703.tsv', '0/2011072703.tsv'];
+  for (const f of noise) {
+    fs.mkdirSync(path.dirname(path.join(q, f)), { recursive: true });
+    fs.writeFileSync(path.join(q, f), 'u\n'.repeat(50));
+  }
+  const r = await runner(dir, ['--backlog-warn', '3']);
+  assert.equal(r.status, 0, r.stderr);
+  const [a, b] = runsJsonl(dir);
+  // After run 06: 3 URLs in 2 files, exactly the limit: no warning.
+  assert.deepEqual(a!.backlog, { 1: { files: 2, urls: 3 } });
+  assert.equal(a!.backlog_warn, undefined);
+  // After run 07: 4 URLs, one more than the limit.
+  assert.deepEqual(b!.backlog, { 1: { files: 3, urls: 4 } });
+  assert.deepEqual(b!.backlog_warn, ['1']);
+  assert.deepEqual(
+    r.stderr.split('\n').filter((l) => l.includes('warning: Yacobot')),
+    ['reflog-to-yacobot-queue: warning: Yacobot 1 has 4 URLs in 3 queue files not taken away (more than 3)'],
+  );
+});
+
 test('pure helpers: config parsing, option precedence, now, inbox order', () => {
   // What a dead attempt's upload-domains assigned: the last line that says, a torn line ignored.
   const committed = '{"level":30,"msg":"new domains committed","domains_new":9,"assigned_by_us":7}';
