@@ -564,6 +564,25 @@ test('a COMMIT marker of an unknown version is refused with a message naming it,
   assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.recovered]), [['2011072806', 'roll-forward']]);
 });
 
+test('killed after its reflog left the inbox (just before the cleanup), a run is not published again: queue files the consumer took do not come back', async () => {
+  // The uncommit step removes COMMIT before the staging area goes, so that start-up drops
+  // what is left instead of rolling the run forward (which would publish its queue files again).
+  const dir = fresh();
+  keepOnly(dir, '2011072806.reflog');
+  const r = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: '2011072806:cleanup' } });
+  assert.equal(r.signal, 'SIGKILL', r.stderr);
+  assert.ok(fs.existsSync(path.join(dir, 'var/state/staging/2011072806')), 'killed before the cleanup');
+  const taken = ['1', '2', '3'].map((id) => path.join(dir, 'var/queue', id, '2011072806.tsv'));
+  for (const f of taken) fs.rmSync(f); // the Yacobots took their files
+  const again = await runner(dir);
+  assert.equal(again.status, 0, again.stderr);
+  assert.match(again.stderr, /nothing to do/);
+  assert.doesNotMatch(again.stderr, /rolling forward/);
+  for (const f of taken) assert.ok(!fs.existsSync(f), `${f} was not published again`);
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
+  assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [['2011072806', 'ok']]);
+});
+
 test('SIGTERM while a run is being published: that run is committed and reported so, exit 143, the rest stay', async () => {
   const { snap: want } = await ref();
   const names = RUNS.map((f) => f.replace(/\.reflog$/, ''));
