@@ -100,6 +100,14 @@ test('ByteLineSplitter: a cut last line and an over-long line are errors naming 
     () => t.push(Buffer.from('6789\n'), () => undefined),
     (e: unknown) => e instanceof DataError && e.code === 'LINE_TOO_LONG' && e.place?.line === 2,
   );
+  // A line that never ends is refused once it passes the limit, not held to the end of input.
+  const u = new ByteLineSplitter('in.tsv', 8);
+  u.push(Buffer.from('ok\nxxxx'), () => undefined);
+  u.push(Buffer.from('xxxx'), () => undefined);
+  assert.throws(
+    () => u.push(Buffer.from('x'), () => undefined),
+    (e: unknown) => e instanceof DataError && e.code === 'LINE_TOO_LONG' && e.place?.line === 2,
+  );
 });
 
 test('FileLineReader.next: any block size gives back the file lines; a cut last line is an error', () => {
@@ -155,6 +163,13 @@ test('FileLineReader holds every line to the 1 MiB limit, also one that ends in 
     if (bad === 0) run();
     else assert.throws(run, (e: unknown) => e instanceof DataError && e.code === 'LINE_TOO_LONG' && e.place?.line === bad);
   }
+  // A last line that never ends: too long once past the limit, not "cut off" after reading it all.
+  const endless = path.join(dir, 'endless');
+  fs.writeFileSync(endless, 'a\n' + 'x'.repeat(3 * MiB));
+  const reader = new FileLineReader(endless);
+  const line = { buf: new Uint8Array(0), start: 0, end: 0 };
+  assert.equal(reader.next(line), true);
+  assert.throws(() => reader.next(line), (e: unknown) => e instanceof DataError && e.code === 'LINE_TOO_LONG' && e.place?.line === 2);
 });
 
 test('putBytes copies short and long ranges exactly', () => {
@@ -219,20 +234,30 @@ test('IdOrder: ascending ids pass; a repeat or a step back is named', () => {
 test('BytesIndex numbers distinct byte strings densely, as a Map of their text would, through growth', () => {
   const r = prng(21);
   const index = new BytesIndex();
-  const model = new Map<string, number>();
-  // Short keys from a small alphabet repeat often; long ones outgrow the first arena.
-  for (let i = 0; i < 30000; i++) {
-    const len = r() < 0.99 ? Math.floor(r() * 4) : 70000 + Math.floor(r() * 10);
-    const key = Array.from({ length: len }, () => 'ab\tç'[Math.floor(r() * 4)]).join('');
-    const bytes = Buffer.from(`xx${key}yy`);
-    const k = index.add(bytes, 2, bytes.length - 2);
-    const want = model.get(key);
-    assert.equal(index.added, want === undefined, key);
-    if (want === undefined) {
-      assert.equal(k, model.size);
-      model.set(key, k);
-    } else assert.equal(k, want);
+  // Twice over: the second time after clear(), which must forget every key and its bytes.
+  for (let round = 0; round < 2; round++) {
+    const model = new Map<string, number>();
+    // Short keys from a small alphabet repeat often, yet thousands are distinct (the
+    // key tables start at 1024); long ones outgrow the first arena, and one is over
+    // four times its size (growth must reach the key, not just double).
+    for (let i = 0; i < 15000; i++) {
+      const len = i === 7 ? 300000 : r() < 0.995 ? Math.floor(r() * 7) : 70000 + Math.floor(r() * 10);
+      const key = Array.from({ length: len }, () => 'ab\tç'[Math.floor(r() * 4)]).join('');
+      const bytes = Buffer.from(`xx${key}yy`);
+      const k = index.add(bytes, 2, bytes.length - 2);
+      const want = model.get(key);
+      assert.equal(index.added, want === undefined, key.slice(0, 20));
+      if (want === undefined) {
+        assert.equal(k, model.size);
+        model.set(key, k);
+      } else assert.equal(k, want);
+    }
+    assert.ok(model.size > 2048, `${model.size} distinct keys`);
+    assert.equal(index.size, model.size);
+    assert.equal(index.bytes, [...model.keys()].reduce((n, key) => n + Buffer.byteLength(key), 0));
+    for (const [key, k] of model) assert.equal(index.key(k), key);
+    index.clear();
+    assert.equal(index.size, 0);
+    assert.equal(index.bytes, 0);
   }
-  assert.equal(index.size, model.size);
-  for (const [key, k] of model) assert.equal(index.key(k), key);
 });
