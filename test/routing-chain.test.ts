@@ -122,3 +122,51 @@ mv state/current_log.next state/current_log`;
   const fromDb = runBin('domains-from-db', ['--db', 'state/p.db'], '', work).stdout;
   assert.equal(map, fromDb);
 });
+
+test('records of hundreds of KiB (a long URL and updatetag) go through every stage whole, hour after hour', () => {
+  const work = scratch('ms-route-big-');
+  const pdb = (...args: string[]) => partnerDb(work, 'state/p.db', ...args);
+  fs.mkdirSync(path.join(work, 'state'));
+  pdb('init');
+  pdb('add', 'yb1');
+  // Larger than any stage's first write buffer (64 KiB and 256 KiB) and than the URL
+  // memory's first arena; the tag makes the joined record larger still.
+  const url = `http://big.example.com/${'p'.repeat(300_000)}`;
+  const tagOf = (h: number) => `${h}`.repeat(60_000);
+  const queued: string[][] = [];
+  for (const [n, hour] of ['2011072806', '2011072807'].entries()) {
+    const tag = tagOf(n + 1);
+    let reflog = '';
+    for (let i = 0; i < 3; i++) reflog += `7\t1\t${hour}000${i}\tp${i}\t${url}\t2\t${i === 1 ? tag : ''}\n`;
+    reflog += `7\t1\t${hour}0100\tq\thttp://small.example.org/\t1\n`;
+    fs.writeFileSync(path.join(work, `${hour}.reflog`), reflog);
+    const script = `set -euo pipefail
+domains-from-db --db state/p.db > state/domain_map
+analyze-dump --max-url-bytes 1048576 ${hour}.reflog | group-sum | join-current --current state/current_log \\
+  | filter-url --current-out state/current_log.next --now ${nextHour(hour)} \\
+  | upload-domains --db state/p.db --map state/domain_map --now ${nextHour(hour)} \\
+  | logsaver --queue-dir queues --name ${hour}
+mv state/current_log.next state/current_log`;
+    const r = spawnSync('bash', ['-c', script], { cwd: work, env: testEnv(), encoding: 'utf8', maxBuffer: 1 << 26 });
+    assert.equal(r.status, 0, `hour ${hour}: ${r.stderr.slice(0, 2000)}`);
+    const lines = fs.readFileSync(path.join(work, 'queues/1', `${hour}.tsv`), 'utf8').split('\n');
+    assert.equal(lines.pop(), '', 'the queue file ends in LF');
+    queued.push(...lines.map((l) => l.split('\t')));
+    const current = fs.readFileSync(path.join(work, 'state/current_log'), 'utf8').split('\n');
+    assert.equal(current.pop(), '');
+    const big = current.map((l) => l.split('\t')).find((f) => f[5] === url);
+    assert.deepEqual(big?.slice(1, 5), [`${hour}0002`, tag, String(6 * (n + 1)), 'example.com'], `hour ${hour}: current_log keeps the big record whole`);
+    assert.equal(current.length, 2);
+  }
+  // Both hours send both URLs (an hour apart, so due again).
+  const byTime = (a: unknown[], b: unknown[]) => (String(a[1]) < String(b[1]) ? -1 : 1);
+  assert.deepEqual(
+    queued.map((f) => [f.length, f[1], f[2], f[3], f[4], f[5] === url ? 'BIG' : f[5]]).sort(byTime),
+    [
+      [6, '20110728060002', tagOf(1), '6', 'example.com', 'BIG'],
+      [6, '20110728060100', '', '1', 'example.org', 'http://small.example.org/'],
+      [6, '20110728070002', tagOf(2), '6', 'example.com', 'BIG'],
+      [6, '20110728070100', '', '1', 'example.org', 'http://small.example.org/'],
+    ],
+  );
+});
