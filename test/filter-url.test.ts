@@ -132,6 +132,12 @@ test('--current-out: a symlink is written through, a FIFO or directory is refuse
     assert.match(r.stderr, new RegExp(`^filter-url: ${bad}: is not a regular file: refusing to replace it\\n`));
   }
   assert.ok(!fs.statSync(path.join(work, 'fifo')).isFile(), 'the FIFO is still a FIFO');
+  // A link to itself (or any loop) is refused, not followed forever.
+  fs.symlinkSync('loop', path.join(work, 'loop'));
+  const loop = runBin('filter-url', args('loop'), line, work);
+  assert.equal(loop.status, 1, loop.stderr);
+  assert.equal(loop.stdout, '');
+  assert.match(loop.stderr, /^filter-url: loop: too many levels of symbolic links\n/);
   const e = runBin('filter-url', args(''), line, work);
   assert.equal(e.status, 2);
   assert.match(e.stderr, /^filter-url: --current-out wants a file name\nTry 'filter-url --help'/);

@@ -35,6 +35,9 @@ export function runBin(
     env: testEnv(env),
     maxBuffer: 1 << 28,
     timeout: 120_000,
+    // A stage stuck in a synchronous loop never runs its SIGTERM handler: the test
+    // must fail then, not hang.
+    killSignal: 'SIGKILL',
   });
   if (r.error) throw r.error;
   return {
