@@ -79,28 +79,30 @@ test('bad input publishes nothing and leaves no temporary file', () => {
   }
 });
 
-test('a signal before the end of input publishes nothing and removes the temporary files', async () => {
-  const work = scratch('ms-ls-');
-  const child = spawn(path.join(BIN, 'logsaver'), ['--queue-dir', 'q', '--name', 'run'], { cwd: work, env: testEnv() });
-  child.stdin.write(routed(2000, [1, 2]));
-  // Wait until the temporary files exist, then interrupt with stdin still open.
-  for (let i = 0; i < 100 && listFiles(path.join(work, 'q')).length < 2; i++) await new Promise((r) => setTimeout(r, 50));
-  assert.equal(listFiles(path.join(work, 'q')).length, 2, 'temporary files were being written');
-  assert.ok(listFiles(path.join(work, 'q')).every((f) => !f.endsWith('.tsv')), 'temporary names never end in .tsv');
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d));
-  const status = await new Promise<number | null>((resolve) => {
-    child.on('close', (code) => resolve(code));
-    child.kill('SIGTERM');
-  });
-  assert.equal(status, 143);
-  assert.deepEqual(listFiles(path.join(work, 'q')), []);
-  // Its last line is still the summary, with the counts so far.
-  const s = summaryOf(stderr);
-  assert.equal(s.status, 'interrupted');
-  assert.equal(s.signal, 'SIGTERM');
-  assert.ok((s.records_in as number) > 0 && (s.records_in as number) <= 2000, String(s.records_in));
-  assert.equal(typeof s.ms, 'number');
+test('a signal before the end of input publishes nothing and removes the temporary files; the status is 128 + its number', async () => {
+  for (const [sig, want] of [['SIGTERM', 143], ['SIGINT', 130], ['SIGHUP', 129]] as const) {
+    const work = scratch('ms-ls-');
+    const child = spawn(path.join(BIN, 'logsaver'), ['--queue-dir', 'q', '--name', 'run'], { cwd: work, env: testEnv() });
+    child.stdin.write(routed(2000, [1, 2]));
+    // Wait until the temporary files exist, then interrupt with stdin still open.
+    for (let i = 0; i < 100 && listFiles(path.join(work, 'q')).length < 2; i++) await new Promise((r) => setTimeout(r, 50));
+    assert.equal(listFiles(path.join(work, 'q')).length, 2, 'temporary files were being written');
+    assert.ok(listFiles(path.join(work, 'q')).every((f) => !f.endsWith('.tsv')), 'temporary names never end in .tsv');
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d));
+    const [status, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => {
+      child.on('close', (code, signal) => resolve([code, signal]));
+      child.kill(sig);
+    });
+    assert.deepEqual([status, signal], [want, null], `${sig}: handled, exit ${want}`);
+    assert.deepEqual(listFiles(path.join(work, 'q')), [], sig);
+    // Its last line is still the summary, with the counts so far.
+    const s = summaryOf(stderr);
+    assert.equal(s.status, 'interrupted');
+    assert.equal(s.signal, sig);
+    assert.ok((s.records_in as number) > 0 && (s.records_in as number) <= 2000, String(s.records_in));
+    assert.equal(typeof s.ms, 'number');
+  }
 });
 
 test('NAME must be one safe file name; usage errors exit 2', () => {

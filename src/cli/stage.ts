@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { Readable } from 'node:stream';
 import { Command, CommanderError } from 'commander';
 import { pino, type Logger } from 'pino';
-import { DataError, UsageError, formatPlace, ioError } from '../core/errors.js';
+import { DataError, UsageError, formatPlace, ioError, signalExitStatus } from '../core/errors.js';
 import { PROJECT_ROOT } from '../core/root.js';
 import {
   ByteLineSplitter,
@@ -199,7 +199,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     runExitHooks();
     // Still the run's one summary line (the runner reads the counts of a stopped stage too).
     summary(log, 'warn', { status: 'interrupted', signal: sig, ...gathered() }, started);
-    process.exit(sig === 'SIGINT' ? 130 : 143);
+    process.exit(signalExitStatus(sig));
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);

@@ -1,3 +1,5 @@
+import * as os from 'node:os';
+
 /** Where a problem was found: a file name ("-" for stdin) and a 1-based line number. */
 export interface Place {
   file: string;
@@ -26,6 +28,11 @@ export class UsageError extends Error {
     super(message);
     this.name = 'UsageError';
   }
+}
+
+/** The exit status of a program stopped by `signal`, as the shell reports one killed by it: 128 + its number (SIGHUP 129, SIGINT 130, SIGTERM 143). */
+export function signalExitStatus(signal: NodeJS.Signals): number {
+  return 128 + os.constants.signals[signal];
 }
 
 /** Quotes one word for bash: for the scripts the runner runs and the commands messages suggest. */

@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { pino, type Logger } from 'pino';
 import { packageVersion } from '../cli/stage.js';
-import { DataError, UsageError, formatPlace } from '../core/errors.js';
+import { DataError, UsageError, formatPlace, signalExitStatus } from '../core/errors.js';
 import { BIN_DIR as BIN } from '../core/root.js';
 import { countLines, appendRecordOnce, fsyncPath, mkdirDurable, writeFileDurable } from './fsutil.js';
 import { prepareQueues, publish, readCommit, writeCommit, stagedQueueFile, type CommitHooks, type CommitPlan } from './commit.js';
@@ -198,7 +198,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
         : 'before any run started';
     log.warn({ signal, interrupted, committed: ok.map((r) => r.run) }, 'stopped by signal; the next invocation goes on from here');
     process.stderr.write(`${PROG}: stopped by ${signal}; ${what}; ${inInbox()} reflog(s) stay in ${o.inbox}\n`);
-    throw new Stop(signal === 'SIGINT' ? 130 : 143);
+    throw new Stop(signalExitStatus(signal));
   }
   if (failed) {
     const left = runs.length - runs.indexOf(failed.run);

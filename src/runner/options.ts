@@ -104,9 +104,9 @@ One invocation at a time per state directory (flock on STATE/lock); another one
 exits 75 at once, naming the process that holds the lock.
 
 Exit status: 0 all runs committed (or nothing to do), 1 a run failed (its
-stage's message is printed), 2 usage or config error, 75 locked, 130 or 143
-stopped by SIGINT or SIGTERM (the run under way is finished or redone by the
-next invocation).
+stage's message is printed), 2 usage or config error, 75 locked, 130, 143 or
+129 stopped by SIGINT, SIGTERM or SIGHUP (the run under way is finished or
+redone by the next invocation).
 `;
 
 /** Parses a config file's text into key -> value; throws UsageError naming the line. */
