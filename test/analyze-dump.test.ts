@@ -114,6 +114,22 @@ test('--max-url-bytes is honoured and --max-reject-ratio 0 fails on one reject, 
   assert.match(bad.stderr, /analyze-dump: -: rejected 1 of 2 records/);
 });
 
+test('the URL limit counts the reflog\'s UTF-8 bytes: an IDN URL of 8193 bytes (4191 characters, 4676 bytes as punycode) is too long', () => {
+  const opts: UrlOptions = { maxUrlBytes: 8192, dropParams: null, sortQuery: false, domainMode: 'registrable' };
+  const host = Array.from({ length: 80 }, () => 'я'.repeat(50)).join('.') + '.рф';
+  for (const bytes of [8192, 8193]) {
+    const bare = `http://${host}/`;
+    const raw = bare + 'p'.repeat(bytes - Buffer.byteLength(bare));
+    assert.equal(Buffer.byteLength(raw), bytes);
+    assert.ok(raw.length < 4200, 'far fewer characters than bytes');
+    const r = canonicalize(raw, opts);
+    if (bytes === 8192) {
+      assert.ok('url' in r, JSON.stringify(r));
+      assert.ok(Buffer.byteLength(r.url) < 5000, 'the canonical form is shorter');
+    } else assert.deepEqual(r, { reason: 'URL too long', detail: '8193 bytes, max 8192' });
+  }
+});
+
 test('globMatch agrees with the anchored RegExp of the glob on random globs and names', () => {
   const next = prng(5);
   const pick = (alphabet: string, max: number) =>
