@@ -56,7 +56,10 @@ async function sorted(lines: string[], memoryBytes: number, tmpDir: string): Pro
   return { out: await drained(s), runs };
 }
 
-/** Records with ids from a pool of `ids` (repeats make ties), timestamps from a few seconds, and tails of any length. */
+/** A few timestamps that differ in the first digit, the last one, and every one between. */
+const TIMESTAMPS = ['19991231235959', '20000101000000', '20110720060000', '20110720060001', '20110721060000', '20110720060002', '20991231235959'];
+
+/** Records with ids from a pool of `ids` (repeats make ties), timestamps from a few, and tails of any length. */
 function randomRecords(n: number, ids: number, seed: number): string[] {
   const r = prng(seed);
   const hex = (x: number) => Math.floor(x).toString(16).padStart(8, '0');
@@ -68,7 +71,7 @@ function randomRecords(n: number, ids: number, seed: number): string[] {
   const lines: string[] = [];
   for (let i = 0; i < n; i++) {
     const id = pool[Math.floor(r() * ids)]!;
-    const ts = `2011072${Math.floor(r() * 3)}06000${Math.floor(r() * 3)}`;
+    const ts = TIMESTAMPS[Math.floor(r() * TIMESTAMPS.length)]!;
     lines.push(`${id}\t${ts}\t${'x'.repeat(Math.floor(r() * 40))}\tline-${i}`);
   }
   return lines;
@@ -95,6 +98,28 @@ test('in memory and spilled, the output is the stable sort by (id, timestamp)', 
     assert.deepEqual(spilled.out, want, `spilled, n=${n} ids=${ids}`);
   }
   assert.deepEqual(fs.readdirSync(tmp), [], 'spill directory removed after drain');
+});
+
+test('a merge in two rounds removes the runs it merged first: the disk holds the data once, not twice', async () => {
+  const tmp = scratch('ms-sorter-');
+  const lines = randomRecords(5000, 50_000, 77);
+  const s = new RecordSorter({ memoryBytes: 4_000, tmpDir: tmp });
+  addAll(s, lines);
+  const runs = s.spilledRuns;
+  assert.ok(runs > 64, `a second round needs more than 64 runs, got ${runs}`);
+  const filesUnder = (d: string): number =>
+    fs.readdirSync(d, { withFileTypes: true }).reduce((n, e) => n + (e.isDirectory() ? filesUnder(path.join(d, e.name)) : 1), 0);
+  assert.equal(filesUnder(tmp), runs);
+  let seen = -1;
+  const chunks: Buffer[] = [];
+  await s.drain((c) => {
+    if (seen < 0) seen = filesUnder(tmp);
+    chunks.push(Buffer.from(c));
+  });
+  // The first 64 runs became one; the batch still in memory may have become one more run.
+  assert.ok(seen >= runs - 63 && seen <= runs - 62, `${seen} files for ${runs} runs`);
+  assert.deepEqual(Buffer.concat(chunks).toString('utf8').slice(0, -1).split('\n'), reference(lines));
+  assert.deepEqual(fs.readdirSync(tmp), []);
 });
 
 test('a packed batch holds its records grouped by the id\'s top byte, input order within a group', () => {
