@@ -66,6 +66,9 @@ test('a row no domain_map line can carry (edited outside partner-db) is an error
     ["('UP.com', 1, 'x')", /bad domain 'UP\.com'/],
     ["('z.com', 'one', 'x')", /domain z\.com has yacobot_id 'one', not a positive integer/],
     ["('z.com', 0, 'x')", /yacobot_id '0'/],
+    ["('z.com', -1, 'x')", /yacobot_id '-1'/],
+    ["('z.com', 1.5, 'x')", /yacobot_id '1\.5'/],
+    ["('z.com', 9007199254740993, 'x')", /yacobot_id '9007199254740992'/], // past 2^53: not the id the row holds
   ];
   for (const [values, want] of cases) {
     fs.copyFileSync(path.join(work, 'p.db'), path.join(work, 't.db'));

@@ -7,7 +7,9 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import { BIN, partnerDb, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
-import { LeastLoaded, loadRendezvous } from '../src/core/db.js';
+import { LeastLoaded, loadRendezvous, openDb } from '../src/core/db.js';
+import { DataError } from '../src/core/errors.js';
+import { commitNewDomains } from '../src/stages/upload-domains.js';
 
 /** A filtered_log with one record per domain of `domains`, the whole list `repeat` times over. */
 function filtered(domains: string[], repeat = 1): string {
@@ -302,6 +304,21 @@ test('no active Yacobot: fails before any output even when every domain is known
   assert.equal(r.status, 1);
   assert.equal(r.stdout, '');
   assert.match(r.stderr, /upload-domains: p\.db: no active Yacobot; add one with: partner-db --db p\.db add NAME/);
+});
+
+test('no active Yacobot at commit time (all disabled while the input was read): an error saying so, and no row written', () => {
+  const work = newDb([['a', 1]]);
+  const db = openDb(path.join(work, 'p.db'));
+  try {
+    db.prepare('UPDATE yacobot SET active = 0').run();
+    assert.throws(
+      () => commitNewDomains(db, 'p.db', ['new.com'], 'least-loaded', null, '20110728070000'),
+      (e: unknown) => e instanceof DataError && /^no active Yacobot at commit time \(disabled during the run\?\)/.test(e.message) && e.place?.file === 'p.db',
+    );
+    assert.equal(db.prepare('SELECT count(*) FROM partner_domain').pluck().get(), 0);
+  } finally {
+    db.close();
+  }
 });
 
 test('a spooled run leaves no spool file behind, on success or failure', () => {
