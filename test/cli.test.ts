@@ -6,6 +6,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { BIN, ROOT, hasStackTrace, partnerDb, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+import Database from 'better-sqlite3';
 import { prng } from '../scripts/prng.js';
 
 // The options each stage needs to get as far as reading its input.
@@ -109,6 +110,56 @@ test('a closed stdout (| head -1) ends a stage quietly, exit 0, with its summary
   assert.ok(!hasStackTrace(r.stderr), r.stderr);
   assert.ok(!/EPIPE/.test(r.stderr.split('\n').filter((l) => !l.startsWith('{')).join('\n')), r.stderr);
   assert.equal(summaryOf(r.stderr).status, 'output closed');
+});
+
+test('a closed stdout stops each streaming stage while its input never ends; domains-from-db stops reading the database', () => {
+  const work = scratch();
+  partnerDb(work, 'p.db', 'init');
+  partnerDb(work, 'p.db', 'add', 'a');
+  partnerDb(work, 'p.db', 'assign', 'a.com', 'a');
+  // Sorted records without end (awk dies of SIGPIPE once the stage is gone).
+  const joined = String.raw`"%016x\ta.com\thttp://a.com/%d\t-\t20110727200841\t\t\t-\t1\n"`;
+  const url = String.raw`"%016x\t20110727200841\t\t1\ta.com\thttp://a.com/%d\n"`;
+  const endless = (fmt: string) => `awk 'BEGIN { for (i = 1; ; i++) printf ${fmt}, i, i }'`;
+  for (const [stage, args, fmt] of [
+    ['group-sum', '', url],
+    ['join-current', '--current none', url],
+    ['filter-url', '--current-out out --now 20110727210000', joined],
+    ['upload-domains', '--db p.db', url],
+  ] as const) {
+    // A stage that does not stop is killed after 60 s, and the test fails (status 137).
+    const r = spawnSync('bash', ['-c', `${endless(fmt)} | timeout -s KILL 60 ${stage} ${args} | head -1 > /dev/null; echo "\${PIPESTATUS[1]}" >&2`], {
+      cwd: work,
+      env: testEnv(),
+      encoding: 'utf8',
+    });
+    const errLines = r.stderr.trimEnd().split('\n');
+    assert.equal(errLines.at(-1), '0', `${stage}: ${r.stderr}`);
+    assert.equal(summaryOf(r.stderr).status, 'output closed', stage);
+  }
+  assert.ok(!fs.existsSync(path.join(work, 'out')), 'filter-url wrote no current_log');
+  // join-current over a long stretch of current_log alone (no incoming record at all).
+  const cur = fs.openSync(path.join(work, 'current'), 'w');
+  for (let b = 0; b < 20; b++) {
+    let chunk = '';
+    for (let i = b * 10_000; i < (b + 1) * 10_000; i++) chunk += `${i.toString(16).padStart(16, '0')}\t20110727200841\t\t1\ta.com\thttp://a.com/${i}\n`;
+    fs.writeSync(cur, chunk);
+  }
+  fs.closeSync(cur);
+  const j = spawnSync('bash', ['-c', 'join-current --current current < /dev/null | head -1 > /dev/null; echo "${PIPESTATUS[0]}" >&2'], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  assert.equal(j.stderr.trimEnd().split('\n').at(-1), '0', j.stderr);
+  const js = summaryOf(j.stderr);
+  assert.equal(js.status, 'output closed');
+  assert.ok((js.current_only as number) < 100_000, JSON.stringify(js));
+  // 100,000 domains: domains-from-db stops soon after head, not after the last row.
+  const db = new Database(path.join(work, 'p.db'));
+  db.exec("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000) INSERT INTO partner_domain SELECT 'd' || i || '.com', 1, 'x' FROM n");
+  db.close();
+  const d = spawnSync('bash', ['-c', 'domains-from-db --db p.db | head -1 > /dev/null; echo "${PIPESTATUS[0]}" >&2'], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  assert.equal(d.stderr.trimEnd().split('\n').at(-1), '0', d.stderr);
+  const ds = summaryOf(d.stderr);
+  assert.equal(ds.status, 'output closed');
+  assert.ok((ds.domains_out as number) < 50_000, JSON.stringify(ds));
 });
 
 test('the summary line is the last JSON line on stderr and stdout carries only data', () => {
