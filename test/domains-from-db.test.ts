@@ -8,6 +8,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import { BIN, partnerDb, runBin, scratch, testEnv } from './lib/run.js';
+import { dbError } from '../src/core/db.js';
+import { DataError } from '../src/core/errors.js';
 
 test('domains-from-db leaves the database byte for byte as it was, journal mode included', () => {
   const dir = scratch();
@@ -82,3 +84,26 @@ test('a row no domain_map line can carry (edited outside partner-db) is an error
     assert.equal(r.stdout, '', `${values}: no partial map`);
   }
 });
+
+test('a database in a directory this user cannot write is an error that says why (SQLite makes -wal/-shm files beside it, even to read)', () => {
+  const hint = /database error: SQLITE_READONLY_DIRECTORY: .*\(the database's directory must be writable by this user, even to read it: SQLite keeps the -wal and -shm files there\)/;
+  const e = dbError(Object.assign(new Error('attempt to write a readonly database'), { code: 'SQLITE_READONLY_DIRECTORY' }), 'p.db');
+  assert.ok(e instanceof DataError && e.place?.file === 'p.db');
+  assert.match(e.message, hint);
+  // The real thing, where the test can become another user (root, as in CI).
+  if (process.getuid?.() !== 0 || spawnSync('setpriv', ['--version']).status !== 0) return;
+  const work = scratch();
+  partnerDb(work, 'p.db', 'init');
+  partnerDb(work, 'p.db', 'add', 'a');
+  fs.chmodSync(work, 0o755);
+  fs.chmodSync(path.join(work, 'p.db'), 0o644);
+  const r = spawnSync('setpriv', ['--reuid=nobody', '--regid=nogroup', '--clear-groups', path.join(BIN, 'domains-from-db'), '--db', 'p.db'], {
+    cwd: work,
+    env: testEnv(),
+    encoding: 'utf8',
+  });
+  assert.equal(r.status, 1, r.stderr);
+  assert.equal(r.stdout, '');
+  assert.match(r.stderr, new RegExp(`^domains-from-db: p\\.db: ${hint.source}`));
+});
+

@@ -70,7 +70,10 @@ export function dbError(err: unknown, file: string): unknown {
         ? ` (another process held the database longer than ${BUSY_TIMEOUT_MS} ms)`
         : e.code === 'SQLITE_NOTADB'
           ? ' (not an SQLite database?)'
-          : '';
+          : e.code === 'SQLITE_READONLY_DIRECTORY'
+            ? // Even a reader of a WAL database makes its -shm file beside it.
+              " (the database's directory must be writable by this user, even to read it: SQLite keeps the -wal and -shm files there)"
+            : '';
     return new DataError('DB', `database error: ${e.code}: ${String(e.message)}${hint}`, { file });
   }
   return err;
