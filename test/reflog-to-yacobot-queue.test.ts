@@ -908,6 +908,8 @@ test('a stage that dies of an exception it did not catch (a module that fails to
   const twoLines = readStageLog('upload-domains', 1, stderrOf('throw new TypeError("was compiled against\\na different Node.js version");'));
   assert.equal(failureMessage(twoLines), 'upload-domains: TypeError: was compiled against a different Node.js version');
   assert.equal(failureMessage(readStageLog('group-sum', 1, stderrOf('throw new Error();'))), 'group-sum: Error');
+  // A thrown value that is not an Error is printed alone, before Node's hint.
+  assert.equal(failureMessage(readStageLog('join-current', 1, stderrOf('throw "no current_log";'))), 'join-current: uncaught exception: no current_log');
   const oom = spawnSync(process.execPath, ['--max-old-space-size=16', '-e', 'const a = []; for (;;) a.push(new Array(1e5).fill(1));'], { encoding: 'utf8' });
   assert.match(failureMessage(readStageLog('analyze-dump', 134, oom.stderr)), /^analyze-dump: FATAL ERROR: .*JavaScript heap out of memory/);
   // The stage's own message still wins, and a bare status stays the last resort.

@@ -204,7 +204,12 @@ function uncaughtMessage(messages: readonly string[]): string | null {
   const fatal = messages.find((m) => m.startsWith('FATAL ERROR: '));
   if (fatal) return fatal;
   const i = messages.findIndex((m) => /^(?:[A-Z]\w*)?(?:Error|Exception)(?: \[\w+\])?(?:: |$)/.test(m));
-  if (i < 0) return null;
+  if (i < 0) {
+    // A thrown value that is not an Error (`throw "text"`): Node prints it alone, just
+    // before its hint "(Use `node --trace-uncaught ...`".
+    const hint = messages.findIndex((m) => m.startsWith('(Use `node --trace-uncaught'));
+    return hint > 0 ? `uncaught exception: ${messages[hint - 1]}` : null;
+  }
   const lines = [messages[i]!];
   for (let j = i + 1; j < messages.length && !/^\s+at /.test(messages[j]!) && !/^Node\.js v/.test(messages[j]!); j++) lines.push(messages[j]!.trim());
   return lines.join(' ');
