@@ -7,7 +7,7 @@ import { DataError, UsageError, ioError } from '../core/errors.js';
 import { BytesIndex } from '../core/bytesindex.js';
 import { LF, TAB, putBytes } from '../core/bytes.js';
 import { LineRef, ROUTED_RECORD, checkUrlRecordAt, clip, isYacobotIdAt } from '../core/records.js';
-import { FileWriter, liveTempFiles, removeQuietly } from '../core/tsv.js';
+import { FileWriter, liveTempFiles, removeQuietly, syncDir } from '../core/tsv.js';
 
 export interface LogsaverOptions {
   queueDir: string;
@@ -162,18 +162,7 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
     }
     published = true;
     for (const q of sorted) syncDir(q.dir);
+    // A queue directory made in this run is an entry in its parent, to be made durable too.
+    for (const parent of new Set(createdDirs.map((d) => path.dirname(d)))) syncDir(parent);
   },
 };
-
-/** Makes a rename durable (the directory entry), where the platform allows it. */
-function syncDir(dir: string): void {
-  let fd = -1;
-  try {
-    fd = fs.openSync(dir, 'r');
-    fs.fsyncSync(fd);
-  } catch {
-    /* not supported everywhere; the data itself is already fsynced */
-  } finally {
-    if (fd >= 0) fs.closeSync(fd);
-  }
-}
