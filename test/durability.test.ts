@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { BIN, partnerDb, scratch, testEnv } from './lib/run.js';
+import { BIN, ROOT, RUNNER, listFiles, partnerDb, scratch, testEnv } from './lib/run.js';
 
 const straceWorks = spawnSync('strace', ['-qq', '-e', 'trace=none', 'true']).status === 0;
 
@@ -19,20 +19,21 @@ interface Call {
   paths: string[];
 }
 
-/** Runs `bin/stage args < input` in `cwd` under strace; returns its successful fsync/rename/mkdir calls in order. */
-function traced(cwd: string, stage: string, args: string[], input: string): Call[] {
+/** Runs `argv` with `input` on stdin in `cwd` under strace; returns its successful fsync/rename/mkdir/unlink calls in order. */
+function traced(cwd: string, argv: string[], input = ''): Call[] {
   const log = path.join(cwd, '.strace');
-  const r = spawnSync('strace', ['-f', '-y', '-qq', '-e', 'trace=fsync,fdatasync,rename,renameat,renameat2,mkdir,mkdirat', '-o', log, path.join(BIN, stage), ...args], {
+  const r = spawnSync('strace', ['-f', '-y', '-qq', '-e', 'trace=fsync,fdatasync,rename,renameat,renameat2,mkdir,mkdirat,unlink,unlinkat', '-o', log, ...argv], {
     cwd,
     input,
     env: testEnv(),
     encoding: 'utf8',
-    timeout: 60_000,
+    timeout: 120_000,
     killSignal: 'SIGKILL',
   });
-  assert.equal(r.status, 0, `${stage}: ${r.stderr}`);
+  assert.equal(r.status, 0, `${argv.join(' ')}: ${r.stderr}`);
   const calls: Call[] = [];
   for (const line of fs.readFileSync(log, 'utf8').split('\n')) {
+    // Only whole lines: a call another process interrupted ("<unfinished ...>") is not needed here.
     const m = /^\d+\s+(\w+)\((.*)\)\s+= 0$/.exec(line);
     if (!m) continue;
     const [, call, argText] = m as unknown as [string, string, string];
@@ -45,21 +46,34 @@ function traced(cwd: string, stage: string, args: string[], input: string): Call
   return calls;
 }
 
-/** Asserts that `final` was published durably: fsync of its temporary file, rename over it, fsync of its directory, in that order. */
-function assertDurable(calls: Call[], final: string, what: string): void {
+const stage = (name: string, ...args: string[]) => [path.join(BIN, name), ...args];
+
+/**
+ * Asserts that `final` was published durably: fsync of its temporary file, rename
+ * over it, fsync of its directory, in that order. `strict`: the directory's fsync
+ * also comes before the next rename or unlink (the runner's steps, one at a time).
+ */
+function assertDurable(calls: Call[], final: string, what: string, strict = false): number {
   const rename = calls.findIndex((c) => c.call === 'rename' && c.paths[1] === final);
   assert.ok(rename >= 0, `${what}: renamed into place`);
   const tmp = calls[rename]!.paths[0]!;
   const synced = calls.findIndex((c) => (c.call === 'fsync' || c.call === 'fdatasync') && c.paths[0] === tmp);
   assert.ok(synced >= 0 && synced < rename, `${what}: ${path.basename(tmp)} fsynced before the rename`);
-  const dir = calls.findIndex((c, i) => i > rename && c.call === 'fsync' && c.paths[0] === path.dirname(final));
-  assert.ok(dir > rename, `${what}: its directory fsynced after the rename`);
+  assertSyncedAfter(calls, rename, path.dirname(final), what, strict);
+  return rename;
+}
+
+/** Asserts that `dir` is fsynced after call `i` (and, `strict`, before the next rename or unlink). */
+function assertSyncedAfter(calls: Call[], i: number, dir: string, what: string, strict = false): void {
+  const next = strict ? calls.findIndex((c, j) => j > i && (c.call === 'rename' || c.call === 'unlink')) : -1;
+  const synced = calls.findIndex((c, j) => j > i && (next < 0 || j < next) && c.call === 'fsync' && c.paths[0] === dir);
+  assert.ok(synced > i, `${what}: ${dir} fsynced after it${strict ? ', before the next step' : ''}`);
 }
 
 test('logsaver: every queue file is fsynced, renamed, then its directory fsynced; so is the parent of a directory it made', { skip: !straceWorks && 'no working strace here' }, () => {
   const work = fs.realpathSync(scratch('ms-dur-'));
   const input = ['1', '2', '1'].map((y, i) => `${y}\t${(i + 1).toString(16).padStart(16, '0')}\t20110728060000\t\t1\ta.com\thttp://a.com/${i}\n`).join('');
-  const calls = traced(work, 'logsaver', ['--queue-dir', 'q/new', '--name', 'r'], input);
+  const calls = traced(work, stage('logsaver', '--queue-dir', 'q/new', '--name', 'r'), input);
   for (const y of ['1', '2']) assertDurable(calls, path.join(work, 'q/new', y, 'r.tsv'), `queue file ${y}`);
   const lastRename = calls.map((c) => c.call).lastIndexOf('rename');
   for (const made of ['q', 'q/new', 'q/new/1', 'q/new/2']) {
@@ -76,9 +90,51 @@ test('filter-url --current-out and upload-domains --map: fsynced, renamed, then 
   fs.mkdirSync(path.join(work, 'state'));
   fs.symlinkSync('state/cl', path.join(work, 'cl-link'));
   const joined = '0000000000000001\ta.com\thttp://a.com/\t-\t20110101000000\t\t\t-\t1\n';
-  assertDurable(traced(work, 'filter-url', ['--now', '20110101010000', '--current-out', 'cl-link'], joined), path.join(work, 'state/cl'), 'current_log');
+  assertDurable(traced(work, stage('filter-url', '--now', '20110101010000', '--current-out', 'cl-link'), joined), path.join(work, 'state/cl'), 'current_log');
   partnerDb(work, 'p.db', 'init');
   partnerDb(work, 'p.db', 'add', 'a');
   const rec = '0000000000000001\t20110728060000\t\t1\tnew.com\thttp://new.com/\n';
-  assertDurable(traced(work, 'upload-domains', ['--db', 'p.db', '--map', 'state/map', '--now', '20110728070000'], rec), path.join(work, 'state/map'), 'domain_map');
+  assertDurable(traced(work, stage('upload-domains', '--db', 'p.db', '--map', 'state/map', '--now', '20110728070000'), rec), path.join(work, 'state/map'), 'domain_map');
+});
+
+test('the runner: everything staged is fsynced before COMMIT, and each publish step is made durable before the next', { skip: !straceWorks && 'no working strace here' }, () => {
+  const work = fs.realpathSync(scratch('ms-dur-'));
+  const runs = ['2011072806', '2011072807'];
+  fs.mkdirSync(path.join(work, 'var/inbox'), { recursive: true });
+  fs.mkdirSync(path.join(work, 'var/state'));
+  for (const run of runs) fs.copyFileSync(path.join(ROOT, 'fixtures/reflogs', `${run}.reflog`), path.join(work, 'var/inbox', `${run}.reflog`));
+  for (const args of [['init'], ['add', 'a'], ['add', 'b']]) partnerDb(work, 'var/state/partner.db', ...args);
+  const calls = traced(work, [RUNNER, '--now', '20110728080000']);
+  const v = (rel: string) => path.join(work, 'var', rel);
+  // The first run makes state/ files and directories; the second finds them all there.
+  for (const run of runs) {
+    const staging = v(`state/staging/${run}`);
+    const commit = path.join(staging, 'COMMIT');
+    const committed = assertDurable(calls, commit, `${run}: COMMIT`, true);
+    const uncommitted = calls.findIndex((c) => c.call === 'unlink' && c.paths[0] === commit);
+    assert.ok(uncommitted > committed, `${run}: COMMIT removed`);
+    const inRun = (i: number, what: string) => assert.ok(i > committed && i < uncommitted, `${run}: ${what} between COMMIT and its removal`);
+    // Each staged file that will be published was fsynced (its last write done) before COMMIT.
+    const queues = listFiles(v('queue')).filter((f) => f.endsWith(`/${run}.tsv`));
+    assert.ok(queues.length >= 2, `queue files: ${queues}`);
+    for (const staged of ['current_log', 'domain_map', ...queues.map((q) => `queue/${q}`)]) {
+      const f = path.join(staging, 'work', staged);
+      const last = calls.map((c, i) => (c.call === 'fsync' && c.paths[0] === f && i < committed ? i : -1)).reduce((a, b) => Math.max(a, b), -1);
+      assert.ok(last >= 0, `${run}: staged ${staged} fsynced before COMMIT`);
+    }
+    for (const f of [...queues.map((q) => `queue/${q}`), 'state/current_log', 'state/domain_map']) {
+      const published = calls.findIndex((c, i) => i > committed && c.call === 'rename' && c.paths[1] === v(f));
+      inRun(published, f);
+      assert.ok(calls.some((c, i) => i < published && c.call === 'fsync' && c.paths[0] === calls[published]!.paths[0]), `${run}: ${f}'s source fsynced before its rename`);
+      assertSyncedAfter(calls, published, path.dirname(v(f)), `${run}: ${f}`, true);
+    }
+    const appended = calls.findIndex((c, i) => i > committed && c.call === 'fsync' && c.paths[0] === v('state/runs.jsonl'));
+    inRun(appended, 'runs.jsonl fsynced');
+    if (run === runs[0]) assertSyncedAfter(calls, appended, v('state'), `${run}: runs.jsonl was made`, true);
+    // The reflog is the producer's file, not rewritten: its move is made durable on both sides.
+    const moved = calls.findIndex((c) => c.call === 'rename' && c.paths[1] === v(`state/done/${run}.reflog`));
+    inRun(moved, 'the reflog moved to done/');
+    for (const dir of ['state/done', 'inbox']) assertSyncedAfter(calls, moved, v(dir), `${run}: the reflog moved`, true);
+    assertSyncedAfter(calls, uncommitted, staging, `${run}: COMMIT's removal`);
+  }
 });
