@@ -332,3 +332,60 @@ test('a writing connection is WAL with synchronous FULL: an assignment the runne
     db.close();
   }
 });
+
+test('add refuses a name with spaces at either end, a control character or over 100 characters, and a weight not written as a plain decimal; nothing is added', () => {
+  const work = fresh('a');
+  const refused: [string[], RegExp][] = [
+    [['add', ' lead'], /Yacobot name ' lead' must be non-empty without leading or trailing spaces/],
+    [['add', 'trail '], /Yacobot name 'trail ' must be non-empty without leading or trailing spaces/],
+    [['add', 'tab\there'], /must not contain control characters/],
+    [['add', 'new\nline'], /must not contain control characters/],
+    [['add', 'del\x7f'], /must not contain control characters/],
+    [['add', 'n'.repeat(101)], /must be at most 100 characters/],
+    [['add', 'w1', '--weight', '1e3'], /weight must be a positive number up to 1000000, got '1e3'/],
+    [['add', 'w2', '--weight', '0x10'], /weight must be a positive number up to 1000000, got '0x10'/],
+    [['add', 'w3', '--weight', 'Infinity'], /weight must be a positive number/],
+    [['set-weight', 'a', '2e0'], /weight must be a positive number up to 1000000, got '2e0'/],
+  ];
+  for (const [args, message] of refused) {
+    const r = pdb(work, ...args);
+    assert.equal(r.status, 2, `${JSON.stringify(args)}: ${r.stderr}`);
+    assert.match(r.stderr, message, JSON.stringify(args));
+    assert.match(r.stderr, /Try 'partner-db --help'/);
+  }
+  // The bounds themselves are names and weights like any other.
+  ok(work, 'add', 'n'.repeat(100), '--weight', '2.50');
+  assert.equal(ok(work, 'list', '--json'), JSON.stringify([
+    { id: 1, name: 'a', weight: 1, active: true },
+    { id: 2, name: 'n'.repeat(100), weight: 2.5, active: true },
+  ]) + '\n');
+});
+
+test('import: the header may say yacobot_id, in any case, on the first row only; ids may have leading zeros; bad rows are named at their own line', () => {
+  const work = fresh('a', 'b');
+  ok(work, 'disable', 'b');
+  const write = (text: string) => fs.writeFileSync(path.join(work, 'in.csv'), text);
+  // Blank lines before a row do not move the line it is named at.
+  write('a.com,1\n\n\nb.com,nosuch\ndomain,yacobot\nc.com,b\n');
+  const rows3 = pdb(work, 'import', 'in.csv');
+  assert.equal(rows3.status, 1, rows3.stderr);
+  assert.equal(
+    rows3.stderr,
+    [
+      "partner-db: in.csv:4: no Yacobot named 'nosuch'",
+      "partner-db: in.csv:5: no Yacobot named 'yacobot'", // a header is only the first row
+      'partner-db: in.csv:6: Yacobot 2 (b) is disabled',
+      'partner-db: in.csv: 3 bad row(s); nothing imported',
+      '',
+    ].join('\n'),
+  );
+  assert.deepEqual(rows(work), []);
+  write('Domain,Yacobot_ID\na.com,001\nb.com,a\n');
+  const good = pdb(work, 'import', 'in.csv');
+  assert.equal(good.status, 0, good.stderr);
+  assert.match(good.stdout, /imported 2 domain\(s\) from in\.csv: 2 new, 0 moved, 0 unchanged/);
+  assert.deepEqual(rows(work), [
+    { domain: 'a.com', yacobot_id: 1 },
+    { domain: 'b.com', yacobot_id: 1 },
+  ]);
+});
