@@ -954,3 +954,57 @@ test('a run without rejects removes the rejects file a failed attempt of the sam
   assert.equal(last.rejects_file, undefined);
   assert.ok(!fs.existsSync(kept), 'no rejects file for a run that rejected nothing');
 });
+
+test('option values are checked up front (usage errors), and a config file\'s relative paths are relative to its own directory', () => {
+  const usage = (argv: string[], message: RegExp) =>
+    assert.throws(() => parseArgs(argv, '/w'), (e: unknown) => e instanceof UsageError && message.test(e.message), JSON.stringify(argv));
+  usage(['var/inbox'], /^unexpected argument 'var\/inbox'$/);
+  usage(['--keep'], /^option '--keep' wants a value$/);
+  usage(['--now'], /^option '--now' wants a value$/);
+  usage(['--inbox', ''], /^inbox is empty$/);
+  usage(['--state='], /^state is empty$/);
+  usage(['--db', ''], /^db is empty$/);
+  usage(['--queue-dir', ''], /^queue-dir is empty$/);
+  for (const bw of ['abc', '-1', '1e6', '', '99999999999999999']) usage(['--backlog-warn', bw], /^backlog-warn wants a number of URLs/);
+  for (const r of ['1.5', '-0.1', '', ' ', 'x', '1.0000001']) usage(['--max-reject-ratio', r], /^max-reject-ratio wants a number from 0 to 1/);
+  usage(['--log-level', 'verbose'], /^log-level is one of debug, info, warn, error, silent; got 'verbose'$/);
+  usage(['--config', '/nonexistent/runner.conf'], /^cannot read config file \/nonexistent\/runner\.conf: ENOENT$/);
+  const opts = (argv: string[]) => {
+    const o = parseArgs(argv, '/w');
+    assert.ok(typeof o === 'object', JSON.stringify(argv));
+    return o;
+  };
+  for (const r of ['0', '1', '0.5', '1.0']) assert.equal(opts(['--max-reject-ratio', r]).maxRejectRatio, r);
+  assert.equal(opts(['--backlog-warn', '1_000,000']).backlogWarn, 1_000_000);
+  assert.equal(opts(['--backlog-warn', '0']).backlogWarn, 0);
+  assert.equal(opts(['--keep', '2h']).keep, '2h');
+  assert.equal(opts([]).keep, null);
+
+  // A config file elsewhere: its relative paths are relative to its directory, a flag's to the cwd.
+  const dir = sub('conf-');
+  fs.mkdirSync(path.join(dir, 'etc'));
+  fs.writeFileSync(
+    path.join(dir, 'etc/runner.conf'),
+    "inbox = in\nstate = '../st'\ndb = \"p.db\"\nqueue-dir = \"q'\nmax-reject-ratio = 0.5\nbacklog-warn = 7\n",
+  );
+  const c = parseArgs(['--config', 'etc/runner.conf', '--db', 'flag.db'], dir);
+  assert.ok(typeof c === 'object');
+  assert.deepEqual(
+    [c.inbox, c.state, c.db, c.queueDir, c.maxRejectRatio, c.backlogWarn, c.config],
+    [path.join(dir, 'etc/in'), path.join(dir, 'st'), path.join(dir, 'flag.db'), path.join(dir, 'etc', '"q\''), '0.5', 7, path.join(dir, 'etc/runner.conf')],
+  );
+  assert.equal((parseArgs(['--config', 'etc/runner.conf'], dir) as { db: string }).db, path.join(dir, 'etc/p.db'));
+  fs.writeFileSync(path.join(dir, 'etc/empty.conf'), 'inbox =\n');
+  usage(['--config', path.join(dir, 'etc/empty.conf')], /^inbox is empty$/);
+
+  // --version and --help print and exit 0 before anything else is looked at.
+  const v = runRunner(dir, ['--bogus-later', '--version']);
+  assert.equal(v.status, 2, 'arguments are read in order: the unknown one first');
+  const version = runRunner(dir, ['--version', '--bogus']);
+  assert.equal(version.status, 0, version.stderr);
+  assert.equal(version.stdout, `${JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).version}\n`);
+  // A log level that pino does not know would be an internal error (exit 1): it is a usage error.
+  const lvl = runRunner(dir, ['--log-level', 'verbose']);
+  assert.equal(lvl.status, 2, lvl.stderr);
+  assert.match(lvl.stderr, /^reflog-to-yacobot-queue: log-level is one of debug, info, warn, error, silent; got 'verbose'\nTry 'reflog-to-yacobot-queue --help'/);
+});
