@@ -1008,3 +1008,53 @@ test('option values are checked up front (usage errors), and a config file\'s re
   assert.equal(lvl.status, 2, lvl.stderr);
   assert.match(lvl.stderr, /^reflog-to-yacobot-queue: log-level is one of debug, info, warn, error, silent; got 'verbose'\nTry 'reflog-to-yacobot-queue --help'/);
 });
+
+test('the lock names its holder as the holder wrote it: not a former holder whose line is still in the file, not a pid of another host taken for ended, and a holder that writes its pid a moment late', async () => {
+  const dir = sub('lockname-');
+  const file = path.join(dir, 'lock');
+  const holdErr = (): Locked => {
+    try {
+      acquireLock(file);
+    } catch (e) {
+      if (e instanceof Locked) return e;
+      throw e;
+    }
+    assert.fail('the lock was free');
+  };
+  // A former holder's line, longer than ours: the new holder replaces it.
+  fs.writeFileSync(file, `pid=999999999 host=${os.hostname()} started=2011-07-28T06:00:00.000Z cmd=reflog-to-yacobot-queue ${'x'.repeat(200)}\n`);
+  const held = acquireLock(file);
+  try {
+    assert.match(fs.readFileSync(file, 'utf8'), new RegExp(`^pid=${process.pid} host=\\S+ started=\\S+ cmd=reflog-to-yacobot-queue\\n$`));
+    const r = runRunner(dir, ['--inbox', '.', '--state', '.'], 20_000);
+    assert.equal(r.status, 75, r.stderr);
+    assert.match(r.stderr, new RegExp(`lock is locked by process ${process.pid} on `));
+    assert.doesNotMatch(r.stderr, /999999999|has ended/);
+    // A holder on another host (a shared state directory): its pid means nothing here.
+    fs.writeFileSync(file, 'pid=999999999 host=elsewhere.example started=2011-07-28T06:00:00.000Z cmd=reflog-to-yacobot-queue\n');
+    assert.equal(holdErr().holder, 'process 999999999 on elsewhere.example, running since 2011-07-28T06:00:00.000Z');
+  } finally {
+    fs.closeSync(held.fd);
+  }
+
+  // A new lock file that its holder has not written yet: the pid it writes a moment later is named.
+  const fresh = path.join(dir, 'lock2');
+  const holder = spawn('flock', [fresh, 'bash', '-c', `sleep 0.3; printf 'pid=%s host=%s started=now\\n' $$ "$(hostname)" > '${fresh}'; sleep 5`], { stdio: 'ignore' });
+  try {
+    const deadline = Date.now() + 20_000;
+    while (spawnSync('flock', ['-n', fresh, 'true']).status === 0) {
+      assert.ok(Date.now() < deadline, 'the holder never took the lock');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    let err: unknown = null;
+    try {
+      acquireLock(fresh);
+    } catch (e) {
+      err = e;
+    }
+    assert.ok(err instanceof Locked, String(err));
+    assert.match(err.holder, /^process \d+ on \S+, running since now$/);
+  } finally {
+    holder.kill();
+  }
+});
