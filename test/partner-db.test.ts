@@ -151,6 +151,7 @@ test('a database with the wrong schema is named precisely', () => {
     ['other.db', /other\.db: not a partner database: missing table 'yacobot'/],
   ];
   for (const [file, want] of cases) {
+    const before = fs.readFileSync(path.join(work, file));
     for (const [bin, args] of [
       ['domains-from-db', ['--db', file]],
       ['upload-domains', ['--db', file]],
@@ -159,6 +160,9 @@ test('a database with the wrong schema is named precisely', () => {
       const r = runBin(bin, [...args], '', work);
       assert.equal(r.status, 1, `${bin} ${file}`);
       assert.match(r.stderr, want, `${bin} ${file}`);
+      // Refused before anything in the file changes: not switched to WAL, no -wal file beside it.
+      assert.ok(fs.readFileSync(path.join(work, file)).equals(before), `${bin} ${file}: unchanged`);
+      assert.ok(!fs.existsSync(path.join(work, `${file}-wal`)), `${bin} ${file}: no -wal file`);
     }
   }
   // init does not paper over a wrong table, nor move into another application's
