@@ -15,7 +15,7 @@ import { assignedInLog, failureMessage, hourEndOf, readStageLog, planInbox, reso
 import { shellQuote } from '../src/core/errors.js';
 import { publishSteps } from '../src/runner/commit.js';
 import { stageEnv } from '../src/runner/pipeline.js';
-import { appendRecordOnce } from '../src/runner/fsutil.js';
+import { appendRecordOnce, countLines } from '../src/runner/fsutil.js';
 import { Locked, acquireLock } from '../src/runner/lock.js';
 import * as os from 'node:os';
 import { generateReflog } from '../scripts/gen-reflog.js';
@@ -1057,4 +1057,32 @@ test('the lock names its holder as the holder wrote it: not a former holder whos
   } finally {
     holder.kill();
   }
+});
+
+test('countLines (URLs of a queue file, sent and backlog): a last line without LF counts, and a file over the 1 MiB read buffer counts each line once', () => {
+  const dir = sub('count-');
+  const count = (name: string, data: string | Buffer) => {
+    fs.writeFileSync(path.join(dir, name), data);
+    return countLines(path.join(dir, name));
+  };
+  assert.equal(count('empty', ''), 0);
+  assert.equal(count('one', 'a\n'), 1);
+  assert.equal(count('cut', 'a\nb'), 2);
+  assert.equal(count('blank', '\n\n'), 2);
+  // 1 MiB of short lines, then 10 more bytes: the second read fills only the start of the buffer.
+  const mib = 'x\n'.repeat(1 << 19);
+  assert.equal(count('big', mib + 'yyyy\nzzzz\n'), (1 << 19) + 2);
+  assert.equal(count('big-cut', mib + 'yyyy\nzz'), (1 << 19) + 2);
+  // Long lines, no LF in the second read at all.
+  assert.equal(count('long', 'u'.repeat((1 << 20) - 1) + '\n' + 'v'.repeat(100)), 2);
+});
+
+test('a --state that cannot be created is an error naming the directory and the reason (exit 1), not an internal error', () => {
+  const dir = sub('nostate-');
+  fs.mkdirSync(path.join(dir, 'inbox'));
+  fs.writeFileSync(path.join(dir, 'file'), 'not a directory\n');
+  const r = runRunner(dir, ['--inbox', 'inbox', '--state', 'file/state'], 20_000);
+  assert.equal(r.status, 1, r.stderr);
+  assert.ok(r.stderr.includes(`\nreflog-to-yacobot-queue: ${path.join(dir, 'file/state/staging')}: cannot create directory: ENOTDIR`), r.stderr);
+  assert.doesNotMatch(r.stderr, /internal error/);
 });
