@@ -393,3 +393,22 @@ test('import: the header may say yacobot_id, in any case, on the first row only;
     { domain: 'b.com', yacobot_id: 1 },
   ]);
 });
+
+test('init again says the database is already one, also after ANALYZE made SQLite statistics tables; init over half of one completes it and says so', () => {
+  const work = scratch('ms-pdb-');
+  assert.equal(partnerDb(work, 'p.db', 'init'), 'initialized p.db\n');
+  assert.equal(partnerDb(work, 'p.db', 'init'), 'p.db is already a partner database\n');
+  // sqlite_stat1 (ANALYZE, PRAGMA optimize) is SQLite's own table, not another application's.
+  const db = new Database(path.join(work, 'p.db'));
+  db.exec("INSERT INTO yacobot (name) VALUES ('a'); ANALYZE;");
+  assert.ok(db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat1'").get(), 'ANALYZE made sqlite_stat1');
+  db.close();
+  assert.equal(partnerDb(work, 'p.db', 'init'), 'p.db is already a partner database\n');
+  assert.equal(partnerDb(work, 'p.db', 'list', '--json'), '[{"id":1,"name":"a","weight":1,"active":true}]\n');
+  // Only the yacobot table: init creates partner_domain.
+  const half = new Database(path.join(work, 'half.db'));
+  half.exec('CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, weight REAL NOT NULL DEFAULT 1, active INTEGER NOT NULL DEFAULT 1);');
+  half.close();
+  assert.equal(partnerDb(work, 'half.db', 'init'), 'initialized half.db\n');
+  assert.equal(partnerDb(work, 'half.db', 'init'), 'half.db is already a partner database\n');
+});
