@@ -1086,3 +1086,38 @@ test('a --state that cannot be created is an error naming the directory and the 
   assert.ok(r.stderr.includes(`\nreflog-to-yacobot-queue: ${path.join(dir, 'file/state/staging')}: cannot create directory: ENOTDIR`), r.stderr);
   assert.doesNotMatch(r.stderr, /internal error/);
 });
+
+test('SIGTERM to the runner stops its stages at once: analyze-dump does not read on through a big reflog after the runner exited', async () => {
+  const dir = freshBig();
+  const lines = fs.readFileSync(path.join(dir, 'var/inbox/2011072806.reflog')).reduce((n, c) => n + (c === 10 ? 1 : 0), 0);
+  // Signalled as soon as analyze-dump's process appears, long before it can have read 4 MiB.
+  const r = await runner(dir, [], { termWhen: () => processRunning((cmd) => cmd.includes('analyze-dump') && cmd.includes(dir)) });
+  assert.equal(r.status, 143, r.stderr);
+  // runner() waited for the lock, so any stage left running has ended by now; the interrupted attempt's logs stay in staging.
+  const log = fs.readFileSync(path.join(dir, 'var/state/staging/2011072806/work/log/1.analyze-dump.log'), 'utf8');
+  assert.doesNotMatch(log, new RegExp(`"lines_in":${lines}\\b`), `analyze-dump was stopped, not left to read all ${lines} lines: ${log}`);
+  const ud = path.join(dir, 'var/state/staging/2011072806/work/log/5.upload-domains.log');
+  assert.ok(!fs.existsSync(ud) || !/new domains committed/.test(fs.readFileSync(ud, 'utf8')), 'upload-domains committed nothing');
+});
+
+test('a failing domains-from-db stops the run before the chain: nothing assigned, no chain stage started', async () => {
+  const dir = fresh();
+  keepOnly(dir, '2011072806.reflog');
+  const db = new Database(path.join(dir, 'var/state/partner.db'));
+  // A row only a hand edit makes: domains-from-db refuses it.
+  db.exec("INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES ('tab' || char(9) || 'x.com', 1, 'x')");
+  db.close();
+  const r = await runner(dir);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /run 2011072806 failed: domains-from-db: .*bad domain/);
+  const rec = runsJsonl(dir).at(-1)!;
+  assert.equal(rec.failed_stage, 'domains-from-db');
+  assert.deepEqual(Object.keys(rec.stages as object), ['domains-from-db'], 'no chain stage ran');
+  assert.equal(rec.new_domains, 0);
+  const after = new Database(path.join(dir, 'var/state/partner.db'), { readonly: true });
+  try {
+    assert.equal(after.prepare('SELECT COUNT(*) FROM partner_domain').pluck().get(), 1, 'upload-domains assigned nothing');
+  } finally {
+    after.close();
+  }
+});
