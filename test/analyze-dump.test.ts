@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { BIN, ROOT, hasStackTrace, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import { UrlResolver, canonicalize, globMatch, parseParamGlobs, loadUrlHash, loadUrlHasher, type UrlOptions } from '../src/core/url.js';
 import { prng } from '../scripts/prng.js';
+import { parseBudget, parseSize } from '../src/core/size.js';
 
 const reflogLine = (url: string, hits: number, ts = '20110727200841', tag = '') =>
   ['b', '5', ts, '1', url, String(hits), tag].join('\t');
@@ -296,4 +297,29 @@ test('a CR inside the URL field is a reject, not a URL that WHATWG silently join
   const want = cases.flatMap(([, w], i) => (w === 'record' ? [] : [[String(i + 1), w]]));
   assert.deepEqual(got.map((f) => f.slice(0, 2)), want);
   assert.deepEqual(r.stdout.split('\t').slice(4), ['a.com', 'http://a.com/xy\n']);
+});
+
+test('sizes (--memory of analyze-dump and the runner) are binary units in either case, with or without i/B, spaces around ignored', () => {
+  const cases: [string, number | null][] = [
+    ['65536', 65536],
+    ['64K', 64 << 10],
+    ['1024k', 1 << 20],
+    ['256M', 256 << 20],
+    ['256m', 256 << 20],
+    ['64MiB', 64 << 20],
+    ['64mb', 64 << 20],
+    ['1G', 1 << 30],
+    ['2gib', 2 * 2 ** 30],
+    [' 64M ', 64 << 20],
+    ['100B', 100],
+    ['64 M', null],
+    ['1.5G', null],
+    ['-1M', null],
+    ['M', null],
+  ];
+  for (const [text, want] of cases) assert.equal(parseSize(text), want, JSON.stringify(text));
+  // The lower bound is 1 MiB exactly, however it is written.
+  assert.equal(parseBudget('1024K'), 1 << 20);
+  assert.equal(parseBudget('1048576'), 1 << 20);
+  assert.deepEqual(parseBudget('1048575'), { error: "wants a size of at least 1M (e.g. 64M, 1G), got '1048575'" });
 });
