@@ -144,7 +144,15 @@ test('a database with the wrong schema is named precisely', () => {
   // The right columns without the keys: upload-domains' upsert needs domain unique.
   make('nokey.db', `CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER);
                     CREATE TABLE partner_domain (domain TEXT, yacobot_id INTEGER, added_at TEXT);`);
+  // A key of two columns does not make a domain unique either.
+  make('pk2.db', `CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER);
+                  CREATE TABLE partner_domain (domain TEXT, yacobot_id INTEGER, added_at TEXT, PRIMARY KEY (domain, yacobot_id));`);
+  // The right key on the wrong column.
+  make('idkey.db', `CREATE TABLE yacobot (id INTEGER, name TEXT PRIMARY KEY, weight REAL, active INTEGER);
+                  CREATE TABLE partner_domain (domain TEXT PRIMARY KEY, yacobot_id INTEGER, added_at TEXT);`);
   const cases: [string, RegExp][] = [
+    ['pk2.db', /pk2\.db: wrong schema: the PRIMARY KEY of 'partner_domain' is not 'domain' alone/],
+    ['idkey.db', /idkey\.db: wrong schema: the PRIMARY KEY of 'yacobot' is not 'id' alone/],
     ['nokey.db', /nokey\.db: wrong schema: the PRIMARY KEY of 'partner_domain' is not 'domain' alone/],
     ['nocol.db', /nocol\.db: wrong schema: table 'yacobot' has no column 'weight'/],
     ['notable.db', /notable\.db: not a partner database: missing table 'partner_domain'/],
@@ -332,6 +340,8 @@ test('a writing connection is WAL with synchronous FULL: an assignment the runne
   try {
     assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
     assert.equal(db.pragma('synchronous', { simple: true }), 2, 'FULL (NORMAL, 1, may lose the last transactions)');
+    assert.equal(db.pragma('foreign_keys', { simple: true }), 1, 'a domain cannot name a Yacobot that does not exist');
+    assert.throws(() => db.prepare("INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES ('x.com', 99, 'x')").run(), /FOREIGN KEY/);
   } finally {
     db.close();
   }
