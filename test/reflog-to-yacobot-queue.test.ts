@@ -277,6 +277,12 @@ test('a failing stage (no active Yacobot) publishes nothing and changes no state
   assert.equal(r.status, 1, r.stderr);
   assert.ok(!hasStackTrace(r.stderr));
   assert.match(r.stderr, /upload-domains: .*no active Yacobot/);
+  // The failed run and the one after it wait in the inbox; the message counts both.
+  assert.ok(
+    r.stderr.includes(`reflog-to-yacobot-queue: nothing of it was published; 2 reflog(s) stay in ${path.join(dir, 'var/inbox')} (see ${path.join(dir, 'var/state/runs.jsonl')})\n`),
+    r.stderr,
+  );
+  assert.match(r.stderr, /^reflog-to-yacobot-queue: run 2011072807 failed: upload-domains: /m);
   const after = snapshot(dir);
   delete after['var/state/rejects/2011072807.tsv']; // kept to explain a failure; not state
   delete before['var/state/rejects/2011072807.tsv'];
