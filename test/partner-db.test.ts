@@ -150,7 +150,11 @@ test('a database with the wrong schema is named precisely', () => {
   // The right key on the wrong column.
   make('idkey.db', `CREATE TABLE yacobot (id INTEGER, name TEXT PRIMARY KEY, weight REAL, active INTEGER);
                   CREATE TABLE partner_domain (domain TEXT PRIMARY KEY, yacobot_id INTEGER, added_at TEXT);`);
+  // Every column the stages write: upload-domains stamps added_at.
+  make('noadded.db', `CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER);
+                  CREATE TABLE partner_domain (domain TEXT PRIMARY KEY, yacobot_id INTEGER);`);
   const cases: [string, RegExp][] = [
+    ['noadded.db', /noadded\.db: wrong schema: table 'partner_domain' has no column 'added_at'/],
     ['pk2.db', /pk2\.db: wrong schema: the PRIMARY KEY of 'partner_domain' is not 'domain' alone/],
     ['idkey.db', /idkey\.db: wrong schema: the PRIMARY KEY of 'yacobot' is not 'id' alone/],
     ['nokey.db', /nokey\.db: wrong schema: the PRIMARY KEY of 'partner_domain' is not 'domain' alone/],
