@@ -323,3 +323,23 @@ test('sizes (--memory of analyze-dump and the runner) are binary units in either
   assert.equal(parseBudget('1048576'), 1 << 20);
   assert.deepEqual(parseBudget('1048575'), { error: "wants a size of at least 1M (e.g. 64M, 1G), got '1048575'" });
 });
+
+test('URL options reach the worker threads: over one 1 MiB batch, --threads 2 drops, sorts and maps as --threads 0 does', () => {
+  // 3 MiB of lines: the workers parse every batch but the last.
+  const lines: string[] = [];
+  for (let i = 0, bytes = 0; bytes < 3 << 20; i++) {
+    lines.push(`b\t5\t20110727200841\t${i}\thttp://www${i % 7}.shop${i % 13}.co.uk/p${i}?z=1&utm_source=news&a=${i}\t1\n`);
+    bytes += lines[i]!.length;
+  }
+  const input = lines.join('');
+  const args = ['--drop-params', 'utm_*', '--sort-query', '--domain-mode', 'host'];
+  const out = (threads: string) => {
+    const r = runBin('analyze-dump', ['--threads', threads, ...args], input);
+    assert.equal(r.status, 0, r.stderr);
+    return r.stdout;
+  };
+  const inline = out('0');
+  assert.doesNotMatch(inline, /utm_source/);
+  assert.match(inline, /\twww3\.shop3\.co\.uk\thttp:\/\/www3\.shop3\.co\.uk\/p3\?a=3&z=1\n/);
+  assert.equal(out('2'), inline);
+});
