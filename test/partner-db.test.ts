@@ -426,3 +426,10 @@ test('init again says the database is already one, also after ANALYZE made SQLit
   assert.equal(partnerDb(work, 'half.db', 'init'), 'initialized half.db\n');
   assert.equal(partnerDb(work, 'half.db', 'init'), 'half.db is already a partner database\n');
 });
+
+test('partner-db with no arguments at all is a short usage error: two lines, no help text', () => {
+  const r = runBin('partner-db', [], '', scratch('ms-pdb-'));
+  assert.equal(r.status, 2);
+  assert.equal(r.stdout, '');
+  assert.equal(r.stderr, "partner-db: no command given\nTry 'partner-db --help' for more information.\n");
+});

@@ -1127,3 +1127,46 @@ test('a failing domains-from-db stops the run before the chain: nothing assigned
     after.close();
   }
 });
+
+test('attempts: a run is attempt 1; a rerun after an interruption is attempt 2 of the same run_id, marked rerun; a failed run starts over as attempt 1 of a new run_id', async () => {
+  for (const rec of runsJsonl((await ref()).dir)) assert.deepEqual([rec.attempt, rec.recovered], [1, undefined], String(rec.run));
+  const dir = fresh();
+  keepOnly(dir, '2011072806.reflog');
+  const started = path.join(dir, 'var/state/staging/2011072806/work/log/1.analyze-dump.log');
+  const stopped = await runner(dir, [], { termWhen: () => fs.existsSync(started) });
+  assert.equal(stopped.status, 143, stopped.stderr);
+  const runJson = JSON.parse(fs.readFileSync(path.join(dir, 'var/state/staging/2011072806/run.json'), 'utf8'));
+  assert.equal(runJson.attempts, 1);
+  const again = await runner(dir);
+  assert.equal(again.status, 0, again.stderr);
+  const [rec] = runsJsonl(dir);
+  assert.deepEqual([rec!.status, rec!.attempt, rec!.recovered, rec!.run_id], ['ok', 2, 'rerun', runJson.run_id]);
+
+  // A failed attempt removes its staging area: the next one is a new run, attempt 1.
+  const f = fresh();
+  keepOnly(f, '2011072806.reflog');
+  const setActive = (active: number) => {
+    const db = new Database(path.join(f, 'var/state/partner.db'));
+    db.prepare('UPDATE yacobot SET active = ?').run(active);
+    db.close();
+  };
+  setActive(0);
+  assert.equal((await runner(f)).status, 1);
+  setActive(1);
+  assert.equal((await runner(f)).status, 0);
+  const recs = runsJsonl(f);
+  assert.deepEqual(recs.map((x) => [x.status, x.attempt, x.recovered]), [
+    ['failed', 1, undefined],
+    ['ok', 1, undefined],
+  ]);
+  assert.notEqual(recs[0]!.run_id, recs[1]!.run_id);
+});
+
+test('an --inbox below a regular file is a usage error (exit 2), found before anything is made under --state', () => {
+  const dir = sub('inboxfile-');
+  fs.writeFileSync(path.join(dir, 'file'), 'x\n');
+  const r = runRunner(dir, ['--inbox', 'file/inbox', '--state', 'st'], 20_000);
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /--inbox \S+\/file\/inbox: is not an existing directory \(check --inbox, or create it\)\nTry '/);
+  assert.ok(!fs.existsSync(path.join(dir, 'st')), 'no state directory made');
+});
