@@ -433,3 +433,20 @@ test('partner-db with no arguments at all is a short usage error: two lines, no 
   assert.equal(r.stdout, '');
   assert.equal(r.stderr, "partner-db: no command given\nTry 'partner-db --help' for more information.\n");
 });
+
+test('normalizeDomain: an IPv6 literal is kept as the URL records carry it; 253 characters is the longest name, 63 the longest label', () => {
+  assert.deepEqual(normalizeDomain('[2001:DB8::1]'), { domain: '[2001:db8::1]' });
+  const label = (n: number, c: string) => c.repeat(n);
+  const d253 = [label(63, 'a'), label(63, 'b'), label(63, 'c'), label(61, 'd')].join('.');
+  assert.equal(d253.length, 253);
+  assert.deepEqual(normalizeDomain(d253), { domain: d253 });
+  assert.deepEqual(normalizeDomain(d253 + '.'), { domain: d253 }, 'one trailing dot is dropped first');
+  assert.deepEqual(normalizeDomain(d253 + 'e'), { error: 'domain longer than 253 characters' });
+  assert.deepEqual(normalizeDomain(`${label(63, 'a')}.com`), { domain: `${label(63, 'a')}.com` });
+  // Through the tool: assign takes the literal, refuses the long name as a usage error.
+  const work = fresh('a');
+  assert.match(ok(work, 'assign', '[2001:DB8::1]', 'a'), /^assigned \[2001:db8::1\] to Yacobot 1 \(a\)$/m);
+  const r = pdb(work, 'assign', d253 + 'e', 'a');
+  assert.equal(r.status, 2);
+  assert.match(r.stderr, /^partner-db: domain longer than 253 characters\n/);
+});

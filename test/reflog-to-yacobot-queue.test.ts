@@ -1170,3 +1170,15 @@ test('an --inbox below a regular file is a usage error (exit 2), found before an
   assert.match(r.stderr, /--inbox \S+\/file\/inbox: is not an existing directory \(check --inbox, or create it\)\nTry '/);
   assert.ok(!fs.existsSync(path.join(dir, 'st')), 'no state directory made');
 });
+
+test("a file in STATE/staging that is no run's directory is left alone, and the runs go on", async () => {
+  const dir = fresh();
+  keepOnly(dir, '2011072806.reflog');
+  const stray = path.join(dir, 'var/state/staging/README');
+  fs.mkdirSync(path.dirname(stray), { recursive: true });
+  fs.writeFileSync(stray, 'notes of the operator\n');
+  const r = await runner(dir);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(fs.readFileSync(stray, 'utf8'), 'notes of the operator\n');
+  assert.deepEqual(runsJsonl(dir).map((x) => x.status), ['ok']);
+});
