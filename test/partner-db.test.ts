@@ -450,3 +450,15 @@ test('normalizeDomain: an IPv6 literal is kept as the URL records carry it; 253 
   assert.equal(r.status, 2);
   assert.match(r.stderr, /^partner-db: domain longer than 253 characters\n/);
 });
+
+test('a reader that has gone away (| head) ends partner-db quietly: exit 0, nothing on stderr', async () => {
+  const work = fresh('a', 'b');
+  const child = spawn(path.join(BIN, 'partner-db'), ['--db', 'p.db', 'list'], { cwd: work, env: testEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+  // Closed before the tool (a new Node process) can write: its write gets EPIPE.
+  child.stdout!.destroy();
+  let stderr = '';
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const status = await new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  assert.equal(status, 0, stderr);
+  assert.equal(stderr, '');
+});
