@@ -225,6 +225,10 @@ const SCRIPT_CASES: { script: string; args: string[]; status: number; stdout?: R
   { script: 'gen-reflog', args: ['--lines', '3', '--seed', '7'], status: 0, stdout: /^[^\t\n]+\n([^\n]*\t[^\n]*\n){3}$/ },
   { script: 'gen-reflog', args: ['--lines', '3', '--out', '/nonexistent/x'], status: 1, stderr: /^gen-reflog: \/nonexistent\/x: cannot write: ENOENT/ },
   { script: 'gen-reflog', args: ['--hour', '99999999999'], status: 2, stderr: /^gen-reflog: --hour must be an integer from 1 to 100000/ },
+  // Each end of an integer option's range is in it; one past is not.
+  { script: 'gen-reflog', args: ['--lines', '1', '--seed', '0', '--hour', '100000'], status: 0, stdout: /^reflog-dump v2 hour 100000\n[^\n]*\t[^\n]*\n$/ },
+  { script: 'gen-reflog', args: ['--hour', '100001'], status: 2, stderr: /^gen-reflog: --hour must be an integer from 1 to 100000, not '100001'\n/ },
+  { script: 'gen-reflog', args: ['--hour', '0'], status: 2, stderr: /^gen-reflog: --hour must be an integer from 1 to 100000, not '0'\n/ },
 ];
 for (const c of SCRIPT_CASES) {
   test(`scripts/${c.script} ${c.args.join(' ')}: exit ${c.status}`, () => {
