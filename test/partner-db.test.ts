@@ -432,6 +432,11 @@ test('partner-db with no arguments at all is a short usage error: two lines, no 
   assert.equal(r.status, 2);
   assert.equal(r.stdout, '');
   assert.equal(r.stderr, "partner-db: no command given\nTry 'partner-db --help' for more information.\n");
+  // With options but no command, commander prints its help on stderr first; the last lines say the same.
+  const o = runBin('partner-db', ['--db', 'p.db'], '', scratch('ms-pdb-'));
+  assert.equal(o.status, 2);
+  assert.equal(o.stdout, '');
+  assert.ok(o.stderr.endsWith("\npartner-db: no command given\nTry 'partner-db --help' for more information.\n"), o.stderr);
 });
 
 test('normalizeDomain: an IPv6 literal is kept as the URL records carry it; 253 characters is the longest name, 63 the longest label', () => {

@@ -375,3 +375,19 @@ test('a domain the database gives to an inactive Yacobot (set so by hand) is rou
   assert.equal(s.domains_of_inactive, 1);
   assert.match(r.stderr, /1 domain\(s\) belong to inactive Yacobot\(s\) 2 and were routed to them; to move them to active ones: partner-db --db p\.db disable 2/);
 });
+
+test('least-loaded: weights written with different numbers of decimals (1 and 0.5, 2.25 and 3) and tiny ones (1e-7) share by their values', () => {
+  const spread = (ys: { id: number; weight: number }[], n: number) => {
+    const l = new LeastLoaded(ys.map((y) => ({ ...y, domains: 0 })));
+    const got = new Map<number, number>();
+    for (let i = 0; i < n; i++) {
+      const id = l.pick();
+      got.set(id, (got.get(id) ?? 0) + 1);
+    }
+    return ys.map((y) => got.get(y.id) ?? 0);
+  };
+  assert.deepEqual(spread([{ id: 1, weight: 1 }, { id: 2, weight: 0.5 }], 30), [20, 10]);
+  assert.deepEqual(spread([{ id: 1, weight: 2.25 }, { id: 2, weight: 3 }], 21), [9, 12]);
+  // String(0.0000001) is '1e-7': the exponent counts.
+  assert.deepEqual(spread([{ id: 1, weight: 0.0000001 }, { id: 2, weight: 0.0000002 }, { id: 3, weight: 1e-6 }], 26), [2, 4, 20]);
+});
