@@ -1182,3 +1182,12 @@ test("a file in STATE/staging that is no run's directory is left alone, and the 
   assert.equal(fs.readFileSync(stray, 'utf8'), 'notes of the operator\n');
   assert.deepEqual(runsJsonl(dir).map((x) => x.status), ['ok']);
 });
+
+test("a committed run's record names its published rejects file, and the file holds the run's rejects", async () => {
+  const { dir } = await ref();
+  const first = runsJsonl(dir)[0]!;
+  const rejected = (first.stages as Record<string, { rejected: number }>)['analyze-dump']!.rejected;
+  assert.ok(rejected > 0, 'the first fixture hour has rejects');
+  assert.equal(first.rejects_file, path.join(dir, 'var/state/rejects/2011072806.tsv'));
+  assert.equal(fs.readFileSync(first.rejects_file as string, 'utf8').split('\n').filter(Boolean).length, rejected);
+});
