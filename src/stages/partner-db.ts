@@ -167,9 +167,11 @@ function unclosedQuoteAt(b: Buffer): number {
   let inQuote = false;
   for (let i = 0; i < b.length; i++) {
     if (b[i] !== 34) continue;
-    // A doubled quote inside quotes is an escaped one: it toggles twice.
-    if (!inQuote) open = i;
-    inQuote = !inQuote;
+    if (!inQuote) {
+      open = i;
+      inQuote = true;
+    } else if (b[i + 1] === 34) i++; // a doubled quote inside quotes is an escaped one
+    else inQuote = false;
   }
   return open;
 }
