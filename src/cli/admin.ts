@@ -22,7 +22,7 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
     .helpOption('-h, --help', 'print this help and exit')
     .helpCommand(false)
     .exitOverride()
-    .configureOutput({ outputError: () => undefined })
+    .configureOutput({ outputError: () => undefined, writeErr: () => undefined }) // our own usage message instead of the help on stderr
     .showHelpAfterError(false);
   build(program);
   try {
