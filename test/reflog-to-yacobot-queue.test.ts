@@ -4,7 +4,7 @@
 // uninterrupted run), config file, backlog watch; plus its pure helpers.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
@@ -234,27 +234,43 @@ test('a second runner on the same state directory exits 75 naming the holder', a
   spawnSync('flock', ['-w', '10', lock, 'true']);
 });
 
-test('a lock just taken by a new holder, whose file still names an ended one, is reported as the new holder', async () => {
-  // The winner of a simultaneous start writes its pid a moment after it holds the lock.
-  const dir = sub('lock-');
-  const file = path.join(dir, 'lock');
-  fs.writeFileSync(file, `pid=999999999 host=${os.hostname()} started=earlier cmd=reflog-to-yacobot-queue\n`);
+/** What acquireLock(file) reports of the holder; fails the test if the lock was free. */
+function lockedBy(file: string): Locked {
+  try {
+    acquireLock(file);
+  } catch (e) {
+    if (e instanceof Locked) return e;
+    throw e;
+  }
+  assert.fail('the lock was free');
+}
+
+/**
+ * A process that takes the lock on `file` and writes its pid line a moment later, as
+ * the winner of a simultaneous start does; resolves once it holds the lock.
+ */
+async function lateHolder(file: string): Promise<ChildProcess> {
   // Blocking flock: our probe below may hold the lock for an instant just as the holder
   // starts (with -n the holder then gave up, and the probe loop waited forever).
   const holder = spawn('flock', [file, 'bash', '-c', `sleep 0.3; printf 'pid=%s host=%s started=now\\n' $$ "$(hostname)" > '${file}'; sleep 5`], { stdio: 'ignore' });
+  const deadline = Date.now() + 20_000;
+  while (spawnSync('flock', ['-n', file, 'true']).status === 0) {
+    if (Date.now() >= deadline) {
+      holder.kill();
+      assert.fail('the holder never took the lock');
+    }
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return holder;
+}
+
+test('a lock just taken by a new holder, whose file still names an ended one, is reported as the new holder', async () => {
+  const dir = sub('lock-');
+  const file = path.join(dir, 'lock');
+  fs.writeFileSync(file, `pid=999999999 host=${os.hostname()} started=earlier cmd=reflog-to-yacobot-queue\n`);
+  const holder = await lateHolder(file);
   try {
-    const deadline = Date.now() + 20_000;
-    while (spawnSync('flock', ['-n', file, 'true']).status === 0) {
-      assert.ok(Date.now() < deadline, 'the holder never took the lock');
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    let err: unknown = null;
-    try {
-      acquireLock(file);
-    } catch (e) {
-      err = e;
-    }
-    assert.ok(err instanceof Locked, String(err));
+    const err = lockedBy(file);
     assert.doesNotMatch(err.holder, /999999999|has ended/, err.holder);
     assert.match(err.holder, /^process \d+ on /);
   } finally {
@@ -1018,15 +1034,6 @@ test('option values are checked up front (usage errors), and a config file\'s re
 test('the lock names its holder as the holder wrote it: not a former holder whose line is still in the file, not a pid of another host taken for ended, and a holder that writes its pid a moment late', async () => {
   const dir = sub('lockname-');
   const file = path.join(dir, 'lock');
-  const holdErr = (): Locked => {
-    try {
-      acquireLock(file);
-    } catch (e) {
-      if (e instanceof Locked) return e;
-      throw e;
-    }
-    assert.fail('the lock was free');
-  };
   // A former holder's line, longer than ours: the new holder replaces it.
   fs.writeFileSync(file, `pid=999999999 host=${os.hostname()} started=2011-07-28T06:00:00.000Z cmd=reflog-to-yacobot-queue ${'x'.repeat(200)}\n`);
   const held = acquireLock(file);
@@ -1038,28 +1045,16 @@ test('the lock names its holder as the holder wrote it: not a former holder whos
     assert.doesNotMatch(r.stderr, /999999999|has ended/);
     // A holder on another host (a shared state directory): its pid means nothing here.
     fs.writeFileSync(file, 'pid=999999999 host=elsewhere.example started=2011-07-28T06:00:00.000Z cmd=reflog-to-yacobot-queue\n');
-    assert.equal(holdErr().holder, 'process 999999999 on elsewhere.example, running since 2011-07-28T06:00:00.000Z');
+    assert.equal(lockedBy(file).holder, 'process 999999999 on elsewhere.example, running since 2011-07-28T06:00:00.000Z');
   } finally {
     fs.closeSync(held.fd);
   }
 
   // A new lock file that its holder has not written yet: the pid it writes a moment later is named.
   const fresh = path.join(dir, 'lock2');
-  const holder = spawn('flock', [fresh, 'bash', '-c', `sleep 0.3; printf 'pid=%s host=%s started=now\\n' $$ "$(hostname)" > '${fresh}'; sleep 5`], { stdio: 'ignore' });
+  const holder = await lateHolder(fresh);
   try {
-    const deadline = Date.now() + 20_000;
-    while (spawnSync('flock', ['-n', fresh, 'true']).status === 0) {
-      assert.ok(Date.now() < deadline, 'the holder never took the lock');
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    let err: unknown = null;
-    try {
-      acquireLock(fresh);
-    } catch (e) {
-      err = e;
-    }
-    assert.ok(err instanceof Locked, String(err));
-    assert.match(err.holder, /^process \d+ on \S+, running since now$/);
+    assert.match(lockedBy(fresh).holder, /^process \d+ on \S+, running since now$/);
   } finally {
     holder.kill();
   }
