@@ -96,20 +96,30 @@ test('errors name the input file and line when a file argument is given', () => 
   assert.equal(s.error_code, 'BAD_RECORD');
 });
 
-test('a closed stdout (| head -1) ends a stage quietly, exit 0, with its summary', () => {
-  const lines: string[] = [];
-  for (let i = 0; i < 200_000; i++) lines.push(`b\t5\t20110727200841\t1\thttp://h${i % 100}.example.com/${i}\t1`);
-  const r = spawnSync('bash', ['-c', 'set -o pipefail; analyze-dump | head -1 > /dev/null; echo "${PIPESTATUS[0]}" >&2'], {
-    input: lines.join('\n') + '\n',
+/**
+ * Runs the bash pipeline `pipeline` with its stdout read by `head -1` (which exits after
+ * one line); returns the exit status of its command number `at` as bash saw it, the
+ * stderr of it all, and the summary line in it.
+ */
+function underHead(pipeline: string, at: number, opts: { cwd?: string; input?: string } = {}): { status: string; stderr: string; summary: Record<string, unknown> } {
+  const r = spawnSync('bash', ['-c', `${pipeline} | head -1 > /dev/null; echo "\${PIPESTATUS[${at}]}" >&2`], {
+    cwd: opts.cwd,
+    input: opts.input,
     env: testEnv(),
     encoding: 'utf8',
     maxBuffer: 1 << 26,
   });
-  const errLines = r.stderr.trimEnd().split('\n');
-  assert.equal(errLines[errLines.length - 1], '0', r.stderr);
+  return { status: r.stderr.trimEnd().split('\n').at(-1)!, stderr: r.stderr, summary: summaryOf(r.stderr) };
+}
+
+test('a closed stdout (| head -1) ends a stage quietly, exit 0, with its summary', () => {
+  const lines: string[] = [];
+  for (let i = 0; i < 200_000; i++) lines.push(`b\t5\t20110727200841\t1\thttp://h${i % 100}.example.com/${i}\t1`);
+  const r = underHead('analyze-dump', 0, { input: lines.join('\n') + '\n' });
+  assert.equal(r.status, '0', r.stderr);
   assert.ok(!hasStackTrace(r.stderr), r.stderr);
   assert.ok(!/EPIPE/.test(r.stderr.split('\n').filter((l) => !l.startsWith('{')).join('\n')), r.stderr);
-  assert.equal(summaryOf(r.stderr).status, 'output closed');
+  assert.equal(r.summary.status, 'output closed');
 });
 
 test('a closed stdout stops each streaming stage while its input never ends; domains-from-db stops reading the database', () => {
@@ -128,14 +138,9 @@ test('a closed stdout stops each streaming stage while its input never ends; dom
     ['upload-domains', '--db p.db', url],
   ] as const) {
     // A stage that does not stop is killed after 60 s, and the test fails (status 137).
-    const r = spawnSync('bash', ['-c', `${endless(fmt)} | timeout -s KILL 60 ${stage} ${args} | head -1 > /dev/null; echo "\${PIPESTATUS[1]}" >&2`], {
-      cwd: work,
-      env: testEnv(),
-      encoding: 'utf8',
-    });
-    const errLines = r.stderr.trimEnd().split('\n');
-    assert.equal(errLines.at(-1), '0', `${stage}: ${r.stderr}`);
-    assert.equal(summaryOf(r.stderr).status, 'output closed', stage);
+    const r = underHead(`${endless(fmt)} | timeout -s KILL 60 ${stage} ${args}`, 1, { cwd: work });
+    assert.equal(r.status, '0', `${stage}: ${r.stderr}`);
+    assert.equal(r.summary.status, 'output closed', stage);
   }
   assert.ok(!fs.existsSync(path.join(work, 'out')), 'filter-url wrote no current_log');
   // join-current over a long stretch of current_log alone (no incoming record at all).
@@ -146,20 +151,18 @@ test('a closed stdout stops each streaming stage while its input never ends; dom
     fs.writeSync(cur, chunk);
   }
   fs.closeSync(cur);
-  const j = spawnSync('bash', ['-c', 'join-current --current current < /dev/null | head -1 > /dev/null; echo "${PIPESTATUS[0]}" >&2'], { cwd: work, env: testEnv(), encoding: 'utf8' });
-  assert.equal(j.stderr.trimEnd().split('\n').at(-1), '0', j.stderr);
-  const js = summaryOf(j.stderr);
-  assert.equal(js.status, 'output closed');
-  assert.ok((js.current_only as number) < 100_000, JSON.stringify(js));
+  const j = underHead('join-current --current current < /dev/null', 0, { cwd: work });
+  assert.equal(j.status, '0', j.stderr);
+  assert.equal(j.summary.status, 'output closed');
+  assert.ok((j.summary.current_only as number) < 100_000, JSON.stringify(j.summary));
   // 100,000 domains: domains-from-db stops soon after head, not after the last row.
   const db = new Database(path.join(work, 'p.db'));
   db.exec("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000) INSERT INTO partner_domain SELECT 'd' || i || '.com', 1, 'x' FROM n");
   db.close();
-  const d = spawnSync('bash', ['-c', 'domains-from-db --db p.db | head -1 > /dev/null; echo "${PIPESTATUS[0]}" >&2'], { cwd: work, env: testEnv(), encoding: 'utf8' });
-  assert.equal(d.stderr.trimEnd().split('\n').at(-1), '0', d.stderr);
-  const ds = summaryOf(d.stderr);
-  assert.equal(ds.status, 'output closed');
-  assert.ok((ds.domains_out as number) < 50_000, JSON.stringify(ds));
+  const d = underHead('domains-from-db --db p.db', 0, { cwd: work });
+  assert.equal(d.status, '0', d.stderr);
+  assert.equal(d.summary.status, 'output closed');
+  assert.ok((d.summary.domains_out as number) < 50_000, JSON.stringify(d.summary));
 });
 
 test('the summary line is the last JSON line on stderr and stdout carries only data', () => {
