@@ -77,17 +77,23 @@ function runner(
   });
 }
 
-/** Whether some process's command line (arguments joined by spaces) passes `test`. */
-function processRunning(test: (cmd: string) => boolean): boolean {
+/** The pids of the processes whose command line (arguments joined by spaces) passes `test`. */
+function processesWhere(test: (cmd: string) => boolean): number[] {
+  const out: number[] = [];
   for (const e of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(e)) continue;
     try {
-      if (test(fs.readFileSync(`/proc/${e}/cmdline`, 'utf8').split('\0').join(' '))) return true;
+      if (test(fs.readFileSync(`/proc/${e}/cmdline`, 'utf8').split('\0').join(' '))) out.push(Number(e));
     } catch {
       /* gone meanwhile */
     }
   }
-  return false;
+  return out;
+}
+
+/** Whether some process's command line (arguments joined by spaces) passes `test`. */
+function processRunning(test: (cmd: string) => boolean): boolean {
+  return processesWhere(test).length > 0;
 }
 
 /** One scratch root for the whole file (one exit hook), a fresh subdirectory per use. */
@@ -1095,10 +1101,67 @@ test('SIGTERM to the runner stops its stages at once: analyze-dump does not read
   const r = await runner(dir, [], { termWhen: () => processRunning((cmd) => cmd.includes('analyze-dump') && cmd.includes(dir)) });
   assert.equal(r.status, 143, r.stderr);
   // runner() waited for the lock, so any stage left running has ended by now; the interrupted attempt's logs stay in staging.
-  const log = fs.readFileSync(path.join(dir, 'var/state/staging/2011072806/work/log/1.analyze-dump.log'), 'utf8');
+  // (No log at all: the signal came before bash had even redirected analyze-dump's stderr.)
+  const logFile = path.join(dir, 'var/state/staging/2011072806/work/log/1.analyze-dump.log');
+  const log = fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8') : '';
   assert.doesNotMatch(log, new RegExp(`"lines_in":${lines}\\b`), `analyze-dump was stopped, not left to read all ${lines} lines: ${log}`);
   const ud = path.join(dir, 'var/state/staging/2011072806/work/log/5.upload-domains.log');
   assert.ok(!fs.existsSync(ud) || !/new domains committed/.test(fs.readFileSync(ud, 'utf8')), 'upload-domains committed nothing');
+});
+
+test('SIGTERM to the runner while bash starts the chain: no stage outlives the runner, none runs on to the end', async () => {
+  // The runner once SIGTERMed the chain's bash along with the stages it found in /proc:
+  // a bash still forking the pipeline died, and a stage forked after the scan was
+  // orphaned, ran the whole hour and committed its assignments after the runner had
+  // exited 143 (CI, 1 run in many). Signalled in that window, round after round.
+  const rounds = Number(process.env.RUNNER_TERM_ROUNDS ?? 12);
+  const dir = freshBig();
+  const lock = path.join(dir, 'var/state/lock');
+  const logs = path.join(dir, 'var/state/staging/2011072806/work/log');
+  for (let round = 0; round < rounds; round++) {
+    const delayUs = (round % 6) * 400;
+    const r = await new Promise<{ status: number | null; stderr: string; left: number[]; lockFree: boolean }>((resolve) => {
+      const child = spawn(RUNNER, [], { cwd: dir, env: testEnv(), detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+      let seen: bigint | null = null;
+      let sent = false;
+      // A tight poll, not a timer: bash forks the six stages within a millisecond or two.
+      const poll = () => {
+        if (sent || child.exitCode !== null) return;
+        if (seen === null && processRunning((cmd) => cmd.startsWith('bash') && cmd.includes(dir))) seen = process.hrtime.bigint();
+        if (seen !== null && process.hrtime.bigint() - seen >= BigInt(delayUs * 1000)) {
+          sent = true;
+          process.kill(child.pid!, 'SIGTERM');
+          return;
+        }
+        setImmediate(poll);
+      };
+      poll();
+      child.on('close', (status) => {
+        sent = true;
+        // At once, before anything waits: a stage still running holds the lock (fd 3).
+        const left = processesWhere((cmd) => cmd.includes(dir));
+        const lockFree = spawnSync('flock', ['-n', lock, 'true']).status === 0;
+        spawnSync('flock', ['-w', '60', lock, 'true']);
+        resolve({ status, stderr, left, lockFree });
+      });
+    });
+    const what = `round ${round}, SIGTERM ${delayUs} us after bash appeared`;
+    assert.equal(r.status, 143, `${what}: ${r.stderr}`);
+    assert.deepEqual(r.left, [], `${what}: no process of the run outlived the runner`);
+    assert.ok(r.lockFree, `${what}: the lock was free when the runner exited`);
+    const finished = fs.existsSync(logs) ? fs.readdirSync(logs).filter((f) => f !== '0.domains-from-db.log' && /"status":"ok"/.test(fs.readFileSync(path.join(logs, f), 'utf8'))) : [];
+    // A stage reaching its end on the cut input of a stopped upstream is fine; one reading the whole reflog is not.
+    const ad = path.join(logs, '1.analyze-dump.log');
+    assert.ok(!(fs.existsSync(ad) && /"status":"ok"/.test(fs.readFileSync(ad, 'utf8'))), `${what}: analyze-dump was stopped (finished: ${finished.join(', ')})`);
+    const db = new Database(path.join(dir, 'var/state/partner.db'), { readonly: true });
+    try {
+      assert.equal(db.prepare('SELECT COUNT(*) FROM partner_domain').pluck().get(), 0, `${what}: no assignment committed`);
+    } finally {
+      db.close();
+    }
+  }
 });
 
 test('a failing domains-from-db stops the run before the chain: nothing assigned, no chain stage started', async () => {

@@ -1,6 +1,7 @@
 // Runs the stages of one run as child processes in the runner's own process group
 // (a SIGKILL to the group takes them all): domains-from-db first, then the chain
-// as one bash pipeline. Each stage's stderr goes to its own log file; the lock
+// as one bash pipeline; on a signal, stops them and lets the runner exit only after
+// they have. Each stage's stderr goes to its own log file; the lock
 // descriptor is inherited as fd 3 so the lock outlives a runner killed alone.
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -22,15 +23,38 @@ export function stageEnv(base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessE
   return { ...base, MALLOC_MMAP_THRESHOLD_: base.MALLOC_MMAP_THRESHOLD_ ?? String(128 << 10) };
 }
 
-/** Children currently running, so a signal handler can stop them. */
-export const liveChildren = new Set<ChildProcess>();
+/**
+ * Children currently running, so a signal handler can stop them: a stage itself, or
+ * the bash that runs the chain (whose children are the stages).
+ */
+const liveChildren = new Map<ChildProcess, 'stage' | 'shell'>();
 
-/** Sends `sig` to the live children and to their children (found through /proc). */
+/** Shells whose children are being stopped: the timer that repeats it until the shell exits. */
+const stopping = new Map<ChildProcess, NodeJS.Timeout>();
+
+/**
+ * Sends `sig` to every live stage: a stage the runner started, at once; the stages
+ * of a chain, through /proc as the children of its bash, again every 10 ms until
+ * that bash has exited. The shell itself is left to end when its pipeline has
+ * ended: a bash killed while still forking the pipeline would orphan a stage forked
+ * after the scan, out of reach of the next one, and that stage would run the whole
+ * hour on (commit assignments included) after the runner had exited 143. Kept
+ * alive, bash keeps every stage it forks its child, so the next scan finds it.
+ */
 export function stopChildren(sig: NodeJS.Signals = 'SIGTERM'): void {
-  for (const c of liveChildren) {
+  for (const [c, kind] of liveChildren) {
     if (c.pid === undefined) continue;
-    for (const pid of childPids(c.pid)) tryKill(pid, sig);
-    tryKill(c.pid, sig);
+    if (kind === 'stage') {
+      tryKill(c.pid, sig);
+      continue;
+    }
+    if (stopping.has(c)) continue;
+    const pid = c.pid;
+    const sweep = () => {
+      for (const k of childPids(pid)) tryKill(k, sig);
+    };
+    sweep();
+    stopping.set(c, setInterval(sweep, 10));
   }
 }
 
@@ -63,8 +87,8 @@ function childPids(parent: number): number[] {
   return out;
 }
 
-function waitExit(child: ChildProcess): Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }> {
-  liveChildren.add(child);
+function waitExit(child: ChildProcess, kind: 'stage' | 'shell'): Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }> {
+  liveChildren.set(child, kind);
   return new Promise((resolve) => {
     let error: Error | undefined;
     child.on('error', (e) => {
@@ -72,6 +96,8 @@ function waitExit(child: ChildProcess): Promise<{ code: number | null; signal: N
     });
     child.on('close', (code, signal) => {
       liveChildren.delete(child);
+      clearInterval(stopping.get(child));
+      stopping.delete(child);
       resolve({ code, signal, error });
     });
   });
@@ -118,7 +144,7 @@ export async function runStages(
     const child = spawn(path.join(binDir, 'domains-from-db'), ['--db', o.db], { stdio: ['ignore', out, err, lockFd], env: stageEnv() });
     fs.closeSync(out);
     fs.closeSync(err);
-    const r = await waitExit(child);
+    const r = await waitExit(child, 'stage');
     const s = readLog(0, 'domains-from-db', r.error ? 1 : statusOf(r));
     if (r.error) s.messages.push(`domains-from-db: cannot start: ${r.error.message}`);
     outcomes.push(s);
@@ -146,7 +172,7 @@ export async function runStages(
   fs.closeSync(errFd);
   let statuses = '';
   child.stdout!.setEncoding('utf8').on('data', (d: string) => (statuses += d));
-  const r = await waitExit(child);
+  const r = await waitExit(child, 'shell');
   progress.read = () => -1;
   fs.closeSync(inFd);
   const codes = statuses.trim().split(/\s+/).map(Number);
