@@ -97,6 +97,22 @@ test('filter-url --current-out and upload-domains --map: fsynced, renamed, then 
   assertDurable(traced(work, stage('upload-domains', '--db', 'p.db', '--map', 'state/map', '--now', '20110728070000'), rec), path.join(work, 'state/map'), 'domain_map');
 });
 
+test('a directory fsync that fails (EIO, injected by strace) fails the stage, naming the directory: the rename is not durable', { skip: !straceWorks && 'no working strace here' }, () => {
+  // They once ignored any error of the directory's fsync, and exited 0.
+  const work = fs.realpathSync(scratch('ms-dur-'));
+  const failing = (dir: string, argv: string[], input: string) =>
+    spawnSync('strace', ['-f', '-qq', '-o', '/dev/null', '-P', dir, '-e', 'trace=fsync', '-e', 'inject=fsync:error=EIO', ...argv], { cwd: work, input, env: testEnv(), encoding: 'utf8', timeout: 60_000, killSignal: 'SIGKILL' });
+  fs.mkdirSync(path.join(work, 'q/1'), { recursive: true });
+  const r = failing(path.join(work, 'q/1'), stage('logsaver', '--queue-dir', 'q', '--name', 'r'), `1\t${'1'.padStart(16, '0')}\t20110728060000\t\t1\ta.com\thttp://a.com/\n`);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /^logsaver: q\/1: cannot fsync: EIO/m);
+  fs.mkdirSync(path.join(work, 'state'));
+  const joined = '0000000000000001\ta.com\thttp://a.com/\t-\t20110101000000\t\t\t-\t1\n';
+  const f = failing(path.join(work, 'state'), stage('filter-url', '--now', '20110101010000', '--current-out', 'state/cl'), joined);
+  assert.equal(f.status, 1, f.stderr);
+  assert.match(f.stderr, /^filter-url: state: cannot fsync: EIO/m);
+});
+
 test('the runner: everything staged is fsynced before COMMIT, and each publish step is made durable before the next', { skip: !straceWorks && 'no working strace here' }, () => {
   const work = fs.realpathSync(scratch('ms-dur-'));
   const runs = ['2011072806', '2011072807'];

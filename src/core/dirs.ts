@@ -1,6 +1,30 @@
-// Creating directories so that a failure says why.
+// Creating directories so that a failure says why, and making files and directory
+// entries durable.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { ioError } from './errors.js';
+
+/**
+ * fsyncs a file or directory by path (a directory: the entries renamed or created
+ * in it). An error is a DataError naming `p`, except EINVAL and EISDIR: some file
+ * systems refuse fsync on a directory, and the files themselves were synced.
+ */
+export function fsyncPath(p: string): void {
+  let fd: number;
+  try {
+    fd = fs.openSync(p, 'r');
+  } catch (err) {
+    throw ioError(err, p, 'open for fsync');
+  }
+  try {
+    fs.fsyncSync(fd);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'EINVAL' && code !== 'EISDIR') throw ioError(err, p, 'fsync');
+  } finally {
+    fs.closeSync(fd);
+  }
+}
 
 /**
  * Creates `dir` and its missing parents one level at a time; returns the ones it

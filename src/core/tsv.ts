@@ -7,6 +7,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { LF, TAB, putText, type ByteSink } from './bytes.js';
+import { fsyncPath } from './dirs.js';
 import { DataError, ioError } from './errors.js';
 
 /** Longest line a stage reading text lines buffers; a longer one is an error. */
@@ -423,19 +424,6 @@ export class FileWriter implements ByteSink {
   }
 }
 
-/** Makes a rename durable (the directory entry), where the platform allows it. */
-export function syncDir(dir: string): void {
-  let fd = -1;
-  try {
-    fd = fs.openSync(dir, 'r');
-    fs.fsyncSync(fd);
-  } catch {
-    /* not supported everywhere; the data itself is already fsynced */
-  } finally {
-    if (fd >= 0) fs.closeSync(fd);
-  }
-}
-
 /**
  * Writes `file` atomically: content goes to a temporary file in the same directory,
  * which is renamed over `file` by `commit()`; `abort()` removes it. A symlink is
@@ -468,7 +456,7 @@ export class AtomicFileWriter extends FileWriter {
     }
     liveTempFiles.delete(this.file);
     this.done = true;
-    syncDir(path.dirname(this.target));
+    fsyncPath(path.dirname(this.target));
   }
 
   abort(): void {

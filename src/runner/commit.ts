@@ -27,11 +27,11 @@
 //   8. cleanup    remove the staging directory (staged files, run.json).
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { fsyncPath } from '../core/dirs.js';
 import { ioError } from '../core/errors.js';
 import {
   appendRecordOnce,
   countLines,
-  fsyncPath,
   fsyncTree,
   mkdirDurable,
   moveDurable,

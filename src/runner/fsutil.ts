@@ -3,27 +3,8 @@
 // DataErrors naming the file.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { mkdirEach } from '../core/dirs.js';
+import { fsyncPath, mkdirEach } from '../core/dirs.js';
 import { ioError } from '../core/errors.js';
-
-/** fsyncs a file or directory by path. */
-export function fsyncPath(p: string): void {
-  let fd: number;
-  try {
-    fd = fs.openSync(p, 'r');
-  } catch (err) {
-    throw ioError(err, p, 'open for fsync');
-  }
-  try {
-    fs.fsyncSync(fd);
-  } catch (err) {
-    // Some file systems refuse fsync on directories; the data files were synced.
-    const code = (err as NodeJS.ErrnoException).code;
-    if (code !== 'EINVAL' && code !== 'EISDIR') throw ioError(err, p, 'fsync');
-  } finally {
-    fs.closeSync(fd);
-  }
-}
 
 /** Creates `dir` (and parents); fsyncs the parent of every directory it created. */
 export function mkdirDurable(dir: string): void {

@@ -7,7 +7,8 @@ import { DataError, UsageError, ioError } from '../core/errors.js';
 import { BytesIndex } from '../core/bytesindex.js';
 import { LF, TAB, putBytes } from '../core/bytes.js';
 import { LineRef, ROUTED_RECORD, checkUrlRecordAt, clip, isYacobotIdAt } from '../core/records.js';
-import { FileWriter, liveTempFiles, removeQuietly, syncDir } from '../core/tsv.js';
+import { fsyncPath } from '../core/dirs.js';
+import { FileWriter, liveTempFiles, removeQuietly } from '../core/tsv.js';
 
 export interface LogsaverOptions {
   queueDir: string;
@@ -161,8 +162,8 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
       liveTempFiles.delete(q.tmp);
     }
     published = true;
-    for (const q of sorted) syncDir(q.dir);
+    for (const q of sorted) fsyncPath(q.dir);
     // A queue directory made in this run is an entry in its parent, to be made durable too.
-    for (const parent of new Set(createdDirs.map((d) => path.dirname(d)))) syncDir(parent);
+    for (const parent of new Set(createdDirs.map((d) => path.dirname(d)))) fsyncPath(parent);
   },
 };
