@@ -630,6 +630,21 @@ test('SIGTERM while a run is being published: that run is committed and reported
   }
 });
 
+test('a SIGTERM that comes as domains-from-db ends (nothing left to stop) stops the run before the chain starts', async () => {
+  // It once went unseen until the chain had run the whole hour.
+  const { snap: want } = await ref();
+  const names = RUNS.map((f) => f.replace(/\.reflog$/, ''));
+  const dir = fresh();
+  const r = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${names[1]}:chain`, REFLOG_RUNNER_FAILSIGNAL: 'SIGTERM' } });
+  assert.equal(r.status, 143, r.stderr);
+  assert.ok(r.stderr.includes(`stopped by SIGTERM; nothing of the interrupted run ${names[1]} was published; ${names.length - 1} reflog(s) stay in`), r.stderr);
+  const logs = fs.readdirSync(path.join(dir, 'var/state/staging', names[1]!, 'work/log'));
+  assert.deepEqual(logs, ['0.domains-from-db.log'], 'no chain stage started');
+  const final = await runner(dir);
+  assert.equal(final.status, 0, final.stderr);
+  assertSameState(snapshot(dir), want, 'then a rerun');
+});
+
 test('a reflog whose last line has no newline is processed, with a warning on stderr and in runs.jsonl', async () => {
   const dir = fresh();
   keepOnly(dir, RUNS[0]!);

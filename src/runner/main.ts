@@ -290,7 +290,7 @@ async function runOne(
   const stopDisplay = showProgress(p.name, progress);
   let outcomes: StageOutcome[];
   try {
-    outcomes = await runStages(o, p, rj.now, lockFd, BIN, progress);
+    outcomes = await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain'));
   } finally {
     stopDisplay();
   }
@@ -420,9 +420,10 @@ function showProgress(name: string, p: Progress): () => void {
 
 /**
  * Test hook: REFLOG_RUNNER_FAILPOINT="RUN:STEP" (or "*:STEP") makes the runner
- * SIGKILL itself just before that commit step (commit, commit:marker (COMMIT
- * itself, after the staged files were made durable), queue:<id>, current_log,
- * domain_map, rejects, record, reflog, uncommit, cleanup), to prove each step recoverable;
+ * SIGKILL itself just before that step (chain: the chain's start, after
+ * domains-from-db; the commit steps: commit, commit:marker (COMMIT itself, after
+ * the staged files were made durable), queue:<id>, current_log, domain_map,
+ * rejects, record, reflog, uncommit, cleanup), to prove each step recoverable;
  * REFLOG_RUNNER_FAILSIGNAL=SIGTERM sends that signal instead (it is handled once
  * the step's synchronous work is done).
  */

@@ -114,7 +114,9 @@ export interface Progress {
 
 /**
  * Runs domains-from-db and the chain of one run. Returns each stage's outcome, in
- * chain order (domains-from-db first); stops after domains-from-db if it failed.
+ * chain order (domains-from-db first); stops after domains-from-db if it failed, or
+ * if `stopped()` (a signal came) by then. `beforeChain`: a test hook, called just
+ * before the check.
  */
 export async function runStages(
   o: RunnerOptions,
@@ -123,6 +125,8 @@ export async function runStages(
   lockFd: number,
   binDir: string,
   progress: Progress,
+  stopped: () => boolean = () => false,
+  beforeChain?: () => void,
 ): Promise<StageOutcome[]> {
   const outcomes: StageOutcome[] = [];
   const readLog = (i: number, name: string, exit: number): StageOutcome => {
@@ -150,6 +154,11 @@ export async function runStages(
     outcomes.push(s);
     if (s.exit !== 0) return outcomes;
   }
+  // A signal that came as domains-from-db was ending found nothing left to stop:
+  // without this, the chain would run the whole hour before the runner saw it.
+  beforeChain?.();
+  for (let i = 0; i < 2; i++) await new Promise((resolve) => setImmediate(resolve));
+  if (stopped()) return outcomes;
 
   // 1..6: the chain. Its first stage reads the reflog itself, through a descriptor opened
   // here and handed over as its stdin: if this process dies (a SIGKILL of the runner
