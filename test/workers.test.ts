@@ -1,0 +1,83 @@
+// WorkerPool (analyze-dump's worker threads): answers in the order asked whatever
+// order the threads finish in, and a thread that throws or ends with work pending
+// fails the caller's wait with a reason instead of leaving it waiting forever.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { WorkerPool } from '../src/core/workers.js';
+import type { PoolJob } from './lib/pool-worker.js';
+
+const WORKER = new URL('./lib/pool-worker.js', import.meta.url);
+/** A pool that never wakes its caller fails by this, not by hanging the suite. */
+const LIMIT = { timeout: 20_000 };
+
+interface Answer {
+  n: number;
+  tag: string;
+}
+
+/** A pool of `size` test workers; returns it and the answers in the order handed over. */
+function pool(size: number, onResult?: (a: Answer) => void) {
+  const got: number[] = [];
+  const p = new WorkerPool<PoolJob, Answer>(WORKER, { tag: 'x' }, size, (a) => {
+    assert.equal(a.tag, 'x', 'workerData reached the thread');
+    got.push(a.n);
+    onResult?.(a);
+  });
+  return { p, got };
+}
+
+test('answers are handed over in the order the jobs were posted, though later jobs finish first', LIMIT, async () => {
+  const { p, got } = pool(3);
+  try {
+    // Job 0 is the slowest: every other answer is ready before it and must wait.
+    const delays = [120, 5, 60, 0, 30, 10, 90, 1];
+    delays.forEach((delayMs, n) => p.post({ n, delayMs, action: 'answer' }));
+    await p.settle(4);
+    assert.ok(got.length >= 4, `at most 4 left pending: ${got}`);
+    assert.deepEqual(got, [0, 1, 2, 3, 4, 5, 6, 7].slice(0, got.length));
+    await p.settle(0);
+    assert.deepEqual(got, [0, 1, 2, 3, 4, 5, 6, 7]);
+  } finally {
+    p.close();
+  }
+});
+
+test('a worker that throws fails settle() with its error; answers after the failure are not handed over', LIMIT, async () => {
+  const { p, got } = pool(2);
+  try {
+    p.post({ n: 0, delayMs: 0, action: 'answer' });
+    p.post({ n: 1, delayMs: 20, action: 'throw' });
+    p.post({ n: 2, delayMs: 200, action: 'answer' });
+    await assert.rejects(p.settle(0), /job 1 failed in the worker/);
+    assert.deepEqual(got, [0]);
+  } finally {
+    p.close();
+  }
+});
+
+test('a worker thread that ends with work pending fails settle() saying so, rather than a wait forever', LIMIT, async () => {
+  const { p, got } = pool(2);
+  try {
+    p.post({ n: 0, delayMs: 0, action: 'answer' });
+    p.post({ n: 1, delayMs: 0, action: 'exit' });
+    p.post({ n: 2, delayMs: 0, action: 'answer' });
+    p.post({ n: 3, delayMs: 0, action: 'answer' });
+    await assert.rejects(p.settle(0), /worker thread exited \(code 3\) with work pending/);
+    assert.ok(!got.includes(1) && !got.includes(3), `nothing of the dead thread: ${got}`);
+  } finally {
+    p.close();
+  }
+});
+
+test('an error thrown while handing an answer over fails settle() with it', LIMIT, async () => {
+  const { p, got } = pool(2, (a) => {
+    if (a.n === 1) throw new Error('sink refused answer 1');
+  });
+  try {
+    for (let n = 0; n < 4; n++) p.post({ n, delayMs: 0, action: 'answer' });
+    await assert.rejects(p.settle(0), /sink refused answer 1/);
+    assert.deepEqual(got, [0, 1], 'no answer handed over after the failure');
+  } finally {
+    p.close();
+  }
+});
