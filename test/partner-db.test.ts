@@ -230,6 +230,31 @@ test('disable moves its domains to the least-loaded others, in one step; the las
   ok(work, 'assign', 'x.com', 'a');
 });
 
+test('disable of an already disabled Yacobot that still owns domains (set so by hand) moves them, as upload-domains advises', () => {
+  const work = fresh('a', 'b');
+  ok(work, 'assign', 'x.com', 'a');
+  ok(work, 'assign', 'y.com', 'a');
+  // By hand, as upload-domains' domains_of_inactive warning describes: a inactive, owning domains.
+  const db = new Database(path.join(work, 'p.db'));
+  db.exec('UPDATE yacobot SET active = 0 WHERE id = 1');
+  db.close();
+  assert.match(ok(work, 'disable', 'a'), /^Yacobot 1 \(a\) is already disabled; moved 2 domain\(s\): 2 to 2 \(b\)$/m);
+  assert.deepEqual(rows(work), [
+    { domain: 'x.com', yacobot_id: 2 },
+    { domain: 'y.com', yacobot_id: 2 },
+  ]);
+  assert.match(ok(work, 'disable', 'a'), /^Yacobot 1 \(a\) is already disabled$/m);
+  // With no active Yacobot to take them, nothing moves and the status says so.
+  ok(work, 'assign', 'z.com', 'b');
+  const db2 = new Database(path.join(work, 'p.db'));
+  db2.exec('UPDATE yacobot SET active = 0 WHERE id = 2');
+  db2.close();
+  const r = pdb(work, 'disable', 'b');
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /partner-db: cannot move the 3 domain\(s\) of disabled Yacobot 2 \(b\): no Yacobot is active/);
+  assert.ok(rows(work).every((x) => x.yacobot_id === 2), 'nothing moved');
+});
+
 test('stats --json: domains and shares per Yacobot', () => {
   const work = fresh('a', 'b --weight 3', 'off');
   ok(work, 'assign', 'x.com', 'a');

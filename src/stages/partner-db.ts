@@ -62,7 +62,9 @@ function moveDomains(db: Db, from: Yacobot, others: YacobotLoad[]): Map<number, 
   if (others.length === 0) {
     throw new DataError(
       'LAST_YACOBOT',
-      `cannot disable Yacobot ${label(from)}: it is the last active one and owns ${domains.length} domain(s); add or enable another first`,
+      from.active
+        ? `cannot disable Yacobot ${label(from)}: it is the last active one and owns ${domains.length} domain(s); add or enable another first`
+        : `cannot move the ${domains.length} domain(s) of disabled Yacobot ${label(from)}: no Yacobot is active; add or enable one first`,
     );
   }
   const least = new LeastLoaded(others);
@@ -313,17 +315,16 @@ Example:
         let message = '';
         db.transaction(() => {
           const y = findYacobot(db, ref);
-          if (!y.active) {
-            message = `Yacobot ${label(y)} is already disabled`;
-            return;
-          }
+          // An already disabled Yacobot can still own domains (made so by hand, as
+          // upload-domains warns; its warning suggests this very command): move them.
           const others = yacobotLoads(db).filter((o) => o.active && o.id !== y.id);
           const moved = moveDomains(db, y, others);
-          db.prepare('UPDATE yacobot SET active = 0 WHERE id = ?').run(y.id);
+          if (y.active) db.prepare('UPDATE yacobot SET active = 0 WHERE id = ?').run(y.id);
           const total = [...moved.values()].reduce((a, b) => a + b, 0);
           const names = new Map(others.map((o) => [o.id, o]));
           const parts = [...moved].sort((a, b) => a[0] - b[0]).map(([id, n]) => `${n} to ${label(names.get(id)!)}`);
-          message = `disabled Yacobot ${label(y)}; moved ${total} domain(s)${parts.length ? ': ' + parts.join(', ') : ''}`;
+          const what = y.active ? `disabled Yacobot ${label(y)}` : `Yacobot ${label(y)} is already disabled`;
+          message = !y.active && total === 0 ? what : `${what}; moved ${total} domain(s)${parts.length ? ': ' + parts.join(', ') : ''}`;
         }).immediate();
         say(message);
       });
