@@ -171,6 +171,10 @@ test('analyze-dump: sort spill to a full --tmp fails with no output and removes 
       assertFailedCleanly(r, 'analyze-dump', 'ENOSPC', 'tmp/');
       assert.equal(r.stdout, '', `no output after a failed spill (--threads ${threads})`);
       assert.deepEqual(listFiles(tmp), [], `spill files removed (--threads ${threads})`);
+      // The counts of a failed run (runs.jsonl keeps them) still add up: once, records of
+      // the batch whose spill failed were counted, its lines not (lines_in 0, records_out 21957).
+      const s = summaryOf(r.stderr) as Record<string, number>;
+      assert.equal(s.lines_in, s.records_out! + s.rejected! + s.skipped!, `counts add up (--threads ${threads}): ${JSON.stringify(s)}`);
     }
   } finally {
     umount(tmp);

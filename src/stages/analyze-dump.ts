@@ -455,6 +455,9 @@ order, so the output does not depend on the number of threads. If more than
     const maxLine = lineLimit(o.maxUrlBytes);
     const byReason: Record<string, number> = {};
     let linesIn = 0;
+    // Records of the batches applied whole: a batch whose spill fails is counted in none
+    // of the counts (sorter.count would hold part of it, against none of its lines).
+    let recordsOut = 0;
     let rejected = 0;
     let headers = 0;
     let empty = 0;
@@ -464,7 +467,7 @@ order, so the output does not depend on the number of threads. If more than
     let sortRuns: number | null = null;
     ctx.reportCounts(() => ({
       lines_in: linesIn,
-      records_out: sorter.count,
+      records_out: recordsOut,
       rejected,
       skipped: headers + empty,
       skipped_header: headers,
@@ -478,7 +481,9 @@ order, so the output does not depend on the number of threads. If more than
     // Batches are applied strictly in input order, wherever they were analyzed:
     // record order (ties in the sort), line numbers and the rejects file follow it.
     const apply = (r: BatchResult, packed: PackedRecords) => {
+      const before = sorter.count;
       sorter.addPacked(packed);
+      recordsOut += sorter.count - before;
       headers += r.headers;
       empty += r.empty;
       const x = r.rejects;
