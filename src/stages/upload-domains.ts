@@ -12,7 +12,8 @@ import {
   type Db,
   type RendezvousFn,
 } from '../core/db.js';
-import { DataError, UsageError, shellQuote } from '../core/errors.js';
+import { mkdirEach } from '../core/dirs.js';
+import { DataError, UsageError, ioError, shellQuote } from '../core/errors.js';
 import { grown } from '../core/arrays.js';
 import { BytesIndex } from '../core/bytesindex.js';
 import { TAB, digitsValue, latin1, putNumbered } from '../core/bytes.js';
@@ -315,10 +316,15 @@ holds --map and the distinct domains seen in this run.`,
         return;
       }
       if (spool === null) {
-        fs.mkdirSync(o.tmpDir, { recursive: true });
         const name = path.join(o.tmpDir, `.upload-domains-${process.pid}-${Date.now()}.spool`);
-        liveTempFiles.add(name);
+        try {
+          mkdirEach(o.tmpDir);
+        } catch (err) {
+          throw ioError(err, o.tmpDir, 'create directory');
+        }
+        // A --tmp that is a file fails here, as ENOTDIR (mkdir -p said EEXIST).
         spool = new FileWriter(name, 'wx');
+        liveTempFiles.add(name);
         const s = spool;
         ctx.onExit(() => {
           s.abandon();
