@@ -45,7 +45,12 @@ test('answers are handed over in the order the jobs were posted, though later jo
 test('a worker that throws fails settle() with its error; answers after the failure are not handed over', LIMIT, async () => {
   const { p, got } = pool(2);
   try {
+    // Answer 0 is handed over before job 1 is posted: the two threads start independently,
+    // and the second one's throw (20 ms after it started) could come before the first one's
+    // answer. Job 2 (on the first thread again) answers after the throw, or before it, but
+    // in either case after a failure that comes first in posting order.
     p.post({ n: 0, delayMs: 0, action: 'answer' });
+    await p.settle(0);
     p.post({ n: 1, delayMs: 20, action: 'throw' });
     p.post({ n: 2, delayMs: 200, action: 'answer' });
     await assert.rejects(p.settle(0), /job 1 failed in the worker/);
