@@ -84,8 +84,16 @@ test('--current as a FIFO: joined like the file, and a signal still stops the st
   assert.equal(ra.out, want.stdout);
   assert.deepEqual(fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith(`.master-server-${a.child.pid}-`)), []);
   // No writer ever: SIGTERM ends it at once (it waited for the writer before).
+  // Signalled once it waits for the writer: its copy of the FIFO exists (its signal handlers
+  // are in place by then). A fixed 500 ms sleep was shorter than a loaded machine's Node start,
+  // and a SIGTERM before the handlers killed it (signal, no status, no summary).
   const b = start();
-  await new Promise((r) => setTimeout(r, 500));
+  const copy = path.join(os.tmpdir(), `.master-server-${b.child.pid}-fifo.copy`);
+  for (const deadline = Date.now() + 30_000; !fs.existsSync(copy) && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 10));
+  if (!fs.existsSync(copy)) {
+    b.child.kill('SIGKILL');
+    assert.fail(`join-current never started waiting for the FIFO's writer (no ${copy} after 30 s)`);
+  }
   b.child.kill('SIGTERM');
   const rb = await b.done;
   assert.equal(rb.code, 143, rb.err);
