@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import { BIN, partnerDb, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
@@ -188,7 +189,7 @@ test('rendezvous shares follow the weights over many domains', async () => {
   }
 });
 
-/** Runs upload-domains with stdin held open until `release` resolves. */
+/** Runs upload-domains with stdin held open until `release` resolves; `pid` to watch it meanwhile. */
 function startUpload(work: string, args: string[], input: string, release: Promise<void>) {
   const child = spawn(path.join(BIN, 'upload-domains'), args, { cwd: work, env: testEnv() });
   let stdout = '';
@@ -197,9 +198,26 @@ function startUpload(work: string, args: string[], input: string, release: Promi
   child.stderr.on('data', (b) => (stderr += b));
   child.stdin.write(input);
   void release.then(() => child.stdin.end());
-  return new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) =>
+  const done = new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) =>
     child.on('close', (status) => resolve({ status, stdout, stderr })),
   );
+  return { pid: child.pid!, done };
+}
+
+/**
+ * Whether upload-domains `pid` has looked up all of its input so far: it spooled a new
+ * domain's record (its spool file exists), and its main thread sleeps waiting for more
+ * input (in epoll_wait; where the kernel does not name the wait, asleep at all).
+ */
+function waitsWithAllLookedUp(pid: number): boolean {
+  if (!fs.readdirSync(os.tmpdir()).some((f) => f.startsWith(`.upload-domains-${pid}-`))) return false;
+  try {
+    const wchan = fs.readFileSync(`/proc/${pid}/wchan`, 'utf8');
+    if (wchan !== '' && wchan !== '0') return /epoll/.test(wchan);
+    return fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.startsWith('S');
+  } catch {
+    return false;
+  }
 }
 
 test('two upload-domains at once on one database never give a domain two owners', async () => {
@@ -218,10 +236,13 @@ test('two upload-domains at once on one database never give a domain two owners'
   // Different assignment rules, so a process that kept its own choice would disagree.
   const pa = startUpload(work, ['--db', 'p.db', '--assign', 'least-loaded'], inA, release);
   const pb = startUpload(work, ['--db', 'p.db', '--assign', 'rendezvous'], inB, release);
-  // Both have looked every domain up (and found it new) before either commits.
-  await new Promise((r) => setTimeout(r, 1500));
+  // Both have looked every domain up (and found it new) before either commits. (A fixed
+  // 1500 ms was too short for two Node starts on a loaded machine: then the later one
+  // found the shared domains already assigned, and nobody lost a race.)
+  const deadline = Date.now() + 60_000;
+  while (!(waitsWithAllLookedUp(pa.pid) && waitsWithAllLookedUp(pb.pid)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
   go();
-  const [ra, rb] = await Promise.all([pa, pb]);
+  const [ra, rb] = await Promise.all([pa.done, pb.done]);
   assert.equal(ra.status, 0, ra.stderr);
   assert.equal(rb.status, 0, rb.stderr);
   const own = owners(work);
