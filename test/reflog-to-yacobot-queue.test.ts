@@ -223,21 +223,40 @@ test('runs.jsonl, summary, a second invocation with nothing to do', async () => 
 
 test('a second runner on the same state directory exits 75 naming the holder', async () => {
   const dir = fresh();
-  const first = spawn(RUNNER, [], { cwd: dir, env: testEnv(), stdio: 'ignore', detached: true });
+  // The first runner stops itself (SIGSTOP) just before its first chain, the lock held: left to
+  // run, it could finish all three runs while a second runner on a loaded machine was starting.
+  const stopAt = { REFLOG_RUNNER_FAILPOINT: '2011072806:chain', REFLOG_RUNNER_FAILSIGNAL: 'SIGSTOP' };
+  const first = spawn(RUNNER, [], { cwd: dir, env: testEnv(stopAt), stdio: 'ignore', detached: true });
   const lock = path.join(dir, 'var/state/lock');
-  const t0 = Date.now();
-  while (!(fs.existsSync(lock) && fs.readFileSync(lock, 'utf8').includes('pid='))) {
-    assert.ok(Date.now() - t0 < 10_000, 'first runner took the lock');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  const second = runRunner(dir, [], 5000);
-  assert.equal(second.status, 75, second.stderr);
-  assert.match(second.stderr, new RegExp(`process ${first.pid}\\b`));
-  assert.ok(!fs.existsSync(path.join(dir, 'var/state/done/2011072808.reflog')), 'the first runner was still running');
+  const stopped = () => {
+    try {
+      return fs.readFileSync(`/proc/${first.pid}/stat`, 'utf8').split(') ')[1]!.startsWith('T');
+    } catch {
+      return false;
+    }
+  };
   const closed = new Promise((resolve) => first.on('close', resolve));
-  process.kill(-first.pid!, 'SIGKILL');
-  await closed;
-  spawnSync('flock', ['-w', '10', lock, 'true']);
+  try {
+    const t0 = Date.now();
+    while (!stopped()) {
+      assert.ok(Date.now() - t0 < 60_000 && first.exitCode === null, 'first runner took the lock and reached its first chain');
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.match(fs.readFileSync(lock, 'utf8'), new RegExp(`^pid=${first.pid} `));
+    // A guard against a second runner that waits for the lock instead of exiting 75.
+    const second = runRunner(dir, [], 60_000);
+    assert.equal(second.status, 75, second.stderr);
+    assert.match(second.stderr, new RegExp(`process ${first.pid}\\b`));
+    assert.ok(!fs.existsSync(path.join(dir, 'var/state/done/2011072808.reflog')), 'the first runner was still running');
+  } finally {
+    try {
+      process.kill(-first.pid!, 'SIGKILL');
+    } catch {
+      /* ended already */
+    }
+    await closed;
+    spawnSync('flock', ['-w', '10', lock, 'true']);
+  }
 });
 
 /** What acquireLock(file) reports of the holder; fails the test if the lock was free. */
