@@ -12,6 +12,7 @@ import { BIN, runBin, scratch, testEnv } from './lib/run.js';
 import { TextSink } from './lib/bytes.js';
 import { SEED, lineOf, recArb, text, uniqueSorted, type Rec } from './lib/model.js';
 import { writeJoined } from '../src/stages/join-current.js';
+import { regularFileFor } from '../src/core/tsv.js';
 
 const ROOT_DIR = scratch('ms-join-');
 let dirNo = 0;
@@ -99,4 +100,29 @@ test('--current as a FIFO: joined like the file, and a signal still stops the st
   assert.equal(rb.code, 143, rb.err);
   assert.match(rb.err, /"status":"interrupted"/);
   assert.deepEqual(fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith(`.master-server-${b.child.pid}-`)), [], 'copy removed');
+});
+
+test('a signal just as the copy of a FIFO --current starts leaves no copy behind', { timeout: 60_000 }, async () => {
+  // The exit hooks (what a signal runs before exiting) run at the first moment they can: right
+  // after the copy's hook was registered. The copy was once created by the write stream's open
+  // on a libuv thread, after the hooks had found nothing to remove: a SIGTERM in that moment left
+  // it in the temp directory (6 of 103 handled SIGTERMs at random instants, on a loaded machine).
+  const fifo = path.join(freshDir(), 'early-fifo');
+  execFileSync('mkfifo', [fifo]);
+  const copy = path.join(os.tmpdir(), `.master-server-${process.pid}-early-fifo.copy`);
+  let registered = false;
+  const copied = regularFileFor(fifo, (fn) => {
+    registered = true;
+    queueMicrotask(fn);
+  });
+  try {
+    for (const deadline = Date.now() + 30_000; !registered && Date.now() < deadline; ) await new Promise((r) => setImmediate(r));
+    assert.ok(registered, 'regularFileFor registered its exit hook');
+    // Its FIFO is open by now: a writer comes and goes, and the copy ends, as it would have had the process lived on.
+    fs.writeFileSync(fifo, 'x\n');
+    assert.equal(await copied, copy);
+    assert.equal(fs.existsSync(copy), false, `${copy} left behind`);
+  } finally {
+    fs.rmSync(copy, { force: true });
+  }
 });

@@ -319,7 +319,10 @@ export async function regularFileFor(file: string, onExit: (fn: () => void) => v
     const source = st.isFIFO()
       ? new net.Socket({ fd: fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK), readable: true, writable: false })
       : fs.createReadStream(file, { highWaterMark: 1 << 20 });
-    await pipeline(source, fs.createWriteStream(copy, { flags: 'wx' }));
+    // The copy is created here, synchronously: a signal's exit hooks then either run before
+    // (and the process exits without making it) or find it. Left to the write stream, its
+    // open ran on a libuv thread and could create the file after the hooks had removed it.
+    await pipeline(source, fs.createWriteStream(copy, { fd: fs.openSync(copy, 'wx') }));
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
     throw ioError(err, e.path === copy ? copy : file, e.path === copy ? 'copy' : 'read');
