@@ -1283,3 +1283,71 @@ test("a committed run's record names its published rejects file, and the file ho
   assert.equal(first.rejects_file, path.join(dir, 'var/state/rejects/2011072806.tsv'));
   assert.equal(fs.readFileSync(first.rejects_file as string, 'utf8').split('\n').filter(Boolean).length, rejected);
 });
+
+/**
+ * Starts the runner on a big reflog, stops (SIGSTOP) its analyze-dump so that the stage
+ * cannot act on a SIGTERM, then SIGTERMs the runner; `then` runs once the runner has
+ * been seen waiting for that stage. Returns how the runner ended (status null: it had
+ * not exited 20 s after `then`, and the group was SIGKILLed).
+ */
+async function withStuckStage(args: string[], then: (runner: ChildProcess) => void): Promise<{ dir: string; status: number | null; stderr: string; ms: number; left: number[]; lockFree: boolean }> {
+  const dir = freshBig();
+  const lock = path.join(dir, 'var/state/lock');
+  const child = spawn(RUNNER, args, { cwd: dir, env: testEnv(), detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const closed = new Promise<number | null>((resolve) => child.on('close', (status) => resolve(status)));
+  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  // The stage itself (node), not the bash whose script names it.
+  const isAnalyzeDump = (cmd: string) => !cmd.startsWith('bash') && cmd.includes('/bin/analyze-dump ') && cmd.includes(dir);
+  let ad: number[] = [];
+  for (const deadline = Date.now() + 30_000; ad.length === 0 && Date.now() < deadline && child.exitCode === null; ) {
+    ad = processesWhere(isAnalyzeDump);
+    if (ad.length === 0) await pause(2);
+  }
+  assert.equal(ad.length, 1, `analyze-dump started: ${stderr}`);
+  process.kill(ad[0]!, 'SIGSTOP');
+  process.kill(child.pid!, 'SIGTERM');
+  await pause(300);
+  assert.equal(child.exitCode, null, `the runner waits for its stopped analyze-dump: ${stderr}`);
+  const t0 = Date.now();
+  then(child);
+  const status = await Promise.race([closed, pause(20_000).then(() => null)]);
+  const ms = Date.now() - t0;
+  const left = processesWhere((cmd) => cmd.includes(dir));
+  const lockFree = spawnSync('flock', ['-n', lock, 'true']).status === 0;
+  if (status === null) {
+    try {
+      process.kill(-child.pid!, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+    await closed;
+  }
+  return { dir, status, stderr, ms, left, lockFree };
+}
+
+test('a stage that does not stop on SIGTERM: a second signal SIGKILLs it, the runner exits 143 with no process left, and a rerun finishes the run', async () => {
+  const r = await withStuckStage([], (child) => process.kill(child.pid!, 'SIGINT'));
+  assert.equal(r.status, 143, `the runner exited after the second signal, with the first one's status (${r.ms} ms): ${r.stderr}`);
+  assert.match(r.stderr, /SIGINT again while the stages stop: killing them \(SIGKILL\)/);
+  assert.match(r.stderr, /stopped by SIGTERM/);
+  assert.deepEqual(r.left, [], 'no process of the run outlived the runner');
+  assert.ok(r.lockFree, 'the lock was free when the runner exited');
+  const again = await runner(r.dir);
+  assert.equal(again.status, 0, again.stderr);
+  assert.ok(fs.existsSync(path.join(r.dir, 'var/state/done/2011072806.reflog')), 'the rerun committed the run');
+});
+
+test('a stage that does not stop on SIGTERM is SIGKILLed --kill-after later; a bad --kill-after is a usage error', async () => {
+  const r = await withStuckStage(['--kill-after', '1s'], () => {});
+  assert.equal(r.status, 143, `the runner exited after --kill-after (${r.ms} ms after it was seen waiting): ${r.stderr}`);
+  assert.match(r.stderr, /the stages did not stop within 1s of SIGTERM: killing them \(SIGKILL\)/);
+  assert.deepEqual(r.left, [], 'no process of the run outlived the runner');
+  assert.ok(r.lockFree, 'the lock was free when the runner exited');
+  for (const bad of ['soon', '2d', '-1s']) {
+    const u = runRunner(fresh(), ['--kill-after', bad]);
+    assert.equal(u.status, 2, `--kill-after ${bad}: ${u.stderr}`);
+    assert.match(u.stderr, /kill-after wants a duration/);
+  }
+});

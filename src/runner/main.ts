@@ -112,10 +112,26 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   mkdirDurable(path.join(o.state, 'staging'));
   const lock = acquireLock(path.join(o.state, 'lock'));
 
+  // The first signal asks the stages to stop (SIGTERM; they clean up and exit within
+  // milliseconds). A stage that has not ended --kill-after later, or when a second
+  // signal comes (a second Ctrl-C), is SIGKILLed: the runner must not wait forever on
+  // a stuck stage, and a killed run is redone by the next invocation like any crash.
   let signal: NodeJS.Signals | null = null;
+  const kill = (why: string) => {
+    if (stopChildren('SIGKILL')) {
+      log.warn({ why }, 'killing the stages (SIGKILL)');
+      process.stderr.write(`${PROG}: ${why}: killing them (SIGKILL)\n`);
+    }
+  };
   const onSignal = (sig: NodeJS.Signals) => {
+    if (signal !== null) {
+      kill(`${sig} again while the stages stop`);
+      return;
+    }
     signal = sig;
-    stopChildren('SIGTERM');
+    if (stopChildren('SIGTERM')) {
+      setTimeout(() => kill(`the stages did not stop within ${o.killAfterMs / 1000}s of ${sig}`), o.killAfterMs).unref();
+    }
   };
   for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(s, onSignal);
   const records: RunRecord[] = [];

@@ -24,6 +24,8 @@ export interface RunnerOptions {
   maxRejectRatio: string | null;
   memory: string | null;
   logLevel: string;
+  /** After a signal, how long the stages get to stop before they are SIGKILLed. */
+  killAfterMs: number;
   /** The config file read, if any (absolute). */
   config: string | null;
 }
@@ -41,6 +43,7 @@ export const KEYS = [
   'max-reject-ratio',
   'memory',
   'log-level',
+  'kill-after',
 ] as const;
 export type Key = (typeof KEYS)[number];
 const PATH_KEYS: ReadonlySet<Key> = new Set(['inbox', 'state', 'db', 'queue-dir']);
@@ -83,6 +86,9 @@ Options (each also a key of the --config file):
   --memory SIZE           analyze-dump --memory (default 256M)
   --log-level LEVEL       JSON log lines on stderr: debug, info, warn, error,
                           silent
+  --kill-after DURATION   after SIGINT, SIGTERM or SIGHUP, how long the stages
+                          get to stop before they are SIGKILLed (default 10s,
+                          at most 1d); a second signal SIGKILLs them at once
   --config FILE           read options from FILE: "key = value" lines with the
                           names above (no dashes in front), "#" comment lines;
                           relative paths are relative to FILE's directory;
@@ -108,6 +114,9 @@ stage's message is printed), 2 usage or config error, 75 locked, 130, 143 or
 129 stopped by SIGINT, SIGTERM or SIGHUP (the run under way is finished or
 redone by the next invocation).
 `;
+
+/** The longest --kill-after: a day (a timer cannot wait beyond about 24 days). */
+const MAX_KILL_AFTER_MS = 86400 * 1000;
 
 /** Parses a config file's text into key -> value; throws UsageError naming the line. */
 export function parseConfig(text: string, file: string): Map<Key, string> {
@@ -206,6 +215,11 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
   if (!['debug', 'info', 'warn', 'error', 'silent'].includes(logLevel)) {
     throw new UsageError(`log-level is one of debug, info, warn, error, silent; got '${clipText(logLevel)}'`);
   }
+  const ka = get('kill-after') ?? '10s';
+  const killAfterMs = parseDuration(ka);
+  if (killAfterMs === null || killAfterMs > MAX_KILL_AFTER_MS) {
+    throw new UsageError(`kill-after wants a duration like 5s, 1m or seconds, at most 1d; got '${clipText(ka)}'`);
+  }
   return {
     inbox: pathOf('inbox', 'var/inbox'),
     state,
@@ -218,6 +232,7 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     maxRejectRatio: ratio ?? null,
     memory: memory ?? null,
     logLevel,
+    killAfterMs,
     config: configPath,
   };
 }

@@ -32,30 +32,36 @@ const liveChildren = new Map<ChildProcess, 'stage' | 'shell'>();
 /** Shells whose children are being stopped: the timer that repeats it until the shell exits. */
 const stopping = new Map<ChildProcess, NodeJS.Timeout>();
 
+/** The signal the stages are being stopped with, once a stop began (SIGTERM, then SIGKILL). */
+let stopSignal: NodeJS.Signals = 'SIGTERM';
+
 /**
  * Sends `sig` to every live stage: a stage the runner started, at once; the stages
  * of a chain, through /proc as the children of its bash, again every 10 ms until
- * that bash has exited. The shell itself is left to end when its pipeline has
- * ended: a bash killed while still forking the pipeline would orphan a stage forked
- * after the scan, out of reach of the next one, and that stage would run the whole
- * hour on (commit assignments included) after the runner had exited 143. Kept
- * alive, bash keeps every stage it forks its child, so the next scan finds it.
+ * that bash has exited (with the latest `sig`: a SIGKILL after a SIGTERM replaces
+ * it). The shell itself is left to end when its pipeline has ended: a bash killed
+ * while still forking the pipeline would orphan a stage forked after the scan, out
+ * of reach of the next one, and that stage would run the whole hour on (commit
+ * assignments included) after the runner had exited 143. Kept alive, bash keeps
+ * every stage it forks its child, so the next scan finds it. Returns whether
+ * anything was running.
  */
-export function stopChildren(sig: NodeJS.Signals = 'SIGTERM'): void {
+export function stopChildren(sig: NodeJS.Signals = 'SIGTERM'): boolean {
+  stopSignal = sig;
   for (const [c, kind] of liveChildren) {
     if (c.pid === undefined) continue;
     if (kind === 'stage') {
       tryKill(c.pid, sig);
       continue;
     }
-    if (stopping.has(c)) continue;
     const pid = c.pid;
     const sweep = () => {
-      for (const k of childPids(pid)) tryKill(k, sig);
+      for (const k of childPids(pid)) tryKill(k, stopSignal);
     };
     sweep();
-    stopping.set(c, setInterval(sweep, 10));
+    if (!stopping.has(c)) stopping.set(c, setInterval(sweep, 10));
   }
+  return liveChildren.size > 0;
 }
 
 function tryKill(pid: number, sig: NodeJS.Signals): void {
