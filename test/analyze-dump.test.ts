@@ -3,10 +3,13 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { BIN, ROOT, hasStackTrace, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import { UrlResolver, canonicalize, globMatch, parseParamGlobs, loadUrlHash, loadUrlHasher, type UrlOptions } from '../src/core/url.js';
 import { prng } from '../scripts/prng.js';
+import { generateReflog } from '../scripts/gen-reflog.js';
+import { SPILL_PREFIX } from '../src/core/sorter.js';
+import { HOST_TAG, ownedTempPrefix } from '../src/core/tsv.js';
 import { parseBudget, parseSize } from '../src/core/size.js';
 
 const reflogLine = (url: string, hits: number, ts = '20110727200841', tag = '') =>
@@ -342,4 +345,30 @@ test('URL options reach the worker threads: over one 1 MiB batch, --threads 2 dr
   assert.doesNotMatch(inline, /utm_source/);
   assert.match(inline, /\twww3\.shop3\.co\.uk\thttp:\/\/www3\.shop3\.co\.uk\/p3\?a=3&z=1\n/);
   assert.equal(out('2'), inline);
+});
+
+test('a spill directory that a SIGKILLed run left in --tmp is removed by the next run; live, foreign and unrelated names stay', { timeout: 120_000 }, async () => {
+  const work = scratch('ms-ad-stale-');
+  const tmp = path.join(work, 'tmp');
+  fs.mkdirSync(tmp);
+  const reflog = path.join(work, 'big.reflog');
+  const fd = fs.openSync(reflog, 'w');
+  generateReflog(fd, { lines: 60_000, hour: 1, seed: 5 });
+  fs.closeSync(fd);
+  // --memory 1M spills every few thousand lines; killed once a run file is on disk (its cleanup cannot run).
+  const child = spawn(path.join(BIN, 'analyze-dump'), ['--memory', '1M', '--tmp', tmp], { cwd: work, env: testEnv(), stdio: [fs.openSync(reflog, 'r'), 'ignore', 'ignore'] });
+  const ended = new Promise((r) => child.on('close', r));
+  const mine = `${SPILL_PREFIX}${child.pid}-${HOST_TAG}-`;
+  const spilled = () => fs.readdirSync(tmp).some((d) => d.startsWith(mine) && fs.readdirSync(path.join(tmp, d)).length > 0);
+  for (const deadline = Date.now() + 60_000; !spilled() && child.exitCode === null && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 5));
+  child.kill('SIGKILL');
+  await ended;
+  const left = fs.readdirSync(tmp).filter((d) => d.startsWith(mine));
+  assert.equal(left.length, 1, 'the killed run left its spill directory');
+  const keep = [`${ownedTempPrefix(SPILL_PREFIX)}live01`, `${SPILL_PREFIX}${child.pid}-${HOST_TAG === '00000000' ? '11111111' : '00000000'}-host01`, `${SPILL_PREFIX}Ab12Cd`];
+  for (const d of keep) fs.mkdirSync(path.join(tmp, d));
+  const r = runBin('analyze-dump', ['--tmp', tmp], '1\t0\t20110728060000\tp\thttp://a.com/\t1\n', work);
+  assert.equal(r.status, 0, r.stderr);
+  assert.ok(r.stderr.includes(`removed ${path.join(tmp, left[0]!)}, left by a run that was killed`), r.stderr);
+  assert.deepEqual(fs.readdirSync(tmp).sort(), [...keep].sort(), "only the dead run's directory was removed");
 });

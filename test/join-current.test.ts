@@ -12,7 +12,7 @@ import { BIN, runBin, scratch, testEnv } from './lib/run.js';
 import { TextSink } from './lib/bytes.js';
 import { SEED, lineOf, recArb, text, uniqueSorted, type Rec } from './lib/model.js';
 import { writeJoined } from '../src/stages/join-current.js';
-import { regularFileFor } from '../src/core/tsv.js';
+import { COPY_PREFIX, HOST_TAG, ownedTempPrefix, regularFileFor } from '../src/core/tsv.js';
 
 const ROOT_DIR = scratch('ms-join-');
 let dirNo = 0;
@@ -89,7 +89,7 @@ test('--current as a FIFO: joined like the file, and a signal still stops the st
   // are in place by then). A fixed 500 ms sleep was shorter than a loaded machine's Node start,
   // and a SIGTERM before the handlers killed it (signal, no status, no summary).
   const b = start();
-  const copy = path.join(os.tmpdir(), `.master-server-${b.child.pid}-fifo.copy`);
+  const copy = path.join(os.tmpdir(), `${COPY_PREFIX}${b.child.pid}-${HOST_TAG}-fifo.copy`);
   for (const deadline = Date.now() + 30_000; !fs.existsSync(copy) && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 10));
   if (!fs.existsSync(copy)) {
     b.child.kill('SIGKILL');
@@ -109,7 +109,7 @@ test('a signal just as the copy of a FIFO --current starts leaves no copy behind
   // it in the temp directory (6 of 103 handled SIGTERMs at random instants, on a loaded machine).
   const fifo = path.join(freshDir(), 'early-fifo');
   execFileSync('mkfifo', [fifo]);
-  const copy = path.join(os.tmpdir(), `.master-server-${process.pid}-early-fifo.copy`);
+  const copy = path.join(os.tmpdir(), `${ownedTempPrefix(COPY_PREFIX)}early-fifo.copy`);
   let registered = false;
   const copied = regularFileFor(fifo, (fn) => {
     registered = true;
@@ -124,5 +124,32 @@ test('a signal just as the copy of a FIFO --current starts leaves no copy behind
     assert.equal(fs.existsSync(copy), false, `${copy} left behind`);
   } finally {
     fs.rmSync(copy, { force: true });
+  }
+});
+
+test('a copy of a FIFO --current that a SIGKILLed run left behind is removed by the next run; live, foreign and unrelated names stay', { timeout: 60_000 }, async () => {
+  const dir = freshDir();
+  execFileSync('mkfifo', [path.join(dir, 'fifo')]);
+  // No writer ever comes: the stage waits with its copy made, and is SIGKILLed (its cleanup cannot run).
+  const child = spawn(path.join(BIN, 'join-current'), ['--current', 'fifo'], { cwd: dir, env: testEnv(), stdio: ['pipe', 'ignore', 'ignore'] });
+  const ended = new Promise((r) => child.on('close', r));
+  child.stdin!.end();
+  const copy = path.join(os.tmpdir(), `${COPY_PREFIX}${child.pid}-${HOST_TAG}-fifo.copy`);
+  for (const deadline = Date.now() + 30_000; !fs.existsSync(copy) && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 10));
+  child.kill('SIGKILL');
+  await ended;
+  assert.ok(fs.existsSync(copy), `the killed run left ${copy}`);
+  // Not to be touched: this (live) process's, another host's, and a name of another scheme.
+  const keep = [`${ownedTempPrefix(COPY_PREFIX)}kept.copy`, `${COPY_PREFIX}${child.pid}-${HOST_TAG === '00000000' ? '11111111' : '00000000'}-other-host.copy`, `${COPY_PREFIX}${child.pid}-notahost.copy`].map((f) => path.join(os.tmpdir(), f));
+  try {
+    for (const f of keep) fs.writeFileSync(f, 'x');
+    fs.writeFileSync(path.join(dir, 'current_log'), '');
+    const r = runBin('join-current', ['--current', 'current_log'], '', dir);
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(fs.existsSync(copy), false, `${copy} removed`);
+    assert.ok(r.stderr.includes(`removed ${copy}, left by a run that was killed`), r.stderr);
+    for (const f of keep) assert.ok(fs.existsSync(f), `${f} kept`);
+  } finally {
+    for (const f of [copy, ...keep]) fs.rmSync(f, { force: true });
   }
 });

@@ -10,7 +10,8 @@ import Database from 'better-sqlite3';
 import { BIN, partnerDb, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import { LeastLoaded, loadRendezvous, openDb } from '../src/core/db.js';
 import { DataError } from '../src/core/errors.js';
-import { commitNewDomains } from '../src/stages/upload-domains.js';
+import { SPOOL_PREFIX, commitNewDomains } from '../src/stages/upload-domains.js';
+import { HOST_TAG, ownedTempPrefix } from '../src/core/tsv.js';
 
 /** A filtered_log with one record per domain of `domains`, the whole list `repeat` times over. */
 function filtered(domains: string[], repeat = 1): string {
@@ -411,4 +412,25 @@ test('least-loaded: weights written with different numbers of decimals (1 and 0.
   assert.deepEqual(spread([{ id: 1, weight: 2.25 }, { id: 2, weight: 3 }], 21), [9, 12]);
   // String(0.0000001) is '1e-7': the exponent counts.
   assert.deepEqual(spread([{ id: 1, weight: 0.0000001 }, { id: 2, weight: 0.0000002 }, { id: 3, weight: 1e-6 }], 26), [2, 4, 20]);
+});
+
+test('a spool that a SIGKILLed run left in --tmp is removed by the next run; live, foreign and unrelated names stay', { timeout: 60_000 }, async () => {
+  const work = newDb([['a', 1]]);
+  const tmp = path.join(work, 'spool');
+  // Killed while it waits for more input, its first new domain's record spooled.
+  const child = spawn(path.join(BIN, 'upload-domains'), ['--db', 'p.db', '--tmp', tmp], { cwd: work, env: testEnv(), stdio: ['pipe', 'ignore', 'ignore'] });
+  const ended = new Promise((r) => child.on('close', r));
+  child.stdin.write(filtered(domainsN(5, 'k')));
+  const spools = () => (fs.existsSync(tmp) ? fs.readdirSync(tmp).filter((f) => f.startsWith(`${SPOOL_PREFIX}${child.pid}-${HOST_TAG}-`)) : []);
+  for (const deadline = Date.now() + 30_000; spools().length === 0 && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 10));
+  child.kill('SIGKILL');
+  await ended;
+  const left = spools();
+  assert.equal(left.length, 1, 'the killed run left its spool');
+  const keep = [`${ownedTempPrefix(SPOOL_PREFIX)}1.spool`, `${SPOOL_PREFIX}${child.pid}-${HOST_TAG === '00000000' ? '11111111' : '00000000'}-1.spool`, `${SPOOL_PREFIX}${child.pid}-1.spool`];
+  for (const f of keep) fs.writeFileSync(path.join(tmp, f), 'x');
+  const r = runBin('upload-domains', ['--db', 'p.db', '--tmp', tmp], filtered(domainsN(3, 'n')), work);
+  assert.equal(r.status, 0, r.stderr);
+  assert.ok(r.stderr.includes(`removed ${path.join(tmp, left[0]!)}, left by a run that was killed`), r.stderr);
+  assert.deepEqual(fs.readdirSync(tmp).sort(), [...keep].sort(), 'only the dead run\'s spool was removed');
 });

@@ -12,6 +12,7 @@ import {
   ByteLineSplitter,
   liveTempFiles,
   removeQuietly,
+  removeStaleTemps,
   type ByteLineFn,
 } from '../core/tsv.js';
 import { Output, OutputClosed } from './output.js';
@@ -38,6 +39,11 @@ export interface StageContext {
    * reports how far it got, not an empty summary.
    */
   reportCounts(fn: () => Record<string, Count>): void;
+  /**
+   * Removes what a SIGKILLed or crashed run of a stage left in `dir` (names from
+   * ownedTempPrefix(prefix), of ended processes on this host), with a warning for each.
+   */
+  removeStale(dir: string, prefix: string): void;
 }
 
 /** A stage: its usage text, options, option normalization and its run over the context. */
@@ -226,6 +232,9 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     out,
     onExit: (fn) => exitHooks.push(fn),
     reportCounts: (fn) => reporters.push(fn),
+    removeStale(dir, prefix) {
+      for (const p of removeStaleTemps(dir, prefix)) log.warn({ removed: p }, `removed ${p}, left by a run that was killed (its process has ended)`);
+    },
     async eachLine(fn) {
       const splitter = new ByteLineSplitter(inputName);
       await pump((chunk) => {

@@ -7,7 +7,10 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { grown } from './arrays.js';
 import { ioError } from './errors.js';
-import { liveTempFiles, removeQuietly } from './tsv.js';
+import { liveTempFiles, ownedTempPrefix, removeQuietly } from './tsv.js';
+
+/** The prefix of a sorter's spill directory in --tmp (see ownedTempPrefix). */
+export const SPILL_PREFIX = 'master-server-sort-';
 import { putBytes } from './bytes.js';
 
 export interface SorterOptions {
@@ -335,7 +338,7 @@ export class RecordSorter {
   private nextRunFile(): string {
     if (this.dir === null) {
       try {
-        this.dir = fs.mkdtempSync(path.join(this.opts.tmpDir, 'master-server-sort-'));
+        this.dir = fs.mkdtempSync(path.join(this.opts.tmpDir, ownedTempPrefix(SPILL_PREFIX)));
       } catch (err) {
         throw ioError(err, this.opts.tmpDir, 'create a temporary directory in');
       }

@@ -290,6 +290,9 @@ export class FileLineReader {
   }
 }
 
+/** The prefix of regularFileFor's copies in the system temp dir (see ownedTempPrefix). */
+export const COPY_PREFIX = '.master-server-';
+
 /**
  * A path FileLineReader can read without blocking the thread indefinitely: `file`
  * itself when it is a regular file (or missing, or a directory: the reader says so),
@@ -305,7 +308,7 @@ export async function regularFileFor(file: string, onExit: (fn: () => void) => v
     return file;
   }
   if (st.isFile() || st.isDirectory()) return file;
-  const copy = path.join(os.tmpdir(), `.master-server-${process.pid}-${path.basename(file)}.copy`);
+  const copy = path.join(os.tmpdir(), `${ownedTempPrefix(COPY_PREFIX)}${path.basename(file)}.copy`);
   liveTempFiles.add(copy);
   onExit(() => {
     removeQuietly(copy);
@@ -500,6 +503,65 @@ export function replaceableTarget(file: string): string {
 
 /** Temporary files to remove if the process exits before they are committed. */
 export const liveTempFiles = new Set<string>();
+
+/** This host's tag in temporary names: 8 hex digits of its name's FNV-1a hash (any host name stays a safe file name). */
+export const HOST_TAG = (() => {
+  let h = 0x811c9dc5;
+  for (const c of Buffer.from(os.hostname(), 'utf8')) h = Math.imul(h ^ c, 0x01000193);
+  return (h >>> 0).toString(16).padStart(8, '0');
+})();
+
+/**
+ * The start of a name for a temporary file or directory in a shared directory
+ * (--tmp, the system temp dir): `prefix`, this process's pid and HOST_TAG, as
+ * `${prefix}${pid}-${HOST_TAG}-`. A SIGKILL or a crash leaves such a file behind
+ * with no process to remove it; removeStaleTemps finds it by that name.
+ */
+export function ownedTempPrefix(prefix: string): string {
+  return `${prefix}${process.pid}-${HOST_TAG}-`;
+}
+
+/**
+ * Removes the entries of `dir` named by ownedTempPrefix(prefix) on this host whose
+ * process has ended (left by a stage that was SIGKILLed or crashed); returns their
+ * paths. A pid that is alive (or reused: it cannot be told apart) keeps its files;
+ * other hosts' files (a shared --tmp) are never touched. Errors are ignored: an
+ * unreadable directory or an entry another process removes first is not this run's
+ * concern.
+ */
+export function removeStaleTemps(dir: string, prefix: string): string[] {
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const removed: string[] = [];
+  for (const name of names) {
+    if (!name.startsWith(prefix)) continue;
+    const m = /^(\d+)-([0-9a-f]{8})-/.exec(name.slice(prefix.length));
+    if (!m || m[2] !== HOST_TAG) continue;
+    const pid = Number(m[1]);
+    if (pid === process.pid || processAlive(pid)) continue;
+    const p = path.join(dir, name);
+    try {
+      fs.rmSync(p, { recursive: true, force: true });
+      removed.push(p);
+    } catch {
+      /* not ours to remove after all (permissions): left as it was */
+    }
+  }
+  return removed;
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'; // alive, another user's
+  }
+}
 
 export function removeQuietly(file: string): void {
   try {

@@ -9,7 +9,7 @@ import { DataError, UsageError } from '../core/errors.js';
 import { MAX_REFLOG_HITS_DIGITS } from '../core/hits.js';
 import { clip } from '../core/records.js';
 import { parseBudget } from '../core/size.js';
-import { RecordBatch, RecordSorter, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
+import { RecordBatch, RecordSorter, SPILL_PREFIX, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
 import { timestampKey } from '../core/time.js';
 import { FileWriter, LineBatcher } from '../core/tsv.js';
 import { WorkerPool } from '../core/workers.js';
@@ -450,6 +450,8 @@ order, so the output does not depend on the number of threads. If more than
     ctx.onExit(() => rejects?.abandon());
     // The URL memory of each parsing thread comes out of the budget, not on top of it.
     const urlMemory = hasUrlMemory(o) ? Math.max(1, o.threads) * URL_MEMORY_BYTES : 0;
+    // Spill directories of runs that were SIGKILLed (their own cleanup never ran) go before this one needs the space.
+    ctx.removeStale(o.tmpDir, SPILL_PREFIX);
     const sorter = new RecordSorter({ memoryBytes: o.memoryBytes - urlMemory, tmpDir: o.tmpDir });
     ctx.onExit(() => sorter.dispose());
     const maxLine = lineLimit(o.maxUrlBytes);

@@ -1,9 +1,10 @@
 // join-current: full outer merge-join of incoming_log (stdin) with current_log.
+import * as os from 'node:os';
 import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
 import { DataError } from '../core/errors.js';
 import { DASH, LF, TAB, compareBytes, putBytes, type ByteSink } from '../core/bytes.js';
 import { IdOrder, LineRef, checkUrlRecordAt } from '../core/records.js';
-import { FileLineReader, regularFileFor } from '../core/tsv.js';
+import { COPY_PREFIX, FileLineReader, regularFileFor } from '../core/tsv.js';
 
 export interface JoinCurrentOptions {
   current: string;
@@ -71,7 +72,9 @@ a signal still stops the stage while its writer is late).`,
   async run(ctx, o) {
     refuseOwnStreams('--current', o.current, ctx.inputName);
     const out = ctx.out;
-    // A FIFO is read through a copy: a blocking read of it would hold off SIGTERM.
+    // A FIFO is read through a copy: a blocking read of it would hold off SIGTERM. Copies
+    // that SIGKILLed runs left (as big as a current_log) are removed first.
+    ctx.removeStale(os.tmpdir(), COPY_PREFIX);
     const reader = FileLineReader.openIfExists(await regularFileFor(o.current, ctx.onExit), o.current);
     ctx.onExit(() => reader?.close());
     const curOrder = new IdOrder();

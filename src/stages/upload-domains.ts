@@ -19,7 +19,19 @@ import { BytesIndex } from '../core/bytesindex.js';
 import { TAB, digitsValue, latin1, putNumbered } from '../core/bytes.js';
 import { LineRef, checkDomain, checkUrlRecordAt, isYacobotIdAt } from '../core/records.js';
 import { formatTimestamp, isValidTimestamp } from '../core/time.js';
-import { AtomicFileWriter, FileLineReader, FileWriter, findTabsAt, liveTempFiles, removeQuietly, replaceableTarget } from '../core/tsv.js';
+import {
+  AtomicFileWriter,
+  FileLineReader,
+  FileWriter,
+  findTabsAt,
+  liveTempFiles,
+  ownedTempPrefix,
+  removeQuietly,
+  replaceableTarget,
+} from '../core/tsv.js';
+
+/** The prefix of the spool file in --tmp (see ownedTempPrefix). */
+export const SPOOL_PREFIX = '.upload-domains-';
 
 export type AssignMode = 'least-loaded' | 'rendezvous';
 
@@ -219,6 +231,8 @@ holds --map and the distinct domains seen in this run.`,
       throw dbError(err, o.db);
     }
     if (active.size === 0) throw noActive(o.db, '');
+    // Spools of runs that were SIGKILLed (their own cleanup never ran).
+    ctx.removeStale(o.tmpDir, SPOOL_PREFIX);
     if (o.map) replaceableTarget(o.map); // the map is rewritten at the end: refuse /dev/null now, not after the commit
     const rendezvous = o.assign === 'rendezvous' ? await loadRendezvous() : null;
     const { map, existed: mapExisted } = o.map ? loadDomainMap(o.map) : { map: new Map<string, number>(), existed: false };
@@ -316,7 +330,7 @@ holds --map and the distinct domains seen in this run.`,
         return;
       }
       if (spool === null) {
-        const name = path.join(o.tmpDir, `.upload-domains-${process.pid}-${Date.now()}.spool`);
+        const name = path.join(o.tmpDir, `${ownedTempPrefix(SPOOL_PREFIX)}${Date.now()}.spool`);
         try {
           mkdirEach(o.tmpDir);
         } catch (err) {
