@@ -4,6 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { isUtf8 } from 'node:buffer';
+import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DataError } from '../src/core/errors.js';
@@ -11,9 +12,9 @@ import { addHits, addHitsAt } from '../src/core/hits.js';
 import { IdOrder } from '../src/core/records.js';
 import { timestampMsAt, timestampToMs } from '../src/core/time.js';
 import { putBytes, putHex32 } from '../src/core/bytes.js';
-import { ByteLineSplitter, FileLineReader } from '../src/core/tsv.js';
+import { ByteLineSplitter, FileLineReader, removeStaleTemps } from '../src/core/tsv.js';
 import { BytesIndex } from '../src/core/bytesindex.js';
-import { scratch } from './lib/run.js';
+import { ROOT, scratch } from './lib/run.js';
 import { prng } from '../scripts/prng.js';
 
 process.env.TZ = 'UTC';
@@ -259,5 +260,48 @@ test('BytesIndex numbers distinct byte strings densely, as a Map of their text w
     index.clear();
     assert.equal(index.size, 0);
     assert.equal(index.bytes, 0);
+  }
+});
+
+test("removeStaleTemps leaves the temp of a live process in another pid namespace (a container with the host's name), whose pid means nothing here", { timeout: 60_000 }, async (t) => {
+  // A pid that no process of this namespace has: what the container's stage gets there.
+  const pidMax = Number(fs.readFileSync('/proc/sys/kernel/pid_max', 'utf8'));
+  let pid = Math.min(pidMax - 1, 30_000);
+  const alive = (p: number) => {
+    try {
+      process.kill(p, 0);
+      return true;
+    } catch (err) {
+      return (err as NodeJS.ErrnoException).code === 'EPERM';
+    }
+  };
+  while (pid > 300 && alive(pid)) pid--;
+  const probe = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'sh', '-c', `echo ${pid - 1} > /proc/sys/kernel/ns_last_pid && sh -c 'echo $$'`], { encoding: 'utf8' });
+  if (probe.status !== 0 || probe.stdout.trim() !== String(pid)) {
+    t.skip(`needs unshare --pid and ns_last_pid (root): ${probe.stderr.trim() || probe.stdout.trim()}`);
+    return;
+  }
+  const dir = scratch('ms-stale-ns-');
+  const tsv = path.join(ROOT, 'dist/src/core/tsv.js');
+  // In its own pid namespace (same host name, same directory): makes its temp, reports its name, stays alive until stdin closes.
+  const script = `import(${JSON.stringify(tsv)}).then((m) => { const f = ${JSON.stringify(dir)} + '/' + m.ownedTempPrefix('.ns-test-') + 'x'; require('fs').writeFileSync(f, 'x'); process.stdout.write(process.pid + ' ' + f + '\\n'); process.stdin.resume(); })`;
+  const child = spawn('unshare', ['--pid', '--fork', '--mount-proc', 'sh', '-c', `echo ${pid - 1} > /proc/sys/kernel/ns_last_pid && ${JSON.stringify(process.execPath)} -e "$0"; :`, script], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const ended = new Promise((r) => child.on('close', r));
+  try {
+    const line = await new Promise<string>((resolve) => {
+      let out = '';
+      child.stdout!.setEncoding('utf8').on('data', (d: string) => {
+        out += d;
+        if (out.includes('\n')) resolve(out.trim());
+      });
+    });
+    const [nsPid, file] = line.split(' ');
+    assert.equal(Number(nsPid), pid, 'the contained process has a pid that is free here');
+    assert.equal(alive(pid), false, `pid ${pid} is not alive in this namespace`);
+    assert.deepEqual(removeStaleTemps(dir, '.ns-test-'), [], 'a live process\'s temp is not removed');
+    assert.ok(fs.existsSync(file!), `${file} stays while its process runs`);
+  } finally {
+    child.stdin!.end();
+    await ended;
   }
 });

@@ -504,10 +504,27 @@ export function replaceableTarget(file: string): string {
 /** Temporary files to remove if the process exits before they are committed. */
 export const liveTempFiles = new Set<string>();
 
-/** This host's tag in temporary names: 8 hex digits of its name's FNV-1a hash (any host name stays a safe file name). */
+/**
+ * The tag in temporary names of the pid space this process lives in: 8 hex digits of
+ * the FNV-1a hash of the host name, the kernel's boot id and the pid namespace (any of
+ * them stays a safe file name). A pid names a process only within one pid namespace of
+ * one boot of one kernel: a container with its own pid namespace (even one with the
+ * host's name, as with --network host) or another host with the same name sharing
+ * --tmp gets another tag, so removeStaleTemps never judges its files by a pid that
+ * means another process here. Where /proc cannot be read, the host name alone.
+ */
 export const HOST_TAG = (() => {
+  const read = (f: () => string) => {
+    try {
+      return f();
+    } catch {
+      return '';
+    }
+  };
+  const boot = read(() => fs.readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim());
+  const pidNs = read(() => fs.readlinkSync('/proc/self/ns/pid'));
   let h = 0x811c9dc5;
-  for (const c of Buffer.from(os.hostname(), 'utf8')) h = Math.imul(h ^ c, 0x01000193);
+  for (const c of Buffer.from(`${os.hostname()}\n${boot}\n${pidNs}`, 'utf8')) h = Math.imul(h ^ c, 0x01000193);
   return (h >>> 0).toString(16).padStart(8, '0');
 })();
 
@@ -525,7 +542,8 @@ export function ownedTempPrefix(prefix: string): string {
  * Removes the entries of `dir` named by ownedTempPrefix(prefix) on this host whose
  * process has ended (left by a stage that was SIGKILLed or crashed); returns their
  * paths. A pid that is alive (or reused: it cannot be told apart) keeps its files;
- * other hosts' files (a shared --tmp) are never touched. Errors are ignored: an
+ * the files of other hosts (a shared --tmp), other boots and other pid namespaces
+ * (containers) carry another HOST_TAG and are never touched. Errors are ignored: an
  * unreadable directory or an entry another process removes first is not this run's
  * concern.
  */
