@@ -130,21 +130,26 @@ test('a signal just as the copy of a FIFO --current starts leaves no copy behind
 test('a copy of a FIFO --current that a SIGKILLed run left behind is removed by the next run; live, foreign and unrelated names stay', { timeout: 60_000 }, async () => {
   const dir = freshDir();
   execFileSync('mkfifo', [path.join(dir, 'fifo')]);
+  // A temp dir of this test's own: in the shared one, any other join-current starting
+  // meanwhile (another test file of the suite, another checkout's tests) removes the
+  // killed run's copy first, and the run below has nothing to remove.
+  const tmp = path.join(dir, 'tmp');
+  fs.mkdirSync(tmp);
   // No writer ever comes: the stage waits with its copy made, and is SIGKILLed (its cleanup cannot run).
-  const child = spawn(path.join(BIN, 'join-current'), ['--current', 'fifo'], { cwd: dir, env: testEnv(), stdio: ['pipe', 'ignore', 'ignore'] });
+  const child = spawn(path.join(BIN, 'join-current'), ['--current', 'fifo'], { cwd: dir, env: testEnv({ TMPDIR: tmp }), stdio: ['pipe', 'ignore', 'ignore'] });
   const ended = new Promise((r) => child.on('close', r));
   child.stdin!.end();
-  const copy = path.join(os.tmpdir(), `${COPY_PREFIX}${child.pid}-${HOST_TAG}-fifo.copy`);
+  const copy = path.join(tmp, `${COPY_PREFIX}${child.pid}-${HOST_TAG}-fifo.copy`);
   for (const deadline = Date.now() + 30_000; !fs.existsSync(copy) && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 10));
   child.kill('SIGKILL');
   await ended;
   assert.ok(fs.existsSync(copy), `the killed run left ${copy}`);
   // Not to be touched: this (live) process's, another host's, and a name of another scheme.
-  const keep = [`${ownedTempPrefix(COPY_PREFIX)}kept.copy`, `${COPY_PREFIX}${child.pid}-${HOST_TAG === '00000000' ? '11111111' : '00000000'}-other-host.copy`, `${COPY_PREFIX}${child.pid}-notahost.copy`].map((f) => path.join(os.tmpdir(), f));
+  const keep = [`${ownedTempPrefix(COPY_PREFIX)}kept.copy`, `${COPY_PREFIX}${child.pid}-${HOST_TAG === '00000000' ? '11111111' : '00000000'}-other-host.copy`, `${COPY_PREFIX}${child.pid}-notahost.copy`].map((f) => path.join(tmp, f));
   try {
     for (const f of keep) fs.writeFileSync(f, 'x');
     fs.writeFileSync(path.join(dir, 'current_log'), '');
-    const r = runBin('join-current', ['--current', 'current_log'], '', dir);
+    const r = runBin('join-current', ['--current', 'current_log'], '', dir, { TMPDIR: tmp });
     assert.equal(r.status, 0, r.stderr);
     assert.equal(fs.existsSync(copy), false, `${copy} removed`);
     assert.ok(r.stderr.includes(`removed ${copy}, left by a run that was killed`), r.stderr);

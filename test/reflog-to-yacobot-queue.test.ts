@@ -1307,6 +1307,22 @@ async function withStuckStage(args: string[], then: (runner: ChildProcess) => vo
   }
   assert.equal(ad.length, 1, `analyze-dump started: ${stderr}`);
   process.kill(ad[0]!, 'SIGSTOP');
+  // SIGSTOP takes effect only when the stage is next scheduled. On a loaded machine a
+  // stage just started may not have run yet when the runner's SIGTERM reaches it; both
+  // are then pending, and SIGTERM (15) is taken before SIGSTOP (19): the stage, often
+  // still without its handler, dies of it and the runner exits 143 before the check
+  // below (3 of 4 such tests failed with CPU hogs and a compile running; a bare node
+  // SIGSTOPped then SIGTERMed 3 ms after its spawn ended 4 times in 80, never once
+  // every thread was seen stopped). So the runner is signalled only after that.
+  const stopped = () => {
+    try {
+      return fs.readdirSync(`/proc/${ad[0]}/task`).every((t) => /^\d+ \(.*\) T /s.test(fs.readFileSync(`/proc/${ad[0]}/task/${t}/stat`, 'utf8')));
+    } catch {
+      return false; // gone: the assertion below says so
+    }
+  };
+  for (const deadline = Date.now() + 30_000; !stopped() && Date.now() < deadline; ) await pause(2);
+  assert.ok(stopped(), `analyze-dump stopped: ${stderr}`);
   process.kill(child.pid!, 'SIGTERM');
   await pause(300);
   assert.equal(child.exitCode, null, `the runner waits for its stopped analyze-dump: ${stderr}`);
