@@ -12,7 +12,7 @@ import { addHits, addHitsAt } from '../src/core/hits.js';
 import { IdOrder } from '../src/core/records.js';
 import { timestampMsAt, timestampToMs } from '../src/core/time.js';
 import { putBytes, putHex32 } from '../src/core/bytes.js';
-import { ByteLineSplitter, FileLineReader, removeStaleTemps } from '../src/core/tsv.js';
+import { ByteLineSplitter, FileLineReader, HOST_TAG, removeStaleTemps } from '../src/core/tsv.js';
 import { BytesIndex } from '../src/core/bytesindex.js';
 import { ROOT, scratch } from './lib/run.js';
 import { prng } from '../scripts/prng.js';
@@ -304,4 +304,34 @@ test("removeStaleTemps leaves the temp of a live process in another pid namespac
     child.stdin!.end();
     await ended;
   }
+});
+
+test("removeStaleTemps removes only this user's own entries of dead processes: not another user's, not a symbolic link", () => {
+  const dir = scratch('ms-stale-own-');
+  // A pid of no process here.
+  let pid = 30_000;
+  for (;; pid--) {
+    try {
+      process.kill(pid, 0);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ESRCH') break;
+    }
+  }
+  const name = (what: string) => `.own-test-${pid}-${HOST_TAG}-${what}`;
+  fs.mkdirSync(path.join(dir, name('mine')));
+  fs.writeFileSync(path.join(dir, name('mine'), 'run0'), 'x');
+  const target = path.join(dir, 'target');
+  fs.writeFileSync(target, 'x');
+  fs.symlinkSync(target, path.join(dir, name('link')));
+  const keep = [name('link')];
+  if (process.getuid?.() === 0) {
+    // What another user (here: nobody) made under such a name, in a world-writable temp dir.
+    fs.mkdirSync(path.join(dir, name('theirs')));
+    fs.writeFileSync(path.join(dir, name('theirs'), 'precious'), 'x');
+    fs.chownSync(path.join(dir, name('theirs')), 65534, 65534);
+    fs.chownSync(path.join(dir, name('theirs'), 'precious'), 65534, 65534);
+    keep.push(name('theirs'));
+  }
+  assert.deepEqual(removeStaleTemps(dir, '.own-test-'), [path.join(dir, name('mine'))]);
+  assert.deepEqual(fs.readdirSync(dir).sort(), [...keep, 'target'].sort());
 });

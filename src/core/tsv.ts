@@ -543,7 +543,8 @@ export function ownedTempPrefix(prefix: string): string {
  * process has ended (left by a stage that was SIGKILLed or crashed); returns their
  * paths. A pid that is alive (or reused: it cannot be told apart) keeps its files;
  * the files of other hosts (a shared --tmp), other boots and other pid namespaces
- * (containers) carry another HOST_TAG and are never touched. Errors are ignored: an
+ * (containers) carry another HOST_TAG and are never touched, nor is an entry of another
+ * user or a symbolic link (a stage makes neither). Errors are ignored: an
  * unreadable directory or an entry another process removes first is not this run's
  * concern.
  */
@@ -563,6 +564,11 @@ export function removeStaleTemps(dir: string, prefix: string): string[] {
     if (pid === process.pid || processAlive(pid)) continue;
     const p = path.join(dir, name);
     try {
+      // Only what a stage of this user made: in a shared, world-writable directory (the
+      // system temp dir) anyone can give an entry such a name, and a stage run as root
+      // would otherwise remove another user's files, walking directories they control.
+      const st = fs.lstatSync(p);
+      if (st.isSymbolicLink() || (process.getuid !== undefined && st.uid !== process.getuid())) continue;
       fs.rmSync(p, { recursive: true, force: true });
       removed.push(p);
     } catch {
