@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { ROOT, RUNNER, hasStackTrace, partnerDb, runRunner, scratch, testEnv } from './lib/run.js';
 import { UsageError } from '../src/core/errors.js';
@@ -1285,47 +1286,26 @@ test("a committed run's record names its published rejects file, and the file ho
 });
 
 /**
- * Starts the runner on a big reflog, stops (SIGSTOP) its analyze-dump so that the stage
- * cannot act on a SIGTERM, then SIGTERMs the runner; `then` runs once the runner has
- * been seen waiting for that stage. Returns how the runner ended (status null: it had
- * not exited 20 s after `then`, and the group was SIGKILLed).
+ * Starts the runner on a big reflog with an analyze-dump deaf to SIGTERM and SIGINT
+ * that never ends by itself (test/lib/deaf-stage), SIGTERMs the runner, checks that it
+ * waits for that stage, then runs `then`. Returns how the runner ended (status null:
+ * it had not exited 20 s after `then`, and the group was SIGKILLed).
  */
 async function withStuckStage(args: string[], then: (runner: ChildProcess) => void): Promise<{ dir: string; status: number | null; stderr: string; ms: number; left: number[]; lockFree: boolean }> {
   const dir = freshBig();
   const lock = path.join(dir, 'var/state/lock');
-  const child = spawn(RUNNER, args, { cwd: dir, env: testEnv(), detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
+  const ready = path.join(dir, 'deaf-ready');
+  const env = { NODE_OPTIONS: `--import=${pathToFileURL(path.join(ROOT, 'dist/test/lib/deaf-stage.js')).href}`, DEAF_STAGE: 'analyze-dump', DEAF_READY: ready };
+  const child = spawn(RUNNER, args, { cwd: dir, env: testEnv(env), detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
   const closed = new Promise<number | null>((resolve) => child.on('close', (status) => resolve(status)));
   const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
-  // The stage itself (node), not the bash whose script names it.
-  const isAnalyzeDump = (cmd: string) => !cmd.startsWith('bash') && cmd.includes('/bin/analyze-dump ') && cmd.includes(dir);
-  let ad: number[] = [];
-  for (const deadline = Date.now() + 30_000; ad.length === 0 && Date.now() < deadline && child.exitCode === null; ) {
-    ad = processesWhere(isAnalyzeDump);
-    if (ad.length === 0) await pause(2);
-  }
-  assert.equal(ad.length, 1, `analyze-dump started: ${stderr}`);
-  process.kill(ad[0]!, 'SIGSTOP');
-  // SIGSTOP takes effect only when the stage is next scheduled. On a loaded machine a
-  // stage just started may not have run yet when the runner's SIGTERM reaches it; both
-  // are then pending, and SIGTERM (15) is taken before SIGSTOP (19): the stage, often
-  // still without its handler, dies of it and the runner exits 143 before the check
-  // below (3 of 4 such tests failed with CPU hogs and a compile running; a bare node
-  // SIGSTOPped then SIGTERMed 3 ms after its spawn ended 4 times in 80, never once
-  // every thread was seen stopped). So the runner is signalled only after that.
-  const stopped = () => {
-    try {
-      return fs.readdirSync(`/proc/${ad[0]}/task`).every((t) => /^\d+ \(.*\) T /s.test(fs.readFileSync(`/proc/${ad[0]}/task/${t}/stat`, 'utf8')));
-    } catch {
-      return false; // gone: the assertion below says so
-    }
-  };
-  for (const deadline = Date.now() + 30_000; !stopped() && Date.now() < deadline; ) await pause(2);
-  assert.ok(stopped(), `analyze-dump stopped: ${stderr}`);
+  for (const deadline = Date.now() + 30_000; !fs.existsSync(ready) && Date.now() < deadline && child.exitCode === null; ) await pause(5);
+  assert.ok(fs.existsSync(ready), `analyze-dump started, deaf to SIGTERM: ${stderr}`);
   process.kill(child.pid!, 'SIGTERM');
   await pause(300);
-  assert.equal(child.exitCode, null, `the runner waits for its stopped analyze-dump: ${stderr}`);
+  assert.equal(child.exitCode, null, `the runner waits for its stuck analyze-dump: ${stderr}`);
   const t0 = Date.now();
   then(child);
   const status = await Promise.race([closed, pause(20_000).then(() => null)]);
@@ -1358,6 +1338,7 @@ test('a stage that does not stop on SIGTERM: a second signal SIGKILLs it, the ru
 test('a stage that does not stop on SIGTERM is SIGKILLed --kill-after later; a bad --kill-after is a usage error', async () => {
   const r = await withStuckStage(['--kill-after', '1s'], () => {});
   assert.equal(r.status, 143, `the runner exited after --kill-after (${r.ms} ms after it was seen waiting): ${r.stderr}`);
+  assert.equal(r.stderr.match(/killing them \(SIGKILL\)/g)?.length, 1, r.stderr);
   assert.match(r.stderr, /the stages did not stop within 1s of SIGTERM: killing them \(SIGKILL\)/);
   assert.deepEqual(r.left, [], 'no process of the run outlived the runner');
   assert.ok(r.lockFree, 'the lock was free when the runner exited');
@@ -1366,4 +1347,65 @@ test('a stage that does not stop on SIGTERM is SIGKILLed --kill-after later; a b
     assert.equal(u.status, 2, `--kill-after ${bad}: ${u.stderr}`);
     assert.match(u.stderr, /kill-after wants a duration/);
   }
+});
+
+test('a stopped stage and a stopped chain shell (Ctrl-Z, SIGSTOP) still stop on the runner\'s SIGTERM, at once and cleanly, not --kill-after later', async () => {
+  const dir = freshBig();
+  const child = spawn(RUNNER, ['--kill-after', '1d'], { cwd: dir, env: testEnv(), detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const closed = new Promise<number | null>((resolve) => child.on('close', (status) => resolve(status)));
+  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const isAnalyzeDump = (cmd: string) => !cmd.startsWith('bash') && cmd.includes('/bin/analyze-dump ') && cmd.includes(dir);
+  let ad: number[] = [];
+  for (const deadline = Date.now() + 30_000; ad.length === 0 && Date.now() < deadline && child.exitCode === null; ) {
+    ad = processesWhere(isAnalyzeDump);
+    if (ad.length === 0) await pause(2);
+  }
+  assert.equal(ad.length, 1, `analyze-dump started: ${stderr}`);
+  // The chain's bash: the runner's child (its subshells are bash's children).
+  const ppid = (pid: number) => Number(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
+  const bash = processesWhere((cmd) => cmd.startsWith('bash') && cmd.includes(dir)).filter((pid) => {
+    try {
+      return ppid(pid) === child.pid;
+    } catch {
+      return false;
+    }
+  });
+  assert.equal(bash.length, 1, 'the chain\'s bash');
+  // Its SIGTERM handler in place first (it is reading its input: the reflog's offset has moved), then both stopped.
+  const log = path.join(dir, 'var/state/staging/2011072806/work/log/1.analyze-dump.log');
+  const reading = () => {
+    try {
+      return Number(/^pos:\s*(\d+)/m.exec(fs.readFileSync(`/proc/${ad[0]}/fdinfo/0`, 'utf8'))?.[1] ?? 0) > 0;
+    } catch {
+      return false;
+    }
+  };
+  for (const deadline = Date.now() + 30_000; !reading() && Date.now() < deadline; ) await pause(1);
+  for (const pid of [...ad, ...bash]) process.kill(pid, 'SIGSTOP');
+  // SIGSTOP acts when the process is next scheduled: wait until every thread is stopped.
+  const stopped = (pid: number) => {
+    try {
+      return fs.readdirSync(`/proc/${pid}/task`).every((t) => /^\d+ \(.*\) T /s.test(fs.readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8')));
+    } catch {
+      return false;
+    }
+  };
+  for (const deadline = Date.now() + 30_000; ![...ad, ...bash].every(stopped) && Date.now() < deadline; ) await pause(2);
+  assert.ok([...ad, ...bash].every(stopped), 'analyze-dump and bash stopped');
+  process.kill(child.pid!, 'SIGTERM');
+  const status = await Promise.race([closed, pause(20_000).then(() => null)]);
+  if (status === null) {
+    try {
+      process.kill(-child.pid!, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+    await closed;
+  }
+  assert.equal(status, 143, `the runner exited by itself: ${stderr}`);
+  assert.doesNotMatch(stderr, /SIGKILL/);
+  assert.match(fs.readFileSync(log, 'utf8'), /"status":"interrupted","signal":"SIGTERM"/, 'analyze-dump acted on its SIGTERM');
+  assert.deepEqual(processesWhere((cmd) => cmd.includes(dir)), [], 'no process of the run left');
 });

@@ -117,7 +117,10 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   // signal comes (a second Ctrl-C), is SIGKILLed: the runner must not wait forever on
   // a stuck stage, and a killed run is redone by the next invocation like any crash.
   let signal: NodeJS.Signals | null = null;
+  let killed = false;
   const kill = (why: string) => {
+    if (killed) return;
+    killed = true;
     if (stopChildren('SIGKILL')) {
       log.warn({ why }, 'killing the stages (SIGKILL)');
       process.stderr.write(`${PROG}: ${why}: killing them (SIGKILL)\n`);

@@ -88,7 +88,8 @@ Options (each also a key of the --config file):
                           silent
   --kill-after DURATION   after SIGINT, SIGTERM or SIGHUP, how long the stages
                           get to stop before they are SIGKILLed (default 10s,
-                          at most 1d); a second signal SIGKILLs them at once
+                          at most 1d; 0: at once); a second signal SIGKILLs
+                          them at once
   --config FILE           read options from FILE: "key = value" lines with the
                           names above (no dashes in front), "#" comment lines;
                           relative paths are relative to FILE's directory;

@@ -39,29 +39,38 @@ let stopSignal: NodeJS.Signals = 'SIGTERM';
  * Sends `sig` to every live stage: a stage the runner started, at once; the stages
  * of a chain, through /proc as the children of its bash, again every 10 ms until
  * that bash has exited (with the latest `sig`: a SIGKILL after a SIGTERM replaces
- * it). The shell itself is left to end when its pipeline has ended: a bash killed
- * while still forking the pipeline would orphan a stage forked after the scan, out
- * of reach of the next one, and that stage would run the whole hour on (commit
- * assignments included) after the runner had exited 143. Kept alive, bash keeps
- * every stage it forks its child, so the next scan finds it. Returns whether
- * anything was running.
+ * it). Each also gets a SIGCONT, as systemd does: a stopped stage (Ctrl-Z, a
+ * debugger gone) would otherwise hold its SIGTERM pending, and a stopped bash
+ * would never reap its killed stages and end. The shell itself is left to end when
+ * its pipeline has ended: a bash killed while still forking the pipeline would
+ * orphan a stage forked after the scan, out of reach of the next one, and that
+ * stage would run the whole hour on (commit assignments included) after the runner
+ * had exited 143. Kept alive, bash keeps every stage it forks its child, so the
+ * next scan finds it. Returns whether anything was running.
  */
 export function stopChildren(sig: NodeJS.Signals = 'SIGTERM'): boolean {
   stopSignal = sig;
   for (const [c, kind] of liveChildren) {
     if (c.pid === undefined) continue;
     if (kind === 'stage') {
-      tryKill(c.pid, sig);
+      stop(c.pid, sig);
       continue;
     }
     const pid = c.pid;
     const sweep = () => {
-      for (const k of childPids(pid)) tryKill(k, stopSignal);
+      for (const k of childPids(pid)) stop(k, stopSignal);
+      tryKill(pid, 'SIGCONT');
     };
     sweep();
     if (!stopping.has(c)) stopping.set(c, setInterval(sweep, 10));
   }
   return liveChildren.size > 0;
+}
+
+/** `sig`, then SIGCONT so that a stopped process acts on it (SIGKILL needs none). */
+function stop(pid: number, sig: NodeJS.Signals): void {
+  tryKill(pid, sig);
+  if (sig !== 'SIGKILL') tryKill(pid, 'SIGCONT');
 }
 
 function tryKill(pid: number, sig: NodeJS.Signals): void {
