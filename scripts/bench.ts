@@ -96,6 +96,18 @@ function readTimes(file: string): Proc[] {
     });
 }
 
+/** The "ms" of the summary line in a stage's log file, or 0 when there is none. */
+function summaryMs(log: string): number {
+  const line = fs.existsSync(log) ? fs.readFileSync(log, 'utf8').split('\n').find((l) => l.includes('"summary":true')) : undefined;
+  if (!line) return 0;
+  try {
+    const ms = Number((JSON.parse(line) as { ms?: unknown }).ms);
+    return Number.isFinite(ms) ? ms : 0;
+  } catch {
+    return 0;
+  }
+}
+
 function ensureReflogs(a: Args): [string, string] {
   fs.mkdirSync(a.out, { recursive: true });
   const files = [1, 2].map((hour) => path.join(a.out, `reflog-${a.lines}-s${a.seed}-h${hour}.reflog`));
@@ -122,10 +134,10 @@ function log(msg: string): void {
  * The seven stages' command lines for one hour on the state in `dir`, in chain
  * order (domains-from-db first): the pipeline and the solo runs use the same ones.
  */
-function stageCommands(dir: string, name: string, now: string, a: Args): { label: string; cmd: string }[] {
+function stageCommands(dir: string, name: string, now: string, a: Args, logLevel = 'warn'): { label: string; cmd: string }[] {
   const mem = a.memory ? ` --memory ${q(a.memory)}` : '';
   const d = (f: string) => q(path.join(dir, f));
-  const ll = '--log-level warn';
+  const ll = `--log-level ${logLevel}`;
   return [
     { label: 'domains-from-db', cmd: `domains-from-db ${ll} --db ${d('partner.db')}` },
     { label: 'analyze-dump', cmd: `analyze-dump ${ll}${mem} --tmp ${q(a.tmp)} --rejects ${d('rejects.txt')}` },
@@ -229,20 +241,21 @@ function main(a: Args): void {
     ['f.tsv', 'r.tsv'],
     ['r.tsv', '/dev/null'],
   ].map((io) => io.map((f) => path.resolve(solo, f)));
-  const soloSteps = stageCommands(solo, HOUR2_NAME, NOW2, a).map((s, i) => ({ ...s, input: files[i]![0]!, output: files[i]![1]! }));
+  // At info level, for each stage's summary line: its "ms" is the stage's own time, Node's start-up and module loading excluded.
+  const soloSteps = stageCommands(solo, HOUR2_NAME, NOW2, a, 'info').map((s, i) => ({ ...s, input: files[i]![0]!, output: files[i]![1]! }));
   const soloIn: Record<string, number> = {};
-  const soloBest = new Map<string, Proc>();
+  const soloBest = new Map<string, Proc & { ownMs: number }>();
   for (let r = 0; r < a.repeat; r++) {
     copyState(ours1, solo);
     const st = path.join(solo, 'times.txt');
     for (const { label, cmd, input, output } of soloSteps) {
       // Counted once (every repeat reads the same); join-current reads two inputs: stdin and current_log.
       soloIn[label] ??= (input === '/dev/null' ? 0 : input === h2 ? inLines : countLines(input)) + (label === 'join-current' ? current1 : 0);
-      sh(`${timed(st, label, cmd)} < ${q(input)} > ${q(output)}`, `${label} alone`);
+      sh(`${timed(st, label, cmd)} < ${q(input)} > ${q(output)} 2> ${q(path.join(solo, `${label}.log`))}`, `${label} alone`);
     }
     for (const x of readTimes(st)) {
       const b = soloBest.get(x.label);
-      if (!b || x.elapsed < b.elapsed) soloBest.set(x.label, x);
+      if (!b || x.elapsed < b.elapsed) soloBest.set(x.label, { ...x, ownMs: summaryMs(path.join(solo, `${x.label}.log`)) });
     }
   }
   const soloProcs = [...soloBest.values()];
@@ -269,11 +282,17 @@ function main(a: Args): void {
   for (const x of ob.procs) p(`  ${x.label.padEnd(34)} ${f1(x.rssMiB).padStart(8)}   ${f2(x.cpu).padStart(6)}`);
   if (rb) for (const x of rb.procs) p(`  ${x.label.padEnd(34)} ${f1(x.rssMiB).padStart(8)}   ${f2(x.cpu).padStart(6)}`);
   p();
-  p(`each stage alone, file to file, best of ${a.repeat}   lines in     wall s    lines/s   peak RSS MiB   (wall includes ~0.15 s of Node start-up)`);
+  p(`each stage alone, file to file, best of ${a.repeat}   lines in     wall s    lines/s   peak RSS MiB   own s   lines/s`);
   for (const x of soloProcs) {
     const n = soloIn[x.label] ?? 0;
-    p(`  ${x.label.padEnd(34)} ${n.toLocaleString('en').padStart(10)}  ${f2(x.elapsed).padStart(7)}  ${(n ? rate(n, x.elapsed) : '-').padStart(8)}   ${f1(x.rssMiB).padStart(8)}`);
+    const own = x.ownMs / 1000;
+    p(
+      `  ${x.label.padEnd(34)} ${n.toLocaleString('en').padStart(10)}  ${f2(x.elapsed).padStart(7)}  ${(n ? rate(n, x.elapsed) : '-').padStart(8)}   ${f1(x.rssMiB).padStart(8)}` +
+        `   ${(own > 0 ? f2(own) : '-').padStart(5)}  ${(n && own > 0 ? rate(n, own) : '-').padStart(8)}`,
+    );
   }
+  p('  (wall: the whole process, ~0.15 s of Node start-up and module loading included; own: the stage\'s');
+  p('  "ms" from its summary line, from its start to its end, the streaming rate)');
   p();
   p(`outputs: ${path.relative(ROOT, work) || work}`);
   process.stdout.write(lines.join('\n') + '\n');
