@@ -85,6 +85,23 @@ test('a row no domain_map line can carry (edited outside partner-db) is an error
   }
 });
 
+test('a bad row after many good ones still leaves no output, not a map cut off before it', () => {
+  const work = scratch();
+  partnerDb(work, 'p.db', 'init');
+  partnerDb(work, 'p.db', 'add', 'a');
+  const db = new Database(path.join(work, 'p.db'));
+  const ins = db.prepare("INSERT INTO partner_domain VALUES (?, 1, '20110101000000')");
+  db.transaction(() => {
+    for (let i = 0; i < 20000; i++) ins.run(`d${i}.com`);
+    ins.run('zzz.COM'); // sorts last: 20000 good rows (over 64 KiB of map) before it
+  })();
+  db.close();
+  const r = runBin('domains-from-db', ['--db', 'p.db'], '', work);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /^domains-from-db: p\.db: partner_domain has a row no domain_map line can carry: bad domain 'zzz\.COM'/m);
+  assert.equal(r.stdout.length, 0, 'no partial map');
+});
+
 test('a database in a directory this user cannot write is an error that says why (SQLite makes -wal/-shm files beside it, even to read)', () => {
   const hint = /database error: SQLITE_READONLY_DIRECTORY: .*\(the database's directory must be writable by this user, even to read it: SQLite keeps the -wal and -shm files there\)/;
   const e = dbError(Object.assign(new Error('attempt to write a readonly database'), { code: 'SQLITE_READONLY_DIRECTORY' }), 'p.db');

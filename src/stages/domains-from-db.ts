@@ -41,17 +41,23 @@ Buffers: one row (the rows are streamed from the database).`,
     ctx.reportCounts(() => ({ domains_out: n, per_yacobot: perYacobot }));
     try {
       // SQLite orders TEXT with the BINARY collation: memcmp of the UTF-8 bytes, i.e. bytewise.
-      const rows = db.prepare('SELECT domain, yacobot_id FROM partner_domain ORDER BY domain').raw().iterate() as IterableIterator<
-        [unknown, unknown]
-      >;
-      for (const [domain, id] of rows) {
+      const select = db.prepare('SELECT domain, yacobot_id FROM partner_domain ORDER BY domain').raw();
+      const rows = () => select.iterate() as IterableIterator<[unknown, unknown]>;
+      // Every row is checked before the first line is written, in one read snapshot:
+      // a bad row leaves no output at all, not a map cut off before it (a redirection
+      // already flushed 64 KiB blocks of it).
+      db.exec('BEGIN');
+      for (const [domain, id] of rows()) {
         const bad = badRow(domain, id);
         if (bad) throw new DataError('BAD_ROW', `partner_domain has a row no domain_map line can carry: ${bad} (edited by hand? fix or delete that row)`, { file: o.db });
+      }
+      for (const [domain, id] of rows()) {
         const y = id as number;
         out.write(`${domain as string}\t${y}\n`);
         perYacobot[y] = (perYacobot[y] ?? 0) + 1;
         if (++n % 4096 === 0) await out.flushIfFull();
       }
+      db.exec('COMMIT');
     } catch (err) {
       throw dbError(err, o.db);
     }
