@@ -317,6 +317,20 @@ test('normalizeDomain lower-cases, converts IDN and refuses junk', () => {
   }
 });
 
+test('normalizeDomain: an IP address in another spelling becomes the one URL records carry (else it was stored but never matched)', () => {
+  for (const [typed, want] of [
+    ['0xC0.0xA8.0.1', '192.168.0.1'],
+    ['3232235521', '192.168.0.1'],
+    ['127.1.', '127.0.0.1'],
+    ['[2001:0DB8:0000:0000:0000:0000:0000:0001]', '[2001:db8::1]'],
+    ['[0:0::1]', '[::1]'],
+  ]) {
+    assert.deepEqual(normalizeDomain(typed!), { domain: want }, typed);
+    assert.equal(new URL(`http://${typed}/`).hostname, want, `the URL parser agrees on ${typed}`);
+  }
+  for (const bad of ['1.2.3.09', 'example.123', 'xn--zz.com', '[1::2::3]', 'a.com/b', 'a?b', 'a#b', 'a\\b', '[::1]/x']) assert.ok('error' in normalizeDomain(bad), bad);
+});
+
 test('import and assign against a disable that commits while they wait for the write lock: no domain lands on the disabled Yacobot', async () => {
   const run = (work: string, ...args: string[]) =>
     new Promise<{ status: number | null; stderr: string }>((resolve) => {

@@ -216,7 +216,8 @@ const LABEL_RE = /^[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?$/;
 
 /**
  * Normalizes a domain typed by a person (CSV import, assign): trims, lower-cases,
- * converts an IDN to punycode, drops one trailing dot. Returns the domain, or an
+ * drops one trailing dot, converts an IDN to punycode and an IP address to the form
+ * URL records carry. Returns the domain, or an
  * error message for something that cannot be a host name.
  */
 export function normalizeDomain(text: string): { domain: string } | { error: string } {
@@ -225,12 +226,15 @@ export function normalizeDomain(text: string): { domain: string } | { error: str
   if (d === '') return { error: 'empty domain' };
   // Checked before IDN conversion, which would silently drop tabs and newlines.
   if (/[\x00-\x20\x7f]/.test(d)) return { error: `bad domain '${text.trim().replace(/[\x00-\x1f\x7f]/g, '?')}' (space or control character)` };
-  if (/^\[[0-9a-f:.]+\]$/.test(d)) return { domain: d }; // IPv6 literal, as the URL records carry it
-  if (/[^\x21-\x7e]/.test(d)) {
-    const ascii = domainToASCII(d);
-    if (ascii === '') return { error: `bad domain '${text.trim()}'` };
-    d = ascii;
-  }
+  // The host as the URL records carry it (WHATWG host parsing, as analyze-dump's URL
+  // parser): IDN to punycode, an IPv4 address in any form (0xC0.0xA8.0.1, 3232235521)
+  // to dotted decimal, an IPv6 literal compressed. Another spelling would be stored
+  // and reported as assigned, but never match a record.
+  // (The parser would take 'a/b' or 'a?b' for the host 'a' with more after it.)
+  const ascii = /[/?#\\]/.test(d) ? '' : domainToASCII(d);
+  if (ascii === '') return { error: `bad domain '${text.trim()}'` };
+  d = ascii;
+  if (/^\[[0-9a-f:.]+\]$/.test(d)) return { domain: d }; // IPv6 literal
   if (d.length > 253) return { error: `domain longer than 253 characters` };
   const labels = d.split('.');
   for (const l of labels) {
