@@ -126,3 +126,27 @@ test('a database in a directory this user cannot write is an error that says why
   assert.match(r.stderr, new RegExp(`^domains-from-db: p\\.db: ${hint.source}`));
 });
 
+test('a database whose killed writer left a -wal, in a directory this user cannot write: the same hint, not a bare SQLITE_CANTOPEN', () => {
+  const asNobody = ['--reuid=nobody', '--regid=nogroup', '--clear-groups'];
+  if (process.getuid?.() !== 0 || spawnSync('setpriv', [...asNobody, 'test', '-x', path.join(BIN, 'domains-from-db')]).status !== 0) return;
+  const work = scratch();
+  partnerDb(work, 'p.db', 'init');
+  partnerDb(work, 'p.db', 'add', 'a');
+  // A writer that has committed but not checkpointed, as when it is SIGKILLed: copy
+  // the database and its -wal (no -shm) while it is still open.
+  const w = new Database(path.join(work, 'p.db'));
+  w.pragma('wal_autocheckpoint = 0');
+  w.exec("INSERT INTO partner_domain VALUES ('x.com', 1, '20110101000000')");
+  const ro = path.join(work, 'ro');
+  fs.mkdirSync(ro);
+  fs.copyFileSync(path.join(work, 'p.db'), path.join(ro, 'p.db'));
+  fs.copyFileSync(path.join(work, 'p.db-wal'), path.join(ro, 'p.db-wal'));
+  w.close();
+  fs.chmodSync(work, 0o755);
+  fs.chmodSync(ro, 0o755);
+  for (const f of ['p.db', 'p.db-wal']) fs.chmodSync(path.join(ro, f), 0o644);
+  const r = spawnSync('setpriv', [...asNobody, path.join(BIN, 'domains-from-db'), '--db', 'ro/p.db'], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  assert.equal(r.status, 1, r.stderr);
+  assert.equal(r.stdout, '');
+  assert.match(r.stderr, /^domains-from-db: ro\/p\.db: database error: SQLITE_CANTOPEN: .*\(the database's directory must be writable by this user, even to read it/);
+});

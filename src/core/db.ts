@@ -70,13 +70,25 @@ export function dbError(err: unknown, file: string): unknown {
         ? ` (another process held the database longer than ${BUSY_TIMEOUT_MS} ms)`
         : e.code === 'SQLITE_NOTADB'
           ? ' (not an SQLite database?)'
-          : e.code === 'SQLITE_READONLY_DIRECTORY'
-            ? // Even a reader of a WAL database makes its -shm file beside it.
+          : e.code === 'SQLITE_READONLY_DIRECTORY' || (e.code === 'SQLITE_CANTOPEN' && dirNotWritable(file))
+            ? // Even a reader of a WAL database makes its -shm file beside it (after a
+              // writer was killed, the -wal it left makes that SQLITE_CANTOPEN).
               " (the database's directory must be writable by this user, even to read it: SQLite keeps the -wal and -shm files there)"
             : '';
     return new DataError('DB', `database error: ${e.code}: ${String(e.message)}${hint}`, { file });
   }
   return err;
+}
+
+/** Whether the directory of an existing `file` cannot be written by this user. */
+function dirNotWritable(file: string): boolean {
+  try {
+    if (!fs.statSync(file).isFile()) return false;
+    fs.accessSync(path.dirname(path.resolve(file)), fs.constants.W_OK);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EACCES' || (err as NodeJS.ErrnoException).code === 'EROFS';
+  }
 }
 
 /** The hint every "no database" message carries. */
