@@ -331,6 +331,13 @@ test('normalizeDomain: an IP address in another spelling becomes the one URL rec
   for (const bad of ['1.2.3.09', 'example.123', 'xn--zz.com', '[1::2::3]', 'a.com/b', 'a?b', 'a#b', 'a\\b', '[::1]/x']) assert.ok('error' in normalizeDomain(bad), bad);
 });
 
+test('normalizeDomain: a bad domain is quoted clipped in its message, not echoed whole', () => {
+  for (const long of ['x'.repeat(100000) + '/', 'a\x01'.repeat(50000)]) {
+    const r = normalizeDomain(long);
+    assert.ok('error' in r && r.error.length < 200, JSON.stringify(r).slice(0, 100));
+  }
+});
+
 test('import and assign against a disable that commits while they wait for the write lock: no domain lands on the disabled Yacobot', async () => {
   const run = (work: string, ...args: string[]) =>
     new Promise<{ status: number | null; stderr: string }>((resolve) => {
