@@ -510,3 +510,25 @@ test('a reader that has gone away (| head) ends partner-db quietly: exit 0, noth
   assert.equal(status, 0, stderr);
   assert.equal(stderr, '');
 });
+
+test('list and stats only read: a database in rollback-journal mode stays byte for byte as it was, and a user who may only read it can run them', () => {
+  const work = fresh('a');
+  ok(work, 'assign', 'x.com', 'a');
+  const h = new Database(path.join(work, 'p.db'));
+  h.pragma('journal_mode = DELETE');
+  h.close();
+  const before = fs.readFileSync(path.join(work, 'p.db'));
+  for (const cmd of [['list'], ['stats'], ['stats', '--json']]) {
+    const r = pdb(work, ...cmd);
+    assert.equal(r.status, 0, r.stderr);
+    assert.ok(fs.readFileSync(path.join(work, 'p.db')).equals(before), `${cmd.join(' ')} left the file unchanged (not switched to WAL)`);
+  }
+  // Where the test can become another user (root): one without write access to the file.
+  const asNobody = ['--reuid=nobody', '--regid=nogroup', '--clear-groups'];
+  if (process.getuid?.() !== 0 || spawnSync('setpriv', [...asNobody, 'test', '-x', path.join(BIN, 'partner-db')]).status !== 0) return;
+  fs.chmodSync(work, 0o777);
+  fs.chmodSync(path.join(work, 'p.db'), 0o644);
+  const r = spawnSync('setpriv', [...asNobody, path.join(BIN, 'partner-db'), '--db', 'p.db', 'stats'], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /^total: 1 domain\(s\), 1 of 1 Yacobot\(s\) active$/m);
+});

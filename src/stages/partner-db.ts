@@ -237,10 +237,10 @@ Example:
     if (f === undefined || f === '') throw new UsageError('--db FILE is required');
     return f;
   };
-  /** Opens the checked database, runs fn, closes; database errors name the file. */
-  const withDb = <T>(cmd: Command, fn: (db: Db, file: string) => T): T => {
+  /** Opens the checked database (`readonly` for list and stats: they need no write access), runs fn, closes; database errors name the file. */
+  const withDb = <T>(cmd: Command, fn: (db: Db, file: string) => T, opts: { readonly?: boolean } = {}): T => {
     const file = dbFile(cmd);
-    const db = openDb(file);
+    const db = openDb(file, opts);
     try {
       return fn(db, file);
     } catch (err) {
@@ -290,7 +290,7 @@ Example:
         }
         const rows = [['ID', 'NAME', 'WEIGHT', 'ACTIVE'], ...ys.map((y) => [String(y.id), y.name, String(y.weight), y.active ? 'yes' : 'no'])];
         say(pad(rows, [true, false, true, false]));
-      });
+      }, { readonly: true });
     });
 
   program
@@ -454,6 +454,6 @@ Example:
         ];
         say(pad(rows, [true, false, true, false, true, true, true]));
         say(`total: ${s.domains} domain(s), ${s.active} of ${s.yacobots.length} Yacobot(s) active`);
-      });
+      }, { readonly: true });
     });
 }
