@@ -532,3 +532,15 @@ test('list and stats only read: a database in rollback-journal mode stays byte f
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, /^total: 1 domain\(s\), 1 of 1 Yacobot\(s\) active$/m);
 });
+
+test('init on a directory or a FIFO says it is not a regular file, not a "disk I/O error"', () => {
+  const work = scratch('ms-pdb-');
+  fs.mkdirSync(path.join(work, 'dir.db'));
+  spawnSync('mkfifo', [path.join(work, 'fifo.db')]);
+  for (const f of ['dir.db', 'fifo.db']) {
+    const r = runBin('partner-db', ['--db', f, 'init'], '', work);
+    assert.equal(r.status, 1, r.stderr);
+    assert.equal(r.stderr, `partner-db: ${f}: database is not a regular file\n`);
+  }
+  assert.ok(fs.statSync(path.join(work, 'fifo.db')).isFIFO());
+});

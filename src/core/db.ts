@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { domainToASCII } from 'node:url';
 import Database from 'better-sqlite3';
 import xxhash from 'xxhash-wasm';
-import { DataError, shellQuote } from './errors.js';
+import { DataError, ioError, shellQuote } from './errors.js';
 import { clip } from './records.js';
 
 export type Db = Database.Database;
@@ -135,6 +135,22 @@ export function initDb(file: string): { db: Db; created: boolean } {
   const dir = path.dirname(path.resolve(file));
   if (!fs.existsSync(dir)) {
     throw new DataError('NO_DIR', `directory ${dir} does not exist (create it first: mkdir -p ${shellQuote(dir)})`, { file });
+  }
+  // SQLite would open a FIFO or a device and report "disk I/O error", a directory as
+  // "unable to open database file".
+  let st: fs.Stats | null = null;
+  try {
+    st = fs.statSync(file);
+  } catch {
+    /* absent: created below */
+  }
+  if (st && !st.isFile()) throw new DataError('NO_DB', 'database is not a regular file', { file });
+  if (!st) {
+    try {
+      fs.accessSync(dir, fs.constants.W_OK);
+    } catch (err) {
+      throw ioError(err, file, 'create');
+    }
   }
   let db: Db | null = null;
   try {
