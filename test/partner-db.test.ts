@@ -544,3 +544,26 @@ test('init on a directory or a FIFO says it is not a regular file, not a "disk I
   }
   assert.ok(fs.statSync(path.join(work, 'fifo.db')).isFIFO());
 });
+
+test('a database this user may not reach or read is "cannot open: EACCES", not "does not exist; create one" nor the directory hint', () => {
+  const asNobody = ['--reuid=nobody', '--regid=nogroup', '--clear-groups'];
+  if (process.getuid?.() !== 0 || spawnSync('setpriv', [...asNobody, 'test', '-x', path.join(BIN, 'partner-db')]).status !== 0) return;
+  const work = scratch('ms-pdb-');
+  fs.chmodSync(work, 0o755);
+  const state = path.join(work, 'state');
+  fs.mkdirSync(state);
+  partnerDb(state, 'p.db', 'init');
+  const run = (bin: string, ...args: string[]) =>
+    spawnSync('setpriv', [...asNobody, path.join(BIN, bin), '--db', 'state/p.db', ...args], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  for (const [dirMode, fileMode] of [
+    [0o700, 0o644], // the directory hides it
+    [0o711, 0o600], // the file is not readable
+  ]) {
+    fs.chmodSync(state, dirMode!);
+    fs.chmodSync(path.join(state, 'p.db'), fileMode!);
+    for (const r of [run('partner-db', 'list'), run('domains-from-db')]) {
+      assert.equal(r.status, 1, r.stderr);
+      assert.match(r.stderr, /^(partner-db|domains-from-db): state\/p\.db: cannot open: EACCES: permission denied$/m, `${dirMode!.toString(8)} ${fileMode!.toString(8)}`);
+    }
+  }
+});

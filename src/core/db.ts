@@ -81,14 +81,20 @@ export function dbError(err: unknown, file: string): unknown {
   return err;
 }
 
-/** Whether the directory of an existing `file` cannot be written by this user. */
+/** Whether the directory of an existing `file` that this user may read cannot be written by this user. */
 function dirNotWritable(file: string): boolean {
   try {
     if (!fs.statSync(file).isFile()) return false;
+    fs.accessSync(file, fs.constants.R_OK); // else that is the trouble, not the directory
+  } catch {
+    return false;
+  }
+  try {
     fs.accessSync(path.dirname(path.resolve(file)), fs.constants.W_OK);
     return false;
   } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EACCES' || (err as NodeJS.ErrnoException).code === 'EROFS';
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'EACCES' || code === 'EROFS';
   }
 }
 
@@ -106,8 +112,14 @@ export function openDb(file: string, opts: { readonly?: boolean } = {}): Db {
   let st: fs.Stats;
   try {
     st = fs.statSync(file);
-  } catch {
-    throw new DataError('NO_DB', `database does not exist; ${initHint(file)}`, { file });
+    // SQLite says only "unable to open database file" for a file this user may not read.
+    if (st.isFile()) fs.accessSync(file, fs.constants.R_OK);
+  } catch (err) {
+    // Only a file that is not there is one to create: a directory this user may not
+    // search (EACCES) hides a database that exists.
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' || code === 'ENOTDIR') throw new DataError('NO_DB', `database does not exist; ${initHint(file)}`, { file });
+    throw ioError(err, file, 'open');
   }
   if (!st.isFile()) throw new DataError('NO_DB', 'database is not a regular file', { file });
   let db: Db | null = null;
