@@ -434,3 +434,12 @@ test('a spool that a SIGKILLed run left in --tmp is removed by the next run; liv
   assert.ok(r.stderr.includes(`removed ${path.join(tmp, left[0]!)}, left by a run that was killed`), r.stderr);
   assert.deepEqual(fs.readdirSync(tmp).sort(), [...keep].sort(), 'only the dead run\'s spool was removed');
 });
+
+test('a record of the longest line the input allows (1 MiB) is written out after the spool, not refused there', () => {
+  const work = newDb([['a', 1]]);
+  const pre = `${'1'.padStart(16, '0')}\t20110728060000\t\t1\tlong.com\thttp://long.com/`;
+  const input = pre + 'x'.repeat((1 << 20) - pre.length) + '\n';
+  const r = runBin('upload-domains', ['--db', 'p.db', '--now', '20110728070000'], input, work);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, `1\t${input}`);
+});

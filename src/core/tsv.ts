@@ -204,11 +204,15 @@ export class FileLineReader {
   private ascii = true;
   lineNo = 0;
 
-  /** Reads `source`; messages name it as `file` (a copy's reader names the original). */
+  /**
+   * Reads `source`; messages name it as `file` (a copy's reader names the original).
+   * A line longer than `maxLine` bytes is an error.
+   */
   constructor(
     source: string,
     blockSize = 1 << 20,
     readonly file = source,
+    private readonly maxLine = DEFAULT_MAX_LINE,
   ) {
     try {
       this.fd = fs.openSync(source, 'r');
@@ -276,11 +280,11 @@ export class FileLineReader {
       const last = chunk.lastIndexOf(LF);
       if (last === -1) {
         this.carry = this.carry ? Buffer.concat([this.carry, chunk]) : Buffer.from(chunk);
-        if (this.carry.length > DEFAULT_MAX_LINE) throw lineTooLong(this.file, this.lineNo + 1, DEFAULT_MAX_LINE);
+        if (this.carry.length > this.maxLine) throw lineTooLong(this.file, this.lineNo + 1, this.maxLine);
         continue;
       }
       // A line begun in an earlier block ends here: it is held to the limit too.
-      if (this.carry && this.carry.length + chunk.indexOf(LF) > DEFAULT_MAX_LINE) throw lineTooLong(this.file, this.lineNo + 1, DEFAULT_MAX_LINE);
+      if (this.carry && this.carry.length + chunk.indexOf(LF) > this.maxLine) throw lineTooLong(this.file, this.lineNo + 1, this.maxLine);
       this.data = this.carry ? Buffer.concat([this.carry, chunk.subarray(0, last)]) : this.block;
       this.dataEnd = this.carry ? this.carry.length + last : last;
       this.ascii = isAscii(this.data.subarray(0, this.dataEnd));

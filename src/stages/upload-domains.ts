@@ -21,6 +21,7 @@ import { LineRef, checkDomain, checkUrlRecordAt, isYacobotIdAt } from '../core/r
 import { formatTimestamp, isValidTimestamp } from '../core/time.js';
 import {
   AtomicFileWriter,
+  DEFAULT_MAX_LINE,
   FileLineReader,
   FileWriter,
   findTabsAt,
@@ -379,7 +380,8 @@ holds --map and the distinct domains seen in this run.`,
     if (spool !== null) {
       const s: FileWriter = spool;
       s.close();
-      const r = new FileLineReader(s.file);
+      // A spooled line is an input line (up to DEFAULT_MAX_LINE) with "domain number TAB" before it.
+      const r = new FileLineReader(s.file, 1 << 20, s.file, DEFAULT_MAX_LINE + 32);
       const line = { buf: new Uint8Array(0), start: 0, end: 0 };
       try {
         let n = 0;
