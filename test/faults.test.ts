@@ -205,6 +205,28 @@ test('upload-domains: a --tmp that cannot be created is an I/O error naming it, 
   assert.deepEqual(domains(path.join(work, 'p.db')), ['known.com'], 'nothing assigned');
 });
 
+test('upload-domains: a full --tmp (tmpfs of 64 KiB, real ENOSPC) fails before any domain is assigned or --map changes', (t) => {
+  if (!canMount()) return t.skip(NO_MOUNT);
+  const work = scratch('ms-fault-');
+  const db = twoYacobotDb(work);
+  const mapBefore = fs.readFileSync(path.join(work, 'domain_map'), 'utf8');
+  const tmp = path.join(work, 'tmp');
+  assert.ok(mount(tmp, 'size=64k'));
+  try {
+    // About 120 KiB of records from the first new domain on: less than the spool's write buffer.
+    let input = FILTERED;
+    for (let i = 0; i < 1000; i++) input += `${urlRec(id16(i + 3), `n${i % 7}.com`, `http://n${i % 7}.com/${i}/${'x'.repeat(60)}`)}\n`;
+    const r = runBin('upload-domains', ['--db', 'p.db', '--map', 'domain_map', '--tmp', 'tmp', '--now', TS], input, work);
+    assertFailedCleanly(r, 'upload-domains', 'upload-domains: tmp/', 'ENOSPC');
+    assert.equal(r.stdout, '');
+    assert.deepEqual(domains(db), ['known.com'], 'nothing assigned');
+    assert.equal(fs.readFileSync(path.join(work, 'domain_map'), 'utf8'), mapBefore, 'domain_map unchanged');
+    assert.deepEqual(listFiles(tmp), [], 'spool removed');
+  } finally {
+    umount(tmp);
+  }
+});
+
 // --- the partner database ----------------------------------------------------------
 
 /** p.db in `work` with Yacobots yb-a and yb-b, known.com assigned to yb-a, and its domain_map. */

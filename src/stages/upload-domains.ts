@@ -359,6 +359,8 @@ holds --map and the distinct domains seen in this run.`,
         `${ofInactive} domain(s) belong to inactive Yacobot(s) ${ids.join(', ')} and were routed to them; to move them to active ones: partner-db --db ${shellQuote(o.db)} disable ${ids[0]}`,
       );
     }
+    // The spool's last writes first: a full --tmp fails the run before anything is assigned.
+    if (spool !== null) (spool as FileWriter).close();
     for (let k = 0; k < domains.size; k++) if (owner[k] === 0) fresh.push(k);
     if (fresh.length > 0) {
       const names = fresh.map((k) => domains.key(k));
@@ -379,7 +381,6 @@ holds --map and the distinct domains seen in this run.`,
 
     if (spool !== null) {
       const s: FileWriter = spool;
-      s.close();
       // A spooled line is an input line (up to DEFAULT_MAX_LINE) with "domain number TAB" before it.
       const r = new FileLineReader(s.file, 1 << 20, s.file, DEFAULT_MAX_LINE + 32);
       const line = { buf: new Uint8Array(0), start: 0, end: 0 };
