@@ -443,3 +443,14 @@ test('a record of the longest line the input allows (1 MiB) is written out after
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stdout, `1\t${input}`);
 });
+
+test('a run that fails before the commit still counts its new domains as new, not known', () => {
+  const work = newDb([['a', 1]]);
+  pdb(work, 'assign', 'k.com', 'a');
+  const r = runBin('upload-domains', ['--db', 'p.db'], filtered(['k.com', 'n1.com', 'n2.com']) + 'bad line\n', work);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /upload-domains: -:4: /);
+  const s = summaryOf(r.stderr) as Record<string, number>;
+  assert.equal(s.status, 'failed');
+  assert.deepEqual([s.domains_known, s.domains_from_db, s.domains_new], [1, 1, 2]);
+});

@@ -290,6 +290,8 @@ holds --map and the distinct domains seen in this run.`,
 
     // Domains new in this run (owner 0 at the end of input), and what the commit decided.
     const fresh: number[] = [];
+    // Counted as they are met: a run that stops before the commit still reports them as new.
+    let newDomains = 0;
     let result: CommitResult = { owners: new Map(), assignedByUs: 0, lostRace: 0 };
     ctx.reportCounts(() => {
       const perYacobot: Record<string, number> = {};
@@ -301,10 +303,10 @@ holds --map and the distinct domains seen in this run.`,
         now: o.now,
         records_in: recordsIn,
         records_out: recordsOut,
-        domains_known: domains.size - fresh.length,
+        domains_known: domains.size - newDomains,
         domains_from_map: fromMap,
         domains_from_db: fromDb,
-        domains_new: fresh.length,
+        domains_new: newDomains,
         domains_of_inactive: ofInactive,
         assigned_by_us: result.assignedByUs,
         lost_race: result.lostRace,
@@ -325,6 +327,7 @@ holds --map and the distinct domains seen in this run.`,
           emitted = grown(emitted);
         }
         owner[k] = firstOwner(domains.key(k));
+        if (owner[k] === 0) newDomains++;
       }
       if (owner[k] !== 0 && spool === null) {
         emit(k, buf, start, end);
