@@ -454,3 +454,15 @@ test('a run that fails before the commit still counts its new domains as new, no
   assert.equal(s.status, 'failed');
   assert.deepEqual([s.domains_known, s.domains_from_db, s.domains_new], [1, 1, 2]);
 });
+
+test('a Yacobot id set by hand beyond 2^53 - 1 is an error naming it, not a route to another id', () => {
+  const work = newDb([['a', 1]]);
+  const db = new Database(path.join(work, 'p.db'));
+  db.prepare('INSERT INTO yacobot (id, name) VALUES (?, ?)').run(123456789012345678n, 'big');
+  db.prepare('INSERT INTO partner_domain VALUES (?, ?, ?)').run('k.com', 123456789012345678n, '20110101000000');
+  db.close();
+  const r = runBin('upload-domains', ['--db', 'p.db'], filtered(['k.com']), work);
+  assert.equal(r.status, 1, r.stderr);
+  assert.equal(r.stdout, '');
+  assert.match(r.stderr, /upload-domains: p\.db: Yacobot 'big' has id 123456789012345678, outside the ids this program handles/);
+});

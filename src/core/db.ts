@@ -222,7 +222,11 @@ export function checkSchema(db: Db, file: string, opts: { missingTables?: boolea
   }
 }
 
-/** Every Yacobot with its domain count, by id. */
+/**
+ * Every Yacobot with its domain count, by id. An id set by hand that no stream can
+ * carry is a DataError: one above 2^53 - 1 read as a number became another id (its
+ * domains were routed to a Yacobot that does not exist), 0 meant "new domain".
+ */
 export function yacobotLoads(db: Db): YacobotLoad[] {
   const rows = db
     .prepare(
@@ -230,8 +234,14 @@ export function yacobotLoads(db: Db): YacobotLoad[] {
               (SELECT COUNT(*) FROM partner_domain d WHERE d.yacobot_id = y.id) AS domains
          FROM yacobot y ORDER BY y.id`,
     )
-    .all() as { id: number; name: string; weight: number; active: number; domains: number }[];
-  return rows.map((r) => ({ id: r.id, name: r.name, weight: r.weight, active: r.active !== 0, domains: r.domains }));
+    .safeIntegers(true)
+    .all() as { id: bigint; name: string; weight: number | bigint; active: number | bigint; domains: bigint }[];
+  return rows.map((r) => {
+    if (r.id > BigInt(Number.MAX_SAFE_INTEGER) || r.id < 1n) {
+      throw new DataError('BAD_YACOBOT_ID', `Yacobot '${clip(r.name)}' has id ${r.id}, outside the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}); give it another`, { file: db.name });
+    }
+    return { id: Number(r.id), name: r.name, weight: Number(r.weight), active: Number(r.active) !== 0, domains: Number(r.domains) };
+  });
 }
 
 /** The active Yacobots with their domain counts, by id. */
