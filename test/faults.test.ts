@@ -9,6 +9,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
+import { HOST_TAG } from '../src/core/tsv.js';
 import { BIN, ROOT, hasStackTrace, listFiles, partnerDb, runBin, runRunner, scratch, summaryOf, testEnv } from './lib/run.js';
 
 const TS = '20110727200841';
@@ -82,7 +83,7 @@ test('logsaver: queue file system full (tmpfs of 64 KiB, real ENOSPC) fails and 
 });
 
 test('logsaver: a write that fails with ENOSPC (temporary file on /dev/full) fails and publishes nothing', () => {
-  // Works everywhere: logsaver writes DIR/<id>/.<NAME>.tsv.tmp-<pid>; bash creates that
+  // Works everywhere: logsaver writes DIR/<id>/.<NAME>.tsv.tmp-<pid>-<tag>; bash creates that
   // name as a symlink to /dev/full and execs logsaver under the same pid.
   const work = scratch('ms-fault-');
   const q = path.join(work, 'queues');
@@ -90,7 +91,7 @@ test('logsaver: a write that fails with ENOSPC (temporary file on /dev/full) fai
   fs.writeFileSync(path.join(q, '1', '2011072806.tsv'), 'previous run\n');
   const r = spawnSync(
     'bash',
-    ['-c', 'ln -s /dev/full "queues/2/.2011072806.tsv.tmp-$$" && exec logsaver --queue-dir queues --name 2011072806'],
+    ['-c', `ln -s /dev/full "queues/2/.2011072806.tsv.tmp-$$-${HOST_TAG}" && exec logsaver --queue-dir queues --name 2011072806`],
     { cwd: work, env: testEnv(), input: routed(200), encoding: 'utf8' },
   );
   assertFailedCleanly({ status: r.status, stderr: r.stderr }, 'logsaver', 'ENOSPC', 'queues/2/.2011072806.tsv.tmp-');

@@ -2,12 +2,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { decide, type FilterParams } from '../src/stages/filter-url.js';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseDuration, timestampToMs } from '../src/core/time.js';
 import { BIN, runBin, scratch, testEnv } from './lib/run.js';
 import { checkJoinedAt } from '../src/core/records.js';
+import { HOST_TAG } from '../src/core/tsv.js';
 import { TextSink, lineRef } from './lib/bytes.js';
 
 process.env.TZ = 'UTC';
@@ -166,4 +167,24 @@ test('durations: the units, and nothing above ten years (400 digits of days used
   assert.equal(parseDuration('3651d'), null);
   assert.equal(parseDuration('9'.repeat(400) + 'd'), null);
   assert.equal(parseDuration('1.5h'), null);
+});
+
+test("--current-out: the temporary file a SIGKILLed run left beside it is removed by the next run; a live process's, another file's and another host's stay", async () => {
+  const work = scratch('ms-fu-');
+  const child = spawn(path.join(BIN, 'filter-url'), ['--now', NOW, '--current-out', 'current_log'], { cwd: work, env: testEnv(), stdio: ['pipe', 'ignore', 'ignore'] });
+  const ended = new Promise((r) => child.on('close', r));
+  child.stdin.write(`${joined(null, ['20110727200841', '', '1']).join('\t')}\n`);
+  const left = path.join(work, `current_log.tmp-${child.pid}-${HOST_TAG}`);
+  for (let i = 0; i < 600 && !fs.existsSync(left); i++) await new Promise((r) => setTimeout(r, 50));
+  child.kill('SIGKILL');
+  await ended;
+  assert.ok(fs.existsSync(left), 'the killed run left its temporary file');
+  const other = HOST_TAG === '00000000' ? '11111111' : '00000000';
+  const keep = [`current_log.tmp-${process.pid}-${HOST_TAG}`, `domain_map.tmp-${child.pid}-${HOST_TAG}`, `current_log.tmp-${child.pid}-${other}`];
+  for (const f of keep) fs.writeFileSync(path.join(work, f), 'x');
+  const r = runBin('filter-url', ['--now', NOW, '--current-out', 'current_log'], '', work);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(fs.existsSync(left), false, `${left} removed`);
+  assert.ok(r.stderr.includes(`removed ${path.basename(left)}, left by a run that was killed`), r.stderr); // named as --current-out was given
+  assert.deepEqual(fs.readdirSync(work).sort(), ['current_log', ...keep].sort());
 });

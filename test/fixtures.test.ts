@@ -64,7 +64,7 @@ for (const stage of stages) {
       for (const rel of absent.split('\n').filter((l) => l.length > 0)) {
         assert.ok(!fs.existsSync(path.join(work, rel)), `${rel} must not exist after the run`);
       }
-      const leftovers = fs.readdirSync(work).filter((f) => /\.tmp-\d+$/.test(f));
+      const leftovers = fs.readdirSync(work).filter((f) => /\.tmp-\d+-[0-9a-f]{8}$/.test(f));
       assert.deepEqual(leftovers, [], 'temporary files left behind');
     });
   }

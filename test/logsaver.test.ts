@@ -7,6 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { BIN, listFiles, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import { mkdirEach } from '../src/core/dirs.js';
+import { HOST_TAG } from '../src/core/tsv.js';
 
 function routed(n: number, ids: number[]): string {
   let s = '';
@@ -122,4 +123,27 @@ test('mkdirEach makes each missing level and reports the real reason a level can
   assert.deepEqual(mkdirEach(path.join(dir, 'a', 'b')), [], 'nothing to make');
   fs.writeFileSync(path.join(dir, 'file'), '');
   assert.throws(() => mkdirEach(path.join(dir, 'file', 'x', 'y')), { code: 'ENOTDIR' });
+});
+
+test("a SIGKILLed run's temporary queue files are removed by the next run of the same name; a live process's, another name's and another host's stay", async () => {
+  const work = scratch('ms-ls-');
+  const q = path.join(work, 'q');
+  const child = spawn(path.join(BIN, 'logsaver'), ['--queue-dir', 'q', '--name', 'run'], { cwd: work, env: testEnv(), stdio: ['pipe', 'ignore', 'ignore'] });
+  const ended = new Promise((r) => child.on('close', r));
+  child.stdin.write(routed(2000, [1, 2]));
+  const mine = [1, 2].map((y) => path.join(q, String(y), `.run.tsv.tmp-${child.pid}-${HOST_TAG}`));
+  for (let i = 0; i < 600 && !mine.every((f) => fs.existsSync(f)); i++) await new Promise((r) => setTimeout(r, 50));
+  child.kill('SIGKILL');
+  await ended;
+  assert.ok(mine.every((f) => fs.existsSync(f)), 'the killed run left its temporary files');
+  const other = HOST_TAG === '00000000' ? '11111111' : '00000000';
+  const keep = [`.run.tsv.tmp-${process.pid}-${HOST_TAG}`, `.other.tsv.tmp-${child.pid}-${HOST_TAG}`, `.run.tsv.tmp-${child.pid}-${other}`].map((f) => path.join(q, '1', f));
+  for (const f of keep) fs.writeFileSync(f, 'x');
+  const r = runBin('logsaver', ['--queue-dir', 'q', '--name', 'run'], routed(10, [1, 2]), work);
+  assert.equal(r.status, 0, r.stderr);
+  for (const f of mine) {
+    assert.equal(fs.existsSync(f), false, `${f} removed`);
+    assert.ok(r.stderr.includes(`removed ${path.relative(work, f)}, left by a run that was killed`), r.stderr); // named as --queue-dir was given
+  }
+  assert.deepEqual(listFiles(q).sort(), ['1/run.tsv', '2/run.tsv', ...keep.map((f) => path.relative(q, f))].sort());
 });

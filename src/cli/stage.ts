@@ -13,6 +13,7 @@ import {
   liveTempFiles,
   removeQuietly,
   removeStaleTemps,
+  staleTemps,
   type ByteLineFn,
 } from '../core/tsv.js';
 import { Output, OutputClosed } from './output.js';
@@ -169,6 +170,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
 
   // --- I/O -------------------------------------------------------------------
   const log = pino({ name: def.name, level: logLevel, base: { stage: def.name } }, pino.destination({ fd: 2, sync: true }));
+  staleTemps.report = (p) => log.warn({ removed: p }, `removed ${p}, left by a run that was killed (its process has ended)`);
   const out = new Output(process.stdout);
   const reporters: (() => Record<string, Count>)[] = [];
   /** The counts for the summary line: every reporter's current values (a reporter that throws is left out). */
@@ -233,7 +235,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     onExit: (fn) => exitHooks.push(fn),
     reportCounts: (fn) => reporters.push(fn),
     removeStale(dir, prefix) {
-      for (const p of removeStaleTemps(dir, prefix)) log.warn({ removed: p }, `removed ${p}, left by a run that was killed (its process has ended)`);
+      removeStaleTemps(dir, prefix); // staleTemps.report logs each
     },
     async eachLine(fn) {
       const splitter = new ByteLineSplitter(inputName);

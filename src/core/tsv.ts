@@ -447,8 +447,11 @@ export class AtomicFileWriter extends FileWriter {
 
   constructor(file: string) {
     const target = replaceableTarget(file);
+    // A temporary file of this target that a SIGKILLed run left (as big as the file) goes first.
+    const prefix = `${path.basename(target)}.tmp-`;
+    removeStaleTemps(path.dirname(target), prefix);
     try {
-      super(`${target}.tmp-${process.pid}`, 'w');
+      super(path.join(path.dirname(target), ownedTempName(prefix)), 'w');
     } catch (err) {
       // Name the file the operator gave, not the temporary one.
       throw err instanceof DataError && err.place ? new DataError(err.code, err.message, { file }) : err;
@@ -533,14 +536,24 @@ export const HOST_TAG = (() => {
 })();
 
 /**
- * The start of a name for a temporary file or directory in a shared directory
- * (--tmp, the system temp dir): `prefix`, this process's pid and HOST_TAG, as
- * `${prefix}${pid}-${HOST_TAG}-`. A SIGKILL or a crash leaves such a file behind
- * with no process to remove it; removeStaleTemps finds it by that name.
+ * A name for a temporary file: `prefix`, this process's pid and HOST_TAG, as
+ * `${prefix}${pid}-${HOST_TAG}`. A SIGKILL or a crash leaves such a file behind with
+ * no process to remove it; removeStaleTemps finds it by that name.
  */
-export function ownedTempPrefix(prefix: string): string {
-  return `${prefix}${process.pid}-${HOST_TAG}-`;
+export function ownedTempName(prefix: string): string {
+  return `${prefix}${process.pid}-${HOST_TAG}`;
 }
+
+/** ownedTempName(prefix) and a dash, for a name that goes on (mkdtemp's random part, a file name). */
+export function ownedTempPrefix(prefix: string): string {
+  return `${ownedTempName(prefix)}-`;
+}
+
+/**
+ * Told each path removeStaleTemps removes: a stage logs a warning (set by the stage
+ * runner), so that an operator learns a run was killed.
+ */
+export const staleTemps = { report: (_removed: string): void => {} };
 
 /**
  * Removes the entries of `dir` named by ownedTempPrefix(prefix) on this host whose
@@ -562,7 +575,7 @@ export function removeStaleTemps(dir: string, prefix: string): string[] {
   const removed: string[] = [];
   for (const name of names) {
     if (!name.startsWith(prefix)) continue;
-    const m = /^(\d+)-([0-9a-f]{8})-/.exec(name.slice(prefix.length));
+    const m = /^(\d+)-([0-9a-f]{8})(?:-|$)/.exec(name.slice(prefix.length));
     if (!m || m[2] !== HOST_TAG) continue;
     const pid = Number(m[1]);
     if (pid === process.pid || processAlive(pid)) continue;
@@ -575,6 +588,7 @@ export function removeStaleTemps(dir: string, prefix: string): string[] {
       if (st.isSymbolicLink() || (process.getuid !== undefined && st.uid !== process.getuid())) continue;
       fs.rmSync(p, { recursive: true, force: true });
       removed.push(p);
+      staleTemps.report(p);
     } catch {
       /* not ours to remove after all (permissions): left as it was */
     }

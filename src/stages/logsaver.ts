@@ -8,7 +8,7 @@ import { BytesIndex } from '../core/bytesindex.js';
 import { LF, TAB, putBytes } from '../core/bytes.js';
 import { LineRef, ROUTED_RECORD, checkUrlRecordAt, clip, isYacobotIdAt } from '../core/records.js';
 import { fsyncPath } from '../core/dirs.js';
-import { FileWriter, liveTempFiles, removeQuietly } from '../core/tsv.js';
+import { FileWriter, liveTempFiles, ownedTempName, removeQuietly, removeStaleTemps } from '../core/tsv.js';
 
 export interface LogsaverOptions {
   queueDir: string;
@@ -45,7 +45,7 @@ input order) to
   DIR/<yacobot_id>/<NAME>.tsv
 
 Each file is written to a temporary file in the same directory
-(.<NAME>.tsv.tmp-<pid>, never matching *.tsv), fsynced, and renamed into place
+(.<NAME>.tsv.tmp-<pid>-<tag>, never matching *.tsv), fsynced, and renamed into place
 only after the whole input was read without error; an existing file of that
 name is replaced, so a rerun with the same input is idempotent. On any error
 every temporary file is removed and nothing is published (each place is checked
@@ -105,7 +105,10 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
       } catch (err) {
         throw ioError(err, dir, 'create the queue directory');
       }
-      const tmp = path.join(dir, `.${o.name}.tsv.tmp-${process.pid}`);
+      // This run's temporary file, after those of the same name that a SIGKILLed run left.
+      const prefix = `.${o.name}.tsv.tmp-`;
+      removeStaleTemps(dir, prefix);
+      const tmp = path.join(dir, ownedTempName(prefix));
       liveTempFiles.add(tmp);
       return { id, dir, tmp, final: path.join(dir, `${o.name}.tsv`), writer: new FileWriter(tmp, 'w'), records: 0 };
     };
