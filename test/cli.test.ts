@@ -301,3 +301,51 @@ test("a file option naming the stage's own input or stdout (/dev/stdin on a pipe
   const r = spawnSync('bash', ['-c', `${path.join(BIN, 'analyze-dump')} --rejects /dev/null < /dev/null`], { cwd: dir, env: testEnv(), encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
 });
+
+test('an input file that is a FIFO: read like a file when its writer comes, and a signal still stops the stage while it never comes', { timeout: 90_000 }, async () => {
+  const { spawn, execFileSync } = await import('node:child_process');
+  const work = scratch();
+  const fifo = path.join(work, 'fifo');
+  execFileSync('mkfifo', [fifo]);
+  const rec = '0000000000000001\t20110727200841\tv\t2\ta.com\thttp://a.com/\n';
+  const start = () => {
+    const child = spawn(path.join(BIN, 'group-sum'), ['fifo'], { cwd: work, env: testEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (d: Buffer) => (out += d));
+    child.stderr!.on('data', (d: Buffer) => (err += d));
+    const done = new Promise<{ code: number | null; out: string; err: string }>((resolve) => child.on('close', (code) => resolve({ code, out, err })));
+    return { child, done };
+  };
+  // Its signal handlers are in place once it catches SIGHUP (bit 0 of SigCgt): Node alone does not.
+  const handlersIn = async (pid: number) => {
+    for (const deadline = Date.now() + 30_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 10))) {
+      const m = /^SigCgt:\s*([0-9a-f]+)$/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+      if (m && (BigInt(`0x${m[1]}`) & 1n) === 1n) return;
+    }
+    assert.fail('group-sum never installed its signal handlers');
+  };
+  const a = start();
+  fs.writeFileSync(fifo, rec + rec); // blocks until the stage opens the FIFO
+  const ra = await a.done;
+  assert.equal(ra.code, 0, ra.err);
+  assert.equal(ra.out, '0000000000000001\t20110727200841\tv\t4\ta.com\thttp://a.com/\n');
+  const b = start();
+  await handlersIn(b.child.pid!);
+  b.child.kill('SIGTERM');
+  // Before: the summary said "interrupted", and the process waited on for a writer.
+  let writerCame = false;
+  const late = setTimeout(() => {
+    writerCame = true;
+    try {
+      fs.closeSync(fs.openSync(fifo, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK));
+    } catch {
+      /* gone already */
+    }
+  }, 10_000);
+  const rb = await b.done;
+  clearTimeout(late);
+  assert.ok(!writerCame, `exited only when a writer came 10 s later: ${rb.err}`);
+  assert.equal(rb.code, 143, rb.err);
+  assert.equal(summaryOf(rb.err).status, 'interrupted');
+});
