@@ -158,3 +158,50 @@ test('a copy of a FIFO --current that a SIGKILLed run left behind is removed by 
     for (const f of [copy, ...keep]) fs.rmSync(f, { force: true });
   }
 });
+
+test('a long run of current-only records before one incoming record waits for a slow reader instead of piling up in memory', { timeout: 120_000 }, async () => {
+  const dir = freshDir();
+  const file = path.join(dir, 'current_log');
+  const fd = fs.openSync(file, 'w');
+  for (let b = 0; b < 60; b++) {
+    let chunk = '';
+    for (let i = b * 10_000; i < (b + 1) * 10_000; i++) chunk += `${i.toString(16).padStart(16, '0')}\t20110727200841\t\t1\ta.com\thttp://a.com/${i}\n`;
+    fs.writeSync(fd, chunk);
+  }
+  fs.closeSync(fd);
+  const size = fs.statSync(file).size;
+  const child = spawn(path.join(BIN, 'join-current'), ['--current', 'current_log'], { cwd: dir, env: testEnv(), stdio: ['pipe', 'pipe', 'ignore'] });
+  child.stdin!.end('ffffffffffffffff\t20110727200841\t\t1\ta.com\thttp://a.com/x\n');
+  child.stdout!.pause(); // a reader that does not read yet
+  const done = new Promise<number | null>((resolve) => child.on('close', resolve));
+  // How far it read current_log: its descriptor's offset, or null once it closed it.
+  const readPos = (): number | null => {
+    for (const n of fs.readdirSync(`/proc/${child.pid}/fd`)) {
+      let target = '';
+      try {
+        target = fs.readlinkSync(`/proc/${child.pid}/fd/${n}`);
+      } catch {
+        continue;
+      }
+      if (target === file) return Number(/^pos:\s*(\d+)/m.exec(fs.readFileSync(`/proc/${child.pid}/fdinfo/${n}`, 'utf8'))![1]);
+    }
+    return null;
+  };
+  let pos: number | null = null;
+  let seen = false;
+  for (let stable = 0, deadline = Date.now() + 60_000; stable < 20 && Date.now() < deadline; await new Promise((r) => setTimeout(r, 50))) {
+    const p = readPos();
+    if (p === null && seen) break; // read through to the end (and closed), the reader still not reading
+    if (p !== null) seen = true;
+    stable = p !== null && p === pos ? stable + 1 : 0;
+    pos = p;
+  }
+  const stalledAt = pos;
+  let out = 0;
+  child.stdout!.on('data', (d: Buffer) => (out += d.length));
+  child.stdout!.resume();
+  assert.equal(await done, 0);
+  assert.ok(out > size, `${out} bytes out`);
+  // Before: it read the whole file and held its 600,000 joined records in memory.
+  assert.ok(stalledAt !== null && stalledAt < size / 4, `read ${stalledAt === null ? 'all' : stalledAt} of ${size} bytes of current_log before its reader read anything`);
+});

@@ -4,7 +4,7 @@ import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
 import { DataError } from '../core/errors.js';
 import { DASH, LF, TAB, compareBytes, putBytes, type ByteSink } from '../core/bytes.js';
 import { IdOrder, LineRef, checkUrlRecordAt } from '../core/records.js';
-import { COPY_PREFIX, FileLineReader, regularFileFor } from '../core/tsv.js';
+import { ByteLineSplitter, COPY_PREFIX, FileLineReader, regularFileFor, type ByteLineFn } from '../core/tsv.js';
 
 export interface JoinCurrentOptions {
   current: string;
@@ -108,13 +108,14 @@ a signal still stops the stage while its writer is late).`,
     };
 
     nextCurrent();
-    await ctx.eachLine((buf, start, end, lineNo) => {
-      inc.set(buf, start, end);
-      const bad = checkUrlRecordAt(inc) ?? inOrder.check(buf, start);
-      if (bad) throw new DataError('BAD_INCOMING', bad, { file: ctx.inputName, line: lineNo });
-      nIn++;
+    /**
+     * Joins the incoming line `inc` (checked), first writing the current-only records
+     * before it, at most `room` of them; false when it stopped short for the reader.
+     */
+    const joinIncoming = (room: number): boolean => {
       let d = 1;
-      while (cur !== null && (d = compareBytes(cur.buf, cur.start, buf, start, 16)) < 0) {
+      while (cur !== null && (d = compareBytes(cur.buf, cur.start, inc.buf, inc.start, 16)) < 0) {
+        if (room-- === 0) return false;
         writeJoined(out, cur, null);
         onlyCur++;
         nextCurrent();
@@ -127,7 +128,42 @@ a signal still stops the stage while its writer is late).`,
         writeJoined(out, null, inc);
         onlyIn++;
       }
+      return true;
+    };
+
+    // Incoming lines are taken a chunk at a time and joined between waits for the
+    // reader: the current-only records between two of them (a small hour against a
+    // big current_log) can be the whole file, which, written in one go into a pipe
+    // whose reader is slower, piled up in memory.
+    const splitter = new ByteLineSplitter(ctx.inputName);
+    const bufs: Buffer[] = [];
+    const starts: number[] = [];
+    const ends: number[] = [];
+    const take: ByteLineFn = (buf, start, end) => {
+      bufs.push(buf);
+      starts.push(start);
+      ends.push(end);
+    };
+    await ctx.eachChunk(async (chunk) => {
+      const first = splitter.lineNo + 1;
+      let failed: unknown = null;
+      try {
+        splitter.push(chunk, take);
+      } catch (err) {
+        failed = err; // after the lines before it, which may hold an earlier error
+      }
+      for (let k = 0; k < bufs.length; k++) {
+        const buf = bufs[k]!;
+        inc.set(buf, starts[k]!, ends[k]!);
+        const bad = checkUrlRecordAt(inc) ?? inOrder.check(buf, inc.start);
+        if (bad) throw new DataError('BAD_INCOMING', bad, { file: ctx.inputName, line: first + k });
+        nIn++;
+        while (!joinIncoming(0x3fff)) await out.flushIfFull();
+      }
+      bufs.length = starts.length = ends.length = 0;
+      if (failed) throw failed;
     });
+    splitter.end();
     while (cur !== null) {
       writeJoined(out, cur, null);
       onlyCur++;
