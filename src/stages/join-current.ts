@@ -131,36 +131,43 @@ a signal still stops the stage while its writer is late).`,
       return true;
     };
 
-    // Incoming lines are taken a chunk at a time and joined between waits for the
-    // reader: the current-only records between two of them (a small hour against a
-    // big current_log) can be the whole file, which, written in one go into a pipe
-    // whose reader is slower, piled up in memory.
+    // Incoming lines are joined as the splitter hands them over, unless the
+    // current-only records before one of them pass ROOM: that line and the rest of its
+    // chunk then wait, and are joined between waits for the reader. (A small hour
+    // against a big current_log has the whole file between two incoming lines: written
+    // in one go into a pipe whose reader is slower, it piled up in memory.)
+    const ROOM = 0x3fff;
     const splitter = new ByteLineSplitter(ctx.inputName);
-    const bufs: Buffer[] = [];
-    const starts: number[] = [];
-    const ends: number[] = [];
-    const take: ByteLineFn = (buf, start, end) => {
-      bufs.push(buf);
-      starts.push(start);
-      ends.push(end);
+    const checkIncoming = (buf: Buffer, start: number, end: number, lineNo: number) => {
+      inc.set(buf, start, end);
+      const bad = checkUrlRecordAt(inc) ?? inOrder.check(buf, start);
+      if (bad) throw new DataError('BAD_INCOMING', bad, { file: ctx.inputName, line: lineNo });
+      nIn++;
+    };
+    // The lines waiting, from the one that stopped short (checked, and partly joined).
+    const waiting: { buf: Buffer; start: number; end: number; lineNo: number }[] = [];
+    const onLine: ByteLineFn = (buf, start, end, lineNo) => {
+      if (waiting.length > 0) {
+        waiting.push({ buf, start, end, lineNo });
+        return;
+      }
+      checkIncoming(buf, start, end, lineNo);
+      if (!joinIncoming(ROOM)) waiting.push({ buf, start, end, lineNo });
     };
     await ctx.eachChunk(async (chunk) => {
-      const first = splitter.lineNo + 1;
       let failed: unknown = null;
       try {
-        splitter.push(chunk, take);
+        splitter.push(chunk, onLine);
       } catch (err) {
-        failed = err; // after the lines before it, which may hold an earlier error
+        failed = err; // raised after the lines before it, which may hold an earlier error
       }
-      for (let k = 0; k < bufs.length; k++) {
-        const buf = bufs[k]!;
-        inc.set(buf, starts[k]!, ends[k]!);
-        const bad = checkUrlRecordAt(inc) ?? inOrder.check(buf, inc.start);
-        if (bad) throw new DataError('BAD_INCOMING', bad, { file: ctx.inputName, line: first + k });
-        nIn++;
-        while (!joinIncoming(0x3fff)) await out.flushIfFull();
+      for (let k = 0; k < waiting.length; k++) {
+        const w = waiting[k]!;
+        if (k === 0) inc.set(w.buf, w.start, w.end);
+        else checkIncoming(w.buf, w.start, w.end, w.lineNo);
+        while (!joinIncoming(ROOM)) await out.flushIfFull();
       }
-      bufs.length = starts.length = ends.length = 0;
+      waiting.length = 0;
       if (failed) throw failed;
     });
     splitter.end();
