@@ -567,3 +567,38 @@ test('a database this user may not reach or read is "cannot open: EACCES", not "
     }
   }
 });
+
+test('add after an id set by hand at 2^53 - 1 is refused (the new id could not be told), and nothing is added', () => {
+  const work = scratch('ms-pdb-');
+  ok(work, 'init');
+  const db = new Database(path.join(work, 'p.db'));
+  db.prepare('INSERT INTO yacobot (id, name) VALUES (?, ?)').run(BigInt(Number.MAX_SAFE_INTEGER), 'top');
+  db.close();
+  const r = runBin('partner-db', ['--db', 'p.db', 'add', 'next'], '', work);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /^partner-db: p\.db: the new Yacobot would get id 9007199254740992, beyond the ids this program handles/);
+  assert.doesNotMatch(r.stdout, /added/);
+  const names = new Database(path.join(work, 'p.db'), { readonly: true });
+  try {
+    assert.deepEqual(names.prepare('SELECT name FROM yacobot ORDER BY id').pluck().all(), ['top'], 'nothing added');
+  } finally {
+    names.close();
+  }
+});
+
+test('a weight set by hand outside (0, 1000000] (Infinity passes the schema CHECK) is an error naming the Yacobot, not an internal error', () => {
+  const work = scratch('ms-pdb-');
+  ok(work, 'init');
+  ok(work, 'add', 'a');
+  ok(work, 'add', 'b');
+  const db = new Database(path.join(work, 'p.db'));
+  db.exec("UPDATE yacobot SET weight = 9e999 WHERE name = 'b'");
+  db.close();
+  const r = runBin('upload-domains', ['--db', 'p.db'], `${'0'.repeat(16)}\t20110728060000\t\t1\tn.com\thttp://n.com/\n`, work);
+  assert.equal(r.status, 1, r.stderr);
+  assert.equal(r.stdout, '');
+  assert.match(r.stderr, /^upload-domains: p\.db: Yacobot 'b' has weight Infinity, outside 0 to 1000000/);
+  const s = runBin('partner-db', ['--db', 'p.db', 'stats'], '', work);
+  assert.equal(s.status, 1, s.stderr);
+  assert.match(s.stderr, /Yacobot 'b' has weight Infinity/);
+});

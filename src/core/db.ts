@@ -222,10 +222,14 @@ export function checkSchema(db: Db, file: string, opts: { missingTables?: boolea
   }
 }
 
+/** The largest weight partner-db accepts; weights are relative, so this is no limit in practice. */
+export const MAX_WEIGHT = 1_000_000;
+
 /**
  * Every Yacobot with its domain count, by id. An id set by hand that no stream can
  * carry is a DataError: one above 2^53 - 1 read as a number became another id (its
- * domains were routed to a Yacobot that does not exist), 0 meant "new domain".
+ * domains were routed to a Yacobot that does not exist), 0 meant "new domain"; so
+ * is a weight outside (0, MAX_WEIGHT].
  */
 export function yacobotLoads(db: Db): YacobotLoad[] {
   const rows = db
@@ -240,7 +244,13 @@ export function yacobotLoads(db: Db): YacobotLoad[] {
     if (r.id > BigInt(Number.MAX_SAFE_INTEGER) || r.id < 1n) {
       throw new DataError('BAD_YACOBOT_ID', `Yacobot '${clip(r.name)}' has id ${r.id}, outside the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}); give it another`, { file: db.name });
     }
-    return { id: Number(r.id), name: r.name, weight: Number(r.weight), active: Number(r.active) !== 0, domains: Number(r.domains) };
+    const weight = Number(r.weight);
+    // The schema's CHECK (weight > 0) lets Infinity through (9e999 typed into SQLite),
+    // and a load of n / Infinity made every such Yacobot tie at 0.
+    if (!(weight > 0 && weight <= MAX_WEIGHT)) {
+      throw new DataError('BAD_WEIGHT', `Yacobot '${clip(r.name)}' has weight ${weight}, outside 0 to ${MAX_WEIGHT} (set by hand?); fix that row`, { file: db.name });
+    }
+    return { id: Number(r.id), name: r.name, weight, active: Number(r.active) !== 0, domains: Number(r.domains) };
   });
 }
 

@@ -13,6 +13,7 @@ import {
   type Db,
   type Yacobot,
   type YacobotLoad,
+  MAX_WEIGHT,
 } from '../core/db.js';
 import { DataError, UsageError, ioError } from '../core/errors.js';
 import { clip } from '../core/records.js';
@@ -41,9 +42,6 @@ export function parseWeight(text: string): number {
   if (!(w > 0 && w <= MAX_WEIGHT)) throw new UsageError(`weight must be a positive number up to ${MAX_WEIGHT}, got '${text}'`);
   return w;
 }
-
-/** The largest weight partner-db accepts; weights are relative, so this is no limit in practice. */
-export const MAX_WEIGHT = 1_000_000;
 
 /** Returns what is wrong with a new Yacobot name, or null. */
 export function checkYacobotName(name: string): string | null {
@@ -272,8 +270,17 @@ Example:
         if (db.prepare('SELECT 1 FROM yacobot WHERE name = ?').get(name)) {
           throw new DataError('DUPLICATE', `a Yacobot named '${name}' already exists`, { file });
         }
-        const r = db.prepare('INSERT INTO yacobot (name, weight, active) VALUES (?, ?, 1)').run(name, weight);
-        say(`added Yacobot ${r.lastInsertRowid} (${name}), weight ${weight}`);
+        // SQLite numbers it after the largest id: past 2^53 - 1 (an id set by hand) the
+        // new one could not be told as it is, nor routed to (yacobotLoads refuses it).
+        const id = db.transaction(() => {
+          const r = db.prepare('INSERT INTO yacobot (name, weight, active) VALUES (?, ?, 1)').safeIntegers(true).run(name, weight);
+          const rowid = BigInt(r.lastInsertRowid);
+          if (rowid > BigInt(Number.MAX_SAFE_INTEGER)) {
+            throw new DataError('BAD_YACOBOT_ID', `the new Yacobot would get id ${rowid}, beyond the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}): an id set by hand is that high; give that Yacobot another`, { file });
+          }
+          return rowid;
+        })();
+        say(`added Yacobot ${id} (${name}), weight ${weight}`);
       });
     });
 
