@@ -6,7 +6,7 @@ import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseDuration, timestampToMs } from '../src/core/time.js';
-import { BIN, runBin, scratch, testEnv } from './lib/run.js';
+import { BIN, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import { checkJoinedAt } from '../src/core/records.js';
 import { HOST_TAG } from '../src/core/tsv.js';
 import { TextSink, lineRef } from './lib/bytes.js';
@@ -187,4 +187,19 @@ test("--current-out: the temporary file a SIGKILLed run left beside it is remove
   assert.equal(fs.existsSync(left), false, `${left} removed`);
   assert.ok(r.stderr.includes(`removed ${path.basename(left)}, left by a run that was killed`), r.stderr); // named as --current-out was given
   assert.deepEqual(fs.readdirSync(work).sort(), ['current_log', ...keep].sort());
+});
+
+test('a failed run still counts so that lines_in = sent + held + kept + expired (the failing line is in none)', () => {
+  const work = scratch('ms-fu-');
+  const big = '9'.repeat(30);
+  const line = (id: string, cHits: string, iHits: string) => [id, 'd.com', 'http://d.com/', '20110727200000', '20110727203000', '', '', cHits, iHits].join('\t');
+  // Line 2's hits sum has 31 digits: an error, after line 1 was held.
+  const input = `${line('00000000000000a1', '1', '1')}\n${line('00000000000000a2', big, big)}\n`;
+  const r = runBin('filter-url', ['--now', NOW, '--current-out', 'cl'], input, work);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /^filter-url: -:2: /);
+  const s = summaryOf(r.stderr);
+  assert.equal(s.status, 'failed');
+  assert.equal(s.lines_in, 1);
+  assert.equal(Number(s.sent) + Number(s.held) + Number(s.kept) + Number(s.expired), s.lines_in);
 });

@@ -166,8 +166,11 @@ Buffers: one record.`,
       l.set(buf, start, end);
       const bad = checkJoinedAt(l) ?? order.check(buf, start);
       if (bad) throw new DataError('BAD_RECORD', bad, { file: ctx.inputName, line: lineNo });
+      // Counted once decided: a line that fails (a hits sum too long, a full disk) is in
+      // none of the counts, so lines_in = sent + held + kept + expired in a failed run too.
+      const outcome = decide(l, o, out, next);
       linesIn++;
-      n[decide(l, o, out, next)]++;
+      n[outcome]++;
     });
     await out.flush();
     next.commit();
