@@ -13,7 +13,6 @@ import {
   ByteLineSplitter,
   liveTempFiles,
   removeQuietly,
-  removeStaleTemps,
   staleTemps,
   type ByteLineFn,
 } from '../core/tsv.js';
@@ -41,11 +40,6 @@ export interface StageContext {
    * reports how far it got, not an empty summary.
    */
   reportCounts(fn: () => Record<string, Count>): void;
-  /**
-   * Removes what a SIGKILLed or crashed run of a stage left in `dir` (names from
-   * ownedTempPrefix(prefix), of ended processes on this host), with a warning for each.
-   */
-  removeStale(dir: string, prefix: string): void;
 }
 
 /** A stage: its usage text, options, option normalization and its run over the context. */
@@ -235,9 +229,6 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     out,
     onExit: (fn) => exitHooks.push(fn),
     reportCounts: (fn) => reporters.push(fn),
-    removeStale(dir, prefix) {
-      removeStaleTemps(dir, prefix); // staleTemps.report logs each
-    },
     async eachLine(fn) {
       const splitter = new ByteLineSplitter(inputName);
       await pump((chunk) => {

@@ -11,7 +11,7 @@ import { clip } from '../core/records.js';
 import { parseBudget } from '../core/size.js';
 import { RecordBatch, RecordSorter, SPILL_PREFIX, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
 import { timestampKey } from '../core/time.js';
-import { FileWriter, LineBatcher } from '../core/tsv.js';
+import { FileWriter, LineBatcher, removeStaleTemps } from '../core/tsv.js';
 import { WorkerPool } from '../core/workers.js';
 import {
   DEFAULT_MAX_URL_BYTES,
@@ -451,7 +451,7 @@ order, so the output does not depend on the number of threads. If more than
     // The URL memory of each parsing thread comes out of the budget, not on top of it.
     const urlMemory = hasUrlMemory(o) ? Math.max(1, o.threads) * URL_MEMORY_BYTES : 0;
     // Spill directories of runs that were SIGKILLed (their own cleanup never ran) go before this one needs the space.
-    ctx.removeStale(o.tmpDir, SPILL_PREFIX);
+    removeStaleTemps(o.tmpDir, SPILL_PREFIX);
     const sorter = new RecordSorter({ memoryBytes: o.memoryBytes - urlMemory, tmpDir: o.tmpDir });
     ctx.onExit(() => sorter.dispose());
     const maxLine = lineLimit(o.maxUrlBytes);

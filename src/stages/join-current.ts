@@ -4,7 +4,7 @@ import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
 import { DataError } from '../core/errors.js';
 import { DASH, LF, TAB, compareBytes, putBytes, type ByteSink } from '../core/bytes.js';
 import { IdOrder, LineRef, checkUrlRecordAt } from '../core/records.js';
-import { ByteLineSplitter, COPY_PREFIX, FileLineReader, regularFileFor, type ByteLineFn } from '../core/tsv.js';
+import { ByteLineSplitter, COPY_PREFIX, FileLineReader, regularFileFor, removeStaleTemps, type ByteLineFn } from '../core/tsv.js';
 
 export interface JoinCurrentOptions {
   current: string;
@@ -74,7 +74,7 @@ a signal still stops the stage while its writer is late).`,
     const out = ctx.out;
     // A FIFO is read through a copy: a blocking read of it would hold off SIGTERM. Copies
     // that SIGKILLed runs left (as big as a current_log) are removed first.
-    ctx.removeStale(os.tmpdir(), COPY_PREFIX);
+    removeStaleTemps(os.tmpdir(), COPY_PREFIX);
     const reader = FileLineReader.openIfExists(await regularFileFor(o.current, ctx.onExit), o.current);
     ctx.onExit(() => reader?.close());
     const curOrder = new IdOrder();

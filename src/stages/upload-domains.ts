@@ -28,6 +28,7 @@ import {
   liveTempFiles,
   ownedTempPrefix,
   removeQuietly,
+  removeStaleTemps,
   replaceableTarget,
 } from '../core/tsv.js';
 
@@ -233,7 +234,7 @@ holds --map and the distinct domains seen in this run.`,
     }
     if (active.size === 0) throw noActive(o.db, '');
     // Spools of runs that were SIGKILLed (their own cleanup never ran).
-    ctx.removeStale(o.tmpDir, SPOOL_PREFIX);
+    removeStaleTemps(o.tmpDir, SPOOL_PREFIX);
     if (o.map) replaceableTarget(o.map); // the map is rewritten at the end: refuse /dev/null now, not after the commit
     const rendezvous = o.assign === 'rendezvous' ? await loadRendezvous() : null;
     const { map, existed: mapExisted } = o.map ? loadDomainMap(o.map) : { map: new Map<string, number>(), existed: false };
