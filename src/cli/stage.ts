@@ -2,7 +2,6 @@
 // owns argument parsing, stdin/stdout, line numbering, EPIPE, exit codes, cleanup
 // of temporary files, and the summary log line.
 import * as fs from 'node:fs';
-import * as net from 'node:net';
 import * as path from 'node:path';
 import { Readable } from 'node:stream';
 import { Command, CommanderError } from 'commander';
@@ -12,6 +11,7 @@ import { PROJECT_ROOT } from '../core/root.js';
 import {
   ByteLineSplitter,
   liveTempFiles,
+  readStreamFor,
   removeQuietly,
   staleTemps,
   type ByteLineFn,
@@ -193,7 +193,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   } else {
     try {
       fs.accessSync(inputName, fs.constants.R_OK);
-      input = openInput(inputName);
+      input = readStreamFor(inputName, fs.statSync(inputName));
     } catch (err) {
       fail(def.name, ioError(err, inputName, 'read input'), log, gathered, started, runExitHooks);
     }
@@ -258,18 +258,6 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   runExitHooks();
   summary(log, 'info', { status: 'ok', ...gathered() }, started);
   process.exit(0);
-}
-
-/**
- * The named input as a stream. A FIFO is opened without blocking and read as a pipe
- * (epoll), as join-current reads a FIFO --current: a blocking open waits for the
- * writer on a libuv thread, and process.exit on a signal then waited for that thread
- * (the stage logged "interrupted" and went on waiting, deaf to a second signal).
- */
-function openInput(file: string): Readable {
-  if (!fs.statSync(file).isFIFO()) return fs.createReadStream(file, { highWaterMark: 1 << 20 });
-  const fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
-  return new net.Socket({ fd, readable: true, writable: false });
 }
 
 function fstatQuietly(fd: number): fs.Stats | null {

@@ -6,6 +6,7 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { pipeline } from 'node:stream/promises';
+import type { Readable } from 'node:stream';
 import { LF, TAB, putText, type ByteSink } from './bytes.js';
 import { fsyncPath } from './dirs.js';
 import { DataError, ioError } from './errors.js';
@@ -294,6 +295,20 @@ export class FileLineReader {
   }
 }
 
+/**
+ * A named file as a stream that a signal can always interrupt: in 1 MiB chunks, and a
+ * FIFO opened without blocking and read as a pipe (epoll). A blocking open or read,
+ * even on a libuv thread, would keep the process from exiting on a signal (it logged
+ * "interrupted" and went on waiting for the writer). epoll reports the end only after
+ * a writer came and went, so a writer that is late is waited for, not taken for an
+ * empty file. `st`: the file's stat.
+ */
+export function readStreamFor(file: string, st: fs.Stats): Readable {
+  return st.isFIFO()
+    ? new net.Socket({ fd: fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK), readable: true, writable: false })
+    : fs.createReadStream(file, { highWaterMark: 1 << 20 });
+}
+
 /** The prefix of regularFileFor's copies in the system temp dir (see ownedTempPrefix). */
 export const COPY_PREFIX = '.master-server-';
 
@@ -319,13 +334,7 @@ export async function regularFileFor(file: string, onExit: (fn: () => void) => v
     liveTempFiles.delete(copy);
   });
   try {
-    // A FIFO is opened without blocking and read as a pipe (epoll): a blocking open or
-    // read, even on a libuv thread, would keep the process from exiting on a signal.
-    // epoll reports the end only after a writer came and went, so a writer that is
-    // late is waited for, not taken for an empty file.
-    const source = st.isFIFO()
-      ? new net.Socket({ fd: fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK), readable: true, writable: false })
-      : fs.createReadStream(file, { highWaterMark: 1 << 20 });
+    const source = readStreamFor(file, st);
     // The copy is created here, synchronously: a signal's exit hooks then either run before
     // (and the process exits without making it) or find it. Left to the write stream, its
     // open ran on a libuv thread and could create the file after the hooks had removed it.
