@@ -349,3 +349,40 @@ test('an input file that is a FIFO: read like a file when its writer comes, and 
   assert.equal(rb.code, 143, rb.err);
   assert.equal(summaryOf(rb.err).status, 'interrupted');
 });
+
+/** The "pipe capacities" debug line of a stage's stderr. */
+function pipeBytes(stderr: string): { stdin: number | null; stdout: number | null } {
+  const line = stderr.split('\n').find((l) => l.includes('"pipe capacities"'));
+  assert.ok(line, `no pipe capacities line in: ${stderr}`);
+  return (JSON.parse(line) as { pipe_bytes: { stdin: number | null; stdout: number | null } }).pipe_bytes;
+}
+
+for (const stage of STAGES) {
+  test(`${stage}: grows the pipes it reads and writes to 1 MiB; files are left alone`, () => {
+    const dir = scratch();
+    fs.writeFileSync(path.join(dir, 'in'), manyLines(stage));
+    const sh = (cmd: string) => spawnSync('bash', ['-c', cmd, stage, ...REQUIRED[stage]!], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+    // Between two other processes, as in the chain; the output must be the same as to a file.
+    const piped = sh(`cat in | ${path.join(BIN, stage)} --log-level debug "$@" 2> err | cat > out.piped`);
+    assert.equal(piped.status, 0, fs.readFileSync(path.join(dir, 'err'), 'utf8'));
+    assert.deepEqual(pipeBytes(fs.readFileSync(path.join(dir, 'err'), 'utf8')), { stdin: 1 << 20, stdout: 1 << 20 });
+    const files = sh(`${path.join(BIN, stage)} --log-level debug "$@" < in > out.file 2> err`);
+    assert.equal(files.status, 0, fs.readFileSync(path.join(dir, 'err'), 'utf8'));
+    assert.deepEqual(pipeBytes(fs.readFileSync(path.join(dir, 'err'), 'utf8')), { stdin: null, stdout: null });
+    assert.ok(fs.readFileSync(path.join(dir, 'out.file')).equals(fs.readFileSync(path.join(dir, 'out.piped'))));
+  });
+}
+
+test('without the pipe-size addon (not built) a stage works the same, with the pipes as they are', () => {
+  // A copy of the project without build/: what an install whose compiler failed leaves.
+  const copy = scratch();
+  for (const d of ['bin', 'dist']) fs.cpSync(path.join(ROOT, d), path.join(copy, d), { recursive: true });
+  fs.copyFileSync(path.join(ROOT, 'package.json'), path.join(copy, 'package.json'));
+  fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(copy, 'node_modules'));
+  const input = manyLines('group-sum');
+  const r = spawnSync('bash', ['-c', `cat | ${path.join(copy, 'bin', 'group-sum')} --log-level debug | cat`], { input, env: testEnv(), encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout, input);
+  assert.deepEqual(pipeBytes(r.stderr), { stdin: null, stdout: null });
+  assert.equal(summaryOf(r.stderr).status, 'ok');
+});

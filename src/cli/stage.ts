@@ -7,6 +7,7 @@ import { Readable } from 'node:stream';
 import { Command, CommanderError } from 'commander';
 import { pino, type Logger } from 'pino';
 import { DataError, UsageError, formatPlace, ioError, signalExitStatus } from '../core/errors.js';
+import { growPipe } from '../core/pipes.js';
 import { PROJECT_ROOT } from '../core/root.js';
 import {
   ByteLineSplitter,
@@ -180,6 +181,10 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     }
     return counts;
   };
+  // A stage runs at most a pipe's worth ahead of its reader: with Linux's 64 KiB the
+  // chain's processes wait for each other and leave a core idle (README, "Where the time goes").
+  const pipes = { stdin: def.readsInput === false ? null : growPipe(0), stdout: growPipe(1) };
+  log.debug({ pipe_bytes: pipes }, 'pipe capacities');
   let input: Readable;
   if (def.readsInput === false) {
     input = Readable.from([]);
