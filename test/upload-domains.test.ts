@@ -2,7 +2,7 @@
 // database, disabled Yacobots, reruns.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -465,4 +465,31 @@ test('a Yacobot id set by hand beyond 2^53 - 1 is an error naming it, not a rout
   assert.equal(r.status, 1, r.stderr);
   assert.equal(r.stdout, '');
   assert.match(r.stderr, /upload-domains: p\.db: Yacobot 'big' has id 123456789012345678, outside the ids this program handles/);
+});
+
+test('--map is rewritten after the last record has been written, not before the spool is replayed', { skip: spawnSync('strace', ['-qq', '-e', 'trace=none', 'true']).status !== 0 && 'no working strace here' }, () => {
+  const work = fs.realpathSync(scratch());
+  pdb(work, 'init');
+  pdb(work, 'add', 'a');
+  fs.writeFileSync(path.join(work, 'map'), 'known.com\t1\n');
+  // A new domain first: every record after it is spooled and written out after the commit.
+  const input = filtered(['new.com', 'known.com'], 2000);
+  const log = path.join(work, 'strace');
+  const r = spawnSync('strace', ['-f', '-y', '-qq', '-e', 'trace=write,rename,renameat,renameat2', '-o', log, path.join(BIN, 'upload-domains'), '--db', 'p.db', '--map', 'map', '--now', '20110728070000'], {
+    cwd: work,
+    input,
+    env: testEnv(),
+    maxBuffer: 1 << 26,
+    encoding: 'utf8',
+  });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stdout.split('\n').length - 1, 4000);
+  assert.equal(fs.readFileSync(path.join(work, 'map'), 'utf8'), 'known.com\t1\nnew.com\t1\n');
+  const calls = fs.readFileSync(log, 'utf8').split('\n');
+  // (Bytes written: out.end() ends with an empty write.)
+  const lastOut = calls.map((l) => /^\d+\s+write\(1<.*\)\s+= [1-9]/.test(l)).lastIndexOf(true);
+  const mapRename = calls.findIndex((l) => /^\d+\s+rename\w*\(.*"map"\)\s+= 0$/.test(l) || /^\d+\s+rename\w*\(.*"map", \w+\)\s+= 0$/.test(l));
+  assert.ok(lastOut >= 0, 'records written to stdout');
+  assert.ok(mapRename >= 0, `the map renamed into place:\n${calls.filter((l) => l.includes('rename')).join('\n')}`);
+  assert.ok(lastOut < mapRename, 'every record was out before the map was replaced');
 });

@@ -185,9 +185,9 @@ given an active Yacobot by --assign
 All new assignments are written in ONE transaction at the end of the input
 (INSERT ... ON CONFLICT(domain) DO NOTHING, added_at = --now) and read back: if
 another process assigned a domain first, the database's answer wins and is the
-one written. Then --map is rewritten atomically (temporary file + rename),
-sorted bytewise, with every domain learned in this run merged in; a missing
---map file is an empty map and is created.
+one written. Last, after every record has been written, --map is rewritten
+atomically (temporary file + rename), sorted bytewise, with every domain learned
+in this run merged in; a missing --map file is an empty map and is created.
 
 Rule for "no active Yacobot": checked when the stage starts, before it reads
 any input - if no Yacobot is active it fails with no output at all, even if
@@ -378,11 +378,6 @@ holds --map and the distinct domains seen in this run.`,
       });
     }
 
-    if (o.map && (learned.size > 0 || !mapExisted)) {
-      for (const [d, id] of learned) map.set(d, id);
-      writeDomainMap(o.map, map);
-    }
-
     if (spool !== null) {
       const s: FileWriter = spool;
       // A spooled line is an input line (up to DEFAULT_MAX_LINE) with "domain number TAB" before it.
@@ -398,6 +393,14 @@ holds --map and the distinct domains seen in this run.`,
       } finally {
         r.close();
       }
+    }
+
+    // After the records: the map (a copy of the database, which already holds every
+    // assignment) is written, with its fsync, while logsaver works on them, not before.
+    if (o.map && (learned.size > 0 || !mapExisted)) {
+      await out.flush();
+      for (const [d, id] of learned) map.set(d, id);
+      writeDomainMap(o.map, map);
     }
   },
 };
