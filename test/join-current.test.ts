@@ -3,12 +3,12 @@
 // fixtures/join-current/.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import fc from 'fast-check';
-import { BIN, runBin, scratch, testEnv } from './lib/run.js';
+import { BIN, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import { TextSink } from './lib/bytes.js';
 import { SEED, lineOf, recArb, text, uniqueSorted, type Rec } from './lib/model.js';
 import { writeJoined } from '../src/stages/join-current.js';
@@ -204,4 +204,22 @@ test('a long run of current-only records before one incoming record waits for a 
   assert.ok(out > size, `${out} bytes out`);
   // Before: it read the whole file and held its 600,000 joined records in memory.
   assert.ok(stalledAt !== null && stalledAt < size / 4, `read ${stalledAt === null ? 'all' : stalledAt} of ${size} bytes of current_log before its reader read anything`);
+});
+
+test('--current /dev/zero (a device that never ends) is refused before any output; /dev/null is an empty log', () => {
+  const dir = freshDir();
+  const tmp = path.join(dir, 'tmp');
+  fs.mkdirSync(tmp);
+  const inc = '00000000000000a1\t20110727200841\t\t1\ta.com\thttp://a.com/\n';
+  // Before: it copied /dev/zero into the temp directory until the disk was full (here the
+  // file size limit, 16 MiB, ends it with SIGXFSZ).
+  const r = spawnSync('bash', ['-c', `ulimit -f 16384 && exec join-current --current /dev/zero`], { input: inc, cwd: dir, env: testEnv({ TMPDIR: tmp }), encoding: 'utf8', timeout: 60_000, killSignal: 'SIGKILL' });
+  assert.equal(r.status, 1, `${r.signal} ${r.stderr}`);
+  assert.match(r.stderr, /^join-current: \/dev\/zero: is a character device, not a log: give a file, a FIFO, or \/dev\/null for an empty one$/m);
+  assert.equal(r.stdout, '');
+  assert.deepEqual(fs.readdirSync(tmp), [], 'nothing copied');
+  const n = runBin('join-current', ['--current', '/dev/null'], inc, dir, { TMPDIR: tmp });
+  assert.equal(n.status, 0, n.stderr);
+  assert.equal(n.stdout, '00000000000000a1\ta.com\thttp://a.com/\t-\t20110727200841\t\t\t-\t1\n');
+  assert.equal(summaryOf(n.stderr).current_missing, false);
 });

@@ -314,10 +314,11 @@ export const COPY_PREFIX = '.master-server-';
 
 /**
  * A path FileLineReader can read without blocking the thread indefinitely: `file`
- * itself when it is a regular file (or missing, or a directory: the reader says so),
- * else (a FIFO, a device: `--current <(zcat current_log.gz)`) a temporary copy in the
- * system temp directory, made asynchronously so that a signal still stops the stage
- * while the writer is slow or never comes. The copy is removed by `onExit`.
+ * itself when it is a regular file or /dev/null (or missing, or a directory: the
+ * reader says so), else (a FIFO: `--current <(zcat current_log.gz)`) a temporary copy
+ * in the system temp directory, made asynchronously so that a signal still stops the
+ * stage while the writer is slow or never comes. The copy is removed by `onExit`. Any
+ * other device is a DataError naming `file`, before anything is read.
  */
 export async function regularFileFor(file: string, onExit: (fn: () => void) => void): Promise<string> {
   let st: fs.Stats | undefined;
@@ -326,7 +327,12 @@ export async function regularFileFor(file: string, onExit: (fn: () => void) => v
   } catch {
     return file;
   }
-  if (st.isFile() || st.isDirectory()) return file;
+  if (st.isFile() || st.isDirectory() || isDevNull(st)) return file;
+  // A device is no log: /dev/zero or /dev/urandom never ends (its copy filled the temp
+  // directory), a terminal waits for typing, a disk is copied whole.
+  if (st.isCharacterDevice() || st.isBlockDevice()) {
+    throw new DataError('NOT_A_FILE', `is a ${st.isBlockDevice() ? 'block' : 'character'} device, not a log: give a file, a FIFO, or /dev/null for an empty one`, { file });
+  }
   const copy = path.join(os.tmpdir(), `${ownedTempPrefix(COPY_PREFIX)}${path.basename(file)}.copy`);
   liveTempFiles.add(copy);
   onExit(() => {
@@ -344,6 +350,17 @@ export async function regularFileFor(file: string, onExit: (fn: () => void) => v
     throw ioError(err, e.path === copy ? copy : file, e.path === copy ? 'copy' : 'read');
   }
   return copy;
+}
+
+/** Whether `st` is the null device (by its device number: a chroot's mknod copy is one too). */
+function isDevNull(st: fs.Stats): boolean {
+  if (!st.isCharacterDevice()) return false;
+  try {
+    const n = fs.statSync('/dev/null');
+    return n.isCharacterDevice() && n.rdev === st.rdev;
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -62,7 +62,9 @@ side when it is present. Output is sorted by id.
 Buffers: one record of each input. Unsorted or duplicate ids in either input,
 or a last line cut off without its newline, are errors naming the line. A
 --current that is a FIFO is copied to the system temp directory first (so that
-a signal still stops the stage while its writer is late).`,
+a signal still stops the stage while its writer is late); /dev/null is an empty
+log; any other device (/dev/zero, a terminal, a disk) is refused before any
+output.`,
   options(cmd) {
     cmd.requiredOption('--current <file>', 'current_log to join with (required; a file that does not exist is an empty log)');
   },
