@@ -70,3 +70,16 @@ test('group-sum: a closed stdout leaves merged at the records folded so far, not
   assert.ok((s.records_in as number) < 200_000, 'stopped early');
   assert.equal(s.merged, 0, 'every id is distinct');
 });
+
+test('group-sum: a failed run counts so that records_in = records_out + merged + the open group (the failing line is in none)', () => {
+  const rec = (id: string, hits: string) => `${id}\t20110727200841\t\t${hits}\ta.com\thttp://a.com/${id}\n`;
+  const big = '9'.repeat(30);
+  // Line 3's sum has 31 digits: an error, after a1 was written and a2 opened.
+  const r = runBin('group-sum', [], rec('00000000000000a1', '1') + rec('00000000000000a2', big) + rec('00000000000000a2', big));
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /^group-sum: -:3: hits sum of 31 digits/m);
+  const s = summaryOf(r.stderr);
+  assert.equal(s.status, 'failed');
+  assert.deepEqual([s.records_in, s.records_out, s.merged], [2, 1, 0]);
+  assert.equal(s.records_in, (s.records_out as number) + (s.merged as number) + 1);
+});
