@@ -493,3 +493,25 @@ test('--map is rewritten after the last record has been written, not before the 
   assert.ok(mapRename >= 0, `the map renamed into place:\n${calls.filter((l) => l.includes('rename')).join('\n')}`);
   assert.ok(lastOut < mapRename, 'every record was out before the map was replaced');
 });
+
+test('the warning about inactive Yacobots names each of them and the command for each; past 5, the first 5 and how many more', () => {
+  const work = newDb([['a', 1]]);
+  // Yacobots 2..9, inactive (set so by hand), each owning one domain.
+  const db = new Database(path.join(work, 'p.db'));
+  for (let id = 2; id <= 9; id++) {
+    db.prepare('INSERT INTO yacobot (id, name, weight, active) VALUES (?, ?, 1, 0)').run(id, `y${id}`);
+    db.prepare("INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES (?, ?, '20110101000000')").run(`d${id}.com`, id);
+  }
+  db.close();
+  const warning = (domains: string[]) => {
+    const r = runBin('upload-domains', ['--db', 'p.db', '--now', '20110727210000'], filtered(domains), work);
+    assert.equal(r.status, 0, r.stderr);
+    return JSON.parse(r.stderr.split('\n').find((l) => l.includes('inactive Yacobot'))!) as { msg: string; yacobots: number[]; inactive_yacobots: number };
+  };
+  // Before: "... Yacobot(s) 2, 3 ...: partner-db --db p.db disable 2", the command for the first only (and every id listed, however many).
+  const two = warning(['d3.com', 'd2.com', 'd3.com']);
+  assert.equal(two.msg, '2 domain(s) belong to inactive Yacobot(s) 2, 3 and were routed to them; to move them to active ones: partner-db --db p.db disable 2; partner-db --db p.db disable 3');
+  const all = warning(['d9.com', 'd8.com', 'd7.com', 'd6.com', 'd5.com', 'd4.com', 'd3.com', 'd2.com']);
+  assert.equal(all.msg, '8 domain(s) belong to inactive Yacobot(s) 2, 3, 4, 5, 6 and 3 more (8 in all) and were routed to them; to move them to active ones: partner-db --db p.db disable ID for each of them (partner-db --db p.db list shows which are inactive)');
+  assert.deepEqual([all.yacobots, all.inactive_yacobots], [[2, 3, 4, 5, 6], 8]);
+});

@@ -152,6 +152,28 @@ export function commitNewDomains(
   return { owners, assignedByUs, lostRace };
 }
 
+/** How many inactive Yacobots the warning names, and gives a command for. */
+export const INACTIVE_SHOWN = 5;
+
+/**
+ * The warning (log fields, message) about `domains` domains routed to the inactive
+ * Yacobots `ids`: it names every one of them, or the first INACTIVE_SHOWN and how
+ * many more, with the command that moves each one's domains.
+ */
+export function inactiveWarning(domains: number, ids: Iterable<number>, db: string): [Record<string, unknown>, string] {
+  const all = [...ids].sort((a, b) => a - b);
+  const shown = all.slice(0, INACTIVE_SHOWN);
+  const more = all.length - shown.length;
+  const cmd = (id: number | string) => `partner-db --db ${shellQuote(db)} disable ${id}`;
+  const which = more > 0 ? `${shown.join(', ')} and ${more} more (${all.length} in all)` : shown.join(', ');
+  // One command per Yacobot: disable moves the domains of the one it is given only.
+  const fix = more > 0 ? `${cmd('ID')} for each of them (partner-db --db ${shellQuote(db)} list shows which are inactive)` : shown.map(cmd).join('; ');
+  return [
+    { domains_of_inactive: domains, inactive_yacobots: all.length, yacobots: shown },
+    `${domains} domain(s) belong to inactive Yacobot(s) ${which} and were routed to them; to move them to active ones: ${fix}`,
+  ];
+}
+
 function noActive(file: string, when: string): DataError {
   return new DataError(
     'NO_ACTIVE_YACOBOT',
@@ -356,13 +378,7 @@ holds --map and the distinct domains seen in this run.`,
       spooled++;
     });
 
-    if (ofInactive > 0) {
-      const ids = [...inactiveOwners].sort((a, b) => a - b);
-      ctx.log.warn(
-        { domains_of_inactive: ofInactive, yacobots: ids },
-        `${ofInactive} domain(s) belong to inactive Yacobot(s) ${ids.join(', ')} and were routed to them; to move them to active ones: partner-db --db ${shellQuote(o.db)} disable ${ids[0]}`,
-      );
-    }
+    if (ofInactive > 0) ctx.log.warn(...inactiveWarning(ofInactive, inactiveOwners, o.db));
     // The spool's last writes first: a full --tmp fails the run before anything is assigned.
     if (spool !== null) (spool as FileWriter).close();
     for (let k = 0; k < domains.size; k++) if (owner[k] === 0) fresh.push(k);
