@@ -223,3 +223,16 @@ test('--current /dev/zero (a device that never ends) is refused before any outpu
   assert.equal(n.stdout, '00000000000000a1\ta.com\thttp://a.com/\t-\t20110727200841\t\t\t-\t1\n');
   assert.equal(summaryOf(n.stderr).current_missing, false);
 });
+
+test('a failed run counts so that incoming = both + incoming_only (an incoming line whose join failed is in none)', () => {
+  const dir = freshDir();
+  const rec = (id: string) => `${id}\t20110727200841\t\t1\ta.com\thttp://a.com/${id}\n`;
+  fs.writeFileSync(path.join(dir, 'current_log'), rec('00000000000000a2') + 'bad\n');
+  // a3 writes the current-only a2 first, whose next line is bad: a3 is never joined.
+  const r = runBin('join-current', ['--current', 'current_log'], rec('00000000000000a1') + rec('00000000000000a3'), dir);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /^join-current: current_log:2: /m);
+  const s = summaryOf(r.stderr);
+  assert.equal(s.status, 'failed');
+  assert.deepEqual([s.incoming, s.both, s.incoming_only, s.current, s.current_only, s.records_out], [1, 0, 1, 1, 1, 2]);
+});

@@ -122,6 +122,9 @@ output.`,
         onlyCur++;
         nextCurrent();
       }
+      // Counted once joined: an incoming line whose join fails (on a bad current_log line
+      // before it) is in none of the counts, so incoming = both + incoming_only in a failed run too.
+      nIn++;
       if (cur !== null && d === 0) {
         writeJoined(out, cur, inc);
         both++;
@@ -144,7 +147,6 @@ output.`,
       inc.set(buf, start, end);
       const bad = checkUrlRecordAt(inc) ?? inOrder.check(buf, start);
       if (bad) throw new DataError('BAD_INCOMING', bad, { file: ctx.inputName, line: lineNo });
-      nIn++;
     };
     // The lines waiting, from the one that stopped short (checked, and partly joined).
     const waiting: { buf: Buffer; start: number; end: number; lineNo: number }[] = [];
