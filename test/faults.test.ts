@@ -100,6 +100,22 @@ test('logsaver: a write that fails with ENOSPC (temporary file on /dev/full) fai
   assert.ok(fs.existsSync('/dev/full'), '/dev/full itself is untouched');
 });
 
+test('logsaver: a write that fails mid-input still counts so that records_in is the sum of per_yacobot (the failing record is in neither)', () => {
+  const work = scratch('ms-fault-');
+  fs.mkdirSync(path.join(work, 'queues', '2'), { recursive: true });
+  // Yacobot 2's records pass its 256 KiB write buffer: a flush inside the input fails, not the one at the end.
+  const r = spawnSync(
+    'bash',
+    ['-c', `ln -s /dev/full "queues/2/.2011072806.tsv.tmp-$$-${HOST_TAG}" && exec logsaver --queue-dir queues --name 2011072806`],
+    { cwd: work, env: testEnv(), input: routed(10_000), encoding: 'utf8' },
+  );
+  assertFailedCleanly({ status: r.status, stderr: r.stderr }, 'logsaver', 'ENOSPC');
+  const s = summaryOf(r.stderr);
+  const per = s.per_yacobot as Record<string, number>;
+  assert.ok((s.records_in as number) > 0 && (s.records_in as number) < 10_000, JSON.stringify(s));
+  assert.equal(s.records_in, (per['1'] ?? 0) + (per['2'] ?? 0), JSON.stringify(s));
+});
+
 test('logsaver: read-only queue file system (EROFS) fails and publishes nothing', (t) => {
   const work = scratch('ms-fault-');
   const q = path.join(work, 'queues');

@@ -133,12 +133,14 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
       }
       const k = ids.add(buf, start, idEnd);
       const q = ids.added ? (queues[k] = open(ids.key(k))) : queues[k]!;
-      recordsIn++; // after open(): a failed summary's records_in is the sum of per_yacobot
       const w = q.writer;
       w.reserve(end - tab);
       const p = putBytes(w.buf, w.pos, buf, tab + 1, end);
       w.buf[p] = LF;
       w.pos = p + 1;
+      // Counted once written (after open() and the flush reserve() may do, either of which
+      // can fail): a failed summary's records_in is the sum of per_yacobot.
+      recordsIn++;
       q.records++;
     });
 
