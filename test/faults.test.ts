@@ -222,6 +222,39 @@ test('upload-domains: a --tmp that cannot be created is an I/O error naming it, 
   assert.deepEqual(domains(path.join(work, 'p.db')), ['known.com'], 'nothing assigned');
 });
 
+test('upload-domains: a line that fails (its spool cannot be made, its lookup hits a corrupt page) is in none of the counts', () => {
+  const work = scratch('ms-fault-');
+  twoYacobotDb(work);
+  fs.writeFileSync(path.join(work, 'afile'), '');
+  // Line 2's domain is new: its spool in --tmp cannot be made.
+  const t = runBin('upload-domains', ['--db', 'p.db', '--tmp', 'afile/spool', '--now', TS], FILTERED, work);
+  assertFailedCleanly(t, 'upload-domains', 'ENOTDIR');
+  const st = summaryOf(t.stderr);
+  assert.deepEqual([st.records_in, st.records_out, st.spooled], [1, 1, 0], JSON.stringify(st));
+
+  // The index leaf that holds the last domains is made unreadable: known.com is found, zz.com fails.
+  const dbFile = path.join(work, 'p.db');
+  const d = new Database(dbFile);
+  const add = d.prepare("INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES (?, 1, '20110101000000')");
+  d.transaction(() => {
+    for (let i = 0; i < 2000; i++) add.run(`m${String(i).padStart(5, '0')}.com`);
+  })();
+  d.pragma('wal_checkpoint(TRUNCATE)');
+  const leaves = d.prepare("SELECT pageno FROM dbstat WHERE name = 'sqlite_autoindex_partner_domain_1' AND pagetype = 'leaf' ORDER BY path").pluck().all() as number[];
+  const pageSize = d.pragma('page_size', { simple: true }) as number;
+  d.close();
+  assert.ok(leaves.length > 1, 'the index has several leaves');
+  const fd = fs.openSync(dbFile, 'r+');
+  fs.writeSync(fd, Buffer.alloc(pageSize, 0xff), 0, pageSize, (leaves[leaves.length - 1]! - 1) * pageSize);
+  fs.closeSync(fd);
+  const input = `${urlRec(id16(1), 'known.com', 'http://known.com/')}\n${urlRec(id16(2), 'zz.com', 'http://zz.com/')}\n`;
+  const c = runBin('upload-domains', ['--db', 'p.db', '--now', TS], input, work);
+  assertFailedCleanly(c, 'upload-domains', 'SQLITE_CORRUPT');
+  const sc = summaryOf(c.stderr);
+  // Before: records_in 2 and domains_known 2, zz.com counted as known though never found.
+  assert.deepEqual([sc.records_in, sc.records_out, sc.domains_known, sc.domains_from_db, sc.domains_new], [1, 1, 1, 1, 0], JSON.stringify(sc));
+});
+
 test('upload-domains: a full --tmp (tmpfs of 64 KiB, real ENOSPC) fails before any domain is assigned or --map changes', (t) => {
   if (!canMount()) return t.skip(NO_MOUNT);
   const work = scratch('ms-fault-');

@@ -326,7 +326,8 @@ holds --map and the distinct domains seen in this run.`,
         now: o.now,
         records_in: recordsIn,
         records_out: recordsOut,
-        domains_known: domains.size - newDomains,
+        // Not domains.size - domains_new: a domain whose lookup failed is neither.
+        domains_known: fromMap + fromDb,
         domains_from_map: fromMap,
         domains_from_db: fromDb,
         domains_new: newDomains,
@@ -342,7 +343,6 @@ holds --map and the distinct domains seen in this run.`,
     await ctx.eachLine((buf, start, end, lineNo) => {
       const bad = checkUrlRecordAt(l.set(buf, start, end));
       if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
-      recordsIn++;
       const k = domains.add(buf, l.tabs[3]! + 1, l.tabs[4]!);
       if (domains.added) {
         if (k === owner.length) {
@@ -352,8 +352,12 @@ holds --map and the distinct domains seen in this run.`,
         owner[k] = firstOwner(domains.key(k));
         if (owner[k] === 0) newDomains++;
       }
+      // Counted once emitted or spooled: a line that fails (a database lookup, a --tmp that
+      // cannot take the spool) is in none of the counts, so records_in = records_out + spooled
+      // until the commit, in a failed run too.
       if (owner[k] !== 0 && spool === null) {
         emit(k, buf, start, end);
+        recordsIn++;
         return;
       }
       if (spool === null) {
@@ -376,6 +380,7 @@ holds --map and the distinct domains seen in this run.`,
       // Spooled as "domain number TAB record": its Yacobot is looked up after the commit.
       putNumbered(spool, k, buf, start, end);
       spooled++;
+      recordsIn++;
     });
 
     if (ofInactive > 0) ctx.log.warn(...inactiveWarning(ofInactive, inactiveOwners, o.db));
