@@ -1264,6 +1264,24 @@ test('an --inbox below a regular file is a usage error (exit 2), found before an
   assert.ok(!fs.existsSync(path.join(dir, 'st')), 'no state directory made');
 });
 
+test('a FIFO named *.reflog in the inbox fails its run at once (exit 1, naming it), not a runner stuck in open(2), deaf to SIGTERM, holding the lock', () => {
+  const dir = fresh();
+  keepOnly(dir, '2011072806.reflog');
+  const fifo = path.join(dir, 'var/inbox/2011072805.reflog');
+  assert.equal(spawnSync('mkfifo', [fifo]).status, 0);
+  // SIGKILL on timeout: before the fix, the runner never got out of open(2) to act on a SIGTERM.
+  const r = spawnSync(RUNNER, [], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 30_000, killSignal: 'SIGKILL' });
+  assert.equal(r.signal, null, 'the runner ended by itself');
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /run 2011072805 failed: \S+\/var\/inbox\/2011072805\.reflog: is a FIFO: a reflog must be a complete regular file/);
+  assert.ok(!hasStackTrace(r.stderr), r.stderr);
+  const runs = runsJsonl(dir);
+  assert.deepEqual(runs.map((x) => [x.run, x.status, x.failed_stage]), [['2011072805', 'failed', 'reflog']]);
+  assert.ok(fs.lstatSync(fifo).isFIFO(), 'the FIFO stays in the inbox');
+  assert.ok(fs.existsSync(path.join(dir, 'var/inbox/2011072806.reflog')), 'the later reflog waits');
+  assert.ok(!fs.existsSync(path.join(dir, 'var/queue')) || fs.readdirSync(path.join(dir, 'var/queue')).every((d) => fs.readdirSync(path.join(dir, 'var/queue', d)).length === 0), 'nothing published');
+});
+
 test("a file in STATE/staging that is no run's directory is left alone, and the runs go on", async () => {
   const dir = fresh();
   keepOnly(dir, '2011072806.reflog');

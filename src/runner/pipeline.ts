@@ -180,14 +180,29 @@ export async function runStages(
   // alone), the chain still reads the whole file, never a cut one that it would take
   // for the full hour and act on (upload-domains commits assignments). The runner
   // once copied the reflog into a pipe, and its death ended the chain's input early.
+  // Opened without blocking: a FIFO named *.reflog would otherwise hold the runner in
+  // open(2), deaf to SIGTERM and holding the lock, until some process wrote to it.
+  // Only a regular file can be read again, whole, by the rerun after a crash.
   let inFd: number;
   try {
-    inFd = fs.openSync(p.reflog, 'r');
+    inFd = fs.openSync(p.reflog, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
   } catch (err) {
     outcomes.push({ name: 'reflog', exit: 1, summary: null, messages: [`${p.reflog}: cannot read: ${(err as NodeJS.ErrnoException).code ?? String(err)}`] });
     return outcomes;
   }
-  progress.size = fs.fstatSync(inFd).size;
+  const st = fs.fstatSync(inFd);
+  if (!st.isFile()) {
+    fs.closeSync(inFd);
+    const what = st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : 'not a regular file';
+    outcomes.push({
+      name: 'reflog',
+      exit: 1,
+      summary: null,
+      messages: [`${p.reflog}: is ${what}: a reflog must be a complete regular file (write it under another name, then rename it into the inbox)`],
+    });
+    return outcomes;
+  }
+  progress.size = st.size;
   progress.read = () => fileOffset(inFd);
   const chain = chainOf(o, p, now);
   const bashErr = path.join(p.logs, 'bash.log');
