@@ -23,7 +23,8 @@ Every assigned domain is written, whichever Yacobot owns it.
 A missing database is an error (create one with partner-db --db FILE init);
 the database is never created or changed here. A row that no domain_map line
 could carry (a NULL, upper-case or non-ASCII domain, one with a TAB or LF; a
-yacobot_id that is not a positive integer: rows edited outside partner-db) is
+yacobot_id that is not a positive integer up to 2^53 - 1: rows edited outside
+partner-db) is
 an error naming it, not a broken map line.
 
 Buffers: one row (the rows are streamed from the database).`,
@@ -41,7 +42,8 @@ Buffers: one row (the rows are streamed from the database).`,
     ctx.reportCounts(() => ({ domains_out: n, per_yacobot: perYacobot }));
     try {
       // SQLite orders TEXT with the BINARY collation: memcmp of the UTF-8 bytes, i.e. bytewise.
-      const select = db.prepare('SELECT domain, yacobot_id FROM partner_domain ORDER BY domain').raw();
+      // safeIntegers: an id past 2^53 - 1 read as a number would be named by another value.
+      const select = db.prepare('SELECT domain, yacobot_id FROM partner_domain ORDER BY domain').raw().safeIntegers(true);
       const rows = () => select.iterate() as IterableIterator<[unknown, unknown]>;
       // Every row is checked before the first line is written, in one read snapshot:
       // a bad row leaves no output at all, not a map cut off before it (a redirection
@@ -52,7 +54,7 @@ Buffers: one row (the rows are streamed from the database).`,
         if (bad) throw new DataError('BAD_ROW', `partner_domain has a row no domain_map line can carry: ${bad} (edited by hand? fix or delete that row)`, { file: o.db });
       }
       for (const [domain, id] of rows()) {
-        const y = id as number;
+        const y = Number(id as bigint);
         out.write(`${domain as string}\t${y}\n`);
         perYacobot[y] = (perYacobot[y] ?? 0) + 1;
         if (++n % 4096 === 0) await out.flushIfFull();
@@ -69,6 +71,9 @@ function badRow(domain: unknown, id: unknown): string | null {
   if (typeof domain !== 'string') return `domain ${domain === null ? 'NULL' : `of type ${typeof domain}`}`;
   const d = checkDomain(domain);
   if (d) return d;
-  if (!(typeof id === 'number' && Number.isSafeInteger(id) && id > 0)) return `domain ${domain} has yacobot_id '${clip(String(id))}', not a positive integer`;
+  if (typeof id === 'bigint' && id > BigInt(Number.MAX_SAFE_INTEGER)) {
+    return `domain ${domain} has yacobot_id ${id}, outside the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER})`;
+  }
+  if (!(typeof id === 'bigint' && id > 0n)) return `domain ${domain} has yacobot_id '${clip(String(id))}', not a positive integer`;
   return null;
 }
