@@ -64,8 +64,8 @@ Common to every stage:
   ${readsInput ? 'Reads the input file (or stdin when it is "-" or absent) and writes stdout;' : 'Writes stdout (this stage reads no input);'}
   logs JSON lines to stderr, ending with one summary line (counts and ms).
   Exit status: 0 success, 1 bad data or I/O failure, 2 usage error, 128+N
-  stopped by signal N (130 SIGINT, 143 SIGTERM; temporary files removed). A
-  closed stdout (| head) ends the stage quietly. Errors read
+  stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP; temporary files
+  removed). A closed stdout (| head) ends the stage quietly. Errors read
   "<stage>: <file>:<line>: <message>".
 `;
 

@@ -85,7 +85,7 @@ Options (each also a key of the --config file):
   --max-reject-ratio R    analyze-dump --max-reject-ratio (default 0.01)
   --memory SIZE           analyze-dump --memory (default 256M)
   --log-level LEVEL       JSON log lines on stderr: debug, info, warn, error,
-                          silent
+                          silent (default info)
   --kill-after DURATION   after SIGINT, SIGTERM or SIGHUP, how long the stages
                           get to stop before they are SIGKILLed (default 10s,
                           at most 1d; 0: at once); a second signal SIGKILLs

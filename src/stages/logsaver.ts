@@ -45,12 +45,12 @@ input order) to
   DIR/<yacobot_id>/<NAME>.tsv
 
 Each file is written to a temporary file in the same directory
-(.<NAME>.tsv.tmp-<pid>-<tag>, never matching *.tsv), fsynced, and renamed into place
-only after the whole input was read without error; an existing file of that
-name is replaced, so a rerun with the same input is idempotent. On any error
-every temporary file is removed and nothing is published (each place is checked
-before the first rename; only an I/O error between renames could leave the
-earlier ones published, and a rerun replaces them). A Yacobot with no
+(.<NAME>.tsv.tmp-<pid>-<tag>, never matching *.tsv), fsynced, and renamed into
+place only after the whole input was read without error; an existing file of
+that name is replaced, so a rerun with the same input is idempotent. On any
+error every temporary file is removed and nothing is published (each place is
+checked before the first rename; only an I/O error between renames could leave
+the earlier ones published, and a rerun replaces them). A Yacobot with no
 records gets no file. Directories are created as needed.
 
 yacobot_id must be a positive decimal integer (1-999999999999999999, no sign,
