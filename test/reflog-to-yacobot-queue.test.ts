@@ -1024,10 +1024,12 @@ test('option values are checked up front (usage errors), and a config file\'s re
   usage(['var/inbox'], /^unexpected argument 'var\/inbox'$/);
   usage(['--keep'], /^option '--keep' wants a value$/);
   usage(['--now'], /^option '--now' wants a value$/);
-  usage(['--inbox', ''], /^inbox is empty$/);
-  usage(['--state='], /^state is empty$/);
-  usage(['--db', ''], /^db is empty$/);
-  usage(['--queue-dir', ''], /^queue-dir is empty$/);
+  // Naming the value, not 'inbox is empty' (an inbox without reflogs, to an operator).
+  usage(['--inbox', ''], /^inbox is an empty path \('' is not the current directory\)$/);
+  usage(['--state='], /^state is an empty path /);
+  usage(['--db', ''], /^db is an empty path /);
+  usage(['--queue-dir', ''], /^queue-dir is an empty path /);
+  usage(['--config', ''], /^config is an empty path /);
   for (const bw of ['abc', '-1', '1e6', '', '99999999999999999']) usage(['--backlog-warn', bw], /^backlog-warn wants a number of URLs/);
   for (const r of ['1.5', '-0.1', '', ' ', 'x', '1.0000001']) usage(['--max-reject-ratio', r], /^max-reject-ratio wants a number from 0 to 1/);
   usage(['--log-level', 'verbose'], /^log-level is one of debug, info, warn, error, silent; got 'verbose'$/);
@@ -1058,7 +1060,7 @@ test('option values are checked up front (usage errors), and a config file\'s re
   );
   assert.equal((parseArgs(['--config', 'etc/runner.conf'], dir) as { db: string }).db, path.join(dir, 'etc/p.db'));
   fs.writeFileSync(path.join(dir, 'etc/empty.conf'), 'inbox =\n');
-  usage(['--config', path.join(dir, 'etc/empty.conf')], /^inbox is empty$/);
+  usage(['--config', path.join(dir, 'etc/empty.conf')], /^inbox is an empty path /);
 
   // --version and --help print and exit 0 before anything else is looked at.
   const v = runRunner(dir, ['--bogus-later', '--version']);

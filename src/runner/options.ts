@@ -167,6 +167,7 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
   const values = new Map<Key, { value: string; base: string }>();
   let configPath: string | null = null;
   if (configFile !== null) {
+    if (configFile === '') throw new UsageError(`config is an empty path ('' is not the current directory)`);
     configPath = path.resolve(cwd, configFile);
     let text: string;
     try {
@@ -182,7 +183,8 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
   const pathOf = (k: Key, dflt: string): string => {
     const v = values.get(k);
     if (v === undefined) return path.resolve(cwd, dflt);
-    if (v.value === '') throw new UsageError(`${k} is empty`);
+    // Not 'inbox is empty', which reads as an inbox without reflogs.
+    if (v.value === '') throw new UsageError(`${k} is an empty path ('' is not the current directory)`);
     return PATH_KEYS.has(k) ? path.resolve(v.base, v.value) : v.value;
   };
 
