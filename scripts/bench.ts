@@ -17,6 +17,7 @@ import * as path from 'node:path';
 import type { Command } from 'commander';
 import { intOption, runAdmin } from '../src/cli/admin.js';
 import { DataError, UsageError } from '../src/core/errors.js';
+import { PIPE_BYTES, PIPESIZE_ADDON } from '../src/core/pipes.js';
 import { BIN_DIR, PROJECT_ROOT as ROOT } from '../src/core/root.js';
 import { parseSize } from '../src/core/size.js';
 import { countLines } from '../src/runner/fsutil.js';
@@ -267,6 +268,8 @@ function main(a: Args): void {
   const lines: string[] = [];
   const p = (s = '') => lines.push(s);
   p(`master-server bench: ${inLines.toLocaleString('en')} reflog lines (hour 2), ${os.cpus().length} CPUs, node ${process.version}` + (a.memory ? `, analyze-dump --memory ${a.memory}` : ''));
+  // Whether the stages could grow their pipes (README, "Common behaviour"): it shows in the figures.
+  p(`pipes between the stages: ${fs.existsSync(PIPESIZE_ADDON) ? `grown to ${PIPE_BYTES / 1024} KiB by the stages` : '64 KiB (the pipe-size addon was not built)'}`);
   p(`current_log before hour 2: ${current1.toLocaleString('en')} records; best of ${a.repeat} run(s)`);
   p();
   p('hour 2, whole step (pipeline as cron runs it)   wall s   lines/s   peak RSS MiB (max stage)   CPU s');
