@@ -118,6 +118,18 @@ test('--max-url-bytes is honoured and --max-reject-ratio 0 fails on one reject, 
   assert.match(bad.stderr, /analyze-dump: -: rejected 1 of 2 records/);
 });
 
+test('a --rejects file that cannot be written (ENOSPC) fails the run with counts that still add up', () => {
+  // 6000 rejects of about 60 bytes overflow the rejects file's 256 KiB buffer mid-input; records among them.
+  const lines = Array.from({ length: 6000 }, (_, i) => reflogLine(`http://a.org/${i}`, i, i % 3 === 0 ? '20110727200841' : '20110231000000'));
+  const r = runBin('analyze-dump', ['--rejects', '/dev/full', '--max-reject-ratio', '1'], ['hdr', ...lines, ''].join('\n') + '\n');
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /analyze-dump: \/dev\/full: cannot write: ENOSPC/);
+  assert.ok(!hasStackTrace(r.stderr), r.stderr);
+  const s = summaryOf(r.stderr) as Record<string, number>;
+  // Before: records_out, rejected and skipped counted the failing batch and lines_in did not (2000 + 4000 + 2 against 0).
+  assert.equal(s.records_out! + s.rejected! + s.skipped!, s.lines_in, JSON.stringify(s));
+});
+
 test('the URL limit counts the reflog\'s UTF-8 bytes: an IDN URL of 8193 bytes (4191 characters, 4676 bytes as punycode) is too long', () => {
   const opts: UrlOptions = { maxUrlBytes: 8192, dropParams: null, sortQuery: false, domainMode: 'registrable' };
   const host = Array.from({ length: 80 }, () => 'я'.repeat(50)).join('.') + '.рф';

@@ -457,8 +457,7 @@ order, so the output does not depend on the number of threads. If more than
     const maxLine = lineLimit(o.maxUrlBytes);
     const byReason: Record<string, number> = {};
     let linesIn = 0;
-    // Records of the batches applied whole: a batch whose spill fails is counted in none
-    // of the counts (sorter.count would hold part of it, against none of its lines).
+    // Records of the batches applied whole (sorter.count may hold part of a failed one).
     let recordsOut = 0;
     let rejected = 0;
     let headers = 0;
@@ -482,18 +481,20 @@ order, so the output does not depend on the number of threads. If more than
 
     // Batches are applied strictly in input order, wherever they were analyzed:
     // record order (ties in the sort), line numbers and the rejects file follow it.
+    // A batch is counted once both its records and its rejects went where they go: one
+    // whose spill or rejects write fails is counted in none of the counts.
     const apply = (r: BatchResult, packed: PackedRecords) => {
       const before = sorter.count;
       sorter.addPacked(packed);
-      recordsOut += sorter.count - before;
-      headers += r.headers;
-      empty += r.empty;
       const x = r.rejects;
-      rejected += x.count;
-      for (const [why, n] of Object.entries(x.byReason)) byReason[why] = (byReason[why] ?? 0) + n;
       if (rejects) {
         for (let k = 0, from = 0; k < x.lines.length; from = x.ends[k++]!) putNumbered(rejects, linesIn + x.lines[k]!, x.text, from, x.ends[k]!);
       }
+      recordsOut += sorter.count - before;
+      headers += r.headers;
+      empty += r.empty;
+      rejected += x.count;
+      for (const [why, n] of Object.entries(x.byReason)) byReason[why] = (byReason[why] ?? 0) + n;
       linesIn += r.lines;
     };
     // Batches analyzed on this thread (no workers, or an input smaller than one batch);
