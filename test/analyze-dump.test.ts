@@ -130,6 +130,43 @@ test('a --rejects file that cannot be written (ENOSPC) fails the run with counts
   assert.equal(s.records_out! + s.rejected! + s.skipped!, s.lines_in, JSON.stringify(s));
 });
 
+test('--rejects naming a FIFO: its rejects go to a reader that comes late, and a signal stops the stage while none comes', { timeout: 60_000 }, async () => {
+  const work = scratch();
+  const fifo = path.join(work, 'rj');
+  spawnSync('mkfifo', [fifo]);
+  const input = [reflogLine('http://a.org/', 1), reflogLine('ftp://a.org/', 1)].join('\n') + '\n';
+  const start = () => {
+    const child = spawn(path.join(BIN, 'analyze-dump'), ['--rejects', fifo, '--max-reject-ratio', '1'], { cwd: work, env: testEnv(), stdio: ['pipe', 'pipe', 'pipe'] });
+    let err = '';
+    child.stdout!.resume();
+    child.stderr!.on('data', (d: Buffer) => (err += d));
+    child.stdin!.end(input);
+    const done = new Promise<{ code: number | null; err: string }>((resolve) => child.on('close', (code) => resolve({ code, err })));
+    return { child, done };
+  };
+  const a = start();
+  await new Promise((r) => setTimeout(r, 300));
+  const got = await fs.promises.readFile(fifo, 'utf8'); // the reader comes late
+  const ra = await a.done;
+  assert.equal(ra.code, 0, ra.err);
+  assert.equal(got, `2\tunsupported scheme: ftp\t${reflogLine('ftp://a.org/', 1)}\n`);
+
+  const b = start();
+  await new Promise((r) => setTimeout(r, 1000)); // its handlers are in place, and it waits for a reader
+  b.child.kill('SIGTERM');
+  // Before: blocked in open(2) for a reader, it handled no signal until one came.
+  let readerCame = false;
+  const late = setTimeout(() => {
+    readerCame = true;
+    fs.closeSync(fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK));
+  }, 10_000);
+  const rb = await b.done;
+  clearTimeout(late);
+  assert.ok(!readerCame, `exited only when a reader came 10 s later: ${rb.err}`);
+  assert.equal(rb.code, 143, rb.err);
+  assert.equal(summaryOf(rb.err).status, 'interrupted');
+});
+
 test('the URL limit counts the reflog\'s UTF-8 bytes: an IDN URL of 8193 bytes (4191 characters, 4676 bytes as punycode) is too long', () => {
   const opts: UrlOptions = { maxUrlBytes: 8192, dropParams: null, sortQuery: false, domainMode: 'registrable' };
   const host = Array.from({ length: 80 }, () => 'я'.repeat(50)).join('.') + '.рф';

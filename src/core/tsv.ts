@@ -309,6 +309,32 @@ export function readStreamFor(file: string, st: fs.Stats): Readable {
     : fs.createReadStream(file, { highWaterMark: 1 << 20 });
 }
 
+/**
+ * For a `file` that is a FIFO, waits without blocking the thread until it has a reader,
+ * and returns a write descriptor (non-blocking) that keeps it open: close it once
+ * the file is opened for writing as usual, which then cannot block. A blocking open
+ * of a FIFO waits in open(2) for a reader, and a signal could not stop the stage
+ * meanwhile (SIGTERM, Ctrl-C did nothing while no reader came). Null for anything else.
+ */
+export async function heldFifoWriter(file: string): Promise<number | null> {
+  let st: fs.Stats;
+  try {
+    st = fs.statSync(file);
+  } catch {
+    return null; // missing: the open says what is wrong
+  }
+  if (!st.isFIFO()) return null;
+  for (;;) {
+    try {
+      return fs.openSync(file, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENXIO') throw ioError(err, file, 'open for writing');
+    }
+    // ENXIO: no reader yet.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 /** The prefix of regularFileFor's copies in the system temp dir (see ownedTempPrefix). */
 export const COPY_PREFIX = '.master-server-';
 

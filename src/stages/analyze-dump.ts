@@ -1,4 +1,5 @@
 // analyze-dump: reflog -> URL records sorted by (id, timestamp).
+import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { isUtf8 } from 'node:buffer';
 import type { Command } from 'commander';
@@ -11,7 +12,7 @@ import { clip } from '../core/records.js';
 import { parseBudget } from '../core/size.js';
 import { RecordBatch, RecordSorter, SPILL_PREFIX, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
 import { timestampKey } from '../core/time.js';
-import { FileWriter, LineBatcher, removeStaleTemps } from '../core/tsv.js';
+import { FileWriter, LineBatcher, heldFifoWriter, removeStaleTemps } from '../core/tsv.js';
 import { WorkerPool } from '../core/workers.js';
 import {
   DEFAULT_MAX_URL_BYTES,
@@ -446,7 +447,7 @@ order, so the output does not depend on the number of threads. If more than
   },
   async run(ctx, o) {
     if (o.rejects) refuseOwnStreams('--rejects', o.rejects, ctx.inputName);
-    const rejects = o.rejects ? new FileWriter(o.rejects) : null;
+    let rejects: FileWriter | null = null;
     ctx.onExit(() => rejects?.abandon());
     // The URL memory of each parsing thread comes out of the budget, not on top of it.
     const urlMemory = hasUrlMemory(o) ? Math.max(1, o.threads) * URL_MEMORY_BYTES : 0;
@@ -478,6 +479,15 @@ order, so the output does not depend on the number of threads. If more than
       ...(lastLineUnterminated ? { last_line_unterminated: true } : {}),
       ...(outputDiscarded ? { output_discarded: true } : {}),
     }));
+    if (o.rejects) {
+      // A FIFO is waited for without blocking (`--rejects fifo` with its reader late).
+      const held = await heldFifoWriter(o.rejects);
+      try {
+        rejects = new FileWriter(o.rejects);
+      } finally {
+        if (held !== null) fs.closeSync(held);
+      }
+    }
 
     // Batches are applied strictly in input order, wherever they were analyzed:
     // record order (ties in the sort), line numbers and the rejects file follow it.
