@@ -9,6 +9,7 @@ import { UrlResolver, canonicalize, globMatch, parseParamGlobs, loadUrlHash, loa
 import { prng } from '../scripts/prng.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
+import { MAX_RECORD_BYTES } from '../src/stages/analyze-dump.js';
 import { HOST_TAG, ownedTempPrefix } from '../src/core/tsv.js';
 import { parseBudget, parseSize } from '../src/core/size.js';
 
@@ -165,6 +166,30 @@ test('--rejects naming a FIFO: its rejects go to a reader that comes late, and a
   assert.ok(!readerCame, `exited only when a reader came 10 s later: ${rb.err}`);
   assert.equal(rb.code, 143, rb.err);
   assert.equal(summaryOf(rb.err).status, 'interrupted');
+});
+
+test('a record too long for a joined line to hold two of its updatetags is a reject, so the chain runs hour after hour', () => {
+  const work = scratch();
+  // Records of the URL http://a.b/ (domain a.b): 50 bytes plus the updatetag.
+  const longest = MAX_RECORD_BYTES - 50;
+  const line = (hour: string, tag: string) => ['1', '1', `20110728${hour}0000`, 'p', 'http://a.b/', '1', tag].join('\t') + '\n';
+  fs.writeFileSync(path.join(work, '06.reflog'), line('06', 'x'.repeat(longest)));
+  // The 1000 bytes longer tag made a joined line of 1,049,416 bytes: filter-url refused it.
+  fs.writeFileSync(path.join(work, '07.reflog'), line('07', 'y'.repeat(longest)) + line('07', 'z'.repeat(longest + 1000)));
+  for (const hour of ['06', '07']) {
+    const script = `set -euo pipefail
+analyze-dump --max-url-bytes 1048576 --max-reject-ratio 1 --rejects rj ${hour}.reflog 2>ad.log | group-sum | join-current --current cl \\
+  | filter-url --current-out cl.next --now 20110728${hour}3000 > out
+mv cl.next cl`;
+    const r = spawnSync('bash', ['-c', script], { cwd: work, env: testEnv(), encoding: 'utf8' });
+    assert.equal(r.status, 0, `hour ${hour}: ${r.stderr.slice(0, 500)}`);
+    const out = fs.readFileSync(path.join(work, 'out'), 'utf8');
+    assert.equal(out.length, MAX_RECORD_BYTES + 1, `hour ${hour}: the longest record is sent whole`);
+    assert.ok(out.includes(hour === '06' ? 'x'.repeat(longest) : 'y'.repeat(longest)));
+  }
+  const s = summaryOf(fs.readFileSync(path.join(work, 'ad.log'), 'utf8'));
+  assert.deepEqual([s.records_out, s.rejected, s.rejected_by_reason], [1, 1, { 'record too long': 1 }]);
+  assert.match(fs.readFileSync(path.join(work, 'rj'), 'utf8'), new RegExp(`^2\\trecord too long: ${MAX_RECORD_BYTES + 1000} bytes, max ${MAX_RECORD_BYTES}\\t1\\t`));
 });
 
 test('the URL limit counts the reflog\'s UTF-8 bytes: an IDN URL of 8193 bytes (4191 characters, 4676 bytes as punycode) is too long', () => {

@@ -12,7 +12,7 @@ import { clip } from '../core/records.js';
 import { parseBudget } from '../core/size.js';
 import { RecordBatch, RecordSorter, SPILL_PREFIX, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
 import { timestampKey } from '../core/time.js';
-import { FileWriter, LineBatcher, heldFifoWriter, removeStaleTemps } from '../core/tsv.js';
+import { DEFAULT_MAX_LINE, FileWriter, LineBatcher, heldFifoWriter, removeStaleTemps } from '../core/tsv.js';
 import { WorkerPool } from '../core/workers.js';
 import {
   DEFAULT_MAX_URL_BYTES,
@@ -38,6 +38,14 @@ const R_URL = 4;
 const R_HITS = 5;
 /** Lines longer than this cannot hold a valid record (URL limit plus generous fields). */
 const lineLimit = (maxUrl: number) => maxUrl + 65536;
+/**
+ * The longest URL record written (without its LF). The record streams carry lines of
+ * at most 1 MiB, and a joined record (join-current) holds one URL and domain with two
+ * updatetags, this hour's and the one current_log kept: from records of at most this
+ * size, a joined line has at most 2 x 524,224 + 40 bytes (hits sums of 30 digits
+ * included). Only a --max-url-bytes far above the default makes a record this long.
+ */
+export const MAX_RECORD_BYTES = (DEFAULT_MAX_LINE - 128) / 2;
 /** Bytes of input per batch handed to a worker thread. */
 const BATCH_BYTES = 1 << 20;
 
@@ -154,6 +162,8 @@ export class ReflogAnalyzer {
     const v = u.bytes;
     const vs = u.start[k]!;
     const ve = u.end[k]!;
+    const length = ve - vs + (end - tagAt) + (hitsEnd - h) + 18;
+    if (length > MAX_RECORD_BYTES) return this.reject('record too long', `${length} bytes, max ${MAX_RECORD_BYTES}`);
     const sink = this.sink;
     sink.reserve(14 + (end - tagAt) + (hitsEnd - h) + (ve - vs) + 6);
     const o = sink.buf;
