@@ -335,3 +335,41 @@ test("removeStaleTemps removes only this user's own entries of dead processes: n
   assert.deepEqual(removeStaleTemps(dir, '.own-test-'), [path.join(dir, name('mine'))]);
   assert.deepEqual(fs.readdirSync(dir).sort(), [...keep, 'target'].sort());
 });
+
+test('BytesIndex: keys built so that unseeded FNV-1a puts them all in one probe chain are spread out', () => {
+  // helper-33's flood: at each of 12 places, two 3-byte chunks that leave FNV-1a's low
+  // 17 bits alike (the low bits of FNV depend only on low bits), so all 2^12 URLs share
+  // one slot in a table of up to 2^17. Before the seed and the finalizer, each add
+  // walked the whole chain: 2,048 slots per add on average here, 32,768 at 2^16 URLs.
+  const fnv = (h: number, bytes: Iterable<number>) => {
+    for (const b of bytes) h = Math.imul(h ^ b, 0x01000193);
+    return h;
+  };
+  const MASK = (1 << 17) - 1;
+  const prefix = Buffer.from('http://flood.example.com/?q=');
+  const chars = Buffer.from('abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_');
+  let s = fnv(0x811c9dc5 | 0, prefix);
+  const pairs: [number[], number[]][] = [];
+  for (let pos = 0; pos < 12; pos++) {
+    const seen = new Map<number, number[]>();
+    let found: [number[], number[]] | null = null;
+    for (let i = 0; i < chars.length ** 3 && !found; i++) {
+      const c = [chars[i % 64]!, chars[(i >> 6) % 64]!, chars[i >> 12]!];
+      const low = fnv(s, c) & MASK;
+      const prev = seen.get(low);
+      if (prev) found = [prev, c];
+      else seen.set(low, c);
+    }
+    assert.ok(found, `a colliding pair at ${pos}`);
+    s = fnv(s, found[1]);
+    pairs.push(found);
+  }
+  const keys = Array.from({ length: 1 << 12 }, (_, i) => Buffer.concat([prefix, ...pairs.map((p, pos) => Buffer.from(p[(i >> pos) & 1]!))]));
+  assert.equal(new Set(keys.map((k) => fnv(0x811c9dc5 | 0, k) & MASK)).size, 1, 'the keys do collide under unseeded FNV-1a');
+  const index = new BytesIndex();
+  for (const k of keys) index.add(k, 0, k.length);
+  assert.equal(index.size, keys.length);
+  assert.ok(index.probes / keys.length < 4, `${(index.probes / keys.length).toFixed(1)} slots examined per add`);
+  // And a second pass finds each one where it was put.
+  for (const [i, k] of keys.entries()) assert.equal(index.add(k, 0, k.length), i);
+});

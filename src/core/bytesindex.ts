@@ -4,6 +4,14 @@
 import { grown } from './arrays.js';
 
 /**
+ * This process's hash seed. Keys come from the input (URLs, domains): with a fixed
+ * hash a crafted reflog can put 65,536 URLs in one probe chain (measured: analyze-dump
+ * 4.4 s against 0.58 s for as many ordinary URLs), so the hash is seeded, as V8's own
+ * string hashes are, and mixed before its low bits pick a slot.
+ */
+const SEED = globalThis.crypto.getRandomValues(new Int32Array(1))[0]!;
+
+/**
  * Interns byte strings: `add` gives each distinct key a dense index (0, 1, ...),
  * the same one every time; `key` decodes one back to text. Memory: the keys'
  * bytes plus about 20 bytes per key.
@@ -20,6 +28,8 @@ export class BytesIndex {
   size = 0;
   /** Whether the last `add` added its key. */
   added = false;
+  /** Slots examined by every `add` so far (for tests: stays near 1.5 per add however keys are chosen). */
+  probes = 0;
 
   /** Bytes of all keys together. */
   get bytes(): number {
@@ -35,11 +45,19 @@ export class BytesIndex {
 
   /** The index of the key `b[start, end)`, added if it is new. */
   add(b: Uint8Array, start: number, end: number): number {
-    let h = 0x811c9dc5 | 0; // as the Int32Array stores it, for the empty key too
+    // FNV-1a from the seed, then MurmurHash3's finalizer: a slot's low bits depend on
+    // every byte (FNV's low bits depend only on the bytes' and the seed's low bits).
+    let h = SEED;
     for (let i = start; i < end; i++) h = Math.imul(h ^ b[i]!, 0x01000193);
+    h ^= h >>> 16;
+    h = Math.imul(h, 0x85ebca6b);
+    h ^= h >>> 13;
+    h = Math.imul(h, 0xc2b2ae35);
+    h ^= h >>> 16;
     const mask = this.slots.length - 1;
     const n = end - start;
     for (let s = h & mask; ; s = (s + 1) & mask) {
+      this.probes++;
       const k = this.slots[s]! - 1;
       if (k < 0) break;
       if (this.hashes[k] !== h || this.ends[k]! - this.starts[k]! !== n) continue;
