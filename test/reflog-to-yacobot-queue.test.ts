@@ -397,6 +397,34 @@ test('SIGKILL of the process group at random instants, then a clean run: same re
   }
 });
 
+test('upload-domains killed at its commit of new domains, just before or just after COMMIT: new_domains counts what was committed, once', async () => {
+  const { snap: want, dir: refDir } = await ref();
+  const preload = pathToFileURL(path.join(ROOT, 'dist/test/lib/kill-at-commit.js')).href;
+  const first = RUNS[0]!.replace(/\.reflog$/, '');
+  const refNew = newDomains(refDir);
+  assert.ok((refNew[first] as number) > 0, 'the first hour assigns new domains');
+  for (const when of ['before', 'after'] as const) {
+    // The whole process group (the crash the random kills above met once): the rerun records the run.
+    const dir = fresh();
+    const what = `group killed ${when} COMMIT`;
+    const r = await runner(dir, [], { env: { NODE_OPTIONS: `--import=${preload}`, KILL_AT_COMMIT: when, KILL_WHO: 'group' } });
+    assert.equal(r.signal, 'SIGKILL', `${what}: ${r.stderr}`);
+    assert.deepEqual(runsJsonl(dir), [], what);
+    const final = await runner(dir);
+    assert.equal(final.status, 0, `${what}: ${final.stderr}`);
+    assertSameState(snapshot(dir), want, what);
+    assert.deepEqual(newDomains(dir), refNew, `${what}: new_domains`);
+    // upload-domains alone: its run fails, and its failed line counts what it committed.
+    const dir2 = fresh();
+    const what2 = `upload-domains killed ${when} COMMIT`;
+    const r2 = await runner(dir2, [], { env: { NODE_OPTIONS: `--import=${preload}`, KILL_AT_COMMIT: when, KILL_WHO: 'stage' } });
+    assert.equal(r2.status, 1, `${what2}: ${r2.stderr}`);
+    const [failed] = runsJsonl(dir2);
+    assert.equal(failed!.failed_stage, 'upload-domains', what2);
+    assert.equal(failed!.new_domains, when === 'after' ? refNew[first] : 0, `${what2}: new_domains`);
+  }
+});
+
 test('SIGTERM to the runner alone while a chain runs: it stops its stages, exits 143 publishing nothing of that run, and a rerun finishes the same', async () => {
   const { snap: want } = await ref();
   for (const [k, run] of RUNS.map((f) => f.replace(/\.reflog$/, '')).entries()) {
@@ -841,11 +869,17 @@ test('backlog: counted from the *.tsv queue files of Yacobot directories only, a
 
 test('pure helpers: config parsing, option precedence, now, inbox order', () => {
   // What a dead attempt's upload-domains assigned: the last line that says, a torn line ignored.
+  const committing = '{"level":30,"msg":"committing new domains","committing":7,"witness":"a.com","added_at":"20110728070000"}';
   const committed = '{"level":30,"msg":"new domains committed","domains_new":9,"assigned_by_us":7}';
-  assert.equal(assignedInLog(''), 0);
-  assert.equal(assignedInLog(`{"level":30,"msg":"start"}\n${committed}\n{"level":30,"assigned_by_us":`), 7);
-  assert.equal(assignedInLog(`${committed}\n{"summary":true,"assigned_by_us":8}\n`), 8);
-  assert.equal(assignedInLog('upload-domains: -:3: bad record\n'), 0);
+  const done = (assigned: number) => ({ assigned, pending: null });
+  assert.deepEqual(assignedInLog(''), done(0));
+  assert.deepEqual(assignedInLog(`{"level":30,"msg":"start"}\n${committing}\n${committed}\n{"level":30,"assigned_by_us":`), done(7));
+  assert.deepEqual(assignedInLog(`${committed}\n{"summary":true,"assigned_by_us":8}\n`), done(8));
+  assert.deepEqual(assignedInLog('upload-domains: -:3: bad record\n'), done(0));
+  // Died between the line before COMMIT and the one after: the database must tell.
+  assert.deepEqual(assignedInLog(`${committing}\n{"level":30,"assign`), { assigned: 0, pending: { rows: 7, witness: 'a.com', added_at: '20110728070000' } });
+  // COMMIT failed: the summary says nothing was assigned.
+  assert.deepEqual(assignedInLog(`${committing}\n{"summary":true,"status":"failed","assigned_by_us":0}\n`), done(0));
   assert.throws(() => parseConfig('a = 1\n', 'f'), (e: unknown) => e instanceof UsageError && /f:1: unknown key 'a'/.test(e.message));
   assert.throws(() => parseConfig('\ninbox\n', 'f'), /f:2: want "key = value"/);
   assert.deepEqual([...parseConfig('# c\n inbox = "/x y" \r\nnow=20110728070000\n', 'f')], [

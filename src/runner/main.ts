@@ -9,6 +9,7 @@ import { packageVersion } from '../cli/stage.js';
 import { DataError, UsageError, formatPlace, signalExitStatus } from '../core/errors.js';
 import { BIN_DIR as BIN } from '../core/root.js';
 import { fsyncPath } from '../core/dirs.js';
+import { dbError, openDb } from '../core/db.js';
 import { countLines, appendRecordOnce, mkdirDurable, writeFileDurable } from './fsutil.js';
 import { prepareQueues, publish, readCommit, writeCommit, stagedQueueFile, type CommitHooks, type CommitPlan } from './commit.js';
 import { acquireLock, Locked } from './lock.js';
@@ -160,7 +161,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     }
     const p = runPaths(o, name);
     const rj = readRunJson(p);
-    if (rj !== null) keepAssignments(p, rj);
+    if (rj !== null) keepAssignments(p, rj, o.db, log);
     fs.rmSync(p.work, { recursive: true, force: true });
     if (fs.existsSync(p.reflog) && rj !== null) {
       log.warn({ run: name }, 'found an interrupted run; its partial work was removed and it runs again');
@@ -261,20 +262,54 @@ function readRunJson(p: RunPaths): RunJson | null {
  * run.json, once per attempt. The rerun finds those domains already assigned, so
  * without this its record would not count them as new.
  */
-function keepAssignments(p: RunPaths, rj: RunJson): void {
+function keepAssignments(p: RunPaths, rj: RunJson, db: string, log: Logger): void {
   if (rj.assigned_counted === rj.attempts) return;
-  const n = assignedByAttempt(p);
+  const n = assignedByAttempt(p, db, log);
   if (n === 0) return;
   rj.assigned_earlier = (rj.assigned_earlier ?? 0) + n;
   rj.assigned_counted = rj.attempts;
   writeFileDurable(p.runJson, JSON.stringify(rj) + '\n');
 }
 
-/** What the attempt whose stage logs are in `p.logs` committed to the database (its upload-domains log says). */
-function assignedByAttempt(p: RunPaths): number {
+/**
+ * What the attempt whose stage logs are in `p.logs` committed to the database: what
+ * its upload-domains log says, or, when the stage died between the line it logs just
+ * before COMMIT and the one after, what the database says about that line's witness.
+ */
+function assignedByAttempt(p: RunPaths, db: string, log: Logger): number {
   if (!fs.existsSync(p.logs)) return 0;
-  const log = fs.readdirSync(p.logs).find((f) => f.endsWith('.upload-domains.log'));
-  return log ? assignedInLog(fs.readFileSync(path.join(p.logs, log), 'utf8')) : 0;
+  const f = fs.readdirSync(p.logs).find((n) => n.endsWith('.upload-domains.log'));
+  if (!f) return 0;
+  const { assigned, pending } = assignedInLog(fs.readFileSync(path.join(p.logs, f), 'utf8'));
+  if (pending === null) return assigned;
+  if (pending.rows === 0 || pending.witness === null) return 0;
+  let committed: boolean;
+  try {
+    committed = witnessCommitted(db, pending.witness, pending.added_at);
+  } catch (err) {
+    const message = err instanceof DataError ? formatPlace(err.place, err.message) : String((err as Error)?.message ?? err);
+    log.warn({ run: p.name, rows: pending.rows, error: message }, 'cannot tell whether a dead upload-domains committed; not counted in new_domains');
+    process.stderr.write(`${PROG}: warning: ${p.name}: cannot tell whether upload-domains committed ${pending.rows} new domain(s) before it died (${message}); new_domains does not count them\n`);
+    return 0;
+  }
+  log.warn({ run: p.name, rows: pending.rows, witness: pending.witness, committed }, 'upload-domains died during its commit; the database tells whether it happened');
+  return committed ? pending.rows : 0;
+}
+
+/**
+ * Whether the database has `domain` with `added_at` (the row a transaction inserts
+ * exists iff it committed: it was absent when that transaction, holding the write
+ * lock, inserted it).
+ */
+function witnessCommitted(file: string, domain: string, addedAt: string): boolean {
+  const db = openDb(file, { readonly: true });
+  try {
+    return db.prepare('SELECT added_at FROM partner_domain WHERE domain = ?').pluck().get(domain) === addedAt;
+  } catch (err) {
+    throw dbError(err, file);
+  } finally {
+    db.close();
+  }
 }
 
 /**
@@ -346,7 +381,7 @@ async function runOne(
     record.seconds = seconds();
     // Assignments are not undone with the run: a stage killed mid-run still lets
     // upload-domains commit, and its retry finds those domains already assigned.
-    record.new_domains = assignedByAttempt(p) + (rj.assigned_earlier ?? 0);
+    record.new_domains = assignedByAttempt(p, o.db, log) + (rj.assigned_earlier ?? 0);
     // The rejects explain a failed reject ratio: keep them (the next attempt replaces or removes them).
     if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) {
       mkdirDurable(path.dirname(p.rejectsKept));

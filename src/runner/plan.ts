@@ -179,18 +179,34 @@ export function jsonLogLine(l: string): Record<string, unknown> | null {
   }
 }
 
+/** A commit an upload-domains log announced and did not confirm: it died during its COMMIT. */
+export interface PendingCommit {
+  /** The rows the transaction inserts. */
+  rows: number;
+  /** One domain among them (null when none): in the database with `added_at` iff COMMIT happened. */
+  witness: string | null;
+  added_at: string;
+}
+
 /**
  * What an upload-domains log says its transaction assigned: `assigned_by_us` of the
  * last JSON line that carries it (the line logged right after the commit, or the
- * summary), or 0 (it never committed).
+ * summary), or 0 (it never committed); `pending` when the last such line is instead
+ * the one logged just before COMMIT (the stage died in between: the database knows).
  */
-export function assignedInLog(text: string): number {
-  let n = 0;
+export function assignedInLog(text: string): { assigned: number; pending: PendingCommit | null } {
+  let assigned = 0;
+  let pending: PendingCommit | null = null;
   for (const l of text.split('\n')) {
-    const v = jsonLogLine(l)?.assigned_by_us;
-    if (typeof v === 'number') n = v;
+    const o = jsonLogLine(l);
+    if (typeof o?.assigned_by_us === 'number') {
+      assigned = o.assigned_by_us;
+      pending = null;
+    } else if (typeof o?.committing === 'number' && typeof o.added_at === 'string') {
+      pending = { rows: o.committing, witness: typeof o.witness === 'string' ? o.witness : null, added_at: o.added_at };
+    }
   }
-  return n;
+  return { assigned, pending };
 }
 
 /**

@@ -110,6 +110,8 @@ export interface CommitResult {
  * re-read first (another process may have taken it since we looked), otherwise
  * chosen and inserted with ON CONFLICT DO NOTHING and read back, so the database's
  * answer is always the one returned. Loads are read inside the transaction.
+ * `beforeCommit` is called inside it, just before COMMIT, with how many rows it
+ * inserts and the first of their domains (null when none).
  */
 export function commitNewDomains(
   db: Db,
@@ -118,6 +120,7 @@ export function commitNewDomains(
   mode: AssignMode,
   rendezvous: RendezvousFn | null,
   addedAt: string,
+  beforeCommit?: (inserted: number, witness: string | null) => void,
 ): CommitResult {
   const lookup = db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck();
   const insert = db.prepare(
@@ -126,6 +129,7 @@ export function commitNewDomains(
   const owners = new Map<string, number>();
   let assignedByUs = 0;
   let lostRace = 0;
+  let witness: string | null = null;
   const tx = db.transaction(() => {
     const active = activeLoads(db);
     if (active.length === 0) throw noActive(file, 'at commit time (disabled during the run?)');
@@ -136,13 +140,16 @@ export function commitNewDomains(
         const mine = mode === 'rendezvous' ? rendezvous!(d, active) : least.pick();
         insert.run(d, mine, addedAt);
         owner = lookup.get(d) as number;
-        if (owner === mine) assignedByUs++;
-        else lostRace++;
+        if (owner === mine) {
+          assignedByUs++;
+          witness ??= d;
+        } else lostRace++;
       } else {
         lostRace++;
       }
       owners.set(d, owner);
     }
+    beforeCommit?.(assignedByUs, witness);
   });
   try {
     tx.immediate();
@@ -389,7 +396,12 @@ holds --map and the distinct domains seen in this run.`,
     for (let k = 0; k < domains.size; k++) if (owner[k] === 0) fresh.push(k);
     if (fresh.length > 0) {
       const names = fresh.map((k) => domains.key(k));
-      result = commitNewDomains(db, o.db, names, o.assign, rendezvous, o.now);
+      // Logged inside the transaction, just before its COMMIT, and again at once after it: a
+      // run that dies in between leaves the first line only, and its witness (a domain this
+      // transaction inserts, with added_at = --now) tells the runner whether COMMIT happened.
+      result = commitNewDomains(db, o.db, names, o.assign, rendezvous, o.now, (inserted, witness) =>
+        ctx.log.info({ committing: inserted, witness, added_at: o.now }, 'committing new domains'),
+      );
       // Logged at once: if the run dies before its summary, the runner still learns what it assigned.
       ctx.log.info({ domains_new: fresh.length, assigned_by_us: result.assignedByUs, lost_race: result.lostRace }, 'new domains committed');
       fresh.forEach((k, n) => {
