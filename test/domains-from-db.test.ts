@@ -87,6 +87,21 @@ test('a row no domain_map line can carry (edited outside partner-db) is an error
   }
 });
 
+test('a row naming a Yacobot that does not exist (written with foreign keys off) is an error naming it and the fix, with no map', () => {
+  const work = scratch();
+  partnerDb(work, 'p.db', 'init');
+  partnerDb(work, 'p.db', 'add', 'a');
+  partnerDb(work, 'p.db', 'assign', 'ok.com', 'a');
+  const db = new Database(path.join(work, 'p.db'));
+  db.pragma('foreign_keys = OFF');
+  db.exec("INSERT INTO partner_domain VALUES ('zzznew.com', 99, 'x')");
+  db.close();
+  const r = runBin('domains-from-db', ['--db', 'p.db'], '', work);
+  assert.equal(r.status, 1, r.stderr);
+  assert.equal(r.stdout, '', 'no map');
+  assert.match(r.stderr, /^domains-from-db: p\.db: partner_domain gives zzznew\.com to Yacobot 99, which does not exist .*partner-db --db p\.db assign zzznew\.com YACOBOT$/m);
+});
+
 test('a bad row after many good ones still leaves no output, not a map cut off before it', () => {
   const work = scratch();
   partnerDb(work, 'p.db', 'init');

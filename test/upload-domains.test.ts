@@ -467,6 +467,45 @@ test('a Yacobot id set by hand beyond 2^53 - 1 is an error naming it, not a rout
   assert.match(r.stderr, /upload-domains: p\.db: Yacobot 'big' has id 123456789012345678, outside the ids this program handles/);
 });
 
+test('a domain the database gives to a Yacobot that does not exist (written with foreign keys off) is an error before any output, naming it and the fix', () => {
+  const run = (rows: [string, bigint | string][]) => {
+    const work = newDb([['a', 1]]);
+    pdb(work, 'assign', 'known.com', 'a');
+    const db = new Database(path.join(work, 'p.db'));
+    db.pragma('foreign_keys = OFF');
+    for (const [d, id] of rows) db.prepare("INSERT INTO partner_domain VALUES (?, ?, 'x')").run(d, id);
+    db.close();
+    // A known domain first: it would stream out before the bad one is met.
+    return { work, r: runBin('upload-domains', ['--db', 'p.db'], filtered(['known.com', 'zzznew.com']), work) };
+  };
+  const { work, r } = run([['zzznew.com', 99n]]);
+  assert.equal(r.status, 1, r.stderr);
+  assert.equal(r.stdout, '', 'no output');
+  assert.match(
+    r.stderr,
+    /^upload-domains: p\.db: partner_domain gives zzznew\.com to Yacobot 99, which does not exist \(written with foreign keys off\?\); give it to an existing Yacobot with: partner-db --db p\.db assign zzznew\.com YACOBOT$/m,
+  );
+  assert.ok(!/disable 99/.test(r.stderr), 'no advice that cannot work');
+  // The advice works.
+  pdb(work, 'assign', 'zzznew.com', 'a');
+  assert.equal(runBin('upload-domains', ['--db', 'p.db'], filtered(['known.com', 'zzznew.com']), work).status, 0);
+  // Past 2^53: named by the value the row holds, not the one it rounds to; several rows are counted.
+  const big = run([['zzznew.com', 9007199254740993n], ['other.com', 9007199254740993n], ['odd.com', 'one']]).r;
+  assert.equal(big.status, 1, big.stderr);
+  assert.equal(big.stdout, '');
+  assert.match(big.stderr, /^upload-domains: p\.db: partner_domain gives other\.com to Yacobot 9007199254740993, which does not exist \(3 domains name 2 such ids: 9007199254740993, 'one'\) .*assign other\.com YACOBOT \(or all at once: partner-db --db p\.db import FILE\.csv\)$/m);
+});
+
+test('a --map line naming a Yacobot that does not exist is ignored: the database answers, and the map is rewritten with its answer', () => {
+  const work = newDb([['a', 1]]);
+  pdb(work, 'assign', 'known.com', 'a');
+  fs.writeFileSync(path.join(work, 'map'), 'known.com\t99\nzzznew.com\t99\n');
+  const r = runBin('upload-domains', ['--db', 'p.db', '--map', 'map'], filtered(['zzznew.com', 'known.com']), work);
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(r.stdout.trimEnd().split('\n').map((l) => l.split('\t')[0]), ['1', '1']);
+  assert.equal(fs.readFileSync(path.join(work, 'map'), 'utf8'), 'known.com\t1\nzzznew.com\t1\n');
+});
+
 test('--map is rewritten after the last record has been written, not before the spool is replayed', { skip: spawnSync('strace', ['-qq', '-e', 'trace=none', 'true']).status !== 0 && 'no working strace here' }, () => {
   const work = fs.realpathSync(scratch());
   pdb(work, 'init');

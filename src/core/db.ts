@@ -254,6 +254,51 @@ export function yacobotLoads(db: Db): YacobotLoad[] {
   });
 }
 
+/** A yacobot_id of partner_domain that names no Yacobot: its rows' count and first domain. */
+export interface MissingOwner {
+  /** The value as SQLite holds it (an integer, exactly, or whatever else was written). */
+  id: string;
+  domains: number;
+  first: string;
+}
+
+/**
+ * The yacobot_id values of partner_domain that name no row of yacobot (written with
+ * foreign keys off), by value. One index seek per distinct value, not a scan of the
+ * domains.
+ */
+export function missingOwners(db: Db): MissingOwner[] {
+  const ids = new Set((db.prepare('SELECT id FROM yacobot').pluck().safeIntegers(true).all() as unknown[]).map(String));
+  const first = db.prepare('SELECT yacobot_id FROM partner_domain ORDER BY yacobot_id LIMIT 1').pluck().safeIntegers(true);
+  const next = db.prepare('SELECT yacobot_id FROM partner_domain WHERE yacobot_id > ? ORDER BY yacobot_id LIMIT 1').pluck().safeIntegers(true);
+  const count = db.prepare('SELECT COUNT(*) FROM partner_domain WHERE yacobot_id = ?').pluck();
+  const firstDomain = db.prepare('SELECT domain FROM partner_domain WHERE yacobot_id = ? ORDER BY domain LIMIT 1').pluck();
+  const out: MissingOwner[] = [];
+  for (let v = first.get() as unknown; v !== undefined && v !== null; v = next.get(v) as unknown) {
+    if (typeof v === 'bigint' && ids.has(String(v))) continue;
+    out.push({ id: typeof v === 'string' ? `'${clip(v)}'` : String(v), domains: count.get(v) as number, first: String(firstDomain.get(v)) });
+  }
+  return out;
+}
+
+/**
+ * The error for partner_domain rows that name Yacobots that do not exist: the first
+ * such domain and its id, how many there are, and the partner-db command that gives
+ * a domain to a Yacobot that does.
+ */
+export function missingOwnerError(file: string, missing: readonly MissingOwner[]): DataError {
+  const m = missing[0]!;
+  const rows = missing.reduce((n, x) => n + x.domains, 0);
+  const also = rows > 1 ? ` (${rows} domains name ${missing.length === 1 ? 'it' : `${missing.length} such ids: ${missing.slice(0, 5).map((x) => x.id).join(', ')}${missing.length > 5 ? ', ...' : ''}`})` : '';
+  return new DataError(
+    'NO_SUCH_YACOBOT',
+    `partner_domain gives ${m.first} to Yacobot ${m.id}, which does not exist${also} (written with foreign keys off?); ` +
+      `give ${rows > 1 ? 'each such domain' : 'it'} to an existing Yacobot with: partner-db --db ${shellQuote(file)} assign ${shellQuote(m.first)} YACOBOT` +
+      (rows > 1 ? ` (or all at once: partner-db --db ${shellQuote(file)} import FILE.csv)` : ''),
+    { file },
+  );
+}
+
 /** The active Yacobots with their domain counts, by id. */
 export function activeLoads(db: Db): YacobotLoad[] {
   return yacobotLoads(db).filter((y) => y.active);

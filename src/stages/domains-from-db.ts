@@ -1,6 +1,6 @@
 // domains-from-db: the partner database's domain -> Yacobot table as a domain_map.
 import { pathOption, type StageDef } from '../cli/stage.js';
-import { dbError, openDb } from '../core/db.js';
+import { dbError, missingOwnerError, missingOwners, openDb } from '../core/db.js';
 import { DataError } from '../core/errors.js';
 import { checkDomain, clip } from '../core/records.js';
 
@@ -23,9 +23,8 @@ Every assigned domain is written, whichever Yacobot owns it.
 A missing database is an error (create one with partner-db --db FILE init);
 the database is never created or changed here. A row that no domain_map line
 could carry (a NULL, upper-case or non-ASCII domain, one with a TAB or LF; a
-yacobot_id that is not a positive integer up to 2^53 - 1: rows edited outside
-partner-db) is
-an error naming it, not a broken map line.
+yacobot_id that is not a positive integer up to 2^53 - 1, or names no Yacobot:
+rows edited outside partner-db) is an error naming it, not a broken map line.
 
 Buffers: one row (the rows are streamed from the database).`,
   options(cmd) {
@@ -53,6 +52,9 @@ Buffers: one row (the rows are streamed from the database).`,
         const bad = badRow(domain, id);
         if (bad) throw new DataError('BAD_ROW', `partner_domain has a row no domain_map line can carry: ${bad} (edited by hand? fix or delete that row)`, { file: o.db });
       }
+      // A map line naming a Yacobot that does not exist would route its domain there.
+      const missing = missingOwners(db);
+      if (missing.length > 0) throw missingOwnerError(o.db, missing);
       for (const [domain, id] of rows()) {
         const y = Number(id as bigint);
         out.write(`${domain as string}\t${y}\n`);

@@ -8,7 +8,10 @@ import {
   activeLoads,
   dbError,
   loadRendezvous,
+  missingOwnerError,
+  missingOwners,
   openDb,
+  yacobotLoads,
   type Db,
   type RendezvousFn,
 } from '../core/db.js';
@@ -202,7 +205,9 @@ A domain's Yacobot comes from the --map file if given (entries that point to a
 Yacobot that is no longer active are ignored), else from the database. A domain
 the database gives to an inactive Yacobot (made so by hand; partner-db disable
 moves its domains) is routed there all the same, with a warning and
-domains_of_inactive in the summary. A domain found in neither is new: it is
+domains_of_inactive in the summary. A database row naming a Yacobot that does
+not exist (written with foreign keys off) is an error at start, before any
+output. A domain found in neither is new: it is
 given an active Yacobot by --assign
 
   least-loaded  the one with the fewest domains per unit of weight, ties to the
@@ -256,8 +261,15 @@ holds --map and the distinct domains seen in this run.`,
     ctx.onExit(() => db.close());
     const file = ctx.inputName;
     let active: Set<number>;
+    // Every Yacobot: a domain the database gives to an id not among them is an error.
+    let exists: Set<number>;
     try {
-      active = new Set(activeLoads(db).map((y) => y.id));
+      const all = yacobotLoads(db);
+      active = new Set(all.filter((y) => y.active).map((y) => y.id));
+      exists = new Set(all.map((y) => y.id));
+      // Rows written with foreign keys off: routed there, a domain would go to a queue no Yacobot reads.
+      const missing = missingOwners(db);
+      if (missing.length > 0) throw missingOwnerError(o.db, missing);
     } catch (err) {
       throw dbError(err, o.db);
     }
@@ -267,7 +279,9 @@ holds --map and the distinct domains seen in this run.`,
     if (o.map) replaceableTarget(o.map); // the map is rewritten at the end: refuse /dev/null now, not after the commit
     const rendezvous = o.assign === 'rendezvous' ? await loadRendezvous() : null;
     const { map, existed: mapExisted } = o.map ? loadDomainMap(o.map) : { map: new Map<string, number>(), existed: false };
-    const lookup = db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck();
+    // safeIntegers: an id past 2^53 - 1 would be read as another one.
+    const lookup = db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck().safeIntegers(true);
+    const yacobotExists = db.prepare('SELECT 1 FROM yacobot WHERE id = ?').pluck();
 
     // Every distinct domain of this run, by its bytes: its Yacobot, or 0 while it is new,
     // and how many records went out for it.
@@ -302,13 +316,19 @@ holds --map and the distinct domains seen in this run.`,
         fromMap++;
         return m;
       }
-      let d: number | undefined;
+      let v: unknown;
       try {
-        d = lookup.get(domain) as number | undefined;
+        v = lookup.get(domain);
+        // A row written with foreign keys off since the check at the start (a Yacobot added since is fine).
+        if (v !== undefined && !(typeof v === 'bigint' && exists.has(Number(v)))) {
+          if (typeof v === 'bigint' && v <= BigInt(Number.MAX_SAFE_INTEGER) && yacobotExists.get(v) !== undefined) exists.add(Number(v));
+          else throw missingOwnerError(o.db, [{ id: typeof v === 'bigint' ? String(v) : `'${String(v)}'`, domains: 1, first: domain }]);
+        }
       } catch (err) {
         throw dbError(err, o.db);
       }
-      if (d === undefined) return 0;
+      if (v === undefined) return 0;
+      const d = Number(v);
       fromDb++;
       if (!active.has(d)) {
         ofInactive++;
