@@ -117,6 +117,18 @@ test('--max-url-bytes is honoured and --max-reject-ratio 0 fails on one reject, 
   assert.equal(bad.status, 1);
   assert.equal(bad.stdout, '');
   assert.match(bad.stderr, /analyze-dump: -: rejected 1 of 2 records/);
+  // --input-name names stdin (the runner hands the reflog over on stdin).
+  const named = runBin('analyze-dump', ['--max-url-bytes', '50', '--max-reject-ratio', '0', '--input-name', 'inbox/h.reflog'], input);
+  assert.equal(named.status, 1);
+  assert.match(named.stderr, /^analyze-dump: inbox\/h\.reflog: rejected 1 of 2 records/m);
+  const usage = (args: string[], want: RegExp) => {
+    const r = runBin('analyze-dump', args, input);
+    assert.equal(r.status, 2, r.stderr);
+    assert.match(r.stderr, want);
+  };
+  usage(['--input-name', 'x', 'some.reflog'], /^analyze-dump: --input-name names stdin; the input is the file some\.reflog\n/);
+  usage(['--input-name', ''], /^analyze-dump: --input-name wants a name\n/);
+  usage(['--input-name', 'a\nb'], /^analyze-dump: --input-name wants a name without control characters\n/);
 });
 
 test('a --rejects file that cannot be written (ENOSPC) fails the run with counts that still add up', () => {

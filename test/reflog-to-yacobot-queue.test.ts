@@ -753,6 +753,18 @@ test('config file: flags win, relative paths, unknown keys name the line', async
   }
 });
 
+test("analyze-dump's messages in a run name the reflog, not '-' (the runner hands it over on stdin)", async () => {
+  const dir = fresh();
+  keepOnly(dir);
+  writeReflog(dir, '2011072806', [['20110728063000', 'http://good.example/'], ['20110728063001', 'ftp://bad.example/']]);
+  const r = await runner(dir);
+  assert.equal(r.status, 1, r.stderr);
+  const reflog = path.join(dir, 'var/inbox/2011072806.reflog');
+  const want = `analyze-dump: ${reflog}: rejected 1 of 2 records (50.00%), more than --max-reject-ratio 0.01; no output written`;
+  assert.ok(r.stderr.includes(`run 2011072806 failed: ${want}\n`), r.stderr);
+  assert.equal(runsJsonl(dir)[0]!.error, want);
+});
+
 test("the runner's --max-reject-ratio, --memory, --keep and --resend-after reach the stages (each changes the result it should)", async () => {
   // Each case runs the same inbox with the flag and without it, and looks at what the flag governs.
   const cases: {

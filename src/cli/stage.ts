@@ -25,8 +25,10 @@ export type Count = number | string | boolean | Record<string, number>;
 /** What a stage sees of the process: its input lines, its output, its log. */
 export interface StageContext {
   readonly name: string;
-  /** Name of the input in messages: the file argument, or "-" for stdin. */
+  /** Name of the input in messages: the file argument, or for stdin --input-name, else "-". */
   readonly inputName: string;
+  /** The input as opened: the file argument, or "-" for stdin. */
+  readonly inputPath: string;
   readonly log: Logger;
   readonly out: Output;
   /** Feeds each input line as bytes (LF stripped, valid only during the call); the last line must end in LF. */
@@ -66,7 +68,8 @@ Common to every stage:
   Exit status: 0 success, 1 bad data or I/O failure, 2 usage error, 128+N
   stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP; temporary files
   removed). A closed stdout (| head) ends the stage quietly. Errors read
-  "<stage>: <file>:<line>: <message>".
+  "<stage>: <file>:<line>: <message>"${readsInput ? `; stdin is "-" there, or NAME
+  with --input-name NAME (as the cron runner names the reflog it hands over).` : '.'}
 `;
 
 /** A file option's value, or a UsageError: an empty name would fail only after the whole input was read. */
@@ -90,15 +93,15 @@ function identityOf(stat: () => fs.Stats): string | null {
 }
 
 /**
- * Refuses a file option that names the stage's own input (`inputName`, or stdin
+ * Refuses a file option that names the stage's own input (`inputPath`, or stdin
  * for "-") or its stdout, such as `/dev/stdin` on a pipe or `> same-file`: the stage
  * would read its input as the option's file (or wait for itself on a pipe), or two
  * of its outputs would overwrite each other.
  */
-export function refuseOwnStreams(flag: string, file: string, inputName: string): void {
+export function refuseOwnStreams(flag: string, file: string, inputPath: string): void {
   const id = identityOf(() => fs.statSync(file));
   if (id === null) return;
-  if (id === identityOf(() => (inputName === '-' ? fs.fstatSync(0) : fs.statSync(inputName)))) {
+  if (id === identityOf(() => (inputPath === '-' ? fs.fstatSync(0) : fs.statSync(inputPath)))) {
     throw new UsageError(`${flag} ${file} is the input itself`);
   }
   if (id === identityOf(() => fs.fstatSync(1))) throw new UsageError(`${flag} ${file} is stdout itself`);
@@ -138,11 +141,15 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     .exitOverride()
     .configureOutput({ outputError: () => undefined })
     .addHelpText('after', commonHelp(def.readsInput !== false));
-  if (def.readsInput !== false) cmd.argument('[input]', 'input file; "-" or absent for stdin');
+  if (def.readsInput !== false) {
+    cmd.argument('[input]', 'input file; "-" or absent for stdin');
+    cmd.option('--input-name <name>', 'the name messages give stdin (default "-")');
+  }
   def.options?.(cmd);
 
   let opts: O;
   let inputName = '-';
+  let inputPath = '-';
   let logLevel = 'info';
   try {
     cmd.parse(argv);
@@ -151,7 +158,15 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     if (!['debug', 'info', 'warn', 'error', 'silent', 'trace', 'fatal'].includes(logLevel)) {
       throw new UsageError(`bad --log-level '${logLevel}'`);
     }
-    inputName = (cmd.args[0] as string | undefined) ?? '-';
+    inputPath = (cmd.args[0] as string | undefined) ?? '-';
+    inputName = inputPath;
+    if (raw.inputName !== undefined) {
+      const name = pathOption('--input-name', raw.inputName, 'a name');
+      if (inputPath !== '-') throw new UsageError(`--input-name names stdin; the input is the file ${inputPath}`);
+      // It goes into one-line messages: a control character would break them.
+      if (/[\x00-\x1f\x7f]/.test(name)) throw new UsageError('--input-name wants a name without control characters');
+      inputName = name;
+    }
     opts = def.normalize(raw);
   } catch (err) {
     if (err instanceof CommanderError) {
@@ -188,17 +203,17 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   let input: Readable;
   if (def.readsInput === false) {
     input = Readable.from([]);
-  } else if (inputName === '-') {
+  } else if (inputPath === '-') {
     const stdin = fstatQuietly(0);
     // Read as a stream, a directory on stdin looks like empty input.
-    if (stdin?.isDirectory()) fail(def.name, new DataError('IO', 'cannot read input: EISDIR: illegal operation on a directory', { file: '-' }), log, gathered, started, runExitHooks);
+    if (stdin?.isDirectory()) fail(def.name, new DataError('IO', 'cannot read input: EISDIR: illegal operation on a directory', { file: inputName }), log, gathered, started, runExitHooks);
     // A file on stdin (`stage < file`) is read in 1 MiB chunks, as a named input is:
     // process.stdin would read it 64 KiB at a time (measured: 4x the time to read 90 MB).
     input = stdin?.isFile() ? fs.createReadStream('', { fd: 0, highWaterMark: 1 << 20, autoClose: false }) : process.stdin;
   } else {
     try {
-      fs.accessSync(inputName, fs.constants.R_OK);
-      input = readStreamFor(inputName, fs.statSync(inputName));
+      fs.accessSync(inputPath, fs.constants.R_OK);
+      input = readStreamFor(inputPath, fs.statSync(inputPath));
     } catch (err) {
       fail(def.name, ioError(err, inputName, 'read input'), log, gathered, started, runExitHooks);
     }
@@ -230,6 +245,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   const ctx: StageContext = {
     name: def.name,
     inputName,
+    inputPath,
     log,
     out,
     onExit: (fn) => exitHooks.push(fn),

@@ -114,7 +114,8 @@ export interface StageCmd {
 
 /** The chain of one run, after domains-from-db (SPEC "Stages", staged outputs). */
 export function chainOf(o: RunnerOptions, p: RunPaths, now: string): StageCmd[] {
-  const ad = ['--rejects', p.rejects, '--tmp', p.tmp];
+  // The reflog comes on stdin (pipeline.ts); its messages name it.
+  const ad = ['--input-name', p.reflog, '--rejects', p.rejects, '--tmp', p.tmp];
   if (o.maxRejectRatio !== null) ad.push('--max-reject-ratio', o.maxRejectRatio);
   if (o.memory !== null) ad.push('--memory', o.memory);
   const fu = ['--current-out', p.currentNext, '--now', now];

@@ -456,7 +456,7 @@ order, so the output does not depend on the number of threads. If more than
     };
   },
   async run(ctx, o) {
-    if (o.rejects) refuseOwnStreams('--rejects', o.rejects, ctx.inputName);
+    if (o.rejects) refuseOwnStreams('--rejects', o.rejects, ctx.inputPath);
     let rejects: FileWriter | null = null;
     ctx.onExit(() => rejects?.abandon());
     // The URL memory of each parsing thread comes out of the budget, not on top of it.

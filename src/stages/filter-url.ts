@@ -137,7 +137,7 @@ Buffers: one record.`,
     };
   },
   async run(ctx, o) {
-    refuseOwnStreams('--current-out', o.currentOut, ctx.inputName);
+    refuseOwnStreams('--current-out', o.currentOut, ctx.inputPath);
     if (o.keepMs < o.resendAfterMs) {
       ctx.log.warn({ keep_ms: o.keepMs, resend_after_ms: o.resendAfterMs }, '--keep is shorter than --resend-after: a URL unseen for longer than --keep is sent again as new, before --resend-after');
     }

@@ -72,7 +72,7 @@ output.`,
     return { current: pathOption('--current', raw.current) };
   },
   async run(ctx, o) {
-    refuseOwnStreams('--current', o.current, ctx.inputName);
+    refuseOwnStreams('--current', o.current, ctx.inputPath);
     const out = ctx.out;
     // A FIFO is read through a copy: a blocking read of it would hold off SIGTERM. Copies
     // that SIGKILLed runs left (as big as a current_log) are removed first.

@@ -256,7 +256,7 @@ holds --map and the distinct domains seen in this run.`,
     };
   },
   async run(ctx, o) {
-    if (o.map) refuseOwnStreams('--map', o.map, ctx.inputName);
+    if (o.map) refuseOwnStreams('--map', o.map, ctx.inputPath);
     const db = openDb(o.db);
     ctx.onExit(() => db.close());
     const file = ctx.inputName;
