@@ -102,6 +102,34 @@ test('--current as a FIFO: joined like the file, and a signal still stops the st
   assert.deepEqual(fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith(`.master-server-${b.child.pid}-`)), [], 'copy removed');
 });
 
+test('a FIFO --current whose line outgrows the 1 MiB line limit fails the copy at once, naming the line, and leaves no copy', { timeout: 90_000 }, async () => {
+  // `--current <(cat /dev/zero)` once filled the temp directory: the copy had no bound.
+  // Here the writer sends a good line, 2 MiB without LF, and then keeps the FIFO open
+  // (no EOF): only a copy that checks the lines as they come can fail.
+  const dir = freshDir();
+  const tmp = path.join(dir, 'tmp');
+  fs.mkdirSync(tmp);
+  execFileSync('mkfifo', [path.join(dir, 'fifo')]);
+  const child = spawn(path.join(BIN, 'join-current'), ['--current', 'fifo'], { cwd: dir, env: testEnv({ TMPDIR: tmp }), stdio: ['ignore', 'pipe', 'pipe'] });
+  let err = '';
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+  child.stdout!.resume();
+  const done = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  const writer = fs.createWriteStream(path.join(dir, 'fifo'));
+  writer.on('error', () => undefined); // EPIPE once the stage has gone
+  writer.write(`${'0'.repeat(16)}\t20110727200841\t\t1\ta.com\thttp://a.com/\n`);
+  writer.write(Buffer.alloc(2 << 20, 'x'));
+  const code = await Promise.race([done, new Promise<'hung'>((r) => setTimeout(() => r('hung'), 60_000))]);
+  writer.destroy();
+  if (code === 'hung') {
+    child.kill('SIGKILL');
+    await done;
+  }
+  assert.equal(code, 1, `the copy ended by itself with status 1 (it waited for the FIFO's end): ${err}`);
+  assert.match(err, /^join-current: fifo:2: line longer than 1048576 bytes$/m);
+  assert.deepEqual(fs.readdirSync(tmp), [], 'no copy left');
+});
+
 test('a signal just as the copy of a FIFO --current starts leaves no copy behind', { timeout: 60_000 }, async () => {
   // The exit hooks (what a signal runs before exiting) run at the first moment they can: right
   // after the copy's hook was registered. The copy was once created by the write stream's open

@@ -5,7 +5,6 @@ import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import type { Readable } from 'node:stream';
 import { LF, TAB, putText, type ByteSink } from './bytes.js';
 import { fsyncPath } from './dirs.js';
@@ -344,9 +343,11 @@ export const COPY_PREFIX = '.master-server-';
  * reader says so), else (a FIFO: `--current <(zcat current_log.gz)`) a temporary copy
  * in the system temp directory, made asynchronously so that a signal still stops the
  * stage while the writer is slow or never comes. The copy is removed by `onExit`. Any
- * other device is a DataError naming `file`, before anything is read.
+ * other device is a DataError naming `file`, before anything is read. A line longer
+ * than `maxLine` bytes fails the copy as soon as it is seen, as FileLineReader would
+ * fail on it (a DataError naming `file` and the line), and the copy is removed.
  */
-export async function regularFileFor(file: string, onExit: (fn: () => void) => void): Promise<string> {
+export async function regularFileFor(file: string, onExit: (fn: () => void) => void, maxLine = DEFAULT_MAX_LINE): Promise<string> {
   let st: fs.Stats | undefined;
   try {
     st = await fs.promises.stat(file);
@@ -361,21 +362,96 @@ export async function regularFileFor(file: string, onExit: (fn: () => void) => v
   }
   const copy = path.join(os.tmpdir(), `${ownedTempPrefix(COPY_PREFIX)}${path.basename(file)}.copy`);
   liveTempFiles.add(copy);
-  onExit(() => {
+  const remove = () => {
     removeQuietly(copy);
     liveTempFiles.delete(copy);
-  });
+  };
+  onExit(remove);
+  let fd = -1;
   try {
     const source = readStreamFor(file, st);
     // The copy is created here, synchronously: a signal's exit hooks then either run before
-    // (and the process exits without making it) or find it. Left to the write stream, its
+    // (and the process exits without making it) or find it. Left to a write stream, its
     // open ran on a libuv thread and could create the file after the hooks had removed it.
-    await pipeline(source, fs.createWriteStream(copy, { fd: fs.openSync(copy, 'wx') }));
+    try {
+      fd = fs.openSync(copy, 'wx+', 0o644); // read back to number a line too long
+    } catch (err) {
+      source.destroy();
+      throw ioError(err, copy, 'copy');
+    }
+    await copyLines(source, fd, copy, file, maxLine);
   } catch (err) {
-    const e = err as NodeJS.ErrnoException;
-    throw ioError(err, e.path === copy ? copy : file, e.path === copy ? 'copy' : 'read');
+    remove();
+    if (err instanceof DataError) throw err;
+    throw ioError(err, file, 'read');
+  } finally {
+    if (fd >= 0) fs.closeSync(fd);
   }
   return copy;
+}
+
+/**
+ * Copies `source` to `fd` (the file `copy`) with synchronous writes, holding each
+ * line to `maxLine` bytes: a line longer fails at once, with the line number it has
+ * in `file`. A limit that a FIFO sending one endless line (`<(cat /dev/zero)`) would
+ * otherwise never meet, filling the temp directory.
+ */
+async function copyLines(source: Readable, fd: number, copy: string, file: string, maxLine: number): Promise<void> {
+  let written = 0; // bytes of the stream in the copy
+  let lineStart = 0; // stream offset where the line in progress starts
+  const tooLong = (start: number, chunk: Buffer): DataError => {
+    source.destroy();
+    return lineTooLong(file, countLf(fd, copy, Math.min(start, written)) + countInChunk(chunk, start - written) + 1, maxLine);
+  };
+  for await (const c of source) {
+    const chunk = c as Buffer;
+    const first = chunk.indexOf(LF);
+    if (first === -1) {
+      if (written + chunk.length - lineStart > maxLine) throw tooLong(lineStart, chunk);
+    } else {
+      if (written + first - lineStart > maxLine) throw tooLong(lineStart, chunk);
+      // Only a chunk longer than the limit can hold a whole line that is too long.
+      if (chunk.length > maxLine) {
+        for (let from = first + 1, nl = chunk.indexOf(LF, from); from < chunk.length; from = nl + 1, nl = chunk.indexOf(LF, from)) {
+          if ((nl === -1 ? chunk.length : nl) - from > maxLine) throw tooLong(written + from, chunk);
+          if (nl === -1) break;
+        }
+      }
+      lineStart = written + chunk.lastIndexOf(LF) + 1;
+    }
+    try {
+      for (let at = 0; at < chunk.length; ) at += fs.writeSync(fd, chunk, at, chunk.length - at);
+    } catch (err) {
+      source.destroy();
+      throw ioError(err, copy, 'copy');
+    }
+    written += chunk.length;
+  }
+}
+
+/** The LF bytes among the first `n` bytes of file `fd` (read back: an error path only). */
+function countLf(fd: number, copy: string, n: number): number {
+  const block = Buffer.allocUnsafe(1 << 20);
+  let count = 0;
+  for (let pos = 0; pos < n; ) {
+    let got: number;
+    try {
+      got = fs.readSync(fd, block, 0, Math.min(block.length, n - pos), pos);
+    } catch (err) {
+      throw ioError(err, copy, 'read');
+    }
+    if (got === 0) break;
+    count += countInChunk(block.subarray(0, got), got);
+    pos += got;
+  }
+  return count;
+}
+
+/** The LF bytes among the first `n` (at most all) bytes of `b`. */
+function countInChunk(b: Buffer, n: number): number {
+  let count = 0;
+  for (let i = b.indexOf(LF); i !== -1 && i < n; i = b.indexOf(LF, i + 1)) count++;
+  return count;
 }
 
 /** Whether `st` is the null device (by its device number: a chroot's mknod copy is one too). */
