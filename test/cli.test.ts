@@ -67,6 +67,18 @@ for (const stage of STAGES) {
   });
 }
 
+for (const stage of STAGES) {
+  test(`${stage}: a stdout open only for reading (a pipe's read end) is an error, not a reader gone`, () => {
+    const dir = scratch();
+    fs.writeFileSync(path.join(dir, 'in'), manyLines(stage));
+    // stdout is the read end of the pipe on stdin: every write fails (libuv says EPIPE).
+    const r = spawnSync('bash', ['-c', `cat in | ${path.join(BIN, stage)} "$@" 1<&0`, stage, ...REQUIRED[stage]!], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, new RegExp(`^${stage}: stdout: cannot write output: EBADF`, 'm'));
+    assert.equal(summaryOf(r.stderr).status, 'failed');
+  });
+}
+
 test('a stage that fails, or loses its reader, still reports how far it got in its summary line', () => {
   const rec = (id: number) => `${id.toString(16).padStart(16, '0')}\t20110727200841\t\t1\ta.com\thttp://a.com/${id}\n`;
   const r = runBin('group-sum', [], rec(1) + rec(1) + rec(2) + rec(1));

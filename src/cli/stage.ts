@@ -196,6 +196,16 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     }
     return counts;
   };
+  // A pipe's end open only for reading as stdout (`>&0`, `1<fifo`) fails every write,
+  // and libuv reports that as EPIPE: it would pass for a reader gone (`| head`), exit 0
+  // with nothing written. A write of no bytes gets EBADF there and writes nothing.
+  if (fstatQuietly(1)?.isFIFO()) {
+    try {
+      fs.writeSync(1, Buffer.alloc(0));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EBADF') fail(def.name, ioError(err, 'stdout', 'write output'), log, gathered, started, runExitHooks);
+    }
+  }
   // A stage runs at most a pipe's worth ahead of its reader: with Linux's 64 KiB the
   // chain's processes wait for each other and leave a core idle (README, "Where the time goes").
   const pipes = { stdin: def.readsInput === false ? null : growPipe(0), stdout: growPipe(1) };
