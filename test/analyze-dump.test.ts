@@ -128,7 +128,10 @@ test('--max-url-bytes is honoured and --max-reject-ratio 0 fails on one reject, 
   };
   usage(['--input-name', 'x', 'some.reflog'], /^analyze-dump: --input-name names stdin; the input is the file some\.reflog\n/);
   usage(['--input-name', ''], /^analyze-dump: --input-name wants a name\n/);
-  usage(['--input-name', 'a\nb'], /^analyze-dump: --input-name wants a name without control characters\n/);
+  // A name may hold control characters (a file name can): shown escaped, the message stays one line.
+  const odd = runBin('analyze-dump', ['--max-url-bytes', '50', '--max-reject-ratio', '0', '--input-name', 'in\tbox/a\nb\x1b.reflog'], input);
+  assert.equal(odd.status, 1, odd.stderr);
+  assert.match(odd.stderr, /^analyze-dump: in\\tbox\/a\\nb\\x1b\.reflog: rejected 1 of 2 records/m);
 });
 
 test('a --rejects file that cannot be written (ENOSPC) fails the run with counts that still add up', () => {

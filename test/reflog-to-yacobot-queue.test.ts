@@ -765,6 +765,18 @@ test("analyze-dump's messages in a run name the reflog, not '-' (the runner hand
   assert.equal(runsJsonl(dir)[0]!.error, want);
 });
 
+test('an inbox whose path holds a TAB or a newline runs (analyze-dump gets the reflog\'s path as --input-name)', async () => {
+  const dir = fresh();
+  keepOnly(dir, '2011072806.reflog');
+  // A legal directory name; analyze-dump once refused it in --input-name, failing every run.
+  const inbox = path.join(dir, 'var/in\tbox\n');
+  fs.renameSync(path.join(dir, 'var/inbox'), inbox);
+  const r = await runner(dir, ['--inbox', inbox]);
+  assert.equal(r.status, 0, r.stderr);
+  assert.ok(fs.existsSync(path.join(dir, 'var/state/done/2011072806.reflog')));
+  assert.deepEqual(fs.readdirSync(inbox), []);
+});
+
 test("the runner's --max-reject-ratio, --memory, --keep and --resend-after reach the stages (each changes the result it should)", async () => {
   // Each case runs the same inbox with the flag and without it, and looks at what the flag governs.
   const cases: {

@@ -72,6 +72,15 @@ Common to every stage:
   with --input-name NAME (as the cron runner names the reflog it hands over).` : '.'}
 `;
 
+/**
+ * `name` for one-line messages: control characters as `\t`, `\n`, `\r` or `\xHH` (a file
+ * name may hold them, and the cron runner names its reflog by its path in the inbox).
+ */
+function visibleName(name: string): string {
+  const named: Record<string, string> = { '\t': '\\t', '\n': '\\n', '\r': '\\r' };
+  return name.replace(/[\x00-\x1f\x7f]/g, (c) => named[c] ?? `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}
+
 /** A file option's value, or a UsageError: an empty name would fail only after the whole input was read. */
 export function pathOption(flag: string, value: unknown, what = 'a file name'): string {
   const v = value === undefined ? '' : String(value);
@@ -163,9 +172,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     if (raw.inputName !== undefined) {
       const name = pathOption('--input-name', raw.inputName, 'a name');
       if (inputPath !== '-') throw new UsageError(`--input-name names stdin; the input is the file ${inputPath}`);
-      // It goes into one-line messages: a control character would break them.
-      if (/[\x00-\x1f\x7f]/.test(name)) throw new UsageError('--input-name wants a name without control characters');
-      inputName = name;
+      inputName = visibleName(name);
     }
     opts = def.normalize(raw);
   } catch (err) {
