@@ -382,6 +382,10 @@ for (const stage of STAGES) {
     assert.equal(files.status, 0, fs.readFileSync(path.join(dir, 'err'), 'utf8'));
     assert.deepEqual(pipeBytes(fs.readFileSync(path.join(dir, 'err'), 'utf8')), { stdin: null, stdout: null });
     assert.ok(fs.readFileSync(path.join(dir, 'out.file')).equals(fs.readFileSync(path.join(dir, 'out.piped'))));
+    // A pipe on stdin that is not the input (an input file is named) is not the stage's to grow.
+    const named = sh(`cat in | ${path.join(BIN, stage)} --log-level debug "$@" in 2> err | cat > out.named`);
+    assert.equal(named.status, 0, fs.readFileSync(path.join(dir, 'err'), 'utf8'));
+    assert.deepEqual(pipeBytes(fs.readFileSync(path.join(dir, 'err'), 'utf8')), { stdin: null, stdout: 1 << 20 });
   });
 }
 
