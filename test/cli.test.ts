@@ -5,6 +5,9 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import * as os from 'node:os';
+import { createRequire } from 'node:module';
+import { PIPESIZE_ADDON } from '../src/core/pipes.js';
 import { BIN, ROOT, hasStackTrace, partnerDb, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import Database from 'better-sqlite3';
 import { prng } from '../scripts/prng.js';
@@ -388,6 +391,14 @@ for (const stage of STAGES) {
     assert.deepEqual(pipeBytes(fs.readFileSync(path.join(dir, 'err'), 'utf8')), { stdin: null, stdout: 1 << 20 });
   });
 }
+
+test('the pipe-size addon refuses what is not a descriptor and a size (napi_get_value_int32 took NaN for stdin)', () => {
+  const { growPipe } = createRequire(import.meta.url)(PIPESIZE_ADDON) as { growPipe: (...args: unknown[]) => number };
+  for (const args of [[NaN, 1 << 20], [1.5, 1 << 20], [-1, 1 << 20], [2 ** 32, 1 << 20], [1, 2 ** 32 + 4096], [1, 0], [1, Infinity], ['1', 1 << 20], [1]]) {
+    assert.throws(() => growPipe(...args), TypeError, String(args));
+  }
+  assert.equal(growPipe(987654, 1 << 20), -os.constants.errno.EBADF, 'a descriptor not open');
+});
 
 test('without the pipe-size addon (not built) a stage works the same, with the pipes as they are', () => {
   // A copy of the project without build/: what an install whose compiler failed leaves.

@@ -14,6 +14,17 @@
  * it); returns its capacity, or -errno (EBADF: not open, EBADF/EINVAL: not a
  * pipe, EPERM: above the system's or the user's limit).
  */
+/*
+ * An integer argument from `min` to INT32_MAX. Not napi_get_value_int32: it takes
+ * NaN for 0 (stdin), 1.5 for 1 and 2^32 + 4096 for 4096.
+ */
+static int int_arg(napi_env env, napi_value v, double min, int32_t *out) {
+  double d;
+  if (napi_get_value_double(env, v, &d) != napi_ok || !(d >= min && d <= INT32_MAX) || d != (int32_t)d) return 0;
+  *out = (int32_t)d;
+  return 1;
+}
+
 static napi_value GrowPipe(napi_env env, napi_callback_info info) {
   size_t argc = 2;
   napi_value argv[2];
@@ -21,9 +32,8 @@ static napi_value GrowPipe(napi_env env, napi_callback_info info) {
   int32_t bytes = 0;
   napi_value out;
   if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 ||
-      napi_get_value_int32(env, argv[0], &fd) != napi_ok ||
-      napi_get_value_int32(env, argv[1], &bytes) != napi_ok) {
-    napi_throw_type_error(env, NULL, "growPipe(fd, bytes) wants two integers");
+      !int_arg(env, argv[0], 0, &fd) || !int_arg(env, argv[1], 1, &bytes)) {
+    napi_throw_type_error(env, NULL, "growPipe(fd, bytes) wants two integers, fd >= 0 and bytes >= 1");
     return NULL;
   }
   int r = fcntl(fd, F_GETPIPE_SZ);
