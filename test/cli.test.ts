@@ -413,3 +413,23 @@ test('without the pipe-size addon (not built) a stage works the same, with the p
   assert.deepEqual(pipeBytes(r.stderr), { stdin: null, stdout: null });
   assert.equal(summaryOf(r.stderr).status, 'ok');
 });
+
+test('a pipe-size addon that is not a loadable file (empty, text, a FIFO) is left alone: the stage works the same', () => {
+  const copy = scratch();
+  for (const d of ['bin', 'dist']) fs.cpSync(path.join(ROOT, d), path.join(copy, d), { recursive: true });
+  fs.copyFileSync(path.join(ROOT, 'package.json'), path.join(copy, 'package.json'));
+  fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(copy, 'node_modules'));
+  const addon = path.join(copy, 'build', 'Release', 'pipesize.node');
+  fs.mkdirSync(path.dirname(addon), { recursive: true });
+  const input = manyLines('group-sum');
+  for (const make of [() => fs.writeFileSync(addon, ''), () => fs.writeFileSync(addon, 'not ELF\n'), () => spawnSync('mkfifo', [addon])]) {
+    fs.rmSync(addon, { force: true });
+    make();
+    // A FIFO there once blocked the stage in dlopen's open(2) for good.
+    const r = spawnSync(path.join(copy, 'bin', 'group-sum'), ['--log-level', 'debug'], { input, env: testEnv(), encoding: 'utf8', timeout: 20_000 });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, input);
+    assert.deepEqual(pipeBytes(r.stderr), { stdin: null, stdout: null });
+    assert.ok(!hasStackTrace(r.stderr));
+  }
+});

@@ -1,5 +1,6 @@
 // Bigger pipes between the stages, through a tiny native addon (src/native/pipesize.c,
 // built by `npm install`): Node has no fcntl.
+import * as fs from 'node:fs';
 import { createRequire } from 'node:module';
 import * as path from 'node:path';
 import { PROJECT_ROOT } from './root.js';
@@ -16,6 +17,8 @@ let loaded: GrowPipe | null | undefined;
 function addon(): GrowPipe | null {
   if (loaded === undefined) {
     try {
+      // dlopen of anything but a file (a FIFO there) would block every stage in open(2).
+      if (!fs.statSync(PIPESIZE_ADDON).isFile()) throw new Error('not a file');
       loaded = (createRequire(import.meta.url)(PIPESIZE_ADDON) as { growPipe: GrowPipe }).growPipe;
     } catch {
       loaded = null;
