@@ -974,6 +974,26 @@ test('runs.jsonl append: a torn last line is cut, a retried record is not double
   assert.equal(fs.readFileSync(f, 'utf8'), '{"run_id":"a"}\n{"run_id":"b"}\n{"run_id":"b","attempt":2}\n');
 });
 
+test('runs.jsonl append on a nearly full disk: an error naming the file, and no torn line left (a short write is not taken for the whole line)', () => {
+  // The kernel takes what fits and reports ENOSPC (here EFBIG: a file size limit) only on
+  // the next write. One writeSync used to leave a torn line and report success; the next
+  // append cut it off: the runner exited 0 with every record of a full state disk lost.
+  const dir = sub('jsonl-full-');
+  const f = path.join(dir, 'runs.jsonl');
+  const before = `${JSON.stringify({ run_id: 'a', pad: 'x'.repeat(2900) })}\n`;
+  fs.writeFileSync(f, before);
+  const fsutil = pathToFileURL(path.join(ROOT, 'dist/src/runner/fsutil.js')).href;
+  const script =
+    `const { appendRecordOnce } = await import(${JSON.stringify(fsutil)});\n` +
+    `try { process.stdout.write('returned ' + appendRecordOnce(${JSON.stringify(f)}, { run_id: 'b', pad: 'y'.repeat(2000) })); }\n` +
+    `catch (e) { process.stdout.write('threw ' + e.message); }\n`;
+  // 4 KiB file size limit: the 2 KiB line fits only in part.
+  const r = spawnSync('bash', ['-c', 'ulimit -f 4 && exec node --input-type=module -e "$0"', script], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /^threw .*cannot append to: EFBIG/);
+  assert.equal(fs.readFileSync(f, 'utf8'), before, 'the partial line was cut off again');
+});
+
 test('npm start (the demo) works, and a second start says there was nothing new', () => {
   const dir = sub('demo-');
   const demo = path.join(ROOT, 'dist', 'scripts', 'demo.js');

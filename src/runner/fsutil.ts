@@ -172,8 +172,19 @@ export function appendRecordOnce(file: string, record: { run_id: string; attempt
       }
     }
     const data = Buffer.from(JSON.stringify(record) + '\n');
-    fs.writeSync(fd, data, 0, data.length, end);
-    fs.fsyncSync(fd);
+    try {
+      // A nearly full disk takes part of the line and says so only on the next write:
+      // one writeSync would leave a torn line that the next append cuts off, record lost.
+      for (let done = 0; done < data.length; ) done += fs.writeSync(fd, data, done, data.length - done, end + done);
+      fs.fsyncSync(fd);
+    } catch (err) {
+      try {
+        fs.ftruncateSync(fd, end);
+      } catch {
+        /* the next append cuts the torn line */
+      }
+      throw err;
+    }
   } catch (err) {
     throw ioError(err, file, 'append to');
   } finally {
