@@ -1040,6 +1040,46 @@ test('a failed run records the domains its upload-domains committed all the same
   assert.equal(rec.new_domains, ud.assigned_by_us);
 });
 
+test('killed after a failed run\'s line and before its staging area was removed: the retry is a new run, and new_domains is not counted twice', async () => {
+  // As in the test above, filter-url fails at the end of hour 2 after upload-domains
+  // committed. The runner is killed just before it removes the failed run's staging
+  // area; the retry after the fix used to be attempt 2 of the failed run_id ("rerun")
+  // and counted the failed attempt's domains again, already in its failed line.
+  const dir = fresh();
+  keepOnly(dir);
+  for (const hour of [1, 2]) {
+    const fd = fs.openSync(path.join(dir, `var/inbox/201107280${4 + hour}.reflog`), 'w');
+    generateReflog(fd, { lines: 20_000, hour, seed: 5 });
+    fs.closeSync(fd);
+  }
+  fs.renameSync(path.join(dir, 'var/inbox/2011072806.reflog'), path.join(dir, 'hour2'));
+  assert.equal((await runner(dir)).status, 0);
+  const cl = path.join(dir, 'var/state/current_log');
+  const good = fs.readFileSync(cl);
+  fs.appendFileSync(cl, `${'f'.repeat(16)}\t20119999000000\t\t1\ta.com\thttp://a.com/\n`);
+  fs.renameSync(path.join(dir, 'hour2'), path.join(dir, 'var/inbox/2011072806.reflog'));
+  const killed = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: '2011072806:failed:cleanup' } });
+  assert.equal(killed.signal, 'SIGKILL', killed.stderr);
+  assert.ok(fs.existsSync(path.join(dir, 'var/state/staging/2011072806/run.json')));
+  fs.writeFileSync(cl, good);
+  const again = await runner(dir);
+  assert.equal(again.status, 0, again.stderr);
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
+  const recs = runsJsonl(dir);
+  assert.deepEqual(recs.map((x) => [x.run, x.status, x.attempt, x.recovered]), [
+    ['2011072805', 'ok', 1, undefined],
+    ['2011072806', 'failed', 1, undefined],
+    ['2011072806', 'ok', 1, undefined],
+  ]);
+  assert.ok((recs[1]!.new_domains as number) > 0, 'the failed attempt assigned domains');
+  assert.notEqual(recs[2]!.run_id, recs[1]!.run_id);
+  // Every domain in the database was assigned by one of these runs, and counted once.
+  const db = new Database(path.join(dir, 'var/state/partner.db'), { readonly: true });
+  const rows = db.prepare('SELECT count(*) FROM partner_domain').pluck().get();
+  db.close();
+  assert.equal(recs.reduce((n, x) => n + (x.new_domains as number), 0), rows);
+});
+
 test('a stage that dies of an exception it did not catch (a module that fails to load) is reported by its message, not by Node\'s first line', () => {
   const stderrOf = (code: string) => spawnSync(process.execPath, ['--input-type=module', '-e', code], { encoding: 'utf8' }).stderr;
   const missing = readStageLog('group-sum', 1, stderrOf('import "no-such-package-here";'));

@@ -135,6 +135,29 @@ export function countLines(file: string): number {
   return last === 10 ? n : n + 1;
 }
 
+/** The last complete line of a JSON-lines file, parsed; null when there is none, or it is not JSON. */
+export function lastRecord(file: string): unknown {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, 'r');
+  } catch {
+    return null;
+  }
+  try {
+    const size = fs.fstatSync(fd).size;
+    const tail = Buffer.alloc(Math.min(size, 1 << 20));
+    fs.readSync(fd, tail, 0, tail.length, size - tail.length);
+    const end = tail.lastIndexOf(10);
+    if (end < 0) return null;
+    const start = end > 0 ? tail.lastIndexOf(10, end - 1) + 1 : 0;
+    return JSON.parse(tail.subarray(start, end).toString('utf8'));
+  } catch {
+    return null;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 /**
  * Appends one JSON line to `file` unless its last line already carries the same
  * `run_id` and `attempt` (a retried commit; a failed attempt's line and the next

@@ -10,7 +10,7 @@ import { DataError, UsageError, formatPlace, signalExitStatus } from '../core/er
 import { BIN_DIR as BIN } from '../core/root.js';
 import { fsyncPath } from '../core/dirs.js';
 import { dbError, openDb } from '../core/db.js';
-import { countLines, appendRecordOnce, mkdirDurable, writeFileDurable } from './fsutil.js';
+import { countLines, appendRecordOnce, lastRecord, mkdirDurable, writeFileDurable } from './fsutil.js';
 import { prepareQueues, publish, readCommit, writeCommit, stagedQueueFile, type CommitHooks, type CommitPlan } from './commit.js';
 import { acquireLock, Locked } from './lock.js';
 import { PROG, USAGE, parseArgs, type RunnerOptions } from './options.js';
@@ -161,6 +161,15 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     }
     const p = runPaths(o, name);
     const rj = readRunJson(p);
+    if (rj !== null && failureRecorded(path.join(o.state, 'runs.jsonl'), rj)) {
+      // Killed after its failed line and before its staging area was removed: the run is
+      // over, as if the removal had happened. Redone as the same run, it would count the
+      // failed attempt's new domains a second time, under the failed run's run_id.
+      log.warn({ run: name }, 'removing the staging area of a run that failed (its failed line is in runs.jsonl)');
+      fs.rmSync(staging, { recursive: true, force: true });
+      fsyncPath(path.dirname(staging));
+      continue;
+    }
     if (rj !== null) keepAssignments(p, rj, o.db, log);
     fs.rmSync(p.work, { recursive: true, force: true });
     if (fs.existsSync(p.reflog) && rj !== null) {
@@ -255,6 +264,12 @@ function readRunJson(p: RunPaths): RunJson | null {
   } catch {
     return null;
   }
+}
+
+/** Whether the last line of runs.jsonl is the failed line of attempt `rj.attempts` of run `rj.run_id`. */
+function failureRecorded(file: string, rj: RunJson): boolean {
+  const last = lastRecord(file) as { run_id?: unknown; attempt?: unknown; status?: unknown } | null;
+  return last !== null && last.status === 'failed' && last.run_id === rj.run_id && last.attempt === rj.attempts;
 }
 
 /**
@@ -393,6 +408,7 @@ async function runOne(
     }
     log.error({ run: p.name, stage: step, error }, 'run failed; nothing published');
     appendRecordOnce(path.join(o.state, 'runs.jsonl'), record);
+    hooks.beforeStep?.(p.name, 'failed:cleanup');
     fs.rmSync(p.staging, { recursive: true, force: true });
     fsyncPath(path.dirname(p.staging));
     return record;
@@ -477,7 +493,8 @@ function showProgress(name: string, p: Progress): () => void {
  * SIGKILL itself just before that step (chain: the chain's start, after
  * domains-from-db; the commit steps: commit, commit:marker (COMMIT itself, after
  * the staged files were made durable), queue:<id>, current_log, domain_map,
- * rejects, record, reflog, uncommit, cleanup), to prove each step recoverable;
+ * rejects, record, reflog, uncommit, cleanup; failed:cleanup: a failed run's
+ * staging removal, after its runs.jsonl line), to prove each step recoverable;
  * REFLOG_RUNNER_FAILSIGNAL=SIGTERM sends that signal instead (it is handled once
  * the step's synchronous work is done).
  */
