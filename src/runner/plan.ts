@@ -8,6 +8,11 @@ import type { RunnerOptions } from './options.js';
 
 export const REFLOG_EXT = '.reflog';
 
+/** `s` with each control character shown as '?', as ls(1) shows file names: fit for a one-line message. */
+export function printable(s: string): string {
+  return s.replace(/[\x00-\x1f\x7f]/g, '?');
+}
+
 /** Why a run name cannot be used, or null. The name becomes a file name in several directories. */
 export function checkRunName(name: string): string | null {
   if (name === '') return 'is empty';
