@@ -20,6 +20,7 @@ import {
   failureMessage,
   humanLine,
   planInbox,
+  printable,
   resolveNow,
   runPaths,
   stageCounts,
@@ -191,7 +192,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   const { runs, skipped } = planInbox(entries);
   for (const s of skipped) {
     log.warn({ file: s.file }, `skipped: ${s.why}`);
-    process.stderr.write(`${PROG}: warning: skipping ${path.join(o.inbox, s.file)}: ${s.why}\n`);
+    process.stderr.write(`${PROG}: warning: skipping ${printable(path.join(o.inbox, s.file))}: ${s.why}\n`);
   }
   log.info({ inbox: o.inbox, state: o.state, db: o.db, queue_dir: o.queueDir, config: o.config, reflogs: runs.length }, 'start');
 

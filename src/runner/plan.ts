@@ -37,7 +37,7 @@ export function planInbox(entries: readonly string[]): { runs: string[]; skipped
     if (!f.endsWith(REFLOG_EXT) || f.startsWith('.')) continue;
     const name = f.slice(0, -REFLOG_EXT.length);
     const bad = checkRunName(name);
-    if (bad) skipped.push({ file: f, why: `run name '${name}' ${bad}` });
+    if (bad) skipped.push({ file: f, why: `run name '${printable(name)}' ${bad}` });
     else runs.push(name);
   }
   runs.sort((a, b) => (Buffer.compare(Buffer.from(a), Buffer.from(b))));
