@@ -1414,15 +1414,24 @@ test('a FIFO named *.reflog in the inbox fails its run at once (exit 1, naming i
   assert.ok(!fs.existsSync(path.join(dir, 'var/queue')) || fs.readdirSync(path.join(dir, 'var/queue')).every((d) => fs.readdirSync(path.join(dir, 'var/queue', d)).length === 0), 'nothing published');
 });
 
-test("a file in STATE/staging that is no run's directory is left alone, and the runs go on", async () => {
+test("a file or a symlink in STATE/staging that is no run's directory is left alone, and the runs go on", async () => {
   const dir = fresh();
   keepOnly(dir, '2011072806.reflog');
   const stray = path.join(dir, 'var/state/staging/README');
   fs.mkdirSync(path.dirname(stray), { recursive: true });
   fs.writeFileSync(stray, 'notes of the operator\n');
+  // A dangling symlink failed every start-up with 'internal error: ENOENT ... stat'; one
+  // to a directory was taken for a run's, and its work/ removed.
+  fs.symlinkSync('/nonexistent/h36', path.join(dir, 'var/state/staging/dangling'));
+  const elsewhere = path.join(dir, 'elsewhere');
+  fs.mkdirSync(path.join(elsewhere, 'work'), { recursive: true });
+  fs.writeFileSync(path.join(elsewhere, 'work/keep'), 'kept\n');
+  fs.symlinkSync(elsewhere, path.join(dir, 'var/state/staging/linked'));
   const r = await runner(dir);
   assert.equal(r.status, 0, r.stderr);
   assert.equal(fs.readFileSync(stray, 'utf8'), 'notes of the operator\n');
+  assert.equal(fs.readFileSync(path.join(elsewhere, 'work/keep'), 'utf8'), 'kept\n');
+  assert.equal(fs.readlinkSync(path.join(dir, 'var/state/staging/dangling')), '/nonexistent/h36');
   assert.deepEqual(runsJsonl(dir).map((x) => x.status), ['ok']);
 });
 

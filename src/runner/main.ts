@@ -153,7 +153,9 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   const rerun = new Set<string>();
   for (const name of fs.readdirSync(path.join(o.state, 'staging')).sort()) {
     const staging = path.join(o.state, 'staging', name);
-    if (!fs.statSync(staging).isDirectory()) continue;
+    // The runner makes only directories here. Not followed: a dangling symlink failed
+    // every start-up ('internal error: ENOENT'), and one to a directory had its work/ removed.
+    if (!fs.lstatSync(staging).isDirectory()) continue;
     const plan = readCommit(staging);
     if (plan) {
       log.warn({ run: name }, 'found a committed run that was not fully published; rolling forward');
