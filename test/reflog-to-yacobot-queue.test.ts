@@ -1353,6 +1353,28 @@ test('a failing domains-from-db stops the run before the chain: nothing assigned
   }
 });
 
+test('an interrupted run is redone before a reflog with an older name that arrived since: the same result as uninterrupted', async () => {
+  // It used to go in name order: the late 2011072806 ran first, on the current_log
+  // 2011072807 would have left, and the two hours' queue files came out otherwise.
+  const late = (dir: string) => fs.copyFileSync(path.join(REFLOGS, '2011072806.reflog'), path.join(dir, 'var/inbox/2011072806.reflog'));
+  const want = fresh();
+  keepOnly(want, '2011072807.reflog');
+  assert.equal((await runner(want)).status, 0);
+  late(want);
+  assert.equal((await runner(want)).status, 0);
+
+  const dir = fresh();
+  keepOnly(dir, '2011072807.reflog');
+  const started = path.join(dir, 'var/state/staging/2011072807/work/log/1.analyze-dump.log');
+  const stopped = await runner(dir, [], { termWhen: () => fs.existsSync(started) });
+  assert.equal(stopped.status, 143, stopped.stderr);
+  late(dir);
+  const again = await runner(dir);
+  assert.equal(again.status, 0, again.stderr);
+  assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.recovered]), [['2011072807', 'rerun'], ['2011072806', undefined]]);
+  assertSameState(snapshot(dir), snapshot(want), 'interrupted, then a late older reflog');
+});
+
 test('attempts: a run is attempt 1; a rerun after an interruption is attempt 2 of the same run_id, marked rerun; a failed run starts over as attempt 1 of a new run_id', async () => {
   for (const rec of runsJsonl((await ref()).dir)) assert.deepEqual([rec.attempt, rec.recovered], [1, undefined], String(rec.run));
   const dir = fresh();

@@ -191,7 +191,12 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     const code = (err as NodeJS.ErrnoException).code;
     throw new DataError('NO_INBOX', `cannot read the inbox: ${code ?? String(err)}`, { file: o.inbox });
   }
-  const { runs, skipped } = planInbox(entries);
+  const planned = planInbox(entries);
+  const skipped = planned.skipped;
+  // An interrupted run goes first: uninterrupted, it would have been over before a reflog
+  // with an older name that came since was looked at, and that one would run on its
+  // current_log (and after its assignments), not the other way round.
+  const runs = [...planned.runs.filter((r) => rerun.has(r)), ...planned.runs.filter((r) => !rerun.has(r))];
   for (const s of skipped) {
     log.warn({ file: s.file }, `skipped: ${s.why}`);
     process.stderr.write(`${PROG}: warning: skipping ${printable(path.join(o.inbox, s.file))}: ${s.why}\n`);
