@@ -1409,6 +1409,20 @@ test('attempts: a run is attempt 1; a rerun after an interruption is attempt 2 o
   assert.notEqual(recs[0]!.run_id, recs[1]!.run_id);
 });
 
+const roMountWorks = spawnSync('unshare', ['-rm', 'bash', '-c', 'd=$(mktemp -d) && mount --bind "$d" "$d" && mount -o remount,ro,bind "$d" && ! touch "$d/x" 2>/dev/null; s=$?; rmdir "$d"; exit $s']).status === 0;
+
+test('a read-only inbox fails the invocation before anything runs: no run publishes its queue files, hour after hour, and fails to move its reflog', { skip: !roMountWorks && 'no user namespace for a read-only bind mount here' }, () => {
+  // It used to run: each run published its queue files, then failed to move its reflog
+  // out (EROFS) with COMMIT in place, and every invocation rolled it forward, publishing
+  // the same queue files again (a consumer that took them got them again every hour).
+  const dir = fresh();
+  const r = spawnSync('unshare', ['-rm', 'bash', '-c', 'mount --bind var/inbox var/inbox && mount -o remount,ro,bind var/inbox && exec "$0" --log-level silent', RUNNER], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 120_000 });
+  assert.equal(r.status, 1, r.stderr);
+  assert.equal(r.stderr, `${path.basename(RUNNER)}: ${path.join(dir, 'var/inbox')}: cannot move processed reflogs out of the inbox: EROFS; nothing was run\n`);
+  assert.ok(!fs.existsSync(path.join(dir, 'var/queue')), 'no queue file published');
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state')), ['partner.db']);
+});
+
 test('an --inbox below a regular file is a usage error (exit 2), found before anything is made under --state', () => {
   const dir = sub('inboxfile-');
   fs.writeFileSync(path.join(dir, 'file'), 'x\n');

@@ -111,6 +111,15 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   const t0 = Date.now();
   // A wrong --inbox is a configuration error, found before anything is created under --state.
   if (!isDirectoryOrUnreadable(o.inbox)) throw new UsageError(`--inbox ${o.inbox}: is not an existing directory (check --inbox, or create it)`);
+  // A committed run's last step moves its reflog out of the inbox. In an inbox that does
+  // not allow it, every run would publish its queue files and then fail, and every later
+  // invocation would roll it forward, publishing them again, hour after hour.
+  try {
+    fs.accessSync(o.inbox, fs.constants.W_OK);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? String(err);
+    throw new DataError('INBOX_READ_ONLY', `cannot move processed reflogs out of the inbox: ${code}; nothing was run`, { file: o.inbox });
+  }
   mkdirDurable(path.join(o.state, 'staging'));
   const lock = acquireLock(path.join(o.state, 'lock'));
 
