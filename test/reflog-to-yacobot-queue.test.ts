@@ -941,6 +941,9 @@ test('pure helpers: config parsing, option precedence, now, inbox order', () => 
     assert.equal(hourEndOf('2011072823'), '20110729000000');
     assert.equal(hourEndOf('2011023112'), null);
     assert.equal(hourEndOf('batch-7'), null);
+    // Its end, 100000101000000, failed every run of that reflog in filter-url (--now wants a real time).
+    assert.equal(hourEndOf('9999123123'), null);
+    assert.equal(hourEndOf('9999123122'), '99991231230000');
     assert.deepEqual(resolveNow('2011072806', '20200101000000', new Date()), { now: '20200101000000', source: 'flag' });
     assert.deepEqual(resolveNow('2011072806.part2', null, new Date()), { now: '20110728070000', source: 'name' });
     assert.equal(resolveNow('x', null, new Date(Date.UTC(2012, 0, 2, 3, 4, 5))).now, '20120102030405');

@@ -56,7 +56,9 @@ export function hourEndOf(name: string): string | null {
   if (!m) return null;
   const start = `${m[1]}0000`;
   if (!isValidTimestamp(start)) return null;
-  return formatTimestamp(new Date(timestampToMs(start) + 3_600_000));
+  const end = formatTimestamp(new Date(timestampToMs(start) + 3_600_000));
+  // The last hour of 9999 ends in a year of five digits, which no stage takes as a time.
+  return isValidTimestamp(end) ? end : null;
 }
 
 /** The "now" of a new run: --now, else the end of the name's hour, else the clock (see USAGE). */
