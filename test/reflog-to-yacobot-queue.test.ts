@@ -304,6 +304,21 @@ test('a lock just taken by a new holder, whose file still names an ended one, is
   }
 });
 
+test('a failed run whose runs.jsonl line cannot be written still says why it failed, besides the runs.jsonl error', () => {
+  // Only 'runs.jsonl: cannot open: EISDIR' was printed: the stage's message was lost.
+  const dir = fresh();
+  keepOnly(dir, '2011072806.reflog');
+  const h = new Database(path.join(dir, 'var/state/partner.db'));
+  h.exec('UPDATE yacobot SET active = 0');
+  h.close();
+  fs.mkdirSync(path.join(dir, 'var/state/runs.jsonl'));
+  const r = runRunner(dir, ['--log-level', 'silent']);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /^reflog-to-yacobot-queue: run 2011072806 failed: upload-domains: .*no active Yacobot/m);
+  assert.match(r.stderr, /^reflog-to-yacobot-queue: \S*runs\.jsonl: cannot open: EISDIR/m);
+  assert.ok(!hasStackTrace(r.stderr), r.stderr);
+});
+
 test('a failing stage (no active Yacobot) publishes nothing and changes no state', async () => {
   const dir = fresh();
   const db = path.join(dir, 'var/state/partner.db');

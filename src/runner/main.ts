@@ -424,7 +424,14 @@ async function runOne(
       fs.rmSync(p.rejectsKept, { force: true });
     }
     log.error({ run: p.name, stage: step, error }, 'run failed; nothing published');
-    appendRecordOnce(path.join(o.state, 'runs.jsonl'), record);
+    try {
+      appendRecordOnce(path.join(o.state, 'runs.jsonl'), record);
+    } catch (err) {
+      // The record that keeps the stage's message is what failed: say it here. The run
+      // is redone next time, as after a crash (its staging area stays).
+      process.stderr.write(`${PROG}: run ${p.name} failed: ${error}\n`);
+      throw err;
+    }
     hooks.beforeStep?.(p.name, 'failed:cleanup');
     fs.rmSync(p.staging, { recursive: true, force: true });
     fsyncPath(path.dirname(p.staging));
