@@ -1622,3 +1622,33 @@ test('a stopped stage and a stopped chain shell (Ctrl-Z, SIGSTOP) still stop on 
   assert.match(fs.readFileSync(log, 'utf8'), /"status":"interrupted","signal":"SIGTERM"/, 'analyze-dump acted on its SIGTERM');
   assert.deepEqual(processesWhere((cmd) => cmd.includes(dir)), [], 'no process of the run left');
 });
+
+test('a replayed hour whose first queue files were not taken yet fails, publishing nothing, instead of replacing them', async () => {
+  const dir = fresh();
+  keepOnly(dir, RUNS[0]!);
+  const run = RUNS[0]!.replace(/\.reflog$/, '');
+  const first = await runner(dir);
+  assert.equal(first.status, 0, first.stderr);
+  const queues = ['1', '2', '3'].map((y) => path.join(dir, 'var/queue', y, `${run}.tsv`)).filter((f) => fs.existsSync(f));
+  assert.ok(queues.length > 0);
+  const before = queues.map((f) => fs.readFileSync(f, 'utf8'));
+  // Re-sent with 6 more lines (helper-36's reproduction): deduplicated against
+  // current_log, its queue file holds only the 6 new URLs, and replacing the untaken
+  // one would lose the URLs current_log records as sent.
+  const extra = Array.from({ length: 6 }, (_, i) => `1000\t0\t20110728063000\t${i}\thttp://resent-${i}.example.com/\t1\n`).join('');
+  fs.writeFileSync(path.join(dir, 'var/inbox', RUNS[0]!), fs.readFileSync(path.join(dir, 'var/state/done', RUNS[0]!), 'utf8') + extra);
+  fs.rmSync(path.join(dir, 'var/state/done', RUNS[0]!));
+  const replay = await runner(dir);
+  assert.equal(replay.status, 1, replay.stderr);
+  assert.ok(!hasStackTrace(replay.stderr), replay.stderr);
+  assert.match(replay.stderr, new RegExp(`var/queue/\\d/${run}\\.tsv: is still there with other URLs \\(not yet taken by Yacobot \\d\\?\\)`));
+  assert.deepEqual(queues.map((f) => fs.readFileSync(f, 'utf8')), before, 'the untaken queue files are unchanged');
+  assert.ok(fs.existsSync(path.join(dir, 'var/inbox', RUNS[0]!)), 'the reflog stays in the inbox');
+  const last = runsJsonl(dir).at(-1)!;
+  assert.deepEqual([last.status, last.failed_stage], ['failed', 'publish']);
+  // Once the Yacobots have taken them, the replay goes through.
+  for (const f of queues) fs.renameSync(f, `${f}.taken`);
+  const again = await runner(dir);
+  assert.equal(again.status, 0, again.stderr);
+  assert.ok(fs.existsSync(path.join(dir, 'var/state/done', RUNS[0]!)));
+});

@@ -28,7 +28,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fsyncPath } from '../core/dirs.js';
-import { ioError } from '../core/errors.js';
+import { DataError, ioError } from '../core/errors.js';
 import {
   appendRecordOnce,
   countLines,
@@ -39,6 +39,7 @@ import {
   preparedPath,
   publishCopy,
   renameIntoPlace,
+  sameBytes,
   writeFileDurable,
 } from './fsutil.js';
 import { REFLOG_EXT, keptRejects, type RunRecord } from './plan.js';
@@ -155,15 +156,34 @@ function publishedQueueFile(plan: CommitPlan, yacobot: string): string {
 /**
  * Step 0: copies every staged queue file beside its destination, fsynced, before
  * the COMMIT. On failure the copies made are removed and the error is thrown: the
- * run fails with no queue file published.
+ * run fails with no queue file published. A queue file of the same name already
+ * there with other bytes (a replayed or re-sent hour whose first queue file its
+ * Yacobot has not taken yet) is such a failure: replacing it would lose URLs that
+ * current_log records as sent.
  */
 export function prepareQueues(plan: CommitPlan): void {
   const made: string[] = [];
   try {
     for (const q of plan.queue) {
       const dst = publishedQueueFile(plan, q.yacobot);
+      const staged = stagedQueueFile(plan, q.yacobot);
+      let other = false;
+      try {
+        other = fs.statSync(dst).isFile() && !sameBytes(staged, dst);
+      } catch (err) {
+        // Not there (ENOTDIR: a file in the way of its directory, which mkdir reports below).
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code !== 'ENOENT' && code !== 'ENOTDIR') throw ioError(err, dst, 'read');
+      }
+      if (other) {
+        throw new DataError(
+          'QUEUE_NOT_TAKEN',
+          `is still there with other URLs (not yet taken by Yacobot ${q.yacobot}?); publishing this run would replace them, and current_log has them as sent. Let the Yacobot take it, or move it aside, then run again`,
+          { file: dst },
+        );
+      }
       mkdirDurable(path.dirname(dst));
-      made.push(prepareCopy(stagedQueueFile(plan, q.yacobot), dst));
+      made.push(prepareCopy(staged, dst));
     }
   } catch (err) {
     for (const f of made) fs.rmSync(f, { force: true }); // each was written, so its directory is one

@@ -81,6 +81,34 @@ export function prepareCopy(src: string, dst: string): string {
   return tmp;
 }
 
+/** Whether the files `a` and `b` hold the same bytes (read 1 MiB at a time). */
+export function sameBytes(a: string, b: string): boolean {
+  const fa = fs.openSync(a, 'r');
+  try {
+    const fb = fs.openSync(b, 'r');
+    try {
+      if (fs.fstatSync(fa).size !== fs.fstatSync(fb).size) return false;
+      const ba = Buffer.allocUnsafe(1 << 20);
+      const bb = Buffer.allocUnsafe(1 << 20);
+      for (;;) {
+        const na = fs.readSync(fa, ba, 0, ba.length, null);
+        let nb = 0;
+        while (nb < na) {
+          const n = fs.readSync(fb, bb, nb, na - nb, null);
+          if (n === 0) return false;
+          nb += n;
+        }
+        if (na === 0) return fs.readSync(fb, bb, 0, 1, null) === 0;
+        if (!ba.subarray(0, na).equals(bb.subarray(0, na))) return false;
+      }
+    } finally {
+      fs.closeSync(fb);
+    }
+  } finally {
+    fs.closeSync(fa);
+  }
+}
+
 /** Renames a prepared copy over `dst` and makes the rename durable. */
 export function renameIntoPlace(tmp: string, dst: string): void {
   try {
