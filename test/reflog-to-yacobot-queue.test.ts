@@ -1045,10 +1045,13 @@ test("the stages' environment holds glibc's mmap threshold, unless the operator 
   assert.equal(stageEnv({ MALLOC_MMAP_THRESHOLD_: '65536' }).MALLOC_MMAP_THRESHOLD_, '65536');
 });
 
-test('a failed run records the domains its upload-domains committed all the same (they stay assigned)', async () => {
-  // Hour 1 runs; then its current_log gets a last line whose timestamp is no real time,
-  // so that filter-url fails at the end of hour 2, after the rest went downstream:
-  // upload-domains still ends its input and commits. The failed line used to say 0.
+/**
+ * A state dir after hour 1 of a generated pair, with hour 2 in the inbox and a last
+ * current_log line whose timestamp is no real time: filter-url fails at the end of
+ * hour 2, after the rest went downstream and upload-domains committed. `good` is
+ * current_log as hour 1 left it.
+ */
+async function failingSecondHour(): Promise<{ dir: string; good: Buffer }> {
   const dir = fresh();
   keepOnly(dir);
   for (const hour of [1, 2]) {
@@ -1058,8 +1061,18 @@ test('a failed run records the domains its upload-domains committed all the same
   }
   fs.renameSync(path.join(dir, 'var/inbox/2011072806.reflog'), path.join(dir, 'hour2'));
   assert.equal((await runner(dir)).status, 0);
-  fs.appendFileSync(path.join(dir, 'var/state/current_log'), `${'f'.repeat(16)}\t20119999000000\t\t1\ta.com\thttp://a.com/\n`);
+  const cl = path.join(dir, 'var/state/current_log');
+  const good = fs.readFileSync(cl);
+  fs.appendFileSync(cl, `${'f'.repeat(16)}\t20119999000000\t\t1\ta.com\thttp://a.com/\n`);
   fs.renameSync(path.join(dir, 'hour2'), path.join(dir, 'var/inbox/2011072806.reflog'));
+  return { dir, good };
+}
+
+test('a failed run records the domains its upload-domains committed all the same (they stay assigned)', async () => {
+  // Hour 1 runs; then its current_log gets a last line whose timestamp is no real time,
+  // so that filter-url fails at the end of hour 2, after the rest went downstream:
+  // upload-domains still ends its input and commits. The failed line used to say 0.
+  const { dir } = await failingSecondHour();
   const r = await runner(dir);
   assert.equal(r.status, 1, r.stderr);
   const rec = runsJsonl(dir).at(-1)!;
@@ -1075,19 +1088,8 @@ test('killed after a failed run\'s line and before its staging area was removed:
   // committed. The runner is killed just before it removes the failed run's staging
   // area; the retry after the fix used to be attempt 2 of the failed run_id ("rerun")
   // and counted the failed attempt's domains again, already in its failed line.
-  const dir = fresh();
-  keepOnly(dir);
-  for (const hour of [1, 2]) {
-    const fd = fs.openSync(path.join(dir, `var/inbox/201107280${4 + hour}.reflog`), 'w');
-    generateReflog(fd, { lines: 20_000, hour, seed: 5 });
-    fs.closeSync(fd);
-  }
-  fs.renameSync(path.join(dir, 'var/inbox/2011072806.reflog'), path.join(dir, 'hour2'));
-  assert.equal((await runner(dir)).status, 0);
+  const { dir, good } = await failingSecondHour();
   const cl = path.join(dir, 'var/state/current_log');
-  const good = fs.readFileSync(cl);
-  fs.appendFileSync(cl, `${'f'.repeat(16)}\t20119999000000\t\t1\ta.com\thttp://a.com/\n`);
-  fs.renameSync(path.join(dir, 'hour2'), path.join(dir, 'var/inbox/2011072806.reflog'));
   const killed = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: '2011072806:failed:cleanup' } });
   assert.equal(killed.signal, 'SIGKILL', killed.stderr);
   assert.ok(fs.existsSync(path.join(dir, 'var/state/staging/2011072806/run.json')));
