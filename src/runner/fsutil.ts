@@ -90,17 +90,16 @@ export function sameBytes(a: string, b: string): boolean {
       if (fs.fstatSync(fa).size !== fs.fstatSync(fb).size) return false;
       const ba = Buffer.allocUnsafe(1 << 20);
       const bb = Buffer.allocUnsafe(1 << 20);
-      for (;;) {
-        const na = fs.readSync(fa, ba, 0, ba.length, null);
-        let nb = 0;
-        while (nb < na) {
-          const n = fs.readSync(fb, bb, nb, na - nb, null);
-          if (n === 0) return false;
-          nb += n;
+      for (let n; (n = fs.readSync(fa, ba, 0, ba.length, null)) > 0; ) {
+        // As much of b as was read of a (a read may return less than asked).
+        for (let m = 0; m < n; ) {
+          const k = fs.readSync(fb, bb, m, n - m, null);
+          if (k === 0) return false;
+          m += k;
         }
-        if (na === 0) return fs.readSync(fb, bb, 0, 1, null) === 0;
-        if (!ba.subarray(0, na).equals(bb.subarray(0, na))) return false;
+        if (!ba.subarray(0, n).equals(bb.subarray(0, n))) return false;
       }
+      return fs.readSync(fb, bb, 0, 1, null) === 0; // and b ends there too
     } finally {
       fs.closeSync(fb);
     }
