@@ -223,6 +223,21 @@ test('the URL limit counts the reflog\'s UTF-8 bytes: an IDN URL of 8193 bytes (
   }
 });
 
+test('a host with and without its one trailing dot has one domain, also where no registrable domain exists', () => {
+  const opts: UrlOptions = { maxUrlBytes: 8192, dropParams: null, sortQuery: false, domainMode: 'registrable' };
+  // Registrable, public suffix itself, single label, empty label (leading or inside), IP.
+  for (const host of ['www.example.com', 'co.uk', 'localhost', 'a..example.com', '.example.com', '10.0.0.1']) {
+    const plain = canonicalize(`http://${host}/x`, opts);
+    const dotted = canonicalize(`http://${host}./x`, opts);
+    assert.ok('domain' in plain && 'domain' in dotted, host);
+    assert.equal(dotted.domain, plain.domain, host);
+    assert.ok(!plain.domain.endsWith('.'), host);
+  }
+  // Two trailing dots are an empty label, not a spelling of the host with one.
+  const two = canonicalize('http://example.com../x', opts);
+  assert.ok('domain' in two && two.domain === 'example.com..', JSON.stringify(two));
+});
+
 test('globMatch agrees with the anchored RegExp of the glob on random globs and names', () => {
   const next = prng(5);
   const pick = (alphabet: string, max: number) =>

@@ -84,12 +84,20 @@ export function domainOfHost(host: string): string {
   // An empty label anywhere (WHATWG accepts `.example.com`, `a..example.com`) makes
   // no registrable domain, as the Public Suffix List's own tests say of a leading
   // dot; tldts would answer "example.com" or ".co.uk" depending on where it is.
-  if (host.charCodeAt(0) === 46 /* . */ || host.includes('..')) return host;
+  if (host.charCodeAt(0) === 46 /* . */ || host.includes('..')) return withoutTrailingDot(host);
   const d = getDomain(host, { allowPrivateDomains: true, extractHostname: false });
-  if (d) return d;
-  // The host itself, without the one trailing dot that names the same host
-  // (`co.uk.`, `localhost.`), as tldts drops it from `example.com.`.
-  return host.charCodeAt(host.length - 1) === 46 ? host.slice(0, -1) : host;
+  return d || withoutTrailingDot(host);
+}
+
+/**
+ * The host without the one trailing dot that names the same host (`co.uk.`,
+ * `localhost.`, `a..example.com.`), as tldts drops it from `example.com.`: routed
+ * by domain, the two spellings must reach the same Yacobot.
+ */
+function withoutTrailingDot(host: string): string {
+  // `example.com..` ends in an empty label, as `a..example.com` has one inside: kept whole.
+  const n = host.length;
+  return n > 1 && host.charCodeAt(n - 1) === 46 && host.charCodeAt(n - 2) !== 46 ? host.slice(0, -1) : host;
 }
 
 /** Parses a comma-separated glob list (`utm_*,callback,_`; `*` any run, `?` one character); null when it names none. */
