@@ -269,15 +269,21 @@ test('analyze-dump: byte-identical output with --memory 1M (spilling) and withou
   assert.ok(small.stdoutBytes.equals(big.stdoutBytes), 'same bytes with and without spilling');
   assert.deepEqual(fs.readdirSync(tmp), [], 'spill files removed after success');
 
-  // Worker threads or none, spilling or not: the same records, rejects and counts.
-  const noisy = Buffer.concat([input, Buffer.from('b\t5\tnot-a-time\t1\thttp://x.example/\t1\n'), input.subarray(0, 3000), Buffer.from('\nlast\tline\twithout LF')]);
-  const runs = [['--threads', '0'], ['--threads', '2'], ['--threads', '3', '--memory', '1M', '--tmp', tmp]].map((args) => {
+  // Worker threads or none, spilling or not: the same records, rejects and counts. With
+  // one worker the main thread parses the batches it would otherwise wait for (the input,
+  // 3 x 2.6 MiB, is 8 batches: the worker cannot keep up with a thread that only reads).
+  const noisy = Buffer.concat([input, Buffer.from('b\t5\tnot-a-time\t1\thttp://x.example/\t1\n'), input, input, input.subarray(0, 3000), Buffer.from('\nlast\tline\twithout LF')]);
+  const where: Record<string, unknown>[] = [];
+  const runs = [['--threads', '0'], ['--threads', '2'], ['--threads', '1', '--log-level', 'debug'], ['--threads', '3', '--memory', '1M', '--tmp', tmp]].map((args) => {
     const rej = path.join(dir, `rejects-${args[1]}.tsv`);
     const r = runBin('analyze-dump', [...args, '--rejects', rej], noisy);
     assert.equal(r.status, 0, r.stderr);
     const { ms: _ms, time: _time, sort_runs: _runs, ...counts } = summaryOf(r.stderr);
+    where.push(...r.stderr.split('\n').filter((l) => l.includes('batches_on_workers')).map((l) => JSON.parse(l)));
     return { out: r.stdoutBytes, rejects: fs.readFileSync(rej, 'utf8'), counts };
   });
+  assert.equal(where.length, 1, 'one --log-level debug run');
+  assert.ok(Number(where[0]!.batches_on_main_thread) > 0 && Number(where[0]!.batches_on_workers) > 0, JSON.stringify(where[0]));
   assert.ok(runs[0]!.rejects.includes('bad timestamp'));
   for (const r of runs.slice(1)) {
     assert.ok(r.out.equals(runs[0]!.out), 'same records with and without worker threads');

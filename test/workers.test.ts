@@ -86,3 +86,26 @@ test('an error thrown while handing an answer over fails settle() with it', LIMI
     p.close();
   }
 });
+
+test('offer() posts to the worker with the fewest jobs, up to a limit; local() answers take their place in the order', LIMIT, async () => {
+  const { p, got } = pool(2);
+  try {
+    const job = (n: number) => ({ n, delayMs: 50, action: 'answer' as const });
+    // Two workers, at most two jobs each: jobs 0-3 are posted, 4 is refused.
+    for (let n = 0; n < 4; n++) assert.equal(p.offer(job(n), [], 2), true, `job ${n} posted`);
+    assert.equal(p.offer(job(4), [], 2), false, 'every worker has two jobs');
+    // Done here instead, as job 4: handed over only after 0-3, though ready first.
+    p.local({ n: 4, tag: 'x' });
+    assert.deepEqual(got, [], 'job 4 waits for the jobs posted before it');
+    await p.settle(0);
+    assert.deepEqual(got, [0, 1, 2, 3, 4]);
+    // With nothing pending, a local answer is handed over at once.
+    p.local({ n: 5, tag: 'x' });
+    assert.deepEqual(got, [0, 1, 2, 3, 4, 5]);
+    assert.equal(p.offer(job(6), [], 1), true, 'room again');
+    await p.settle(0);
+    assert.deepEqual(got, [0, 1, 2, 3, 4, 5, 6]);
+  } finally {
+    p.close();
+  }
+});

@@ -40,6 +40,25 @@ export class WorkerPool<J, R> {
     this.workers[i]!.postMessage(job, transfer);
   }
 
+  /**
+   * Posts a job to the worker with the fewest jobs pending, if it has fewer than
+   * `max`; returns false, posting nothing, when every worker has `max` or more.
+   */
+  offer(job: J, transfer: ArrayBuffer[], max: number): boolean {
+    let best = 0;
+    for (let i = 1; i < this.jobs.length; i++) if (this.jobs[i]!.length < this.jobs[best]!.length) best = i;
+    if (this.jobs[best]!.length >= max) return false;
+    this.jobs[best]!.push(this.posted++);
+    this.workers[best]!.postMessage(job, transfer);
+    return true;
+  }
+
+  /** Takes the answer of a job done outside the workers, as the next job's: handed on in order like theirs. */
+  local(r: R): void {
+    this.ready.set(this.posted++, r);
+    this.deliver();
+  }
+
   /** Waits until at most `pending` posted jobs are still to be handed over; throws the first failure. */
   async settle(pending: number): Promise<void> {
     for (;;) {

@@ -56,14 +56,18 @@ const MAX_URL_LIMIT = 1 << 20;
 const SMALL_BUDGET = 128 << 20;
 
 /**
- * One worker per core, at most 4 (the main thread mostly waits while they parse);
- * none on one core, or under a memory budget below 128M: a worker thread costs
- * about 40 MiB of its own (measured: 64M peaks at 175 MiB without, 265 with two).
+ * One worker per core beyond the first, at most 3 (the main thread parses too,
+ * whenever every worker has two batches waiting); none on one core, or under a
+ * memory budget below 128M: a worker thread costs about 40 MiB of its own
+ * (measured: 64M peaks at 175 MiB without, 265 with two).
  */
 function defaultThreads(memoryBytes: number): number {
   const cores = os.availableParallelism();
-  return cores > 1 && memoryBytes >= SMALL_BUDGET ? Math.min(4, cores) : 0;
+  return cores > 1 && memoryBytes >= SMALL_BUDGET ? Math.min(4, cores) - 1 : 0;
 }
+
+/** Batches waiting for each worker before the main thread parses one itself. */
+const WORKER_QUEUE = 2;
 
 /** What one thread's URL memory takes at most: keys, answers and their tables. */
 const URL_MEMORY_BYTES = 11 << 20;
@@ -78,9 +82,17 @@ function urlResolverFor(o: AnalyzeDumpOptions, hash: UrlHash): UrlResolver {
   return hasUrlMemory(o) ? new UrlResolver(o, hash) : new UrlResolver(o, hash, 0, 0);
 }
 
-/** URL memory at 128M and up, while all threads' together take at most a quarter of --memory. */
+/**
+ * URL memory at 128M and up, while all threads' together (the workers' and the
+ * main thread's, which parses too) take at most a quarter of --memory.
+ */
 function hasUrlMemory(o: AnalyzeDumpOptions): boolean {
-  return o.memoryBytes >= SMALL_BUDGET && Math.max(1, o.threads) * URL_MEMORY_BYTES <= o.memoryBytes / 4;
+  return o.memoryBytes >= SMALL_BUDGET && parsingThreads(o) * URL_MEMORY_BYTES <= o.memoryBytes / 4;
+}
+
+/** The threads that may parse: the workers and the main thread. */
+function parsingThreads(o: AnalyzeDumpOptions): number {
+  return o.threads + 1;
 }
 
 /** Everything analyze-dump decides about one reflog line. */
@@ -413,8 +425,8 @@ that does not end in LF is processed, with a warning and last_line_unterminated.
 
 Buffers: every record, up to --memory (records and their sort keys; beyond it,
 sorted runs spill to --tmp), before writing; output starts at the end of input.
-Parsing runs on --threads worker threads, in 1 MiB batches applied in input
-order, so the output does not depend on the number of threads. If more than
+Parsing runs on --threads worker threads and the main thread, in 1 MiB batches
+applied in input order, so the output does not depend on the number of threads. If more than
 --max-reject-ratio of the records are rejected, the run fails with no output.`,
   options(cmd: Command) {
     cmd
@@ -426,7 +438,7 @@ order, so the output does not depend on the number of threads. If more than
       .option('--domain-mode <mode>', 'registrable (public suffix + 1) or host', 'registrable')
       .option('--memory <size>', 'memory budget for sorting, e.g. 64M, 1G', '256M')
       .option('--tmp <dir>', 'directory for sort spill files', os.tmpdir())
-      .option('--threads <n>', 'worker threads for parsing, 0 for none (default: one per core, at most 4; none on one core or under --memory 128M)');
+      .option('--threads <n>', 'worker threads for parsing besides the main thread, 0 for none (default: one per core beyond the first, at most 3; none on one core or under --memory 128M)');
   },
   normalize(raw) {
     const ratio = Number(raw.maxRejectRatio);
@@ -460,7 +472,7 @@ order, so the output does not depend on the number of threads. If more than
     let rejects: FileWriter | null = null;
     ctx.onExit(() => rejects?.abandon());
     // The URL memory of each parsing thread comes out of the budget, not on top of it.
-    const urlMemory = hasUrlMemory(o) ? Math.max(1, o.threads) * URL_MEMORY_BYTES : 0;
+    const urlMemory = hasUrlMemory(o) ? parsingThreads(o) * URL_MEMORY_BYTES : 0;
     // Spill directories of runs that were SIGKILLed (their own cleanup never ran) go before this one needs the space.
     removeStaleTemps(o.tmpDir, SPILL_PREFIX);
     const sorter = new RecordSorter({ memoryBytes: o.memoryBytes - urlMemory, tmpDir: o.tmpDir });
@@ -517,14 +529,16 @@ order, so the output does not depend on the number of threads. If more than
       for (const [why, n] of Object.entries(x.byReason)) byReason[why] = (byReason[why] ?? 0) + n;
       linesIn += r.lines;
     };
-    // Batches analyzed on this thread (no workers, or an input smaller than one batch);
-    // made on first use, so that with workers the main thread holds no URL memory.
+    // Batches analyzed on this thread (no workers, an input smaller than one batch, or
+    // every worker two batches behind); made on first use.
     let inline: BatchAnalyzer | null = null;
     let inlineLend: Lent | undefined;
     // Workers start with the first full batch; a small input is done before one could start.
     const batcher = new LineBatcher(BATCH_BYTES, maxLine);
     const lend: Lent[] = [];
     let pool = null as WorkerPool<AnalyzeJob, AnalyzeDone> | null;
+    let localBatches = 0;
+    let workerBatches = 0;
     ctx.onExit(() => pool?.close());
     const submit = async (batch: Buffer, final: boolean) => {
       if (o.threads === 0 || (pool === null && final)) {
@@ -545,8 +559,18 @@ order, so the output does not depend on the number of threads. If more than
         },
       );
       const reuse = lend.pop();
-      pool.post({ batch, reuse }, [batch.buffer as ArrayBuffer, ...(reuse ? lentBuffers(reuse) : [])]);
-      await pool.settle(2 * o.threads);
+      // Waiting for a worker would leave a core idle when there are as many workers as
+      // cores less one, the default: this thread parses the batch meanwhile (one worker
+      // and this thread took 2.04 s where two workers took 2.63, see README).
+      if (pool.offer({ batch, reuse }, [batch.buffer as ArrayBuffer, ...(reuse ? lentBuffers(reuse) : [])], WORKER_QUEUE)) {
+        workerBatches++;
+      } else {
+        inline ??= new BatchAnalyzer(o, await loadUrlHash(), maxLine);
+        const { result, packed } = inline.run(batch, reuse);
+        localBatches++;
+        pool.local({ result, packed, batch });
+      }
+      await pool.settle(WORKER_QUEUE * (o.threads + 1));
     };
     await ctx.eachChunk(async (chunk) => {
       for (const b of batcher.push(chunk)) await submit(b, false);
@@ -559,6 +583,7 @@ order, so the output does not depend on the number of threads. If more than
       await pool.settle(0);
       pool.close();
     }
+    ctx.log.debug({ batches_on_workers: workerBatches, batches_on_main_thread: localBatches }, 'where the batches were parsed');
 
     const records = sorter.count;
     sortRuns = sorter.spilledRuns;
