@@ -40,10 +40,11 @@ interface Done {
 function runner(
   dir: string,
   args: string[] = [],
-  opts: { killAfter?: number; termWhen?: () => boolean; termSignal?: NodeJS.Signals; env?: Record<string, string> } = {},
+  opts: { killAfter?: number; termWhen?: () => boolean; termSignal?: NodeJS.Signals; env?: Record<string, string>; started?: (pid: number) => void } = {},
 ): Promise<Done> {
   const t0 = Date.now();
   const child = spawn(RUNNER, args, { cwd: dir, env: testEnv(opts.env ?? {}), detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
+  opts.started?.(child.pid!);
   let stderr = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
   let timer: NodeJS.Timeout | undefined;
@@ -76,6 +77,37 @@ function runner(
       resolve({ status, signal, stderr, ms: Date.now() - t0 });
     });
   });
+}
+
+/**
+ * Starts the runner in `dir` with a failpoint that stops it (SIGSTOP) just before
+ * `step`; resolves once it is stopped there, with the function that resumes it and
+ * resolves when it has ended.
+ */
+async function stoppedBefore(dir: string, step: string): Promise<() => Promise<Done>> {
+  let pid = 0;
+  let ended = false;
+  const done = runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: step, REFLOG_RUNNER_FAILSIGNAL: 'SIGSTOP' }, started: (p) => (pid = p) });
+  void done.then(() => (ended = true));
+  const state = () => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]![0];
+    } catch {
+      return undefined;
+    }
+  };
+  const t0 = Date.now();
+  while (state() !== 'T') {
+    if (ended || Date.now() - t0 > 60_000) {
+      process.kill(-pid, 'SIGKILL');
+      assert.fail(`the runner did not stop before ${step}: ${JSON.stringify(await done)}`);
+    }
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return () => {
+    process.kill(pid, 'SIGCONT');
+    return done;
+  };
 }
 
 /** The pids of the processes whose command line (arguments joined by spaces) passes `test`. */
@@ -1653,4 +1685,79 @@ test('a replayed hour whose first queue files were not taken yet fails, publishi
   const again = await runner(dir);
   assert.equal(again.status, 0, again.stderr);
   assert.ok(fs.existsSync(path.join(dir, 'var/state/done', RUNS[0]!)));
+});
+
+test('a reflog renamed over INBOX/RUN.reflog while that run is in progress stays in the inbox, and the next invocation processes it', async () => {
+  // It was moved to done/ by the commit's reflog step, never processed, its lines counted as the old file's.
+  const dir = fresh();
+  keepOnly(dir, RUNS[0]!);
+  const run = RUNS[0]!.replace(/\.reflog$/, '');
+  const inboxFile = path.join(dir, 'var/inbox', RUNS[0]!);
+  const resume = await stoppedBefore(dir, `${run}:reflog`);
+  // The sender re-sends the hour under the same name (another hour's lines, to tell them apart).
+  const resent = path.join(dir, 'resent');
+  fs.copyFileSync(path.join(REFLOGS, RUNS[1]!), resent);
+  fs.renameSync(resent, inboxFile);
+  const r = await resume();
+  assert.equal(r.status, 0, r.stderr);
+  assert.ok(!hasStackTrace(r.stderr), r.stderr);
+  assert.ok(
+    r.stderr.includes(`warning: ${inboxFile} is not the file run ${run} read (another file was renamed over it meanwhile); it stays in the inbox`),
+    r.stderr,
+  );
+  assert.ok(fs.readFileSync(inboxFile).equals(fs.readFileSync(path.join(REFLOGS, RUNS[1]!))), 'the re-sent file is still in the inbox');
+  assert.ok(!fs.existsSync(path.join(dir, 'var/state/done', RUNS[0]!)), 'nothing went to done/');
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
+  // The Yacobots take the first queue files; the next invocation runs the re-sent hour.
+  for (const id of ['1', '2', '3']) fs.rmSync(path.join(dir, 'var/queue', id, `${run}.tsv`), { force: true });
+  const again = await runner(dir);
+  assert.equal(again.status, 0, again.stderr);
+  assert.ok(fs.readFileSync(path.join(dir, 'var/state/done', RUNS[0]!)).equals(fs.readFileSync(path.join(REFLOGS, RUNS[1]!))));
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), []);
+  const lines = runsJsonl(dir).map((x) => [x.run, x.status, (x.stages as Record<string, Record<string, unknown>>)['analyze-dump']!.lines_in]);
+  assert.deepEqual(lines, [
+    [run, 'ok', countLines(path.join(REFLOGS, RUNS[0]!))],
+    [run, 'ok', countLines(path.join(REFLOGS, RUNS[1]!))],
+  ]);
+});
+
+test('a roll forward does not move a reflog that came under the name after the run\'s own had left; an old COMMIT without the identity still moves it', async () => {
+  const run = RUNS[0]!.replace(/\.reflog$/, '');
+  const resent = fs.readFileSync(path.join(REFLOGS, RUNS[1]!));
+  // Killed after the reflog step: the run's reflog is in done/, COMMIT still there.
+  const dir = fresh();
+  keepOnly(dir, RUNS[0]!);
+  const inboxFile = path.join(dir, 'var/inbox', RUNS[0]!);
+  const killed = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${run}:uncommit` } });
+  assert.equal(killed.signal, 'SIGKILL', killed.stderr);
+  fs.writeFileSync(inboxFile, resent);
+  const r = await runner(dir);
+  // Rolled forward without touching it; then it runs, and its queue files are not the untaken ones: it waits.
+  assert.equal(r.status, 1, r.stderr);
+  assert.ok(!hasStackTrace(r.stderr), r.stderr);
+  assert.match(r.stderr, /rolling forward/);
+  assert.ok(r.stderr.includes(`warning: ${inboxFile} is not the file run ${run} read`), r.stderr);
+  assert.match(r.stderr, /is still there with other URLs/);
+  assert.ok(fs.readFileSync(inboxFile).equals(resent), 'still in the inbox');
+  assert.ok(fs.readFileSync(path.join(dir, 'var/state/done', RUNS[0]!)).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))), 'done/ holds the one processed');
+  for (const id of ['1', '2', '3']) fs.rmSync(path.join(dir, 'var/queue', id, `${run}.tsv`), { force: true });
+  const again = await runner(dir);
+  assert.equal(again.status, 0, again.stderr);
+  assert.ok(fs.readFileSync(path.join(dir, 'var/state/done', RUNS[0]!)).equals(resent));
+  assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[run, 'ok'], [run, 'failed'], [run, 'ok']]);
+
+  // A COMMIT written by a runner that did not record the identity: the reflog step moves what is there.
+  const old = fresh();
+  keepOnly(old, RUNS[0]!);
+  const k2 = await runner(old, [], { env: { REFLOG_RUNNER_FAILPOINT: `${run}:reflog` } });
+  assert.equal(k2.signal, 'SIGKILL', k2.stderr);
+  const marker = path.join(old, 'var/state/staging', run, 'COMMIT');
+  const plan = JSON.parse(fs.readFileSync(marker, 'utf8')) as Record<string, unknown>;
+  assert.ok(plan.reflogFile, 'the marker records the reflog read');
+  delete plan.reflogFile;
+  fs.writeFileSync(marker, JSON.stringify(plan));
+  const r2 = await runner(old);
+  assert.equal(r2.status, 0, r2.stderr);
+  assert.deepEqual(fs.readdirSync(path.join(old, 'var/inbox')), []);
+  assert.ok(fs.existsSync(path.join(old, 'var/state/done', RUNS[0]!)));
 });

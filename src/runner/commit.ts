@@ -19,9 +19,11 @@
 //                 a STATE/rejects/RUN.tsv left by a failed attempt.
 //   5. record     count the backlog, append the runs.jsonl line unless the last
 //                 line already is this run's (run_id); a torn last line is cut.
-//   6. reflog     move INBOX/RUN.reflog to STATE/done/ (only while it is still in
-//                 the inbox). The inbox is the to-do list: the reflog leaves it
-//                 only after all of the above are durable.
+//   6. reflog     move INBOX/RUN.reflog to STATE/done/, only while it is still the
+//                 file the run read (reflogFile: device, inode, size, mtime). The
+//                 inbox is the to-do list: the reflog leaves it only after all of
+//                 the above are durable, and another file renamed over its name
+//                 meanwhile (a re-sent hour) stays there, for the next invocation.
 //   7. uncommit   remove COMMIT: from here a crash leaves a directory that
 //                 start-up removes (its reflog has left the inbox).
 //   8. cleanup    remove the staging directory (staged files, run.json).
@@ -43,6 +45,7 @@ import {
   writeFileDurable,
 } from './fsutil.js';
 import { REFLOG_EXT, keptRejects, type RunRecord } from './plan.js';
+import { reflogIdentity, type ReflogIdentity } from './pipeline.js';
 
 /** Everything the publish needs, recorded in the COMMIT marker (absolute paths). */
 export interface CommitPlan {
@@ -51,6 +54,8 @@ export interface CommitPlan {
   staging: string;
   state: string;
   reflog: string;
+  /** The file the run read at `reflog`; absent in markers of runners before it was recorded. */
+  reflogFile?: ReflogIdentity;
   queueDir: string;
   backlogWarn: number;
   /** Staged queue files: QUEUE/<yacobot>/<RUN>.tsv comes from <staging>/work/queue/<yacobot>/<RUN>.tsv. */
@@ -73,6 +78,8 @@ export interface CommitHooks {
   beforeStep?(run: string, step: string): void;
   backlogWarn?(yacobot: string, b: { files: number; urls: number }, limit: number): void;
   recorded?(record: RunRecord): void;
+  /** The file now at `reflog` is not the one the run read: it stays in the inbox. */
+  reflogReplaced?(run: string, reflog: string): void;
 }
 
 /** The staged queue file of a Yacobot. */
@@ -191,6 +198,10 @@ export function prepareQueues(plan: CommitPlan): void {
   }
 }
 
+function sameFile(a: ReflogIdentity, b: ReflogIdentity): boolean {
+  return a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtime_ns === b.mtime_ns;
+}
+
 /** The publish steps of a committed run, in the order above. */
 export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovered = false): Step[] {
   const work = path.join(plan.staging, 'work');
@@ -258,7 +269,19 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
   steps.push({
     name: 'reflog',
     run() {
-      if (!fs.existsSync(plan.reflog)) return;
+      let st: fs.BigIntStats | undefined;
+      try {
+        st = fs.statSync(plan.reflog, { bigint: true, throwIfNoEntry: false });
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOTDIR') throw ioError(err, plan.reflog, 'stat');
+      }
+      if (st === undefined) return; // moved before a crash
+      if (plan.reflogFile !== undefined && !sameFile(reflogIdentity(st), plan.reflogFile)) {
+        // Renamed over the name while the run read the old one (or, on a roll forward,
+        // after the old one had left): unprocessed, it must stay on the to-do list.
+        hooks.reflogReplaced?.(plan.run, plan.reflog);
+        return;
+      }
       const done = path.join(plan.state, 'done');
       mkdirDurable(done);
       moveDurable(plan.reflog, path.join(done, plan.run + REFLOG_EXT));

@@ -14,7 +14,7 @@ import { countLines, appendRecordOnce, lastRecord, mkdirDurable, writeFileDurabl
 import { prepareQueues, publish, readCommit, writeCommit, stagedQueueFile, type CommitHooks, type CommitPlan } from './commit.js';
 import { acquireLock, Locked } from './lock.js';
 import { PROG, USAGE, parseArgs, type RunnerOptions } from './options.js';
-import { runStages, stopChildren, type Progress } from './pipeline.js';
+import { runStages, stopChildren, type Progress, type ReflogIdentity } from './pipeline.js';
 import {
   assignedInLog,
   failureMessage,
@@ -156,6 +156,13 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
       process.stderr.write(`${PROG}: warning: Yacobot ${id} has ${b.urls} URLs in ${b.files} queue files not taken away (more than ${limit})\n`);
     },
     recorded: (r) => records.push(r),
+    reflogReplaced(run, file) {
+      log.warn({ run, reflog: file }, 'another file was renamed over the reflog while its run was in progress; left in the inbox');
+      process.stderr.write(
+        `${PROG}: warning: ${printable(file)} is not the file run ${printable(run)} read (another file was renamed over it meanwhile); ` +
+          `it stays in the inbox and the next invocation processes it as a re-sent hour\n`,
+      );
+    },
   };
 
   // Crash recovery: finish committed runs, discard the work of uncommitted ones.
@@ -375,8 +382,9 @@ async function runOne(
   const progress: Progress = { size: 0, read: () => -1 };
   const stopDisplay = showProgress(p.name, progress);
   let outcomes: StageOutcome[];
+  let reflogFile: ReflogIdentity | null;
   try {
-    outcomes = await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain'));
+    ({ outcomes, reflog: reflogFile } = await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain')));
   } finally {
     stopDisplay();
   }
@@ -470,6 +478,7 @@ async function runOne(
     staging: p.staging,
     state: o.state,
     reflog: p.reflog,
+    ...(reflogFile !== null && { reflogFile }),
     queueDir: o.queueDir,
     backlogWarn: o.backlogWarn,
     queue,

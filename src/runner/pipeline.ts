@@ -128,8 +128,26 @@ export interface Progress {
 }
 
 /**
+ * Which file a run read as its reflog (st_dev, st_ino, and size and mtime as a
+ * sanity check against a number reused after an unlink), as decimal strings: the
+ * commit moves the file at the inbox name to done/ only while it is still this one.
+ */
+export interface ReflogIdentity {
+  dev: string;
+  ino: string;
+  size: string;
+  mtime_ns: string;
+}
+
+/** The identity of an open file or of a stat result (bigint stats). */
+export function reflogIdentity(st: fs.BigIntStats): ReflogIdentity {
+  return { dev: String(st.dev), ino: String(st.ino), size: String(st.size), mtime_ns: String(st.mtimeNs) };
+}
+
+/**
  * Runs domains-from-db and the chain of one run. Returns each stage's outcome, in
- * chain order (domains-from-db first); stops after domains-from-db if it failed, or
+ * chain order (domains-from-db first), and the identity of the reflog the chain
+ * read (null when it did not start); stops after domains-from-db if it failed, or
  * if `stopped()` (a signal came) by then. `beforeChain`: a test hook, called just
  * before the check.
  */
@@ -142,7 +160,7 @@ export async function runStages(
   progress: Progress,
   stopped: () => boolean = () => false,
   beforeChain?: () => void,
-): Promise<StageOutcome[]> {
+): Promise<{ outcomes: StageOutcome[]; reflog: ReflogIdentity | null }> {
   const outcomes: StageOutcome[] = [];
   const readLog = (i: number, name: string, exit: number): StageOutcome => {
     let text = '';
@@ -167,13 +185,13 @@ export async function runStages(
     const s = readLog(0, 'domains-from-db', r.error ? 1 : statusOf(r));
     if (r.error) s.messages.push(`domains-from-db: cannot start: ${r.error.message}`);
     outcomes.push(s);
-    if (s.exit !== 0) return outcomes;
+    if (s.exit !== 0) return { outcomes, reflog: null };
   }
   // A signal that came as domains-from-db was ending found nothing left to stop:
   // without this, the chain would run the whole hour before the runner saw it.
   beforeChain?.();
   for (let i = 0; i < 2; i++) await new Promise((resolve) => setImmediate(resolve));
-  if (stopped()) return outcomes;
+  if (stopped()) return { outcomes, reflog: null };
 
   // 1..6: the chain. Its first stage reads the reflog itself, through a descriptor opened
   // here and handed over as its stdin: if this process dies (a SIGKILL of the runner
@@ -188,9 +206,9 @@ export async function runStages(
     inFd = fs.openSync(p.reflog, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
   } catch (err) {
     outcomes.push({ name: 'reflog', exit: 1, summary: null, messages: [`${p.reflog}: cannot read: ${(err as NodeJS.ErrnoException).code ?? String(err)}`] });
-    return outcomes;
+    return { outcomes, reflog: null };
   }
-  const st = fs.fstatSync(inFd);
+  const st = fs.fstatSync(inFd, { bigint: true });
   if (!st.isFile()) {
     fs.closeSync(inFd);
     const what = st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : 'not a regular file';
@@ -200,9 +218,11 @@ export async function runStages(
       summary: null,
       messages: [`${p.reflog}: is ${what}: a reflog must be a complete regular file (write it under another name, then rename it into the inbox)`],
     });
-    return outcomes;
+    return { outcomes, reflog: null };
   }
-  progress.size = st.size;
+  // A sender may rename another file over the inbox name while the chain reads this one.
+  const reflog = reflogIdentity(st);
+  progress.size = Number(st.size);
   progress.read = () => fileOffset(inFd);
   const chain = chainOf(o, p, now);
   const bashErr = path.join(p.logs, 'bash.log');
@@ -222,7 +242,7 @@ export async function runStages(
     if (!known) s.messages.push(`${chain[i]!.name}: no exit status (bash: ${r.error?.message ?? (bashText || statusOf(r))})`);
     outcomes.push(s);
   }
-  return outcomes;
+  return { outcomes, reflog };
 }
 
 /**
