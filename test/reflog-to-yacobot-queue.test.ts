@@ -1761,3 +1761,33 @@ test('a roll forward does not move a reflog that came under the name after the r
   assert.deepEqual(fs.readdirSync(path.join(old, 'var/inbox')), []);
   assert.ok(fs.existsSync(path.join(old, 'var/state/done', RUNS[0]!)));
 });
+
+test('an error that persists after the commit (a directory in the way in done/) fails every invocation without publishing the queue files again; gone, the run completes', async () => {
+  // Every roll forward renamed the queue files into QUEUE/<id>/ again: a Yacobot that
+  // had taken its file got it back at every invocation.
+  const dir = fresh();
+  keepOnly(dir, RUNS[0]!);
+  const run = RUNS[0]!.replace(/\.reflog$/, '');
+  const obstacle = path.join(dir, 'var/state/done', RUNS[0]!);
+  fs.mkdirSync(obstacle, { recursive: true });
+  const first = await runner(dir);
+  assert.equal(first.status, 1, first.stderr);
+  assert.ok(!hasStackTrace(first.stderr), first.stderr);
+  assert.ok(first.stderr.includes(`${obstacle}: cannot move `), first.stderr);
+  const queues = ['1', '2', '3'].map((id) => path.join(dir, 'var/queue', id, `${run}.tsv`)).filter((f) => fs.existsSync(f));
+  assert.ok(queues.length > 0, 'published before the reflog step');
+  for (const f of queues) fs.rmSync(f); // the Yacobots take their files
+  const second = await runner(dir);
+  assert.equal(second.status, 1, second.stderr);
+  assert.ok(second.stderr.includes(`${obstacle}: cannot move `), second.stderr);
+  assert.match(second.stderr, /rolling forward/);
+  for (const f of queues) assert.ok(!fs.existsSync(f), `${f} was not published again`);
+  assert.ok(fs.existsSync(path.join(dir, 'var/inbox', RUNS[0]!)), 'the reflog is still in the inbox');
+  fs.rmdirSync(obstacle);
+  const third = await runner(dir);
+  assert.equal(third.status, 0, third.stderr);
+  for (const f of queues) assert.ok(!fs.existsSync(f), `${f} was not published again`);
+  assert.ok(fs.readFileSync(obstacle).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))), 'the reflog is in done/');
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
+  assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[run, 'ok']]);
+});

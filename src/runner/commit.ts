@@ -10,7 +10,11 @@
 //                 cannot take them all (full, read-only, a path that is a file)
 //                 fails the run before anything is published.
 //   1. queue      rename QUEUE/<id>/.<RUN>.tsv.publish to QUEUE/<id>/<RUN>.tsv
-//                 (copied again from staging when a crash left no prepared copy).
+//                 (copied again from staging when a crash left no prepared copy),
+//                 then remove the staged file: a roll forward skips a Yacobot whose
+//                 staged file is gone, so an error that persists in a later step
+//                 does not hand the file out again at every invocation (a crash
+//                 between the rename and the removal publishes it once more).
 //                 First, so that URLs are handed out before the state that says
 //                 they were sent (at-least-once even if the staging area were lost).
 //   2. current_log, 3. domain_map   rename staged file over STATE/<file>
@@ -218,9 +222,13 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
           // Renamed before a crash (copying again writes the same bytes), or a COMMIT of an older version.
           mkdirDurable(path.dirname(dst));
           publishCopy(staged, dst);
+        } else return; // published: its staged file goes only after that (runners before the uncommit step removed them before COMMIT)
+        try {
+          fs.rmSync(staged, { force: true });
+        } catch (err) {
+          throw ioError(err, staged, 'remove');
         }
-        // Neither: only a cleanup removes staged files, after every step ran, so it was
-        // published. (Runners before the uncommit step removed them before COMMIT.)
+        fsyncPath(path.dirname(staged));
       },
     });
   }
