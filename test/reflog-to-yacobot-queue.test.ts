@@ -1791,3 +1791,26 @@ test('an error that persists after the commit (a directory in the way in done/) 
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
   assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[run, 'ok']]);
 });
+
+test('a roll forward killed while it copied a queue file again does not leave that copy to be published cut off by the next one', async () => {
+  // The copy again (queue file renamed, staged copy not yet removed when a crash came)
+  // went to .RUN.tsv.publish, the name of the complete prepared copy made before COMMIT:
+  // killed in the middle, it left a cut copy that the next roll forward renamed into place.
+  const dir = fresh();
+  keepOnly(dir, RUNS[0]!);
+  const run = RUNS[0]!.replace(/\.reflog$/, '');
+  const killed = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${run}:queue:1` } });
+  assert.equal(killed.signal, 'SIGKILL', killed.stderr);
+  const dst = path.join(dir, 'var/queue/1', `${run}.tsv`);
+  const prepared = path.join(dir, 'var/queue/1', `.${run}.tsv.publish`);
+  const whole = fs.readFileSync(path.join(dir, 'var/state/staging', run, 'work/queue/1', `${run}.tsv`));
+  assert.ok(whole.length > 1 && fs.readFileSync(prepared).equals(whole));
+  // Killed after the rename and before the staged file's removal; then the roll forward
+  // that copies it again is killed half way through its copy.
+  fs.renameSync(prepared, dst);
+  fs.writeFileSync(prepared, whole.subarray(0, whole.length >> 1));
+  const r = await runner(dir);
+  assert.equal(r.status, 0, r.stderr);
+  assert.ok(fs.readFileSync(dst).equals(whole), 'the whole queue file is published');
+  assert.deepEqual(fs.readdirSync(path.dirname(dst)).filter((f) => f.startsWith('.')), [], 'no copy left beside it');
+});

@@ -10,7 +10,8 @@
 //                 cannot take them all (full, read-only, a path that is a file)
 //                 fails the run before anything is published.
 //   1. queue      rename QUEUE/<id>/.<RUN>.tsv.publish to QUEUE/<id>/<RUN>.tsv
-//                 (copied again from staging when a crash left no prepared copy),
+//                 (copied again from staging when a crash left no prepared copy, or
+//                 on a roll forward one that differs: cut by a crash while copied again),
 //                 then remove the staged file: a roll forward skips a Yacobot whose
 //                 staged file is gone, so an error that persists in a later step
 //                 does not hand the file out again at every invocation (a crash
@@ -202,6 +203,15 @@ export function prepareQueues(plan: CommitPlan): void {
   }
 }
 
+/** Whether `copy` holds the bytes of `staged` (a DataError naming the copy if either cannot be read). */
+function sameCopy(staged: string, copy: string): boolean {
+  try {
+    return sameBytes(staged, copy);
+  } catch (err) {
+    throw ioError(err, copy, 'compare with its staged file');
+  }
+}
+
 function sameFile(a: ReflogIdentity, b: ReflogIdentity): boolean {
   return a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtime_ns === b.mtime_ns;
 }
@@ -217,8 +227,11 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
         const dst = publishedQueueFile(plan, q.yacobot);
         const prepared = preparedPath(dst);
         const staged = stagedQueueFile(plan, q.yacobot);
-        if (fs.existsSync(prepared)) renameIntoPlace(prepared, dst);
-        else if (fs.existsSync(staged)) {
+        const hasStaged = fs.existsSync(staged);
+        // The copy made before COMMIT is whole; a roll forward may also find the copy
+        // made below by an earlier roll forward, cut off where a crash stopped it.
+        if (fs.existsSync(prepared) && !(recovered && hasStaged && !sameCopy(staged, prepared))) renameIntoPlace(prepared, dst);
+        else if (hasStaged) {
           // Renamed before a crash (copying again writes the same bytes), or a COMMIT of an older version.
           mkdirDurable(path.dirname(dst));
           publishCopy(staged, dst);
