@@ -1814,3 +1814,23 @@ test('a roll forward killed while it copied a queue file again does not leave th
   assert.ok(fs.readFileSync(dst).equals(whole), 'the whole queue file is published');
   assert.deepEqual(fs.readdirSync(path.dirname(dst)).filter((f) => f.startsWith('.')), [], 'no copy left beside it');
 });
+
+test('a reflog in the inbox that is a relative symlink goes to done/ as a link that still leads to the file it read, there and moved back for a replay', async () => {
+  // Moved as it was, ../incoming/x.reflog pointed into STATE/ from done/: a dangling link.
+  const dir = fresh();
+  keepOnly(dir);
+  const incoming = path.join(dir, 'var/incoming');
+  fs.mkdirSync(incoming);
+  fs.copyFileSync(path.join(REFLOGS, RUNS[0]!), path.join(incoming, 'x.reflog'));
+  fs.symlinkSync('../incoming/x.reflog', path.join(dir, 'var/inbox', RUNS[0]!));
+  const r = await runner(dir);
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), []);
+  const done = path.join(dir, 'var/state/done', RUNS[0]!);
+  assert.ok(fs.lstatSync(done).isSymbolicLink(), 'still a link, to the sender\'s file');
+  assert.equal(fs.readlinkSync(done), fs.realpathSync(path.join(incoming, 'x.reflog')));
+  assert.ok(fs.readFileSync(done).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))));
+  assert.deepEqual(fs.readdirSync(path.dirname(done)), [RUNS[0]!], 'no temporary link left');
+  fs.renameSync(done, path.join(dir, 'var/inbox', RUNS[0]!));
+  assert.ok(fs.readFileSync(path.join(dir, 'var/inbox', RUNS[0]!)).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))), 'moved back, it still leads there');
+});

@@ -45,6 +45,7 @@ import {
   prepareCopy,
   preparedPath,
   publishCopy,
+  relinkDurable,
   renameIntoPlace,
   sameBytes,
   writeFileDurable,
@@ -203,6 +204,23 @@ export function prepareQueues(plan: CommitPlan): void {
   }
 }
 
+/**
+ * When `file` is a symlink with a relative target (`../incoming/x.reflog`), which
+ * would dangle once moved to done/ (and again when moved back for a replay): the
+ * real path of the file it leads to, `st`; else null (moved as it is).
+ */
+function relativeLinkTarget(file: string, st: fs.BigIntStats): string | null {
+  try {
+    if (!fs.lstatSync(file).isSymbolicLink() || path.isAbsolute(fs.readlinkSync(file))) return null;
+    const real = fs.realpathSync(file);
+    const rst = fs.statSync(real, { bigint: true });
+    // Changed between the two looks (a link in the chain replaced): move the link as it is.
+    return rst.dev === st.dev && rst.ino === st.ino ? real : null;
+  } catch (err) {
+    throw ioError(err, file, 'resolve symlink');
+  }
+}
+
 /** Whether `copy` holds the bytes of `staged` (a DataError naming the copy if either cannot be read). */
 function sameCopy(staged: string, copy: string): boolean {
   try {
@@ -305,7 +323,10 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
       }
       const done = path.join(plan.state, 'done');
       mkdirDurable(done);
-      moveDurable(plan.reflog, path.join(done, plan.run + REFLOG_EXT));
+      const to = path.join(done, plan.run + REFLOG_EXT);
+      const target = relativeLinkTarget(plan.reflog, st);
+      if (target !== null) relinkDurable(plan.reflog, to, target);
+      else moveDurable(plan.reflog, to);
     },
   });
   steps.push({

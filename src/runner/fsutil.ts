@@ -139,6 +139,30 @@ export function moveDurable(src: string, dst: string): void {
   fsyncPath(path.dirname(src));
 }
 
+/**
+ * Moves the symlink `src` to `dst` as a new symlink to `target`: a temp link beside
+ * `dst`, renamed over it, the directory fsynced; then `src` is removed. A crash in
+ * between leaves `src` in place, so calling it again finishes the move.
+ */
+export function relinkDurable(src: string, dst: string, target: string): void {
+  const tmp = path.join(path.dirname(dst), `.${path.basename(dst)}.link`);
+  try {
+    fs.rmSync(tmp, { force: true });
+    fs.symlinkSync(target, tmp);
+    fs.renameSync(tmp, dst);
+  } catch (err) {
+    removeQuietly(tmp);
+    throw ioError(err, dst, `move ${src} to`);
+  }
+  fsyncPath(path.dirname(dst));
+  try {
+    fs.unlinkSync(src);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw ioError(err, src, 'remove after linking');
+  }
+  fsyncPath(path.dirname(src));
+}
+
 /** Number of LF-terminated lines in a file (plus one for a last line without LF). */
 export function countLines(file: string): number {
   const fd = fs.openSync(file, 'r');
