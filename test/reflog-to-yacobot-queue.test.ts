@@ -1834,3 +1834,19 @@ test('a reflog in the inbox that is a relative symlink goes to done/ as a link t
   fs.renameSync(done, path.join(dir, 'var/inbox', RUNS[0]!));
   assert.ok(fs.readFileSync(path.join(dir, 'var/inbox', RUNS[0]!)).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))), 'moved back, it still leads there');
 });
+
+test('an invocation that stops on an error after some runs committed still prints their summary lines, before the error', async () => {
+  const dir = fresh();
+  keepOnly(dir, RUNS[0]!, RUNS[1]!);
+  const [first, second] = [RUNS[0]!, RUNS[1]!].map((f) => f.replace(/\.reflog$/, ''));
+  const obstacle = path.join(dir, 'var/state/done', RUNS[1]!);
+  fs.mkdirSync(obstacle, { recursive: true }); // the second run's reflog step fails
+  const r = await runner(dir);
+  assert.equal(r.status, 1, r.stderr);
+  assert.ok(!hasStackTrace(r.stderr), r.stderr);
+  const summary = new RegExp(`^reflog-to-yacobot-queue: ${first}: \\d+ lines, \\d+ records, .* URLs sent`, 'm');
+  assert.match(r.stderr, summary);
+  const error = r.stderr.indexOf(`${obstacle}: cannot move `);
+  assert.ok(error > r.stderr.search(summary), `the summary line comes before the error: ${r.stderr}`);
+  assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[first, 'ok'], [second, 'ok']]);
+});

@@ -165,80 +165,90 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     },
   };
 
-  // Crash recovery: finish committed runs, discard the work of uncommitted ones.
-  const rerun = new Set<string>();
-  for (const name of fs.readdirSync(path.join(o.state, 'staging')).sort()) {
-    const staging = path.join(o.state, 'staging', name);
-    // The runner makes only directories here. Not followed: a dangling symlink failed
-    // every start-up ('internal error: ENOENT'), and one to a directory had its work/ removed.
-    if (!fs.lstatSync(staging).isDirectory()) continue;
-    const plan = readCommit(staging);
-    if (plan) {
-      log.warn({ run: name }, 'found a committed run that was not fully published; rolling forward');
-      publish(plan, hooks, true);
-      continue;
-    }
-    const p = runPaths(o, name);
-    const rj = readRunJson(p);
-    if (rj !== null && failureRecorded(path.join(o.state, 'runs.jsonl'), rj)) {
-      // Killed after its failed line and before its staging area was removed: the run is
-      // over, as if the removal had happened. Redone as the same run, it would count the
-      // failed attempt's new domains a second time, under the failed run's run_id.
-      log.warn({ run: name }, 'removing the staging area of a run that failed (its failed line is in runs.jsonl)');
-      fs.rmSync(staging, { recursive: true, force: true });
-      fsyncPath(path.dirname(staging));
-      continue;
-    }
-    if (rj !== null) keepAssignments(p, rj, o.db, log);
-    fs.rmSync(p.work, { recursive: true, force: true });
-    if (fs.existsSync(p.reflog) && rj !== null) {
-      log.warn({ run: name }, 'found an interrupted run; its partial work was removed and it runs again');
-      rerun.add(name);
-    } else {
-      fs.rmSync(staging, { recursive: true, force: true });
-      fsyncPath(path.dirname(staging));
-    }
-  }
-
-  let entries: string[];
-  try {
-    entries = fs.readdirSync(o.inbox);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    throw new DataError('NO_INBOX', `cannot read the inbox: ${code ?? String(err)}`, { file: o.inbox });
-  }
-  const planned = planInbox(entries);
-  const skipped = planned.skipped;
-  // An interrupted run goes first: uninterrupted, it would have been over before a reflog
-  // with an older name that came since was looked at, and that one would run on its
-  // current_log (and after its assignments), not the other way round.
-  const runs = [...planned.runs.filter((r) => rerun.has(r)), ...planned.runs.filter((r) => !rerun.has(r))];
-  for (const s of skipped) {
-    log.warn({ file: s.file }, `skipped: ${s.why}`);
-    process.stderr.write(`${PROG}: warning: skipping ${printable(path.join(o.inbox, s.file))}: ${s.why}\n`);
-  }
-  log.info({ inbox: o.inbox, state: o.state, db: o.db, queue_dir: o.queueDir, config: o.config, reflogs: runs.length }, 'start');
-
+  let runs: string[] = [];
   let failed: RunRecord | null = null;
   /** The run a signal cut short before its commit (nothing of it published), if any. */
   let interrupted: string | null = null;
-  for (const name of runs) {
-    await pollOnce();
-    if (signal) break;
-    const r = await runOne(o, log, runPaths(o, name), lock.fd, hooks, rerun.has(name), () => signal !== null);
-    if (r === null) {
-      interrupted = name;
-      break;
+  const summary = () => {
+    for (const r of records) if (r.status === 'ok') process.stderr.write(`${PROG}: ${humanLine(r)}\n`);
+  };
+  try {
+    // Crash recovery: finish committed runs, discard the work of uncommitted ones.
+    const rerun = new Set<string>();
+    for (const name of fs.readdirSync(path.join(o.state, 'staging')).sort()) {
+      const staging = path.join(o.state, 'staging', name);
+      // The runner makes only directories here. Not followed: a dangling symlink failed
+      // every start-up ('internal error: ENOENT'), and one to a directory had its work/ removed.
+      if (!fs.lstatSync(staging).isDirectory()) continue;
+      const plan = readCommit(staging);
+      if (plan) {
+        log.warn({ run: name }, 'found a committed run that was not fully published; rolling forward');
+        publish(plan, hooks, true);
+        continue;
+      }
+      const p = runPaths(o, name);
+      const rj = readRunJson(p);
+      if (rj !== null && failureRecorded(path.join(o.state, 'runs.jsonl'), rj)) {
+        // Killed after its failed line and before its staging area was removed: the run is
+        // over, as if the removal had happened. Redone as the same run, it would count the
+        // failed attempt's new domains a second time, under the failed run's run_id.
+        log.warn({ run: name }, 'removing the staging area of a run that failed (its failed line is in runs.jsonl)');
+        fs.rmSync(staging, { recursive: true, force: true });
+        fsyncPath(path.dirname(staging));
+        continue;
+      }
+      if (rj !== null) keepAssignments(p, rj, o.db, log);
+      fs.rmSync(p.work, { recursive: true, force: true });
+      if (fs.existsSync(p.reflog) && rj !== null) {
+        log.warn({ run: name }, 'found an interrupted run; its partial work was removed and it runs again');
+        rerun.add(name);
+      } else {
+        fs.rmSync(staging, { recursive: true, force: true });
+        fsyncPath(path.dirname(staging));
+      }
     }
-    if (r.status === 'failed') {
-      failed = r;
-      records.push(r);
-      break;
+
+    let entries: string[];
+    try {
+      entries = fs.readdirSync(o.inbox);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      throw new DataError('NO_INBOX', `cannot read the inbox: ${code ?? String(err)}`, { file: o.inbox });
     }
+    const planned = planInbox(entries);
+    const skipped = planned.skipped;
+    // An interrupted run goes first: uninterrupted, it would have been over before a reflog
+    // with an older name that came since was looked at, and that one would run on its
+    // current_log (and after its assignments), not the other way round.
+    runs = [...planned.runs.filter((r) => rerun.has(r)), ...planned.runs.filter((r) => !rerun.has(r))];
+    for (const s of skipped) {
+      log.warn({ file: s.file }, `skipped: ${s.why}`);
+      process.stderr.write(`${PROG}: warning: skipping ${printable(path.join(o.inbox, s.file))}: ${s.why}\n`);
+    }
+    log.info({ inbox: o.inbox, state: o.state, db: o.db, queue_dir: o.queueDir, config: o.config, reflogs: runs.length }, 'start');
+
+    for (const name of runs) {
+      await pollOnce();
+      if (signal) break;
+      const r = await runOne(o, log, runPaths(o, name), lock.fd, hooks, rerun.has(name), () => signal !== null);
+      if (r === null) {
+        interrupted = name;
+        break;
+      }
+      if (r.status === 'failed') {
+        failed = r;
+        records.push(r);
+        break;
+      }
+    }
+  } catch (err) {
+    // The runs committed before the error are done (their lines are in runs.jsonl): say so here too.
+    summary();
+    throw err;
   }
 
   // The human summary.
-  for (const r of records) if (r.status === 'ok') process.stderr.write(`${PROG}: ${humanLine(r)}\n`);
+  summary();
   const ok = records.filter((r) => r.status === 'ok');
   const secs = ((Date.now() - t0) / 1000).toFixed(1);
   const inInbox = () => planInbox(fs.readdirSync(o.inbox)).runs.length;
