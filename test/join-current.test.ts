@@ -13,6 +13,7 @@ import { TextSink } from './lib/bytes.js';
 import { SEED, lineOf, recArb, text, uniqueSorted, type Rec } from './lib/model.js';
 import { writeJoined } from '../src/stages/join-current.js';
 import { COPY_PREFIX, HOST_TAG, ownedTempPrefix, regularFileFor } from '../src/core/tsv.js';
+import { isTimestampAt, isValidTimestamp } from '../src/core/time.js';
 
 const ROOT_DIR = scratch('ms-join-');
 let dirNo = 0;
@@ -263,4 +264,43 @@ test('a failed run counts so that incoming = both + incoming_only (an incoming l
   const s = summaryOf(r.stderr);
   assert.equal(s.status, 'failed');
   assert.deepEqual([s.incoming, s.both, s.incoming_only, s.current, s.current_only, s.records_out], [1, 0, 1, 1, 1, 2]);
+});
+
+test('a timestamp that is not a real time is refused where it is (current_log or stdin line), not passed on for filter-url to name its own stdin', () => {
+  const dir = freshDir();
+  const rec = (id: string, ts: string) => `${id}\t${ts}\t\t1\ta.com\thttp://a.com/${id}\n`;
+  const good = rec('00000000000000a1', '20110727200841');
+  // Feb 31, Feb 29 of a common year, hour 24, minute 60, second 60, month 13, day 0, 13 digits
+  for (const ts of ['20110231000000', '20110229120000', '20110727240000', '20110727206000', '20110727200860', '20111327200841', '20110700200841', '2011072720084']) {
+    fs.writeFileSync(path.join(dir, 'current_log'), good + rec('00000000000000a2', ts));
+    const c = runBin('join-current', ['--current', 'current_log'], rec('00000000000000a3', '20110727200841'), dir);
+    assert.equal(c.status, 1, `${ts}: ${c.stderr}`);
+    assert.match(c.stderr, new RegExp(`^join-current: current_log:2: bad timestamp '${ts}'`, 'm'), ts);
+    fs.writeFileSync(path.join(dir, 'current_log'), good);
+    const i = runBin('join-current', ['--current', 'current_log'], rec('00000000000000a0', '20110727200841') + rec('00000000000000a2', ts), dir);
+    assert.equal(i.status, 1, `${ts}: ${i.stderr}`);
+    assert.match(i.stderr, new RegExp(`^join-current: -:2: bad timestamp '${ts}'`, 'm'), ts);
+  }
+  // Leap days and the last second of a day are real.
+  fs.writeFileSync(path.join(dir, 'current_log'), rec('00000000000000a1', '20120229235959') + rec('00000000000000a2', '20000229000000'));
+  assert.equal(runBin('join-current', ['--current', 'current_log'], '', dir).status, 0);
+});
+
+test('isTimestampAt (the fast check, with its cache of real hours) agrees with isValidTimestamp', () => {
+  const digits = (n: number) => fc.integer({ min: 0, max: 10 ** n - 1 }).map((v) => String(v).padStart(n, '0'));
+  const ts = fc.oneof(
+    fc.tuple(fc.integer({ min: 1999, max: 2101 }), fc.integer({ min: 0, max: 13 }), fc.integer({ min: 0, max: 32 }), fc.integer({ min: 0, max: 25 }), fc.integer({ min: 55, max: 61 }), fc.integer({ min: 55, max: 61 }))
+      .map((p) => p.map((v, k) => String(v).padStart(k === 0 ? 4 : 2, '0')).join('')),
+    digits(14),
+    fc.constantFrom('2011072720084', '201107272008411', '2011072720084x', ' 0110727200841'),
+  );
+  fc.assert(
+    fc.property(fc.array(ts, { maxLength: 50 }), (list) => {
+      for (const t of list) {
+        const b = Buffer.from('x' + t + 'y', 'latin1');
+        assert.equal(isTimestampAt(b, 1, 1 + t.length), isValidTimestamp(t), t);
+      }
+    }),
+    { seed: SEED, numRuns: 300 },
+  );
 });

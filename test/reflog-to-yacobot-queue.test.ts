@@ -1079,7 +1079,7 @@ test("the stages' environment holds glibc's mmap threshold, unless the operator 
 
 /**
  * A state dir after hour 1 of a generated pair, with hour 2 in the inbox and a last
- * current_log line whose timestamp is no real time: filter-url fails at the end of
+ * current_log line whose timestamp is no real time: join-current fails at the end of
  * hour 2, after the rest went downstream and upload-domains committed. `good` is
  * current_log as hour 1 left it.
  */
@@ -1102,21 +1102,22 @@ async function failingSecondHour(): Promise<{ dir: string; good: Buffer }> {
 
 test('a failed run records the domains its upload-domains committed all the same (they stay assigned)', async () => {
   // Hour 1 runs; then its current_log gets a last line whose timestamp is no real time,
-  // so that filter-url fails at the end of hour 2, after the rest went downstream:
-  // upload-domains still ends its input and commits. The failed line used to say 0.
+  // so that join-current fails at the end of hour 2 (the line's id is the largest), after
+  // the rest went downstream: upload-domains still ends its input and commits. The
+  // failed line used to say 0.
   const { dir } = await failingSecondHour();
   const r = await runner(dir);
   assert.equal(r.status, 1, r.stderr);
   const rec = runsJsonl(dir).at(-1)!;
   assert.equal(rec.status, 'failed');
-  assert.equal(rec.failed_stage, 'filter-url');
+  assert.equal(rec.failed_stage, 'join-current');
   const ud = (rec.stages as Record<string, Record<string, unknown>>)['upload-domains']!;
   assert.ok((ud.assigned_by_us as number) > 0, 'upload-domains committed new domains');
   assert.equal(rec.new_domains, ud.assigned_by_us);
 });
 
 test('killed after a failed run\'s line and before its staging area was removed: the retry is a new run, and new_domains is not counted twice', async () => {
-  // As in the test above, filter-url fails at the end of hour 2 after upload-domains
+  // As in the test above, join-current fails at the end of hour 2 after upload-domains
   // committed. The runner is killed just before it removes the failed run's staging
   // area; the retry after the fix used to be attempt 2 of the failed run_id ("rerun")
   // and counted the failed attempt's domains again, already in its failed line.

@@ -4,6 +4,7 @@
 import { isValidHits, isValidHitsAt } from './hits.js';
 import { DASH, compareBytes, isDigitsAt, latin1 } from './bytes.js';
 import { findTabsAt } from './tsv.js';
+import { isTimestampAt, isValidTimestamp } from './time.js';
 
 /** URL record: `id timestamp updatetag hits domain url` (incoming, current, filtered, queue). */
 export const URL_RECORD = ['id', 'timestamp', 'updatetag', 'hits', 'domain', 'url'] as const;
@@ -75,6 +76,9 @@ export function checkUrlRecord(f: string[]): string | null {
   if (cr) return cr;
   if (!isValidId(f[U_ID]!)) return `bad id '${clip(f[U_ID]!)}' (want 16 lower-case hex digits)`;
   if (!isTs(f[U_TS]!)) return `bad timestamp '${clip(f[U_TS]!)}' (want YYYYMMDDhhmmss)`;
+  // filter-url computes with it: caught here, an unreal time is named where it is, not
+  // at the line of a later stage's input.
+  if (!isValidTimestamp(f[U_TS]!)) return `bad timestamp '${f[U_TS]}': not a real date and time`;
   if (!isValidHits(f[U_HITS]!)) return `bad hits '${clip(f[U_HITS]!)}'`;
   const bad = checkDomain(f[U_DOMAIN]!);
   if (bad) return bad;
@@ -192,7 +196,7 @@ export function checkUrlRecordAt(l: LineRef): string | null {
     l.end > T[4]! + 1 &&
     isIdAt(b, s) &&
     isDomainAt(b, T[3]! + 1, T[4]!) &&
-    isDigitsAt(b, s + 17, s + 31) &&
+    isTimestampAt(b, s + 17, s + 31) &&
     isValidHitsAt(b, T[2]! + 1, T[3]!);
   return ok ? null : (checkUrlRecord(l.text().split('\t')) ?? 'malformed record');
 }

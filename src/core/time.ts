@@ -30,6 +30,32 @@ export function timestampKey(buf: Uint8Array, start: number, end: number): numbe
   return v;
 }
 
+// Real hours seen by isTimestampAt, direct-mapped as hourKeys below: a current_log
+// spans a few hours, but its consecutive timestamps differ, so timestampKey's
+// one-value cache misses on nearly every line.
+const realHours = new Float64Array(1024).fill(-1);
+
+/** True when `buf[start, end)` is 14 digits naming a real calendar date and time (as timestampKey >= 0, faster on varied timestamps). */
+export function isTimestampAt(buf: Uint8Array, start: number, end: number): boolean {
+  if (end - start !== 14) return false;
+  let hour = 0;
+  for (let i = start; i < start + 10; i++) {
+    const c = buf[i]! - 48;
+    if (c < 0 || c > 9) return false;
+    hour = hour * 10 + c;
+  }
+  for (let i = start + 10; i < end; i++) {
+    const c = buf[i]! - 48;
+    if (c < 0 || c > 9) return false;
+  }
+  if (buf[start + 10]! > 0x35 || buf[start + 12]! > 0x35) return false; // minute, second > 59
+  const slot = hour & 1023;
+  if (realHours[slot] === hour) return true;
+  if (!isRealHour(hour)) return false;
+  realHours[slot] = hour;
+  return true;
+}
+
 /** True when the ten digits YYYYMMDDhh (as a number) name a real calendar date and hour. */
 function isRealHour(hour: number): boolean {
   const y = Math.floor(hour / 1e6);
