@@ -279,6 +279,37 @@ test('stats --json: domains and shares per Yacobot', () => {
   assert.match(lines[4]!, /^total: 3 domain\(s\), 2 of 3 Yacobot\(s\) active$/);
 });
 
+test('stats shows domains owned by an id that names no Yacobot (which upload-domains refuses), counted in the total and the shares, with the fix on stderr', () => {
+  const work = fresh('a', 'b --weight 3');
+  ok(work, 'assign', 'x.com', 'a');
+  // Rows written by hand with foreign keys off, or left by a Yacobot deleted from the table.
+  const db = new Database(path.join(work, 'p.db'));
+  db.pragma('foreign_keys = OFF');
+  for (const [d, id] of [['zzz.com', 99n], ['yyy.com', 99n], ['odd.com', 'one']] as const) db.prepare("INSERT INTO partner_domain VALUES (?, ?, 'x')").run(d, id);
+  db.close();
+  const t = pdb(work, 'stats');
+  assert.equal(t.status, 0, t.stderr);
+  const lines = t.stdout.split('\n');
+  assert.deepEqual(lines[3]!.trim().split(/  +/), ['99', '(no such Yacobot)', '-', '-', '2', '50.0%', '-']);
+  assert.deepEqual(lines[4]!.trim().split(/  +/), ["'one'", '(no such Yacobot)', '-', '-', '1', '25.0%', '-']);
+  assert.deepEqual(lines[1]!.trim().split(/ +/), ['1', 'a', '1', 'yes', '1', '25.0%', '25.0%']);
+  assert.match(lines[5]!, /^total: 4 domain\(s\), 2 of 2 Yacobot\(s\) active; 3 of them owned by 2 id\(s\) that name no Yacobot \(upload-domains and domains-from-db refuse to start\)$/);
+  assert.match(t.stderr, /^partner-db: warning: partner_domain gives yyy\.com to Yacobot 99, which does not exist .*partner-db --db p\.db assign yyy\.com YACOBOT/m);
+  const s = JSON.parse(ok(work, 'stats', '--json'));
+  assert.equal(s.domains, 4);
+  assert.deepEqual(s.missing_owners, [
+    { id: '99', domains: 2, domain_share: 0.5, first_domain: 'yyy.com' },
+    { id: "'one'", domains: 1, domain_share: 0.25, first_domain: 'odd.com' },
+  ]);
+  assert.equal(s.yacobots.length, 2);
+  // Once given to an existing Yacobot, the rows and the warning are gone.
+  for (const d of ['zzz.com', 'yyy.com', 'odd.com']) ok(work, 'assign', d, 'b');
+  const after = pdb(work, 'stats');
+  assert.equal(after.stderr, '');
+  assert.doesNotMatch(after.stdout, /no such Yacobot/);
+  assert.deepEqual(JSON.parse(ok(work, 'stats', '--json')).missing_owners, []);
+});
+
 test('weights: .5 and 1000000 are accepted, and two equal huge weights still share new domains evenly', () => {
   const work = fresh('a --weight 1000000', 'b --weight 1000000', 'c --weight .5');
   ok(work, 'disable', 'c');

@@ -7,10 +7,13 @@ import {
   dbError,
   findYacobot,
   initDb,
+  missingOwnerError,
+  missingOwners,
   normalizeDomain,
   openDb,
   yacobotLoads,
   type Db,
+  type MissingOwner,
   type Yacobot,
   type YacobotLoad,
   MAX_WEIGHT,
@@ -185,9 +188,13 @@ function pad(cells: string[][], rightAligned: boolean[]): string {
 
 const pct = (x: number | null) => (x === null ? '-' : `${(x * 100).toFixed(1)}%`);
 
-/** The numbers behind `stats`: per Yacobot, its domains and its shares of domains and of active weight. */
-export function statsOf(ys: YacobotLoad[]) {
-  const total = ys.reduce((s, y) => s + y.domains, 0);
+/**
+ * The numbers behind `stats`: per Yacobot, its domains and its shares of domains and of
+ * active weight; and the domains owned by ids that name no Yacobot (`missing`, from
+ * missingOwners), which count in `domains` and the shares.
+ */
+export function statsOf(ys: YacobotLoad[], missing: readonly MissingOwner[] = []) {
+  const total = ys.reduce((s, y) => s + y.domains, 0) + missing.reduce((s, m) => s + m.domains, 0);
   const activeWeight = ys.filter((y) => y.active).reduce((s, y) => s + y.weight, 0);
   return {
     domains: total,
@@ -202,6 +209,7 @@ export function statsOf(ys: YacobotLoad[]) {
       domain_share: total === 0 ? null : y.domains / total,
       weight_share: y.active && activeWeight > 0 ? y.weight / activeWeight : null,
     })),
+    missing_owners: missing.map((m) => ({ id: m.id, domains: m.domains, domain_share: m.domains / total, first_domain: m.first })),
   };
 }
 
@@ -441,8 +449,11 @@ Example:
     .description('per Yacobot: id, name, weight, active, domains, share of domains vs share of active weight')
     .option('--json', 'one JSON object for scripts')
     .action((o: { json?: boolean }, cmd: Command) => {
-      withDb(cmd, (db) => {
-        const s = statsOf(yacobotLoads(db));
+      withDb(cmd, (db, file) => {
+        const missing = missingOwners(db);
+        const s = statsOf(yacobotLoads(db), missing);
+        // upload-domains and domains-from-db refuse to start on such rows: say why, and the fix.
+        if (missing.length > 0) warn(missingOwnerError(file, missing).message);
         if (o.json) {
           say(JSON.stringify(s));
           return;
@@ -458,9 +469,12 @@ Example:
             pct(y.domain_share),
             pct(y.weight_share),
           ]),
+          ...s.missing_owners.map((m) => [m.id, '(no such Yacobot)', '-', '-', String(m.domains), pct(m.domain_share), '-']),
         ];
         say(pad(rows, [true, false, true, false, true, true, true]));
-        say(`total: ${s.domains} domain(s), ${s.active} of ${s.yacobots.length} Yacobot(s) active`);
+        const orphans = s.missing_owners.reduce((n, m) => n + m.domains, 0);
+        const lost = orphans > 0 ? `; ${orphans} of them owned by ${s.missing_owners.length} id(s) that name no Yacobot (upload-domains and domains-from-db refuse to start)` : '';
+        say(`total: ${s.domains} domain(s), ${s.active} of ${s.yacobots.length} Yacobot(s) active${lost}`);
       }, { readonly: true });
     });
 }
