@@ -113,6 +113,42 @@ test('errors name the input file and line when a file argument is given', () => 
   assert.equal(s.error_code, 'BAD_RECORD');
 });
 
+test('a file name with a newline or another control character gives one-line messages, the name shown escaped (\\n, \\t, \\xHH)', () => {
+  const work = scratch();
+  const rec = '00000000000000aa\t20110727200841\t\t1\ta.com\thttp://a.com/\n';
+  const name = 'in\ncoming\t\x1b.tsv';
+  const shown = 'in\\ncoming\\t\\x1b.tsv';
+  fs.writeFileSync(path.join(work, name), rec + 'not a record\n');
+  // Each stderr line must start with the program's name or be a JSON log line: a newline of
+  // the name once started a line that read as a message of its own.
+  const oneLine = (stderr: string, prog: string) => {
+    for (const l of stderr.split('\n').filter((x) => x !== '')) assert.ok(l.startsWith(`${prog}: `) || l.startsWith('{') || l.startsWith(`Try '${prog} --help'`), `a line of its own: ${JSON.stringify(l)} in\n${stderr}`);
+  };
+  // The input file argument, --current, and a usage error quoting the name.
+  const g = runBin('group-sum', [name], '', work);
+  assert.equal(g.status, 1, g.stderr);
+  assert.ok(g.stderr.includes(`group-sum: ${shown}:2: expected 6 fields`), g.stderr);
+  oneLine(g.stderr, 'group-sum');
+  assert.equal(summaryOf(g.stderr).error, `${shown}:2: expected 6 fields (id timestamp updatetag hits domain url), got 1`);
+  const j = runBin('join-current', ['--current', name], rec, work);
+  assert.equal(j.status, 1, j.stderr);
+  assert.ok(j.stderr.includes(`join-current: ${shown}:2: expected 6 fields`), j.stderr);
+  oneLine(j.stderr, 'join-current');
+  const u = runBin('join-current', ['--current', name, name], '', work);
+  assert.equal(u.status, 2, u.stderr);
+  assert.ok(u.stderr.includes(`join-current: --current ${shown} is the input itself\n`), u.stderr);
+  oneLine(u.stderr, 'join-current');
+  // partner-db: the place, and the command it suggests, which works as shown.
+  const db = 'p\n.db';
+  const p = runBin('partner-db', ['--db', db, 'stats'], '', work);
+  assert.equal(p.status, 1, p.stderr);
+  assert.equal(p.stderr, "partner-db: p\\n.db: database does not exist; create one with: partner-db --db $'p\\n.db' init\n");
+  const init = spawnSync('bash', ['-c', "partner-db --db $'p\\n.db' init"], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  assert.equal(init.status, 0, init.stderr);
+  assert.ok(fs.existsSync(path.join(work, db)), 'the suggested command made that database');
+  assert.equal(init.stdout, 'initialized p\\n.db\n');
+});
+
 /**
  * Runs the bash pipeline `pipeline` with its stdout read by `head -1` (which exits after
  * one line); returns the exit status of its command number `at` as bash saw it, the

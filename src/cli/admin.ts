@@ -3,7 +3,7 @@
 // -- "<tool>: message" errors, exit 0/1/2, "Try '<tool> --help'", help on stdout,
 // no stack traces -- around a commander program instead of one stdin->stdout stage.
 import { Command, CommanderError } from 'commander';
-import { DataError, UsageError, formatPlace, ioError } from '../core/errors.js';
+import { DataError, UsageError, formatPlace, ioError, visibleName } from '../core/errors.js';
 import { packageVersion } from './stage.js';
 
 /**
@@ -43,7 +43,7 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
       message = `internal error: ${e && e.message ? e.message : String(err)}`;
       if (process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${e && e.stack}\n`);
     }
-    process.stderr.write(`${name}: ${message}\n`);
+    process.stderr.write(`${name}: ${visibleName(message)}\n`); // one line, whatever names it quotes
     process.exit(1);
   }
   await new Promise<void>((resolve) => process.stdout.write('', () => resolve()));
@@ -66,6 +66,6 @@ export function intOption(name: string, min: number, max = Number.MAX_SAFE_INTEG
 }
 
 function usageExit(name: string, message: string): never {
-  process.stderr.write(`${name}: ${message}\nTry '${name} --help' for more information.\n`);
+  process.stderr.write(`${name}: ${visibleName(message)}\nTry '${name} --help' for more information.\n`);
   process.exit(2);
 }

@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { Readable } from 'node:stream';
 import { Command, CommanderError } from 'commander';
 import { pino, type Logger } from 'pino';
-import { DataError, UsageError, formatPlace, ioError, signalExitStatus } from '../core/errors.js';
+import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleName } from '../core/errors.js';
 import { growPipe } from '../core/pipes.js';
 import { PROJECT_ROOT } from '../core/root.js';
 import {
@@ -71,15 +71,6 @@ Common to every stage:
   "<stage>: <file>:<line>: <message>"${readsInput ? `; stdin is "-" there, or NAME
   with --input-name NAME (as the cron runner names the reflog it hands over).` : '.'}
 `;
-
-/**
- * `name` for one-line messages: control characters as `\t`, `\n`, `\r` or `\xHH` (a file
- * name may hold them, and the cron runner names its reflog by its path in the inbox).
- */
-function visibleName(name: string): string {
-  const named: Record<string, string> = { '\t': '\\t', '\n': '\\n', '\r': '\\r' };
-  return name.replace(/[\x00-\x1f\x7f]/g, (c) => named[c] ?? `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
-}
 
 /** A file option's value, or a UsageError: an empty name would fail only after the whole input was read. */
 export function pathOption(flag: string, value: unknown, what = 'a file name'): string {
@@ -172,7 +163,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     if (raw.inputName !== undefined) {
       const name = pathOption('--input-name', raw.inputName, 'a name');
       if (inputPath !== '-') throw new UsageError(`--input-name names stdin; the input is the file ${inputPath}`);
-      inputName = visibleName(name);
+      inputName = visibleName(name); // the cron runner names its reflog by its path in the inbox
     }
     opts = def.normalize(raw);
   } catch (err) {
@@ -335,7 +326,7 @@ function summary(log: Logger, level: 'info' | 'warn' | 'error', fields: Record<s
 }
 
 function usageExit(name: string, message: string): never {
-  process.stderr.write(`${name}: ${message}\nTry '${name} --help' for more information.\n`);
+  process.stderr.write(`${name}: ${visibleName(message)}\nTry '${name} --help' for more information.\n`);
   process.exit(2);
 }
 
@@ -362,6 +353,8 @@ function fail(
     code = 'INTERNAL';
     if (process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${e && e.stack}\n`);
   }
+  // One line, whatever names the message quotes (a file name may hold a newline).
+  message = visibleName(message);
   process.stderr.write(`${name}: ${message}\n`);
   summary(log, 'error', { status: 'failed', error_code: code, error: message, ...counts() }, started);
   process.exit(1);

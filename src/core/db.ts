@@ -100,7 +100,7 @@ function dirNotWritable(file: string): boolean {
 
 /** The hint every "no database" message carries. */
 export function initHint(file: string): string {
-  return `create one with: partner-db --db ${file} init`;
+  return `create one with: partner-db --db ${shellQuote(file)} init`;
 }
 
 /**

@@ -35,15 +35,34 @@ export function signalExitStatus(signal: NodeJS.Signals): number {
   return 128 + os.constants.signals[signal];
 }
 
-/** Quotes one word for bash: for the scripts the runner runs and the commands messages suggest. */
-export function shellQuote(s: string): string {
-  return /^[A-Za-z0-9_./:=@%+,-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+const CONTROL = /[\x00-\x1f\x7f]/g;
+const NAMED: Record<string, string> = { '\t': '\\t', '\n': '\\n', '\r': '\\r' };
+
+/**
+ * `s` fit for a one-line message: each control character shown as `\t`, `\n`, `\r` or
+ * `\xHH`. For names from the operator (a file name may hold any of them) and for
+ * whole messages before they are written.
+ */
+export function visibleName(s: string): string {
+  return s.replace(CONTROL, (c) => NAMED[c] ?? `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
 }
 
-/** Formats `file:line: message` (or `file: message`) as GNU tools do. */
+/**
+ * Quotes one word for bash: for the scripts the runner runs and the commands messages
+ * suggest. A word with a control character is quoted as $'...', which spells it in
+ * visibleName's escapes: a message shows the command that works, on one line.
+ */
+export function shellQuote(s: string): string {
+  if (/^[A-Za-z0-9_./:=@%+,-]+$/.test(s)) return s;
+  if (/[\x00-\x1f\x7f]/.test(s)) return `$'${visibleName(s.replace(/[\\']/g, '\\$&'))}'`;
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/** Formats `file:line: message` (or `file: message`) as GNU tools do, the file name as visibleName shows it. */
 export function formatPlace(place: Place | undefined, message: string): string {
   if (!place) return message;
-  return place.line === undefined ? `${place.file}: ${message}` : `${place.file}:${place.line}: ${message}`;
+  const file = visibleName(place.file);
+  return place.line === undefined ? `${file}: ${message}` : `${file}:${place.line}: ${message}`;
 }
 
 /** Turns a Node system error (ENOENT, ENOSPC, EACCES, ...) into a DataError naming the file. */

@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { pino, type Logger } from 'pino';
 import { packageVersion } from '../cli/stage.js';
-import { DataError, UsageError, formatPlace, signalExitStatus } from '../core/errors.js';
+import { DataError, UsageError, formatPlace, signalExitStatus, visibleName } from '../core/errors.js';
 import { BIN_DIR as BIN } from '../core/root.js';
 import { fsyncPath } from '../core/dirs.js';
 import { dbError, openDb } from '../core/db.js';
@@ -20,7 +20,6 @@ import {
   failureMessage,
   humanLine,
   planInbox,
-  printable,
   resolveNow,
   runPaths,
   stageCounts,
@@ -81,20 +80,20 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<neve
       usageExit(err.message);
     }
     if (err instanceof Locked) {
-      process.stderr.write(`${PROG}: another run holds the lock: ${err.message}; exiting (75)\n`);
+      process.stderr.write(`${PROG}: another run holds the lock: ${visibleName(err.message)}; exiting (75)\n`);
       process.exit(75);
     }
     const message =
       err instanceof DataError ? formatPlace(err.place, err.message) : `internal error: ${(err as Error)?.message ?? String(err)}`;
     if (!(err instanceof DataError) && process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${(err as Error)?.stack}\n`);
     log.error({ error: message }, 'failed');
-    process.stderr.write(`${PROG}: ${message}\n`);
+    process.stderr.write(`${PROG}: ${visibleName(message)}\n`); // one line, whatever names it quotes
     process.exit(1);
   }
 }
 
 function usageExit(message: string): never {
-  process.stderr.write(`${PROG}: ${message}\nTry '${PROG} --help' for more information.\n`);
+  process.stderr.write(`${PROG}: ${visibleName(message)}\nTry '${PROG} --help' for more information.\n`);
   process.exit(2);
 }
 
@@ -159,7 +158,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     reflogReplaced(run, file) {
       log.warn({ run, reflog: file }, 'another file was renamed over the reflog while its run was in progress; left in the inbox');
       process.stderr.write(
-        `${PROG}: warning: ${printable(file)} is not the file run ${printable(run)} read (another file was renamed over it meanwhile); ` +
+        `${PROG}: warning: ${visibleName(file)} is not the file run ${visibleName(run)} read (another file was renamed over it meanwhile); ` +
           `it stays in the inbox and the next invocation processes it as a re-sent hour\n`,
       );
     },
@@ -223,7 +222,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     runs = [...planned.runs.filter((r) => rerun.has(r)), ...planned.runs.filter((r) => !rerun.has(r))];
     for (const s of skipped) {
       log.warn({ file: s.file }, `skipped: ${s.why}`);
-      process.stderr.write(`${PROG}: warning: skipping ${printable(path.join(o.inbox, s.file))}: ${s.why}\n`);
+      process.stderr.write(`${PROG}: warning: skipping ${visibleName(path.join(o.inbox, s.file))}: ${s.why}\n`);
     }
     log.info({ inbox: o.inbox, state: o.state, db: o.db, queue_dir: o.queueDir, config: o.config, reflogs: runs.length }, 'start');
 
@@ -261,23 +260,23 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
         ? `after run ${last} was committed`
         : 'before any run started';
     log.warn({ signal, interrupted, committed: ok.map((r) => r.run) }, 'stopped by signal; the next invocation goes on from here');
-    process.stderr.write(`${PROG}: stopped by ${signal}; ${what}; ${inInbox()} reflog(s) stay in ${o.inbox}\n`);
+    process.stderr.write(`${PROG}: stopped by ${signal}; ${what}; ${inInbox()} reflog(s) stay in ${visibleName(o.inbox)}\n`);
     throw new Stop(signalExitStatus(signal));
   }
   if (failed) {
     const left = runs.length - runs.indexOf(failed.run);
     process.stderr.write(
       `${PROG}: run ${failed.run} failed: ${failed.error}\n` +
-        `${PROG}: nothing of it was published; ${left} reflog(s) stay in ${o.inbox} (see ${path.join(o.state, 'runs.jsonl')})\n`,
+        `${PROG}: nothing of it was published; ${left} reflog(s) stay in ${visibleName(o.inbox)} (see ${visibleName(path.join(o.state, 'runs.jsonl'))})\n`,
     );
     throw new Stop(1);
   }
   if (records.length === 0) {
-    process.stderr.write(`${PROG}: nothing to do: no new *.reflog in ${o.inbox}\n`);
+    process.stderr.write(`${PROG}: nothing to do: no new *.reflog in ${visibleName(o.inbox)}\n`);
   } else {
     process.stderr.write(
-      `${PROG}: ${ok.length} run(s) committed in ${secs} s; queue files in ${o.queueDir}/<yacobot_id>/<run>.tsv, ` +
-        `run records in ${path.join(o.state, 'runs.jsonl')}\n`,
+      `${PROG}: ${ok.length} run(s) committed in ${secs} s; queue files in ${visibleName(o.queueDir)}/<yacobot_id>/<run>.tsv, ` +
+        `run records in ${visibleName(path.join(o.state, 'runs.jsonl'))}\n`,
     );
   }
 }

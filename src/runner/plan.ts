@@ -2,16 +2,11 @@
 // and "now"; the stage command lines; reading stage logs; the runs.jsonl record
 // and the human summary. No processes, no file system.
 import * as path from 'node:path';
-import { shellQuote } from '../core/errors.js';
+import { shellQuote, visibleName } from '../core/errors.js';
 import { formatTimestamp, isValidTimestamp, timestampToMs } from '../core/time.js';
 import type { RunnerOptions } from './options.js';
 
 export const REFLOG_EXT = '.reflog';
-
-/** `s` with each control character shown as '?', as ls(1) shows file names: fit for a one-line message. */
-export function printable(s: string): string {
-  return s.replace(/[\x00-\x1f\x7f]/g, '?');
-}
 
 /** Why a run name cannot be used, or null. The name becomes a file name in several directories. */
 export function checkRunName(name: string): string | null {
@@ -37,7 +32,7 @@ export function planInbox(entries: readonly string[]): { runs: string[]; skipped
     if (!f.endsWith(REFLOG_EXT) || f.startsWith('.')) continue;
     const name = f.slice(0, -REFLOG_EXT.length);
     const bad = checkRunName(name);
-    if (bad) skipped.push({ file: f, why: `run name '${printable(name)}' ${bad}` });
+    if (bad) skipped.push({ file: f, why: `run name '${visibleName(name)}' ${bad}` });
     else runs.push(name);
   }
   runs.sort((a, b) => (Buffer.compare(Buffer.from(a), Buffer.from(b))));

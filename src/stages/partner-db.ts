@@ -18,7 +18,7 @@ import {
   type YacobotLoad,
   MAX_WEIGHT,
 } from '../core/db.js';
-import { DataError, UsageError, ioError } from '../core/errors.js';
+import { DataError, UsageError, formatPlace, ioError, visibleName } from '../core/errors.js';
 import { clip } from '../core/records.js';
 import { formatTimestamp } from '../core/time.js';
 import { domainOfHost } from '../core/url.js';
@@ -263,7 +263,7 @@ Example:
       const file = dbFile(cmd);
       const { db, created } = initDb(file);
       db.close();
-      say(created ? `initialized ${file}` : `${file} is already a partner database`);
+      say(created ? `initialized ${visibleName(file)}` : `${visibleName(file)} is already a partner database`);
     });
 
   program
@@ -403,7 +403,7 @@ Example:
         const { rows, errors } = readImportCsv(text, csvFile, yacobotLoads(db));
         if (errors.length > 0) {
           for (const e of errors.slice(0, MAX_REPORTED_ROWS)) {
-            process.stderr.write(`${NAME}: ${csvFile}:${e.place?.line}: ${e.message}\n`);
+            process.stderr.write(`${NAME}: ${visibleName(formatPlace(e.place ?? { file: csvFile }, e.message))}\n`);
           }
           const more = errors.length > MAX_REPORTED_ROWS ? ` (first ${MAX_REPORTED_ROWS} shown)` : '';
           throw new DataError('BAD_CSV', `${errors.length} bad row(s)${more}; nothing imported`, { file: csvFile });
@@ -438,7 +438,7 @@ Example:
             else moved++;
           }
         }).immediate();
-        say(`imported ${rows.length} domain(s) from ${csvFile}: ${added} new, ${moved} moved, ${same} unchanged`);
+        say(`imported ${rows.length} domain(s) from ${visibleName(csvFile)}: ${added} new, ${moved} moved, ${same} unchanged`);
         const notes = rows.map((r) => subdomainNote(r.domain)).filter((n) => n !== null);
         if (notes.length > 0) warn(`${notes.length} row(s) name no registrable domain, e.g. ${notes[0]}`);
       });

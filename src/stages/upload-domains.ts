@@ -187,7 +187,7 @@ export function inactiveWarning(domains: number, ids: Iterable<number>, db: stri
 function noActive(file: string, when: string): DataError {
   return new DataError(
     'NO_ACTIVE_YACOBOT',
-    `no active Yacobot${when ? ' ' + when : ''}; add one with: partner-db --db ${file} add NAME (or enable one)`,
+    `no active Yacobot${when ? ' ' + when : ''}; add one with: partner-db --db ${shellQuote(file)} add NAME (or enable one)`,
     { file },
   );
 }
