@@ -472,3 +472,16 @@ test('a pipe-size addon that is not a loadable file (empty, text, a FIFO) is lef
     assert.ok(!hasStackTrace(r.stderr));
   }
 });
+
+test('scratch(), as a test file calls it dozens of times: no MaxListenersExceededWarning, and every directory is removed at exit', () => {
+  // The warning came five times in the suite's output, from test files (not stages)
+  // that made more than 10 scratch directories: each added its own exit listener.
+  const lib = path.join(ROOT, 'dist', 'test', 'lib', 'run.js');
+  const script = `const { scratch } = await import(${JSON.stringify(lib)}); for (let i = 0; i < 25; i++) console.log(scratch('ms-many-'));`;
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  assert.doesNotMatch(r.stderr, /MaxListenersExceededWarning/);
+  const dirs = r.stdout.trim().split('\n');
+  assert.equal(dirs.length, 25);
+  assert.deepEqual(dirs.filter((d) => fs.existsSync(d)), [], 'removed at exit');
+});

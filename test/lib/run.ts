@@ -64,10 +64,15 @@ export function runRunner(cwd: string, args: string[] = [], timeout = 120_000): 
   return spawnSync(RUNNER, args, { cwd, env: testEnv(), encoding: 'utf8', timeout });
 }
 
+const scratchDirs: string[] = [];
+
 /** A fresh scratch directory, removed when the process exits. */
 export function scratch(prefix = 'ms-test-'): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
-  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+  // One exit listener for them all: one per directory passed Node's limit of 10 in a test
+  // file that makes more, and its MaxListenersExceededWarning went into the suite's output.
+  if (scratchDirs.length === 0) process.on('exit', () => scratchDirs.forEach((d) => fs.rmSync(d, { recursive: true, force: true })));
+  scratchDirs.push(dir);
   return dir;
 }
 
