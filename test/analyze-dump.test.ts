@@ -183,6 +183,106 @@ test('--rejects naming a FIFO: its rejects go to a reader that comes late, and a
   assert.equal(summaryOf(rb.err).status, 'interrupted');
 });
 
+test('--rejects naming a FIFO whose reader stops reading: the stage waits for it without reading on, and a signal still stops it', { timeout: 60_000 }, async () => {
+  const work = scratch();
+  const tmp = path.join(work, 'tmp');
+  fs.mkdirSync(tmp);
+  const fifo = path.join(work, 'rj');
+  spawnSync('mkfifo', [fifo]);
+  // A reader that opens the FIFO, takes a little and then reads no more (its 64 KiB fill up).
+  const reader = fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+  // Records (so that --memory 1M spills) among two rejects each: 32 MiB of input, about 50 MiB of rejects.
+  const group = `${reflogLine('http://a.org/p', 1)}\nx\ty\nx\tz\n`;
+  const input = Buffer.from(group.repeat(Math.ceil((32 << 20) / group.length)));
+  const child = spawn(path.join(BIN, 'analyze-dump'), ['--rejects', fifo, '--max-reject-ratio', '1', '--memory', '1M', '--tmp', tmp], {
+    cwd: work,
+    env: testEnv(),
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let err = '';
+  child.stdout!.resume();
+  child.stderr!.on('data', (d: Buffer) => (err += d));
+  child.stdin!.on('error', () => undefined); // EPIPE once it is stopped
+  // One piece at a time, the next once the last was taken: `fed` is what the stage could read.
+  let fed = 0;
+  const feed = () => {
+    const piece = input.subarray(fed, fed + (1 << 16));
+    if (piece.length > 0) child.stdin!.write(piece, (e) => e || ((fed += piece.length), feed()));
+  };
+  feed();
+  const done = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  try {
+    let got = 0;
+    const some = Buffer.alloc(4096);
+    for (let tries = 0; got === 0 && tries < 1500; tries++) {
+      await new Promise((r) => setTimeout(r, 20));
+      try {
+        got = fs.readSync(reader, some);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'EAGAIN') throw e;
+      }
+    }
+    assert.ok(got > 0, `no rejects came: ${err}`);
+    // Megabytes of rejects against a pipe of 64 KiB: wait until the stage reads no more input.
+    for (let was = -1, still = 0; still < 4 && fed < input.length; ) {
+      await new Promise((r) => setTimeout(r, 250));
+      still = fed === was ? still + 1 : 0;
+      was = fed;
+    }
+    // Memory stays bounded: the stage read only a few of the 32 MiB while its rejects could not go out.
+    assert.ok(fed < 16 << 20, `took ${fed} bytes of input while the rejects reader stalled`);
+    assert.notDeepEqual(fs.readdirSync(tmp), [], 'it spilled');
+    child.kill('SIGTERM');
+    // Before: blocked in write(2) to the FIFO, it handled no signal while the reader read nothing.
+    let killed = false;
+    const late = setTimeout(() => {
+      killed = true;
+      child.kill('SIGKILL');
+    }, 10_000);
+    const code = await done;
+    clearTimeout(late);
+    assert.ok(!killed, `SIGTERM did not stop it; SIGKILL 10 s later did: ${err}`);
+    assert.equal(code, 143, err);
+    assert.ok(!hasStackTrace(err), err);
+    const s = summaryOf(err) as Record<string, number>;
+    assert.equal(s.status as unknown, 'interrupted');
+    assert.equal(s.records_out! + s.rejected! + s.skipped!, s.lines_in, JSON.stringify(s));
+    assert.deepEqual(fs.readdirSync(tmp), [], 'spill files removed');
+  } finally {
+    child.kill('SIGKILL');
+    fs.closeSync(reader);
+  }
+});
+
+test('--rejects naming a FIFO whose reader goes away: the run fails naming it, with counts that add up', { timeout: 60_000 }, async () => {
+  const work = scratch();
+  const fifo = path.join(work, 'rj');
+  spawnSync('mkfifo', [fifo]);
+  const reader = fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+  const child = spawn(path.join(BIN, 'analyze-dump'), ['--rejects', 'rj', '--max-reject-ratio', '1'], { cwd: work, env: testEnv(), stdio: ['pipe', 'pipe', 'pipe'] });
+  let err = '';
+  child.stdout!.resume();
+  child.stderr!.on('data', (d: Buffer) => (err += d));
+  child.stdin!.on('error', () => undefined);
+  child.stdin!.end('x\ty\n'.repeat(100_000));
+  const done = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  for (let tries = 0; tries < 1500; tries++) {
+    await new Promise((r) => setTimeout(r, 20));
+    try {
+      if (fs.readSync(reader, Buffer.alloc(100)) > 0) break;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EAGAIN') throw e;
+    }
+  }
+  fs.closeSync(reader);
+  const code = await done;
+  assert.equal(code, 1, err);
+  assert.match(err, /^analyze-dump: rj: cannot write: EPIPE: broken pipe\n/m);
+  assert.ok(!hasStackTrace(err), err);
+  const s = summaryOf(err) as Record<string, number>;
+  assert.equal(s.records_out! + s.rejected! + s.skipped!, s.lines_in, JSON.stringify(s));
+});
+
 test('a record too long for a joined line to hold two of its updatetags is a reject, so the chain runs hour after hour', () => {
   const work = scratch();
   // Records of the URL http://a.b/ (domain a.b): 50 bytes plus the updatetag.

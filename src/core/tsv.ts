@@ -6,6 +6,7 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Readable } from 'node:stream';
+import { getSystemErrorMap } from 'node:util';
 import { LF, TAB, putText, type ByteSink } from './bytes.js';
 import { fsyncPath } from './dirs.js';
 import { DataError, ioError } from './errors.js';
@@ -310,8 +311,7 @@ export function readStreamFor(file: string, st: fs.Stats): Readable {
 
 /**
  * For a `file` that is a FIFO, waits without blocking the thread until it has a reader,
- * and returns a write descriptor (non-blocking) that keeps it open: close it once
- * the file is opened for writing as usual, which then cannot block. A blocking open
+ * and returns a write descriptor (non-blocking) to it, for a FifoWriter. A blocking open
  * of a FIFO waits in open(2) for a reader, and a signal could not stop the stage
  * meanwhile (SIGTERM, Ctrl-C did nothing while no reader came). Null for anything else.
  */
@@ -331,6 +331,91 @@ export async function heldFifoWriter(file: string): Promise<number | null> {
     }
     // ENXIO: no reader yet.
     await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/**
+ * Writes a FIFO through a non-blocking descriptor (from heldFifoWriter) on the event
+ * loop: a reader that stops reading holds the writer back, never the thread, so a
+ * signal still stops the stage. (A write(2) that blocks once the pipe is full kept
+ * SIGTERM from being handled for as long as the reader read nothing.) A ByteSink:
+ * bytes gathered in `buf` go out `highWater` at a time; `ready()` is the back-pressure,
+ * to await before producing more. A failed write (EPIPE: the reader went away) is
+ * thrown, naming `file`, by the next reserve(), ready() or close().
+ */
+export class FifoWriter implements ByteSink {
+  buf: Buffer;
+  pos = 0;
+  private readonly socket: net.Socket;
+  private error: Error | null = null;
+
+  constructor(
+    readonly file: string,
+    fd: number,
+    private readonly highWater = 1 << 18,
+  ) {
+    this.socket = new net.Socket({ fd, readable: false, writable: true });
+    this.socket.on('error', (err) => (this.error ??= err));
+    this.buf = Buffer.allocUnsafeSlow(highWater);
+  }
+
+  reserve(n: number): void {
+    if (this.pos + n <= this.buf.length) return;
+    this.hand();
+    if (n > this.buf.length) this.buf = Buffer.allocUnsafeSlow(n);
+  }
+
+  /** Resolves once at most `highWater` bytes wait for the reader (at once if so). */
+  async ready(): Promise<void> {
+    this.check();
+    while (this.socket.writableLength > this.highWater && !this.socket.destroyed) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          this.socket.off('drain', done);
+          this.socket.off('close', done);
+          resolve();
+        };
+        this.socket.on('drain', done);
+        this.socket.on('close', done);
+      });
+    }
+    this.check();
+  }
+
+  /** Writes out everything and closes, waiting for the reader to take it all. */
+  async close(): Promise<void> {
+    this.hand();
+    if (!this.socket.destroyed) {
+      await new Promise<void>((resolve) => {
+        this.socket.once('close', () => resolve());
+        this.socket.end();
+      });
+    }
+    this.check();
+  }
+
+  /** Closes without writing out what waits (a failed or stopped run). */
+  abandon(): void {
+    this.pos = 0;
+    this.socket.destroy();
+  }
+
+  /** Hands the gathered bytes to the socket, which keeps that buffer: a new one is taken. */
+  private hand(): void {
+    this.check();
+    if (this.pos === 0) return;
+    const bytes = this.buf.subarray(0, this.pos);
+    this.buf = Buffer.allocUnsafeSlow(this.highWater);
+    this.pos = 0;
+    this.socket.write(bytes);
+  }
+
+  private check(): void {
+    const e = this.error as NodeJS.ErrnoException | null;
+    if (!e) return;
+    // A socket's error reads "write EPIPE": told as a file write's is, "EPIPE: broken pipe, write".
+    const sys = typeof e.errno === 'number' ? getSystemErrorMap().get(e.errno) : undefined;
+    throw ioError(sys ? Object.assign(new Error(`${sys[0]}: ${sys[1]}, ${e.syscall}`), { code: e.code }) : e, this.file, 'write');
   }
 }
 

@@ -1,5 +1,4 @@
 // analyze-dump: reflog -> URL records sorted by (id, timestamp).
-import * as fs from 'node:fs';
 import * as os from 'node:os';
 import { isUtf8 } from 'node:buffer';
 import type { Command } from 'commander';
@@ -12,7 +11,7 @@ import { clip } from '../core/records.js';
 import { parseBudget } from '../core/size.js';
 import { RecordBatch, RecordSorter, SPILL_PREFIX, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
 import { timestampKey } from '../core/time.js';
-import { DEFAULT_MAX_LINE, FileWriter, LineBatcher, heldFifoWriter, removeStaleTemps } from '../core/tsv.js';
+import { DEFAULT_MAX_LINE, FifoWriter, FileWriter, LineBatcher, heldFifoWriter, removeStaleTemps } from '../core/tsv.js';
 import { WorkerPool } from '../core/workers.js';
 import {
   DEFAULT_MAX_URL_BYTES,
@@ -469,7 +468,7 @@ applied in input order, so the output does not depend on the number of threads. 
   },
   async run(ctx, o) {
     if (o.rejects) refuseOwnStreams('--rejects', o.rejects, ctx.inputPath);
-    let rejects: FileWriter | null = null;
+    let rejects: FileWriter | FifoWriter | null = null;
     ctx.onExit(() => rejects?.abandon());
     // The URL memory of each parsing thread comes out of the budget, not on top of it.
     const urlMemory = hasUrlMemory(o) ? parsingThreads(o) * URL_MEMORY_BYTES : 0;
@@ -502,14 +501,13 @@ applied in input order, so the output does not depend on the number of threads. 
       ...(outputDiscarded ? { output_discarded: true } : {}),
     }));
     if (o.rejects) {
-      // A FIFO is waited for without blocking (`--rejects fifo` with its reader late).
+      // A FIFO is waited for and written without blocking (`--rejects fifo` with its
+      // reader late, or stalled): a signal must still stop the stage.
       const held = await heldFifoWriter(o.rejects);
-      try {
-        rejects = new FileWriter(o.rejects);
-      } finally {
-        if (held !== null) fs.closeSync(held);
-      }
+      rejects = held === null ? new FileWriter(o.rejects) : new FifoWriter(o.rejects, held);
     }
+    // Back-pressure from a FIFO's reader: no more input is read while its rejects wait.
+    const rejectsTaken = () => (rejects instanceof FifoWriter ? rejects.ready() : undefined);
 
     // Batches are applied strictly in input order, wherever they were analyzed:
     // record order (ties in the sort), line numbers and the rejects file follow it.
@@ -546,6 +544,7 @@ applied in input order, so the output does not depend on the number of threads. 
         const { result, packed } = inline.run(batch, inlineLend);
         apply(result, packed);
         inlineLend = { packed, rejects: result.rejects };
+        await rejectsTaken();
         return;
       }
       pool ??= new WorkerPool<AnalyzeJob, AnalyzeDone>(
@@ -573,6 +572,7 @@ applied in input order, so the output does not depend on the number of threads. 
       // At most as many batches in flight as the workers' queues hold, counting this
       // thread's: each holds its records and rejects (a batch of tiny rejected lines, 12 MiB).
       await pool.settle(WORKER_QUEUE * o.threads);
+      await rejectsTaken();
     };
     await ctx.eachChunk(async (chunk) => {
       for (const b of batcher.push(chunk)) await submit(b, false);
@@ -595,7 +595,7 @@ applied in input order, so the output does not depend on the number of threads. 
       lastLineUnterminated = true;
       ctx.log.warn({ line: linesIn }, 'the last line has no newline (was the reflog cut off?); it was processed as a line');
     }
-    rejects?.close();
+    await rejects?.close();
     const total = records + rejected;
     if (total > 0 && rejected / total > o.maxRejectRatio) {
       outputDiscarded = true;
