@@ -483,7 +483,27 @@ test('option values are read strictly: --threads only as digits, --memory from 1
     assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stderr, want);
   }
-  assert.equal(runBin('analyze-dump', ['--threads', '2', '--memory', '64M'], '').status, 0);
+});
+
+test('--threads N must fit --memory (about 40 MiB per worker thread, at most as much as the budget): else a usage error saying how many fit', () => {
+  for (const [threads, memory, fit] of [
+    ['64', '64M', 1],
+    ['2', '64M', 1],
+    ['1', '1M', 0],
+    ['5', '160M', 4],
+    ['64', '1G', 25],
+  ] as const) {
+    const r = runBin('analyze-dump', ['--threads', threads, '--memory', memory], '');
+    assert.equal(r.status, 2, `--threads ${threads} --memory ${memory}: ${r.stderr}`);
+    assert.equal(
+      r.stderr,
+      `analyze-dump: --threads ${threads} does not fit --memory ${memory}: each worker thread takes about 40M beyond it, and together they may take at most as much; at most ${fit} fit${fit === 1 ? 's' : ''} (0 parses on the main thread)\nTry 'analyze-dump --help' for more information.\n`,
+    );
+  }
+  for (const [threads, memory] of [['1', '64M'], ['4', '160M'], ['0', '1M']] as const) {
+    const r = runBin('analyze-dump', ['--threads', threads, '--memory', memory], reflogLine('http://a.org/', 1));
+    assert.equal(r.status, 0, `--threads ${threads} --memory ${memory}: ${r.stderr}`);
+  }
 });
 
 test('a CR inside the URL field is a reject, not a URL that WHATWG silently joins together', () => {

@@ -54,15 +54,37 @@ const MAX_URL_LIMIT = 1 << 20;
 /** Under this --memory, analyze-dump trades speed for memory: no worker threads, no URL memory. */
 const SMALL_BUDGET = 128 << 20;
 
+/** The most --threads there can be. */
+const MAX_THREADS = 64;
+
+/**
+ * What one worker thread costs beyond --memory: about 40 MiB of its own (measured:
+ * 64M peaks at 175 MiB without, 265 with two). MASTER_SERVER_WORKER_BYTES (digits)
+ * replaces it, for tests that run workers under a budget small enough to spill.
+ */
+function workerBytes(): number {
+  const v = process.env.MASTER_SERVER_WORKER_BYTES;
+  return v !== undefined && /^\d{1,15}$/.test(v) ? Number(v) : 40 << 20;
+}
+
+/**
+ * How many worker threads fit a budget: together they may cost at most as much
+ * as --memory itself, so peak RSS stays within about twice --memory plus Node's own.
+ */
+function threadsFitting(memoryBytes: number): number {
+  const each = workerBytes();
+  return each === 0 ? MAX_THREADS : Math.min(MAX_THREADS, Math.floor(memoryBytes / each));
+}
+
 /**
  * One worker per core beyond the first, at most 3 (the main thread parses too,
- * whenever every worker has two batches waiting); none on one core, or under a
- * memory budget below 128M: a worker thread costs about 40 MiB of its own
- * (measured: 64M peaks at 175 MiB without, 265 with two).
+ * whenever every worker has two batches waiting), and as many as fit the budget;
+ * none on one core, or under a memory budget below 128M (where a worker's 40 MiB
+ * weigh most).
  */
 function defaultThreads(memoryBytes: number): number {
   const cores = os.availableParallelism();
-  return cores > 1 && memoryBytes >= SMALL_BUDGET ? Math.min(4, cores) - 1 : 0;
+  return cores > 1 && memoryBytes >= SMALL_BUDGET ? Math.min(4, cores, threadsFitting(memoryBytes) + 1) - 1 : 0;
 }
 
 /** Batches waiting for each worker before the main thread parses one itself. */
@@ -437,7 +459,7 @@ applied in input order, so the output does not depend on the number of threads. 
       .option('--domain-mode <mode>', 'registrable (public suffix + 1) or host', 'registrable')
       .option('--memory <size>', 'memory budget for sorting, e.g. 64M, 1G', '256M')
       .option('--tmp <dir>', 'directory for sort spill files', os.tmpdir())
-      .option('--threads <n>', 'worker threads for parsing besides the main thread, 0 for none (default: one per core beyond the first, at most 3; none on one core or under --memory 128M)');
+      .option('--threads <n>', 'worker threads for parsing besides the main thread, 0 for none; each takes about 40M beyond --memory, and together at most --memory (default: one per core beyond the first, at most 3 and as many as fit; none on one core or under --memory 128M)');
   },
   normalize(raw) {
     const ratio = Number(raw.maxRejectRatio);
@@ -453,7 +475,14 @@ applied in input order, so the output does not depend on the number of threads. 
     const memory = parseBudget(String(raw.memory));
     if (typeof memory !== 'number') throw new UsageError(`--memory ${memory.error}`);
     const threads = raw.threads === undefined ? defaultThreads(memory) : /^\d{1,2}$/.test(String(raw.threads)) ? Number(raw.threads) : NaN;
-    if (!Number.isInteger(threads) || threads < 0 || threads > 64) throw new UsageError(`--threads wants an integer from 0 to 64, got '${raw.threads}'`);
+    if (!Number.isInteger(threads) || threads < 0 || threads > MAX_THREADS) throw new UsageError(`--threads wants an integer from 0 to ${MAX_THREADS}, got '${raw.threads}'`);
+    const fit = threadsFitting(memory);
+    if (threads > fit) {
+      throw new UsageError(
+        `--threads ${raw.threads} does not fit --memory ${raw.memory}: each worker thread takes about ${Math.round(workerBytes() / 2 ** 20)}M beyond it, ` +
+          `and together they may take at most as much; at most ${fit} fit${fit === 1 ? 's' : ''} (0 parses on the main thread)`,
+      );
+    }
     return {
       threads,
       rejects: raw.rejects === undefined ? null : pathOption('--rejects', raw.rejects),
