@@ -4,6 +4,7 @@
 // no stack traces -- around a commander program instead of one stdin->stdout stage.
 import { Command, CommanderError } from 'commander';
 import { DataError, UsageError, formatPlace, ioError, visibleName } from '../core/errors.js';
+import { parseCount } from '../core/numbers.js';
 import { packageVersion } from './stage.js';
 
 /**
@@ -59,8 +60,8 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
 /** An option's value as an integer in [min, max], or a UsageError naming the option. */
 export function intOption(name: string, min: number, max = Number.MAX_SAFE_INTEGER): (text: string) => number {
   return (text) => {
-    const n = /^\d+$/.test(text) ? Number(text) : NaN;
-    if (!(n >= min && n <= max)) throw new UsageError(`${name} must be an integer from ${min} to ${max}, not '${text}'`);
+    const n = parseCount(text);
+    if (n === null || n < min || n > max) throw new UsageError(`${name} must be an integer from ${min} to ${max}, not '${text}'`);
     return n;
   };
 }

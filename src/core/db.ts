@@ -7,6 +7,7 @@ import { domainToASCII } from 'node:url';
 import Database from 'better-sqlite3';
 import xxhash from 'xxhash-wasm';
 import { DataError, ioError, shellQuote } from './errors.js';
+import { parseCount } from './numbers.js';
 import { clip } from './records.js';
 
 export type Db = Database.Database;
@@ -311,7 +312,7 @@ export function activeLoads(db: Db): YacobotLoad[] {
 export function findYacobot(db: Db, ref: string): Yacobot {
   const row = (
     /^\d+$/.test(ref)
-      ? db.prepare('SELECT id, name, weight, active FROM yacobot WHERE id = ?').get(Number(ref))
+      ? db.prepare('SELECT id, name, weight, active FROM yacobot WHERE id = ?').get(parseCount(ref))
       : db.prepare('SELECT id, name, weight, active FROM yacobot WHERE name = ?').get(ref)
   ) as { id: number; name: string; weight: number; active: number } | undefined;
   if (!row) throw new DataError('NO_YACOBOT', /^\d+$/.test(ref) ? `no Yacobot with id ${ref}` : `no Yacobot named '${ref}'`);

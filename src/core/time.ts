@@ -143,7 +143,7 @@ export const MAX_DURATION_MS = 3650 * 86400 * 1000;
 
 /** Parses `90s`, `30m`, `1h`, `1d` or a number of seconds into milliseconds; null if malformed or above MAX_DURATION_MS. */
 export function parseDuration(text: string): number | null {
-  const m = DURATION_RE.exec(text.trim());
+  const m = DURATION_RE.exec(text);
   if (!m) return null;
   const ms = Number(m[1]) * UNIT_SECONDS[m[2] ?? 's']! * 1000;
   return ms <= MAX_DURATION_MS ? ms : null;

@@ -4,6 +4,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { UsageError } from '../core/errors.js';
+import { parseGroupedCount, parseRatio, ratioError } from '../core/numbers.js';
 import { parseBudget } from '../core/size.js';
 import { isValidTimestamp, parseDuration } from '../core/time.js';
 
@@ -192,8 +193,8 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
   const now = get('now') ?? null;
   if (now !== null && !isValidTimestamp(now)) throw new UsageError(`now wants a real time as YYYYMMDDhhmmss, got '${clipText(now)}'`);
   const bw = get('backlog-warn') ?? '1000000';
-  const backlogWarn = /^\d[\d_,]*$/.test(bw) ? Number(bw.replace(/[_,]/g, '')) : NaN;
-  if (!Number.isSafeInteger(backlogWarn)) throw new UsageError(`backlog-warn wants a number of URLs, got '${clipText(bw)}'`);
+  const backlogWarn = parseGroupedCount(bw);
+  if (backlogWarn === null) throw new UsageError(`backlog-warn wants a number of URLs, got '${clipText(bw)}'`);
   const duration = (k: 'keep' | 'resend-after') => {
     const v = get(k) ?? '1h'; // filter-url's default
     const ms = parseDuration(v);
@@ -208,9 +209,8 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     throw new UsageError(`keep (${keep.v}) is shorter than resend-after (${resend.v}): a URL unseen for longer than keep would be sent again before resend-after; set keep at least as long`);
   }
   const ratio = get('max-reject-ratio');
-  if (ratio !== undefined && !(ratio.trim() !== '' && Number(ratio) >= 0 && Number(ratio) <= 1)) {
-    throw new UsageError(`max-reject-ratio wants a number from 0 to 1, got '${clipText(ratio)}'`);
-  }
+  // Read as analyze-dump reads it: a value it would refuse would fail every run.
+  if (ratio !== undefined && parseRatio(ratio) === null) throw ratioError('max-reject-ratio', clipText(ratio));
   const memory = get('memory');
   const budget = memory === undefined ? 0 : parseBudget(memory);
   if (typeof budget !== 'number') throw new UsageError(`memory ${budget.error}`);

@@ -8,6 +8,7 @@ import { grown } from '../core/arrays.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { MAX_REFLOG_HITS_DIGITS } from '../core/hits.js';
 import { clip } from '../core/records.js';
+import { countOption, parseCount, ratioOption } from '../core/numbers.js';
 import { parseBudget } from '../core/size.js';
 import { RecordBatch, RecordSorter, SPILL_PREFIX, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
 import { timestampKey } from '../core/time.js';
@@ -63,8 +64,7 @@ const MAX_THREADS = 64;
  * replaces it, for tests that run workers under a budget small enough to spill.
  */
 function workerBytes(): number {
-  const v = process.env.MASTER_SERVER_WORKER_BYTES;
-  return v !== undefined && /^\d{1,15}$/.test(v) ? Number(v) : 40 << 20;
+  return parseCount(process.env.MASTER_SERVER_WORKER_BYTES ?? '') ?? 40 << 20;
 }
 
 /**
@@ -462,20 +462,13 @@ applied in input order, so the output does not depend on the number of threads. 
       .option('--threads <n>', 'worker threads for parsing besides the main thread, 0 for none; each takes about 40M beyond --memory, and together at most --memory (default: one per core beyond the first, at most 3 and as many as fit; none on one core or under --memory 128M)');
   },
   normalize(raw) {
-    const ratio = Number(raw.maxRejectRatio);
-    if (!(ratio >= 0 && ratio <= 1) || String(raw.maxRejectRatio).trim() === '') {
-      throw new UsageError(`--max-reject-ratio wants a number from 0 to 1, got '${raw.maxRejectRatio}'`);
-    }
-    const maxUrl = Number(raw.maxUrlBytes);
-    if (!Number.isInteger(maxUrl) || maxUrl < 16 || maxUrl > MAX_URL_LIMIT) {
-      throw new UsageError(`--max-url-bytes wants an integer from 16 to ${MAX_URL_LIMIT}, got '${raw.maxUrlBytes}'`);
-    }
+    const ratio = ratioOption('--max-reject-ratio', raw.maxRejectRatio);
+    const maxUrl = countOption('--max-url-bytes', raw.maxUrlBytes, 16, MAX_URL_LIMIT);
     const mode = String(raw.domainMode);
     if (mode !== 'registrable' && mode !== 'host') throw new UsageError(`--domain-mode is 'registrable' or 'host', got '${mode}'`);
     const memory = parseBudget(String(raw.memory));
     if (typeof memory !== 'number') throw new UsageError(`--memory ${memory.error}`);
-    const threads = raw.threads === undefined ? defaultThreads(memory) : /^\d{1,2}$/.test(String(raw.threads)) ? Number(raw.threads) : NaN;
-    if (!Number.isInteger(threads) || threads < 0 || threads > MAX_THREADS) throw new UsageError(`--threads wants an integer from 0 to ${MAX_THREADS}, got '${raw.threads}'`);
+    const threads = raw.threads === undefined ? defaultThreads(memory) : countOption('--threads', raw.threads, 0, MAX_THREADS);
     const fit = threadsFitting(memory);
     if (threads > fit) {
       throw new UsageError(

@@ -19,6 +19,7 @@ import {
   MAX_WEIGHT,
 } from '../core/db.js';
 import { DataError, UsageError, formatPlace, ioError, visibleName } from '../core/errors.js';
+import { parseCount, parseDecimal } from '../core/numbers.js';
 import { clip } from '../core/records.js';
 import { formatTimestamp } from '../core/time.js';
 import { domainOfHost } from '../core/url.js';
@@ -39,7 +40,7 @@ const label = (y: Yacobot) => `${y.id} (${y.name})`;
 
 /** Parses a weight argument: a positive finite decimal number. */
 export function parseWeight(text: string): number {
-  const w = /^\s*(\d+(\.\d*)?|\.\d+)\s*$/.test(text) ? Number(text) : NaN;
+  const w = parseDecimal(text) ?? NaN;
   // Capped so that the least-loaded comparison (domains x weight) stays exact: a
   // weight of 1e308 made every load Infinity and gave every domain the smallest id.
   if (!(w > 0 && w <= MAX_WEIGHT)) throw new UsageError(`weight must be a positive number up to ${MAX_WEIGHT}, got '${text}'`);
@@ -125,7 +126,7 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): 
     const nd = normalizeDomain(record[0]!);
     if ('error' in nd) return bad(nd.error);
     const ref = record[1]!;
-    const y = /^\d+$/.test(ref) ? byId.get(String(Number(ref))) : byName.get(ref);
+    const y = /^\d+$/.test(ref) ? byId.get(String(parseCount(ref))) : byName.get(ref);
     if (!y) return bad(/^\d+$/.test(ref) ? `no Yacobot with id ${ref}` : `no Yacobot named '${clip(ref)}'`);
     if (!y.active) return bad(`Yacobot ${label(y)} is disabled`);
     const prev = firstLine.get(nd.domain);

@@ -1,0 +1,76 @@
+// Numbers an operator types (options of the stages, partner-db and the runner) are
+// read strictly, one way everywhere: no hex, exponent, spaces, sign, '' or Infinity.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { UsageError } from '../src/core/errors.js';
+import { parseCount, parseDecimal, parseGroupedCount } from '../src/core/numbers.js';
+import { parseArgs } from '../src/runner/options.js';
+import { runBin, scratch } from './lib/run.js';
+
+/** What Number() or parseInt() would take and a person does not mean as a number. */
+const LENIENT = ['0x1', '1e0', ' 1', '1 ', '', '+1', '-0', 'Infinity', '1_0', '0b1', '1,0', '1.2.3', '٣'];
+
+test('the shared readers: plain decimals and digits only', () => {
+  for (const [text, want] of [['0', 0], ['0.01', 0.01], ['1', 1], ['.5', 0.5], ['1.', 1], ['2.50', 2.5], ['007', 7]] as const) {
+    assert.equal(parseDecimal(text), want, JSON.stringify(text));
+  }
+  for (const text of [...LENIENT, '.', '1'.repeat(400)]) assert.equal(parseDecimal(text), null, JSON.stringify(text));
+  for (const [text, want] of [['0', 0], ['16', 16], ['007', 7], ['9007199254740991', Number.MAX_SAFE_INTEGER]] as const) {
+    assert.equal(parseCount(text), want, JSON.stringify(text));
+  }
+  // 2^53 + 1 would be read as 2^53: another number than the one typed.
+  for (const text of [...LENIENT, '1.0', '1.', '9007199254740992', '9007199254740993']) assert.equal(parseCount(text), null, JSON.stringify(text));
+  for (const [text, want] of [['1000000', 1e6], ['1_000_000', 1e6], ['1,000,000', 1e6], ['1_000,000', 1e6], ['999', 999]] as const) {
+    assert.equal(parseGroupedCount(text), want, JSON.stringify(text));
+  }
+  for (const text of ['1,5', '1__000', '1_00', '_1000', '1000_', '10,00,000', ...LENIENT]) {
+    assert.equal(parseGroupedCount(text), null, JSON.stringify(text));
+  }
+});
+
+test('a numeric option written loosely is a usage error naming the option and the value, in every tool', () => {
+  const work = scratch();
+  // [tool, args before the value, option as the message names it, bad values]
+  // The readers above are tried on every loose form; here, a few per option, for the wiring.
+  const cases: [string, string[], string, string[]][] = [
+    ['analyze-dump', ['--max-reject-ratio'], '--max-reject-ratio', ['0x1', '1e0', ' 1', 'Infinity']],
+    ['analyze-dump', ['--max-url-bytes'], '--max-url-bytes', ['0x100', '1e3', '200.0']],
+    ['analyze-dump', ['--threads'], '--threads', [' 2']],
+    ['analyze-dump', ['--memory'], '--memory', [' 64M', '0x40M']],
+    ['filter-url', ['--current-out', 'cl', '--resend-after'], '--resend-after', [' 1h', '0x10', '1.5h']],
+    ['filter-url', ['--current-out', 'cl', '--keep'], '--keep', ['10h ']],
+    ['filter-url', ['--current-out', 'cl', '--now'], '--now', [' 20110728060000']],
+    ['upload-domains', ['--db', 'p.db', '--now'], '--now', ['20110728060000 ']],
+    ['partner-db', ['--db', 'p.db', 'add', 'x', '--weight'], 'weight', [' 2', '1e3']],
+    ['partner-db', ['--db', 'p.db', 'set-weight', 'x'], 'weight', ['2 ']],
+  ];
+  const failures: string[] = [];
+  for (const [tool, args, option, values] of cases) {
+    for (const v of values) {
+      const r = runBin(tool, [...args, v], '', work);
+      const named = r.stderr.includes(option) && r.stderr.includes(`'${v}'`);
+      if (r.status !== 2 || !named || !r.stderr.includes(`Try '${tool} --help'`)) {
+        failures.push(`${tool} ${args.join(' ')} ${JSON.stringify(v)}: exit ${r.status}, ${JSON.stringify(r.stderr.slice(0, 200))}`);
+      }
+    }
+  }
+  assert.deepEqual(failures, []);
+  // The plain forms still work.
+  for (const v of ['.5', '1.0']) {
+    const r = runBin('analyze-dump', ['--max-reject-ratio', v], '', work);
+    assert.equal(r.status, 0, `--max-reject-ratio ${v}: ${r.stderr}`);
+  }
+});
+
+test('the runner reads its numbers as the stages do: flags and config values alike', () => {
+  const usage = (argv: string[], message: RegExp) =>
+    assert.throws(() => parseArgs(argv, '/w'), (e: unknown) => e instanceof UsageError && message.test(e.message), JSON.stringify(argv));
+  for (const v of LENIENT) usage(['--max-reject-ratio', v], /^max-reject-ratio wants a number from 0 to 1/);
+  for (const v of ['1,5', '1__000', '0x10', '1e6', ' 5']) usage(['--backlog-warn', v], /^backlog-warn wants a number of URLs/);
+  for (const v of [' 1h', '0x10', '1e3']) usage(['--keep', v, '--resend-after', '1'], /^keep wants a duration/);
+  for (const v of [' 5s', '0x5']) usage(['--kill-after', v], /^kill-after wants a duration/);
+  for (const v of [' 64M', '0x40M']) usage(['--memory', v], /^memory wants a size/);
+  const o = parseArgs(['--max-reject-ratio', '.5', '--backlog-warn', '2,000,000'], '/w');
+  assert.ok(typeof o === 'object');
+  assert.deepEqual([o.maxRejectRatio, o.backlogWarn], ['.5', 2_000_000]);
+});
