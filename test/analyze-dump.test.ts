@@ -158,7 +158,7 @@ test('--rejects naming a FIFO: its rejects go to a reader that comes late, and a
     child.stderr!.on('data', (d: Buffer) => (err += d));
     child.stdin!.end(input);
     const done = new Promise<{ code: number | null; err: string }>((resolve) => child.on('close', (code) => resolve({ code, err })));
-    return { child, done };
+    return { child, done, err: () => err };
   };
   const a = start();
   await new Promise((r) => setTimeout(r, 300));
@@ -168,7 +168,9 @@ test('--rejects naming a FIFO: its rejects go to a reader that comes late, and a
   assert.equal(got, `2\tunsupported scheme: ftp\t${reflogLine('ftp://a.org/', 1)}\n`);
 
   const b = start();
-  await new Promise((r) => setTimeout(r, 1000)); // its handlers are in place, and it waits for a reader
+  // Its handlers are in place, and it waits for a reader (a fixed 1 s was too short for a busy machine's start-up).
+  for (let i = 0; i < 600 && !b.err().includes('waiting for a reader of the --rejects FIFO'); i++) await new Promise((r) => setTimeout(r, 50));
+  assert.match(b.err(), /waiting for a reader of the --rejects FIFO/);
   b.child.kill('SIGTERM');
   // Before: blocked in open(2) for a reader, it handled no signal until one came.
   let readerCame = false;

@@ -314,8 +314,9 @@ export function readStreamFor(file: string, st: fs.Stats): Readable {
  * and returns a write descriptor (non-blocking) to it, for a FifoWriter. A blocking open
  * of a FIFO waits in open(2) for a reader, and a signal could not stop the stage
  * meanwhile (SIGTERM, Ctrl-C did nothing while no reader came). Null for anything else.
+ * `onWait` is called once if there is no reader yet.
  */
-export async function heldFifoWriter(file: string): Promise<number | null> {
+export async function heldFifoWriter(file: string, onWait?: () => void): Promise<number | null> {
   let st: fs.Stats;
   try {
     st = fs.statSync(file);
@@ -330,6 +331,8 @@ export async function heldFifoWriter(file: string): Promise<number | null> {
       if ((err as NodeJS.ErrnoException).code !== 'ENXIO') throw ioError(err, file, 'open for writing');
     }
     // ENXIO: no reader yet.
+    onWait?.();
+    onWait = undefined;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }

@@ -525,7 +525,7 @@ applied in input order, so the output does not depend on the number of threads. 
     if (o.rejects) {
       // A FIFO is waited for and written without blocking (`--rejects fifo` with its
       // reader late, or stalled): a signal must still stop the stage.
-      const held = await heldFifoWriter(o.rejects);
+      const held = await heldFifoWriter(o.rejects, () => ctx.log.info({ rejects: o.rejects }, 'waiting for a reader of the --rejects FIFO'));
       rejects = held === null ? new FileWriter(o.rejects) : new FifoWriter(o.rejects, held);
     }
     // Back-pressure from a FIFO's reader: no more input is read while its rejects wait.
