@@ -346,6 +346,21 @@ test('upload-domains: database locked by another writer: waits the busy timeout,
   assert.deepEqual(fs.readdirSync(path.join(work, 'tmp')), [], 'spool file removed');
 });
 
+test('MASTER_SERVER_BUSY_TIMEOUT_MS that is not a number of milliseconds is an error naming it, not 5 s in silence', () => {
+  const work = scratch('ms-fault-');
+  twoYacobotDb(work);
+  for (const v of ['0x10', ' 10', '1e3', '99999999999']) {
+    for (const [bin, args] of [['domains-from-db', ['--db', 'p.db']], ['upload-domains', ['--db', 'p.db', '--now', TS]], ['partner-db', ['--db', 'p.db', 'list']]] as const) {
+      const r = runBin(bin, [...args], bin === 'upload-domains' ? FILTERED : '', work, { MASTER_SERVER_BUSY_TIMEOUT_MS: v });
+      assert.equal(r.status, 1, `${bin} with '${v}': ${r.stderr}`);
+      assert.ok(r.stderr.startsWith(`${bin}: MASTER_SERVER_BUSY_TIMEOUT_MS wants a whole number of milliseconds from 0 to 2147483647, got '${v}'\n`), r.stderr);
+      assert.equal(r.stdout, '', 'nothing written');
+    }
+  }
+  // Empty is unset; digits are taken.
+  for (const v of ['', '250']) assert.equal(runBin('domains-from-db', ['--db', 'p.db'], '', work, { MASTER_SERVER_BUSY_TIMEOUT_MS: v }).status, 0, `'${v}'`);
+});
+
 test('upload-domains: a writer that lets go within the busy timeout is waited for, and its answer wins', async () => {
   const work = scratch('ms-fault-');
   const db = twoYacobotDb(work);

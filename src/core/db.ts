@@ -14,13 +14,16 @@ export type Db = Database.Database;
 
 /**
  * How long a connection waits for another process's write lock before failing:
- * 5000 ms, or MASTER_SERVER_BUSY_TIMEOUT_MS (a non-negative integer) when set.
+ * 5000 ms, or MASTER_SERVER_BUSY_TIMEOUT_MS (digits) when set and not empty. Any
+ * other value is an error, not 5000 ms in silence: an operator who set it meant something.
  */
-export const BUSY_TIMEOUT_MS = busyTimeoutFromEnv(process.env.MASTER_SERVER_BUSY_TIMEOUT_MS);
-
-function busyTimeoutFromEnv(v: string | undefined): number {
-  const n = Number(v);
-  return v !== undefined && /^\d+$/.test(v.trim()) && Number.isSafeInteger(n) ? n : 5000;
+export function busyTimeoutMs(): number {
+  const v = process.env.MASTER_SERVER_BUSY_TIMEOUT_MS;
+  if (v === undefined || v === '') return 5000; // set empty: unset, as shells often leave it
+  const n = parseCount(v);
+  // better-sqlite3 takes at most 2^31 - 1 (about 24 days).
+  if (n === null || n > 0x7fffffff) throw new DataError('BAD_ENV', `MASTER_SERVER_BUSY_TIMEOUT_MS wants a whole number of milliseconds from 0 to 2147483647, got '${clip(v)}'`);
+  return n;
 }
 
 /** The schema of SPEC.md, plus an index for per-Yacobot counts and moves. */
@@ -69,7 +72,7 @@ export function dbError(err: unknown, file: string): unknown {
   if (e && typeof e.code === 'string' && e.code.startsWith('SQLITE_')) {
     const hint =
       e.code === 'SQLITE_BUSY'
-        ? ` (another process held the database longer than ${BUSY_TIMEOUT_MS} ms)`
+        ? ` (another process held the database longer than ${busyTimeoutMs()} ms)`
         : e.code === 'SQLITE_NOTADB'
           ? ' (not an SQLite database?)'
           : e.code === 'SQLITE_READONLY_DIRECTORY' || (e.code === 'SQLITE_CANTOPEN' && dirNotWritable(file))
@@ -125,7 +128,7 @@ export function openDb(file: string, opts: { readonly?: boolean } = {}): Db {
   if (!st.isFile()) throw new DataError('NO_DB', 'database is not a regular file', { file });
   let db: Db | null = null;
   try {
-    db = new Database(file, { fileMustExist: true, timeout: BUSY_TIMEOUT_MS, readonly: opts.readonly ?? false });
+    db = new Database(file, { fileMustExist: true, timeout: busyTimeoutMs(), readonly: opts.readonly ?? false });
     // Schema first: a file that is not a partner database is left exactly as it was
     // (switching it to WAL would rewrite its header and add -wal/-shm files).
     checkSchema(db, file);
@@ -167,7 +170,7 @@ export function initDb(file: string): { db: Db; created: boolean } {
   }
   let db: Db | null = null;
   try {
-    db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
+    db = new Database(file, { timeout: busyTimeoutMs() });
     const before = tableNames(db);
     const foreign = [...before].filter((t) => !(t in REQUIRED_COLUMNS) && !t.startsWith('sqlite_'));
     if (foreign.length > 0) {
