@@ -127,7 +127,7 @@ export function moveDurable(src: string, dst: string): void {
   try {
     fs.renameSync(src, dst);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw ioError(err, dst, `move ${src} to`);
+    if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw ioError(err, dst, `move ${src} here`);
     publishCopy(src, dst);
     try {
       fs.unlinkSync(src);
@@ -152,7 +152,7 @@ export function relinkDurable(src: string, dst: string, target: string): void {
     fs.renameSync(tmp, dst);
   } catch (err) {
     removeQuietly(tmp);
-    throw ioError(err, dst, `move ${src} to`);
+    throw ioError(err, dst, `move ${src} here`);
   }
   fsyncPath(path.dirname(dst));
   try {
