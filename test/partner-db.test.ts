@@ -310,6 +310,20 @@ test('stats shows domains owned by an id that names no Yacobot (which upload-dom
   assert.deepEqual(JSON.parse(ok(work, 'stats', '--json')).missing_owners, []);
 });
 
+test('list and stats: a name with control characters (written by hand: add refuses them) is shown escaped, one row per line', () => {
+  const work = fresh('a', 'b');
+  const db = new Database(path.join(work, 'p.db'));
+  db.prepare('UPDATE yacobot SET name = ? WHERE id = 2').run('evil\nname\x1b[2J');
+  db.close();
+  for (const cmd of ['list', 'stats']) {
+    const out = ok(work, cmd);
+    const row = out.split('\n').find((l) => /^ *2 /.test(l));
+    assert.ok(row, `${cmd}: no row for Yacobot 2 in:\n${out}`);
+    assert.ok(row.includes('evil\\nname\\x1b[2J'), `${cmd}: ${row}`);
+    assert.ok(!out.includes('\x1b'), `${cmd}: a raw escape character reached the terminal`);
+  }
+});
+
 test('weights: .5 and 1000000 are accepted, and two equal huge weights still share new domains evenly', () => {
   const work = fresh('a --weight 1000000', 'b --weight 1000000', 'c --weight .5');
   ok(work, 'disable', 'c');

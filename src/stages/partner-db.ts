@@ -180,7 +180,9 @@ function unclosedQuoteAt(b: Buffer): number {
   return open;
 }
 
-function pad(cells: string[][], rightAligned: boolean[]): string {
+function pad(table: string[][], rightAligned: boolean[]): string {
+  // One row per line whatever a hand-edited database holds (add refuses control characters).
+  const cells = table.map((r) => r.map(visibleName));
   const widths = cells[0]!.map((_, c) => Math.max(...cells.map((r) => r[c]!.length)));
   return cells
     .map((r) => r.map((v, c) => (rightAligned[c] ? v.padStart(widths[c]!) : v.padEnd(widths[c]!))).join('  ').trimEnd())
