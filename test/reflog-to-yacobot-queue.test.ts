@@ -85,9 +85,14 @@ function runner(
  * resolves when it has ended.
  */
 async function stoppedBefore(dir: string, step: string): Promise<() => Promise<Done>> {
+  return stoppedWith(dir, [], { REFLOG_RUNNER_FAILPOINT: step, REFLOG_RUNNER_FAILSIGNAL: 'SIGSTOP' }, `before ${step}`);
+}
+
+/** As stoppedBefore, for a runner with `args` whose `env` makes it stop itself (SIGSTOP) at the instant `where` names. */
+async function stoppedWith(dir: string, args: string[], env: Record<string, string>, where: string): Promise<() => Promise<Done>> {
   let pid = 0;
   let ended = false;
-  const done = runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: step, REFLOG_RUNNER_FAILSIGNAL: 'SIGSTOP' }, started: (p) => (pid = p) });
+  const done = runner(dir, args, { env, started: (p) => (pid = p) });
   void done.then(() => (ended = true));
   const state = () => {
     try {
@@ -100,7 +105,7 @@ async function stoppedBefore(dir: string, step: string): Promise<() => Promise<D
   while (state() !== 'T') {
     if (ended || Date.now() - t0 > 60_000) {
       process.kill(-pid, 'SIGKILL');
-      assert.fail(`the runner did not stop before ${step}: ${JSON.stringify(await done)}`);
+      assert.fail(`the runner did not stop ${where}: ${JSON.stringify(await done)}`);
     }
     await new Promise((r) => setTimeout(r, 10));
   }
@@ -1850,4 +1855,72 @@ test('an invocation that stops on an error after some runs committed still print
   const error = r.stderr.indexOf(`${obstacle}: cannot move `);
   assert.ok(error > r.stderr.search(summary), `the summary line comes before the error: ${r.stderr}`);
   assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[first, 'ok'], [second, 'ok']]);
+});
+
+test('a reflog re-sent under its name while the run copies it to another file system, or links it anew, stays in the inbox; a crash after it was parked is finished', async (t) => {
+  // The copy (or the new link) was followed by removing the inbox name: the re-sent hour
+  // renamed over it meanwhile was deleted unread, and nothing said so.
+  const preload = `--import=${pathToFileURL(path.join(ROOT, 'dist/test/lib/signal-after-call.js')).href}`;
+  const run = RUNS[0]!.replace(/\.reflog$/, '');
+  const original = fs.readFileSync(path.join(REFLOGS, RUNS[0]!));
+  const resent = fs.readFileSync(path.join(REFLOGS, RUNS[1]!));
+  const resend = (dir: string, inboxFile: string) => {
+    fs.writeFileSync(path.join(dir, 'resent'), resent);
+    fs.renameSync(path.join(dir, 'resent'), inboxFile);
+  };
+
+  // A relative link, made anew in done/: paused once the new link is made.
+  const dir = fresh();
+  keepOnly(dir);
+  const inboxFile = path.join(dir, 'var/inbox', RUNS[0]!);
+  fs.mkdirSync(path.join(dir, 'var/incoming'));
+  fs.writeFileSync(path.join(dir, 'var/incoming/x.reflog'), original);
+  fs.symlinkSync('../incoming/x.reflog', inboxFile);
+  const resume = await stoppedWith(dir, [], { NODE_OPTIONS: preload, SIGNAL_AFTER_CALL: 'symlinkSync', SIGNAL_ARG: 'incoming/x.reflog' }, 'after linking');
+  resend(dir, inboxFile);
+  const r = await resume();
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), [RUNS[0]!]);
+  assert.ok(fs.readFileSync(inboxFile).equals(resent), 'the re-sent hour is still in the inbox');
+  assert.equal(fs.readlinkSync(path.join(dir, 'var/state/done', RUNS[0]!)), fs.realpathSync(path.join(dir, 'var/incoming/x.reflog')));
+
+  // Killed just after it was parked: the next invocation finishes the move.
+  const dir2 = fresh();
+  keepOnly(dir2);
+  fs.mkdirSync(path.join(dir2, 'var/incoming'));
+  fs.writeFileSync(path.join(dir2, 'var/incoming/x.reflog'), original);
+  fs.symlinkSync('../incoming/x.reflog', path.join(dir2, 'var/inbox', RUNS[0]!));
+  const env = { NODE_OPTIONS: preload, SIGNAL_AFTER_CALL: 'renameSync', SIGNAL_ARG: path.join(dir2, 'var/inbox', RUNS[0]!), SIGNAL_SEND: 'SIGKILL' };
+  const killed = await runner(dir2, [], { env });
+  assert.equal(killed.signal, 'SIGKILL', killed.stderr);
+  assert.deepEqual(fs.readdirSync(path.join(dir2, 'var/inbox')), [`.${RUNS[0]!}.moving`], 'killed once parked');
+  const again = await runner(dir2);
+  assert.equal(again.status, 0, again.stderr);
+  assert.match(again.stderr, new RegExp(`${run}: .*roll-forward`));
+  assert.deepEqual(fs.readdirSync(path.join(dir2, 'var/inbox')), []);
+  assert.ok(fs.readFileSync(path.join(dir2, 'var/state/done', RUNS[0]!)).equals(original));
+  assert.deepEqual(runsJsonl(dir2).map((x) => [x.run, x.status]), [[run, 'ok']]);
+
+  // An inbox on another file system: paused once the copy is made.
+  const other = '/dev/shm';
+  if (!fs.existsSync(other) || fs.statSync(other).dev === fs.statSync(dir).dev) {
+    t.diagnostic(`${other} is not a second file system here: the copy case is not tried`);
+    return;
+  }
+  const inbox = fs.mkdtempSync(path.join(other, 'ms-inbox-'));
+  try {
+    const dir3 = fresh();
+    keepOnly(dir3);
+    fs.writeFileSync(path.join(inbox, RUNS[0]!), original);
+    const resume3 = await stoppedWith(dir3, ['--inbox', inbox], { NODE_OPTIONS: preload, SIGNAL_AFTER_CALL: 'copyFileSync', SIGNAL_ARG: inbox }, 'after copying');
+    fs.writeFileSync(path.join(inbox, 'resent'), resent);
+    fs.renameSync(path.join(inbox, 'resent'), path.join(inbox, RUNS[0]!));
+    const r3 = await resume3();
+    assert.equal(r3.status, 0, r3.stderr);
+    assert.deepEqual(fs.readdirSync(inbox), [RUNS[0]!]);
+    assert.ok(fs.readFileSync(path.join(inbox, RUNS[0]!)).equals(resent), 'the re-sent hour is still in the inbox');
+    assert.ok(fs.readFileSync(path.join(dir3, 'var/state/done', RUNS[0]!)).equals(original), 'done/ holds the file the run read');
+  } finally {
+    fs.rmSync(inbox, { recursive: true, force: true });
+  }
 });

@@ -29,6 +29,9 @@
 //                 inbox is the to-do list: the reflog leaves it only after all of
 //                 the above are durable, and another file renamed over its name
 //                 meanwhile (a re-sent hour) stays there, for the next invocation.
+//                 A copy across file systems or a relative link made anew starts by
+//                 parking the reflog under a dot name (parkedPath), so that the
+//                 removal that ends it cannot hit a newcomer at the inbox name.
 //   7. uncommit   remove COMMIT: from here a crash leaves a directory that
 //                 start-up removes (its reflog has left the inbox).
 //   8. cleanup    remove the staging directory (staged files, run.json).
@@ -42,6 +45,7 @@ import {
   fsyncTree,
   mkdirDurable,
   moveDurable,
+  parkedPath,
   prepareCopy,
   preparedPath,
   publishCopy,
@@ -230,6 +234,32 @@ function sameCopy(staged: string, copy: string): boolean {
   }
 }
 
+/**
+ * Moves the reflog parked at `from` (parkedPath) to done/ as `to`: a link with a relative
+ * target as a link to the real path of its file, anything else as it is; `from` goes last.
+ */
+function moveOut(from: string, to: string): void {
+  let st: fs.BigIntStats;
+  try {
+    st = fs.statSync(from, { bigint: true });
+  } catch (err) {
+    throw ioError(err, from, 'stat');
+  }
+  const target = relativeLinkTarget(from, st);
+  if (target !== null) relinkDurable(from, to, target);
+  else moveDurable(from, to);
+}
+
+/** `stat(file)` (bigint), or undefined when nothing is there (ENOENT, or ENOTDIR: a file in the way of a directory). */
+function statQuiet(file: string, stat: typeof fs.statSync | typeof fs.lstatSync): fs.BigIntStats | undefined {
+  try {
+    return stat(file, { bigint: true, throwIfNoEntry: false });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOTDIR') throw ioError(err, file, 'stat');
+    return undefined;
+  }
+}
+
 function sameFile(a: ReflogIdentity, b: ReflogIdentity): boolean {
   return a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtime_ns === b.mtime_ns;
 }
@@ -308,12 +338,15 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
   steps.push({
     name: 'reflog',
     run() {
-      let st: fs.BigIntStats | undefined;
-      try {
-        st = fs.statSync(plan.reflog, { bigint: true, throwIfNoEntry: false });
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'ENOTDIR') throw ioError(err, plan.reflog, 'stat');
+      const done = path.join(plan.state, 'done');
+      const to = path.join(done, plan.run + REFLOG_EXT);
+      const parked = parkedPath(plan.reflog);
+      if (statQuiet(parked, fs.lstatSync) !== undefined) {
+        // Parked before a crash: the run's file, whatever is at the inbox name now.
+        mkdirDurable(done);
+        moveOut(parked, to);
       }
+      const st = statQuiet(plan.reflog, fs.statSync);
       if (st === undefined) return; // moved before a crash
       if (plan.reflogFile !== undefined && !sameFile(reflogIdentity(st), plan.reflogFile)) {
         // Renamed over the name while the run read the old one (or, on a roll forward,
@@ -321,12 +354,32 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
         hooks.reflogReplaced?.(plan.run, plan.reflog);
         return;
       }
-      const done = path.join(plan.state, 'done');
       mkdirDurable(done);
-      const to = path.join(done, plan.run + REFLOG_EXT);
-      const target = relativeLinkTarget(plan.reflog, st);
-      if (target !== null) relinkDurable(plan.reflog, to, target);
-      else moveDurable(plan.reflog, to);
+      if (relativeLinkTarget(plan.reflog, st) === null) {
+        let moved = true;
+        try {
+          fs.renameSync(plan.reflog, to);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw ioError(err, to, `move ${plan.reflog} to`);
+          moved = false;
+        }
+        if (moved) {
+          fsyncPath(done);
+          fsyncPath(path.dirname(plan.reflog));
+          return;
+        }
+      }
+      // A copy to another file system, or a link made anew, ends by removing the source:
+      // removed by its inbox name, a re-sent hour renamed over that name meanwhile (for
+      // the seconds a big copy takes) was deleted unread. Parked first under a dot name
+      // beside it, only the run's own file is copied and removed.
+      try {
+        fs.renameSync(plan.reflog, parked);
+      } catch (err) {
+        throw ioError(err, plan.reflog, `rename to ${path.basename(parked)}`);
+      }
+      fsyncPath(path.dirname(parked));
+      moveOut(parked, to);
     },
   });
   steps.push({

@@ -163,6 +163,11 @@ export function relinkDurable(src: string, dst: string, target: string): void {
   fsyncPath(path.dirname(src));
 }
 
+/** Where the reflog step parks `file` before copying or relinking it: `.<name>.moving` beside it. */
+export function parkedPath(file: string): string {
+  return path.join(path.dirname(file), `.${path.basename(file)}.moving`);
+}
+
 /** Number of LF-terminated lines in a file (plus one for a last line without LF). */
 export function countLines(file: string): number {
   const fd = fs.openSync(file, 'r');
