@@ -1508,6 +1508,20 @@ test('a FIFO named *.reflog in the inbox fails its run at once (exit 1, naming i
   assert.ok(!fs.existsSync(path.join(dir, 'var/queue')) || fs.readdirSync(path.join(dir, 'var/queue')).every((d) => fs.readdirSync(path.join(dir, 'var/queue', d)).length === 0), 'nothing published');
 });
 
+test("a run's failure is reported on one line when the reflog's path holds a newline (a FIFO in such an inbox)", () => {
+  // The message the runner makes itself (is a FIFO, cannot read) quoted the path raw: its
+  // "run ... failed:" line was cut in two, the second part reading as a message of its own.
+  const dir = fresh();
+  keepOnly(dir);
+  const inbox = path.join(dir, 'var/in\nbox');
+  fs.renameSync(path.join(dir, 'var/inbox'), inbox);
+  assert.equal(spawnSync('mkfifo', [path.join(inbox, '2011072806.reflog')]).status, 0);
+  const r = runRunner(dir, ['--inbox', inbox, '--log-level', 'silent'], 30_000);
+  assert.equal(r.status, 1, r.stderr);
+  assert.ok(r.stderr.includes(`run 2011072806 failed: ${path.join(dir, 'var/in\\nbox')}/2011072806.reflog: is a FIFO`), r.stderr);
+  for (const line of r.stderr.trimEnd().split('\n')) assert.match(line, /^reflog-to-yacobot-queue: /, r.stderr);
+});
+
 test("a file or a symlink in STATE/staging that is no run's directory is left alone, and the runs go on", async () => {
   const dir = fresh();
   keepOnly(dir, '2011072806.reflog');

@@ -266,7 +266,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   if (failed) {
     const left = runs.length - runs.indexOf(failed.run);
     process.stderr.write(
-      `${PROG}: run ${failed.run} failed: ${failed.error}\n` +
+      `${PROG}: run ${failed.run} failed: ${visibleName(failed.error ?? '')}\n` +
         `${PROG}: nothing of it was published; ${left} reflog(s) stay in ${visibleName(o.inbox)} (see ${visibleName(path.join(o.state, 'runs.jsonl'))})\n`,
     );
     throw new Stop(1);
@@ -337,7 +337,7 @@ function assignedByAttempt(p: RunPaths, db: string, log: Logger): number {
   } catch (err) {
     const message = err instanceof DataError ? formatPlace(err.place, err.message) : String((err as Error)?.message ?? err);
     log.warn({ run: p.name, rows: pending.rows, error: message }, 'cannot tell whether a dead upload-domains committed; not counted in new_domains');
-    process.stderr.write(`${PROG}: warning: ${p.name}: cannot tell whether upload-domains committed ${pending.rows} new domain(s) before it died (${message}); new_domains does not count them\n`);
+    process.stderr.write(`${PROG}: warning: ${p.name}: cannot tell whether upload-domains committed ${pending.rows} new domain(s) before it died (${visibleName(message)}); new_domains does not count them\n`);
     return 0;
   }
   log.warn({ run: p.name, rows: pending.rows, witness: pending.witness, committed }, 'upload-domains died during its commit; the database tells whether it happened');
@@ -446,7 +446,7 @@ async function runOne(
     } catch (err) {
       // The record that keeps the stage's message is what failed: say it here. The run
       // is redone next time, as after a crash (its staging area stays).
-      process.stderr.write(`${PROG}: run ${p.name} failed: ${error}\n`);
+      process.stderr.write(`${PROG}: run ${p.name} failed: ${visibleName(error)}\n`);
       throw err;
     }
     hooks.beforeStep?.(p.name, 'failed:cleanup');
