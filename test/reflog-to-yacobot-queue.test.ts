@@ -1938,3 +1938,22 @@ test('a reflog re-sent under its name while the run copies it to another file sy
     fs.rmSync(inbox, { recursive: true, force: true });
   }
 });
+
+test('a replay made with ln instead of mv (the inbox file a hard link of done/RUN.reflog) leaves the inbox once processed', async () => {
+  // rename(2) of a link over another link of the same file does nothing: the reflog stayed
+  // in the inbox and every invocation ran that hour again.
+  const dir = fresh();
+  keepOnly(dir, RUNS[0]!);
+  const run = RUNS[0]!.replace(/\.reflog$/, '');
+  const first = await runner(dir);
+  assert.equal(first.status, 0, first.stderr);
+  for (const id of ['1', '2', '3']) fs.rmSync(path.join(dir, 'var/queue', id, `${run}.tsv`), { force: true }); // taken
+  const done = path.join(dir, 'var/state/done', RUNS[0]!);
+  fs.linkSync(done, path.join(dir, 'var/inbox', RUNS[0]!));
+  const replay = await runner(dir);
+  assert.equal(replay.status, 0, replay.stderr);
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), [], 'the replayed reflog left the inbox');
+  assert.ok(fs.readFileSync(done).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))), 'done/ still holds it');
+  assert.equal(fs.statSync(done).nlink, 1);
+  assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[run, 'ok'], [run, 'ok']]);
+});

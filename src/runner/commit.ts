@@ -355,6 +355,20 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
         return;
       }
       mkdirDurable(done);
+      const here = statQuiet(plan.reflog, fs.lstatSync);
+      const there = statQuiet(to, fs.lstatSync);
+      if (here !== undefined && there !== undefined && here.dev === there.dev && here.ino === there.ino) {
+        // A hard link of done/RUN.reflog (a replay made with ln, not mv): rename(2) of one
+        // link over another of the same file does nothing, and the reflog stayed in the
+        // inbox, run again at every invocation.
+        try {
+          fs.unlinkSync(plan.reflog);
+        } catch (err) {
+          throw ioError(err, plan.reflog, 'remove (done/ holds the same file)');
+        }
+        fsyncPath(path.dirname(plan.reflog));
+        return;
+      }
       if (relativeLinkTarget(plan.reflog, st) === null) {
         let moved = true;
         try {
