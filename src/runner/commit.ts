@@ -374,7 +374,7 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
         try {
           fs.renameSync(plan.reflog, to);
         } catch (err) {
-          if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw ioError(err, to, `move ${plan.reflog} to`);
+          if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw ioError(err, to, `move ${plan.reflog} here`);
           moved = false;
         }
         if (moved) {
