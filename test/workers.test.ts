@@ -74,6 +74,27 @@ test('a worker thread that ends with work pending fails settle() saying so, rath
   }
 });
 
+test('a worker thread that ends while idle fails the next settle() rather than taking jobs it never answers', LIMIT, async () => {
+  const { p, got } = pool(1);
+  let exited = false;
+  try {
+    p.post({ n: 0, delayMs: 0, action: 'answer-exit' });
+    await p.settle(0);
+    assert.deepEqual(got, [0]);
+    // Its thread ends with nothing pending (as when the main thread parsed the batches meanwhile).
+    const w = (p as unknown as { workers: import('node:worker_threads').Worker[] }).workers[0]!;
+    await new Promise<void>((resolve) => w.once('exit', () => resolve()));
+    exited = true;
+    // Before: offer() posted to the ended thread, and settle() waited for an answer that never
+    // came; with no other handle open, Node then exited 0, and analyze-dump with it (no output, no summary).
+    p.offer({ n: 1, delayMs: 0, action: 'answer' }, [], 2);
+    await assert.rejects(p.settle(0), /worker thread exited \(code 0\)/);
+  } finally {
+    assert.ok(exited);
+    p.close();
+  }
+});
+
 test('an error thrown while handing an answer over fails settle() with it', LIMIT, async () => {
   const { p, got } = pool(2, (a) => {
     if (a.n === 1) throw new Error('sink refused answer 1');

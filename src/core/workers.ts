@@ -15,6 +15,7 @@ export class WorkerPool<J, R> {
   private ready = new Map<number, R>();
   private failure: unknown = null;
   private wake: (() => void) | null = null;
+  private closed = false;
 
   constructor(file: URL, workerData: unknown, size: number, private readonly onResult: (r: R) => void) {
     for (let i = 0; i < size; i++) {
@@ -25,8 +26,10 @@ export class WorkerPool<J, R> {
         this.deliver();
       });
       w.on('error', (err) => this.fail(err));
+      // Any end before close() is a failure, idle or not: a job posted to an ended thread is
+      // never answered, and a wait with no handle left open let the process exit 0 unfinished.
       w.on('exit', (code) => {
-        if (jobs.length > 0) this.fail(new Error(`worker thread exited (code ${code}) with work pending`));
+        if (!this.closed) this.fail(new Error(`worker thread exited (code ${code})${jobs.length > 0 ? ' with work pending' : ''}`));
       });
       this.workers.push(w);
       this.jobs.push(jobs);
@@ -70,6 +73,7 @@ export class WorkerPool<J, R> {
 
   /** Stops the workers (pending jobs are dropped). */
   close(): void {
+    this.closed = true;
     for (const w of this.workers) void w.terminate();
     this.workers = [];
   }

@@ -7,7 +7,8 @@ import { parentPort, workerData } from 'node:worker_threads';
 export interface PoolJob {
   n: number;
   delayMs: number;
-  action: 'answer' | 'throw' | 'exit';
+  /** 'answer-exit': answers, then ends its thread (idle: no job of its pending). */
+  action: 'answer' | 'throw' | 'exit' | 'answer-exit';
 }
 
 let previous = Promise.resolve();
@@ -19,6 +20,7 @@ parentPort?.on('message', (job: PoolJob) => {
           if (job.action === 'throw') throw new Error(`job ${job.n} failed in the worker`);
           if (job.action === 'exit') process.exit(3);
           parentPort!.postMessage({ n: job.n, tag: (workerData as { tag: string }).tag });
+          if (job.action === 'answer-exit') setTimeout(() => process.exit(0), 20);
           resolve();
         }, job.delayMs),
       ),
