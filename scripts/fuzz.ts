@@ -2,7 +2,9 @@
 // Every run must exit 0 (under --max-reject-ratio 1), print no stack trace, write
 // well-formed sorted records whose ids are XXH64 of their url, count every line
 // (lines_in = records_out + rejected + skipped), list exactly the rejected lines in
-// --rejects, and stay under a peak RSS bound.
+// --rejects, and stay under a peak RSS bound. An input of more than one 1 MiB batch
+// runs with --threads 1 to 3 (the main thread parsing too) and again with --threads 0:
+// the two must give the same records, rejects and counts.
 //
 //   npm run fuzz                           60 seconds, seed from the clock
 //   node dist/scripts/fuzz.js --seconds 600 --seed 42 --max-rss-mb 300
@@ -162,7 +164,8 @@ export async function runCase(c: FuzzCase, baseDir: string, timeoutMs = 120_000)
   fs.mkdirSync(tmp);
   const child = spawn(BIN, [...c.args, '--tmp', tmp], {
     cwd: dir,
-    env: { ...process.env, TZ: 'UTC', LC_ALL: 'C' },
+    // Workers under --memory 1M (so they spill too): their assumed cost left out of the check.
+    env: { ...process.env, TZ: 'UTC', LC_ALL: 'C', MASTER_SERVER_WORKER_BYTES: '0' },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   const out: Buffer[] = [];
@@ -249,6 +252,40 @@ export function problems(c: FuzzCase, r: RunResult, hash: (url: string) => strin
   return p;
 }
 
+/** The case with `--threads n` in place of any it had. */
+export function withThreads(c: FuzzCase, n: number): FuzzCase {
+  const args: string[] = [];
+  for (let i = 0; i < c.args.length; i++) {
+    if (c.args[i] === '--threads') i++;
+    else args.push(c.args[i]!);
+  }
+  return { ...c, args: [...args, '--threads', String(n)] };
+}
+
+/**
+ * The summary's fields but its timing and sort_runs: what must not depend on the threads.
+ * (Where a spill falls depends on where the batches end, which follows how the pipe's
+ * reads happened to fall: one input gave 27 runs and 28 with the same --threads.)
+ */
+function summaryCounts(stderr: string): string {
+  const l = stderr.split('\n').find((x) => x.startsWith('{') && jsonLogLine(x)?.summary);
+  if (!l) return '';
+  const { ms: _ms, time: _time, pid: _pid, sort_runs: _runs, ...rest } = jsonLogLine(l)!;
+  return JSON.stringify(rest);
+}
+
+/** Where two runs of one input with other --threads differ (empty: the same records, rejects and counts). */
+export function differences(a: RunResult, b: RunResult): string[] {
+  const p: string[] = [];
+  if (a.status !== b.status) p.push(`exit status ${a.status} against ${b.status}`);
+  if (a.stdout !== b.stdout) p.push('records differ');
+  if (!a.rejects.equals(b.rejects)) p.push('rejects differ');
+  const ca = summaryCounts(a.stderr);
+  const cb = summaryCounts(b.stderr);
+  if (ca !== cb) p.push(`summaries differ: ${ca} against ${cb}`);
+  return p;
+}
+
 interface FuzzOptions {
   iterations?: number;
   seconds?: number;
@@ -276,14 +313,24 @@ async function main(o: FuzzOptions): Promise<void> {
   console.log(`fuzz: seed ${seed}, ${seconds === Infinity ? "no time limit" : `${seconds} s`}, max ${iterations} runs, inputs up to ${maxSize} bytes, RSS bound ${maxRssKb / 1024} MiB`);
   // Big inputs now and then: the memory bound matters there.
   while (Date.now() < deadline && runs < iterations) {
-    const size = r() < 0.05 ? maxSize * 8 : 1 + int(r, maxSize);
-    const c = genCase(r, size);
+    // Several 1 MiB batches now and then: worker threads start only past the first.
+    const size = r() < 0.05 ? maxSize * 8 : r() < 0.1 ? maxSize * (2 + int(r, 4)) : 1 + int(r, maxSize);
+    let c = genCase(r, size);
+    // Worker threads start past the first batch (a smaller input is parsed inline); one
+    // worker most often, as then the main thread parses every other batch or so.
+    const threaded = c.bytes.length > 1 << 20;
+    if (threaded) c = withThreads(c, pick(r, [1, 1, 2, 3]));
     const res = await runCase(c, base);
     runs++;
     bytes += c.bytes.length;
     peak = Math.max(peak, res.peakKb);
     byKind[c.kind] = (byKind[c.kind] ?? 0) + 1;
     const p = problems(c, res, hash, maxRssKb);
+    if (threaded && p.length === 0) {
+      const alone = withThreads(c, 0);
+      const again = await runCase(alone, base);
+      p.push(...problems(alone, again, hash, maxRssKb).map((x) => `${x} (--threads 0)`), ...differences(res, again).map((d) => `${d} with --threads 0`));
+    }
     if (p.length) {
       failures++;
       const dir = path.join(process.cwd(), 'fuzz-failures', `seed${seed}-run${runs}`);

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import { loadUrlHasher } from '../src/core/url.js';
-import { genCase, lineCount, problems, runCase, type FuzzCase } from '../scripts/fuzz.js';
+import { differences, genCase, lineCount, problems, runCase, withThreads, type FuzzCase } from '../scripts/fuzz.js';
 import { prng } from '../scripts/prng.js';
 import { scratch } from './lib/run.js';
 
@@ -72,4 +72,22 @@ test('fuzz checker catches a broken run (it can fail)', async () => {
   for (const want of ['exit status 1', 'stack trace', 'peak RSS', 'spill files', 'is not XXH64', 'records_out + rejected + skipped', 'rejects file has 0 lines']) {
     assert.ok(p.includes(want), `checker misses "${want}":\n${p}`);
   }
+});
+
+test('fuzz checker tells runs with other --threads apart (it can fail)', () => {
+  const run = (stdout: string, rejects: string, lines: number) => ({
+    status: 0,
+    signal: null,
+    stdout,
+    stderr: `{"level":30,"time":1,"summary":true,"lines_in":${lines},"rejected":1,"ms":${lines}}\n`,
+    peakKb: 0,
+    rejects: Buffer.from(rejects),
+    leftovers: [],
+  });
+  const a = run('r1\n', '2\tbad hits\tx\n', 2);
+  assert.deepEqual(differences(a, { ...run('r1\n', '2\tbad hits\tx\n', 2), stderr: a.stderr.replace('"ms":2', '"ms":9').replace('"time":1', '"time":5').replace('"rejected"', '"sort_runs":3,"rejected"') }), [], 'timing and spills are no difference');
+  const p = differences(a, run('r2\n', '3\tbad hits\tx\n', 3)).join('\n');
+  for (const want of ['records differ', 'rejects differ', 'summaries differ']) assert.ok(p.includes(want), `checker misses "${want}":\n${p}`);
+  const c: FuzzCase = { kind: 'x', bytes: Buffer.alloc(0), args: ['--threads', '2', '--rejects', 'r'] };
+  assert.deepEqual(withThreads(c, 0).args, ['--rejects', 'r', '--threads', '0']);
 });
