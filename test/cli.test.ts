@@ -485,3 +485,15 @@ test('scratch(), as a test file calls it dozens of times: no MaxListenersExceede
   assert.equal(dirs.length, 25);
   assert.deepEqual(dirs.filter((d) => fs.existsSync(d)), [], 'removed at exit');
 });
+
+test('a stage whose run is left waiting on nothing (the event loop empties) fails loudly: exit 1, a message, one summary; not exit 0 in silence', () => {
+  const script = new URL('./lib/stalled-stage.js', import.meta.url).pathname;
+  const r = spawnSync(process.execPath, [script], { input: 'a\nb\n', env: testEnv({ STALLED_STAGE: '1' }), encoding: 'utf8', timeout: 30_000 });
+  assert.equal(r.status, 1, r.stderr);
+  assert.equal(r.stdout, '');
+  assert.ok(r.stderr.startsWith('stalled-stage: internal error: the stage stopped with its work unfinished (nothing left to wait for)\n'), r.stderr);
+  assert.ok(!hasStackTrace(r.stderr), r.stderr);
+  const s = summaryOf(r.stderr);
+  assert.equal(s.status, 'failed');
+  assert.equal(s.lines_in, 2);
+});

@@ -237,6 +237,12 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   process.on('SIGHUP', onSignal);
+  // Every way out of a run ends in process.exit: an event loop left with nothing to wait
+  // for while the run is pending (a promise no one will settle, e.g. a job handed to a
+  // worker thread that ended) would otherwise exit 0 with no output and no summary.
+  process.on('beforeExit', () =>
+    fail(def.name, new Error('the stage stopped with its work unfinished (nothing left to wait for)'), log, gathered, started, runExitHooks),
+  );
 
   // Feeds input chunks to a splitter; output is flushed between chunks, never per line.
   const pump = async (push: (chunk: Buffer) => void | Promise<void>) => {
