@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
-import { BIN, ROOT, hasStackTrace, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+import { BIN, ROOT, awaitWithLateFifoEnd, hasStackTrace, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import { UrlResolver, canonicalize, globMatch, parseParamGlobs, loadUrlHash, loadUrlHasher, type UrlOptions } from '../src/core/url.js';
 import { prng } from '../scripts/prng.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
@@ -173,13 +173,7 @@ test('--rejects naming a FIFO: its rejects go to a reader that comes late, and a
   assert.match(b.err(), /waiting for a reader of the --rejects FIFO/);
   b.child.kill('SIGTERM');
   // Before: blocked in open(2) for a reader, it handled no signal until one came.
-  let readerCame = false;
-  const late = setTimeout(() => {
-    readerCame = true;
-    fs.closeSync(fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK));
-  }, 10_000);
-  const rb = await b.done;
-  clearTimeout(late);
+  const { result: rb, endCame: readerCame } = await awaitWithLateFifoEnd(b.done, fifo, fs.constants.O_RDONLY);
   assert.ok(!readerCame, `exited only when a reader came 10 s later: ${rb.err}`);
   assert.equal(rb.code, 143, rb.err);
   assert.equal(summaryOf(rb.err).status, 'interrupted');

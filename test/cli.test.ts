@@ -8,7 +8,7 @@ import * as path from 'node:path';
 import * as os from 'node:os';
 import { createRequire } from 'node:module';
 import { PIPESIZE_ADDON } from '../src/core/pipes.js';
-import { BIN, ROOT, hasStackTrace, partnerDb, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+import { BIN, ROOT, awaitWithLateFifoEnd, hasStackTrace, partnerDb, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import Database from 'better-sqlite3';
 import { prng } from '../scripts/prng.js';
 
@@ -388,17 +388,7 @@ test('an input file that is a FIFO: read like a file when its writer comes, and 
   await handlersIn(b.child.pid!);
   b.child.kill('SIGTERM');
   // Before: the summary said "interrupted", and the process waited on for a writer.
-  let writerCame = false;
-  const late = setTimeout(() => {
-    writerCame = true;
-    try {
-      fs.closeSync(fs.openSync(fifo, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK));
-    } catch {
-      /* gone already */
-    }
-  }, 10_000);
-  const rb = await b.done;
-  clearTimeout(late);
+  const { result: rb, endCame: writerCame } = await awaitWithLateFifoEnd(b.done, fifo, fs.constants.O_WRONLY);
   assert.ok(!writerCame, `exited only when a writer came 10 s later: ${rb.err}`);
   assert.equal(rb.code, 143, rb.err);
   assert.equal(summaryOf(rb.err).status, 'interrupted');

@@ -216,6 +216,21 @@ function keepOnly(dir: string, ...names: string[]): void {
   for (const f of RUNS) if (!names.includes(f)) fs.rmSync(path.join(dir, 'var/inbox', f));
 }
 
+/** The run of the first fixture reflog (its name without .reflog). */
+const RUN0 = RUNS[0]!.replace(/\.reflog$/, '');
+
+/** A fresh directory with only the first fixture reflog in its inbox. */
+function freshFirstOnly(): string {
+  const dir = fresh();
+  keepOnly(dir, RUNS[0]!);
+  return dir;
+}
+
+/** The Yacobots take (remove) their queue files of `run`. */
+function takeQueueFiles(dir: string, run: string): void {
+  for (const id of ['1', '2', '3']) fs.rmSync(path.join(dir, 'var/queue', id, `${run}.tsv`), { force: true });
+}
+
 /** Writes INBOX/NAME.reflog: the leading header line, then one record per (timestamp, url). */
 function writeReflog(dir: string, name: string, records: [string, string][]): void {
   const lines = records.map(([ts, url], i) => `1000\t0\t${ts}\t${i}\t${url}\t1\n`);
@@ -452,7 +467,7 @@ test('SIGKILL of the process group at random instants, then a clean run: same re
 test('upload-domains killed at its commit of new domains, just before or just after COMMIT: new_domains counts what was committed, once', async () => {
   const { snap: want, dir: refDir } = await ref();
   const preload = pathToFileURL(path.join(ROOT, 'dist/test/lib/kill-at-commit.js')).href;
-  const first = RUNS[0]!.replace(/\.reflog$/, '');
+  const first = RUN0;
   const refNew = newDomains(refDir);
   assert.ok((refNew[first] as number) > 0, 'the first hour assigns new domains');
   for (const when of ['before', 'after'] as const) {
@@ -501,12 +516,11 @@ test('SIGTERM to the runner alone while a chain runs: it stops its stages, exits
 });
 
 test('SIGTERM, SIGINT or SIGHUP to the runner while a chain runs: it stops its stages and exits 143, 130 or 129, publishing nothing of that run; a rerun finishes it', async () => {
-  const run = RUNS[0]!.replace(/\.reflog$/, '');
+  const run = RUN0;
   // SIGHUP (the terminal went away) must be handled like the others, not kill the runner
   // and leave its stages running.
   for (const [sig, status] of [['SIGTERM', 143], ['SIGINT', 130], ['SIGHUP', 129]] as const) {
-    const dir = fresh();
-    keepOnly(dir, RUNS[0]!);
+    const dir = freshFirstOnly();
     const started = path.join(dir, 'var/state/staging', run, 'work/log/1.analyze-dump.log');
     const r = await runner(dir, [], { termWhen: () => fs.existsSync(started), termSignal: sig });
     const what = `${sig} during run ${run}: status ${r.status} ${r.signal}: ${r.stderr}`;
@@ -746,15 +760,14 @@ test('a SIGTERM that comes as domains-from-db ends (nothing left to stop) stops 
 });
 
 test('a reflog whose last line has no newline is processed, with a warning on stderr and in runs.jsonl', async () => {
-  const dir = fresh();
-  keepOnly(dir, RUNS[0]!);
+  const dir = freshFirstOnly();
   const f = path.join(dir, 'var/inbox', RUNS[0]!);
   const text = fs.readFileSync(f);
   assert.equal(text[text.length - 1], 10);
   fs.writeFileSync(f, text.subarray(0, text.length - 1));
   const r = await runner(dir);
   assert.equal(r.status, 0, r.stderr);
-  const run = RUNS[0]!.replace(/\.reflog$/, '');
+  const run = RUN0;
   assert.ok(r.stderr.includes(`warning: ${run}: the reflog's last line has no newline`), r.stderr);
   const [rec] = runsJsonl(dir);
   assert.equal((rec!.stages as Record<string, Record<string, unknown>>)['analyze-dump']!.last_line_unterminated, true);
@@ -1678,9 +1691,8 @@ test('a stopped stage and a stopped chain shell (Ctrl-Z, SIGSTOP) still stop on 
 });
 
 test('a replayed hour whose first queue files were not taken yet fails, publishing nothing, instead of replacing them', async () => {
-  const dir = fresh();
-  keepOnly(dir, RUNS[0]!);
-  const run = RUNS[0]!.replace(/\.reflog$/, '');
+  const dir = freshFirstOnly();
+  const run = RUN0;
   const first = await runner(dir);
   assert.equal(first.status, 0, first.stderr);
   const queues = ['1', '2', '3'].map((y) => path.join(dir, 'var/queue', y, `${run}.tsv`)).filter((f) => fs.existsSync(f));
@@ -1709,9 +1721,8 @@ test('a replayed hour whose first queue files were not taken yet fails, publishi
 
 test('a reflog renamed over INBOX/RUN.reflog while that run is in progress stays in the inbox, and the next invocation processes it', async () => {
   // It was moved to done/ by the commit's reflog step, never processed, its lines counted as the old file's.
-  const dir = fresh();
-  keepOnly(dir, RUNS[0]!);
-  const run = RUNS[0]!.replace(/\.reflog$/, '');
+  const dir = freshFirstOnly();
+  const run = RUN0;
   const inboxFile = path.join(dir, 'var/inbox', RUNS[0]!);
   const resume = await stoppedBefore(dir, `${run}:reflog`);
   // The sender re-sends the hour under the same name (another hour's lines, to tell them apart).
@@ -1729,7 +1740,7 @@ test('a reflog renamed over INBOX/RUN.reflog while that run is in progress stays
   assert.ok(!fs.existsSync(path.join(dir, 'var/state/done', RUNS[0]!)), 'nothing went to done/');
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
   // The Yacobots take the first queue files; the next invocation runs the re-sent hour.
-  for (const id of ['1', '2', '3']) fs.rmSync(path.join(dir, 'var/queue', id, `${run}.tsv`), { force: true });
+  takeQueueFiles(dir, run);
   const again = await runner(dir);
   assert.equal(again.status, 0, again.stderr);
   assert.ok(fs.readFileSync(path.join(dir, 'var/state/done', RUNS[0]!)).equals(fs.readFileSync(path.join(REFLOGS, RUNS[1]!))));
@@ -1742,11 +1753,10 @@ test('a reflog renamed over INBOX/RUN.reflog while that run is in progress stays
 });
 
 test('a roll forward does not move a reflog that came under the name after the run\'s own had left; an old COMMIT without the identity still moves it', async () => {
-  const run = RUNS[0]!.replace(/\.reflog$/, '');
+  const run = RUN0;
   const resent = fs.readFileSync(path.join(REFLOGS, RUNS[1]!));
   // Killed after the reflog step: the run's reflog is in done/, COMMIT still there.
-  const dir = fresh();
-  keepOnly(dir, RUNS[0]!);
+  const dir = freshFirstOnly();
   const inboxFile = path.join(dir, 'var/inbox', RUNS[0]!);
   const killed = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${run}:uncommit` } });
   assert.equal(killed.signal, 'SIGKILL', killed.stderr);
@@ -1760,15 +1770,14 @@ test('a roll forward does not move a reflog that came under the name after the r
   assert.match(r.stderr, /is still there with other URLs/);
   assert.ok(fs.readFileSync(inboxFile).equals(resent), 'still in the inbox');
   assert.ok(fs.readFileSync(path.join(dir, 'var/state/done', RUNS[0]!)).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))), 'done/ holds the one processed');
-  for (const id of ['1', '2', '3']) fs.rmSync(path.join(dir, 'var/queue', id, `${run}.tsv`), { force: true });
+  takeQueueFiles(dir, run);
   const again = await runner(dir);
   assert.equal(again.status, 0, again.stderr);
   assert.ok(fs.readFileSync(path.join(dir, 'var/state/done', RUNS[0]!)).equals(resent));
   assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[run, 'ok'], [run, 'failed'], [run, 'ok']]);
 
   // A COMMIT written by a runner that did not record the identity: the reflog step moves what is there.
-  const old = fresh();
-  keepOnly(old, RUNS[0]!);
+  const old = freshFirstOnly();
   const k2 = await runner(old, [], { env: { REFLOG_RUNNER_FAILPOINT: `${run}:reflog` } });
   assert.equal(k2.signal, 'SIGKILL', k2.stderr);
   const marker = path.join(old, 'var/state/staging', run, 'COMMIT');
@@ -1785,9 +1794,8 @@ test('a roll forward does not move a reflog that came under the name after the r
 test('an error that persists after the commit (a directory in the way in done/) fails every invocation without publishing the queue files again; gone, the run completes', async () => {
   // Every roll forward renamed the queue files into QUEUE/<id>/ again: a Yacobot that
   // had taken its file got it back at every invocation.
-  const dir = fresh();
-  keepOnly(dir, RUNS[0]!);
-  const run = RUNS[0]!.replace(/\.reflog$/, '');
+  const dir = freshFirstOnly();
+  const run = RUN0;
   const obstacle = path.join(dir, 'var/state/done', RUNS[0]!);
   fs.mkdirSync(obstacle, { recursive: true });
   const first = await runner(dir);
@@ -1816,9 +1824,8 @@ test('a roll forward killed while it copied a queue file again does not leave th
   // The copy again (queue file renamed, staged copy not yet removed when a crash came)
   // went to .RUN.tsv.publish, the name of the complete prepared copy made before COMMIT:
   // killed in the middle, it left a cut copy that the next roll forward renamed into place.
-  const dir = fresh();
-  keepOnly(dir, RUNS[0]!);
-  const run = RUNS[0]!.replace(/\.reflog$/, '');
+  const dir = freshFirstOnly();
+  const run = RUN0;
   const killed = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${run}:queue:1` } });
   assert.equal(killed.signal, 'SIGKILL', killed.stderr);
   const dst = path.join(dir, 'var/queue/1', `${run}.tsv`);
@@ -1875,7 +1882,7 @@ test('a reflog re-sent under its name while the run copies it to another file sy
   // The copy (or the new link) was followed by removing the inbox name: the re-sent hour
   // renamed over it meanwhile was deleted unread, and nothing said so.
   const preload = `--import=${pathToFileURL(path.join(ROOT, 'dist/test/lib/signal-after-call.js')).href}`;
-  const run = RUNS[0]!.replace(/\.reflog$/, '');
+  const run = RUN0;
   const original = fs.readFileSync(path.join(REFLOGS, RUNS[0]!));
   const resent = fs.readFileSync(path.join(REFLOGS, RUNS[1]!));
   const resend = (dir: string, inboxFile: string) => {
@@ -1942,12 +1949,11 @@ test('a reflog re-sent under its name while the run copies it to another file sy
 test('a replay made with ln instead of mv (the inbox file a hard link of done/RUN.reflog) leaves the inbox once processed', async () => {
   // rename(2) of a link over another link of the same file does nothing: the reflog stayed
   // in the inbox and every invocation ran that hour again.
-  const dir = fresh();
-  keepOnly(dir, RUNS[0]!);
-  const run = RUNS[0]!.replace(/\.reflog$/, '');
+  const dir = freshFirstOnly();
+  const run = RUN0;
   const first = await runner(dir);
   assert.equal(first.status, 0, first.stderr);
-  for (const id of ['1', '2', '3']) fs.rmSync(path.join(dir, 'var/queue', id, `${run}.tsv`), { force: true }); // taken
+  takeQueueFiles(dir, run);
   const done = path.join(dir, 'var/state/done', RUNS[0]!);
   fs.linkSync(done, path.join(dir, 'var/inbox', RUNS[0]!));
   const replay = await runner(dir);

@@ -102,3 +102,24 @@ export function listFiles(dir: string, rel = ''): string[] {
   }
   return out.sort();
 }
+
+/**
+ * Awaits `done`, a stage blocked on the FIFO `fifo` (opening it, or in a read or write)
+ * that was sent a signal; if it has not ended 10 s later, opens the FIFO's other end
+ * (`flags`: O_RDONLY for a stage writing, O_WRONLY for one reading) to release it.
+ * Returns its result and whether that was needed (the stage did not act on the signal).
+ */
+export async function awaitWithLateFifoEnd<T>(done: Promise<T>, fifo: string, flags: number): Promise<{ result: T; endCame: boolean }> {
+  let endCame = false;
+  const late = setTimeout(() => {
+    endCame = true;
+    try {
+      fs.closeSync(fs.openSync(fifo, flags | fs.constants.O_NONBLOCK));
+    } catch {
+      /* gone already */
+    }
+  }, 10_000);
+  const result = await done;
+  clearTimeout(late);
+  return { result, endCame };
+}
