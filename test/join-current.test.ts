@@ -13,7 +13,7 @@ import { TextSink } from './lib/bytes.js';
 import { SEED, lineOf, recArb, text, uniqueSorted, type Rec } from './lib/model.js';
 import { writeJoined } from '../src/stages/join-current.js';
 import { COPY_PREFIX, HOST_TAG, ownedTempPrefix, regularFileFor } from '../src/core/tsv.js';
-import { isTimestampAt, isValidTimestamp } from '../src/core/time.js';
+import { isValidTimestamp, timestampKey } from '../src/core/time.js';
 
 const ROOT_DIR = scratch('ms-join-');
 let dirNo = 0;
@@ -286,7 +286,15 @@ test('a timestamp that is not a real time is refused where it is (current_log or
   assert.equal(runBin('join-current', ['--current', 'current_log'], '', dir).status, 0);
 });
 
-test('isTimestampAt (the fast check, with its cache of real hours) agrees with isValidTimestamp', () => {
+test('timestampKey (the check every record gets, with its cache of real hours) agrees with a calendar from Date, as isValidTimestamp does', () => {
+  // Proleptic Gregorian, as the project's own: setUTCFullYear, not Date.UTC (which reads years below 100 as 19xx).
+  const real = (t: string) => {
+    if (!/^[0-9]{14}$/.test(t)) return false;
+    const [y, mo, d, h, mi, s] = [t.slice(0, 4), t.slice(4, 6), t.slice(6, 8), t.slice(8, 10), t.slice(10, 12), t.slice(12, 14)].map(Number) as [number, number, number, number, number, number];
+    const dt = new Date(0);
+    dt.setUTCFullYear(y, mo - 1, d);
+    return dt.getUTCFullYear() === y && dt.getUTCMonth() === mo - 1 && dt.getUTCDate() === d && h <= 23 && mi <= 59 && s <= 59;
+  };
   const digits = (n: number) => fc.integer({ min: 0, max: 10 ** n - 1 }).map((v) => String(v).padStart(n, '0'));
   const ts = fc.oneof(
     fc.tuple(fc.integer({ min: 1999, max: 2101 }), fc.integer({ min: 0, max: 13 }), fc.integer({ min: 0, max: 32 }), fc.integer({ min: 0, max: 25 }), fc.integer({ min: 55, max: 61 }), fc.integer({ min: 55, max: 61 }))
@@ -298,7 +306,8 @@ test('isTimestampAt (the fast check, with its cache of real hours) agrees with i
     fc.property(fc.array(ts, { maxLength: 50 }), (list) => {
       for (const t of list) {
         const b = Buffer.from('x' + t + 'y', 'latin1');
-        assert.equal(isTimestampAt(b, 1, 1 + t.length), isValidTimestamp(t), t);
+        assert.equal(timestampKey(b, 1, 1 + t.length) >= 0, real(t), t);
+        assert.equal(isValidTimestamp(t), real(t), t);
       }
     }),
     { seed: SEED, numRuns: 300 },

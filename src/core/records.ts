@@ -4,7 +4,7 @@
 import { isValidHits, isValidHitsAt } from './hits.js';
 import { DASH, compareBytes, isDigitsAt, latin1 } from './bytes.js';
 import { findTabsAt } from './tsv.js';
-import { isTimestampAt, isValidTimestamp } from './time.js';
+import { isValidTimestamp, timestampKey } from './time.js';
 
 /** URL record: `id timestamp updatetag hits domain url` (incoming, current, filtered, queue). */
 export const URL_RECORD = ['id', 'timestamp', 'updatetag', 'hits', 'domain', 'url'] as const;
@@ -196,7 +196,7 @@ export function checkUrlRecordAt(l: LineRef): string | null {
     l.end > T[4]! + 1 &&
     isIdAt(b, s) &&
     isDomainAt(b, T[3]! + 1, T[4]!) &&
-    isTimestampAt(b, s + 17, s + 31) &&
+    timestampKey(b, s + 17, s + 31) >= 0 &&
     isValidHitsAt(b, T[2]! + 1, T[3]!);
   return ok ? null : (checkUrlRecord(l.text().split('\t')) ?? 'malformed record');
 }

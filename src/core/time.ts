@@ -8,7 +8,10 @@ export function isValidTimestamp(ts: string): boolean {
   return /^[0-9]{14}$/.test(ts) && timestampKey(Buffer.from(ts, 'latin1'), 0, 14) >= 0;
 }
 
-let lastKey = -1;
+// Real hours seen, direct-mapped on the hour's ten digits YYYYMMDDhh as a number:
+// a reflog repeats the same few hours, and so does a current_log, whose consecutive
+// timestamps differ (a one-value cache missed on nearly every line of it).
+const realHours = new Float64Array(1024).fill(-1);
 
 /**
  * The timestamp in `buf[start, end)` as the number YYYYMMDDhhmmss (its bytewise
@@ -23,37 +26,13 @@ export function timestampKey(buf: Uint8Array, start: number, end: number): numbe
     if (c < 0 || c > 9) return -1;
     v = v * 10 + c;
   }
-  // A reflog carries the same second on many consecutive lines.
-  if (v === lastKey) return v;
-  if (Math.floor(v / 100) % 100 > 59 || v % 100 > 59 || !isRealHour(Math.floor(v / 1e4))) return -1;
-  lastKey = v;
-  return v;
-}
-
-// Real hours seen by isTimestampAt, direct-mapped as hourKeys below: a current_log
-// spans a few hours, but its consecutive timestamps differ, so timestampKey's
-// one-value cache misses on nearly every line.
-const realHours = new Float64Array(1024).fill(-1);
-
-/** True when `buf[start, end)` is 14 digits naming a real calendar date and time (as timestampKey >= 0, faster on varied timestamps). */
-export function isTimestampAt(buf: Uint8Array, start: number, end: number): boolean {
-  if (end - start !== 14) return false;
-  let hour = 0;
-  for (let i = start; i < start + 10; i++) {
-    const c = buf[i]! - 48;
-    if (c < 0 || c > 9) return false;
-    hour = hour * 10 + c;
-  }
-  for (let i = start + 10; i < end; i++) {
-    const c = buf[i]! - 48;
-    if (c < 0 || c > 9) return false;
-  }
-  if (buf[start + 10]! > 0x35 || buf[start + 12]! > 0x35) return false; // minute, second > 59
+  if (buf[start + 10]! > 0x35 || buf[start + 12]! > 0x35) return -1; // minute, second > 59
+  const hour = Math.floor(v / 1e4);
   const slot = hour & 1023;
-  if (realHours[slot] === hour) return true;
-  if (!isRealHour(hour)) return false;
+  if (realHours[slot] === hour) return v;
+  if (!isRealHour(hour)) return -1;
   realHours[slot] = hour;
-  return true;
+  return v;
 }
 
 /** True when the ten digits YYYYMMDDhh (as a number) name a real calendar date and hour. */
