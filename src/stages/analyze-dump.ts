@@ -552,20 +552,23 @@ applied in input order, so the output does not depend on the number of threads. 
     // Batches analyzed on this thread (no workers, an input smaller than one batch, or
     // every worker two batches behind); made on first use.
     let inline: BatchAnalyzer | null = null;
-    let inlineLend: Lent | undefined;
     // Workers start with the first full batch; a small input is done before one could start.
     const batcher = new LineBatcher(BATCH_BYTES, maxLine);
+    // Output buffers of applied batches, to fill again (recycling, not garbage).
     const lend: Lent[] = [];
     let pool = null as WorkerPool<AnalyzeJob, AnalyzeDone> | null;
     let localBatches = 0;
     let workerBatches = 0;
     ctx.onExit(() => pool?.close());
+    const parseHere = async (batch: Buffer, reuse: Lent | undefined) => {
+      inline ??= new BatchAnalyzer(o, await loadUrlHash(), maxLine);
+      return inline.run(batch, reuse);
+    };
     const submit = async (batch: Buffer, final: boolean) => {
       if (o.threads === 0 || (pool === null && final)) {
-        inline ??= new BatchAnalyzer(o, await loadUrlHash(), maxLine);
-        const { result, packed } = inline.run(batch, inlineLend);
+        const { result, packed } = await parseHere(batch, lend.pop());
         apply(result, packed);
-        inlineLend = { packed, rejects: result.rejects };
+        lend.push({ packed, rejects: result.rejects });
         await rejectsTaken();
         return;
       }
@@ -586,8 +589,7 @@ applied in input order, so the output does not depend on the number of threads. 
       if (pool.offer({ batch, reuse }, [batch.buffer as ArrayBuffer, ...(reuse ? lentBuffers(reuse) : [])], WORKER_QUEUE)) {
         workerBatches++;
       } else {
-        inline ??= new BatchAnalyzer(o, await loadUrlHash(), maxLine);
-        const { result, packed } = inline.run(batch, reuse);
+        const { result, packed } = await parseHere(batch, reuse);
         localBatches++;
         pool.local({ result, packed, batch });
       }
