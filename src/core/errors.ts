@@ -36,6 +36,12 @@ export function signalExitStatus(signal: NodeJS.Signals): number {
 }
 
 const CONTROL = /[\x00-\x1f\x7f]/g;
+const HAS_CONTROL = /[\x00-\x1f\x7f]/;
+
+/** Whether `s` holds a control character (what visibleName would escape). */
+export function hasControl(s: string): boolean {
+  return HAS_CONTROL.test(s);
+}
 const NAMED: Record<string, string> = { '\t': '\\t', '\n': '\\n', '\r': '\\r' };
 
 /**
@@ -54,7 +60,7 @@ export function visibleName(s: string): string {
  */
 export function shellQuote(s: string): string {
   if (/^[A-Za-z0-9_./:=@%+,-]+$/.test(s)) return s;
-  if (/[\x00-\x1f\x7f]/.test(s)) return `$'${visibleName(s.replace(/[\\']/g, '\\$&'))}'`;
+  if (hasControl(s)) return `$'${visibleName(s.replace(/[\\']/g, '\\$&'))}'`;
   return `'${s.replace(/'/g, `'\\''`)}'`;
 }
 

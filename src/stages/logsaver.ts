@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { pathOption, type StageDef } from '../cli/stage.js';
 import { mkdirEach } from '../core/dirs.js';
-import { DataError, UsageError, ioError } from '../core/errors.js';
+import { DataError, UsageError, hasControl, ioError } from '../core/errors.js';
 import { BytesIndex } from '../core/bytesindex.js';
 import { LF, TAB, putBytes } from '../core/bytes.js';
 import { LineRef, ROUTED_RECORD, checkUrlRecordAt, clip, isYacobotIdAt } from '../core/records.js';
@@ -20,7 +20,7 @@ export function checkQueueName(name: string): string | null {
   if (name === '') return 'is empty';
   if (name.includes('/')) return "contains '/'";
   if (name.startsWith('.')) return "starts with '.'";
-  if (/[\x00-\x1f\x7f]/.test(name)) return 'contains a control character';
+  if (hasControl(name)) return 'contains a control character';
   if (Buffer.byteLength(name) > 200) return 'is longer than 200 bytes';
   return null;
 }

@@ -18,7 +18,7 @@ import {
   type YacobotLoad,
   MAX_WEIGHT,
 } from '../core/db.js';
-import { DataError, UsageError, formatPlace, ioError, visibleName } from '../core/errors.js';
+import { DataError, UsageError, formatPlace, hasControl, ioError, visibleName } from '../core/errors.js';
 import { parseCount, parseDecimal } from '../core/numbers.js';
 import { clip } from '../core/records.js';
 import { formatTimestamp } from '../core/time.js';
@@ -51,7 +51,7 @@ export function parseWeight(text: string): number {
 export function checkYacobotName(name: string): string | null {
   if (name.trim() !== name || name === '') return 'must be non-empty without leading or trailing spaces';
   if (/^\d+$/.test(name)) return 'must not be all digits (digits mean an id)';
-  if (/[\x00-\x1f\x7f]/.test(name)) return 'must not contain control characters';
+  if (hasControl(name)) return 'must not contain control characters';
   if (name.length > 100) return 'must be at most 100 characters';
   return null;
 }
