@@ -50,6 +50,7 @@ import {
   preparedPath,
   publishCopy,
   relinkDurable,
+  renameDurable,
   renameIntoPlace,
   sameBytes,
   writeFileDurable,
@@ -369,20 +370,7 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
         fsyncPath(path.dirname(plan.reflog));
         return;
       }
-      if (relativeLinkTarget(plan.reflog, st) === null) {
-        let moved = true;
-        try {
-          fs.renameSync(plan.reflog, to);
-        } catch (err) {
-          if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw ioError(err, to, `move ${plan.reflog} here`);
-          moved = false;
-        }
-        if (moved) {
-          fsyncPath(done);
-          fsyncPath(path.dirname(plan.reflog));
-          return;
-        }
-      }
+      if (relativeLinkTarget(plan.reflog, st) === null && renameDurable(plan.reflog, to)) return;
       // A copy to another file system, or a link made anew, ends by removing the source:
       // removed by its inbox name, a re-sent hour renamed over that name meanwhile (for
       // the seconds a big copy takes) was deleted unread. Parked first under a dot name

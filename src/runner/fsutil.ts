@@ -124,19 +124,31 @@ export function renameIntoPlace(tmp: string, dst: string): void {
  * place, so calling it again finishes the move.
  */
 export function moveDurable(src: string, dst: string): void {
+  if (renameDurable(src, dst)) return;
+  publishCopy(src, dst);
+  try {
+    fs.unlinkSync(src);
+  } catch (e) {
+    throw ioError(e, src, 'remove after copying');
+  }
+  fsyncPath(path.dirname(dst));
+  fsyncPath(path.dirname(src));
+}
+
+/**
+ * Renames `src` over `dst` and fsyncs both directories; false, touching nothing, when
+ * they are on two file systems (EXDEV: the caller copies).
+ */
+export function renameDurable(src: string, dst: string): boolean {
   try {
     fs.renameSync(src, dst);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw ioError(err, dst, `move ${src} here`);
-    publishCopy(src, dst);
-    try {
-      fs.unlinkSync(src);
-    } catch (e) {
-      throw ioError(e, src, 'remove after copying');
-    }
+    return false;
   }
   fsyncPath(path.dirname(dst));
   fsyncPath(path.dirname(src));
+  return true;
 }
 
 /**
