@@ -15,7 +15,11 @@ interface Answer {
   tag: string;
 }
 
-/** A pool of `size` test workers; returns it and the answers in the order handed over. */
+/**
+ * A pool of `size` test workers; returns it, `post` (a job with no limit on pending
+ * ones: posted at once, the jobs go to the workers in turn) and the answers in the
+ * order handed over.
+ */
 function pool(size: number, onResult?: (a: Answer) => void) {
   const got: number[] = [];
   const p = new WorkerPool<PoolJob, Answer>(WORKER, { tag: 'x' }, size, (a) => {
@@ -23,15 +27,16 @@ function pool(size: number, onResult?: (a: Answer) => void) {
     got.push(a.n);
     onResult?.(a);
   });
-  return { p, got };
+  const post = (job: PoolJob) => assert.ok(p.offer(job, [], Infinity));
+  return { p, post, got };
 }
 
 test('answers are handed over in the order the jobs were posted, though later jobs finish first', LIMIT, async () => {
-  const { p, got } = pool(3);
+  const { p, post, got } = pool(3);
   try {
     // Job 0 is the slowest: every other answer is ready before it and must wait.
     const delays = [120, 5, 60, 0, 30, 10, 90, 1];
-    delays.forEach((delayMs, n) => p.post({ n, delayMs, action: 'answer' }));
+    delays.forEach((delayMs, n) => post({ n, delayMs, action: 'answer' }));
     await p.settle(4);
     assert.ok(got.length >= 4, `at most 4 left pending: ${got}`);
     assert.deepEqual(got, [0, 1, 2, 3, 4, 5, 6, 7].slice(0, got.length));
@@ -43,16 +48,16 @@ test('answers are handed over in the order the jobs were posted, though later jo
 });
 
 test('a worker that throws fails settle() with its error; answers after the failure are not handed over', LIMIT, async () => {
-  const { p, got } = pool(2);
+  const { p, post, got } = pool(2);
   try {
     // Answer 0 is handed over before job 1 is posted: the two threads start independently,
-    // and the second one's throw (20 ms after it started) could come before the first one's
-    // answer. Job 2 (on the first thread again) answers after the throw, or before it, but
+    // and a throw on the other one (20 ms after it started) could come before the first
+    // one's answer. Job 2 (on the other thread) answers after the throw, or before it, but
     // in either case after a failure that comes first in posting order.
-    p.post({ n: 0, delayMs: 0, action: 'answer' });
+    post({ n: 0, delayMs: 0, action: 'answer' });
     await p.settle(0);
-    p.post({ n: 1, delayMs: 20, action: 'throw' });
-    p.post({ n: 2, delayMs: 200, action: 'answer' });
+    post({ n: 1, delayMs: 20, action: 'throw' });
+    post({ n: 2, delayMs: 200, action: 'answer' });
     await assert.rejects(p.settle(0), /job 1 failed in the worker/);
     assert.deepEqual(got, [0]);
   } finally {
@@ -61,12 +66,12 @@ test('a worker that throws fails settle() with its error; answers after the fail
 });
 
 test('a worker thread that ends with work pending fails settle() saying so, rather than a wait forever', LIMIT, async () => {
-  const { p, got } = pool(2);
+  const { p, post, got } = pool(2);
   try {
-    p.post({ n: 0, delayMs: 0, action: 'answer' });
-    p.post({ n: 1, delayMs: 0, action: 'exit' });
-    p.post({ n: 2, delayMs: 0, action: 'answer' });
-    p.post({ n: 3, delayMs: 0, action: 'answer' });
+    post({ n: 0, delayMs: 0, action: 'answer' });
+    post({ n: 1, delayMs: 0, action: 'exit' });
+    post({ n: 2, delayMs: 0, action: 'answer' });
+    post({ n: 3, delayMs: 0, action: 'answer' });
     await assert.rejects(p.settle(0), /worker thread exited \(code 3\) with work pending/);
     assert.ok(!got.includes(1) && !got.includes(3), `nothing of the dead thread: ${got}`);
   } finally {
@@ -75,10 +80,10 @@ test('a worker thread that ends with work pending fails settle() saying so, rath
 });
 
 test('a worker thread that ends while idle fails the next settle() rather than taking jobs it never answers', LIMIT, async () => {
-  const { p, got } = pool(1);
+  const { p, post, got } = pool(1);
   let exited = false;
   try {
-    p.post({ n: 0, delayMs: 0, action: 'answer-exit' });
+    post({ n: 0, delayMs: 0, action: 'answer-exit' });
     await p.settle(0);
     assert.deepEqual(got, [0]);
     // Its thread ends with nothing pending (as when the main thread parsed the batches meanwhile).
@@ -96,11 +101,11 @@ test('a worker thread that ends while idle fails the next settle() rather than t
 });
 
 test('an error thrown while handing an answer over fails settle() with it', LIMIT, async () => {
-  const { p, got } = pool(2, (a) => {
+  const { p, post, got } = pool(2, (a) => {
     if (a.n === 1) throw new Error('sink refused answer 1');
   });
   try {
-    for (let n = 0; n < 4; n++) p.post({ n, delayMs: 0, action: 'answer' });
+    for (let n = 0; n < 4; n++) post({ n, delayMs: 0, action: 'answer' });
     await assert.rejects(p.settle(0), /sink refused answer 1/);
     assert.deepEqual(got, [0, 1], 'no answer handed over after the failure');
   } finally {

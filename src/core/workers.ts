@@ -2,9 +2,10 @@
 import { Worker } from 'node:worker_threads';
 
 /**
- * A fixed set of worker threads running one module. Jobs go to the workers in turn;
- * their answers are handed to `onResult` strictly in the order the jobs were posted,
- * as soon as each is ready (so progress does not wait for more input).
+ * A fixed set of worker threads running one module. A job goes to the worker with
+ * the fewest pending (`offer`) or is done by the caller (`local`); answers are handed
+ * to `onResult` strictly in the order the jobs were given, as soon as each is ready
+ * (so progress does not wait for more input).
  */
 export class WorkerPool<J, R> {
   private workers: Worker[] = [];
@@ -36,16 +37,10 @@ export class WorkerPool<J, R> {
     }
   }
 
-  /** Posts a job to the next worker, handing over the buffers in `transfer`. */
-  post(job: J, transfer: ArrayBuffer[] = []): void {
-    const i = this.posted % this.workers.length;
-    this.jobs[i]!.push(this.posted++);
-    this.workers[i]!.postMessage(job, transfer);
-  }
-
   /**
-   * Posts a job to the worker with the fewest jobs pending, if it has fewer than
-   * `max`; returns false, posting nothing, when every worker has `max` or more.
+   * Posts a job to the worker with the fewest jobs pending (the first of equals), handing
+   * over the buffers in `transfer`, if it has fewer than `max`; returns false, posting
+   * nothing, when every worker has `max` or more.
    */
   offer(job: J, transfer: ArrayBuffer[], max: number): boolean {
     let best = 0;
