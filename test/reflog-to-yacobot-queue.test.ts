@@ -1967,3 +1967,95 @@ test('a replay made with ln instead of mv (the inbox file a hard link of done/RU
   assert.equal(fs.statSync(done).nlink, 1);
   assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[run, 'ok'], [run, 'ok']]);
 });
+
+test('a symlinked reflog whose target is deleted once its run read it leaves the inbox as a link (absolute or relative target, stopped or killed before the reflog step); another link renamed over it stays', async () => {
+  // statSync saw the dangling link as nothing there ("moved before a crash"): the link
+  // stayed in the inbox and every later invocation failed on it, running no later hour.
+  const run = RUN0;
+  const setup = (kind: 'absolute' | 'relative') => {
+    const dir = fresh();
+    keepOnly(dir, RUNS[1]!);
+    fs.mkdirSync(path.join(dir, 'var/incoming'));
+    fs.copyFileSync(path.join(REFLOGS, RUNS[0]!), path.join(dir, 'var/incoming/x.reflog'));
+    fs.symlinkSync(kind === 'absolute' ? path.join(dir, 'var/incoming/x.reflog') : '../incoming/x.reflog', path.join(dir, 'var/inbox', RUNS[0]!));
+    return dir;
+  };
+  const finished = async (dir: string, kind: 'absolute' | 'relative', what: string, r: Done) => {
+    assert.equal(r.status, 0, `${what}: ${r.stderr}`);
+    assert.ok(!hasStackTrace(r.stderr), r.stderr);
+    assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), [], `${what}: the link and the next reflog left the inbox`);
+    const done = path.join(dir, 'var/state/done', RUNS[0]!);
+    assert.ok(fs.lstatSync(done).isSymbolicLink(), `${what}: done/ holds the link`);
+    const where = kind === 'absolute' ? dir : fs.realpathSync(dir);
+    assert.equal(fs.readlinkSync(done), path.join(where, 'var/incoming/x.reflog'), `${what}: leading where it led`);
+    assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/done')).sort(), [RUNS[0]!, RUNS[1]!]);
+    assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[run, 'ok'], [RUNS[1]!.replace(/\.reflog$/, ''), 'ok']]);
+    const next = await runner(dir);
+    assert.equal(next.status, 0, `${what}, the next invocation: ${next.stderr}`);
+    assert.match(next.stderr, /nothing to do/);
+  };
+  for (const kind of ['absolute', 'relative'] as const) {
+    const dir = setup(kind);
+    const resume = await stoppedBefore(dir, `${run}:reflog`);
+    fs.rmSync(path.join(dir, 'var/incoming/x.reflog'));
+    await finished(dir, kind, `${kind}, stopped before the reflog step`, await resume());
+  }
+  // Killed before the reflog step, the target deleted, then rolled forward.
+  const killedBefore = async () => {
+    const dir = setup('relative');
+    const killed = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${run}:reflog` } });
+    assert.equal(killed.signal, 'SIGKILL', killed.stderr);
+    fs.rmSync(path.join(dir, 'var/incoming/x.reflog'));
+    return dir;
+  };
+  const dir2 = await killedBefore();
+  const r2 = await runner(dir2);
+  assert.match(r2.stderr, /rolling forward/);
+  await finished(dir2, 'relative', 'rolled forward', r2);
+  // Killed once the link is parked under its dot name: the roll forward finishes the move.
+  const dir5 = setup('relative');
+  const preload = `--import=${pathToFileURL(path.join(ROOT, 'dist/test/lib/signal-after-call.js')).href}`;
+  const env = {
+    REFLOG_RUNNER_FAILPOINT: `${run}:reflog`,
+    REFLOG_RUNNER_FAILSIGNAL: 'SIGSTOP',
+    NODE_OPTIONS: preload,
+    SIGNAL_AFTER_CALL: 'renameSync',
+    SIGNAL_ARG: path.join(dir5, 'var/inbox', RUNS[0]!),
+    SIGNAL_SEND: 'SIGKILL',
+  };
+  const resume5 = await stoppedWith(dir5, [], env, 'before the reflog step');
+  fs.rmSync(path.join(dir5, 'var/incoming/x.reflog'));
+  assert.equal((await resume5()).signal, 'SIGKILL');
+  assert.deepEqual(fs.readdirSync(path.join(dir5, 'var/inbox')), [`.${RUNS[0]!}.moving`, RUNS[1]!].sort(), 'killed once parked');
+  await finished(dir5, 'relative', 'killed once parked, rolled forward', await runner(dir5));
+  // A COMMIT written before the link was recorded cannot tell it is the run's: it stays,
+  // and the run of it fails, naming it and saying its target is gone.
+  const dir3 = await killedBefore();
+  const marker = path.join(dir3, 'var/state/staging', run, 'COMMIT');
+  const plan = JSON.parse(fs.readFileSync(marker, 'utf8')) as Record<string, unknown>;
+  assert.ok(plan.reflogLink, 'the marker records the link read');
+  delete plan.reflogLink;
+  fs.writeFileSync(marker, JSON.stringify(plan));
+  const r3 = await runner(dir3);
+  assert.equal(r3.status, 1, r3.stderr);
+  assert.ok(!hasStackTrace(r3.stderr), r3.stderr);
+  const inboxFile3 = path.join(dir3, 'var/inbox', RUNS[0]!);
+  assert.ok(
+    r3.stderr.includes(`run ${run} failed: ${inboxFile3}: cannot read: ENOENT: it is a symbolic link, and its target ../incoming/x.reflog is missing`),
+    r3.stderr,
+  );
+  assert.deepEqual(fs.readdirSync(path.join(dir3, 'var/state/staging')), [], 'rolled forward all the same');
+
+  // Another link, to the same path, renamed over the name meanwhile: not the run's, it stays.
+  const dir4 = setup('absolute');
+  const inboxFile = path.join(dir4, 'var/inbox', RUNS[0]!);
+  const resume4 = await stoppedBefore(dir4, `${run}:reflog`);
+  fs.rmSync(path.join(dir4, 'var/incoming/x.reflog'));
+  fs.symlinkSync(path.join(dir4, 'var/incoming/x.reflog'), path.join(dir4, 'other'));
+  fs.renameSync(path.join(dir4, 'other'), inboxFile);
+  const r4 = await resume4();
+  assert.equal(r4.status, 0, r4.stderr);
+  assert.ok(r4.stderr.includes(`warning: ${inboxFile} is not the file run ${run} read`), r4.stderr);
+  assert.deepEqual(fs.readdirSync(path.join(dir4, 'var/inbox')), [RUNS[0]!]);
+  assert.deepEqual(fs.readdirSync(path.join(dir4, 'var/state/done')), [RUNS[1]!]);
+});

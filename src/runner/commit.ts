@@ -32,6 +32,8 @@
 //                 A copy across file systems or a relative link made anew starts by
 //                 parking the reflog under a dot name (parkedPath), so that the
 //                 removal that ends it cannot hit a newcomer at the inbox name.
+//                 A symlink whose target went after the run read it is moved too when
+//                 it is the link the run read through (reflogLink: its own identity).
 //   7. uncommit   remove COMMIT: from here a crash leaves a directory that
 //                 start-up removes (its reflog has left the inbox).
 //   8. cleanup    remove the staging directory (staged files, run.json).
@@ -56,7 +58,7 @@ import {
   writeFileDurable,
 } from './fsutil.js';
 import { REFLOG_EXT, keptRejects, type RunRecord } from './plan.js';
-import { reflogIdentity, type ReflogIdentity } from './pipeline.js';
+import { reflogIdentity, sameFile, type ReflogIdentity } from './pipeline.js';
 
 /** Everything the publish needs, recorded in the COMMIT marker (absolute paths). */
 export interface CommitPlan {
@@ -67,6 +69,12 @@ export interface CommitPlan {
   reflog: string;
   /** The file the run read at `reflog`; absent in markers of runners before it was recorded. */
   reflogFile?: ReflogIdentity;
+  /**
+   * The inbox entry the run read it through: the symlink's own identity (lstat), or null
+   * when `reflog` was the file itself; absent when that could not be told, and in markers
+   * of runners before it was recorded.
+   */
+  reflogLink?: ReflogIdentity | null;
   queueDir: string;
   backlogWarn: number;
   /** Staged queue files: QUEUE/<yacobot>/<RUN>.tsv comes from <staging>/work/queue/<yacobot>/<RUN>.tsv. */
@@ -236,15 +244,29 @@ function sameCopy(staged: string, copy: string): boolean {
 }
 
 /**
+ * The target for done/ of the symlink `file` whose target is gone: the same absolute
+ * path, or a relative one resolved from the link's directory (kept relative, it would
+ * lead elsewhere from done/).
+ */
+function danglingTarget(file: string): string {
+  try {
+    const target = fs.readlinkSync(file);
+    return path.isAbsolute(target) ? target : path.resolve(fs.realpathSync(path.dirname(file)), target);
+  } catch (err) {
+    throw ioError(err, file, 'read symlink');
+  }
+}
+
+/**
  * Moves the reflog parked at `from` (parkedPath) to done/ as `to`: a link with a relative
- * target as a link to the real path of its file, anything else as it is; `from` goes last.
+ * target as a link to the real path of its file, a link whose target is gone as a link to
+ * where it led (a copy would find nothing to copy), anything else as it is; `from` goes last.
  */
 function moveOut(from: string, to: string): void {
-  let st: fs.BigIntStats;
-  try {
-    st = fs.statSync(from, { bigint: true });
-  } catch (err) {
-    throw ioError(err, from, 'stat');
+  const st = statQuiet(from, fs.statSync);
+  if (st === undefined) {
+    if (statQuiet(from, fs.lstatSync)?.isSymbolicLink()) relinkDurable(from, to, danglingTarget(from));
+    return; // moved before a crash (relinkDurable removes `from` last)
   }
   const target = relativeLinkTarget(from, st);
   if (target !== null) relinkDurable(from, to, target);
@@ -261,8 +283,14 @@ function statQuiet(file: string, stat: typeof fs.statSync | typeof fs.lstatSync)
   }
 }
 
-function sameFile(a: ReflogIdentity, b: ReflogIdentity): boolean {
-  return a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtime_ns === b.mtime_ns;
+/** Renames the reflog `file` to its parkedPath `parked`, durably. */
+function park(file: string, parked: string): void {
+  try {
+    fs.renameSync(file, parked);
+  } catch (err) {
+    throw ioError(err, file, `rename to ${path.basename(parked)}`);
+  }
+  fsyncPath(path.dirname(parked));
 }
 
 /** The publish steps of a committed run, in the order above. */
@@ -348,7 +376,21 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
         moveOut(parked, to);
       }
       const st = statQuiet(plan.reflog, fs.statSync);
-      if (st === undefined) return; // moved before a crash
+      if (st === undefined) {
+        // Moved before a crash; or a symlink whose target is gone. The run's own link (its
+        // target deleted once read) leaves the inbox like any reflog: left there, every
+        // later invocation failed on it ('cannot read: ENOENT'), and no later hour ran.
+        const link = statQuiet(plan.reflog, fs.lstatSync);
+        if (link === undefined || !link.isSymbolicLink() || plan.reflogLink === undefined) return; // a marker that cannot tell: left
+        if (plan.reflogLink === null || !sameFile(reflogIdentity(link), plan.reflogLink)) {
+          hooks.reflogReplaced?.(plan.run, plan.reflog);
+          return;
+        }
+        mkdirDurable(done);
+        park(plan.reflog, parked);
+        moveOut(parked, to);
+        return;
+      }
       if (plan.reflogFile !== undefined && !sameFile(reflogIdentity(st), plan.reflogFile)) {
         // Renamed over the name while the run read the old one (or, on a roll forward,
         // after the old one had left): unprocessed, it must stay on the to-do list.
@@ -375,12 +417,7 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
       // removed by its inbox name, a re-sent hour renamed over that name meanwhile (for
       // the seconds a big copy takes) was deleted unread. Parked first under a dot name
       // beside it, only the run's own file is copied and removed.
-      try {
-        fs.renameSync(plan.reflog, parked);
-      } catch (err) {
-        throw ioError(err, plan.reflog, `rename to ${path.basename(parked)}`);
-      }
-      fsyncPath(path.dirname(parked));
+      park(plan.reflog, parked);
       moveOut(parked, to);
     },
   });

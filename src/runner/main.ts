@@ -392,8 +392,9 @@ async function runOne(
   const stopDisplay = showProgress(p.name, progress);
   let outcomes: StageOutcome[];
   let reflogFile: ReflogIdentity | null;
+  let reflogLink: ReflogIdentity | null | undefined;
   try {
-    ({ outcomes, reflog: reflogFile } = await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain')));
+    ({ outcomes, reflog: reflogFile, reflogLink } = await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain')));
   } finally {
     stopDisplay();
   }
@@ -488,6 +489,7 @@ async function runOne(
     state: o.state,
     reflog: p.reflog,
     ...(reflogFile !== null && { reflogFile }),
+    ...(reflogLink !== undefined && { reflogLink }),
     queueDir: o.queueDir,
     backlogWarn: o.backlogWarn,
     queue,

@@ -144,10 +144,57 @@ export function reflogIdentity(st: fs.BigIntStats): ReflogIdentity {
   return { dev: String(st.dev), ino: String(st.ino), size: String(st.size), mtime_ns: String(st.mtimeNs) };
 }
 
+/** Whether two identities are of the same file, unchanged. */
+export function sameFile(a: ReflogIdentity, b: ReflogIdentity): boolean {
+  return a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtime_ns === b.mtime_ns;
+}
+
+/** `lstat(file)` (bigint), or undefined when it cannot be had. */
+function lstatQuiet(file: string): fs.BigIntStats | undefined {
+  try {
+    return fs.lstatSync(file, { bigint: true, throwIfNoEntry: false });
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Which inbox entry the reflog `st` was opened through: the symlink's own identity
+ * (lstat) when `file` was the same symlink before and after the open, null when it was
+ * the file itself, undefined when that cannot be told (the name changed meanwhile).
+ * The reflog step recognises the run's own link by it once its target is gone.
+ */
+function linkRead(file: string, before: fs.BigIntStats | undefined, st: fs.BigIntStats): ReflogIdentity | null | undefined {
+  const after = lstatQuiet(file);
+  if (before === undefined || after === undefined) return undefined;
+  const link = reflogIdentity(after);
+  if (!sameFile(reflogIdentity(before), link)) return undefined;
+  if (after.isSymbolicLink()) return link;
+  return after.dev === st.dev && after.ino === st.ino ? null : undefined;
+}
+
+/** The message of a reflog that cannot be opened; a symlink whose target is gone says so. */
+function cannotOpen(file: string, err: unknown): string {
+  const code = (err as NodeJS.ErrnoException).code ?? String(err);
+  if (code === 'ENOENT' || code === 'ENOTDIR') {
+    let target: string | null = null;
+    try {
+      target = fs.readlinkSync(file);
+    } catch {
+      /* not a symlink (gone meanwhile) */
+    }
+    if (target !== null) {
+      return `${file}: cannot read: ${code}: it is a symbolic link, and its target ${target} is missing (restore that file, or remove the link from the inbox)`;
+    }
+  }
+  return `${file}: cannot read: ${code}`;
+}
+
 /**
  * Runs domains-from-db and the chain of one run. Returns each stage's outcome, in
  * chain order (domains-from-db first), and the identity of the reflog the chain
- * read (null when it did not start); stops after domains-from-db if it failed, or
+ * read (null when it did not start) and of the inbox entry it was read through
+ * (`reflogLink`, see linkRead); stops after domains-from-db if it failed, or
  * if `stopped()` (a signal came) by then. `beforeChain`: a test hook, called just
  * before the check.
  */
@@ -160,7 +207,7 @@ export async function runStages(
   progress: Progress,
   stopped: () => boolean = () => false,
   beforeChain?: () => void,
-): Promise<{ outcomes: StageOutcome[]; reflog: ReflogIdentity | null }> {
+): Promise<{ outcomes: StageOutcome[]; reflog: ReflogIdentity | null; reflogLink: ReflogIdentity | null | undefined }> {
   const outcomes: StageOutcome[] = [];
   const readLog = (i: number, name: string, exit: number): StageOutcome => {
     let text = '';
@@ -185,13 +232,13 @@ export async function runStages(
     const s = readLog(0, 'domains-from-db', r.error ? 1 : statusOf(r));
     if (r.error) s.messages.push(`domains-from-db: cannot start: ${r.error.message}`);
     outcomes.push(s);
-    if (s.exit !== 0) return { outcomes, reflog: null };
+    if (s.exit !== 0) return { outcomes, reflog: null, reflogLink: undefined };
   }
   // A signal that came as domains-from-db was ending found nothing left to stop:
   // without this, the chain would run the whole hour before the runner saw it.
   beforeChain?.();
   for (let i = 0; i < 2; i++) await new Promise((resolve) => setImmediate(resolve));
-  if (stopped()) return { outcomes, reflog: null };
+  if (stopped()) return { outcomes, reflog: null, reflogLink: undefined };
 
   // 1..6: the chain. Its first stage reads the reflog itself, through a descriptor opened
   // here and handed over as its stdin: if this process dies (a SIGKILL of the runner
@@ -202,11 +249,12 @@ export async function runStages(
   // open(2), deaf to SIGTERM and holding the lock, until some process wrote to it.
   // Only a regular file can be read again, whole, by the rerun after a crash.
   let inFd: number;
+  const linkBefore = lstatQuiet(p.reflog);
   try {
     inFd = fs.openSync(p.reflog, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
   } catch (err) {
-    outcomes.push({ name: 'reflog', exit: 1, summary: null, messages: [`${p.reflog}: cannot read: ${(err as NodeJS.ErrnoException).code ?? String(err)}`] });
-    return { outcomes, reflog: null };
+    outcomes.push({ name: 'reflog', exit: 1, summary: null, messages: [cannotOpen(p.reflog, err)] });
+    return { outcomes, reflog: null, reflogLink: undefined };
   }
   const st = fs.fstatSync(inFd, { bigint: true });
   if (!st.isFile()) {
@@ -218,10 +266,11 @@ export async function runStages(
       summary: null,
       messages: [`${p.reflog}: is ${what}: a reflog must be a complete regular file (write it under another name, then rename it into the inbox)`],
     });
-    return { outcomes, reflog: null };
+    return { outcomes, reflog: null, reflogLink: undefined };
   }
   // A sender may rename another file over the inbox name while the chain reads this one.
   const reflog = reflogIdentity(st);
+  const reflogLink = linkRead(p.reflog, linkBefore, st);
   progress.size = Number(st.size);
   progress.read = () => fileOffset(inFd);
   const chain = chainOf(o, p, now);
@@ -242,7 +291,7 @@ export async function runStages(
     if (!known) s.messages.push(`${chain[i]!.name}: no exit status (bash: ${r.error?.message ?? (bashText || statusOf(r))})`);
     outcomes.push(s);
   }
-  return { outcomes, reflog };
+  return { outcomes, reflog, reflogLink };
 }
 
 /**
