@@ -1795,17 +1795,22 @@ test('a roll forward does not move a reflog that came under the name after the r
   assert.ok(fs.existsSync(path.join(old, 'var/state/done', RUNS[0]!)));
 });
 
-test('an error that persists after the commit (a directory in the way in done/) fails every invocation without publishing the queue files again; gone, the run completes', async () => {
+test('an error that persists after the commit (a directory in the way in done/) fails every invocation without publishing the queue files again, or printing its summary line again; gone, the run completes', async () => {
   // Every roll forward renamed the queue files into QUEUE/<id>/ again: a Yacobot that
-  // had taken its file got it back at every invocation.
+  // had taken its file got it back at every invocation. And each printed the run's
+  // summary line once more, marked roll-forward: one run, counted once per invocation.
   const dir = freshFirstOnly();
   const run = RUN0;
+  const summaryLines = (stderr: string) => stderr.split('\n').filter((l) => l.startsWith(`reflog-to-yacobot-queue: ${run}: `)).length;
+  const finishing = `reflog-to-yacobot-queue: run ${run}: already recorded and reported by an earlier invocation; finishing its publish steps\n`;
   const obstacle = path.join(dir, 'var/state/done', RUNS[0]!);
   fs.mkdirSync(obstacle, { recursive: true });
   const first = await runner(dir);
   assert.equal(first.status, 1, first.stderr);
   assert.ok(!hasStackTrace(first.stderr), first.stderr);
   assert.ok(first.stderr.includes(`${obstacle}: cannot move ${path.join(dir, 'var/inbox', RUNS[0]!)} here: EISDIR`), first.stderr);
+  assert.equal(summaryLines(first.stderr), 1, first.stderr);
+  assert.ok(!first.stderr.includes(finishing), first.stderr);
   const queues = ['1', '2', '3'].map((id) => path.join(dir, 'var/queue', id, `${run}.tsv`)).filter((f) => fs.existsSync(f));
   assert.ok(queues.length > 0, 'published before the reflog step');
   for (const f of queues) fs.rmSync(f); // the Yacobots take their files
@@ -1813,11 +1818,15 @@ test('an error that persists after the commit (a directory in the way in done/) 
   assert.equal(second.status, 1, second.stderr);
   assert.ok(second.stderr.includes(`${obstacle}: cannot move `), second.stderr);
   assert.match(second.stderr, /rolling forward/);
+  assert.equal(summaryLines(second.stderr), 0, second.stderr);
+  assert.equal(second.stderr.split(finishing).length, 2, `said once: ${second.stderr}`);
   for (const f of queues) assert.ok(!fs.existsSync(f), `${f} was not published again`);
   assert.ok(fs.existsSync(path.join(dir, 'var/inbox', RUNS[0]!)), 'the reflog is still in the inbox');
   fs.rmdirSync(obstacle);
   const third = await runner(dir);
   assert.equal(third.status, 0, third.stderr);
+  assert.equal(summaryLines(third.stderr), 0, third.stderr);
+  assert.equal(third.stderr.split(finishing).length, 2, `said once: ${third.stderr}`);
   for (const f of queues) assert.ok(!fs.existsSync(f), `${f} was not published again`);
   assert.ok(fs.readFileSync(obstacle).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))), 'the reflog is in done/');
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
@@ -1921,7 +1930,8 @@ test('a reflog re-sent under its name while the run copies it to another file sy
   assert.deepEqual(fs.readdirSync(path.join(dir2, 'var/inbox')), [`.${RUNS[0]!}.moving`], 'killed once parked');
   const again = await runner(dir2);
   assert.equal(again.status, 0, again.stderr);
-  assert.match(again.stderr, new RegExp(`${run}: .*roll-forward`));
+  // Its line was written to runs.jsonl by the killed invocation, which printed nothing: printed now, once.
+  assert.equal(again.stderr.split('\n').filter((l) => new RegExp(`^reflog-to-yacobot-queue: ${run}: .*roll-forward`).test(l)).length, 1, again.stderr);
   assert.deepEqual(fs.readdirSync(path.join(dir2, 'var/inbox')), []);
   assert.ok(fs.readFileSync(path.join(dir2, 'var/state/done', RUNS[0]!)).equals(original));
   assert.deepEqual(runsJsonl(dir2).map((x) => [x.run, x.status]), [[run, 'ok']]);

@@ -96,7 +96,8 @@ export interface CommitHooks {
   /** Called before each step; a test failpoint may kill the process here. */
   beforeStep?(run: string, step: string): void;
   backlogWarn?(yacobot: string, b: { files: number; urls: number }, limit: number): void;
-  recorded?(record: RunRecord): void;
+  /** The run's record, and whether it was appended (false: runs.jsonl already ended with it, a roll forward's). */
+  recorded?(record: RunRecord, appended: boolean): void;
   /** The file now at `reflog` is not the one the run read: it stays in the inbox. */
   reflogReplaced?(run: string, reflog: string): void;
 }
@@ -360,8 +361,8 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
       const record: RunRecord = { ...plan.record, backlog };
       if (warn.length > 0) record.backlog_warn = warn.map(([id]) => id);
       if (recovered) record.recovered = 'roll-forward';
-      appendRecordOnce(path.join(plan.state, 'runs.jsonl'), record);
-      hooks.recorded?.(record);
+      const appended = appendRecordOnce(path.join(plan.state, 'runs.jsonl'), record);
+      hooks.recorded?.(record, appended);
     },
   });
   steps.push({

@@ -154,7 +154,17 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
       log.warn({ yacobot: id, queue_files: b.files, urls: b.urls, limit }, 'backlog: Yacobot has more URLs waiting than --backlog-warn');
       process.stderr.write(`${PROG}: warning: Yacobot ${id} has ${b.urls} URLs in ${b.files} queue files not taken away (more than ${limit})\n`);
     },
-    recorded: (r) => records.push(r),
+    recorded(r, appended) {
+      // A roll forward of a run whose line an earlier invocation wrote and whose summary
+      // line it printed (an error after the commit that persists: every invocation rolls
+      // it forward) says so, instead of printing that run's summary line once more.
+      if (appended || !fs.existsSync(reportedMarker(o, r.run))) {
+        records.push(r);
+        return;
+      }
+      log.info({ run: r.run }, 'already recorded and reported by an earlier invocation; finishing its publish steps');
+      process.stderr.write(`${PROG}: run ${visibleName(r.run)}: already recorded and reported by an earlier invocation; finishing its publish steps\n`);
+    },
     reflogReplaced(run, file) {
       log.warn({ run, reflog: file }, 'another file was renamed over the reflog while its run was in progress; left in the inbox');
       process.stderr.write(
@@ -169,7 +179,19 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   /** The run a signal cut short before its commit (nothing of it published), if any. */
   let interrupted: string | null = null;
   const summary = () => {
-    for (const r of records) if (r.status === 'ok') process.stderr.write(`${PROG}: ${humanLine(r)}\n`);
+    for (const r of records) {
+      if (r.status !== 'ok') continue;
+      process.stderr.write(`${PROG}: ${humanLine(r)}\n`);
+      // Still committed, not finished (an error stopped its publish steps): its roll
+      // forward must know that this line was printed. Not durable: cosmetic.
+      if (fs.existsSync(runPaths(o, r.run).commit)) {
+        try {
+          fs.writeFileSync(reportedMarker(o, r.run), '');
+        } catch {
+          /* printed again by the roll forward */
+        }
+      }
+    }
   };
   try {
     // Crash recovery: finish committed runs, discard the work of uncommitted ones.
@@ -288,6 +310,11 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
  */
 async function pollOnce(): Promise<void> {
   for (let i = 0; i < 2; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+/** STATE/staging/RUN/reported: the summary line of committed run RUN was printed. */
+function reportedMarker(o: RunnerOptions, run: string): string {
+  return path.join(runPaths(o, run).staging, 'reported');
 }
 
 function readRunJson(p: RunPaths): RunJson | null {
