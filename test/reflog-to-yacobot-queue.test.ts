@@ -1808,7 +1808,7 @@ test('an error that persists after the commit (a directory in the way in done/) 
   const first = await runner(dir);
   assert.equal(first.status, 1, first.stderr);
   assert.ok(!hasStackTrace(first.stderr), first.stderr);
-  assert.ok(first.stderr.includes(`${obstacle}: cannot move ${path.join(dir, 'var/inbox', RUNS[0]!)} here: EISDIR`), first.stderr);
+  assert.ok(first.stderr.includes(`${obstacle}: cannot move ${path.join(dir, 'var/inbox', `.${RUNS[0]!}.moving`)} here: EISDIR`), first.stderr);
   assert.equal(summaryLines(first.stderr), 1, first.stderr);
   assert.ok(!first.stderr.includes(finishing), first.stderr);
   const queues = ['1', '2', '3'].map((id) => path.join(dir, 'var/queue', id, `${run}.tsv`)).filter((f) => fs.existsSync(f));
@@ -1821,7 +1821,7 @@ test('an error that persists after the commit (a directory in the way in done/) 
   assert.equal(summaryLines(second.stderr), 0, second.stderr);
   assert.equal(second.stderr.split(finishing).length, 2, `said once: ${second.stderr}`);
   for (const f of queues) assert.ok(!fs.existsSync(f), `${f} was not published again`);
-  assert.ok(fs.existsSync(path.join(dir, 'var/inbox', RUNS[0]!)), 'the reflog is still in the inbox');
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), [RUNS[0]!], 'the reflog is still in the inbox, under its name');
   fs.rmdirSync(obstacle);
   const third = await runner(dir);
   assert.equal(third.status, 0, third.stderr);
@@ -2068,4 +2068,93 @@ test('a symlinked reflog whose target is deleted once its run read it leaves the
   assert.ok(r4.stderr.includes(`warning: ${inboxFile} is not the file run ${run} read`), r4.stderr);
   assert.deepEqual(fs.readdirSync(path.join(dir4, 'var/inbox')), [RUNS[0]!]);
   assert.deepEqual(fs.readdirSync(path.join(dir4, 'var/state/done')), [RUNS[1]!]);
+});
+
+test('a reflog renamed over INBOX/RUN.reflog between the reflog step\'s identity check and its move stays in the inbox', async () => {
+  // The step checked the file at the name, then renamed the name to done/: a re-sent hour
+  // renamed over it in between went to done/ unprocessed, and nothing said so.
+  const preload = `--import=${pathToFileURL(path.join(ROOT, 'dist/test/lib/signal-after-call.js')).href}`;
+  const dir = freshFirstOnly();
+  const run = RUN0;
+  const inboxFile = path.join(dir, 'var/inbox', RUNS[0]!);
+  const resent = fs.readFileSync(path.join(REFLOGS, RUNS[1]!));
+  // Paused just after the reflog step's stat of the inbox name (its identity check; the
+  // runner's first stat of that path).
+  const atStep = await stoppedWith(dir, [], { NODE_OPTIONS: preload, SIGNAL_AFTER_CALL: 'statSync', SIGNAL_ARG: inboxFile }, 'after the identity check');
+  assert.ok(fs.existsSync(path.join(dir, 'var/state/staging', run, 'COMMIT')), 'stopped in the commit');
+  fs.writeFileSync(path.join(dir, 'resent'), resent);
+  fs.renameSync(path.join(dir, 'resent'), inboxFile);
+  const r = await atStep();
+  assert.equal(r.status, 0, r.stderr);
+  assert.ok(!hasStackTrace(r.stderr), r.stderr);
+  assert.ok(r.stderr.includes(`warning: ${inboxFile} is not the file run ${run} read`), r.stderr);
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), [RUNS[0]!]);
+  assert.ok(fs.readFileSync(inboxFile).equals(resent), 'the re-sent hour is still in the inbox');
+  assert.ok(!fs.existsSync(path.join(dir, 'var/state/done', RUNS[0]!)), 'nothing went to done/');
+  takeQueueFiles(dir, run);
+  const again = await runner(dir);
+  assert.equal(again.status, 0, again.stderr);
+  assert.ok(fs.readFileSync(path.join(dir, 'var/state/done', RUNS[0]!)).equals(resent));
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), []);
+});
+
+test('the reflog step after a crash that left a file parked: the run\'s goes to done/, one that came in its place goes back to the inbox without replacing a newer one', () => {
+  // A parked file was taken for the run's, whatever it was, and moved to done/.
+  const setup = (name: string) => {
+    const dir = sub(`parked-${name}-`);
+    for (const d of ['inbox', 'state', 'staging']) fs.mkdirSync(path.join(dir, d));
+    const reflog = path.join(dir, 'inbox', 'r.reflog');
+    fs.writeFileSync(reflog, 'the run read this\n');
+    const st = fs.statSync(reflog, { bigint: true });
+    const reflogFile = { dev: String(st.dev), ino: String(st.ino), size: String(st.size), mtime_ns: String(st.mtimeNs) };
+    const replaced: string[] = [];
+    const step = publishSteps(
+      { version: 1, run: 'r', staging: path.join(dir, 'staging'), state: path.join(dir, 'state'), reflog, reflogFile, reflogLink: null, queueDir: dir, backlogWarn: 1, queue: [], record: {} as RunRecord },
+      { reflogReplaced: (run) => replaced.push(run) },
+    ).find((s) => s.name === 'reflog')!;
+    const parked = path.join(dir, 'inbox', '.r.reflog.moving');
+    const done = path.join(dir, 'state', 'done', 'r.reflog');
+    return { dir, reflog, parked, done, step, replaced };
+  };
+  const inbox = (dir: string) => fs.readdirSync(path.join(dir, 'inbox')).sort();
+
+  // The run's own, parked, and a newcomer at the name: the run's goes to done/, the newcomer stays.
+  const a = setup('own');
+  fs.renameSync(a.reflog, a.parked);
+  fs.writeFileSync(a.reflog, 'newcomer\n');
+  a.step.run();
+  assert.equal(fs.readFileSync(a.done, 'utf8'), 'the run read this\n');
+  assert.deepEqual(inbox(a.dir), ['r.reflog']);
+  assert.equal(fs.readFileSync(a.reflog, 'utf8'), 'newcomer\n');
+
+  // A newcomer parked (renamed over the name just before the park), the name free: back there.
+  const b = setup('newcomer');
+  fs.writeFileSync(b.parked, 'newcomer\n');
+  fs.renameSync(b.parked, b.reflog); // over the run's file, as a sender's rename
+  fs.renameSync(b.reflog, b.parked);
+  b.step.run();
+  assert.deepEqual(inbox(b.dir), ['r.reflog']);
+  assert.equal(fs.readFileSync(b.reflog, 'utf8'), 'newcomer\n');
+  assert.ok(!fs.existsSync(b.done), 'nothing went to done/');
+  assert.deepEqual(b.replaced, ['r']);
+
+  // And a newer one renamed to the name since: the newer stays, the parked one goes.
+  const c = setup('newer');
+  fs.writeFileSync(c.parked, 'newcomer\n');
+  fs.writeFileSync(c.reflog, 'newer\n');
+  c.step.run();
+  assert.deepEqual(inbox(c.dir), ['r.reflog']);
+  assert.equal(fs.readFileSync(c.reflog, 'utf8'), 'newer\n');
+  assert.ok(!fs.existsSync(c.done));
+
+  // Killed after the newcomer was linked back, before its dot name was removed.
+  const d = setup('linked');
+  fs.writeFileSync(d.parked, 'newcomer\n');
+  fs.rmSync(d.reflog);
+  fs.linkSync(d.parked, d.reflog);
+  d.step.run();
+  assert.deepEqual(inbox(d.dir), ['r.reflog']);
+  assert.equal(fs.readFileSync(d.reflog, 'utf8'), 'newcomer\n');
+  assert.equal(fs.statSync(d.reflog).nlink, 1);
+  assert.ok(!fs.existsSync(d.done));
 });

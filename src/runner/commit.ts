@@ -29,11 +29,12 @@
 //                 inbox is the to-do list: the reflog leaves it only after all of
 //                 the above are durable, and another file renamed over its name
 //                 meanwhile (a re-sent hour) stays there, for the next invocation.
-//                 A copy across file systems or a relative link made anew starts by
-//                 parking the reflog under a dot name (parkedPath), so that the
-//                 removal that ends it cannot hit a newcomer at the inbox name.
-//                 A symlink whose target went after the run read it is moved too when
-//                 it is the link the run read through (reflogLink: its own identity).
+//                 It is parked under a dot name (parkedPath) by one rename, checked
+//                 there, where nothing else renames over it, and moved on from there
+//                 (renamed, copied across file systems, or a relative link made anew);
+//                 a newcomer parked in its place is put back (putBack). A symlink
+//                 whose target went after the run read it is moved too when it is the
+//                 link the run read through (reflogLink: its own identity).
 //   7. uncommit   remove COMMIT: from here a crash leaves a directory that
 //                 start-up removes (its reflog has left the inbox).
 //   8. cleanup    remove the staging directory (staged files, run.json).
@@ -52,7 +53,6 @@ import {
   preparedPath,
   publishCopy,
   relinkDurable,
-  renameDurable,
   renameIntoPlace,
   sameBytes,
   writeFileDurable,
@@ -284,6 +284,68 @@ function statQuiet(file: string, stat: typeof fs.statSync | typeof fs.lstatSync)
   }
 }
 
+/**
+ * Whether the entry at `file` (the inbox name, or its parkedPath) is the reflog the run
+ * read: 'ours' (anything, for a marker without reflogFile), 'other', 'gone', or 'unknown'
+ * (a symlink whose target is gone, which a marker without reflogLink cannot tell).
+ */
+function reflogAt(plan: CommitPlan, file: string): 'ours' | 'other' | 'gone' | 'unknown' {
+  const st = statQuiet(file, fs.statSync);
+  if (st !== undefined) return plan.reflogFile === undefined || sameFile(reflogIdentity(st), plan.reflogFile) ? 'ours' : 'other';
+  const link = statQuiet(file, fs.lstatSync);
+  if (link === undefined) return 'gone';
+  // A symlink whose target is gone: the run's own link is recognised by its own identity.
+  if (!link.isSymbolicLink() || plan.reflogLink === undefined) return 'unknown';
+  return plan.reflogLink !== null && sameFile(reflogIdentity(link), plan.reflogLink) ? 'ours' : 'other';
+}
+
+/**
+ * Puts a parked reflog that is not the run's back at the inbox name `file`, without
+ * replacing one renamed there since (link(2) fails rather than replace); that one,
+ * newer, stays, and the parked one goes, as the sender's rename over it would have made
+ * it go. Where link(2) is refused (fs.protected_hardlinks and a file of another user, a
+ * file system without hard links), it is renamed back if the name is still free.
+ */
+function putBack(parked: string, file: string): void {
+  const dir = path.dirname(file);
+  try {
+    fs.linkSync(parked, file);
+    fsyncPath(dir);
+  } catch (err) {
+    // EEXIST: a newer file, or this one linked back before a crash.
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST' && statQuiet(file, fs.lstatSync) === undefined) {
+      try {
+        fs.renameSync(parked, file);
+      } catch (e) {
+        throw ioError(e, parked, `rename back to ${path.basename(file)}`);
+      }
+      fsyncPath(dir);
+      return;
+    }
+  }
+  try {
+    fs.unlinkSync(parked);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw ioError(err, parked, 'remove');
+  }
+  fsyncPath(dir);
+}
+
+/** Puts the run's parked reflog back at `file` if nothing is there (else it stays parked); never throws. */
+function unpark(parked: string, file: string): void {
+  try {
+    fs.linkSync(parked, file);
+  } catch {
+    return; // a newcomer at the name (EEXIST), or no hard links here: the roll forward moves it from where it is
+  }
+  try {
+    fs.unlinkSync(parked);
+    fsyncPath(path.dirname(file));
+  } catch {
+    /* both names lead to it: the roll forward moves the dot name's first, then finds this one done/'s */
+  }
+}
+
 /** Renames the reflog `file` to its parkedPath `parked`, durably. */
 function park(file: string, parked: string): void {
   try {
@@ -371,55 +433,66 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
       const done = path.join(plan.state, 'done');
       const to = path.join(done, plan.run + REFLOG_EXT);
       const parked = parkedPath(plan.reflog);
-      if (statQuiet(parked, fs.lstatSync) !== undefined) {
-        // Parked before a crash: the run's file, whatever is at the inbox name now.
-        mkdirDurable(done);
-        moveOut(parked, to);
-      }
-      const st = statQuiet(plan.reflog, fs.statSync);
-      if (st === undefined) {
-        // Moved before a crash; or a symlink whose target is gone. The run's own link (its
-        // target deleted once read) leaves the inbox like any reflog: left there, every
-        // later invocation failed on it ('cannot read: ENOENT'), and no later hour ran.
-        const link = statQuiet(plan.reflog, fs.lstatSync);
-        if (link === undefined || !link.isSymbolicLink() || plan.reflogLink === undefined) return; // a marker that cannot tell: left
-        if (plan.reflogLink === null || !sameFile(reflogIdentity(link), plan.reflogLink)) {
-          hooks.reflogReplaced?.(plan.run, plan.reflog);
+      let warned = false;
+      const replaced = () => {
+        if (!warned) hooks.reflogReplaced?.(plan.run, plan.reflog);
+        warned = true;
+      };
+      /** Moves what is parked to done/ if it is the run's reflog, else puts it back. */
+      const settle = () => {
+        const whose = reflogAt(plan, parked);
+        if (whose === 'gone') return; // moved before a crash
+        if (whose === 'other') {
+          // Renamed over the inbox name just before it was parked: the run's own reflog had
+          // already left, replaced; this one is unprocessed.
+          putBack(parked, plan.reflog);
+          replaced();
           return;
         }
         mkdirDurable(done);
-        park(plan.reflog, parked);
+        const here = statQuiet(parked, fs.lstatSync);
+        const there = statQuiet(to, fs.lstatSync);
+        if (here !== undefined && there !== undefined && here.dev === there.dev && here.ino === there.ino) {
+          // A hard link of done/RUN.reflog (a replay made with ln, not mv): rename(2) of one
+          // link over another of the same file does nothing, and the reflog stayed in the
+          // inbox, run again at every invocation.
+          try {
+            fs.unlinkSync(parked);
+          } catch (err) {
+            throw ioError(err, parked, 'remove (done/ holds the same file)');
+          }
+          fsyncPath(path.dirname(parked));
+          return;
+        }
         moveOut(parked, to);
-        return;
-      }
-      if (plan.reflogFile !== undefined && !sameFile(reflogIdentity(st), plan.reflogFile)) {
+      };
+      /** settle(); on an error that may persist (a directory in the way in done/, done/ full), the reflog waits for the fix under its inbox name, if that is still free. */
+      const settleOrUnpark = () => {
+        try {
+          settle();
+        } catch (err) {
+          unpark(parked, plan.reflog);
+          throw err;
+        }
+      };
+      // Parked before a crash: the run's reflog, or one that came in its place just before.
+      if (statQuiet(parked, fs.lstatSync) !== undefined) settleOrUnpark();
+      const whose = reflogAt(plan, plan.reflog);
+      if (whose === 'gone' || whose === 'unknown') return; // moved before a crash; a dangling link an old marker cannot tell
+      if (whose === 'other') {
         // Renamed over the name while the run read the old one (or, on a roll forward,
         // after the old one had left): unprocessed, it must stay on the to-do list.
-        hooks.reflogReplaced?.(plan.run, plan.reflog);
+        replaced();
         return;
       }
-      mkdirDurable(done);
-      const here = statQuiet(plan.reflog, fs.lstatSync);
-      const there = statQuiet(to, fs.lstatSync);
-      if (here !== undefined && there !== undefined && here.dev === there.dev && here.ino === there.ino) {
-        // A hard link of done/RUN.reflog (a replay made with ln, not mv): rename(2) of one
-        // link over another of the same file does nothing, and the reflog stayed in the
-        // inbox, run again at every invocation.
-        try {
-          fs.unlinkSync(plan.reflog);
-        } catch (err) {
-          throw ioError(err, plan.reflog, 'remove (done/ holds the same file)');
-        }
-        fsyncPath(path.dirname(plan.reflog));
-        return;
-      }
-      if (relativeLinkTarget(plan.reflog, st) === null && renameDurable(plan.reflog, to)) return;
-      // A copy to another file system, or a link made anew, ends by removing the source:
-      // removed by its inbox name, a re-sent hour renamed over that name meanwhile (for
-      // the seconds a big copy takes) was deleted unread. Parked first under a dot name
-      // beside it, only the run's own file is copied and removed.
+      // Parked first (one rename), then checked again and moved from the dot name, which no
+      // sender writes: a check of the inbox name followed by a move of that name moved a
+      // file renamed over it in between to done/ unprocessed; and a copy to another file
+      // system, or a link made anew, removed by the inbox name a file renamed over it during
+      // the copy. The run's own link whose target went after it was read goes too (left,
+      // every later invocation failed on it, 'cannot read: ENOENT', and no later hour ran).
       park(plan.reflog, parked);
-      moveOut(parked, to);
+      settleOrUnpark();
     },
   });
   steps.push({
