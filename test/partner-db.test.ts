@@ -376,6 +376,34 @@ test('normalizeDomain: an IP address in another spelling becomes the one URL rec
   for (const bad of ['1.2.3.09', 'example.123', 'xn--zz.com', '[1::2::3]', 'a.com/b', 'a?b', 'a#b', 'a\\b', '[::1]/x']) assert.ok('error' in normalizeDomain(bad), bad);
 });
 
+test('normalizeDomain gives the host the URL parser gives (so analyze-dump), for every code point: capital sharp s is ss, not a lower-cased ß', () => {
+  // Capital sharp s is mapped to "ss" by the URL parser (UTS 46), while a lower-casing
+  // first made it ß, kept as xn--...: stored, reported as assigned, never matched.
+  assert.deepEqual(normalizeDomain('STRAẞE.de'), { domain: 'strasse.de' });
+  assert.equal(new URL('http://STRAẞE.de/').hostname, 'strasse.de');
+  // A trailing ideographic full stop is a trailing dot to the URL parser too.
+  assert.deepEqual(normalizeDomain('example.com。'), { domain: 'example.com' });
+  const differ: string[] = [];
+  for (let cp = 0x21; cp <= 0xffff; cp++) {
+    if (cp >= 0xd800 && cp <= 0xdfff) continue;
+    const c = String.fromCodePoint(cp);
+    // What is not one host (a path, a port, userinfo) is refused by normalizeDomain on purpose.
+    if (/[/?#\\@:%[\]]/.test(c)) continue;
+    for (const typed of [`x${c}y.com`, `${c}.de`]) {
+      const n = normalizeDomain(typed);
+      if ('error' in n) continue; // refusing more than the URL parser is fine: no record carries it wrongly
+      let host = '';
+      try {
+        host = new URL(`http://${typed}/`).hostname;
+      } catch {
+        /* not a host at all */
+      }
+      if (n.domain !== host.replace(/\.$/, '')) differ.push(`U+${cp.toString(16)} ${typed}: ${n.domain} vs '${host}'`);
+    }
+  }
+  assert.deepEqual(differ, [], 'assign/import store the domain URL records carry, or refuse it');
+});
+
 test('normalizeDomain: a bad domain is quoted clipped in its message, not echoed whole', () => {
   for (const long of ['x'.repeat(100000) + '/', 'a\x01'.repeat(50000)]) {
     const r = normalizeDomain(long);

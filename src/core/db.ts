@@ -331,19 +331,20 @@ const LABEL_RE = /^[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?$/;
  * error message for something that cannot be a host name.
  */
 export function normalizeDomain(text: string): { domain: string } | { error: string } {
-  let d = text.trim().toLowerCase();
-  if (d.endsWith('.')) d = d.slice(0, -1);
-  if (d === '') return { error: 'empty domain' };
+  let d = text.trim();
+  if (d === '' || d === '.') return { error: 'empty domain' };
   // Checked before IDN conversion, which would silently drop tabs and newlines.
-  if (/[\x00-\x20\x7f]/.test(d)) return { error: `bad domain '${clip(text.trim().replace(/[\x00-\x1f\x7f]/g, '?'))}' (space or control character)` };
+  if (/[\x00-\x20\x7f]/.test(d)) return { error: `bad domain '${clip(d.replace(/[\x00-\x1f\x7f]/g, '?'))}' (space or control character)` };
   // The host as the URL records carry it (WHATWG host parsing, as analyze-dump's URL
-  // parser): IDN to punycode, an IPv4 address in any form (0xC0.0xA8.0.1, 3232235521)
-  // to dotted decimal, an IPv6 literal compressed. Another spelling would be stored
-  // and reported as assigned, but never match a record.
+  // parser): lower case and IDN to punycode by its own mapping (not toLowerCase, which
+  // makes capital sharp s a ß where the parser has "ss"), an IPv4 address in any form
+  // (0xC0.0xA8.0.1, 3232235521) to dotted decimal, an IPv6 literal compressed. Another
+  // spelling would be stored and reported as assigned, but never match a record.
   // (The parser would take 'a/b' or 'a?b' for the host 'a' with more after it.)
   const ascii = /[/?#\\]/.test(d) ? '' : domainToASCII(d);
-  if (ascii === '') return { error: `bad domain '${clip(text.trim())}'` };
-  d = ascii;
+  if (ascii === '') return { error: `bad domain '${clip(d)}'` };
+  // One trailing dot names the same host (after the mapping: a trailing '。' is one too).
+  d = ascii.endsWith('.') && ascii !== '.' ? ascii.slice(0, -1) : ascii;
   if (/^\[[0-9a-f:.]+\]$/.test(d)) return { domain: d }; // IPv6 literal
   if (d.length > 253) return { error: `domain longer than 253 characters` };
   const labels = d.split('.');
