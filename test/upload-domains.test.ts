@@ -554,3 +554,31 @@ test('the warning about inactive Yacobots names each of them and the command for
   assert.equal(all.msg, '8 domain(s) belong to inactive Yacobot(s) 2, 3, 4, 5, 6 and 3 more (8 in all) and were routed to them; to move them to active ones: partner-db --db p.db disable ID for each of them (partner-db --db p.db list shows which are inactive)');
   assert.deepEqual([all.yacobots, all.inactive_yacobots], [[2, 3, 4, 5, 6], 8]);
 });
+
+test('a Yacobot disabled while the input is read: its domains stay with it for this run (one owner per run), with a warning and a count, not silently', async () => {
+  const work = newDb([['a', 1], ['b', 1]]);
+  pdb(work, 'assign', 'old.com', 'b');
+  pdb(work, 'assign', 'mapped.com', 'b');
+  fs.writeFileSync(path.join(work, 'map'), 'mapped.com\t2\n');
+  const input = filtered(['old.com', 'mapped.com', 'new.com', 'old.com']);
+  let go!: () => void;
+  const release = new Promise<void>((r) => (go = r));
+  const p = startUpload(work, ['--db', 'p.db', '--map', 'map', '--now', '20110728070000'], input, release);
+  // Every domain looked up (new.com's record spooled), then the disable commits, then the input ends.
+  const deadline = Date.now() + 60_000;
+  while (!waitsWithAllLookedUp(p.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  assert.match(pdb(work, 'disable', 'b'), /^disabled Yacobot 2 \(b\); moved 2 domain\(s\): 2 to 1 \(a\)/);
+  go();
+  const r = await p.done;
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(r.stdout.trimEnd().split('\n').map((l) => l.split('\t')[0]), ['2', '2', '1', '2'], 'one owner per domain in a run: the one it had when looked up');
+  const s = summaryOf(r.stderr);
+  assert.equal(s.domains_of_disabled_during_run, 2);
+  assert.equal(s.domains_of_inactive, 0);
+  const w = r.stderr.split('\n').find((l) => l.includes('during the run'));
+  assert.ok(w, r.stderr);
+  const j = JSON.parse(w) as { level: number; msg: string; yacobots: number[]; records_to_disabled: number };
+  assert.equal(j.level, 40);
+  assert.deepEqual([j.yacobots, j.records_to_disabled], [[2], 3]);
+  assert.match(j.msg, /^Yacobot\(s\) 2 stopped being active during the run \(partner-db disable\?\): the 2 domain\(s\) they owned when looked up were routed to them all the same \(3 record\(s\)\)/);
+});

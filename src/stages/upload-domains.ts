@@ -205,7 +205,10 @@ A domain's Yacobot comes from the --map file if given (entries that point to a
 Yacobot that is no longer active are ignored), else from the database. A domain
 the database gives to an inactive Yacobot (made so by hand; partner-db disable
 moves its domains) is routed there all the same, with a warning and
-domains_of_inactive in the summary. A database row naming a Yacobot that does
+domains_of_inactive in the summary. A Yacobot disabled while the run goes on
+keeps, for this run, the domains it had when they were looked up (a domain has
+one Yacobot per run), with a warning at the end and
+domains_of_disabled_during_run in the summary. A database row naming a Yacobot that does
 not exist (written with foreign keys off) is an error at start, before any
 output. A domain found in neither is new: it is
 given an active Yacobot by --assign
@@ -296,6 +299,9 @@ holds --map and the distinct domains seen in this run.`,
     // disable moves them): still routed there, as the database says, but an operator must know.
     let ofInactive = 0;
     const inactiveOwners = new Set<number>();
+    // Domains routed to a Yacobot that was active when they were looked up and is not at
+    // the end (partner-db disable during the run): they stay with it for this run.
+    let ofDisabledDuringRun = 0;
     let recordsIn = 0;
     let recordsOut = 0;
     const out = ctx.out;
@@ -359,6 +365,7 @@ holds --map and the distinct domains seen in this run.`,
         domains_from_db: fromDb,
         domains_new: newDomains,
         domains_of_inactive: ofInactive,
+        domains_of_disabled_during_run: ofDisabledDuringRun,
         assigned_by_us: result.assignedByUs,
         lost_race: result.lostRace,
         spooled,
@@ -445,6 +452,38 @@ holds --map and the distinct domains seen in this run.`,
         }
       } finally {
         r.close();
+      }
+    }
+
+    // A Yacobot disabled (or removed) while the run went on was the database's answer
+    // when its domains were looked up, and got their records: a domain is not split
+    // between two Yacobots within a run. Not in silence: the operator who disabled it
+    // expects nothing more to go there.
+    {
+      let activeNow: Set<number>;
+      try {
+        activeNow = new Set(db.prepare('SELECT id FROM yacobot WHERE active = 1').pluck().all() as number[]);
+      } catch (err) {
+        throw dbError(err, o.db);
+      }
+      const gone = new Set<number>();
+      let records = 0;
+      for (let k = 0; k < domains.size; k++) {
+        const y = owner[k]!;
+        if (emitted[k]! > 0 && !activeNow.has(y) && !inactiveOwners.has(y)) {
+          ofDisabledDuringRun++;
+          records += emitted[k]!;
+          gone.add(y);
+        }
+      }
+      if (gone.size > 0) {
+        const ids = [...gone].sort((a, b) => a - b);
+        ctx.log.warn(
+          { domains_of_disabled_during_run: ofDisabledDuringRun, records_to_disabled: records, yacobots: ids.slice(0, INACTIVE_SHOWN) },
+          `Yacobot(s) ${ids.slice(0, INACTIVE_SHOWN).join(', ')}${ids.length > INACTIVE_SHOWN ? ` and ${ids.length - INACTIVE_SHOWN} more` : ''} stopped being active during the run (partner-db disable?): ` +
+            `the ${ofDisabledDuringRun} domain(s) they owned when looked up were routed to them all the same (${records} record(s)); ` +
+            'from the next run on these domains go to the Yacobots the database gives them now',
+        );
       }
     }
 
