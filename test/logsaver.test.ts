@@ -2,10 +2,10 @@
 // published, and no temporary file is left, on bad input or a signal.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { BIN, listFiles, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+import { BIN, listFiles, partnerDb, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import { mkdirEach } from '../src/core/dirs.js';
 import { HOST_TAG } from '../src/core/tsv.js';
 
@@ -146,4 +146,25 @@ test("a SIGKILLed run's temporary queue files are removed by the next run of the
     assert.ok(r.stderr.includes(`removed ${path.relative(work, f)}, left by a run that was killed`), r.stderr); // named as --queue-dir was given
   }
   assert.deepEqual(listFiles(q).sort(), ['1/run.tsv', '2/run.tsv', ...keep.map((f) => path.relative(q, f))].sort());
+});
+
+test('in a shell chain, a stage that fails after it wrote output makes logsaver fail too: nothing is published from a cut stream', () => {
+  const work = scratch('ms-ls-');
+  partnerDb(work, 'p.db', 'init');
+  partnerDb(work, 'p.db', 'add', 'a');
+  partnerDb(work, 'p.db', 'assign', 'x.com', 'a'); // known: its records stream out at once
+  // 3000 good records (more than one 64 KiB block of routed output), then a bad one:
+  // upload-domains fails at line 3001 after blocks of whole lines went down the pipe.
+  let input = '';
+  for (let i = 0; i < 3000; i++) input += `${(i + 1).toString(16).padStart(16, '0')}\t20110728060000\t\t1\tx.com\thttp://x.com/${'a'.repeat(50)}${i}\n`;
+  fs.writeFileSync(path.join(work, 'in.tsv'), input + 'garbage\n');
+  const r = spawnSync('bash', ['-c', 'upload-domains --db p.db < in.tsv 2>ud.err | logsaver --queue-dir q --name n 2>ls.err; echo "${PIPESTATUS[*]}"'], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  assert.equal(r.stdout, '1 1\n', `upload-domains fails, and so does logsaver: ${fs.readFileSync(path.join(work, 'ls.err'), 'utf8')}`);
+  assert.match(fs.readFileSync(path.join(work, 'ud.err'), 'utf8'), /^upload-domains: -:3001: expected 6 fields/m);
+  assert.match(fs.readFileSync(path.join(work, 'ls.err'), 'utf8'), /^logsaver: -:\d+: last line has no newline \(input cut off\?\)$/m);
+  assert.deepEqual(listFiles(path.join(work, 'q')), [], 'no queue file published');
+  // The same stage run by hand at a terminal-less stdout that is a file: the file ends in a cut line too.
+  const f = runBin('upload-domains', ['--db', 'p.db', 'in.tsv'], '', work);
+  assert.equal(f.status, 1);
+  assert.ok(f.stdout.length > 0 && !f.stdout.endsWith('\n'), 'the output of a failed run does not end in a whole line');
 });

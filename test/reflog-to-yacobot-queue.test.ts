@@ -1097,12 +1097,13 @@ test("the stages' environment holds glibc's mmap threshold, unless the operator 
 });
 
 /**
- * A state dir after hour 1 of a generated pair, with hour 2 in the inbox and a last
- * current_log line whose timestamp is no real time: join-current fails at the end of
- * hour 2, after the rest went downstream and upload-domains committed. `good` is
- * current_log as hour 1 left it.
+ * A state dir after hour 1 of a generated pair, with hour 2 in the inbox, and the
+ * environment in which hour 2 fails in its last stage: logsaver cannot rename its queue
+ * files into place (EIO), after upload-domains committed its new domains and ended.
+ * (A failing join-current no longer does: its cut output makes upload-domains fail
+ * before its commit.)
  */
-async function failingSecondHour(): Promise<{ dir: string; good: Buffer }> {
+async function failingSecondHour(): Promise<{ dir: string; env: Record<string, string> }> {
   const dir = fresh();
   keepOnly(dir);
   for (const hour of [1, 2]) {
@@ -1112,40 +1113,35 @@ async function failingSecondHour(): Promise<{ dir: string; good: Buffer }> {
   }
   fs.renameSync(path.join(dir, 'var/inbox/2011072806.reflog'), path.join(dir, 'hour2'));
   assert.equal((await runner(dir)).status, 0);
-  const cl = path.join(dir, 'var/state/current_log');
-  const good = fs.readFileSync(cl);
-  fs.appendFileSync(cl, `${'f'.repeat(16)}\t20119999000000\t\t1\ta.com\thttp://a.com/\n`);
   fs.renameSync(path.join(dir, 'hour2'), path.join(dir, 'var/inbox/2011072806.reflog'));
-  return { dir, good };
+  const preload = pathToFileURL(path.join(ROOT, 'dist/test/lib/fail-publish.js')).href;
+  return { dir, env: { NODE_OPTIONS: `--import=${preload}`, FAIL_PUBLISH: '1' } };
 }
 
 test('a failed run records the domains its upload-domains committed all the same (they stay assigned)', async () => {
-  // Hour 1 runs; then its current_log gets a last line whose timestamp is no real time,
-  // so that join-current fails at the end of hour 2 (the line's id is the largest), after
-  // the rest went downstream: upload-domains still ends its input and commits. The
-  // failed line used to say 0.
-  const { dir } = await failingSecondHour();
-  const r = await runner(dir);
+  // Hour 1 runs; hour 2 fails in logsaver, after upload-domains ended its input and
+  // committed. The failed line used to say 0.
+  const { dir, env } = await failingSecondHour();
+  const r = await runner(dir, [], { env });
   assert.equal(r.status, 1, r.stderr);
   const rec = runsJsonl(dir).at(-1)!;
   assert.equal(rec.status, 'failed');
-  assert.equal(rec.failed_stage, 'join-current');
+  assert.equal(rec.failed_stage, 'logsaver');
+  assert.match(String(rec.error), /^logsaver: .*cannot publish the queue file: EIO/);
   const ud = (rec.stages as Record<string, Record<string, unknown>>)['upload-domains']!;
   assert.ok((ud.assigned_by_us as number) > 0, 'upload-domains committed new domains');
   assert.equal(rec.new_domains, ud.assigned_by_us);
 });
 
 test('killed after a failed run\'s line and before its staging area was removed: the retry is a new run, and new_domains is not counted twice', async () => {
-  // As in the test above, join-current fails at the end of hour 2 after upload-domains
-  // committed. The runner is killed just before it removes the failed run's staging
-  // area; the retry after the fix used to be attempt 2 of the failed run_id ("rerun")
-  // and counted the failed attempt's domains again, already in its failed line.
-  const { dir, good } = await failingSecondHour();
-  const cl = path.join(dir, 'var/state/current_log');
-  const killed = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: '2011072806:failed:cleanup' } });
+  // As in the test above, hour 2 fails in logsaver after upload-domains committed. The
+  // runner is killed just before it removes the failed run's staging area; the retry
+  // after the fix used to be attempt 2 of the failed run_id ("rerun") and counted the
+  // failed attempt's domains again, already in its failed line.
+  const { dir, env } = await failingSecondHour();
+  const killed = await runner(dir, [], { env: { ...env, REFLOG_RUNNER_FAILPOINT: '2011072806:failed:cleanup' } });
   assert.equal(killed.signal, 'SIGKILL', killed.stderr);
   assert.ok(fs.existsSync(path.join(dir, 'var/state/staging/2011072806/run.json')));
-  fs.writeFileSync(cl, good);
   const again = await runner(dir);
   assert.equal(again.status, 0, again.stderr);
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
@@ -1162,6 +1158,29 @@ test('killed after a failed run\'s line and before its staging area was removed:
   const rows = db.prepare('SELECT count(*) FROM partner_domain').pluck().get();
   db.close();
   assert.equal(recs.reduce((n, x) => n + (x.new_domains as number), 0), rows);
+});
+
+test('join-current failing at the end of hour 2 cuts its output: upload-domains fails on the cut line before its commit, and the failed line names join-current', async () => {
+  // current_log gets a last line whose timestamp is no real time (its id is the
+  // largest): join-current fails there, after the rest went downstream. Before its
+  // output ended in a cut line, upload-domains took the lines so far for its whole
+  // input and committed new domains from a run that failed.
+  const { dir } = await failingSecondHour();
+  const cl = path.join(dir, 'var/state/current_log');
+  fs.appendFileSync(cl, `${'f'.repeat(16)}\t20119999000000\t\t1\ta.com\thttp://a.com/\n`);
+  const before = new Database(path.join(dir, 'var/state/partner.db'), { readonly: true });
+  const rowsBefore = before.prepare('SELECT count(*) FROM partner_domain').pluck().get();
+  before.close();
+  const r = await runner(dir);
+  assert.equal(r.status, 1, r.stderr);
+  const rec = runsJsonl(dir).at(-1)!;
+  assert.equal(rec.failed_stage, 'join-current');
+  const stages = rec.stages as Record<string, Record<string, unknown>>;
+  assert.equal(stages['upload-domains']!.error_code, 'TRUNCATED');
+  assert.equal(rec.new_domains, 0);
+  const after = new Database(path.join(dir, 'var/state/partner.db'), { readonly: true });
+  assert.equal(after.prepare('SELECT count(*) FROM partner_domain').pluck().get(), rowsBefore, 'nothing assigned by the failed run');
+  after.close();
 });
 
 test('a stage that dies of an exception it did not catch (a module that fails to load) is reported by its message, not by Node\'s first line', () => {

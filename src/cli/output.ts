@@ -26,6 +26,8 @@ export class Output implements ByteSink {
   private needDrain = false;
   private error: Error | null = null;
   closed = false;
+  /** Bytes handed to the stream so far (whole lines: `reserve` hands the buffer before a record that does not fit). */
+  handed = 0;
 
   constructor(
     private readonly stream: Writable,
@@ -52,7 +54,13 @@ export class Output implements ByteSink {
   writeBytes(buf: Buffer): void {
     this.hand();
     if (this.closed) return;
+    this.handed += buf.length;
     if (!this.stream.write(buf)) this.needDrain = true;
+  }
+
+  /** Whether bytes went out to a stream that is still open and has not failed. */
+  get wroteAny(): boolean {
+    return this.handed > 0 && !this.closed && !this.error;
   }
 
   /** Call between input chunks: waits only if the stream is full. */
@@ -99,6 +107,7 @@ export class Output implements ByteSink {
     this.buf = Buffer.allocUnsafeSlow(this.highWater);
     this.pos = 0;
     if (this.closed) return;
+    this.handed += bytes.length;
     if (!this.stream.write(bytes)) this.needDrain = true;
   }
 

@@ -181,6 +181,13 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   const log = pino({ name: def.name, level: logLevel, base: { stage: def.name } }, pino.destination({ fd: 2, sync: true }));
   staleTemps.report = (p) => log.warn({ removed: p }, `removed ${p}, left by a run that was killed (its process has ended)`);
   const out = new Output(process.stdout);
+  // A failed run's output is cut, and must read as cut downstream: in a shell chain the
+  // next stage sees only its stdin end, and the whole lines written so far would pass
+  // for a clean end (logsaver published them). Not on a terminal, where a person reads it.
+  const cleanupFailed = () => {
+    runExitHooks();
+    if (out.wroteAny && !process.stdout.isTTY) markCut(`${def.name}: failed, output incomplete`);
+  };
   const reporters: (() => Record<string, Count>)[] = [];
   /** The counts for the summary line: every reporter's current values (a reporter that throws is left out). */
   const gathered = (): Record<string, Count> => {
@@ -201,7 +208,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     try {
       fs.writeSync(1, Buffer.alloc(0));
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EBADF') fail(def.name, ioError(err, 'stdout', 'write output'), log, gathered, started, runExitHooks);
+      if ((err as NodeJS.ErrnoException).code === 'EBADF') fail(def.name, ioError(err, 'stdout', 'write output'), log, gathered, started, cleanupFailed);
     }
   }
   // A stage runs at most a pipe's worth ahead of its reader: with Linux's 64 KiB the
@@ -215,7 +222,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   } else if (inputPath === '-') {
     const stdin = fstatQuietly(0);
     // Read as a stream, a directory on stdin looks like empty input.
-    if (stdin?.isDirectory()) fail(def.name, new DataError('IO', 'cannot read input: EISDIR: illegal operation on a directory', { file: inputName }), log, gathered, started, runExitHooks);
+    if (stdin?.isDirectory()) fail(def.name, new DataError('IO', 'cannot read input: EISDIR: illegal operation on a directory', { file: inputName }), log, gathered, started, cleanupFailed);
     // A file on stdin (`stage < file`) is read in 1 MiB chunks, as a named input is:
     // process.stdin would read it 64 KiB at a time (measured: 4x the time to read 90 MB).
     input = stdin?.isFile() ? fs.createReadStream('', { fd: 0, highWaterMark: 1 << 20, autoClose: false }) : process.stdin;
@@ -224,12 +231,12 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
       fs.accessSync(inputPath, fs.constants.R_OK);
       input = readStreamFor(inputPath, fs.statSync(inputPath));
     } catch (err) {
-      fail(def.name, ioError(err, inputName, 'read input'), log, gathered, started, runExitHooks);
+      fail(def.name, ioError(err, inputName, 'read input'), log, gathered, started, cleanupFailed);
     }
   }
 
   const onSignal = (sig: NodeJS.Signals) => {
-    runExitHooks();
+    cleanupFailed();
     // Still the run's one summary line (the runner reads the counts of a stopped stage too).
     summary(log, 'warn', { status: 'interrupted', signal: sig, ...gathered() }, started);
     process.exit(signalExitStatus(sig));
@@ -241,7 +248,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   // for while the run is pending (a promise no one will settle, e.g. a job handed to a
   // worker thread that ended) would otherwise exit 0 with no output and no summary.
   process.on('beforeExit', () =>
-    fail(def.name, new Error('the stage stopped with its work unfinished (nothing left to wait for)'), log, gathered, started, runExitHooks),
+    fail(def.name, new Error('the stage stopped with its work unfinished (nothing left to wait for)'), log, gathered, started, cleanupFailed),
   );
 
   // Feeds input chunks to a splitter; output is flushed between chunks, never per line.
@@ -289,11 +296,33 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
       summary(log, 'info', { status: 'output closed', ...gathered() }, started);
       process.exit(0);
     }
-    fail(def.name, systemFailure(err), log, gathered, started, runExitHooks);
+    fail(def.name, systemFailure(err), log, gathered, started, cleanupFailed);
   }
   runExitHooks();
   summary(log, 'info', { status: 'ok', ...gathered() }, started);
   process.exit(0);
+}
+
+/**
+ * Ends stdout, after the whole lines a failed run handed out (gathered bytes not yet
+ * handed are dropped), in `text` with no LF: a cut last line, on which the next stage
+ * fails ("last line has no newline") instead of taking the lines it got for the whole
+ * input. Written straight to the descriptor, which Node keeps non-blocking: a pipe
+ * whose reader does not drain it within 2 s goes without (an exit must not hang).
+ */
+function markCut(text: string): void {
+  const b = Buffer.from(text);
+  const giveUp = Date.now() + 2000;
+  const nap = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) {
+    try {
+      fs.writeSync(1, b); // under PIPE_BUF: all of it or EAGAIN
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN' || Date.now() > giveUp) return;
+      Atomics.wait(nap, 0, 0, 5);
+    }
+  }
 }
 
 function fstatQuietly(fd: number): fs.Stats | null {
