@@ -568,6 +568,29 @@ test('URL options reach the worker threads: over one 1 MiB batch, --threads 2 dr
   assert.equal(out('2'), inline);
 });
 
+test('--log-level debug counts every batch where it was parsed: with --threads 0, or an input of one batch, all on the main thread', () => {
+  const where = (args: string[], input: string) => {
+    const r = runBin('analyze-dump', [...args, '--log-level', 'debug'], input);
+    assert.equal(r.status, 0, r.stderr);
+    const l = r.stderr.split('\n').find((x) => x.includes('"batches_on_workers"'));
+    assert.ok(l, r.stderr);
+    const j = JSON.parse(l) as Record<string, number>;
+    return { workers: j.batches_on_workers, main: j.batches_on_main_thread };
+  };
+  // Over 2 MiB of lines: more than one batch (a batch is 1 MiB or more, as the reads cut it).
+  const lines: string[] = [];
+  for (let i = 0, bytes = 0; bytes < (2 << 20) + 4096; i++) {
+    lines.push(`b\t5\t20110727200841\t${i}\thttp://a${i % 97}.example.com/p${i}\t1\n`);
+    bytes += lines[i]!.length;
+  }
+  const none = where(['--threads', '0'], lines.join(''));
+  assert.equal(none.workers, 0);
+  assert.ok(none.main >= 2, `every batch on the main thread: ${JSON.stringify(none)}`);
+  // A small input is parsed here before a worker could start.
+  assert.deepEqual(where(['--threads', '1'], lines.slice(0, 3).join('')), { workers: 0, main: 1 });
+  assert.deepEqual(where(['--threads', '0'], ''), { workers: 0, main: 0 });
+});
+
 test('a spill directory that a SIGKILLed run left in --tmp is removed by the next run; live, foreign and unrelated names stay', { timeout: 120_000 }, async () => {
   const work = scratch('ms-ad-stale-');
   const tmp = path.join(work, 'tmp');

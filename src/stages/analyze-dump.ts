@@ -562,6 +562,7 @@ applied in input order, so the output does not depend on the number of threads. 
     ctx.onExit(() => pool?.close());
     const parseHere = async (batch: Buffer, reuse: Lent | undefined) => {
       inline ??= new BatchAnalyzer(o, await loadUrlHash(), maxLine);
+      localBatches++;
       return inline.run(batch, reuse);
     };
     const submit = async (batch: Buffer, final: boolean) => {
@@ -590,7 +591,6 @@ applied in input order, so the output does not depend on the number of threads. 
         workerBatches++;
       } else {
         const { result, packed } = await parseHere(batch, reuse);
-        localBatches++;
         pool.local({ result, packed, batch });
       }
       // At most as many batches in flight as the workers' queues hold, counting this
