@@ -63,8 +63,8 @@ test('a row no domain_map line can carry (edited outside partner-db) is an error
   partnerDb(work, 'p.db', 'assign', 'ok.com', 'a');
   const cases: [string, RegExp][] = [
     ["(NULL, 1, 'x')", /domain NULL/],
-    ["('tab' || char(9) || 'x.com', 1, 'x')", /bad domain 'tab x\.com'/],
-    ["('nl' || char(10) || 'x.com', 1, 'x')", /bad domain 'nl x\.com'/],
+    ["('tab' || char(9) || 'x.com', 1, 'x')", /bad domain 'tab\\tx\.com'/],
+    ["('nl' || char(10) || 'x.com', 1, 'x')", /bad domain 'nl\\nx\.com'/],
     ["('UP.com', 1, 'x')", /bad domain 'UP\.com'/],
     ["('z.com', 'one', 'x')", /domain z\.com has yacobot_id 'one', not a positive integer/],
     ["('z.com', 0, 'x')", /yacobot_id '0'/],

@@ -114,6 +114,8 @@ test('NAME must be one safe file name; usage errors exit 2', () => {
     assert.match(r.stderr, /Try 'logsaver --help'/);
   }
   assert.equal(runBin('logsaver', ['--name', 'x'], '', work).status, 2, '--queue-dir is required');
+  // A control character in the name is quoted escaped, as every message shows one.
+  assert.match(runBin('logsaver', ['--queue-dir', 'q', '--name', '.a\nb'], '', work).stderr, /^logsaver: --name '\.a\\nb' starts with '\.'\n/);
   assert.ok(!fs.existsSync(path.join(work, 'q')));
 });
 

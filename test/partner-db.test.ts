@@ -49,7 +49,7 @@ test('import: quoted CSV with a header; a bad row imports nothing; the fixed fil
   assert.equal(r.status, 1);
   assert.ok(!hasStackTrace(r.stderr));
   assert.match(r.stderr, /^partner-db: in\.csv:3: bad domain 'comma, in name\.com'/m);
-  assert.match(r.stderr, /^partner-db: in\.csv:5: bad domain 'multi\?\?line\.org' \(space or control character\)$/m);
+  assert.match(r.stderr, /^partner-db: in\.csv:5: bad domain 'multi\\r\\nline\.org' \(space or control character\)$/m);
   assert.match(r.stderr, /^partner-db: in\.csv:7: no Yacobot named 'nosuch'$/m);
   assert.match(r.stderr, /^partner-db: in\.csv: 3 bad row\(s\); nothing imported$/m);
   assert.deepEqual(rows(work), [{ domain: 'keep.org', yacobot_id: 1 }], 'nothing imported');
@@ -322,6 +322,10 @@ test('list and stats: a name with control characters (written by hand: add refus
     assert.ok(row.includes('evil\\nname\\x1b[2J'), `${cmd}: ${row}`);
     assert.ok(!out.includes('\x1b'), `${cmd}: a raw escape character reached the terminal`);
   }
+  // So do the commands that name it in what they say.
+  for (const args of [['set-weight', '2', '3'], ['assign', 'a.com', '2'], ['disable', '2']]) {
+    assert.equal(ok(work, ...args).split('\n').length, 2, args.join(' '));
+  }
 });
 
 test('weights: .5 and 1000000 are accepted, and two equal huge weights still share new domains evenly', () => {
@@ -402,6 +406,32 @@ test('normalizeDomain gives the host the URL parser gives (so analyze-dump), for
     }
   }
   assert.deepEqual(differ, [], 'assign/import store the domain URL records carry, or refuse it');
+});
+
+test('stats: the warning about a domain written by hand with a newline, given to no Yacobot, is one line, the domain escaped', () => {
+  const work = fresh('a');
+  const db = new Database(path.join(work, 'p.db'));
+  db.pragma('foreign_keys = OFF');
+  db.prepare("INSERT INTO partner_domain VALUES (?, 99, 'x')").run('evil\nb.com\x1b[2J');
+  db.close();
+  const t = pdb(work, 'stats');
+  assert.equal(t.status, 0, t.stderr);
+  assert.equal(t.stderr.split('\n').length, 2, `one line:\n${t.stderr}`);
+  assert.match(t.stderr, /^partner-db: warning: partner_domain gives evil\\nb\.com\\x1b\[2J to Yacobot 99, which does not exist/);
+  assert.ok(!t.stderr.includes('\x1b'), 'a raw escape character reached the terminal');
+});
+
+test('a domain typed with a control character is quoted with it escaped as \\n, \\t, \\xHH, as every message shows one', () => {
+  const work = fresh('a');
+  for (const [typed, shown] of [['a\tb.com', 'a\\tb.com'], ['a\x01b.com', 'a\\x01b.com']]) {
+    const r = pdb(work, 'assign', typed, 'a');
+    assert.equal(r.status, 2, r.stderr);
+    assert.equal(r.stderr, `partner-db: bad domain '${shown}' (space or control character)\nTry 'partner-db --help' for more information.\n`);
+  }
+  fs.writeFileSync(path.join(work, 'd.csv'), '"x\ny.com",a\n');
+  const r = pdb(work, 'import', 'd.csv');
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /^partner-db: d\.csv:1: bad domain 'x\\ny\.com' \(space or control character\)\n/);
 });
 
 test('normalizeDomain: a bad domain is quoted clipped in its message, not echoed whole', () => {

@@ -6,9 +6,8 @@ import * as path from 'node:path';
 import { domainToASCII } from 'node:url';
 import Database from 'better-sqlite3';
 import xxhash from 'xxhash-wasm';
-import { DataError, ioError, shellQuote } from './errors.js';
+import { DataError, clipText, ioError, shellQuote } from './errors.js';
 import { parseCount } from './numbers.js';
-import { clip } from './records.js';
 
 export type Db = Database.Database;
 
@@ -22,7 +21,7 @@ export function busyTimeoutMs(): number {
   if (v === undefined || v === '') return 5000; // set empty: unset, as shells often leave it
   const n = parseCount(v);
   // better-sqlite3 takes at most 2^31 - 1 (about 24 days).
-  if (n === null || n > 0x7fffffff) throw new DataError('BAD_ENV', `MASTER_SERVER_BUSY_TIMEOUT_MS wants a whole number of milliseconds from 0 to 2147483647, got '${clip(v)}'`);
+  if (n === null || n > 0x7fffffff) throw new DataError('BAD_ENV', `MASTER_SERVER_BUSY_TIMEOUT_MS wants a whole number of milliseconds from 0 to 2147483647, got '${clipText(v)}'`);
   return n;
 }
 
@@ -246,13 +245,13 @@ export function yacobotLoads(db: Db): YacobotLoad[] {
     .all() as { id: bigint; name: string; weight: number | bigint; active: number | bigint; domains: bigint }[];
   return rows.map((r) => {
     if (r.id > BigInt(Number.MAX_SAFE_INTEGER) || r.id < 1n) {
-      throw new DataError('BAD_YACOBOT_ID', `Yacobot '${clip(r.name)}' has id ${r.id}, outside the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}); give it another`, { file: db.name });
+      throw new DataError('BAD_YACOBOT_ID', `Yacobot '${clipText(r.name)}' has id ${r.id}, outside the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}); give it another`, { file: db.name });
     }
     const weight = Number(r.weight);
     // The schema's CHECK (weight > 0) lets Infinity through (9e999 typed into SQLite),
     // and a load of n / Infinity made every such Yacobot tie at 0.
     if (!(weight > 0 && weight <= MAX_WEIGHT)) {
-      throw new DataError('BAD_WEIGHT', `Yacobot '${clip(r.name)}' has weight ${weight}, outside 0 to ${MAX_WEIGHT} (set by hand?); fix that row`, { file: db.name });
+      throw new DataError('BAD_WEIGHT', `Yacobot '${clipText(r.name)}' has weight ${weight}, outside 0 to ${MAX_WEIGHT} (set by hand?); fix that row`, { file: db.name });
     }
     return { id: Number(r.id), name: r.name, weight, active: Number(r.active) !== 0, domains: Number(r.domains) };
   });
@@ -280,7 +279,7 @@ export function missingOwners(db: Db): MissingOwner[] {
   const out: MissingOwner[] = [];
   for (let v = first.get() as unknown; v !== undefined && v !== null; v = next.get(v) as unknown) {
     if (typeof v === 'bigint' && ids.has(String(v))) continue;
-    out.push({ id: typeof v === 'string' ? `'${clip(v)}'` : String(v), domains: count.get(v) as number, first: String(firstDomain.get(v)) });
+    out.push({ id: typeof v === 'string' ? `'${clipText(v)}'` : String(v), domains: count.get(v) as number, first: String(firstDomain.get(v)) });
   }
   return out;
 }
@@ -334,7 +333,7 @@ export function normalizeDomain(text: string): { domain: string } | { error: str
   let d = text.trim();
   if (d === '' || d === '.') return { error: 'empty domain' };
   // Checked before IDN conversion, which would silently drop tabs and newlines.
-  if (/[\x00-\x20\x7f]/.test(d)) return { error: `bad domain '${clip(d.replace(/[\x00-\x1f\x7f]/g, '?'))}' (space or control character)` };
+  if (/[\x00-\x20\x7f]/.test(d)) return { error: `bad domain '${clipText(d)}' (space or control character)` };
   // The host as the URL records carry it (WHATWG host parsing, as analyze-dump's URL
   // parser): lower case and IDN to punycode by its own mapping (not toLowerCase, which
   // makes capital sharp s a ß where the parser has "ss"), an IPv4 address in any form
@@ -342,7 +341,7 @@ export function normalizeDomain(text: string): { domain: string } | { error: str
   // spelling would be stored and reported as assigned, but never match a record.
   // (The parser would take 'a/b' or 'a?b' for the host 'a' with more after it.)
   const ascii = /[/?#\\]/.test(d) ? '' : domainToASCII(d);
-  if (ascii === '') return { error: `bad domain '${clip(d)}'` };
+  if (ascii === '') return { error: `bad domain '${clipText(d)}'` };
   // One trailing dot names the same host (after the mapping: a trailing '。' is one too).
   d = ascii.endsWith('.') && ascii !== '.' ? ascii.slice(0, -1) : ascii;
   if (/^\[[0-9a-f:.]+\]$/.test(d)) return { domain: d }; // IPv6 literal

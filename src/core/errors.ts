@@ -54,6 +54,15 @@ export function visibleName(s: string): string {
 }
 
 /**
+ * Shortens a value quoted in a message, leaving its control characters to visibleName,
+ * which every message goes through as it is written (`\n` tells more than a space or
+ * `?`). Not for the rejects file, a TSV: records.ts clip() is.
+ */
+export function clipText(s: string, max = 60): string {
+  return s.length > max ? `${s.slice(0, max)}...` : s;
+}
+
+/**
  * Quotes one word for bash: for the scripts the runner runs and the commands messages
  * suggest. A word with a control character is quoted as $'...', which spells it in
  * visibleName's escapes: a message shows the command that works, on one line.

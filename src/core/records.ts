@@ -5,6 +5,7 @@ import { isValidHits, isValidHitsAt } from './hits.js';
 import { DASH, compareBytes, isDigitsAt, latin1 } from './bytes.js';
 import { findTabsAt } from './tsv.js';
 import { isValidTimestamp, timestampKey } from './time.js';
+import { clipText } from './errors.js';
 
 /** URL record: `id timestamp updatetag hits domain url` (incoming, current, filtered, queue). */
 export const URL_RECORD = ['id', 'timestamp', 'updatetag', 'hits', 'domain', 'url'] as const;
@@ -66,7 +67,7 @@ const DOMAIN_RE = /^[!-@[-~]+$/;
 /** What is wrong with a domain as the streams carry it, or null. */
 export function checkDomain(d: string): string | null {
   if (d.length === 0) return 'empty domain';
-  return DOMAIN_RE.test(d) ? null : `bad domain '${clip(d)}' (want lower-case ASCII, as analyze-dump writes it)`;
+  return DOMAIN_RE.test(d) ? null : `bad domain '${clipText(d)}' (want lower-case ASCII, as analyze-dump writes it)`;
 }
 
 /** Checks the six fields of a URL record; returns what is wrong, or null. */

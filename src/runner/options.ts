@@ -3,7 +3,7 @@
 // except reading the config file.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { UsageError } from '../core/errors.js';
+import { UsageError, clipText } from '../core/errors.js';
 import { parseGroupedCount, parseRatio, ratioError } from '../core/numbers.js';
 import { parseBudget } from '../core/size.js';
 import { isValidTimestamp, parseDuration } from '../core/time.js';
@@ -238,8 +238,4 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     killAfterMs,
     config: configPath,
   };
-}
-
-function clipText(s: string, max = 60): string {
-  return s.length > max ? `${s.slice(0, max)}...` : s;
 }

@@ -1,8 +1,8 @@
 // domains-from-db: the partner database's domain -> Yacobot table as a domain_map.
 import { pathOption, type StageDef } from '../cli/stage.js';
 import { dbError, missingOwnerError, missingOwners, openDb } from '../core/db.js';
-import { DataError } from '../core/errors.js';
-import { checkDomain, clip } from '../core/records.js';
+import { DataError, clipText } from '../core/errors.js';
+import { checkDomain } from '../core/records.js';
 
 export interface DomainsFromDbOptions {
   db: string;
@@ -76,6 +76,6 @@ function badRow(domain: unknown, id: unknown): string | null {
   if (typeof id === 'bigint' && id > BigInt(Number.MAX_SAFE_INTEGER)) {
     return `domain ${domain} has yacobot_id ${id}, outside the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER})`;
   }
-  if (!(typeof id === 'bigint' && id > 0n)) return `domain ${domain} has yacobot_id '${clip(String(id))}', not a positive integer`;
+  if (!(typeof id === 'bigint' && id > 0n)) return `domain ${domain} has yacobot_id '${clipText(String(id))}', not a positive integer`;
   return null;
 }

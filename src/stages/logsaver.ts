@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { pathOption, type StageDef } from '../cli/stage.js';
 import { mkdirEach } from '../core/dirs.js';
-import { DataError, UsageError, hasControl, ioError } from '../core/errors.js';
+import { DataError, UsageError, clipText, hasControl, ioError } from '../core/errors.js';
 import { BytesIndex } from '../core/bytesindex.js';
 import { LF, TAB, putBytes } from '../core/bytes.js';
 import { LineRef, ROUTED_RECORD, checkUrlRecordAt, clip, isYacobotIdAt } from '../core/records.js';
@@ -70,7 +70,7 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
   normalize(raw) {
     const name = String(raw.name);
     const bad = checkQueueName(name);
-    if (bad) throw new UsageError(`--name '${clip(name)}' ${bad}`);
+    if (bad) throw new UsageError(`--name '${clipText(name)}' ${bad}`);
     return { queueDir: pathOption('--queue-dir', raw.queueDir, 'a directory name'), name };
   },
   async run(ctx, o) {

@@ -18,9 +18,8 @@ import {
   type YacobotLoad,
   MAX_WEIGHT,
 } from '../core/db.js';
-import { DataError, UsageError, formatPlace, hasControl, ioError, visibleName } from '../core/errors.js';
+import { DataError, UsageError, clipText, formatPlace, hasControl, ioError, visibleName } from '../core/errors.js';
 import { parseCount, parseDecimal } from '../core/numbers.js';
-import { clip } from '../core/records.js';
 import { formatTimestamp } from '../core/time.js';
 import { domainOfHost } from '../core/url.js';
 
@@ -29,14 +28,16 @@ const NAME = 'partner-db';
 const MAX_REPORTED_ROWS = 20;
 
 const say = (text: string) => process.stdout.write(text + '\n');
-const warn = (text: string) => process.stderr.write(`${NAME}: warning: ${text}\n`);
+// One line, whatever it quotes (a domain written by hand may hold a newline).
+const warn = (text: string) => process.stderr.write(`${NAME}: warning: ${visibleName(text)}\n`);
 
 /** Routing keys are registrable domains (unless analyze-dump runs with --domain-mode host): say so when one is not. */
 function subdomainNote(domain: string): string | null {
   const reg = domainOfHost(domain);
   return reg !== domain ? `${domain} is not a registrable domain; URL records of its pages carry ${reg} (unless --domain-mode host)` : null;
 }
-const label = (y: Yacobot) => `${y.id} (${y.name})`;
+// A name written by hand may hold control characters (add refuses them): shown escaped, as list shows it.
+const label = (y: Yacobot) => `${y.id} (${visibleName(y.name)})`;
 
 /** Parses a weight argument: a positive finite decimal number. */
 export function parseWeight(text: string): number {
@@ -127,7 +128,7 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): 
     if ('error' in nd) return bad(nd.error);
     const ref = record[1]!;
     const y = /^\d+$/.test(ref) ? byId.get(String(parseCount(ref))) : byName.get(ref);
-    if (!y) return bad(/^\d+$/.test(ref) ? `no Yacobot with id ${ref}` : `no Yacobot named '${clip(ref)}'`);
+    if (!y) return bad(/^\d+$/.test(ref) ? `no Yacobot with id ${ref}` : `no Yacobot named '${clipText(ref)}'`);
     if (!y.active) return bad(`Yacobot ${label(y)} is disabled`);
     const prev = firstLine.get(nd.domain);
     if (prev) {
@@ -275,7 +276,7 @@ Example:
     .option('--weight <w>', 'its share of domains relative to the others', '1')
     .action((name: string, o: { weight: string }, cmd: Command) => {
       const bad = checkYacobotName(name);
-      if (bad) throw new UsageError(`Yacobot name '${clip(name)}' ${bad}`);
+      if (bad) throw new UsageError(`Yacobot name '${clipText(name)}' ${bad}`);
       const weight = parseWeight(o.weight);
       withDb(cmd, (db, file) => {
         if (db.prepare('SELECT 1 FROM yacobot WHERE name = ?').get(name)) {
