@@ -11,6 +11,14 @@ import { PIPESIZE_ADDON } from '../src/core/pipes.js';
 import { BIN, ROOT, awaitWithLateFifoEnd, hasStackTrace, partnerDb, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import Database from 'better-sqlite3';
 import { prng } from '../scripts/prng.js';
+import { analyzeDump } from '../src/stages/analyze-dump.js';
+import { domainsFromDb } from '../src/stages/domains-from-db.js';
+import { filterUrl } from '../src/stages/filter-url.js';
+import { groupSum } from '../src/stages/group-sum.js';
+import { joinCurrent } from '../src/stages/join-current.js';
+import { logsaver } from '../src/stages/logsaver.js';
+import { uploadDomains } from '../src/stages/upload-domains.js';
+import { USAGE as RUNNER_USAGE } from '../src/runner/options.js';
 
 // The options each stage needs to get as far as reading its input.
 const REQUIRED: Record<string, string[]> = {
@@ -47,6 +55,17 @@ for (const stage of STAGES) {
     assert.ok(!hasStackTrace(r.stderr));
   });
 }
+
+test('usage texts fit 80 columns: commander wraps a longer line on its own, leaving a short line in the middle of a paragraph', () => {
+  const texts: [string, string][] = [
+    ...[analyzeDump, domainsFromDb, filterUrl, groupSum, joinCurrent, logsaver, uploadDomains].map((d): [string, string] => [d.name, `${d.summary}\n\n${d.usage}`]),
+    ['reflog-to-yacobot-queue', RUNNER_USAGE],
+  ];
+  for (const [name, text] of texts) {
+    const long = text.split('\n').filter((l) => l.length > 80);
+    assert.deepEqual(long, [], `${name}: lines over 80 columns`);
+  }
+});
 
 /** Valid input for each stage, enough lines that output is written before the input ends. */
 function manyLines(stage: string): string {

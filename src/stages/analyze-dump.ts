@@ -447,11 +447,12 @@ that does not end in LF is processed, with a warning and last_line_unterminated.
 Buffers: every record, up to --memory (records and their sort keys; beyond it,
 sorted runs spill to --tmp), before writing; output starts at the end of input.
 Parsing runs on --threads worker threads and the main thread, in 1 MiB batches
-applied in input order, so the output does not depend on the number of threads. If more than
---max-reject-ratio of the records are rejected, the run fails with no output.`,
+applied in input order, so the output does not depend on the number of threads.
+If more than --max-reject-ratio of the records are rejected, the run fails with
+no output.`,
   options(cmd: Command) {
     cmd
-      .option('--rejects <file>', 'write each rejected line as "line TAB reason TAB original bytes" (at most the line limit of them)')
+      .option('--rejects <file>', 'write each rejected line as "line TAB reason TAB original bytes" (of a line too long, its first --max-url-bytes + 64 KiB)')
       .option('--max-reject-ratio <r>', 'fail (no output) when rejected/(records+rejected) exceeds r', '0.01')
       .option('--max-url-bytes <n>', 'longest accepted URL in bytes', String(DEFAULT_MAX_URL_BYTES))
       .option('--drop-params <globs>', "drop query parameters whose names match, e.g. 'utm_*,callback,_'")
