@@ -106,6 +106,13 @@ test('a signal before the end of input publishes nothing and removes the tempora
   }
 });
 
+test('--help does not say logsaver writes stdout: its output is the queue files', () => {
+  const r = runBin('logsaver', ['--help'], '');
+  assert.equal(r.status, 0);
+  assert.match(r.stdout, /writes files, nothing\n {2}on stdout/);
+  assert.doesNotMatch(r.stdout, /and writes stdout|A closed stdout/);
+});
+
 test('NAME must be one safe file name; usage errors exit 2', () => {
   const work = scratch('ms-ls-');
   for (const name of ['', 'a/b', '.hidden', '..', 'x\ty']) {

@@ -54,6 +54,8 @@ export interface StageDef<O> {
   usage: string;
   /** False for a stage that reads no input (domains-from-db): no [input] argument, stdin untouched. */
   readsInput?: boolean;
+  /** False for a stage whose output is files, not stdout (logsaver): its --help says so. */
+  writesStdout?: boolean;
   /** Adds the stage's options to the command. */
   options?(cmd: Command): void;
   /** Validates and types the parsed options; throws UsageError. The one place options are normalized. */
@@ -61,15 +63,15 @@ export interface StageDef<O> {
   run(ctx: StageContext, opts: O): Promise<void>;
 }
 
-const commonHelp = (readsInput: boolean) => `
+const commonHelp = (readsInput: boolean, writesStdout: boolean) => `
 Common to every stage:
-  ${readsInput ? 'Reads the input file (or stdin when it is "-" or absent) and writes stdout;' : 'Writes stdout (this stage reads no input);'}
+  ${!readsInput ? 'Writes stdout (this stage reads no input);' : writesStdout ? 'Reads the input file (or stdin when it is "-" or absent) and writes stdout;' : 'Reads the input file (or stdin when it is "-" or absent); writes files, nothing\n  on stdout;'}
   logs JSON lines to stderr, ending with one summary line (counts and ms).
   Exit status: 0 success, 1 bad data or I/O failure, 2 usage error, 128+N
   stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP; temporary files
-  removed). A closed stdout (| head) ends the stage quietly. Errors read
-  "<stage>: <file>:<line>: <message>"${readsInput ? `; stdin is "-" there, or NAME
-  with --input-name NAME (as the cron runner names the reflog it hands over).` : '.'}
+  removed).${writesStdout ? ' A closed stdout (| head) ends the stage quietly.' : ''}
+  Errors read "<stage>: <file>:<line>: <message>"${readsInput ? `; stdin is "-" there, or
+  NAME with --input-name NAME (as the cron runner names the reflog it hands over).` : '.'}
 `;
 
 /** A file option's value, or a UsageError: an empty name would fail only after the whole input was read. */
@@ -140,7 +142,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     .allowExcessArguments(false)
     .exitOverride()
     .configureOutput({ outputError: () => undefined })
-    .addHelpText('after', commonHelp(def.readsInput !== false));
+    .addHelpText('after', commonHelp(def.readsInput !== false, def.writesStdout !== false));
   if (def.readsInput !== false) {
     cmd.argument('[input]', 'input file; "-" or absent for stdin');
     cmd.option('--input-name <name>', 'the name messages give stdin (default "-")');

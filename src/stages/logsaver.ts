@@ -41,6 +41,7 @@ interface Queue {
 export const logsaver: StageDef<LogsaverOptions> = {
   name: 'logsaver',
   summary: 'Write routed records into per-Yacobot queue files DIR/<yacobot_id>/<NAME>.tsv.',
+  writesStdout: false,
   usage: `
 Reads routed records "yacobot_id id timestamp updatetag hits domain url" and,
 for each Yacobot, writes its URL records (the 6 fields after yacobot_id, in
