@@ -510,6 +510,8 @@ test('SIGTERM to the runner alone while a chain runs: it stops its stages, exits
     assert.deepEqual(left, RUNS.slice(k), `${what}: it and the runs after it stay in the inbox`);
     const final = await runner(dir);
     assert.equal(final.status, 0, `${what}: ${final.stderr}`);
+    // Its summary line says what happened, not "after a crash".
+    assert.match(final.stderr, new RegExp(`: ${run}: .* s \\(rerun of an interrupted attempt\\)\n`), `${what}: ${final.stderr}`);
     assertSameState(snapshot(dir), want, what);
     assert.deepEqual(newDomains(dir), newDomains((await ref()).dir), `${what}: new_domains`);
   }
@@ -704,6 +706,7 @@ test('a COMMIT marker of an unknown version is refused with a message naming it,
   const again = await runner(dir);
   assert.equal(again.status, 0, again.stderr);
   assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.recovered]), [['2011072806', 'roll-forward']]);
+  assert.match(again.stderr, /: 2011072806: .* s \(roll-forward of an unfinished commit\)\n/);
 });
 
 test('killed after its reflog left the inbox (just before the cleanup), a run is not published again: queue files the consumer took do not come back', async () => {

@@ -305,6 +305,13 @@ export function humanLine(r: RunRecord): string {
   return (
     `${r.run}: ${ad.lines_in ?? '?'} lines, ${ad.records_out ?? '?'} records, ${ad.rejected ?? '?'} rejected, ` +
     `${ad.skipped ?? '?'} skipped; ${r.sent} URLs sent${per ? ` (${per})` : ''}${held}; ` +
-    `${r.new_domains} new domains; ${r.seconds.toFixed(1)} s${r.recovered ? ` (${r.recovered} after a crash)` : ''}`
+    `${r.new_domains} new domains; ${r.seconds.toFixed(1)} s${r.recovered ? ` (${RECOVERED[r.recovered]})` : ''}`
   );
 }
+
+// Not "after a crash": a signal interrupts an attempt too, and an error (a directory in
+// the way at done/RUN.reflog) leaves a commit unfinished as a crash does.
+const RECOVERED: Record<NonNullable<RunRecord['recovered']>, string> = {
+  rerun: 'rerun of an interrupted attempt',
+  'roll-forward': 'roll-forward of an unfinished commit',
+};
