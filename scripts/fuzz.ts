@@ -310,7 +310,7 @@ async function main(o: FuzzOptions): Promise<void> {
   let bytes = 0;
   let peak = 0;
   let failures = 0;
-  console.log(`fuzz: seed ${seed}, ${seconds === Infinity ? "no time limit" : `${seconds} s`}, max ${iterations} runs, inputs up to ${maxSize} bytes, RSS bound ${maxRssKb / 1024} MiB`);
+  console.log(`fuzz: seed ${seed}, ${seconds === Infinity ? "no time limit" : `${seconds} s`}, max ${iterations} runs, inputs up to ${maxSize} bytes (about one in 7 up to 8 times that), RSS bound ${maxRssKb / 1024} MiB`);
   // Big inputs now and then: the memory bound matters there.
   while (Date.now() < deadline && runs < iterations) {
     // Several 1 MiB batches now and then: worker threads start only past the first.
@@ -357,7 +357,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.ar
       .option('--iterations <N>', 'stop after N runs', intOption('--iterations', 1))
       .option('--seed <S>', 'seed (default: from the clock; printed first)', intOption('--seed', 0))
       .option('--max-rss-mb <M>', 'peak RSS bound of each run, MiB', intOption('--max-rss-mb', 1), 400)
-      .option('--max-size <BYTES>', 'largest input, bytes (one run in 20 takes 8 times this)', intOption('--max-size', 1), 1 << 20)
+      .option('--max-size <BYTES>', 'inputs up to this size, bytes, but for about one run in 7: 2 to 5 times it (one in 10), 8 times it (one in 20)', intOption('--max-size', 1), 1 << 20)
       .action((o: FuzzOptions) => main(o)),
   );
 }
