@@ -208,10 +208,10 @@ moves its domains) is routed there all the same, with a warning and
 domains_of_inactive in the summary. A Yacobot disabled while the run goes on
 keeps, for this run, the domains it had when they were looked up (a domain has
 one Yacobot per run), with a warning at the end and
-domains_of_disabled_during_run in the summary. A database row naming a Yacobot that does
-not exist (written with foreign keys off) is an error at start, before any
-output. A domain found in neither is new: it is
-given an active Yacobot by --assign
+domains_of_disabled_during_run in the summary. A database row naming a Yacobot
+that does not exist (written with foreign keys off) is an error at start, before
+any output. A domain found in neither is new: it is given an active Yacobot by
+--assign
 
   least-loaded  the one with the fewest domains per unit of weight, ties to the
                 smallest id; counts grow as it assigns, so a batch spreads out
