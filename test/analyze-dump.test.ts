@@ -9,7 +9,7 @@ import { UrlResolver, canonicalize, globMatch, parseParamGlobs, loadUrlHash, loa
 import { prng } from '../scripts/prng.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
-import { MAX_RECORD_BYTES } from '../src/stages/analyze-dump.js';
+import { MAX_RECORD_BYTES, analyzeLine } from '../src/stages/analyze-dump.js';
 import { HOST_TAG, ownedTempPrefix } from '../src/core/tsv.js';
 import { parseBudget, parseSize } from '../src/core/size.js';
 
@@ -106,6 +106,37 @@ test('hostile reflog: exit 0, clean 6-field output, one reject per bad record, c
     'invalid UTF-8',
     'unsupported scheme',
   ]);
+});
+
+test('the rejects file holds each rejected line with its own reason and detail, whatever the mix of reasons in a batch', async () => {
+  // A batch stores each distinct reason once and remembers only so many: thousands of
+  // distinct details (non-ASCII ones too) among repeated ones, over several batches.
+  const work = scratch();
+  const hash = await loadUrlHash();
+  const opts: UrlOptions = { maxUrlBytes: 8192, dropParams: null, sortQuery: false, domainMode: 'registrable' };
+  const lines: Buffer[] = [];
+  for (let i = 0; i < 140_000; i++) {
+    const kind = i % 7;
+    if (kind === 0) lines.push(Buffer.from('\t'));
+    else if (kind === 1) lines.push(Buffer.from(reflogLine('http://a.org/', 1, `2011\u00e9${i}`)));
+    else if (kind === 2) lines.push(Buffer.from(reflogLine('http://a.org/', -i)));
+    else if (kind === 3) lines.push(Buffer.from('\xff\t', 'latin1'));
+    else if (kind === 4) lines.push(Buffer.from(reflogLine(`http://a.org/${i}`, 1)));
+    else if (kind === 5) lines.push(Buffer.from('x\ty\r'));
+    else lines.push(Buffer.from(reflogLine(`ftp${i % 5000}://x/`, 1)));
+  }
+  const want: Buffer[] = [];
+  lines.forEach((l, k) => {
+    const v = analyzeLine(l, 0, l.length, false, opts, hash);
+    if (v.kind === 'reject') want.push(Buffer.from(`${k + 1}\t${v.reason}${v.detail ? `: ${v.detail}` : ''}\t`), l, Buffer.from('\n'));
+  });
+  const input = Buffer.concat(lines.flatMap((l) => [l, Buffer.from('\n')]));
+  assert.ok(input.length > 3 << 20, 'several batches');
+  for (const threads of ['0', '2']) {
+    const r = runBin('analyze-dump', ['--max-reject-ratio', '1', '--rejects', 'rj', '--threads', threads], input, work);
+    assert.equal(r.status, 0, r.stderr);
+    assert.ok(fs.readFileSync(path.join(work, 'rj')).equals(Buffer.concat(want)), `--threads ${threads}: rejects file as predicted`);
+  }
 });
 
 test('--max-url-bytes is honoured and --max-reject-ratio 0 fails on one reject, with no output', () => {

@@ -56,6 +56,29 @@ test('fuzz: 16 MB of tiny lines, every one rejected, stays within the memory bou
   if (fs.existsSync('/proc/self/status')) assert.ok(res.peakKb > 0 && res.peakKb < MAX_RSS_KB, `peak RSS ${res.peakKb} KiB`);
 });
 
+test('fuzz: a flood of 2-byte rejected lines kept with --rejects stays within twice --memory plus 100 MiB at --memory 128M --threads 3', async () => {
+  // A batch once held each reject with its reason copied (48 bytes for a 2-byte line,
+  // 24 MiB a batch): this input peaked at 430-480 MiB.
+  const hash = await loadUrlHasher();
+  const base = scratch('ms-fuzz-');
+  const n = 4 << 20;
+  const c: FuzzCase = { kind: 'rejects', bytes: Buffer.from('\t\n'.repeat(n)), args: ['--max-reject-ratio', '1', '--rejects', 'rejects', '--memory', '128M', '--threads', '3'] };
+  const res = await runCase(c, base);
+  const boundKb = (2 * 128 + 100) * 1024;
+  assert.deepEqual(problems(c, res, hash, boundKb), []);
+  if (fs.existsSync('/proc/self/status')) assert.ok(res.peakKb > 0 && res.peakKb < boundKb, `peak RSS ${res.peakKb} KiB`);
+  // Every line, in order, as it was written before.
+  let at = 0;
+  for (let from = 1; from <= n; from += 65536) {
+    let want = '';
+    for (let k = from; k < from + 65536 && k <= n; k++) want += `${k}\tbad field count: 2 fields, want 6 or 7\t\t\n`;
+    const w = Buffer.from(want);
+    assert.ok(res.rejects.subarray(at, at + w.length).equals(w), `rejects lines ${from}..${from + 65535}`);
+    at += w.length;
+  }
+  assert.equal(at, res.rejects.length);
+});
+
 test('fuzz checker catches a broken run (it can fail)', async () => {
   const hash = await loadUrlHasher();
   const c: FuzzCase = { kind: 'x', bytes: Buffer.from('a\tb\nc\n'), args: [] };

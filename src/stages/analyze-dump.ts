@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import { isUtf8 } from 'node:buffer';
 import type { Command } from 'commander';
 import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
-import { LF, TAB, isDigitsAt, putBytes, putNumbered } from '../core/bytes.js';
+import { LF, TAB, isDigitsAt, putBytes, putDecimal, type ByteSink } from '../core/bytes.js';
 import { grown } from '../core/arrays.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { MAX_REFLOG_HITS_DIGITS } from '../core/hits.js';
@@ -222,19 +222,84 @@ export class ReflogAnalyzer {
 }
 
 /**
+ * Byte strings back to back, for handing between threads: entry k is
+ * bytes[ends[k - 1], ends[k]), with ends[-1] = 0.
+ */
+export interface PackedBytes {
+  bytes: Uint8Array;
+  ends: Uint32Array;
+}
+
+/** Builds PackedBytes, in buffers lent back from earlier ones where they fit. */
+class ByteList {
+  private bytes: Buffer = Buffer.alloc(0);
+  private ends: Uint32Array = new Uint32Array(0);
+  private pos = 0;
+  count = 0;
+
+  /** Takes the buffers of PackedBytes handed back, to fill instead of new ones. */
+  lend(p: PackedBytes): void {
+    if (p.ends.buffer.byteLength > this.ends.byteLength) this.ends = new Uint32Array(p.ends.buffer);
+    if (p.bytes.buffer.byteLength > this.bytes.length) this.bytes = Buffer.from(p.bytes.buffer);
+  }
+
+  /** Appends `src[s, e)` as the next entry. */
+  push(src: Uint8Array, s: number, e: number): void {
+    this.room(e - s);
+    this.end(putBytes(this.bytes, this.pos, src, s, e));
+  }
+
+  /** Appends `text` (as UTF-8) as the next entry. */
+  pushText(text: string): void {
+    this.room(3 * text.length);
+    this.end(this.pos + this.bytes.write(text, this.pos));
+  }
+
+  /** The entries (views of whole buffers, ready to transfer); the list starts over. */
+  take(): PackedBytes {
+    const p = { bytes: this.bytes.subarray(0, this.pos), ends: this.ends.subarray(0, this.count) };
+    this.bytes = Buffer.alloc(0);
+    this.ends = new Uint32Array(0);
+    this.pos = 0;
+    this.count = 0;
+    return p;
+  }
+
+  private room(need: number): void {
+    if (this.count === this.ends.length) this.ends = grown(this.ends, Math.max(64, 2 * this.count));
+    if (this.pos + need > this.bytes.length) {
+      const bigger = Buffer.allocUnsafeSlow(Math.max(4096, 2 * this.bytes.length, this.pos + need));
+      this.bytes.copy(bigger, 0, 0, this.pos);
+      this.bytes = bigger;
+    }
+  }
+
+  private end(p: number): void {
+    this.ends[this.count++] = this.pos = p;
+  }
+}
+
+/** The most distinct "reason[: detail]" a batch's packer remembers (to store each once); it then starts over. */
+const DISTINCT_WHYS = 1024;
+
+/**
  * The rejected lines of one batch, packed for handing between threads: counts by
- * reason and, when a --rejects file is kept, each one's line number within the
- * batch (from 1) and its entry "reason[: detail] TAB original bytes", back to back
- * in `text` (entry k is text[ends[k - 1], ends[k]), with ends[-1] = 0). A few
- * buffers, not an object per line: a batch of 262,144 short rejected lines sent as
- * objects took analyze-dump past 1 GiB.
+ * reason and, when a --rejects file is kept, for each one (k, in line order) its
+ * line number within the batch (from 1), `lines[k]`, its original bytes, entry k
+ * of `text`, and its "reason[: detail]", entry `whys[k]` of `reasons`. A batch's
+ * distinct reasons are stored about once: a flood of tiny rejected lines with one
+ * reason takes 13 bytes a line, not the 48 of a copy of the reason each (which
+ * made a batch of 2-byte lines 24 MiB, README). A few buffers, not an object per
+ * line: a batch of 262,144 short rejected lines sent as objects took analyze-dump
+ * past 1 GiB.
  */
 export interface BatchRejects {
   count: number;
   byReason: Record<string, number>;
   lines: Uint32Array;
-  ends: Uint32Array;
-  text: Uint8Array;
+  whys: Uint32Array;
+  text: PackedBytes;
+  reasons: PackedBytes;
 }
 
 /** Gathers a batch's rejects as BatchRejects; with `keep` false, only their counts. */
@@ -242,9 +307,11 @@ class RejectPacker {
   private count = 0;
   private byReason: Record<string, number> = {};
   private lines: Uint32Array = new Uint32Array(0);
-  private ends: Uint32Array = new Uint32Array(0);
-  private text: Buffer = Buffer.alloc(0);
-  private pos = 0;
+  private whys: Uint32Array = new Uint32Array(0);
+  private readonly text = new ByteList();
+  private readonly reasons = new ByteList();
+  /** The entries of `reasons` by their text, while there are few enough. */
+  private known = new Map<string, number>();
 
   constructor(private readonly keep: boolean) {}
 
@@ -253,9 +320,10 @@ class RejectPacker {
     if (!r || !this.keep) return;
     if (r.lines.buffer.byteLength > this.lines.byteLength) {
       this.lines = new Uint32Array(r.lines.buffer);
-      this.ends = new Uint32Array(r.ends.buffer);
+      this.whys = new Uint32Array(r.whys.buffer);
     }
-    if (r.text.buffer.byteLength > this.text.length) this.text = Buffer.from(r.text.buffer);
+    this.text.lend(r.text);
+    this.reasons.lend(r.reasons);
   }
 
   add(line: number, reason: string, detail: string, buf: Buffer, s: number, e: number): void {
@@ -264,20 +332,19 @@ class RejectPacker {
     if (!this.keep) return;
     if (k === this.lines.length) {
       this.lines = grown(this.lines, Math.max(64, 2 * k));
-      this.ends = grown(this.ends, Math.max(64, 2 * k));
+      this.whys = grown(this.whys, Math.max(64, 2 * k));
     }
     const why = detail ? `${reason}: ${detail}` : reason;
-    const need = 3 * why.length + 1 + (e - s);
-    if (this.pos + need > this.text.length) {
-      const bigger = Buffer.allocUnsafeSlow(Math.max(4096, 2 * this.text.length, this.pos + need));
-      this.text.copy(bigger, 0, 0, this.pos);
-      this.text = bigger;
+    let w = this.known.get(why);
+    if (w === undefined) {
+      if (this.known.size === DISTINCT_WHYS) this.known.clear();
+      w = this.reasons.count;
+      this.reasons.pushText(why);
+      this.known.set(why, w);
     }
-    let p = this.pos + this.text.write(why, this.pos);
-    this.text[p++] = TAB;
-    p = putBytes(this.text, p, buf, s, e);
     this.lines[k] = line;
-    this.ends[k] = this.pos = p;
+    this.whys[k] = w;
+    this.text.push(buf, s, e);
   }
 
   /** The batch's rejects (views of whole buffers, ready to transfer); the packer starts over. */
@@ -286,16 +353,41 @@ class RejectPacker {
       count: this.count,
       byReason: this.byReason,
       lines: this.lines.subarray(0, this.count), // empty when !keep: nothing was stored
-      ends: this.ends.subarray(0, this.count),
-      text: this.text.subarray(0, this.pos),
+      whys: this.whys.subarray(0, this.count),
+      text: this.text.take(),
+      reasons: this.reasons.take(),
     };
     this.count = 0;
     this.byReason = {};
     this.lines = new Uint32Array(0);
-    this.ends = new Uint32Array(0);
-    this.text = Buffer.alloc(0);
-    this.pos = 0;
+    this.whys = new Uint32Array(0);
+    this.known.clear();
     return r;
+  }
+}
+
+/**
+ * Writes a batch's kept rejects to `sink` as rejects-file lines
+ * "line-number TAB reason[: detail] TAB original bytes" LF, numbering from `before` + 1.
+ */
+function putRejects(sink: ByteSink, x: BatchRejects, before: number): void {
+  const why = x.reasons;
+  const text = x.text;
+  for (let k = 0; k < x.lines.length; k++) {
+    const w = x.whys[k]!;
+    const ws = w === 0 ? 0 : why.ends[w - 1]!;
+    const we = why.ends[w]!;
+    const ts = k === 0 ? 0 : text.ends[k - 1]!;
+    const te = text.ends[k]!;
+    sink.reserve(24 + (we - ws) + (te - ts));
+    const o = sink.buf;
+    let p = putDecimal(o, sink.pos, before + x.lines[k]!);
+    o[p++] = TAB;
+    p = putBytes(o, p, why.bytes, ws, we);
+    o[p++] = TAB;
+    p = putBytes(o, p, text.bytes, ts, te);
+    o[p++] = LF;
+    sink.pos = p;
   }
 }
 
@@ -308,7 +400,7 @@ export interface Lent {
 /** The buffers of lent output, to transfer (a view's whole buffer: one left out would be copied whole). */
 export function lentBuffers(l: Lent): ArrayBuffer[] {
   const r = l.rejects;
-  const rejectParts = [r.lines, r.ends, r.text].filter((a) => a.buffer.byteLength > 0).map((a) => a.buffer as ArrayBuffer);
+  const rejectParts = [r.lines, r.whys, r.text.bytes, r.text.ends, r.reasons.bytes, r.reasons.ends].filter((a) => a.buffer.byteLength > 0).map((a) => a.buffer as ArrayBuffer);
   return [...packedBuffers(l.packed), ...rejectParts];
 }
 
@@ -540,9 +632,7 @@ no output.`,
       const before = sorter.count;
       sorter.addPacked(packed);
       const x = r.rejects;
-      if (rejects) {
-        for (let k = 0, from = 0; k < x.lines.length; from = x.ends[k++]!) putNumbered(rejects, linesIn + x.lines[k]!, x.text, from, x.ends[k]!);
-      }
+      if (rejects) putRejects(rejects, x, linesIn);
       recordsOut += sorter.count - before;
       headers += r.headers;
       empty += r.empty;
