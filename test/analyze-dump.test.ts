@@ -281,6 +281,85 @@ test('--rejects naming a FIFO whose reader stops reading: the stage waits for it
   }
 });
 
+test('--rejects naming a FIFO whose reader stalls on a flood of tiny rejected lines: peak RSS within twice --memory plus 100 MiB, and every reject comes', { timeout: 120_000 }, async () => {
+  const work = scratch();
+  const fifo = path.join(work, 'rj');
+  spawnSync('mkfifo', [fifo]);
+  const reader = fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+  const n = 4 << 20;
+  const input = Buffer.from('\t\n'.repeat(n));
+  const child = spawn(path.join(BIN, 'analyze-dump'), ['--rejects', fifo, '--max-reject-ratio', '1', '--memory', '128M', '--threads', '3'], {
+    cwd: work,
+    env: testEnv({ MASTER_SERVER_WORKER_BYTES: '0' }),
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let err = '';
+  child.stdout!.resume();
+  child.stderr!.on('data', (d: Buffer) => (err += d));
+  child.stdin!.on('error', () => undefined);
+  let fed = 0;
+  const feed = () => {
+    const piece = input.subarray(fed, fed + (1 << 16));
+    if (piece.length > 0) child.stdin!.write(piece, (e) => e || ((fed += piece.length), feed()));
+    else child.stdin!.end();
+  };
+  feed();
+  let peakKb = 0;
+  const poll = setInterval(() => {
+    try {
+      const m = /VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${child.pid}/status`, 'utf8'));
+      if (m) peakKb = Math.max(peakKb, Number(m[1]));
+    } catch {
+      /* exited */
+    }
+  }, 25);
+  let exited = false;
+  const done = new Promise<number | null>((resolve) => child.on('close', (code) => ((exited = true), resolve(code))));
+  // Each wait below gives up by this time, so that the stage is killed (finally) and the test fails, not hangs.
+  const deadline = Date.now() + 90_000;
+  try {
+    // The reader takes nothing until the stage reads no more input: it has taken several
+    // batches (a slow start is no stall) and then nothing for a second.
+    for (let was = -1, still = 0; (still < 4 || fed < 4 << 20) && Date.now() < deadline; ) {
+      await new Promise((r) => setTimeout(r, 250));
+      still = fed === was ? still + 1 : 0;
+      was = fed;
+    }
+    // Then it reads everything: each line once, in order. (End of file is no writer: before
+    // the stage has opened the FIFO too, so only its exit ends the reading.)
+    const some = Buffer.alloc(1 << 20);
+    let lines = 0;
+    let tail = Buffer.alloc(0);
+    for (let wasExited = false; Date.now() < deadline; ) {
+      let got = 0;
+      try {
+        got = fs.readSync(reader, some);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'EAGAIN') throw e;
+      }
+      if (got === 0) {
+        if (wasExited) break;
+        wasExited = exited; // one more read once it has exited: what it wrote last
+        await new Promise((r) => setTimeout(r, 5));
+        continue;
+      }
+      for (let i = some.indexOf(10); i !== -1 && i < got; i = some.indexOf(10, i + 1)) lines++;
+      tail = Buffer.concat([tail, some.subarray(Math.max(0, got - 64), got)]).subarray(-64);
+    }
+    const code = await done;
+    assert.equal(code, 0, err);
+    assert.equal(lines, n);
+    assert.match(tail.toString('latin1'), new RegExp(`\\n${n}\\tbad field count: 2 fields, want 6 or 7\\t\\t\\n$`), 'the last line written is the last line of input');
+    const s = summaryOf(err) as Record<string, number>;
+    assert.equal(s.rejected, n);
+    if (fs.existsSync('/proc/self/status')) assert.ok(peakKb > 0 && peakKb < (2 * 128 + 100) * 1024, `peak RSS ${peakKb} KiB`);
+  } finally {
+    clearInterval(poll);
+    child.kill('SIGKILL');
+    fs.closeSync(reader);
+  }
+});
+
 test('--rejects naming a FIFO whose reader goes away: the run fails naming it, with counts that add up', { timeout: 60_000 }, async () => {
   const work = scratch();
   const fifo = path.join(work, 'rj');

@@ -365,6 +365,8 @@ export class FifoWriter implements ByteSink {
   pos = 0;
   private readonly socket: net.Socket;
   private error: Error | null = null;
+  /** Buffers the socket has written out, to gather in again (recycling, not garbage). */
+  private free: Buffer[] = [];
 
   constructor(
     readonly file: string,
@@ -417,14 +419,17 @@ export class FifoWriter implements ByteSink {
     this.socket.destroy();
   }
 
-  /** Hands the gathered bytes to the socket, which keeps that buffer: a new one is taken. */
+  /** Hands the gathered bytes to the socket, which keeps that buffer until written: a free one is taken. */
   private hand(): void {
     this.check();
     if (this.pos === 0) return;
-    const bytes = this.buf.subarray(0, this.pos);
-    this.buf = Buffer.allocUnsafeSlow(this.highWater);
+    const full = this.buf;
+    this.buf = this.free.pop() ?? Buffer.allocUnsafeSlow(this.highWater);
+    const bytes = full.subarray(0, this.pos);
     this.pos = 0;
-    this.socket.write(bytes);
+    this.socket.write(bytes, () => {
+      if (full.length === this.highWater) this.free.push(full);
+    });
   }
 
   private check(): void {

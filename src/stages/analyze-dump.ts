@@ -651,6 +651,20 @@ no output.`,
     let localBatches = 0;
     let workerBatches = 0;
     ctx.onExit(() => pool?.close());
+    // Batches parsed, in input order, waiting to be applied: one at a time, each once a
+    // --rejects FIFO's reader has taken the rejects before it. Applied as they came, the
+    // batches in flight when the reader stalled all went into the socket's queue, as
+    // rejects-file lines (a batch of 2-byte rejected lines, 24 MiB): 422 MiB at --memory
+    // 128M --threads 3. Held here, each keeps its packed rejects (6.5 MiB).
+    const parsed: AnalyzeDone[] = [];
+    const applyParsed = async () => {
+      for (let d = parsed.shift(); d !== undefined; d = parsed.shift()) {
+        await rejectsTaken();
+        apply(d.result, d.packed);
+        batcher.recycle(d.batch);
+        lend.push({ packed: d.packed, rejects: d.result.rejects });
+      }
+    };
     const parseHere = async (batch: Buffer, reuse: Lent | undefined) => {
       inline ??= new BatchAnalyzer(o, await loadUrlHash(), maxLine);
       localBatches++;
@@ -668,11 +682,7 @@ no output.`,
         new URL('./analyze-dump-worker.js', import.meta.url),
         { opts: o, maxLine },
         o.threads,
-        (d) => {
-          apply(d.result, d.packed);
-          batcher.recycle(d.batch);
-          lend.push({ packed: d.packed, rejects: d.result.rejects });
-        },
+        (d) => parsed.push(d),
       );
       const reuse = lend.pop();
       // Waiting for a worker would leave a core idle when there are as many workers as
@@ -685,8 +695,9 @@ no output.`,
         pool.local({ result, packed, batch });
       }
       // At most as many batches in flight as the workers' queues hold, counting this
-      // thread's: each holds its records and rejects (a batch of tiny rejected lines, 12 MiB).
+      // thread's: each holds its records and rejects (a batch of 2-byte rejected lines, 6.5 MiB).
       await pool.settle(WORKER_QUEUE * o.threads);
+      await applyParsed();
       await rejectsTaken();
     };
     await ctx.eachChunk(async (chunk) => {
@@ -698,6 +709,7 @@ no output.`,
     if (last) await submit(last, true);
     if (pool !== null) {
       await pool.settle(0);
+      await applyParsed();
       pool.close();
     }
     ctx.log.debug({ batches_on_workers: workerBatches, batches_on_main_thread: localBatches }, 'where the batches were parsed');
