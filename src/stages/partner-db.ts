@@ -244,7 +244,8 @@ Example:
 
   const dbFile = (cmd: Command): string => {
     const f = cmd.optsWithGlobals().db as string | undefined;
-    if (f === undefined || f === '') throw new UsageError('--db FILE is required');
+    if (f === undefined) throw new UsageError('--db FILE is required');
+    if (f === '') throw new UsageError('--db wants a file name'); // as the stages' pathOption says it
     return f;
   };
   /** Opens the checked database (`readonly` for list and stats: they need no write access), runs fn, closes; database errors name the file. */
