@@ -212,3 +212,20 @@ test('long records for many Yacobots: memory does not grow with ids times record
   // Measured: 120 MB; 266 MB with each Yacobot keeping a buffer of its longest record.
   assert.ok(peakKb > 0 && peakKb < 200 * 1024, `peak RSS ${peakKb} KiB`);
 });
+
+test('a record as long as the streams allow is routed and saved: its routed line, with a yacobot_id of 18 digits before it, is accepted', () => {
+  // upload-domains passes any record of up to 1 MiB; logsaver refused the routed line
+  // ("line longer than 1048576 bytes"), so a chain that upload-domains finished failed here.
+  const work = scratch('ms-ls-');
+  const head = `0000000000000001\t20110728060000\t\t1\ta.com\thttp://a.com/`;
+  const record = head + 'x'.repeat((1 << 20) - head.length);
+  assert.equal(Buffer.byteLength(record), 1 << 20);
+  const id = '123456789012345678';
+  const r = runBin('logsaver', ['--queue-dir', 'q', '--name', 'n'], `${id}\t${record}\n`, work);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(fs.readFileSync(path.join(work, 'q', id, 'n.tsv'), 'utf8'), `${record}\n`);
+  // One byte more is over the limit, named as before.
+  const over = runBin('logsaver', ['--queue-dir', 'q', '--name', 'm'], `${id}\t${record}x\n`, work);
+  assert.equal(over.status, 1);
+  assert.match(over.stderr, /logsaver: -:1: line longer than 1048595 bytes/);
+});

@@ -56,6 +56,8 @@ export interface StageDef<O> {
   readsInput?: boolean;
   /** False for a stage whose output is files, not stdout (logsaver): its --help says so. */
   writesStdout?: boolean;
+  /** The longest input line, without its LF (default DEFAULT_MAX_LINE, the record streams' limit). */
+  maxLine?: number;
   /** Adds the stage's options to the command. */
   options?(cmd: Command): void;
   /** Validates and types the parsed options; throws UsageError. The one place options are normalized. */
@@ -275,7 +277,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     onExit: (fn) => exitHooks.push(fn),
     reportCounts: (fn) => reporters.push(fn),
     async eachLine(fn) {
-      const splitter = new ByteLineSplitter(inputName);
+      const splitter = new ByteLineSplitter(inputName, def.maxLine);
       await pump((chunk) => {
         try {
           splitter.push(chunk, fn);

@@ -8,7 +8,7 @@ import { BytesIndex } from '../core/bytesindex.js';
 import { LF, TAB, putBytes } from '../core/bytes.js';
 import { LineRef, ROUTED_RECORD, checkUrlRecordAt, clip, isYacobotIdAt } from '../core/records.js';
 import { fsyncPath } from '../core/dirs.js';
-import { FileWriter, liveTempFiles, ownedTempName, removeQuietly, removeStaleTemps } from '../core/tsv.js';
+import { DEFAULT_MAX_LINE, FileWriter, liveTempFiles, ownedTempName, removeQuietly, removeStaleTemps } from '../core/tsv.js';
 
 /** Records longer than this go to their file through write(), which never grows the writer's buffer. */
 const LONG_RECORD = 1 << 16;
@@ -42,6 +42,9 @@ export const logsaver: StageDef<LogsaverOptions> = {
   name: 'logsaver',
   summary: 'Write routed records into per-Yacobot queue files DIR/<yacobot_id>/<NAME>.tsv.',
   writesStdout: false,
+  // A routed line is a record of up to the streams' limit with "yacobot_id TAB" before it
+  // (upload-domains passes any record it accepts; 1 MiB records failed here).
+  maxLine: DEFAULT_MAX_LINE + 19,
   usage: `
 Reads routed records "yacobot_id id timestamp updatetag hits domain url" and,
 for each Yacobot, writes its URL records (the 6 fields after yacobot_id, in
