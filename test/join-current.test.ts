@@ -313,3 +313,29 @@ test('timestampKey (the check every record gets, with its cache of real hours) a
     { seed: SEED, numRuns: 300 },
   );
 });
+
+test('an incoming line that spans two reads and waits behind many current-only records is joined as read, not as the next line carried over', () => {
+  // stdin a file: read in 1 MiB chunks. The line across the first boundary waits (over
+  // 0x3fff current-only records come before it); the second chunk ends inside a line,
+  // which the splitter carries over into the buffer the waiting line was handed in.
+  const dir = freshDir();
+  const id = (n: number) => n.toString(16).padStart(16, '0');
+  const lines: string[] = [];
+  let size = 0;
+  let crossing = -1;
+  for (let i = 1; size < 2.5 * (1 << 20); i++) {
+    const l = `${id(i * 100000)}\t20110728060000\t\t1\tx.com\thttp://x.com/${String(i).repeat(30).slice(0, 150)}\n`;
+    if (crossing < 0 && size + l.length > 1 << 20) crossing = i;
+    lines.push(l);
+    size += l.length;
+  }
+  const cur: string[] = [];
+  for (let k = 1; k <= 20000; k++) cur.push(`${id((crossing - 1) * 100000 + k)}\t20110728050000\t\t1\ty.com\thttp://y.com/${k}\n`);
+  fs.writeFileSync(path.join(dir, 'in.tsv'), lines.join(''));
+  fs.writeFileSync(path.join(dir, 'cur.tsv'), cur.join(''));
+  const r = spawnSync('bash', ['-c', 'join-current --current cur.tsv < in.tsv'], { cwd: dir, env: testEnv(), encoding: 'utf8', maxBuffer: 1 << 28 });
+  assert.equal(r.status, 0, r.stderr);
+  const want = lines[crossing - 1]!.split('\t');
+  const got = r.stdout.split('\n').find((l) => l.startsWith(want[0]!));
+  assert.equal(got, `${want[0]}\t${want[4]}\t${want[5]!.slice(0, -1)}\t-\t20110728060000\t\t\t-\t1`, 'the waiting line joined with its own bytes');
+});

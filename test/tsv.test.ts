@@ -95,7 +95,7 @@ test('ByteLineSplitter: a 1 MiB line that comes one byte at a time is put togeth
   // Each chunk used to be concatenated onto everything carried so far: 5 x 10^11 bytes
   // copied for this line (50 s here, against 0.1 s; the timeout is the check); as 64 KiB
   // pipe reads, 8 MiB of copies and garbage per line (logsaver on 600 such lines: 297 MB
-  // peak RSS, 175 MB now).
+  // peak RSS, 261 MB now).
   const size = 1 << 20;
   const s = new ByteLineSplitter('in', size);
   const line = Buffer.alloc(size, 0x61);

@@ -129,8 +129,10 @@ export type ByteLineFn = (buf: Buffer, start: number, end: number, lineNo: numbe
  * is made of their input's bytes never turn a line into a string. Every line must
  * end in LF: `end()` reports a last line without one.
  */
+const EMPTY = Buffer.alloc(0);
+
 export class ByteLineSplitter {
-  /** The start of a line that continues in the next chunk: `carry[0, carried)`, in a buffer reused from line to line. */
+  /** The start of a line that continues in the next chunk: `carry[0, carried)`; a buffer of its own for each such line. */
   private carry: Buffer = Buffer.alloc(0);
   private carried = 0;
   lineNo = 0;
@@ -151,10 +153,15 @@ export class ByteLineSplitter {
         return;
       }
       this.keep(chunk.subarray(0, nl));
+      const line = this.carry;
       const n = this.carried;
+      // Handed out for good, as a chunk is: a stage may keep a line past the call
+      // (join-current keeps the lines that wait for current_log), and the carry of the
+      // next line, in this same push, went into it (a record lost, exit 0).
+      this.carry = EMPTY;
       this.carried = 0;
-      if (!isUtf8(this.carry.subarray(0, n))) throw badUtf8(this.file, this.lineNo + 1);
-      onLine(this.carry, 0, n, ++this.lineNo);
+      if (!isUtf8(line.subarray(0, n))) throw badUtf8(this.file, this.lineNo + 1);
+      onLine(line, 0, n, ++this.lineNo);
       from = nl + 1;
     }
     for (let nl = chunk.indexOf(LF, from); nl !== -1; nl = chunk.indexOf(LF, from)) {
@@ -172,9 +179,9 @@ export class ByteLineSplitter {
 
   /**
    * Adds `part` to the line carried over (a copy: chunks may be reused). The buffer
-   * doubles as it fills and is kept: a 1 MiB line arriving in 64 KiB pipe reads was
-   * built by a concat per read, 8 MiB of copies and garbage for each such line
-   * (logsaver reading 600 of them peaked at 297 MB).
+   * doubles as it fills: a 1 MiB line arriving in 64 KiB pipe reads was built by a
+   * concat per read, 8 MiB of copies and garbage for each such line (logsaver
+   * reading 600 of them peaked at 297 MB).
    */
   private keep(part: Buffer): void {
     const need = this.carried + part.length;
