@@ -2,7 +2,7 @@
 // a closed stdout, an input file argument, a summary line.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as os from 'node:os';
@@ -506,4 +506,27 @@ test('a stage whose run is left waiting on nothing (the event loop empties) fail
   const s = summaryOf(r.stderr);
   assert.equal(s.status, 'failed');
   assert.equal(s.lines_in, 2);
+});
+
+test('a stage stopped while its reader takes nothing warns that it could not mark its output as cut off', { timeout: 60_000 }, async () => {
+  // The cut mark is written without blocking (an exit must not hang): after 2 s of a full
+  // pipe it is given up, and the reader would take the whole lines it got for the whole input.
+  const child = spawn(path.join(BIN, 'group-sum'), [], { env: testEnv(), stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d));
+  child.stdin.on('error', () => undefined); // it stops reading once stopped
+  const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+  // Unique ids, so every record goes out: far more than the pipe holds.
+  let text = '';
+  for (let i = 0; i < 200_000; i++) text += `${i.toString(16).padStart(16, '0')}\t20110728060000\t\t1\ta.com\thttp://a.com/${i}\n`;
+  child.stdin.write(text);
+  // Nobody reads stdout: Node takes its first 64 KiB and stops; wait for the pipe to fill behind it.
+  for (let i = 0; i < 400 && child.stdout.readableLength === 0; i++) await new Promise((r) => setTimeout(r, 25));
+  assert.ok(child.stdout.readableLength > 0, 'group-sum wrote output');
+  await new Promise((r) => setTimeout(r, 500));
+  child.kill('SIGTERM');
+  const status = await closed;
+  assert.equal(status, 143, stderr);
+  assert.match(stderr, /could not mark the output as cut off \(its reader took nothing for 2 s\)/);
+  assert.equal(summaryOf(stderr).status, 'interrupted');
 });

@@ -190,7 +190,9 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   // for a clean end (logsaver published them). Not on a terminal, where a person reads it.
   const cleanupFailed = () => {
     runExitHooks();
-    if (out.wroteAny && !process.stdout.isTTY) markCut(`${def.name}: failed, output incomplete`);
+    if (out.wroteAny && !process.stdout.isTTY && !markCut(`${def.name}: failed, output incomplete`)) {
+      log.warn('could not mark the output as cut off (its reader took nothing for 2 s): a stage reading it may take it for the whole input');
+    }
   };
   const reporters: (() => Record<string, Count>)[] = [];
   /** The counts for the summary line: every reporter's current values (a reporter that throws is left out). */
@@ -312,18 +314,19 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
  * handed are dropped), in `text` with no LF: a cut last line, on which the next stage
  * fails ("last line has no newline") instead of taking the lines it got for the whole
  * input. Written straight to the descriptor, which Node keeps non-blocking: a pipe
- * whose reader does not drain it within 2 s goes without (an exit must not hang).
+ * whose reader does not drain it within 2 s goes without (an exit must not hang):
+ * returns false then, or when stdout refused it.
  */
-function markCut(text: string): void {
+function markCut(text: string): boolean {
   const b = Buffer.from(text);
   const giveUp = Date.now() + 2000;
   const nap = new Int32Array(new SharedArrayBuffer(4));
   for (;;) {
     try {
       fs.writeSync(1, b); // under PIPE_BUF: all of it or EAGAIN
-      return;
+      return true;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN' || Date.now() > giveUp) return;
+      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN' || Date.now() > giveUp) return false;
       Atomics.wait(nap, 0, 0, 5);
     }
   }
