@@ -47,15 +47,21 @@ export class Output implements ByteSink {
   reserve(n: number): void {
     if (this.pos + n <= this.buf.length) return;
     this.hand();
-    if (n > this.buf.length) this.buf = Buffer.allocUnsafeSlow(n);
+    if (this.pos + n > this.buf.length) {
+      const bigger = Buffer.allocUnsafeSlow(this.pos + n);
+      this.buf.copy(bigger, 0, 0, this.pos);
+      this.buf = bigger;
+    }
   }
 
   /** Writes bytes as they are; `buf` must not be changed afterwards. */
   writeBytes(buf: Buffer): void {
     this.hand();
-    if (this.closed) return;
-    this.handed += buf.length;
-    if (!this.stream.write(buf)) this.needDrain = true;
+    if (this.closed || buf.length === 0) return;
+    if (this.pos > 0) this.send(Buffer.from(this.buf.subarray(0, this.pos)));
+    this.send(buf.subarray(0, buf.length - 1));
+    this.buf[0] = buf[buf.length - 1]!;
+    this.pos = 1;
   }
 
   /** Whether bytes went out to a stream that is still open and has not failed. */
@@ -90,9 +96,14 @@ export class Output implements ByteSink {
     this.check();
   }
 
-  /** Flushes and waits until the stream has accepted every byte. */
+  /** Flushes and waits until the stream has accepted every byte, the held-back last one too. */
   async end(): Promise<void> {
     await this.flush();
+    if (this.pos > 0 && !this.closed) {
+      this.send(this.buf.subarray(0, this.pos));
+      this.buf = Buffer.allocUnsafeSlow(this.highWater);
+      this.pos = 0;
+    }
     await new Promise<void>((resolve) => {
       // An empty write's callback runs after every earlier write has been handled.
       this.stream.write('', () => resolve());
@@ -100,13 +111,25 @@ export class Output implements ByteSink {
     this.check();
   }
 
-  /** Hands the gathered bytes to the stream; the stream keeps that buffer, so a new one is taken. */
+  /**
+   * Hands the gathered bytes to the stream but the last (the stream keeps that buffer,
+   * so a new one is taken, starting with the byte held back). Only end() writes the
+   * last byte: the output of a run that fails, or is killed in any way, ends in a line
+   * without its LF, which the next stage refuses as cut off.
+   */
   private hand(): void {
-    if (this.pos === 0) return;
-    const bytes = this.buf.subarray(0, this.pos);
+    if (this.pos <= 1) return;
+    const bytes = this.buf.subarray(0, this.pos - 1);
+    const last = this.buf[this.pos - 1]!;
     this.buf = Buffer.allocUnsafeSlow(this.highWater);
-    this.pos = 0;
+    this.buf[0] = last;
+    this.pos = 1;
     if (this.closed) return;
+    this.send(bytes);
+  }
+
+  private send(bytes: Buffer): void {
+    if (this.closed || bytes.length === 0) return;
     this.handed += bytes.length;
     if (!this.stream.write(bytes)) this.needDrain = true;
   }

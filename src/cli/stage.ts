@@ -191,7 +191,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   const cleanupFailed = () => {
     runExitHooks();
     if (out.wroteAny && !process.stdout.isTTY && !markCut(`${def.name}: failed, output incomplete`)) {
-      log.warn('could not mark the output as cut off (its reader took nothing for 2 s): a stage reading it may take it for the whole input');
+      log.warn('could not mark the output as cut off (its reader took nothing for 2 s): it ends without its last LF all the same');
     }
   };
   const reporters: (() => Record<string, Count>)[] = [];

@@ -490,7 +490,7 @@ holds --map and the distinct domains seen in this run.`,
     // After the records: the map (a copy of the database, which already holds every
     // assignment) is written, with its fsync, while logsaver works on them, not before.
     if (o.map && (learned.size > 0 || !mapExisted)) {
-      await out.flush();
+      await out.end(); // every record, to its last byte (a flush holds the last LF back)
       for (const [d, id] of learned) map.set(d, id);
       writeDomainMap(o.map, map);
     }
