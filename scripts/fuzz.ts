@@ -21,6 +21,7 @@ import { intOption, runAdmin } from '../src/cli/admin.js';
 import { BIN_DIR } from '../src/core/root.js';
 import { loadUrlHasher } from '../src/core/url.js';
 import { jsonLogLine } from '../src/runner/plan.js';
+import { watchPeakRss } from './peak-rss.js';
 import { prng } from './prng.js';
 
 const BIN = path.join(BIN_DIR, 'analyze-dump');
@@ -174,26 +175,18 @@ export async function runCase(c: FuzzCase, baseDir: string, timeoutMs = 120_000)
   child.stderr.on('data', (d: Buffer) => err.push(d));
   child.stdin.on('error', () => undefined); // the stage may stop reading early; that is checked below
   child.stdin.end(c.bytes);
-  let peakKb = 0;
-  const poll = setInterval(() => {
-    try {
-      const m = /VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${child.pid}/status`, 'utf8'));
-      if (m) peakKb = Math.max(peakKb, Number(m[1]));
-    } catch {
-      /* exited */
-    }
-  }, 25);
+  const rss = watchPeakRss(child.pid);
   const killer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
   const [status, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
     child.on('close', (code, sig) => resolve([code, sig])),
   );
-  clearInterval(poll);
+  rss.stop();
   clearTimeout(killer);
   const rejFile = path.join(dir, 'rejects');
   const rejects = fs.existsSync(rejFile) ? fs.readFileSync(rejFile) : Buffer.alloc(0);
   const leftovers = fs.readdirSync(tmp);
   fs.rmSync(dir, { recursive: true, force: true });
-  return { status, signal, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8'), peakKb, rejects, leftovers };
+  return { status, signal, stdout: Buffer.concat(out).toString('utf8'), stderr: Buffer.concat(err).toString('utf8'), peakKb: rss.kb, rejects, leftovers };
 }
 
 /** Lines as the stages count them: every LF ends one, and a last line without LF counts. */

@@ -8,6 +8,7 @@ import { BIN, ROOT, awaitWithLateFifoEnd, hasStackTrace, runBin, scratch, summar
 import { UrlResolver, canonicalize, globMatch, parseParamGlobs, loadUrlHash, loadUrlHasher, type UrlOptions } from '../src/core/url.js';
 import { prng } from '../scripts/prng.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
+import { watchPeakRss } from '../scripts/peak-rss.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { MAX_RECORD_BYTES, analyzeLine } from '../src/stages/analyze-dump.js';
 import { HOST_TAG, ownedTempPrefix } from '../src/core/tsv.js';
@@ -304,15 +305,7 @@ test('--rejects naming a FIFO whose reader stalls on a flood of tiny rejected li
     else child.stdin!.end();
   };
   feed();
-  let peakKb = 0;
-  const poll = setInterval(() => {
-    try {
-      const m = /VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${child.pid}/status`, 'utf8'));
-      if (m) peakKb = Math.max(peakKb, Number(m[1]));
-    } catch {
-      /* exited */
-    }
-  }, 25);
+  const rss = watchPeakRss(child.pid);
   let exited = false;
   const done = new Promise<number | null>((resolve) => child.on('close', (code) => ((exited = true), resolve(code))));
   // Each wait below gives up by this time, so that the stage is killed (finally) and the test fails, not hangs.
@@ -352,9 +345,9 @@ test('--rejects naming a FIFO whose reader stalls on a flood of tiny rejected li
     assert.match(tail.toString('latin1'), new RegExp(`\\n${n}\\tbad field count: 2 fields, want 6 or 7\\t\\t\\n$`), 'the last line written is the last line of input');
     const s = summaryOf(err) as Record<string, number>;
     assert.equal(s.rejected, n);
-    if (fs.existsSync('/proc/self/status')) assert.ok(peakKb > 0 && peakKb < (2 * 128 + 100) * 1024, `peak RSS ${peakKb} KiB`);
+    if (fs.existsSync('/proc/self/status')) assert.ok(rss.kb > 0 && rss.kb < (2 * 128 + 100) * 1024, `peak RSS ${rss.kb} KiB`);
   } finally {
-    clearInterval(poll);
+    rss.stop();
     child.kill('SIGKILL');
     fs.closeSync(reader);
   }

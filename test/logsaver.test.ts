@@ -8,6 +8,7 @@ import * as path from 'node:path';
 import { BIN, listFiles, partnerDb, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import { mkdirEach } from '../src/core/dirs.js';
 import { HOST_TAG } from '../src/core/tsv.js';
+import { watchPeakRss } from '../scripts/peak-rss.js';
 
 function routed(n: number, ids: number[]): string {
   let s = '';
@@ -189,15 +190,7 @@ test('long records for many Yacobots: memory does not grow with ids times record
   const child = spawn(path.join(BIN, 'logsaver'), ['--queue-dir', 'q', '--name', 'n'], { cwd: work, env: testEnv(), stdio: ['pipe', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (d: Buffer) => (stderr += d));
-  let peakKb = 0;
-  const poll = setInterval(() => {
-    try {
-      const m = /VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${child.pid}/status`, 'utf8'));
-      if (m) peakKb = Math.max(peakKb, Number(m[1]));
-    } catch {
-      /* exited */
-    }
-  }, 20);
+  const rss = watchPeakRss(child.pid, 20);
   const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
   for (let id = 1; id <= ids; id++) {
     const line = `${id}\t${id.toString(16).padStart(16, '0')}\t20110728060000\t\t1\ta.com\t${url}\n`;
@@ -205,12 +198,12 @@ test('long records for many Yacobots: memory does not grow with ids times record
   }
   child.stdin.end();
   const status = await closed;
-  clearInterval(poll);
+  rss.stop();
   assert.equal(status, 0, stderr);
   assert.equal(summaryOf(stderr).records_in, ids);
   assert.equal(fs.statSync(path.join(work, 'q', String(ids), 'n.tsv')).size, url.length + 42); // the record and its LF, without "id TAB"
   // Measured: 120-139 MB; 266 MB with each Yacobot keeping a buffer of its longest record.
-  assert.ok(peakKb > 0 && peakKb < 200 * 1024, `peak RSS ${peakKb} KiB`);
+  assert.ok(rss.kb > 0 && rss.kb < 200 * 1024, `peak RSS ${rss.kb} KiB`);
 });
 
 test('a record as long as the streams allow is routed and saved: its routed line, with a yacobot_id of 18 digits before it, is accepted', () => {

@@ -541,6 +541,15 @@ test('SIGTERM, SIGINT or SIGHUP to the runner while a chain runs: it stops its s
 });
 
 /** A scratch dir whose inbox holds one generated 60,000-line reflog (more than 4 MiB), 2011072806. */
+/** Rewrites run `run`'s COMMIT marker as a runner from before `field` was recorded wrote it (the field must be there). */
+function asOlderCommit(dir: string, run: string, field: 'reflogFile' | 'reflogLink'): void {
+  const marker = path.join(dir, 'var/state/staging', run, 'COMMIT');
+  const plan = JSON.parse(fs.readFileSync(marker, 'utf8')) as Record<string, unknown>;
+  assert.ok(plan[field], `the marker records ${field}`);
+  delete plan[field];
+  fs.writeFileSync(marker, JSON.stringify(plan));
+}
+
 /** A state whose inbox holds one generated reflog of `lines` lines (60,000: over 4 MiB). */
 function freshBig(lines = 60_000): string {
   const dir = fresh();
@@ -1806,11 +1815,7 @@ test('a roll forward does not move a reflog that came under the name after the r
   const old = freshFirstOnly();
   const k2 = await runner(old, [], { env: { REFLOG_RUNNER_FAILPOINT: `${run}:reflog` } });
   assert.equal(k2.signal, 'SIGKILL', k2.stderr);
-  const marker = path.join(old, 'var/state/staging', run, 'COMMIT');
-  const plan = JSON.parse(fs.readFileSync(marker, 'utf8')) as Record<string, unknown>;
-  assert.ok(plan.reflogFile, 'the marker records the reflog read');
-  delete plan.reflogFile;
-  fs.writeFileSync(marker, JSON.stringify(plan));
+  asOlderCommit(old, run, 'reflogFile');
   const r2 = await runner(old);
   assert.equal(r2.status, 0, r2.stderr);
   assert.deepEqual(fs.readdirSync(path.join(old, 'var/inbox')), []);
@@ -2063,11 +2068,7 @@ test('a symlinked reflog whose target is deleted once its run read it leaves the
   // A COMMIT written before the link was recorded cannot tell it is the run's: it stays,
   // and the run of it fails, naming it and saying its target is gone.
   const dir3 = await killedBefore();
-  const marker = path.join(dir3, 'var/state/staging', run, 'COMMIT');
-  const plan = JSON.parse(fs.readFileSync(marker, 'utf8')) as Record<string, unknown>;
-  assert.ok(plan.reflogLink, 'the marker records the link read');
-  delete plan.reflogLink;
-  fs.writeFileSync(marker, JSON.stringify(plan));
+  asOlderCommit(dir3, run, 'reflogLink');
   const r3 = await runner(dir3);
   assert.equal(r3.status, 1, r3.stderr);
   assert.ok(!hasStackTrace(r3.stderr), r3.stderr);
