@@ -26,7 +26,7 @@ export class Output implements ByteSink {
   private needDrain = false;
   private error: Error | null = null;
   closed = false;
-  /** Bytes handed to the stream so far (whole lines: `reserve` hands the buffer before a record that does not fit). */
+  /** Bytes handed to the stream so far (whole lines but the last one's LF, held back until end()). */
   handed = 0;
 
   constructor(
@@ -58,6 +58,7 @@ export class Output implements ByteSink {
   writeBytes(buf: Buffer): void {
     this.hand();
     if (this.closed || buf.length === 0) return;
+    // The byte held back goes first, as a copy: its place in `buf` takes buf's last byte.
     if (this.pos > 0) this.send(Buffer.from(this.buf.subarray(0, this.pos)));
     this.send(buf.subarray(0, buf.length - 1));
     this.buf[0] = buf[buf.length - 1]!;
@@ -124,7 +125,6 @@ export class Output implements ByteSink {
     this.buf = Buffer.allocUnsafeSlow(this.highWater);
     this.buf[0] = last;
     this.pos = 1;
-    if (this.closed) return;
     this.send(bytes);
   }
 

@@ -185,9 +185,8 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   const log = pino({ name: def.name, level: logLevel, base: { stage: def.name } }, pino.destination({ fd: 2, sync: true }));
   staleTemps.report = (p) => log.warn({ removed: p }, `removed ${p}, left by a run that was killed (its process has ended)`);
   const out = new Output(process.stdout);
-  // A failed run's output is cut, and must read as cut downstream: in a shell chain the
-  // next stage sees only its stdin end, and the whole lines written so far would pass
-  // for a clean end (logsaver published them). Not on a terminal, where a person reads it.
+  // A failed run's output is cut: Output holds back its last LF, so the next stage refuses
+  // it as cut off; the mark says why to a person who reads it. Not on a terminal.
   const cleanupFailed = () => {
     runExitHooks();
     if (out.wroteAny && !process.stdout.isTTY && !markCut(`${def.name}: failed, output incomplete`)) {
@@ -310,10 +309,9 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
 }
 
 /**
- * Ends stdout, after the whole lines a failed run handed out (gathered bytes not yet
- * handed are dropped), in `text` with no LF: a cut last line, on which the next stage
- * fails ("last line has no newline") instead of taking the lines it got for the whole
- * input. Written straight to the descriptor, which Node keeps non-blocking: a pipe
+ * Ends stdout, after what a failed run handed out (its last line without the LF that
+ * Output holds back; gathered bytes not yet handed are dropped), in `text` with no LF.
+ * Written straight to the descriptor, which Node keeps non-blocking: a pipe
  * whose reader does not drain it within 2 s goes without (an exit must not hang):
  * returns false then, or when stdout refused it.
  */

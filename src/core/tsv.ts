@@ -121,19 +121,24 @@ export class LineBatcher {
   }
 }
 
-/** Receives one line as the bytes `buf[start, end)` (no LF) and its 1-based number; the bytes are valid only during the call. */
+/**
+ * Receives one line as the bytes `buf[start, end)` (no LF) and its 1-based number.
+ * ByteLineSplitter never writes into a buffer it has handed out, so a stage may keep
+ * a line past the call (join-current keeps those waiting for current_log).
+ */
 export type ByteLineFn = (buf: Buffer, start: number, end: number, lineNo: number) => void;
+
+/** A carry that holds nothing (the splitter's starting point, and after each line it hands out). */
+const EMPTY = Buffer.alloc(0);
 
 /**
  * Splits a byte stream into lines without decoding them: the stages whose output
  * is made of their input's bytes never turn a line into a string. Every line must
  * end in LF: `end()` reports a last line without one.
  */
-const EMPTY = Buffer.alloc(0);
-
 export class ByteLineSplitter {
   /** The start of a line that continues in the next chunk: `carry[0, carried)`; a buffer of its own for each such line. */
-  private carry: Buffer = Buffer.alloc(0);
+  private carry: Buffer = EMPTY;
   private carried = 0;
   lineNo = 0;
 
