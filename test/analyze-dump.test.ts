@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
-import { BIN, ROOT, awaitWithLateFifoEnd, hasStackTrace, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+import { BIN, ROOT, awaitWithLateFifoEnd, hasStackTrace, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 import { UrlResolver, canonicalize, globMatch, parseParamGlobs, loadUrlHash, loadUrlHasher, type UrlOptions } from '../src/core/url.js';
 import { prng } from '../scripts/prng.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
@@ -147,7 +147,7 @@ test('--max-url-bytes is honoured and --max-reject-ratio 0 fails on one reject, 
   assert.equal(ok.stdout.trimEnd().split('\n').length, 2);
   const bad = runBin('analyze-dump', ['--max-url-bytes', '50', '--max-reject-ratio', '0'], input);
   assert.equal(bad.status, 1);
-  assert.equal(bad.stdout, '');
+  assert.equal(bad.stdout, failedOutput('analyze-dump'));
   assert.match(bad.stderr, /analyze-dump: -: rejected 1 of 2 records/);
   // --input-name names stdin (the runner hands the reflog over on stdin).
   const named = runBin('analyze-dump', ['--max-url-bytes', '50', '--max-reject-ratio', '0', '--input-name', 'inbox/h.reflog'], input);

@@ -8,7 +8,7 @@ import * as path from 'node:path';
 import * as os from 'node:os';
 import { createRequire } from 'node:module';
 import { PIPESIZE_ADDON } from '../src/core/pipes.js';
-import { BIN, ROOT, awaitWithLateFifoEnd, hasStackTrace, partnerDb, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+import { BIN, ROOT, awaitWithLateFifoEnd, hasStackTrace, partnerDb, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 import Database from 'better-sqlite3';
 import { prng } from '../scripts/prng.js';
 import { analyzeDump } from '../src/stages/analyze-dump.js';
@@ -45,7 +45,7 @@ for (const stage of STAGES) {
   test(`${stage}: unknown option is a usage error (exit 2) with a hint`, () => {
     const r = runBin(stage, [...REQUIRED[stage]!, '--no-such-option']);
     assert.equal(r.status, 2);
-    assert.equal(r.stdout, '');
+    assert.equal(r.stdout, failedOutput(stage));
     assert.match(r.stderr, new RegExp(`^${stage}: unknown option '--no-such-option'\\nTry '${stage} --help' for more information\\.\\n$`));
   });
   test(`${stage}: a missing input file is named, exit 1`, () => {
@@ -343,7 +343,7 @@ test('an empty file or directory name is a usage error for every path option (lo
     const r = runBin(stage, args, routed, dir);
     assert.equal(r.status, 2, `${stage} ${args.join(' ')}: ${r.stderr}`);
     assert.equal(r.stderr, `${stage}: ${want}\nTry '${stage} --help' for more information.\n`);
-    assert.equal(r.stdout, '');
+    assert.equal(r.stdout, stage === 'logsaver' ? '' : failedOutput(stage));
   }
   assert.deepEqual(fs.readdirSync(dir), [], 'nothing was written');
 });
@@ -500,7 +500,7 @@ test('a stage whose run is left waiting on nothing (the event loop empties) fail
   const script = new URL('./lib/stalled-stage.js', import.meta.url).pathname;
   const r = spawnSync(process.execPath, [script], { input: 'a\nb\n', env: testEnv({ STALLED_STAGE: '1' }), encoding: 'utf8', timeout: 30_000 });
   assert.equal(r.status, 1, r.stderr);
-  assert.equal(r.stdout, '');
+  assert.equal(r.stdout, failedOutput('stalled-stage'));
   assert.ok(r.stderr.startsWith('stalled-stage: internal error: the stage stopped with its work unfinished (nothing left to wait for)\n'), r.stderr);
   assert.ok(!hasStackTrace(r.stderr), r.stderr);
   const s = summaryOf(r.stderr);

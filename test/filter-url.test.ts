@@ -6,7 +6,7 @@ import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseDuration, timestampToMs } from '../src/core/time.js';
-import { BIN, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+import { BIN, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 import { checkJoinedAt } from '../src/core/records.js';
 import { HOST_TAG } from '../src/core/tsv.js';
 import { TextSink, lineRef } from './lib/bytes.js';
@@ -129,7 +129,7 @@ test('--current-out: a symlink is written through, a FIFO or directory is refuse
   for (const bad of ['fifo', 'dir']) {
     const r = runBin('filter-url', args(bad), line, work);
     assert.equal(r.status, 1, r.stderr);
-    assert.equal(r.stdout, '');
+    assert.equal(r.stdout, failedOutput('filter-url'));
     assert.match(r.stderr, new RegExp(`^filter-url: ${bad}: is not a regular file: refusing to replace it\\n`));
   }
   assert.ok(!fs.statSync(path.join(work, 'fifo')).isFile(), 'the FIFO is still a FIFO');
@@ -137,7 +137,7 @@ test('--current-out: a symlink is written through, a FIFO or directory is refuse
   fs.symlinkSync('loop', path.join(work, 'loop'));
   const loop = runBin('filter-url', args('loop'), line, work);
   assert.equal(loop.status, 1, loop.stderr);
-  assert.equal(loop.stdout, '');
+  assert.equal(loop.stdout, failedOutput('filter-url'));
   assert.match(loop.stderr, /^filter-url: loop: too many levels of symbolic links\n/);
   const e = runBin('filter-url', args(''), line, work);
   assert.equal(e.status, 2);

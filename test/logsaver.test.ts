@@ -179,6 +179,43 @@ test('in a shell chain, a stage that fails after it wrote output makes logsaver 
   assert.ok(f.stdout.length > 0 && !f.stdout.endsWith('\n'), 'the output of a failed run does not end in a whole line');
 });
 
+test('in a shell chain, a stage that fails before it wrote anything makes every later stage fail: no next current_log, no queue file', () => {
+  // analyze-dump fails on its reject ratio with no output. Its stdout used to be empty,
+  // which the rest of the chain took for an hour with no records: every stage exited 0,
+  // and filter-url wrote the next current_log from current_log alone.
+  const work = scratch('ms-ls-');
+  partnerDb(work, 'p.db', 'init');
+  partnerDb(work, 'p.db', 'add', 'a');
+  const current = '00000000000000a1\t20110728055000\t\t1\tx.com\thttp://x.com/\n';
+  fs.writeFileSync(path.join(work, 'current'), current);
+  fs.writeFileSync(path.join(work, 'hour.reflog'), 'hdr\n1\t5\t20110728060000\t2\thttp://x.com/a\t1\n1\t5\tnot-a-time\t2\thttp://x.com/b\t1\n');
+  const chain = [
+    'analyze-dump --max-reject-ratio 0 < hour.reflog 2>1.err',
+    'group-sum 2>2.err',
+    'join-current --current current 2>3.err',
+    'filter-url --current-out next --now 20110728070000 2>4.err',
+    'upload-domains --db p.db 2>5.err',
+    'logsaver --queue-dir q --name n 2>6.err; echo "${PIPESTATUS[*]}"',
+  ].join(' | ');
+  const r = spawnSync('bash', ['-c', chain], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  const err = (i: number) => fs.readFileSync(path.join(work, `${i}.err`), 'utf8');
+  assert.equal(r.stdout, '1 1 1 1 1 1\n', `every stage fails: ${[2, 3, 4, 5, 6].map(err).join('')}`);
+  assert.match(err(1), /^analyze-dump: -: rejected 1 of 2 records/m);
+  assert.match(err(2), /^group-sum: -:1: input cut off: it ends in "analyze-dump: failed, output incomplete" \(the stage that wrote it failed\)$/m);
+  assert.match(err(3), /^join-current: -:1: input cut off: it ends in "group-sum: failed, output incomplete"/m);
+  assert.match(err(6), /^logsaver: -:1: input cut off: it ends in "upload-domains: failed, output incomplete"/m);
+  assert.equal(fs.existsSync(path.join(work, 'next')), false, 'no next current_log');
+  assert.deepEqual(listFiles(path.join(work, 'q')), [], 'no queue file published');
+  // A usage error too: the stage's stdout is not an empty stream.
+  const u = spawnSync('bash', ['-c', 'group-sum --bogus < /dev/null 2>/dev/null | join-current --current current 2>&1 >/dev/null; echo "${PIPESTATUS[*]}"'], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  assert.match(u.stdout, /^join-current: -:1: input cut off: it ends in "group-sum: failed, output incomplete"/m);
+  assert.match(u.stdout, /^2 1$/m);
+  // Not for a stage whose output is files (logsaver), nor on a terminal-less stdout after a clean run.
+  const l = runBin('logsaver', ['--queue-dir', 'q', '--name', 'n'], 'garbage\n', work);
+  assert.equal(l.status, 1);
+  assert.equal(l.stdout, '');
+});
+
 test('long records for many Yacobots: memory does not grow with ids times record length', { timeout: 120_000 }, async (t) => {
   if (!fs.existsSync('/proc/self/status')) return t.skip('needs /proc to read the peak RSS');
   // Each Yacobot's write buffer used to grow to its longest record and stay so to the end

@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
-import { BIN, partnerDb, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+import { BIN, partnerDb, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 import { LeastLoaded, loadRendezvous, openDb } from '../src/core/db.js';
 import { DataError } from '../src/core/errors.js';
 import { SPOOL_PREFIX, commitNewDomains } from '../src/stages/upload-domains.js';
@@ -324,7 +324,7 @@ test('no active Yacobot: fails before any output even when every domain is known
   db.close();
   const r = runBin('upload-domains', ['--db', 'p.db'], filtered(['k.com']), work);
   assert.equal(r.status, 1);
-  assert.equal(r.stdout, '');
+  assert.equal(r.stdout, failedOutput('upload-domains'));
   assert.match(r.stderr, /upload-domains: p\.db: no active Yacobot; add one with: partner-db --db p\.db add NAME/);
 });
 
@@ -373,7 +373,7 @@ test('--map: a repeated, out-of-order or malformed domain is an error naming the
     fs.writeFileSync(path.join(work, 'map'), text);
     const r = runBin('upload-domains', ['--db', 'p.db', '--map', 'map'], input, work);
     assert.equal(r.status, 1, r.stderr);
-    assert.equal(r.stdout, '');
+    assert.equal(r.stdout, failedOutput('upload-domains'));
     assert.match(r.stderr, want);
   }
   execFileSync('mkfifo', [path.join(work, 'fifo')]);
@@ -463,7 +463,7 @@ test('a Yacobot id set by hand beyond 2^53 - 1 is an error naming it, not a rout
   db.close();
   const r = runBin('upload-domains', ['--db', 'p.db'], filtered(['k.com']), work);
   assert.equal(r.status, 1, r.stderr);
-  assert.equal(r.stdout, '');
+  assert.equal(r.stdout, failedOutput('upload-domains'));
   assert.match(r.stderr, /upload-domains: p\.db: Yacobot 'big' has id 123456789012345678, outside the ids this program handles/);
 });
 
@@ -480,7 +480,7 @@ test('a domain the database gives to a Yacobot that does not exist (written with
   };
   const { work, r } = run([['zzznew.com', 99n]]);
   assert.equal(r.status, 1, r.stderr);
-  assert.equal(r.stdout, '', 'no output');
+  assert.equal(r.stdout, failedOutput('upload-domains'), 'no output');
   assert.match(
     r.stderr,
     /^upload-domains: p\.db: partner_domain gives zzznew\.com to Yacobot 99, which does not exist \(written with foreign keys off\?\); give it to an existing Yacobot with: partner-db --db p\.db assign zzznew\.com YACOBOT$/m,
@@ -492,7 +492,7 @@ test('a domain the database gives to a Yacobot that does not exist (written with
   // Past 2^53: named by the value the row holds, not the one it rounds to; several rows are counted.
   const big = run([['zzznew.com', 9007199254740993n], ['other.com', 9007199254740993n], ['odd.com', 'one']]).r;
   assert.equal(big.status, 1, big.stderr);
-  assert.equal(big.stdout, '');
+  assert.equal(big.stdout, failedOutput('upload-domains'));
   assert.match(big.stderr, /^upload-domains: p\.db: partner_domain gives other\.com to Yacobot 9007199254740993, which does not exist \(3 domains name 2 such ids: 9007199254740993, 'one'\) .*assign other\.com YACOBOT \(or all at once: partner-db --db p\.db import FILE\.csv\)$/m);
 });
 

@@ -26,8 +26,6 @@ export class Output implements ByteSink {
   private needDrain = false;
   private error: Error | null = null;
   closed = false;
-  /** Bytes handed to the stream so far (whole lines but the last one's LF, held back until end()). */
-  handed = 0;
 
   constructor(
     private readonly stream: Writable,
@@ -63,11 +61,6 @@ export class Output implements ByteSink {
     this.send(buf.subarray(0, buf.length - 1));
     this.buf[0] = buf[buf.length - 1]!;
     this.pos = 1;
-  }
-
-  /** Whether bytes went out to a stream that is still open and has not failed. */
-  get wroteAny(): boolean {
-    return this.handed > 0 && !this.closed && !this.error;
   }
 
   /** Call between input chunks: waits only if the stream is full. */
@@ -130,7 +123,6 @@ export class Output implements ByteSink {
 
   private send(bytes: Buffer): void {
     if (this.closed || bytes.length === 0) return;
-    this.handed += bytes.length;
     if (!this.stream.write(bytes)) this.needDrain = true;
   }
 

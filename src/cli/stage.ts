@@ -71,7 +71,9 @@ Common to every stage:
   logs JSON lines to stderr, ending with one summary line (counts and ms).
   Exit status: 0 success, 1 bad data or I/O failure, 2 usage error, 128+N
   stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP; temporary files
-  removed).${writesStdout ? ' A closed stdout (| head) ends the stage quietly.' : ''}
+  removed).${writesStdout ? ` A closed stdout (| head) ends the stage quietly. The output
+  of a run that did not end cleanly ends in "<stage>: failed, output incomplete"
+  (no newline; not on a terminal), which the next stage refuses.` : ''}
   Errors read "<stage>: <file>:<line>: <message>"${readsInput ? `; stdin is "-" there, or
   NAME with --input-name NAME (as the cron runner names the reflog it hands over).` : '.'}
 `;
@@ -123,6 +125,7 @@ export function packageVersion(): string {
 /** Parses argv, runs the stage, and exits the process with 0, 1 or 2. Never returns normally. */
 export async function runStage<O>(def: StageDef<O>, argv: string[] = process.argv): Promise<never> {
   const started = process.hrtime.bigint();
+  const writesStdout = def.writesStdout !== false;
   const exitHooks: (() => void)[] = [];
   const runExitHooks = () => {
     for (const fn of exitHooks.splice(0).reverse()) {
@@ -175,9 +178,9 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
       if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.exitCode === 0) {
         process.exit(0);
       }
-      usageExit(def.name, err.message.replace(/^error: /, ''));
+      usageExit(def.name, err.message.replace(/^error: /, ''), writesStdout);
     }
-    if (err instanceof UsageError) usageExit(def.name, err.message);
+    if (err instanceof UsageError) usageExit(def.name, err.message, writesStdout);
     throw err;
   }
 
@@ -186,12 +189,11 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   staleTemps.report = (p) => log.warn({ removed: p }, `removed ${p}, left by a run that was killed (its process has ended)`);
   const out = new Output(process.stdout);
   // A failed run's output is cut: Output holds back its last LF, so the next stage refuses
-  // it as cut off; the mark says why to a person who reads it. Not on a terminal.
+  // it as cut off; the mark says why to a person who reads it, and stands for the cut when
+  // nothing was written yet (an empty output would pass for an empty hour).
   const cleanupFailed = () => {
     runExitHooks();
-    if (out.wroteAny && !process.stdout.isTTY && !markCut(`${def.name}: failed, output incomplete`)) {
-      log.warn('could not mark the output as cut off (its reader took nothing for 2 s): it ends without its last LF all the same');
-    }
+    if (writesStdout) cutOutput(def.name, (m) => log.warn(m));
   };
   const reporters: (() => Record<string, Count>)[] = [];
   /** The counts for the summary line: every reporter's current values (a reporter that throws is left out). */
@@ -313,18 +315,19 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
  * Output holds back; gathered bytes not yet handed are dropped), in `text` with no LF.
  * Written straight to the descriptor, which Node keeps non-blocking: a pipe
  * whose reader does not drain it within 2 s goes without (an exit must not hang):
- * returns false then, or when stdout refused it.
+ * 'stalled' then; 'refused' when stdout failed the write (EPIPE: its reader is gone).
  */
-function markCut(text: string): boolean {
+function markCut(text: string): 'written' | 'stalled' | 'refused' {
   const b = Buffer.from(text);
   const giveUp = Date.now() + 2000;
   const nap = new Int32Array(new SharedArrayBuffer(4));
   for (;;) {
     try {
       fs.writeSync(1, b); // under PIPE_BUF: all of it or EAGAIN
-      return true;
+      return 'written';
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN' || Date.now() > giveUp) return false;
+      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') return 'refused';
+      if (Date.now() > giveUp) return 'stalled';
       Atomics.wait(nap, 0, 0, 5);
     }
   }
@@ -365,9 +368,25 @@ function summary(log: Logger, level: 'info' | 'warn' | 'error', fields: Record<s
   log[level]({ summary: true, ...fields, ms }, 'summary');
 }
 
-function usageExit(name: string, message: string): never {
+/** Exits 2 with the message and the hint; `cut`: the stage writes a stream, which is marked as cut off (cutOutput). */
+function usageExit(name: string, message: string, cut = false): never {
   process.stderr.write(`${name}: ${visibleName(message)}\nTry '${name} --help' for more information.\n`);
+  if (cut) cutOutput(name, (m) => process.stderr.write(`${name}: ${m}\n`));
   process.exit(2);
+}
+
+/**
+ * Ends the stdout of a stage that did not finish in the cut mark (markCut), so that the
+ * next stage refuses it, also when nothing was written (`a | b` with `a` failing at
+ * once: `b` saw an empty input and, down the chain, filter-url wrote a next current_log
+ * and logsaver exited 0). Not on a terminal (a person reads the message), and not
+ * when the reader is gone (EPIPE: no one reads the stream); `warn` when the reader
+ * took nothing for 2 s.
+ */
+function cutOutput(name: string, warn: (message: string) => void): void {
+  if (process.stdout.isTTY) return;
+  const r = markCut(`${name}: failed, output incomplete`);
+  if (r === 'stalled') warn('could not mark the output as cut off (its reader took nothing for 2 s): it ends without its last LF all the same');
 }
 
 function fail(

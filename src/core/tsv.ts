@@ -179,7 +179,7 @@ export class ByteLineSplitter {
 
   /** Throws if the input ended inside a line (a cut-off file or a crashed producer). */
   end(): void {
-    if (this.carried > 0) throw cutOff(this.file, this.lineNo + 1, 'input');
+    if (this.carried > 0) throw cutOff(this.file, this.lineNo + 1, 'input', this.carry.subarray(0, this.carried));
   }
 
   /**
@@ -201,7 +201,13 @@ export class ByteLineSplitter {
   }
 }
 
-function cutOff(file: string, line: number, what: 'input' | 'file'): DataError {
+/** The mark a stage that did not finish ends its stdout in (src/cli/stage.ts, markCut). */
+const CUT_MARK = /^[a-z][a-z0-9-]*: failed, output incomplete$/;
+
+/** A last line without LF; `tail`, its bytes, may be a failed stage's cut mark, which the message names. */
+function cutOff(file: string, line: number, what: 'input' | 'file', tail: Uint8Array): DataError {
+  const text = tail.length <= 80 ? Buffer.from(tail.buffer, tail.byteOffset, tail.length).toString('latin1') : '';
+  if (CUT_MARK.test(text)) return new DataError('TRUNCATED', `${what} cut off: it ends in "${text}" (the stage that wrote it failed)`, { file, line });
   return new DataError('TRUNCATED', `last line has no newline (${what} cut off?)`, { file, line });
 }
 
@@ -300,7 +306,7 @@ export class FileLineReader {
       if (n === 0) {
         this.eof = true;
         this.close();
-        if (this.carry && this.carry.length) throw cutOff(this.file, this.lineNo + 1, 'file');
+        if (this.carry && this.carry.length) throw cutOff(this.file, this.lineNo + 1, 'file', this.carry);
         return false;
       }
       const chunk = this.block.subarray(0, n);

@@ -123,3 +123,12 @@ export async function awaitWithLateFifoEnd<T>(done: Promise<T>, fifo: string, fl
   clearTimeout(late);
   return { result, endCame };
 }
+
+/**
+ * What the stdout of a stage that writes a stream holds when it failed (exit 1 or 2)
+ * before writing a record: its cut mark, with no LF, which the next stage refuses
+ * (src/cli/stage.ts, cutOutput).
+ */
+export function failedOutput(stage: string): string {
+  return `${stage}: failed, output incomplete`;
+}
