@@ -838,7 +838,7 @@ test("analyze-dump's messages in a run name the reflog, not '-' (the runner hand
   const r = await runner(dir);
   assert.equal(r.status, 1, r.stderr);
   const reflog = path.join(dir, 'var/inbox/2011072806.reflog');
-  const want = `analyze-dump: ${reflog}: rejected 1 of 2 records (50.00%), more than --max-reject-ratio 0.01; no output written`;
+  const want = `analyze-dump: ${reflog}: rejected 1 of 2 records (50.00%), more than --max-reject-ratio 0.01; no records written`;
   assert.ok(r.stderr.includes(`run 2011072806 failed: ${want}\n`), r.stderr);
   assert.equal(runsJsonl(dir)[0]!.error, want);
 });

@@ -728,7 +728,7 @@ no output.`,
       outputDiscarded = true;
       throw new DataError(
         'REJECT_RATIO',
-        `rejected ${rejected} of ${total} records (${((100 * rejected) / total).toFixed(2)}%), more than --max-reject-ratio ${o.maxRejectRatio}; no output written`,
+        `rejected ${rejected} of ${total} records (${((100 * rejected) / total).toFixed(2)}%), more than --max-reject-ratio ${o.maxRejectRatio}; no records written`,
         { file: ctx.inputName },
       );
     }
