@@ -8,6 +8,7 @@ import Database from 'better-sqlite3';
 import xxhash from 'xxhash-wasm';
 import { DataError, clipText, ioError, shellQuote } from './errors.js';
 import { parseCount } from './numbers.js';
+import { withoutTrailingDot } from './url.js';
 
 export type Db = Database.Database;
 
@@ -321,36 +322,30 @@ export function findYacobot(db: Db, ref: string): Yacobot {
   return { id: row.id, name: row.name, weight: row.weight, active: row.active !== 0 };
 }
 
-const LABEL_RE = /^[a-z0-9_](?:[a-z0-9_-]*[a-z0-9_])?$/;
-
 /**
- * Normalizes a domain typed by a person (CSV import, assign): trims, lower-cases,
- * drops one trailing dot, converts an IDN to punycode and an IP address to the form
- * URL records carry. Returns the domain, or an
- * error message for something that cannot be a host name.
+ * Normalizes a domain typed by a person (CSV import, assign) to the spelling URL
+ * records carry: trims, then parses it as the URL parser parses a host, and drops one
+ * trailing dot as canonicalize does. Every domain a record can carry comes back
+ * unchanged. Returns the domain, or an error message for something that is no host.
  */
 export function normalizeDomain(text: string): { domain: string } | { error: string } {
-  let d = text.trim();
-  if (d === '' || d === '.') return { error: 'empty domain' };
+  const d = text.trim();
+  if (d === '') return { error: 'empty domain' };
   // Checked before IDN conversion, which would silently drop tabs and newlines.
   if (/[\x00-\x20\x7f]/.test(d)) return { error: `bad domain '${clipText(d)}' (space or control character)` };
   // The host as the URL records carry it (WHATWG host parsing, as analyze-dump's URL
   // parser): lower case and IDN to punycode by its own mapping (not toLowerCase, which
   // makes capital sharp s a ß where the parser has "ss"), an IPv4 address in any form
   // (0xC0.0xA8.0.1, 3232235521) to dotted decimal, an IPv6 literal compressed. Another
-  // spelling would be stored and reported as assigned, but never match a record.
-  // (The parser would take 'a/b' or 'a?b' for the host 'a' with more after it.)
+  // spelling would be stored and reported as assigned, but never match a record. No
+  // rule of its own beyond that: what the parser takes (`a*b.com`, a label of 64
+  // characters, `-a-.com`, `a..b.com`) records carry, and upload-domains assigns.
+  // (The parser would take 'a/b' or 'a?b' for the host 'a' with more after it;
+  // domainToASCII refuses a port or userinfo.)
   const ascii = /[/?#\\]/.test(d) ? '' : domainToASCII(d);
   if (ascii === '') return { error: `bad domain '${clipText(d)}'` };
-  // One trailing dot names the same host (after the mapping: a trailing '。' is one too).
-  d = ascii.endsWith('.') && ascii !== '.' ? ascii.slice(0, -1) : ascii;
-  if (/^\[[0-9a-f:.]+\]$/.test(d)) return { domain: d }; // IPv6 literal
-  if (d.length > 253) return { error: `domain longer than 253 characters` };
-  const labels = d.split('.');
-  for (const l of labels) {
-    if (l.length === 0 || l.length > 63 || !LABEL_RE.test(l)) return { error: `bad domain '${text.trim()}'` };
-  }
-  return { domain: d };
+  // After the mapping: a trailing '。' is a trailing dot too.
+  return { domain: withoutTrailingDot(ascii) };
 }
 
 /**

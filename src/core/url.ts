@@ -32,8 +32,9 @@ export const DEFAULT_MAX_URL_BYTES = 8192;
 
 /**
  * Canonical form of an absolute http(s) URL: WHATWG serialization without the
- * fragment, with the optional query rewriting; and its domain. Returns a Reject for
- * anything that is not such a URL.
+ * fragment, with the optional query rewriting; and its domain (domainOfHost, or with
+ * domainMode 'host' the host less one trailing dot). Returns a Reject for anything
+ * that is not such a URL.
  */
 export function canonicalize(raw: string, opts: UrlOptions): CanonicalUrl | Reject {
   if (raw.length > opts.maxUrlBytes || (raw.length * 3 > opts.maxUrlBytes && Buffer.byteLength(raw) > opts.maxUrlBytes)) {
@@ -70,7 +71,7 @@ export function canonicalize(raw: string, opts: UrlOptions): CanonicalUrl | Reje
     // The serialization is ASCII (WHATWG percent-encodes the rest), so length is bytes.
     return { reason: 'URL too long', detail: `canonical form ${url.length} bytes, max ${opts.maxUrlBytes}` };
   }
-  return { url, domain: opts.domainMode === 'host' ? host : domainOfHost(host) };
+  return { url, domain: opts.domainMode === 'host' ? withoutTrailingDot(host) : domainOfHost(host) };
 }
 
 /**
@@ -92,9 +93,10 @@ export function domainOfHost(host: string): string {
 /**
  * The host without the one trailing dot that names the same host (`co.uk.`,
  * `localhost.`, `a..example.com.`), as tldts drops it from `example.com.`: routed
- * by domain, the two spellings must reach the same Yacobot.
+ * by domain, the two spellings must reach the same Yacobot (in either domain mode,
+ * and as partner-db stores a domain typed with one).
  */
-function withoutTrailingDot(host: string): string {
+export function withoutTrailingDot(host: string): string {
   // `example.com..` ends in an empty label, as `a..example.com` has one inside: kept whole.
   const n = host.length;
   return n > 1 && host.charCodeAt(n - 1) === 46 && host.charCodeAt(n - 2) !== 46 ? host.slice(0, -1) : host;

@@ -224,9 +224,11 @@ export function buildPartnerDb(program: Command): void {
       `Administer the partner database: Yacobots (crawler servers) with weights, and
 the domain -> Yacobot table that upload-domains and domains-from-db use.
 
-YACOBOT arguments take an id or a name. Domains given by hand are trimmed,
-lower-cased, converted to punycode and checked; they should be registrable
-domains (example.co.uk), as the URL records carry them.`,
+YACOBOT arguments take an id or a name. Domains given by hand are read as the
+URL parser reads a host (lower case, punycode, one trailing dot dropped) and
+stored as URL records carry them: registrable domains (example.co.uk), or whole
+hosts under analyze-dump --domain-mode host. A domain that starts with '-'
+goes after '--': assign -- -a-.com YACOBOT.`,
     )
     .option('--db <file>', 'the partner database (SQLite); required')
     .addHelpText(
