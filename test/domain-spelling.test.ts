@@ -163,3 +163,16 @@ test('partner-db assign and import take every domain analyze-dump writes, exactl
     }
   }
 });
+
+test("a domain that starts with '-' is taken after '--'; without it, the usage error says so", () => {
+  const work = scratch('ms-dspell-');
+  partnerDb(work, 'p.db', 'init');
+  partnerDb(work, 'p.db', 'add', 'a');
+  const r = runBin('partner-db', ['--db', 'p.db', 'assign', '-a-.com', 'a'], '', work);
+  assert.equal(r.status, 2);
+  assert.equal(r.stderr, "partner-db: unknown option '-a-.com' (an argument that starts with '-' goes after '--', e.g. '-- -a-.com')\nTry 'partner-db --help' for more information.\n");
+  assert.equal(partnerDb(work, 'p.db', 'assign', '--', '-a-.com', 'a'), 'assigned -a-.com to Yacobot 1 (a)\n');
+  // An option misspelt is told as before.
+  const b = runBin('partner-db', ['--db', 'p.db', '--bogus', 'list'], '', work);
+  assert.equal(b.stderr, "partner-db: unknown option '--bogus'\nTry 'partner-db --help' for more information.\n");
+});
