@@ -643,12 +643,32 @@ test('sizes (--memory of analyze-dump and the runner) are binary units in either
     ['1.5G', null],
     ['-1M', null],
     ['M', null],
+    // README's rule exactly: K, M or G with i, B or iB after it or not, any case; B or nothing is bytes.
+    ['64Mi', 64 << 20],
+    ['64mI', 64 << 20],
+    ['64KB', 64 << 10],
+    ['64kib', 64 << 10],
+    ['1048576b', 1 << 20],
+    ['064M', 64 << 20],
+    ['0', 0],
+    ['', null],
+    ['1e6', null],
+    ['0x100', null],
+    ['+1M', null],
+    ['1_000M', null],
+    ['1T', null],
+    ['64iB', null],
+    ['64Bi', null],
+    ['64MiBB', null],
   ];
   for (const [text, want] of cases) assert.equal(parseSize(text), want, JSON.stringify(text));
   // The lower bound is 1 MiB exactly, however it is written.
   assert.equal(parseBudget('1024K'), 1 << 20);
   assert.equal(parseBudget('1048576'), 1 << 20);
   assert.deepEqual(parseBudget('1048575'), { error: "wants a size of at least 1M (e.g. 64M, 1G), got '1048575'" });
+  assert.deepEqual(parseBudget('0'), { error: "wants a size of at least 1M (e.g. 64M, 1G), got '0'" });
+  assert.deepEqual(parseBudget('1T'), { error: "wants a size in bytes, K, M or G (e.g. 64M, 1G), got '1T'" });
+  assert.equal(parseBudget('64MB'), 64 << 20, 'MB is binary, as M');
 });
 
 test('URL options reach the worker threads: over one 1 MiB batch, --threads 2 drops, sorts and maps as --threads 0 does', () => {
