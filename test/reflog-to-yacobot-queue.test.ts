@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { ROOT, RUNNER, hasStackTrace, partnerDb, runRunner, scratch, testEnv } from './lib/run.js';
+import { assertSameState, newDomains, runsJsonl, snapshot } from './lib/runner-state.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
 import { assignedInLog, failureMessage, hourEndOf, readStageLog, planInbox, resolveNow, type RunRecord } from '../src/runner/plan.js';
@@ -156,41 +157,6 @@ function fresh(): string {
   const dir = sub('run-');
   fs.cpSync(template, dir, { recursive: true });
   return dir;
-}
-
-/** Everything that must come out the same: files of queue/, state/ (but logs and lock), inbox, DB rows. */
-function snapshot(dir: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  const walk = (rel: string) => {
-    const abs = path.join(dir, rel);
-    for (const e of fs.readdirSync(abs, { withFileTypes: true })) {
-      const r = path.join(rel, e.name);
-      if (e.isDirectory()) walk(r);
-      else if (!/^var\/state\/(runs\.jsonl|lock|partner\.db.*)$/.test(r)) out[r] = fs.readFileSync(path.join(dir, r), 'latin1');
-    }
-  };
-  walk('var');
-  const db = new Database(path.join(dir, 'var/state/partner.db'), { readonly: true });
-  out['db:partner_domain'] = JSON.stringify(db.prepare('SELECT domain, yacobot_id, added_at FROM partner_domain ORDER BY domain').raw().all());
-  out['db:yacobot'] = JSON.stringify(db.prepare('SELECT * FROM yacobot ORDER BY id').raw().all());
-  db.close();
-  return out;
-}
-
-function runsJsonl(dir: string): Record<string, unknown>[] {
-  const f = path.join(dir, 'var/state/runs.jsonl');
-  if (!fs.existsSync(f)) return [];
-  return fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
-}
-
-/** Each committed run's new_domains, by run name. */
-function newDomains(dir: string): Record<string, unknown> {
-  return Object.fromEntries(runsJsonl(dir).filter((x) => x.status === 'ok').map((x) => [x.run, x.new_domains]));
-}
-
-function assertSameState(got: Record<string, string>, want: Record<string, string>, what: string): void {
-  assert.deepEqual(Object.keys(got).sort(), Object.keys(want).sort(), `${what}: the same files`);
-  for (const k of Object.keys(want)) assert.ok(got[k] === want[k], `${what}: ${k} differs`);
 }
 
 /** The uninterrupted run everything is compared with. */
