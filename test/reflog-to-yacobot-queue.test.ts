@@ -644,6 +644,23 @@ test('killed just before each commit step, the next run rolls forward or redoes 
   await Promise.all(scenarios.slice(2).map(one));
 });
 
+test('a run killed after copying its queue files beside their place, and not committed, leaves no copy there: its retry failed, or its reflog was taken out of the inbox', async () => {
+  // The copies (QUEUE/<id>/.RUN.tsv.publish) stayed for good: only a retry that made the
+  // same files replaced them, and published them.
+  const prepared = (dir: string) => ['1', '2', '3'].map((id) => path.join(dir, 'var/queue', id, `.${RUN0}.tsv.publish`)).filter((f) => fs.existsSync(f));
+  for (const then of ['retry fails', 'reflog taken out']) {
+    const dir = freshFirstOnly();
+    const killed = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${RUN0}:commit` } });
+    assert.equal(killed.signal, 'SIGKILL', killed.stderr);
+    assert.equal(prepared(dir).length, 3, 'copied beside their place, then killed');
+    if (then === 'reflog taken out') fs.renameSync(path.join(dir, 'var/inbox', RUNS[0]!), path.join(dir, 'aside'));
+    const r = await runner(dir, then === 'retry fails' ? ['--max-reject-ratio', '0'] : []);
+    assert.equal(r.status, then === 'retry fails' ? 1 : 0, r.stderr);
+    assert.deepEqual(prepared(dir), [], `${then}: no copy left`);
+    assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), [], then);
+  }
+});
+
 test('a committed run whose staged files are gone (a crash in an older runner\'s cleanup, which removed them before COMMIT) rolls forward; later reflogs run', async () => {
   const { snap: want } = await ref();
   const names = RUNS.map((f) => f.replace(/\.reflog$/, ''));

@@ -176,7 +176,7 @@ export function countBacklog(queueDir: string): Backlog {
 }
 
 /** Where a run's queue file for one Yacobot is published. */
-function publishedQueueFile(plan: CommitPlan, yacobot: string): string {
+function publishedQueueFile(plan: Pick<CommitPlan, 'queueDir' | 'run'>, yacobot: string): string {
   return path.join(plan.queueDir, yacobot, `${plan.run}.tsv`);
 }
 
@@ -215,6 +215,34 @@ export function prepareQueues(plan: CommitPlan): void {
   } catch (err) {
     for (const f of made) fs.rmSync(f, { force: true }); // each was written, so its directory is one
     throw err;
+  }
+}
+
+/**
+ * Removes the copies prepareQueues made for run `run` (QUEUE/<id>/.<RUN>.tsv.publish)
+ * that no COMMIT will publish: those of an attempt killed between its copies and its
+ * COMMIT, found by start-up. A retry that made the same files replaced them; one that
+ * failed, made no file for that Yacobot, or never came (its reflog taken out of the
+ * inbox) left them there for good.
+ */
+export function removePrepared(queueDir: string, run: string): void {
+  let ids: string[];
+  try {
+    ids = fs.readdirSync(queueDir);
+  } catch {
+    return; // no queue side yet, so no copy there
+  }
+  for (const id of ids.filter((d) => /^[1-9]\d*$/.test(d))) {
+    const f = preparedPath(publishedQueueFile({ queueDir, run }, id));
+    try {
+      fs.unlinkSync(f);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'ENOTDIR') continue;
+      throw ioError(err, f, 'remove');
+    }
+    // Durable before the staging area goes: back after a power loss, nothing would remove it.
+    fsyncPath(path.dirname(f));
   }
 }
 

@@ -11,7 +11,7 @@ import { BIN_DIR as BIN } from '../core/root.js';
 import { fsyncPath } from '../core/dirs.js';
 import { dbError, openDb } from '../core/db.js';
 import { countLines, appendRecordOnce, lastRecord, mkdirDurable, writeFileDurable } from './fsutil.js';
-import { prepareQueues, publish, readCommit, writeCommit, stagedQueueFile, type CommitHooks, type CommitPlan } from './commit.js';
+import { prepareQueues, publish, readCommit, removePrepared, writeCommit, stagedQueueFile, type CommitHooks, type CommitPlan } from './commit.js';
 import { acquireLock, Locked } from './lock.js';
 import { PROG, USAGE, parseArgs, type RunnerOptions } from './options.js';
 import { runStages, stopChildren, type Progress, type ReflogIdentity } from './pipeline.js';
@@ -207,6 +207,9 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
         publish(plan, hooks, true);
         continue;
       }
+      // Not committed: the queue files an attempt killed after copying them beside their
+      // place will not be published from there (a rerun copies its own).
+      removePrepared(o.queueDir, name);
       const p = runPaths(o, name);
       const rj = readRunJson(p);
       if (rj !== null && failureRecorded(path.join(o.state, 'runs.jsonl'), rj)) {
