@@ -19,8 +19,8 @@ interface Call {
   paths: string[];
 }
 
-/** Runs `argv` with `input` on stdin in `cwd` under strace; returns its successful fsync/rename/mkdir/unlink calls in order. */
-function traced(cwd: string, argv: string[], input = ''): Call[] {
+/** Runs `argv` with `input` on stdin in `cwd` under strace (it must exit `status`); returns its successful fsync/rename/mkdir/unlink calls in order. */
+function traced(cwd: string, argv: string[], input = '', status = 0): Call[] {
   const log = path.join(cwd, '.strace');
   const r = spawnSync('strace', ['-f', '-y', '-qq', '-e', 'trace=fsync,fdatasync,rename,renameat,renameat2,mkdir,mkdirat,unlink,unlinkat', '-o', log, ...argv], {
     cwd,
@@ -30,7 +30,7 @@ function traced(cwd: string, argv: string[], input = ''): Call[] {
     timeout: 120_000,
     killSignal: 'SIGKILL',
   });
-  assert.equal(r.status, 0, `${argv.join(' ')}: ${r.stderr}`);
+  assert.equal(r.status, status, `${argv.join(' ')}: ${r.stderr}`);
   const calls: Call[] = [];
   for (const line of fs.readFileSync(log, 'utf8').split('\n')) {
     // Only whole lines: a call another process interrupted ("<unfinished ...>") is not needed here.
@@ -153,4 +153,17 @@ test('the runner: everything staged is fsynced before COMMIT, and each publish s
     for (const dir of ['state/done', 'inbox']) assertSyncedAfter(calls, moved, v(dir), `${run}: the reflog moved`, true);
     assertSyncedAfter(calls, uncommitted, staging, `${run}: COMMIT's removal`);
   }
+});
+
+test('the runner: the mark that a committed run\'s summary line was printed (an error stopped its publish steps) is made durable', { skip: !straceWorks && 'no working strace here' }, () => {
+  // Written without fsync, it could be lost to a power cut after the invocation had
+  // printed the line, and the roll forward printed it again.
+  const work = fs.realpathSync(scratch('ms-dur-'));
+  const run = '2011072806';
+  fs.mkdirSync(path.join(work, 'var/inbox'), { recursive: true });
+  fs.mkdirSync(path.join(work, `var/state/done/${run}.reflog`), { recursive: true }); // in the way: the reflog step fails
+  fs.copyFileSync(path.join(ROOT, 'fixtures/reflogs', `${run}.reflog`), path.join(work, 'var/inbox', `${run}.reflog`));
+  for (const args of [['init'], ['add', 'a']]) partnerDb(work, 'var/state/partner.db', ...args);
+  const calls = traced(work, [RUNNER, '--now', '20110728080000'], '', 1);
+  assertDurable(calls, path.join(work, 'var/state/staging', run, 'reported'), 'reported');
 });

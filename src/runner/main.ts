@@ -183,10 +183,11 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
       if (r.status !== 'ok') continue;
       process.stderr.write(`${PROG}: ${humanLine(r)}\n`);
       // Still committed, not finished (an error stopped its publish steps): its roll
-      // forward must know that this line was printed. Not durable: cosmetic.
+      // forward must know that this line was printed. Durable (only this path pays its
+      // fsyncs), or a power loss in the next seconds would have it printed again.
       if (fs.existsSync(runPaths(o, r.run).commit)) {
         try {
-          fs.writeFileSync(reportedMarker(o, r.run), '');
+          writeFileDurable(reportedMarker(o, r.run), '');
         } catch {
           /* printed again by the roll forward */
         }
