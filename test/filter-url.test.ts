@@ -99,6 +99,18 @@ test('a timestamp that is not a real time is an error, not a number (no hour sha
   assert.equal(timestampToMs('20120101003000'), Date.UTC(2012, 0, 1, 0, 30));
 });
 
+test('years below 100 are those years, not 19xx as new Date(y, ...) reads them: the years 9, 10, 99 and 100 follow one another', () => {
+  process.env.TZ = 'UTC';
+  const utc = (y: number, mo: number, d: number) => {
+    const t = new Date(0);
+    t.setUTCFullYear(y, mo - 1, d);
+    return t.getTime();
+  };
+  assert.equal(timestampToMs('00500101000000'), utc(50, 1, 1));
+  assert.equal(timestampToMs('00100101000000') - timestampToMs('00091231235959'), 1000);
+  assert.equal(timestampToMs('01000101000000') - timestampToMs('00991231235959'), 1000);
+});
+
 test('--current-out: a symlink is written through, a FIFO or directory is refused before any output, an empty name is a usage error', () => {
   const work = scratch();
   const line = '0000000000000001\ta.com\thttp://a.com/\t-\t20110101000000\t\t\t-\t1\n';
