@@ -109,6 +109,15 @@ test('least-loaded takes existing loads into account and spreads a batch', () =>
   assert.deepEqual(picks.slice(10), [2, 3]);
 });
 
+test('least-loaded: ties go to the smallest id whatever order the Yacobots are given in', () => {
+  const ll = new LeastLoaded([
+    { id: 3, weight: 1, domains: 0 },
+    { id: 1, weight: 1, domains: 0 },
+    { id: 2, weight: 1, domains: 0 },
+  ]);
+  assert.deepEqual(Array.from({ length: 6 }, () => ll.pick()), [1, 2, 3, 1, 2, 3]);
+});
+
 test('least-loaded: loads equal in decimal are a tie (smallest id), though 3 x 0.1 and 1 x 0.3 differ in binary', () => {
   // 3 domains / 0.3 and 1 domain / 0.1 are both 10.
   for (const [w1, d1, w2, d2] of [
