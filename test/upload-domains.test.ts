@@ -135,6 +135,9 @@ test('least-loaded: loads equal in decimal are a tie (smallest id), though 3 x 0
     [1, 1, 1.0000000000001, 1],
     [1000000, 10000001, 999999.91, 10000000], // 10.000001 against 10.0000009
     [1e-7, 1, 2e-7, 1],
+    // 3/0.3333333333333333 = 9.0000000000000009 against 9/1: equal as doubles, so a
+    // division of the scaled weights would call it a tie.
+    [0.3333333333333333, 3, 1, 9],
   ] as const) {
     assert.equal(new LeastLoaded([{ id: 1, weight: w1, domains: d1 }, { id: 2, weight: w2, domains: d2 }]).pick(), 2, `${d1}/${w1} against ${d2}/${w2}`);
   }
