@@ -11,6 +11,7 @@ import { growPipe } from '../core/pipes.js';
 import { PROJECT_ROOT } from '../core/root.js';
 import {
   ByteLineSplitter,
+  cutMark,
   liveTempFiles,
   readStreamFor,
   removeQuietly,
@@ -385,7 +386,7 @@ function usageExit(name: string, message: string, cut = false): never {
  */
 function cutOutput(name: string, warn: (message: string) => void): void {
   if (process.stdout.isTTY) return;
-  const r = markCut(`${name}: failed, output incomplete`);
+  const r = markCut(cutMark(name));
   if (r === 'stalled') warn('could not mark the output as cut off (its reader took nothing for 2 s): it ends without its last LF all the same');
 }
 

@@ -201,13 +201,17 @@ export class ByteLineSplitter {
   }
 }
 
-/** The mark a stage that did not finish ends its stdout in (src/cli/stage.ts, markCut). */
-const CUT_MARK = /^[a-z][a-z0-9-]*: failed, output incomplete$/;
+const CUT_MARK_END = ': failed, output incomplete';
+
+/** The last line, without LF, a stage that did not finish ends its stdout in (src/cli/stage.ts); cutOff names it. */
+export function cutMark(stage: string): string {
+  return `${stage}${CUT_MARK_END}`;
+}
 
 /** A last line without LF; `tail`, its bytes, may be a failed stage's cut mark, which the message names. */
 function cutOff(file: string, line: number, what: 'input' | 'file', tail: Uint8Array): DataError {
   const text = tail.length <= 80 ? Buffer.from(tail.buffer, tail.byteOffset, tail.length).toString('latin1') : '';
-  if (CUT_MARK.test(text)) return new DataError('TRUNCATED', `${what} cut off: it ends in "${text}" (the stage that wrote it failed)`, { file, line });
+  if (text.endsWith(CUT_MARK_END) && /^[a-z][a-z0-9-]*$/.test(text.slice(0, -CUT_MARK_END.length))) return new DataError('TRUNCATED', `${what} cut off: it ends in "${text}" (the stage that wrote it failed)`, { file, line });
   return new DataError('TRUNCATED', `last line has no newline (${what} cut off?)`, { file, line });
 }
 
