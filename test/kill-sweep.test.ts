@@ -412,16 +412,27 @@ function between(ref: Reference, from: number, to: number): Target[] {
   return targets(ref.calls, ref.dir).filter((t) => t.index >= from && t.index < to);
 }
 
-test('a reflog that is a relative symlink, killed before each call of its reflog step: it ends in done/ as a link to the file it read', { skip }, async (tc) => {
+/** The targets of `ref` from call `from` up to, not including, the removal of R1's COMMIT (the reflog step and what precedes it there). */
+function untilCommitRemoved(ref: Reference, from: number): Target[] {
+  return between(ref, from, callIndex(ref.calls, /^unlink/, `/staging/${R1}/COMMIT`));
+}
+
+/** A base template whose R1 reflog is a relative symlink to var/incoming/x.reflog. */
+function linkedReflogTemplate(): string {
   const template = baseTemplate();
   fs.mkdirSync(path.join(template, 'var/incoming'));
   fs.copyFileSync(path.join(REFLOGS, `${R1}.reflog`), path.join(template, 'var/incoming/x.reflog'));
   fs.symlinkSync('../incoming/x.reflog', path.join(template, 'var/inbox', `${R1}.reflog`));
+  return template;
+}
+
+test('a reflog that is a relative symlink, killed before each call of its reflog step: it ends in done/ as a link to the file it read', { skip }, async (tc) => {
+  const template = linkedReflogTemplate();
   const ref = await record(template);
   assert.equal(ref.status, 0);
   const park = callIndex(ref.calls, /^rename/, `/inbox/${R1}.reflog`);
   // done/ made is the main sweep's.
-  const ts = only(between(ref, park, callIndex(ref.calls, /^unlink/, `/staging/${R1}/COMMIT`)), (t) => !t.sys.startsWith('mkdir'));
+  const ts = only(untilCommitRemoved(ref, park), (t) => !t.sys.startsWith('mkdir'));
   assert.ok(ts.some((t) => t.sys.startsWith('symlink')), 'the link is made anew in done/');
   note(tc, ts);
   await twoAtATime(
@@ -464,7 +475,7 @@ test('a re-sent hour renamed over the inbox name just before the reflog step par
   assert.ok(ref.snap[`var/state/done/${R1}.reflog`]?.endsWith('\n\n'), 'done/ holds the newcomer');
   const arrives = callIndex(ref.calls, /^rename/, '/newcomer');
   // Killed before the newcomer arrives, the sender renames it all the same: as killed before the park.
-  const ts = only(between(ref, arrives, callIndex(ref.calls, /^unlink/, `/staging/${R1}/COMMIT`)), (t) => t.index > arrives);
+  const ts = only(untilCommitRemoved(ref, arrives), (t) => t.index > arrives);
   assert.ok(ts.some((t) => t.sys.startsWith('link')), 'put back with link(2)');
   note(tc, ts);
   await twoAtATime(
@@ -589,7 +600,7 @@ test('an inbox on another file system, killed before each call of the reflog ste
     const park = callIndex(ref.calls, /^rename/, `/${R1}.reflog`);
     // The copy's own calls (done/ made is the main sweep's; the copy's ftruncate and
     // fchmod of the file it has just made are as the write that follows).
-    const ts = only(between(ref, park, callIndex(ref.calls, /^unlink/, `/staging/${R1}/COMMIT`)), (x) => !/^(mkdir|ftruncate|fchmod)/.test(x.sys));
+    const ts = only(untilCommitRemoved(ref, park), (x) => !/^(mkdir|ftruncate|fchmod)/.test(x.sys));
     assert.ok(ts.some((x) => /^(copy_file_range|sendfile)$/.test(x.sys)), `copied: ${ts.map((x) => x.text).join('\n')}`);
     note(t, ts);
     await twoAtATime(
@@ -708,10 +719,7 @@ test('the start-up of a rerun killed before each of its calls (a second crash, b
 });
 
 test('a symlinked reflog whose target is deleted after the run read it, killed before each call of its reflog step: the link it read ends in done/', { skip }, async (tc) => {
-  const template = baseTemplate();
-  fs.mkdirSync(path.join(template, 'var/incoming'));
-  fs.copyFileSync(path.join(REFLOGS, `${R1}.reflog`), path.join(template, 'var/incoming/x.reflog'));
-  fs.symlinkSync('../incoming/x.reflog', path.join(template, 'var/inbox', `${R1}.reflog`));
+  const template = linkedReflogTemplate();
   const target = (dir: string) => path.join(dir, 'var/incoming/x.reflog');
   const gone = (dir: string) => path.join(dir, 'gone.reflog');
   const preload = pathToFileURL(path.join(ROOT, 'dist/test/lib/rename-after-call.js')).href;
@@ -731,7 +739,7 @@ test('a symlinked reflog whose target is deleted after the run read it, killed b
   });
   assert.equal(ref.status, 0);
   const park = callIndex(ref.calls, /^rename/, `/inbox/${R1}.reflog`);
-  const ts = only(between(ref, park, callIndex(ref.calls, /^unlink/, `/staging/${R1}/COMMIT`)), (t) => !t.sys.startsWith('mkdir'));
+  const ts = only(untilCommitRemoved(ref, park), (t) => !t.sys.startsWith('mkdir'));
   assert.ok(ts.some((t) => t.sys.startsWith('symlink')), 'linked anew in done/');
   note(tc, ts);
   await twoAtATime(
