@@ -359,6 +359,38 @@ test('usage errors exit 2 with a hint; --help goes to stdout', () => {
   assert.equal(h.stderr, '');
 });
 
+test('a no-break space or another non-ASCII space around a typed domain is refused, not trimmed into another domain: assign and import alike', () => {
+  const work = fresh('a');
+  // String.prototype.trim() and csv-parse's trim took these off: '\u00a0.de' was stored as '.de'.
+  for (const [typed, shown] of [['\u00a0.de', '\u00a0.de'], ['b.de\u3000', 'b.de\u3000'], ['\u2009c.de', '\u2009c.de'], ['\v.de', '\\x0b.de']]) {
+    const r = pdb(work, 'assign', typed!, 'a');
+    assert.equal(r.status, 2, JSON.stringify(typed) + r.stderr);
+    assert.ok(r.stderr.startsWith(`partner-db: bad domain '${shown}'`), JSON.stringify(typed) + r.stderr);
+  }
+  // Spaces and tabs are still trimmed.
+  assert.equal(ok(work, 'assign', ' \tx.de\t ', 'a'), 'assigned x.de to Yacobot 1 (a)\n');
+  const csv = ['domain,yacobot', '\u00a0.de,a', 'b.de\u3000,a', ' \tc.de\t , a ', '"\u00a0d.de",a', 'e.de,\u00a0a', '\u00a0'].join('\n');
+  fs.writeFileSync(path.join(work, 'in.csv'), csv + '\n');
+  const r = pdb(work, 'import', 'in.csv');
+  assert.equal(r.status, 1, r.stderr);
+  assert.equal(
+    r.stderr,
+    [
+      "partner-db: in.csv:2: bad domain '\u00a0.de'",
+      "partner-db: in.csv:3: bad domain 'b.de\u3000'",
+      "partner-db: in.csv:5: bad domain '\u00a0d.de'",
+      "partner-db: in.csv:6: no Yacobot named '\u00a0a'",
+      'partner-db: in.csv:7: expected 2 fields (domain,yacobot), got 1',
+      'partner-db: in.csv: 5 bad row(s); nothing imported',
+      '',
+    ].join('\n'),
+  );
+  assert.deepEqual(rows(work), [{ domain: 'x.de', yacobot_id: 1 }], 'nothing imported');
+  // Without them, the spaces and tabs around fields and quotes go as before.
+  fs.writeFileSync(path.join(work, 'in.csv'), 'domain,yacobot\n \tc.de\t , a \n "d.de" ,\t"1"\n');
+  assert.equal(ok(work, 'import', 'in.csv'), 'imported 2 domain(s) from in.csv: 2 new, 0 moved, 0 unchanged\n');
+});
+
 test('normalizeDomain lower-cases, converts IDN and refuses junk', () => {
   assert.deepEqual(normalizeDomain(' WWW.Example.COM. '), { domain: 'www.example.com' });
   assert.deepEqual(normalizeDomain('пример.рф'), { domain: 'xn--e1afmkfd.xn--p1ai' });
@@ -399,8 +431,9 @@ test('normalizeDomain gives the host the URL parser gives (so analyze-dump), for
     if (/[/?#\\@:]/.test(c)) continue;
     for (const typed of [`x${c}y.com`, `${c}.de`]) {
       const n = normalizeDomain(typed);
-      // Trimmed first (a NBSP copied around a domain), as the operator is told.
-      const r = canonicalize(`http://${typed.trim()}/`, hostMode);
+      // As typed: only spaces and tabs are trimmed, and no code point here is one (a NBSP
+      // before '.de' was trimmed, storing '.de', where the parser refuses it).
+      const r = canonicalize(`http://${typed}/`, hostMode);
       const want = 'domain' in r ? r.domain : 'refused';
       const got = 'domain' in n ? n.domain : 'refused';
       if (got !== want) differ.push(`U+${cp.toString(16)} ${typed}: ${got} vs records' ${want}`);

@@ -322,14 +322,26 @@ export function findYacobot(db: Db, ref: string): Yacobot {
   return { id: row.id, name: row.name, weight: row.weight, active: row.active !== 0 };
 }
 
+/** `s` without the spaces and tabs at its ends (and nothing else: not String.prototype.trim's Unicode spaces). */
+function trimBlanks(s: string): string {
+  let a = 0;
+  let b = s.length;
+  while (a < b && (s[a] === ' ' || s[a] === '\t')) a++;
+  while (b > a && (s[b - 1] === ' ' || s[b - 1] === '\t')) b--;
+  return s.slice(a, b);
+}
+
 /**
  * Normalizes a domain typed by a person (CSV import, assign) to the spelling URL
- * records carry: trims, then parses it as the URL parser parses a host, and drops one
- * trailing dot as canonicalize does. Every domain a record can carry comes back
- * unchanged. Returns the domain, or an error message for something that is no host.
+ * records carry: drops the spaces and tabs at its ends, then parses it as the URL
+ * parser parses a host, and drops one trailing dot as canonicalize does. Every domain
+ * a record can carry comes back unchanged. Returns the domain, or an error message
+ * for something that is no host.
  */
 export function normalizeDomain(text: string): { domain: string } | { error: string } {
-  const d = text.trim();
+  // Not trim(): it also drops a no-break space (or U+3000, ...), and '\u00a0.de', which
+  // the parser refuses, was stored as the domain '.de'.
+  const d = trimBlanks(text);
   if (d === '') return { error: 'empty domain' };
   // Checked before IDN conversion, which would silently drop tabs and newlines.
   if (/[\x00-\x20\x7f]/.test(d)) return { error: `bad domain '${clipText(d)}' (space or control character)` };

@@ -95,20 +95,23 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): 
   const byId = new Map(yacobots.map((y) => [String(y.id), y]));
   const byName = new Map(yacobots.map((y) => [y.name, y]));
   let records: { record: string[]; info: { bytes: number } }[];
+  // The text csv-parse reads: no BOM (its own BOM option would no longer see it), the
+  // spaces it must not trim hidden.
+  const csv = hideSpaces(text.startsWith('\ufeff') ? text.slice(1) : text);
   // csv-parse's own line count takes a CRLF inside quotes for two lines: lines are
   // counted here from its byte offsets (into the UTF-8 bytes it parsed).
-  const bytes = Buffer.from(text, 'utf8');
+  const bytes = Buffer.from(csv, 'utf8');
   const lines = new LineCounter(bytes);
   try {
     // Every line end, in any mix: csv-parse would otherwise take the first one for all.
-    records = parseCsv(text, { info: true, bom: true, skip_empty_lines: true, relax_column_count: true, trim: true, record_delimiter: ['\r\n', '\n', '\r'] }) as unknown as typeof records;
+    records = parseCsv(csv, { info: true, skip_empty_lines: true, relax_column_count: true, trim: true, record_delimiter: ['\r\n', '\n', '\r'] }) as unknown as typeof records;
   } catch (err) {
     const e = err as { message?: string; bytes?: number; code?: string };
     if (e.code === 'CSV_QUOTE_NOT_CLOSED') {
       // csv-parse names the end of the file; the operator needs the line of the quote.
       throw new DataError('BAD_CSV', 'CSV syntax: the quote opened on this line is never closed', { file, line: lines.lineAt(unclosedQuoteAt(bytes)) });
     }
-    const msg = String(e.message ?? err)
+    const msg = unhideSpaces(String(e.message ?? err))
       .replace(/^Invalid (Opening|Closing) Quote: /, '')
       .replace(/ at line \d+/, ''); // its count, off after a CRLF inside quotes; the place names the line
     throw new DataError('BAD_CSV', `CSV syntax: ${msg}`, { file, line: typeof e.bytes === 'number' ? lines.lineAt(e.bytes) : undefined });
@@ -117,7 +120,8 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): 
   const errors: DataError[] = [];
   const firstLine = new Map<string, { line: number; yacobot: number }>();
   let prevEnd = 0;
-  records.forEach(({ record, info }, i) => {
+  records.forEach(({ record: hidden, info }, i) => {
+    const record = hidden.map(unhideSpaces);
     // info.bytes is where the record ends; a quoted field may span lines, so name where it starts.
     const line = lines.recordStartLine(prevEnd);
     prevEnd = info.bytes;
@@ -140,6 +144,17 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): 
   });
   return { rows, errors };
 }
+
+// csv-parse's trim takes off a field's ends every space String.prototype.trim() does
+// (a no-break space, U+3000, ..., and \v, \f), where only spaces and tabs may go: a
+// no-break space pasted before '.de' made the row the domain '.de'. So those
+// characters are hidden from it, each as SPACE_MARK and its 4 hex digits (the mark
+// itself too), and put back in the fields it returns, which then hold them as written.
+const SPACE_MARK = '\ue000';
+const TRIMMED_SPACE = /[^\S\t\n\r ]|\ue000/g;
+const MARKED = /\ue000([0-9a-f]{4})/g;
+const hideSpaces = (s: string) => s.replace(TRIMMED_SPACE, (c) => SPACE_MARK + c.charCodeAt(0).toString(16).padStart(4, '0'));
+const unhideSpaces = (s: string) => s.replace(MARKED, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
 
 /** Line numbers (from 1) of byte offsets into a text, asked in increasing order. */
 class LineCounter {
