@@ -292,7 +292,7 @@ const SCRIPT_CASES: { script: string; args: string[]; status: number; stdout?: R
   { script: 'bench', args: ['--help'], status: 0, stdout: /^Usage: bench \[options\][^]*--no-reference/ },
   { script: 'bench', args: ['--repeat', 'x'], status: 2, stderr: /^bench: --repeat must be an integer from 1 to 100, not 'x'\nTry 'bench --help'/ },
   { script: 'bench', args: ['--lines', '1Q'], status: 2, stderr: /^bench: --lines must be a line count/ },
-  { script: 'bench', args: ['--memory', 'lots'], status: 2, stderr: /^bench: --memory must be a size/ },
+  { script: 'bench', args: ['--memory', 'lots'], status: 2, stderr: /^bench: --memory wants a size in bytes, K, M or G \(e\.g\. 64M, 1G\), got 'lots'\n/ },
   { script: 'bench', args: ['--bogus'], status: 2, stderr: /^bench: unknown option '--bogus'\nTry 'bench --help'/ },
   // --max-size is not the largest input: about one run in 7 takes 2 to 8 times it (scripts/fuzz.ts).
   { script: 'fuzz', args: ['--help'], status: 0, stdout: /^Usage: fuzz \[options\][^]*--iterations[^]*--max-size <BYTES> +inputs up to this size, bytes, but for about one run in 7/ },
@@ -318,6 +318,22 @@ for (const c of SCRIPT_CASES) {
     assert.ok(!hasStackTrace(r.stderr));
   });
 }
+
+test('scripts/bench refuses at once, by their own rule, a --memory or --tmp that analyze-dump would refuse only after the reflogs were generated', () => {
+  const work = scratch();
+  const out = path.join(work, 'out');
+  for (const [args, err] of [
+    [['--memory', '99999999999999999999G'], /^bench: --memory 99999999999999999999G is more than this machine's memory \(\d+M\)\nTry 'bench --help'/],
+    [['--memory', '512K'], /^bench: --memory wants a size of at least 1M \(e\.g\. 64M, 1G\), got '512K'\nTry 'bench --help'/],
+    [['--tmp', ''], /^bench: --tmp wants a directory name\nTry 'bench --help'/],
+  ] as const) {
+    const r = spawnSync(process.execPath, [path.join(SCRIPTS, 'bench.js'), '--lines', '10', '--no-reference', '--out', out, ...args], { cwd: work, env: testEnv(), encoding: 'utf8' });
+    assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, err);
+    assert.equal(r.stdout, '');
+    assert.ok(!fs.existsSync(out), `${args.join(' ')}: nothing generated`);
+  }
+});
 
 test('scripts/gen-reflog into a reader that goes away (| head) ends quietly, exit 0', () => {
   const r = spawnSync('bash', ['-c', `set -o pipefail; ${process.execPath} ${path.join(SCRIPTS, 'gen-reflog.js')} --lines 200000 | head -c 100 > /dev/null`], { env: testEnv(), encoding: 'utf8' });
