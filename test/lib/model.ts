@@ -65,7 +65,17 @@ export const fmt = (ms: number) => new Date(ms).toISOString().replace(/[-T:]/g, 
 export const parseTs = (ts: string) =>
   Date.UTC(+ts.slice(0, 4), +ts.slice(4, 6) - 1, +ts.slice(6, 8), +ts.slice(8, 10), +ts.slice(10, 12), +ts.slice(12, 14));
 export const tsArb = fc.integer({ min: 0, max: 48 * 3600 }).map((s) => fmt(T0 + s * 1000));
-export const tagArb = fc.constantFrom('', '', '', 'v1', 'v2', 'ü');
+/**
+ * Updatetags of every length from 0 up, in bytes: empty often; 1 to 4 bytes of a few
+ * characters ('ü' is 2), so that two records often carry the same one; now and then any
+ * text without TAB, CR or LF (SPEC.md), up to past the 64 bytes group-sum keeps at first.
+ * (Its old constants had no 1-byte tag: a group-sum that dropped those passed.)
+ */
+export const tagArb = fc.oneof(
+  { weight: 3, arbitrary: fc.constant('') },
+  { weight: 4, arbitrary: fc.string({ unit: fc.constantFrom('v', '1', 'ü'), minLength: 1, maxLength: 2 }) },
+  { weight: 1, arbitrary: fc.string({ unit: 'grapheme', minLength: 1, maxLength: 80, size: 'max' }).map((s) => s.replace(/[\t\r\n]/g, '')) },
+);
 /** Hits as text in the record streams: small, or huge (beyond 2^53, up to 26 digits). */
 export const hitsArb = fc.oneof(
   { weight: 6, arbitrary: fc.nat(20).map(String) },
