@@ -667,6 +667,51 @@ test('list and stats only read: a database in rollback-journal mode stays byte f
   assert.match(r.stdout, /^total: 1 domain\(s\), 1 of 1 Yacobot\(s\) active$/m);
 });
 
+test('list and stats leave no -wal or -shm file beside the database (a read-only connection could not remove them on close)', () => {
+  const work = fresh('a');
+  ok(work, 'assign', 'x.com', 'a');
+  assert.deepEqual(fs.readdirSync(work).sort(), ['p.db'], 'init, add and assign leave none');
+  for (const cmd of [['list'], ['list', '--json'], ['stats'], ['stats', '--json']]) {
+    const r = pdb(work, ...cmd);
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(fs.readdirSync(work).sort(), ['p.db'], `${cmd.join(' ')} left files`);
+  }
+  // domains-from-db reads the same way.
+  const d = runBin('domains-from-db', ['--db', 'p.db'], '', work);
+  assert.equal(d.status, 0, d.stderr);
+  assert.deepEqual(fs.readdirSync(work).sort(), ['p.db'], 'domains-from-db left files');
+});
+
+test('a database this user may only read is still listed: a file of mode 444, and a directory it may not write while a writer holds the database open', () => {
+  const asNobody = ['--reuid=nobody', '--regid=nogroup', '--clear-groups'];
+  if (process.getuid?.() !== 0 || spawnSync('setpriv', [...asNobody, 'test', '-x', path.join(BIN, 'partner-db')]).status !== 0) return;
+  const work = fresh('a');
+  const run = (...args: string[]) => spawnSync('setpriv', [...asNobody, path.join(BIN, 'partner-db'), '--db', 'p.db', ...args], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  const listed = (r: ReturnType<typeof run>) => {
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /^ 1  a  +1  yes\b/m);
+  };
+  // The file read-only, its directory writable: read through a read-only connection
+  // (SQLite then leaves the -wal and -shm files it made: it may not checkpoint).
+  fs.chmodSync(work, 0o777);
+  fs.chmodSync(path.join(work, 'p.db'), 0o444);
+  listed(run('list'));
+  listed(run('stats'));
+  for (const f of fs.readdirSync(work)) if (f !== 'p.db') fs.rmSync(path.join(work, f));
+  // The directory read-only: SQLite reads the -wal and -shm files of a writer that has the database open.
+  fs.chmodSync(work, 0o755);
+  fs.chmodSync(path.join(work, 'p.db'), 0o644);
+  const writer = new Database(path.join(work, 'p.db'));
+  try {
+    writer.prepare('SELECT 1 FROM yacobot').get();
+    listed(run('list'));
+    listed(run('stats'));
+  } finally {
+    writer.close();
+  }
+  assert.deepEqual(fs.readdirSync(work).sort(), ['p.db'], "the writer's close removed its files");
+});
+
 test('init on a directory or a FIFO says it is not a regular file, not a "disk I/O error"', () => {
   const work = scratch('ms-pdb-');
   fs.mkdirSync(path.join(work, 'dir.db'));

@@ -102,6 +102,17 @@ function dirNotWritable(file: string): boolean {
   }
 }
 
+/** Whether this user may write `file` and its directory (where SQLite makes and removes the -wal and -shm files). */
+function mayWrite(file: string): boolean {
+  try {
+    fs.accessSync(file, fs.constants.W_OK);
+    fs.accessSync(path.dirname(path.resolve(file)), fs.constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** The hint every "no database" message carries. */
 export function initHint(file: string): string {
   return `create one with: partner-db --db ${shellQuote(file)} init`;
@@ -110,7 +121,9 @@ export function initHint(file: string): string {
 /**
  * Opens an existing partner database for a stage: WAL mode, busy timeout, foreign
  * keys on, schema checked. Never creates the file; a missing file or a wrong schema
- * is a DataError that says what to do.
+ * is a DataError that says what to do. With `readonly` the caller only reads: the
+ * journal mode is left as it is, and the connection is read-write only where this
+ * user may write the file and its directory (see mayWrite).
  */
 export function openDb(file: string, opts: { readonly?: boolean } = {}): Db {
   let st: fs.Stats;
@@ -128,7 +141,12 @@ export function openDb(file: string, opts: { readonly?: boolean } = {}): Db {
   if (!st.isFile()) throw new DataError('NO_DB', 'database is not a regular file', { file });
   let db: Db | null = null;
   try {
-    db = new Database(file, { fileMustExist: true, timeout: busyTimeoutMs(), readonly: opts.readonly ?? false });
+    // A read-only connection may not checkpoint, so its close leaves the -wal and -shm
+    // files it made beside a WAL database (partner-db list left two after every run):
+    // where this user could write, a reader opens read-write, which only reads, and
+    // its close removes them as a writer's does.
+    const readonly = (opts.readonly ?? false) && !mayWrite(file);
+    db = new Database(file, { fileMustExist: true, timeout: busyTimeoutMs(), readonly });
     // Schema first: a file that is not a partner database is left exactly as it was
     // (switching it to WAL would rewrite its header and add -wal/-shm files).
     checkSchema(db, file);
