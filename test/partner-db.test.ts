@@ -534,6 +534,29 @@ test('a writing connection is WAL with synchronous FULL: an assignment the runne
   }
 });
 
+test("add refuses a name that starts with '-' (every later command would need '--'); a database that holds one (written before) still lists it and disables it by id or name", () => {
+  const work = fresh('a');
+  for (const name of ['-x', '--x', '-', '-1']) {
+    const r = pdb(work, 'add', '--', name);
+    assert.equal(r.status, 2, `${name}: ${r.stderr}`);
+    assert.equal(r.stderr, `partner-db: Yacobot name '${name}' must not start with '-' (it would read as an option)\nTry 'partner-db --help' for more information.\n`);
+  }
+  assert.equal(ok(work, 'list', '--json'), JSON.stringify([{ id: 1, name: 'a', weight: 1, active: true }]) + '\n', 'nothing added');
+  // A name in the middle or at the end is a name like any other.
+  assert.equal(ok(work, 'add', 'x-'), 'added Yacobot 2 (x-), weight 1\n');
+  // Written by hand, as add took it before.
+  const db = new Database(path.join(work, 'p.db'));
+  db.prepare("INSERT INTO yacobot (id, name) VALUES (3, '-old'), (4, '-older')").run();
+  db.close();
+  ok(work, 'assign', 'x.com', '3');
+  assert.match(ok(work, 'list'), /^ 3  -old  +1  yes$/m);
+  assert.match(ok(work, 'stats'), /^ 3  -old  +1  yes  +1 /m);
+  assert.equal(ok(work, 'disable', '3'), 'disabled Yacobot 3 (-old); moved 1 domain(s): 1 to 1 (a)\n');
+  assert.equal(ok(work, 'disable', '--', '-older'), 'disabled Yacobot 4 (-older); moved 0 domain(s)\n');
+  assert.equal(ok(work, 'enable', '--', '-old'), 'enabled Yacobot 3 (-old)\n');
+  assert.equal(ok(work, 'set-weight', '--', '-old', '2'), 'Yacobot 3 (-old): weight 1 -> 2\n');
+});
+
 test('add refuses a name with spaces at either end, a control character or over 100 characters, and a weight not written as a plain decimal; nothing is added', () => {
   const work = fresh('a');
   const refused: [string[], RegExp][] = [

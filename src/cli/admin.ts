@@ -34,7 +34,8 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
       if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.exitCode === 0) process.exit(0);
       if (err.code === 'commander.help') usageExit(name, 'no command given');
       let message = err.message.replace(/^error: /, '');
-      // A domain (`-a-.com`) or a name may start with '-'; '--' ends the options, as for any tool.
+      // A domain (`-a-.com`) may start with '-', and so may a name written before add
+      // refused such names; '--' ends the options, as for any tool.
       const opt = err.code === 'commander.unknownOption' ? /'(.*)'/.exec(message)?.[1] : undefined;
       if (opt !== undefined && !/^--[a-z][a-z0-9-]*$/i.test(opt)) message += ` (an argument that starts with '-' goes after '--', e.g. '-- ${opt}')`;
       usageExit(name, message);

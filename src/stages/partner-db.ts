@@ -52,6 +52,8 @@ export function parseWeight(text: string): number {
 export function checkYacobotName(name: string): string | null {
   if (name.trim() !== name || name === '') return 'must be non-empty without leading or trailing spaces';
   if (/^\d+$/.test(name)) return 'must not be all digits (digits mean an id)';
+  // It would read as an option: every later command would need '--' before it.
+  if (name.startsWith('-')) return "must not start with '-' (it would read as an option)";
   if (hasControl(name)) return 'must not contain control characters';
   if (name.length > 100) return 'must be at most 100 characters';
   return null;
