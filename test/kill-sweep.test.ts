@@ -372,7 +372,7 @@ async function sweep(t: TestContext, template: string, run: string, before: numb
   assert.equal(own.length, 1);
   await twoAtATime(
     ts.map((x) => async () => {
-      const { dir, recovery } = await killedAt(template, ref, x);
+      const { dir, killed, recovery } = await killedAt(template, ref, x);
       const what = `killed before #${x.index} ${x.text}`;
       const lines = runsJsonl(dir);
       // One line for every run, the earlier runs' as they were.
@@ -383,10 +383,14 @@ async function sweep(t: TestContext, template: string, run: string, before: numb
       assert.equal(line.status, 'ok', what);
       assert.equal(line.recovered, wantRecovered(ref.calls, run, x.index), `${what}: recovered`);
       assert.deepEqual(newDomains(dir), newDomains(ref.dir), `${what}: new_domains`);
-      // Its summary line (the killed runner printed none): from the next run, unless the
-      // killed one had removed its COMMIT (the run was over, and nothing rolls it forward).
+      // Its summary line, printed just before COMMIT's removal: by the killed runner once it
+      // got there, by the next run while COMMIT was there; twice only when killed entering
+      // that removal, after the print. (The killed runner printed it at its end, and none
+      // was printed when it was killed in the cleanup: nothing rolls a run forward then.)
       const uncommitted = callIndex(ref.calls, /^unlink/, `/staging/${run}/COMMIT`);
-      assert.equal(recovery.stderr.includes(`: ${run}: `), x.index <= uncommitted, `${what}: summary line: ${recovery.stderr}`);
+      const printed = (d: Done) => d.stderr.split('\n').filter((l) => l.startsWith(`reflog-to-yacobot-queue: ${run}: `)).length;
+      assert.equal(printed(killed), x.index >= uncommitted ? 1 : 0, `${what}: summary line of the killed run: ${killed.stderr}`);
+      assert.equal(printed(recovery), x.index <= uncommitted ? 1 : 0, `${what}: summary line of the next run: ${recovery.stderr}`);
     }),
   );
 }

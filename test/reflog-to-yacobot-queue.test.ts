@@ -701,6 +701,32 @@ test('a COMMIT marker of an unknown version is refused with a message naming it,
   assert.match(again.stderr, /: 2011072806: .* s \(roll-forward of an unfinished commit\)\n/);
 });
 
+test('an invocation killed after a run was over (in the next run\'s chain): each run\'s summary line is printed once, that run\'s by the invocation that finished it', async () => {
+  // The lines were printed at the end of the invocation: killed after a run's COMMIT was
+  // removed, nothing printed that run's line, and no roll forward came to print it.
+  const [r0, r1] = RUNS.slice(0, 2).map((f) => f.replace(/\.reflog$/, '')) as [string, string];
+  const dir = fresh();
+  keepOnly(dir, RUNS[0]!, RUNS[1]!);
+  const killed = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${r1}:chain` } });
+  assert.equal(killed.signal, 'SIGKILL', killed.stderr);
+  const next = await runner(dir);
+  assert.equal(next.status, 0, next.stderr);
+  const clean = fresh();
+  keepOnly(clean, RUNS[0]!, RUNS[1]!);
+  const whole = await runner(clean);
+  assert.equal(whole.status, 0, whole.stderr);
+  /** The runs' summary lines in `stderr`, without their seconds (and what follows them). */
+  const lines = (stderr: string) =>
+    stderr
+      .split('\n')
+      .filter((l) => /^reflog-to-yacobot-queue: \d{10}: /.test(l))
+      .map((l) => l.replace(/; [\d.]+ s( \(.*\))?$/, ''));
+  assert.deepEqual(lines(killed.stderr + next.stderr), lines(whole.stderr), `killed:\n${killed.stderr}next:\n${next.stderr}`);
+  assert.equal(lines(killed.stderr).length, 1, `${r0} printed by the invocation that finished it: ${killed.stderr}`);
+  assert.ok(next.stderr.includes(`: ${r1}: `) && next.stderr.includes('(rerun of an interrupted attempt)'), next.stderr);
+  assert.match(next.stderr, /: 1 run\(s\) committed in /);
+});
+
 test('killed after its reflog left the inbox (just before the cleanup), a run is not published again: queue files the consumer took do not come back', async () => {
   // The uncommit step removes COMMIT before the staging area goes, so that start-up drops
   // what is left instead of rolling the run forward (which would publish its queue files again).

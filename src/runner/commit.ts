@@ -35,8 +35,9 @@
 //                 a newcomer parked in its place is put back (putBack). A symlink
 //                 whose target went after the run read it is moved too when it is the
 //                 link the run read through (reflogLink: its own identity).
-//   7. uncommit   remove COMMIT: from here a crash leaves a directory that
-//                 start-up removes (its reflog has left the inbox).
+//   7. uncommit   the run's summary line is printed (hooks.finished), then COMMIT is
+//                 removed: from here a crash leaves a directory that start-up removes
+//                 (its reflog has left the inbox), and nothing would print that line.
 //   8. cleanup    remove the staging directory (staged files, run.json).
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -100,6 +101,12 @@ export interface CommitHooks {
   recorded?(record: RunRecord, appended: boolean): void;
   /** The file now at `reflog` is not the one the run read: it stays in the inbox. */
   reflogReplaced?(run: string, reflog: string): void;
+  /**
+   * The run is over but for the removal of its COMMIT, which comes right after: the last
+   * moment at which a crash still leaves it to a roll forward (what is said here is said
+   * again only if the process dies before that removal, never lost).
+   */
+  finished?(run: string): void;
 }
 
 /** The staged queue file of a Yacobot. */
@@ -528,6 +535,7 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
     run() {
       // COMMIT goes first: while it is there, a roll forward needs every staged file.
       // Without it, start-up drops the directory (the reflog has left the inbox).
+      hooks.finished?.(plan.run);
       fs.rmSync(path.join(plan.staging, 'COMMIT'), { force: true });
       fsyncPath(plan.staging);
     },

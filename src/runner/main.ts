@@ -148,6 +148,13 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   };
   for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(s, onSignal);
   const records: RunRecord[] = [];
+  /** The records whose summary line was printed: each is printed once. */
+  const printed = new Set<RunRecord>();
+  const report = (r: RunRecord) => {
+    if (printed.has(r)) return;
+    printed.add(r);
+    process.stderr.write(`${PROG}: ${humanLine(r)}\n`);
+  };
   const hooks: CommitHooks = {
     beforeStep: failpoint(),
     backlogWarn(id, b, limit) {
@@ -165,6 +172,11 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
       log.info({ run: r.run }, 'already recorded and reported by an earlier invocation; finishing its publish steps');
       process.stderr.write(`${PROG}: run ${visibleName(r.run)}: already recorded and reported by an earlier invocation; finishing its publish steps\n`);
     },
+    finished(run) {
+      // Printed now, not at the end: once COMMIT is gone, an invocation killed later
+      // (in the next run's chain) left the run's line unprinted, and nothing rolled it forward.
+      for (const r of records) if (r.run === run && r.status === 'ok') report(r);
+    },
     reflogReplaced(run, file) {
       log.warn({ run, reflog: file }, 'another file was renamed over the reflog while its run was in progress; left in the inbox');
       process.stderr.write(
@@ -178,10 +190,11 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   let failed: RunRecord | null = null;
   /** The run a signal cut short before its commit (nothing of it published), if any. */
   let interrupted: string | null = null;
+  /** The lines of the committed runs not yet printed: those whose publish steps an error stopped. */
   const summary = () => {
     for (const r of records) {
       if (r.status !== 'ok') continue;
-      process.stderr.write(`${PROG}: ${humanLine(r)}\n`);
+      report(r);
       // Still committed, not finished (an error stopped its publish steps): its roll
       // forward must know that this line was printed. Durable (only this path pays its
       // fsyncs), or a power loss in the next seconds would have it printed again.
