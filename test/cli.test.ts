@@ -6,6 +6,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as os from 'node:os';
+import { pathToFileURL } from 'node:url';
 import { createRequire } from 'node:module';
 import { PIPESIZE_ADDON } from '../src/core/pipes.js';
 import { BIN, ROOT, awaitWithLateFifoEnd, hasStackTrace, partnerDb, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
@@ -428,6 +429,48 @@ test('an input file that is a FIFO: read like a file when its writer comes, and 
   assert.ok(!writerCame, `exited only when a writer came 10 s later: ${rb.err}`);
   assert.equal(rb.code, 143, rb.err);
   assert.equal(summaryOf(rb.err).status, 'interrupted');
+});
+
+test('a stop signal while a stage\'s modules load gets what a later one gets: the summary line, the cut mark, exit 128+N', async () => {
+  // Before: runStage installed the handlers once the modules had loaded (about 100 ms); a
+  // signal before that took Node's default action, and the stage died of it without a
+  // summary line or a cut mark. The preload sends it as bin/<stage> resolves stage.js.
+  const work = scratch();
+  const db = path.join(work, 'p.db');
+  partnerDb(work, db, 'init');
+  const args: Record<string, string[]> = {
+    ...REQUIRED,
+    'domains-from-db': ['--db', db],
+    'upload-domains': ['--db', db, '--map', path.join(work, 'map')],
+    logsaver: ['--queue-dir', path.join(work, 'q'), '--name', '2011072806'],
+  };
+  const preload = `--import=${pathToFileURL(path.join(ROOT, 'dist/test/lib/signal-on-load.js')).href}`;
+  const numbers: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 };
+  const stages = fs.readdirSync(BIN).filter((s) => !s.startsWith('.') && fs.readFileSync(path.join(BIN, s), 'utf8').includes('runStage('));
+  assert.equal(stages.length, 7, `the stages: ${stages}`);
+  const one = (stage: string, sig: string) =>
+    new Promise<void>((resolve, reject) => {
+      // stdin stays open: the stage cannot end before the signal is acted on.
+      const child = spawn(path.join(BIN, stage), args[stage]!, { cwd: work, env: testEnv({ NODE_OPTIONS: preload, SIGNAL_ON_LOAD: sig }), stdio: ['pipe', 'pipe', 'pipe'] });
+      let out = '';
+      let err = '';
+      child.stdout!.on('data', (d: Buffer) => (out += d));
+      child.stderr!.on('data', (d: Buffer) => (err += d));
+      child.on('close', (code, signal) => {
+        try {
+          const what = `${stage}, ${sig} while its modules load`;
+          assert.equal(signal, null, `${what}: died of it: ${err}`);
+          assert.equal(code, 128 + numbers[sig]!, `${what}: ${err}`);
+          const s = summaryOf(err);
+          assert.deepEqual([s.status, s.signal], ['interrupted', sig], what);
+          assert.equal(out, stage === 'logsaver' ? '' : failedOutput(stage), `${what}: stdout`);
+          resolve();
+        } catch (e) {
+          reject(e);
+        }
+      });
+    });
+  for (const sig of Object.keys(numbers)) await Promise.all(stages.map((stage) => one(stage, sig)));
 });
 
 /** The "pipe capacities" debug line of a stage's stderr. */

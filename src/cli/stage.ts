@@ -19,6 +19,7 @@ import {
   type ByteLineFn,
 } from '../core/tsv.js';
 import { Output, OutputClosed } from './output.js';
+import { onStopSignal } from './signals.js';
 
 /** Values that may appear in the summary line. */
 export type Count = number | string | boolean | Record<string, number>;
@@ -249,9 +250,8 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     summary(log, 'warn', { status: 'interrupted', signal: sig, ...gathered() }, started);
     process.exit(signalExitStatus(sig));
   };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
-  process.on('SIGHUP', onSignal);
+  // A signal that came while the modules loaded (bin/<stage> catches them first) is acted on here.
+  onStopSignal(onSignal);
   // Every way out of a run ends in process.exit: an event loop left with nothing to wait
   // for while the run is pending (a promise no one will settle, e.g. a job handed to a
   // worker thread that ended) would otherwise exit 0 with no output and no summary.
