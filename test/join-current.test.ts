@@ -120,7 +120,11 @@ test('a FIFO --current whose line outgrows the 1 MiB line limit fails the copy a
   writer.on('error', () => undefined); // EPIPE once the stage has gone
   writer.write(`${'0'.repeat(16)}\t20110727200841\t\t1\ta.com\thttp://a.com/\n`);
   writer.write(Buffer.alloc(2 << 20, 'x'));
-  const code = await Promise.race([done, new Promise<'hung'>((r) => setTimeout(() => r('hung'), 60_000))]);
+  // The guard is cleared once the stage ended: left pending, it kept this file's process
+  // alive a minute after its last test, one of the suite's two slots held idle.
+  let guard: NodeJS.Timeout | undefined;
+  const code = await Promise.race([done, new Promise<'hung'>((r) => (guard = setTimeout(() => r('hung'), 60_000)))]);
+  clearTimeout(guard);
   writer.destroy();
   if (code === 'hung') {
     child.kill('SIGKILL');
