@@ -25,13 +25,15 @@
 //   that failed (an rmdir of a directory not yet empty) changed nothing, and is folded
 //   the same way.
 // - A two-reflog inbox, in two halves from two templates: the first hour on a fresh
-//   state directory, the second on the state the first left. Every call from the
-//   COMMIT's temp file on (commit, publish, record, reflog, uncommit, cleanup) is
-//   swept, but in the second half's cleanup only the calls up to the removal of
-//   run.json, and the last (from there start-up removes whatever is left of a
-//   directory with neither COMMIT nor run.json). The calls before the COMMIT leave a
-//   run that is redone from scratch, each scenario costing two chains: 4 of them are
-//   sampled in the first half and 1 in the second, spread evenly.
+//   state directory, the second on the state the first left. From the COMMIT's temp
+//   file on (commit, publish, record, reflog, uncommit, cleanup), the first and the
+//   last call of each kind (system call) at each commit step are swept: where a step
+//   repeats a call (per Yacobot, per log file, per directory) the ones in between
+//   leave states of the same kind. In the second half's cleanup, of the calls up to
+//   the removal of run.json, and the last (from there start-up removes whatever is
+//   left of a directory with neither COMMIT nor run.json). The calls before the
+//   COMMIT leave a run that is redone from scratch, each scenario costing two chains:
+//   4 of them are sampled in the first half and 1 in the second, spread evenly.
 // - Small sweeps of what the plain run does not reach, each of its own calls (those
 //   the main sweep has are not repeated): a reflog that is a relative symlink, and one
 //   whose target is deleted after the run read it (linked anew in done/); a re-sent
@@ -41,7 +43,7 @@
 //   printed); an inbox on another file system (the reflog copied); a second crash, in
 //   a roll forward (queue file 1 copied again, its line) and in the start-up of a rerun
 //   (the copies removed, run.json, work/ removed).
-// RUNNER_SWEEP=all sweeps every call of each: 242 scenarios instead of 94.
+// RUNNER_SWEEP=all sweeps every call of each: 242 scenarios instead of 78.
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -185,15 +187,22 @@ function copyOf(template: string, prefix: string): string {
   return dir;
 }
 
-/** A directory with var/inbox and var/state/partner.db holding three Yacobots (the runner tests' set-up). */
+/**
+ * A directory with var/inbox and var/state/partner.db holding three Yacobots (the runner
+ * tests' set-up): a copy of one made once per file (four partner-db runs for each sweep
+ * gave the same bytes).
+ */
+let base: string | null = null;
 function baseTemplate(): string {
-  const dir = sub('tpl-');
-  fs.mkdirSync(path.join(dir, 'var/inbox'), { recursive: true });
-  fs.mkdirSync(path.join(dir, 'var/state'), { recursive: true });
-  const db = path.join(dir, 'var/state/partner.db');
-  partnerDb(dir, db, 'init');
-  for (const [n, w] of [['alpha', '1'], ['beta', '1'], ['gamma', '2']]) partnerDb(dir, db, 'add', n!, '--weight', w!);
-  return dir;
+  if (base === null) {
+    base = sub('base-');
+    fs.mkdirSync(path.join(base, 'var/inbox'), { recursive: true });
+    fs.mkdirSync(path.join(base, 'var/state'), { recursive: true });
+    const db = path.join(base, 'var/state/partner.db');
+    partnerDb(base, db, 'init');
+    for (const [n, w] of [['alpha', '1'], ['beta', '1'], ['gamma', '2']]) partnerDb(base, db, 'add', n!, '--weight', w!);
+  }
+  return copyOf(base, 'tpl-');
 }
 
 function addReflog(dir: string, run: string): void {
@@ -349,21 +358,64 @@ function cleanupSampled(calls: Call[], ts: Target[], run: string): Target[] {
 }
 
 /**
- * The targets of `ref` that the main sweep kills at: all from the COMMIT's temp file on
- * (`cleanup`: all of the cleanup too, else cleanupSampled), and `before` of those before,
- * spread evenly.
+ * The commit step (README, "All or nothing, and the commit order") of each call of
+ * `run` in `calls` from the COMMIT's temp file on: the steps start, in this order, at
+ * the temp file, after the COMMIT's rename, at the renames of current_log and
+ * domain_map, after that, at the open of runs.jsonl, after its write, and at and after
+ * the removal of COMMIT.
+ */
+function commitSteps(calls: Call[], run: string): (index: number) => string {
+  const commitTmp = callIndex(calls, /^openat$/, `/staging/${run}/.COMMIT.tmp`);
+  const commit = callIndex(calls, /^rename/, `/staging/${run}/COMMIT`, commitTmp);
+  const domainMap = callIndex(calls, /^rename/, '/state/domain_map', commit);
+  const starts: [string, number][] = [
+    ['commit', commitTmp],
+    ['queue', commit + 1],
+    ['current_log', callIndex(calls, /^rename/, '/state/current_log', commit)],
+    ['domain_map', domainMap],
+    ['rejects', domainMap + 1],
+    ['record', callIndex(calls, /^openat$/, '/state/runs.jsonl', commit)],
+    ['reflog', callIndex(calls, /^(write|pwrite64)$/, '/state/runs.jsonl', commit) + 1],
+    ['uncommit', callIndex(calls, /^unlink/, `/staging/${run}/COMMIT`, commit)],
+  ];
+  starts.push(['cleanup', starts.at(-1)![1] + 1]);
+  starts.forEach(([name, at], i) => assert.ok(at > 0 && (i === 0 || at > starts[i - 1]![1]), `the ${name} step found in order: ${starts.join(' ')}`));
+  return (index) => starts.filter(([, at]) => at <= index).at(-1)![0];
+}
+
+/**
+ * Of targets `ts` (all from the COMMIT's temp file on), the first and the last of each
+ * kind of call (system call) at each commit step (all of them with RUNNER_SWEEP=all):
+ * where a step repeats a call (a rename and an unlink per Yacobot, an unlink per log
+ * file, an rmdir per directory), a kill before one in between leaves a state of the
+ * same kind as a kill before the first or the last (some Yacobots' queue files
+ * published and the others' prepared; some of the staging directory removed).
+ */
+function perStepAndKind(calls: Call[], ts: Target[], run: string): Target[] {
+  if (process.env.RUNNER_SWEEP === 'all') return ts;
+  const step = commitSteps(calls, run);
+  const groups = new Map<string, Target[]>();
+  for (const t of ts) groups.set(`${step(t.index)} ${t.sys}`, [...(groups.get(`${step(t.index)} ${t.sys}`) ?? []), t]);
+  const keep = new Set([...groups.values()].flatMap((g) => [g[0]!, g.at(-1)!]));
+  return ts.filter((t) => keep.has(t));
+}
+
+/**
+ * The targets of `ref` that the main sweep kills at: from the COMMIT's temp file on, the
+ * first and the last of each kind at each commit step (`cleanup`: of all of the cleanup,
+ * else of cleanupSampled), and `before` of those before, spread evenly.
  */
 function chosen(ref: Reference, run: string, before: number, cleanup: boolean): Target[] {
   const all = targets(ref.calls, ref.dir);
   const commitTmp = callIndex(ref.calls, /^openat$/, `/staging/${run}/.COMMIT.tmp`);
   assert.ok(commitTmp > 0, 'the COMMIT was written');
   const after = all.filter((t) => t.index >= commitTmp);
-  return [...sample(all.filter((t) => t.index < commitTmp), before), ...(cleanup ? after : cleanupSampled(ref.calls, after, run))];
+  return [...sample(all.filter((t) => t.index < commitTmp), before), ...perStepAndKind(ref.calls, cleanup ? after : cleanupSampled(ref.calls, after, run), run)];
 }
 
-/** Sweeps the run of `run` on `template` (its inbox holding only that reflog). */
-async function sweep(t: TestContext, template: string, run: string, before: number, cleanup: boolean): Promise<void> {
-  const ref = await record(template);
+/** Sweeps the run of `run` on `template` (its inbox holding only that reflog); `recorded`: its reference, recorded already. */
+async function sweep(t: TestContext, template: string, run: string, before: number, cleanup: boolean, recorded?: Reference): Promise<void> {
+  const ref = recorded ?? (await record(template));
   assert.equal(ref.status, 0);
   const ts = chosen(ref, run, before, cleanup);
   t.diagnostic(`${targets(ref.calls, ref.dir).length} calls changed something (${ref.calls.length} traced)`);
@@ -395,19 +447,29 @@ async function sweep(t: TestContext, template: string, run: string, before: numb
   );
 }
 
+/** A first-hour run on a fresh state directory: its template and its recorded reference (one per file: the first hour's sweep, the second hour's start, and the sweeps that start from one of its kills). */
+let firstHour: { template: string; ref: Reference } | null = null;
+async function firstHourRef(): Promise<{ template: string; ref: Reference }> {
+  if (firstHour === null) {
+    const template = baseTemplate();
+    addReflog(template, R1);
+    const ref = await record(template);
+    assert.equal(ref.status, 0);
+    firstHour = { template, ref };
+  }
+  return firstHour;
+}
+
 test('killed before each state-changing call of the first hour on a fresh state directory: the next run ends as an uninterrupted one', { skip }, async (t) => {
-  const template = baseTemplate();
-  addReflog(template, R1);
-  await sweep(t, template, R1, 4, true);
+  const first = await firstHourRef();
+  await sweep(t, first.template, R1, 4, true, first.ref);
 });
 
 test('killed before each state-changing call of the second hour: the next run ends as an uninterrupted one', { skip }, async (t) => {
-  const first = baseTemplate();
-  addReflog(first, R1);
-  const r = await run(first, [RUNNER]);
-  assert.equal(r.status, 0, r.stderr);
-  addReflog(first, R2);
-  await sweep(t, first, R2, 1, false);
+  // On what the first hour's uninterrupted run left (a copy of it).
+  const template = copyOf((await firstHourRef()).ref.dir, 'tpl-');
+  addReflog(template, R2);
+  await sweep(t, template, R2, 1, false);
 });
 
 /** The targets of `ref` from call `from` up to, not including, call `to`. */
@@ -619,19 +681,6 @@ test('an inbox on another file system, killed before each call of the reflog ste
     for (const d of made) fs.rmSync(d, { recursive: true, force: true });
   }
 });
-
-/** A first-hour run on a fresh state directory: its template and its recorded reference (one per file, for the sweeps that start from one of its kills). */
-let firstHour: { template: string; ref: Reference } | null = null;
-async function firstHourRef(): Promise<{ template: string; ref: Reference }> {
-  if (firstHour === null) {
-    const template = baseTemplate();
-    addReflog(template, R1);
-    const ref = await record(template);
-    assert.equal(ref.status, 0);
-    firstHour = { template, ref };
-  }
-  return firstHour;
-}
 
 /** The first target of `ref` whose call is `sys` on a path ending in `suffix`. */
 function targetAt(ref: Reference, sys: RegExp, suffix: string): Target {
