@@ -192,6 +192,28 @@ function freshFirstOnly(): string {
   return dir;
 }
 
+/** A copy of directory `from` in a fresh one (a state to start from, left as it was). */
+function copyOf(from: string): string {
+  const dir = sub('run-');
+  fs.cpSync(from, dir, { recursive: true, verbatimSymlinks: true });
+  return dir;
+}
+
+/**
+ * The uninterrupted run of the first fixture reflog alone (freshFirstOnly): what a test
+ * that starts after that hour copies, instead of running it again.
+ */
+let reference1: Reference | null = null;
+async function ref1(): Promise<Reference> {
+  if (reference1 === null) {
+    const dir = freshFirstOnly();
+    const r = await runner(dir);
+    assert.equal(r.status, 0, r.stderr);
+    reference1 = { dir, snap: snapshot(dir), ms: r.ms, stderr: r.stderr };
+  }
+  return reference1;
+}
+
 /** The Yacobots take (remove) their queue files of `run`. */
 function takeQueueFiles(dir: string, run: string): void {
   for (const id of ['1', '2', '3']) fs.rmSync(path.join(dir, 'var/queue', id, `${run}.tsv`), { force: true });
@@ -338,11 +360,9 @@ test('a failed run whose runs.jsonl line cannot be written still says why it fai
 });
 
 test('a failing stage (no active Yacobot) publishes nothing and changes no state', async () => {
-  const dir = fresh();
+  // After the first hour (a copy of its run), no Yacobot is left active for the next ones.
+  const dir = copyOf((await ref1()).dir);
   const db = path.join(dir, 'var/state/partner.db');
-  // Run the first hour, then leave no Yacobot active for the next ones.
-  keepOnly(dir, '2011072806.reflog');
-  assert.equal((await runner(dir)).status, 0);
   for (const f of ['2011072807.reflog', '2011072808.reflog']) fs.copyFileSync(path.join(REFLOGS, f), path.join(dir, 'var/inbox', f));
   const h = new Database(db);
   h.exec('UPDATE yacobot SET active = 0');
@@ -372,9 +392,8 @@ test('a failing stage (no active Yacobot) publishes nothing and changes no state
 test('a queue side that cannot take every file (a Yacobot\'s queue path is a file) publishes none of the run, and a rerun after the fix ends the same', async () => {
   // Queue files are copied beside their places and fsynced before the COMMIT; once the
   // first Yacobot's file was published before the second one's copy failed.
-  const { snap: want } = await ref();
-  const dir = fresh();
-  keepOnly(dir, '2011072806.reflog');
+  const { snap: want } = await ref1();
+  const dir = freshFirstOnly();
   fs.mkdirSync(path.join(dir, 'var/queue'), { recursive: true });
   fs.writeFileSync(path.join(dir, 'var/queue/2'), 'in the way\n');
   const before = snapshot(dir);
@@ -396,7 +415,6 @@ test('a queue side that cannot take every file (a Yacobot\'s queue path is a fil
   assert.equal(last.sent, 0);
   assert.deepEqual(last.sent_per_yacobot, {});
   fs.rmSync(path.join(dir, 'var/queue/2'));
-  for (const f of RUNS) if (!fs.existsSync(path.join(dir, 'var/inbox', f))) fs.copyFileSync(path.join(REFLOGS, f), path.join(dir, 'var/inbox', f));
   const again = await runner(dir);
   assert.equal(again.status, 0, again.stderr);
   assertSameState(snapshot(dir), want, 'rerun after the queue path was fixed');
@@ -431,14 +449,15 @@ test('SIGKILL of the process group at random instants, then a clean run: same re
 });
 
 test('upload-domains killed at its commit of new domains, just before or just after COMMIT: new_domains counts what was committed, once', async () => {
-  const { snap: want, dir: refDir } = await ref();
+  // The first hour alone: the kill is in its run, and what follows it is other tests' business.
+  const { snap: want, dir: refDir } = await ref1();
   const preload = pathToFileURL(path.join(ROOT, 'dist/test/lib/kill-at-commit.js')).href;
   const first = RUN0;
   const refNew = newDomains(refDir);
   assert.ok((refNew[first] as number) > 0, 'the first hour assigns new domains');
   for (const when of ['before', 'after'] as const) {
     // The whole process group (the crash the random kills above met once): the rerun records the run.
-    const dir = fresh();
+    const dir = freshFirstOnly();
     const what = `group killed ${when} COMMIT`;
     const r = await runner(dir, [], { env: { NODE_OPTIONS: `--import=${preload}`, KILL_AT_COMMIT: when, KILL_WHO: 'group' } });
     assert.equal(r.signal, 'SIGKILL', `${what}: ${r.stderr}`);
@@ -516,14 +535,21 @@ function asOlderCommit(dir: string, run: string, field: 'reflogFile' | 'reflogLi
   fs.writeFileSync(marker, JSON.stringify(plan));
 }
 
+const bigReflogs = new Map<number, string>(); // generated once per size (the same seed gives the same bytes)
 /** A state whose inbox holds one generated reflog of `lines` lines (60,000: over 4 MiB). */
 function freshBig(lines = 60_000): string {
   const dir = fresh();
   keepOnly(dir);
   const reflog = path.join(dir, 'var/inbox/2011072806.reflog');
-  const fd = fs.openSync(reflog, 'w');
-  generateReflog(fd, { lines, hour: 1, seed: 3 });
-  fs.closeSync(fd);
+  let made = bigReflogs.get(lines);
+  if (made === undefined) {
+    made = path.join(sub('big-'), 'h.reflog');
+    const fd = fs.openSync(made, 'w');
+    generateReflog(fd, { lines, hour: 1, seed: 3 });
+    fs.closeSync(fd);
+    bigReflogs.set(lines, made);
+  }
+  fs.copyFileSync(made, reflog);
   assert.ok(fs.statSync(reflog).size > (lines / 15_000) << 20);
   return dir;
 }
@@ -793,12 +819,8 @@ test('a reflog whose last line has no newline is processed, with a warning on st
   assert.ok(r.stderr.includes(`warning: ${run}: the reflog's last line has no newline`), r.stderr);
   const [rec] = runsJsonl(dir);
   assert.equal((rec!.stages as Record<string, Record<string, unknown>>)['analyze-dump']!.last_line_unterminated, true);
-  // The same reflog with its newline: no warning.
-  const again = fresh();
-  keepOnly(again, RUNS[0]!);
-  const ok = await runner(again);
-  assert.equal(ok.status, 0, ok.stderr);
-  assert.doesNotMatch(ok.stderr, /no newline/);
+  // The same reflog with its newline (the run of it alone): no warning.
+  assert.doesNotMatch((await ref1()).stderr, /no newline/);
 });
 
 test('config file: flags win, relative paths, unknown keys name the line', async () => {
@@ -1117,6 +1139,7 @@ test("the stages' environment holds glibc's mmap threshold, unless the operator 
   assert.equal(stageEnv({ MALLOC_MMAP_THRESHOLD_: '65536' }).MALLOC_MMAP_THRESHOLD_, '65536');
 });
 
+let secondHourTemplate: string | null = null;
 /**
  * A state dir after hour 1 of a generated pair, with hour 2 in the inbox, and the
  * environment in which hour 2 fails in its last stage: logsaver cannot rename its queue
@@ -1125,18 +1148,22 @@ test("the stages' environment holds glibc's mmap threshold, unless the operator 
  * before its commit.)
  */
 async function failingSecondHour(): Promise<{ dir: string; env: Record<string, string> }> {
-  const dir = fresh();
-  keepOnly(dir);
-  for (const hour of [1, 2]) {
-    const fd = fs.openSync(path.join(dir, `var/inbox/201107280${4 + hour}.reflog`), 'w');
-    generateReflog(fd, { lines: 20_000, hour, seed: 5 });
-    fs.closeSync(fd);
+  // Hour 1 runs once per file; each test gets a copy of what it left.
+  if (secondHourTemplate === null) {
+    const dir = fresh();
+    keepOnly(dir);
+    for (const hour of [1, 2]) {
+      const fd = fs.openSync(path.join(dir, `var/inbox/201107280${4 + hour}.reflog`), 'w');
+      generateReflog(fd, { lines: 20_000, hour, seed: 5 });
+      fs.closeSync(fd);
+    }
+    fs.renameSync(path.join(dir, 'var/inbox/2011072806.reflog'), path.join(dir, 'hour2'));
+    assert.equal((await runner(dir)).status, 0);
+    fs.renameSync(path.join(dir, 'hour2'), path.join(dir, 'var/inbox/2011072806.reflog'));
+    secondHourTemplate = dir;
   }
-  fs.renameSync(path.join(dir, 'var/inbox/2011072806.reflog'), path.join(dir, 'hour2'));
-  assert.equal((await runner(dir)).status, 0);
-  fs.renameSync(path.join(dir, 'hour2'), path.join(dir, 'var/inbox/2011072806.reflog'));
   const preload = pathToFileURL(path.join(ROOT, 'dist/test/lib/fail-publish.js')).href;
-  return { dir, env: { NODE_OPTIONS: `--import=${preload}`, FAIL_PUBLISH: '1' } };
+  return { dir: copyOf(secondHourTemplate), env: { NODE_OPTIONS: `--import=${preload}`, FAIL_PUBLISH: '1' } };
 }
 
 test('a failed run records the domains its upload-domains committed all the same (they stay assigned)', async () => {
@@ -1735,10 +1762,8 @@ test('a stopped stage and a stopped chain shell (Ctrl-Z, SIGSTOP) still stop on 
 });
 
 test('a replayed hour whose first queue files were not taken yet fails, publishing nothing, instead of replacing them', async () => {
-  const dir = freshFirstOnly();
+  const dir = copyOf((await ref1()).dir); // the first hour run
   const run = RUN0;
-  const first = await runner(dir);
-  assert.equal(first.status, 0, first.stderr);
   const queues = ['1', '2', '3'].map((y) => path.join(dir, 'var/queue', y, `${run}.tsv`)).filter((f) => fs.existsSync(f));
   assert.ok(queues.length > 0);
   const before = queues.map((f) => fs.readFileSync(f, 'utf8'));
@@ -1999,10 +2024,8 @@ test('a reflog re-sent under its name while the run copies it to another file sy
 test('a replay made with ln instead of mv (the inbox file a hard link of done/RUN.reflog) leaves the inbox once processed', async () => {
   // rename(2) of a link over another link of the same file does nothing: the reflog stayed
   // in the inbox and every invocation ran that hour again.
-  const dir = freshFirstOnly();
+  const dir = copyOf((await ref1()).dir); // the first hour run
   const run = RUN0;
-  const first = await runner(dir);
-  assert.equal(first.status, 0, first.stderr);
   takeQueueFiles(dir, run);
   const done = path.join(dir, 'var/state/done', RUNS[0]!);
   fs.linkSync(done, path.join(dir, 'var/inbox', RUNS[0]!));
