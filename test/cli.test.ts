@@ -9,7 +9,7 @@ import * as os from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { createRequire } from 'node:module';
 import { PIPESIZE_ADDON } from '../src/core/pipes.js';
-import { BIN, ROOT, awaitWithLateFifoEnd, hasStackTrace, partnerDb, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
+import { BIN, ROOT, awaitWithLateFifoEnd, hasStackTrace, madeDb, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 import Database from 'better-sqlite3';
 import { prng } from '../scripts/prng.js';
 import { analyzeDump } from '../src/stages/analyze-dump.js';
@@ -197,9 +197,7 @@ test('a closed stdout (| head -1) ends a stage quietly, exit 0, with its summary
 
 test('a closed stdout stops each streaming stage while its input never ends; domains-from-db stops reading the database', () => {
   const work = scratch();
-  partnerDb(work, 'p.db', 'init');
-  partnerDb(work, 'p.db', 'add', 'a');
-  partnerDb(work, 'p.db', 'assign', 'a.com', 'a');
+  madeDb(work, 'p.db', [['add', 'a'], ['assign', 'a.com', 'a']]);
   // Sorted records without end (awk dies of SIGPIPE once the stage is gone).
   const joined = String.raw`"%016x\ta.com\thttp://a.com/%d\t-\t20110727200841\t\t\t-\t1\n"`;
   const url = String.raw`"%016x\t20110727200841\t\t1\ta.com\thttp://a.com/%d\n"`;
@@ -252,7 +250,7 @@ test('the summary line is the last JSON line on stderr and stdout carries only d
 test('the byte-level stages on arbitrary bytes after valid lines: exit 0 or 1, the bad line named, no stack trace', () => {
   const dir = scratch();
   const db = path.join(dir, 'p.db');
-  for (const args of [['init'], ['add', 'yb', '--weight', '1']]) partnerDb(dir, db, ...args);
+  madeDb(dir, db, [['add', 'yb', '--weight', '1']]);
   const id = (i: number) => i.toString(16).padStart(16, '0');
   const url = (i: number) => `${id(i)}\t20110728060000\t\t1\ta.com\thttp://a.com/${i}`;
   const stages: [string, string[], (i: number) => string][] = [
@@ -367,8 +365,7 @@ test('an empty file or directory name is a usage error for every path option (lo
 
 test("a file option naming the stage's own input or stdout (/dev/stdin on a pipe, > the same file) is a usage error, not a hang or a lost stream", () => {
   const dir = scratch();
-  partnerDb(dir, 'p.db', 'init');
-  partnerDb(dir, 'p.db', 'add', 'y1');
+  madeDb(dir, 'p.db', [['add', 'y1']]);
   fs.writeFileSync(path.join(dir, 'in'), `${'0'.repeat(15)}1\t20110101000000\t\t1\ta.com\thttp://a.com/\n`);
   const cases: [string, string, string][] = [
     // stage and arguments, how its input and stdout are connected, the message

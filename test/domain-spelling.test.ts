@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { partnerDb, runBin, scratch, summaryOf } from './lib/run.js';
+import { madeDb, partnerDb, runBin, scratch, summaryOf } from './lib/run.js';
 import { prng } from '../scripts/prng.js';
 import { normalizeDomain } from '../src/core/db.js';
 import { canonicalize, domainOfHost, type DomainMode, type UrlOptions } from '../src/core/url.js';
@@ -130,9 +130,8 @@ test('partner-db assign and import take every domain analyze-dump writes, exactl
     const hard = domains.filter((d) => /[^a-z0-9.-]|^-|-$|\.\.|^\.|[^.]{64}|^.{254}/.test(d) || /(^|\.)-|-(\.|$)/.test(d));
     assert.ok(hard.length > 20, `${mode}: only ${hard.length} unusual domains: ${hard.join(' ')}`);
     const byHand = hard.filter((_, i) => i % Math.ceil(hard.length / 16) === 0);
-    partnerDb(work, 'p.db', 'init');
-    partnerDb(work, 'p.db', 'add', 'fresh'); // least-loaded: where a domain the database does not match would go
-    partnerDb(work, 'p.db', 'add', 'chosen');
+    // fresh, the least-loaded: where a domain the database does not match would go.
+    madeDb(work, 'p.db', [['add', 'fresh'], ['add', 'chosen']]);
     for (const d of byHand) {
       // A domain that starts with '-' goes after '--', as any such argument of a command.
       const r = runBin('partner-db', ['--db', 'p.db', 'assign', ...(d.startsWith('-') ? ['--'] : []), d, 'chosen'], '', work);
@@ -166,8 +165,7 @@ test('partner-db assign and import take every domain analyze-dump writes, exactl
 
 test("a domain that starts with '-' is taken after '--'; without it, the usage error says so", () => {
   const work = scratch('ms-dspell-');
-  partnerDb(work, 'p.db', 'init');
-  partnerDb(work, 'p.db', 'add', 'a');
+  madeDb(work, 'p.db', [['add', 'a']]);
   const r = runBin('partner-db', ['--db', 'p.db', 'assign', '-a-.com', 'a'], '', work);
   assert.equal(r.status, 2);
   assert.equal(r.stderr, "partner-db: unknown option '-a-.com' (an argument that starts with '-' goes after '--', e.g. '-- -a-.com')\nTry 'partner-db --help' for more information.\n");

@@ -7,16 +7,14 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
-import { BIN, partnerDb, runBin, scratch, testEnv, failedOutput } from './lib/run.js';
+import { BIN, madeDb, runBin, scratch, testEnv, failedOutput } from './lib/run.js';
 import { dbError } from '../src/core/db.js';
 import { DataError } from '../src/core/errors.js';
 
 test('domains-from-db leaves the database byte for byte as it was, journal mode included', () => {
   const dir = scratch();
   const db = path.join(dir, 'p.db');
-  partnerDb(dir, db, 'init');
-  partnerDb(dir, db, 'add', 'alpha');
-  partnerDb(dir, db, 'assign', 'x.com', 'alpha');
+  madeDb(dir, db, [['add', 'alpha'], ['assign', 'x.com', 'alpha']]);
   const h = new Database(db);
   h.pragma('journal_mode = DELETE');
   h.close();
@@ -29,9 +27,7 @@ test('domains-from-db leaves the database byte for byte as it was, journal mode 
 
 test('domains-from-db: bytewise order over many rows, and a closed stdout ends it quietly', () => {
   const work = scratch();
-  partnerDb(work, 'p.db', 'init');
-  partnerDb(work, 'p.db', 'add', 'a');
-  partnerDb(work, 'p.db', 'add', 'b');
+  madeDb(work, 'p.db', [['add', 'a'], ['add', 'b']]);
   const db = new Database(path.join(work, 'p.db'));
   const ins = db.prepare("INSERT INTO partner_domain VALUES (?, ?, '20110101000000')");
   const all: string[] = [];
@@ -58,9 +54,7 @@ test('domains-from-db: bytewise order over many rows, and a closed stdout ends i
 
 test('a row no domain_map line can carry (edited outside partner-db) is an error naming it, not a broken map line', () => {
   const work = scratch();
-  partnerDb(work, 'p.db', 'init');
-  partnerDb(work, 'p.db', 'add', 'a');
-  partnerDb(work, 'p.db', 'assign', 'ok.com', 'a');
+  madeDb(work, 'p.db', [['add', 'a'], ['assign', 'ok.com', 'a']]);
   const cases: [string, RegExp][] = [
     ["(NULL, 1, 'x')", /domain NULL/],
     ["('tab' || char(9) || 'x.com', 1, 'x')", /bad domain 'tab\\tx\.com'/],
@@ -89,9 +83,7 @@ test('a row no domain_map line can carry (edited outside partner-db) is an error
 
 test('a row naming a Yacobot that does not exist (written with foreign keys off) is an error naming it and the fix, with no map', () => {
   const work = scratch();
-  partnerDb(work, 'p.db', 'init');
-  partnerDb(work, 'p.db', 'add', 'a');
-  partnerDb(work, 'p.db', 'assign', 'ok.com', 'a');
+  madeDb(work, 'p.db', [['add', 'a'], ['assign', 'ok.com', 'a']]);
   const db = new Database(path.join(work, 'p.db'));
   db.pragma('foreign_keys = OFF');
   db.exec("INSERT INTO partner_domain VALUES ('zzznew.com', 99, 'x')");
@@ -104,8 +96,7 @@ test('a row naming a Yacobot that does not exist (written with foreign keys off)
 
 test('a bad row after many good ones still leaves no output, not a map cut off before it', () => {
   const work = scratch();
-  partnerDb(work, 'p.db', 'init');
-  partnerDb(work, 'p.db', 'add', 'a');
+  madeDb(work, 'p.db', [['add', 'a']]);
   const db = new Database(path.join(work, 'p.db'));
   const ins = db.prepare("INSERT INTO partner_domain VALUES (?, 1, '20110101000000')");
   db.transaction(() => {
@@ -129,8 +120,7 @@ test('a database in a directory this user cannot write is an error that says why
   const asNobody = ['--reuid=nobody', '--regid=nogroup', '--clear-groups'];
   if (process.getuid?.() !== 0 || spawnSync('setpriv', [...asNobody, 'test', '-x', path.join(BIN, 'domains-from-db')]).status !== 0) return;
   const work = scratch();
-  partnerDb(work, 'p.db', 'init');
-  partnerDb(work, 'p.db', 'add', 'a');
+  madeDb(work, 'p.db', [['add', 'a']]);
   fs.chmodSync(work, 0o755);
   fs.chmodSync(path.join(work, 'p.db'), 0o644);
   const r = spawnSync('setpriv', [...asNobody, path.join(BIN, 'domains-from-db'), '--db', 'p.db'], {
@@ -147,8 +137,7 @@ test('a database whose killed writer left a -wal, in a directory this user canno
   const asNobody = ['--reuid=nobody', '--regid=nogroup', '--clear-groups'];
   if (process.getuid?.() !== 0 || spawnSync('setpriv', [...asNobody, 'test', '-x', path.join(BIN, 'domains-from-db')]).status !== 0) return;
   const work = scratch();
-  partnerDb(work, 'p.db', 'init');
-  partnerDb(work, 'p.db', 'add', 'a');
+  madeDb(work, 'p.db', [['add', 'a']]);
   // A writer that has committed but not checkpointed, as when it is SIGKILLed: copy
   // the database and its -wal (no -shm) while it is still open.
   const w = new Database(path.join(work, 'p.db'));

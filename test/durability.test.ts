@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { BIN, ROOT, RUNNER, listFiles, partnerDb, scratch, testEnv } from './lib/run.js';
+import { BIN, ROOT, RUNNER, listFiles, madeDb, scratch, testEnv } from './lib/run.js';
 
 const straceWorks = spawnSync('strace', ['-qq', '-e', 'trace=none', 'true']).status === 0;
 
@@ -91,8 +91,7 @@ test('filter-url --current-out and upload-domains --map: fsynced, renamed, then 
   fs.symlinkSync('state/cl', path.join(work, 'cl-link'));
   const joined = '0000000000000001\ta.com\thttp://a.com/\t-\t20110101000000\t\t\t-\t1\n';
   assertDurable(traced(work, stage('filter-url', '--now', '20110101010000', '--current-out', 'cl-link'), joined), path.join(work, 'state/cl'), 'current_log');
-  partnerDb(work, 'p.db', 'init');
-  partnerDb(work, 'p.db', 'add', 'a');
+  madeDb(work, 'p.db', [['add', 'a']]);
   const rec = '0000000000000001\t20110728060000\t\t1\tnew.com\thttp://new.com/\n';
   assertDurable(traced(work, stage('upload-domains', '--db', 'p.db', '--map', 'state/map', '--now', '20110728070000'), rec), path.join(work, 'state/map'), 'domain_map');
 });
@@ -119,7 +118,7 @@ test('the runner: everything staged is fsynced before COMMIT, and each publish s
   fs.mkdirSync(path.join(work, 'var/inbox'), { recursive: true });
   fs.mkdirSync(path.join(work, 'var/state'));
   for (const run of runs) fs.copyFileSync(path.join(ROOT, 'fixtures/reflogs', `${run}.reflog`), path.join(work, 'var/inbox', `${run}.reflog`));
-  for (const args of [['init'], ['add', 'a'], ['add', 'b']]) partnerDb(work, 'var/state/partner.db', ...args);
+  madeDb(work, 'var/state/partner.db', [['add', 'a'], ['add', 'b']]);
   const calls = traced(work, [RUNNER, '--now', '20110728080000']);
   const v = (rel: string) => path.join(work, 'var', rel);
   // The first run makes state/ files and directories; the second finds them all there.
@@ -163,7 +162,7 @@ test('the runner: the mark that a committed run\'s summary line was printed (an 
   fs.mkdirSync(path.join(work, 'var/inbox'), { recursive: true });
   fs.mkdirSync(path.join(work, `var/state/done/${run}.reflog`), { recursive: true }); // in the way: the reflog step fails
   fs.copyFileSync(path.join(ROOT, 'fixtures/reflogs', `${run}.reflog`), path.join(work, 'var/inbox', `${run}.reflog`));
-  for (const args of [['init'], ['add', 'a']]) partnerDb(work, 'var/state/partner.db', ...args);
+  madeDb(work, 'var/state/partner.db', [['add', 'a']]);
   const calls = traced(work, [RUNNER, '--now', '20110728080000'], '', 1);
   assertDurable(calls, path.join(work, 'var/state/staging', run, 'reported'), 'reported');
 });

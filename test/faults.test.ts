@@ -10,7 +10,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import { HOST_TAG } from '../src/core/tsv.js';
-import { BIN, ROOT, hasStackTrace, listFiles, partnerDb, runBin, runRunner, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
+import { BIN, ROOT, hasStackTrace, listFiles, madeDb, runBin, runRunner, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 
 const TS = '20110727200841';
 const id16 = (n: number) => n.toString(16).padStart(16, '0');
@@ -282,7 +282,7 @@ test('upload-domains: a full --tmp (tmpfs of 64 KiB, real ENOSPC) fails before a
 
 /** p.db in `work` with Yacobots yb-a and yb-b, known.com assigned to yb-a, and its domain_map. */
 function twoYacobotDb(work: string): string {
-  for (const args of [['init'], ['add', 'yb-a'], ['add', 'yb-b'], ['assign', 'known.com', 'yb-a']]) partnerDb(work, 'p.db', ...args);
+  madeDb(work, 'p.db', [['add', 'yb-a'], ['add', 'yb-b'], ['assign', 'known.com', 'yb-a']]);
   const m = runBin('domains-from-db', ['--db', 'p.db'], '', work);
   assert.equal(m.status, 0, m.stderr);
   fs.writeFileSync(path.join(work, 'domain_map'), m.stdout);
@@ -484,7 +484,7 @@ function runnerWork(): { work: string; inbox: string } {
   const inbox = path.join(work, 'var', 'inbox');
   fs.mkdirSync(inbox, { recursive: true });
   fs.mkdirSync(path.join(work, 'var', 'state'), { recursive: true });
-  for (const args of [['init'], ['add', 'yb-a']]) partnerDb(work, 'var/state/partner.db', ...args);
+  madeDb(work, 'var/state/partner.db', [['add', 'yb-a']]);
   return { work, inbox };
 }
 

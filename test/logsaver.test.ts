@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { BIN, listFiles, partnerDb, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
+import { BIN, listFiles, madeDb, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import { mkdirEach } from '../src/core/dirs.js';
 import { HOST_TAG } from '../src/core/tsv.js';
 import { watchPeakRss } from '../scripts/peak-rss.js';
@@ -160,9 +160,7 @@ test("a SIGKILLed run's temporary queue files are removed by the next run of the
 
 test('in a shell chain, a stage that fails after it wrote output makes logsaver fail too: nothing is published from a cut stream', () => {
   const work = scratch('ms-ls-');
-  partnerDb(work, 'p.db', 'init');
-  partnerDb(work, 'p.db', 'add', 'a');
-  partnerDb(work, 'p.db', 'assign', 'x.com', 'a'); // known: its records stream out at once
+  madeDb(work, 'p.db', [['add', 'a'], ['assign', 'x.com', 'a']]); // x.com known: its records stream out at once
   // 3000 good records (more than one 64 KiB block of routed output), then a bad one:
   // upload-domains fails at line 3001 after blocks of whole lines went down the pipe.
   let input = '';
@@ -184,8 +182,7 @@ test('in a shell chain, a stage that fails before it wrote anything makes every 
   // which the rest of the chain took for an hour with no records: every stage exited 0,
   // and filter-url wrote the next current_log from current_log alone.
   const work = scratch('ms-ls-');
-  partnerDb(work, 'p.db', 'init');
-  partnerDb(work, 'p.db', 'add', 'a');
+  madeDb(work, 'p.db', [['add', 'a']]);
   const current = '00000000000000a1\t20110728055000\t\t1\tx.com\thttp://x.com/\n';
   fs.writeFileSync(path.join(work, 'current'), current);
   fs.writeFileSync(path.join(work, 'hour.reflog'), 'hdr\n1\t5\t20110728060000\t2\thttp://x.com/a\t1\n1\t5\tnot-a-time\t2\thttp://x.com/b\t1\n');

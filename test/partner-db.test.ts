@@ -6,7 +6,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
-import { BIN, hasStackTrace, partnerDb, runBin, scratch, testEnv, failedOutput } from './lib/run.js';
+import { BIN, hasStackTrace, madeDb, partnerDb, runBin, scratch, testEnv, failedOutput } from './lib/run.js';
 import { normalizeDomain, openDb } from '../src/core/db.js';
 import { canonicalize } from '../src/core/url.js';
 
@@ -25,10 +25,10 @@ function rows(work: string): { domain: string; yacobot_id: number }[] {
   }
 }
 
+/** A scratch directory with p.db, made by init and then add with each of `yacobots`. */
 function fresh(...yacobots: string[]): string {
   const work = scratch('ms-pdb-');
-  ok(work, 'init');
-  for (const y of yacobots) ok(work, 'add', ...y.split(' '));
+  madeDb(work, 'p.db', yacobots.map((y) => ['add', ...y.split(' ')]));
   return work;
 }
 

@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
-import { BIN, partnerDb, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
+import { BIN, madeDb, partnerDb, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 import { LeastLoaded, loadRendezvous, openDb } from '../src/core/db.js';
 import { DataError } from '../src/core/errors.js';
 import { SPOOL_PREFIX, commitNewDomains } from '../src/stages/upload-domains.js';
@@ -30,8 +30,7 @@ const pdb = (work: string, ...args: string[]): string => partnerDb(work, 'p.db',
 
 function newDb(yacobots: [string, number][]): string {
   const work = scratch('ms-up-');
-  pdb(work, 'init');
-  for (const [name, w] of yacobots) pdb(work, 'add', name, '--weight', String(w));
+  madeDb(work, 'p.db', yacobots.map(([name, w]) => ['add', name, '--weight', String(w)]));
   return work;
 }
 

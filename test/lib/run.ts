@@ -56,6 +56,28 @@ export function partnerDb(cwd: string, db: string, ...args: string[]): string {
   return r.stdout;
 }
 
+const madeDbs = new Map<string, string>();
+
+/**
+ * Makes the partner database `db` (a path from `cwd`) that `partner-db init`, then
+ * `partner-db ARGS` for each ARGS of `commands` make, each asserted to succeed: run so
+ * once per test process for each list of commands, and copied from there (the same
+ * bytes). A set-up of a few partner-db runs in every test was much of some files' time.
+ */
+export function madeDb(cwd: string, db: string, commands: string[][] = []): void {
+  const key = JSON.stringify(commands);
+  let made = madeDbs.get(key);
+  if (made === undefined) {
+    made = path.join(scratch('ms-db-'), 'p.db');
+    partnerDb(path.dirname(made), made, 'init');
+    for (const args of commands) partnerDb(path.dirname(made), made, ...args);
+    madeDbs.set(key, made);
+  }
+  const to = path.resolve(cwd, db);
+  // With any -wal or -shm file beside it (none once the last writer closed it).
+  for (const f of fs.readdirSync(path.dirname(made))) if (f.startsWith('p.db')) fs.copyFileSync(path.join(path.dirname(made), f), to + f.slice('p.db'.length));
+}
+
 /** The cron runner. */
 export const RUNNER = path.join(ROOT, 'scripts', 'reflog-to-yacobot-queue');
 
