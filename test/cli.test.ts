@@ -9,7 +9,7 @@ import * as os from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { createRequire } from 'node:module';
 import { PIPESIZE_ADDON } from '../src/core/pipes.js';
-import { BIN, ROOT, awaitWithLateFifoEnd, hasStackTrace, madeDb, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
+import { BIN, ROOT, awaitWithLateFifoEnd, hasStackTrace, madeDb, partnerDb, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 import Database from 'better-sqlite3';
 import { prng } from '../scripts/prng.js';
 import { analyzeDump } from '../src/stages/analyze-dump.js';
