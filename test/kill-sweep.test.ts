@@ -26,14 +26,15 @@
 //   the same way.
 // - A two-reflog inbox, in two halves from two templates: the first hour on a fresh
 //   state directory, the second on the state the first left. From the COMMIT's temp
-//   file on (commit, publish, record, reflog, uncommit, cleanup), the first and the
-//   last call of each kind (system call) at each commit step are swept: where a step
-//   repeats a call (per Yacobot, per log file, per directory) the ones in between
-//   leave states of the same kind. In the second half's cleanup, of the calls up to
-//   the removal of run.json, and the last (from there start-up removes whatever is
-//   left of a directory with neither COMMIT nor run.json). The calls before the
-//   COMMIT leave a run that is redone from scratch, each scenario costing two chains:
-//   4 of them are sampled in the first half and 1 in the second, spread evenly.
+//   file on (commit, queue, current_log, domain_map, rejects, record, reflog,
+//   uncommit, cleanup), the first half sweeps the first and the last call of each
+//   kind (system call) at each commit step: where a step repeats a call (per Yacobot,
+//   per log file, per directory) the ones in between leave states of the same kind.
+//   The second half sweeps the first call of each step: each step on a state an
+//   earlier run left (current_log, domain_map, runs.jsonl and done/ already there).
+//   The calls before the COMMIT leave a run that is redone from scratch, each
+//   scenario costing two chains: 4 of them are sampled in the first half and 1 in the
+//   second, spread evenly.
 // - Small sweeps of what the plain run does not reach, each of its own calls (those
 //   the main sweep has are not repeated): a reflog that is a relative symlink, and one
 //   whose target is deleted after the run read it (linked anew in done/); a re-sent
@@ -43,7 +44,7 @@
 //   printed); an inbox on another file system (the reflog copied); a second crash, in
 //   a roll forward (queue file 1 copied again, its line) and in the start-up of a rerun
 //   (the copies removed, run.json, work/ removed).
-// RUNNER_SWEEP=all sweeps every call of each: 242 scenarios instead of 78.
+// RUNNER_SWEEP=all sweeps every call of each: 242 scenarios instead of 70.
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -346,18 +347,6 @@ function only(ts: Target[], keep: (t: Target) => boolean): Target[] {
 }
 
 /**
- * Of the targets of a run's cleanup (the recursive removal of its staging directory),
- * those up to the removal of its run.json, and the last: from there start-up removes
- * whatever is left of a directory without COMMIT or run.json, whichever it is.
- */
-function cleanupSampled(calls: Call[], ts: Target[], run: string): Target[] {
-  if (process.env.RUNNER_SWEEP === 'all') return ts;
-  const uncommit = callIndex(calls, /^unlink/, `/staging/${run}/COMMIT`);
-  const runJson = callIndex(calls, /^unlink/, `/staging/${run}/run.json`, uncommit);
-  return ts.filter((t) => t.index <= runJson || t === ts.at(-1));
-}
-
-/**
  * The commit step (README, "All or nothing, and the commit order") of each call of
  * `run` in `calls` from the COMMIT's temp file on: the steps start, in this order, at
  * the temp file, after the COMMIT's rename, at the renames of current_log and
@@ -401,23 +390,34 @@ function perStepAndKind(calls: Call[], ts: Target[], run: string): Target[] {
 }
 
 /**
- * The targets of `ref` that the main sweep kills at: from the COMMIT's temp file on, the
- * first and the last of each kind at each commit step (`cleanup`: of all of the cleanup,
- * else of cleanupSampled), and `before` of those before, spread evenly.
+ * Of targets `ts` (all from the COMMIT's temp file on), the first call of each commit
+ * step (all of them with RUNNER_SWEEP=all): each step on a state an earlier run left,
+ * where the first hour's sweep has every kind of call at each step on a fresh one.
  */
-function chosen(ref: Reference, run: string, before: number, cleanup: boolean): Target[] {
+function perStep(calls: Call[], ts: Target[], run: string): Target[] {
+  if (process.env.RUNNER_SWEEP === 'all') return ts;
+  const step = commitSteps(calls, run);
+  return ts.filter((t, i) => i === 0 || step(t.index) !== step(ts[i - 1]!.index));
+}
+
+/**
+ * The targets of `ref` that the main sweep kills at: from the COMMIT's temp file on, the
+ * first and the last of each kind at each commit step (`per` 'kind'), or the first call
+ * of each step ('step'); and `before` of those before, spread evenly.
+ */
+function chosen(ref: Reference, run: string, before: number, per: 'kind' | 'step'): Target[] {
   const all = targets(ref.calls, ref.dir);
   const commitTmp = callIndex(ref.calls, /^openat$/, `/staging/${run}/.COMMIT.tmp`);
   assert.ok(commitTmp > 0, 'the COMMIT was written');
   const after = all.filter((t) => t.index >= commitTmp);
-  return [...sample(all.filter((t) => t.index < commitTmp), before), ...perStepAndKind(ref.calls, cleanup ? after : cleanupSampled(ref.calls, after, run), run)];
+  return [...sample(all.filter((t) => t.index < commitTmp), before), ...(per === 'kind' ? perStepAndKind : perStep)(ref.calls, after, run)];
 }
 
 /** Sweeps the run of `run` on `template` (its inbox holding only that reflog); `recorded`: its reference, recorded already. */
-async function sweep(t: TestContext, template: string, run: string, before: number, cleanup: boolean, recorded?: Reference): Promise<void> {
+async function sweep(t: TestContext, template: string, run: string, before: number, per: 'kind' | 'step', recorded?: Reference): Promise<void> {
   const ref = recorded ?? (await record(template));
   assert.equal(ref.status, 0);
-  const ts = chosen(ref, run, before, cleanup);
+  const ts = chosen(ref, run, before, per);
   t.diagnostic(`${targets(ref.calls, ref.dir).length} calls changed something (${ref.calls.length} traced)`);
   note(t, ts);
   const own = ref.runs.filter((x) => x.run === run);
@@ -462,14 +462,14 @@ async function firstHourRef(): Promise<{ template: string; ref: Reference }> {
 
 test('killed before each state-changing call of the first hour on a fresh state directory: the next run ends as an uninterrupted one', { skip }, async (t) => {
   const first = await firstHourRef();
-  await sweep(t, first.template, R1, 4, true, first.ref);
+  await sweep(t, first.template, R1, 4, 'kind', first.ref);
 });
 
 test('killed before each state-changing call of the second hour: the next run ends as an uninterrupted one', { skip }, async (t) => {
   // On what the first hour's uninterrupted run left (a copy of it).
   const template = copyOf((await firstHourRef()).ref.dir, 'tpl-');
   addReflog(template, R2);
-  await sweep(t, template, R2, 1, false);
+  await sweep(t, template, R2, 1, 'step');
 });
 
 /** The targets of `ref` from call `from` up to, not including, call `to`. */
