@@ -44,7 +44,7 @@
 //   printed); an inbox on another file system (the reflog copied); a second crash, in
 //   a roll forward (queue file 1 copied again, its line) and in the start-up of a rerun
 //   (the copies removed, run.json, work/ removed).
-// RUNNER_SWEEP=all sweeps every call of each: 242 scenarios instead of 70.
+// RUNNER_SWEEP=all sweeps every call of each: 241 scenarios instead of 70.
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
