@@ -792,6 +792,40 @@ test('SIGTERM while a run is being published: that run is committed and reported
   }
 });
 
+test('a signal while the last run is being published, or a roll forward with nothing after it: seen all the same, exit 128+N', async () => {
+  // The handler runs only when the event loop polls, and nothing awaited after the last
+  // publish: the signal went unseen, and the invocation exited 0 with "1 run(s) committed".
+  const { snap: want } = await ref1();
+  const line = (stderr: string) => stderr.split('\n').filter((l) => l.startsWith(`reflog-to-yacobot-queue: ${RUN0}: `)).length;
+  const stopped = (r: Done, sig: string, status: number, what: string) => {
+    assert.equal(r.status, status, `${what}: ${r.stderr}`);
+    assert.ok(r.stderr.includes(`stopped by ${sig}; after run ${RUN0} was committed; 0 reflog(s) stay in`), `${what}: ${r.stderr}`);
+    assert.doesNotMatch(r.stderr, /run\(s\) committed/, what);
+    assert.equal(line(r.stderr), 1, `${what}: its summary line, once: ${r.stderr}`);
+  };
+  for (const [sig, step, status] of [['SIGTERM', 'queue:1', 143], ['SIGINT', 'cleanup', 130]] as const) {
+    const dir = freshFirstOnly();
+    const r = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${RUN0}:${step}`, REFLOG_RUNNER_FAILSIGNAL: sig } });
+    stopped(r, sig, status, `${sig} before step ${step} of the only run`);
+    assertSameState(snapshot(dir), want, `${sig} before step ${step}`);
+  }
+  // Killed before its line was written, the run is rolled forward by the next invocation, which a SIGHUP reaches there.
+  const dir = freshFirstOnly();
+  const killed = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${RUN0}:record` } });
+  assert.equal(killed.signal, 'SIGKILL', killed.stderr);
+  const r = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${RUN0}:reflog`, REFLOG_RUNNER_FAILSIGNAL: 'SIGHUP' } });
+  assert.match(r.stderr, /rolling forward/);
+  stopped(r, 'SIGHUP', 129, 'SIGHUP before the reflog step of a roll forward');
+  assertSameState(snapshot(dir), want, 'SIGHUP in a roll forward');
+  assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status, x.recovered]), [[RUN0, 'ok', 'roll-forward']]);
+  // A run that fails is reported as failed (exit 1), a signal as its failure is recorded or not.
+  const failing = freshFirstOnly();
+  const f = await runner(failing, ['--max-reject-ratio', '0'], { env: { REFLOG_RUNNER_FAILPOINT: `${RUN0}:failed:cleanup`, REFLOG_RUNNER_FAILSIGNAL: 'SIGTERM' } });
+  assert.equal(f.status, 1, f.stderr);
+  assert.ok(f.stderr.includes(`run ${RUN0} failed: `), f.stderr);
+  assert.doesNotMatch(f.stderr, /stopped by|before any run started/);
+});
+
 test('a SIGTERM that comes as domains-from-db ends (nothing left to stop) stops the run before the chain starts', async () => {
   // It once went unseen until the chain had run the whole hour.
   const { snap: want } = await ref();

@@ -284,6 +284,11 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     summary();
     throw err;
   }
+  // A signal that came while the last run (or a roll forward with no run after it) was
+  // being published has its handler run only once the event loop polls: without this
+  // it went unseen, and the invocation exited 0 saying "N run(s) committed". (Not after
+  // a failed run: its failure is what the invocation reports, as for one before others.)
+  if (failed === null) await pollOnce();
 
   // The human summary.
   summary();
