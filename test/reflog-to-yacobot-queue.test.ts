@@ -826,6 +826,26 @@ test('a signal while the last run is being published, or a roll forward with not
   assert.doesNotMatch(f.stderr, /stopped by|before any run started/);
 });
 
+test('killed in the cleanup of a finished run, then the hour re-sent: a new run, not a rerun of the finished one', async () => {
+  // Its staging area without COMMIT, with run.json, and a reflog of its name in the inbox
+  // looked like an interrupted run: the re-sent hour ran under the finished run's run_id,
+  // as attempt 2, and counted that run's new domains again.
+  const dir = freshFirstOnly();
+  const killed = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${RUN0}:cleanup` } });
+  assert.equal(killed.signal, 'SIGKILL', killed.stderr);
+  assert.ok(fs.existsSync(path.join(dir, 'var/state/staging', RUN0, 'run.json')), 'killed before the cleanup');
+  for (const id of fs.readdirSync(path.join(dir, 'var/queue'))) fs.rmSync(path.join(dir, 'var/queue', id, `${RUN0}.tsv`)); // the Yacobots took their files
+  fs.copyFileSync(path.join(REFLOGS, RUNS[0]!), path.join(dir, 'var/inbox', RUNS[0]!)); // the hour is sent again
+  const r = await runner(dir);
+  assert.equal(r.status, 0, r.stderr);
+  assert.doesNotMatch(r.stderr, /interrupted/);
+  const [first, again] = runsJsonl(dir);
+  assert.ok(first !== undefined && again !== undefined, 'two lines');
+  assert.notEqual(again.run_id, first.run_id, 'a run of its own');
+  assert.deepEqual([again.run, again.status, again.attempt, again.recovered, again.new_domains], [RUN0, 'ok', 1, undefined, 0]);
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
+});
+
 test('a SIGTERM that comes as domains-from-db ends (nothing left to stop) stops the run before the chain starts', async () => {
   // It once went unseen until the chain had run the whole hour.
   const { snap: want } = await ref();

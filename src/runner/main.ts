@@ -226,11 +226,13 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
       removePrepared(o.queueDir, name);
       const p = runPaths(o, name);
       const rj = readRunJson(p);
-      if (rj !== null && failureRecorded(path.join(o.state, 'runs.jsonl'), rj)) {
-        // Killed after its failed line and before its staging area was removed: the run is
-        // over, as if the removal had happened. Redone as the same run, it would count the
-        // failed attempt's new domains a second time, under the failed run's run_id.
-        log.warn({ run: name }, 'removing the staging area of a run that failed (its failed line is in runs.jsonl)');
+      const over = rj === null ? null : attemptRecorded(path.join(o.state, 'runs.jsonl'), rj);
+      if (over !== null) {
+        // Killed after its line and before its staging area was removed (a failed run, or a
+        // finished one in its cleanup, its COMMIT gone): the run is over, as if the removal
+        // had happened. Redone as the same run (a re-sent hour of that name in the inbox), it
+        // would count the earlier attempt's new domains a second time, under its run_id.
+        log.warn({ run: name, status: over }, `removing the staging area of a run that ${over === 'ok' ? 'finished' : 'failed'} (its line is in runs.jsonl)`);
         fs.rmSync(staging, { recursive: true, force: true });
         fsyncPath(path.dirname(staging));
         continue;
@@ -348,10 +350,16 @@ function readRunJson(p: RunPaths): RunJson | null {
   }
 }
 
-/** Whether the last line of runs.jsonl is the failed line of attempt `rj.attempts` of run `rj.run_id`. */
-function failureRecorded(file: string, rj: RunJson): boolean {
+/**
+ * The status ('ok' or 'failed') of the last line of runs.jsonl when it is the line of
+ * attempt `rj.attempts` of run `rj.run_id`, else null. Called for a staging directory
+ * without COMMIT, where an 'ok' line means the run finished (its line is written after
+ * COMMIT, which goes only after the reflog left the inbox).
+ */
+function attemptRecorded(file: string, rj: RunJson): 'ok' | 'failed' | null {
   const last = lastRecord(file) as { run_id?: unknown; attempt?: unknown; status?: unknown } | null;
-  return last !== null && last.status === 'failed' && last.run_id === rj.run_id && last.attempt === rj.attempts;
+  if (last === null || last.run_id !== rj.run_id || last.attempt !== rj.attempts) return null;
+  return last.status === 'ok' || last.status === 'failed' ? last.status : null;
 }
 
 /**
