@@ -877,6 +877,31 @@ test('a reflog whose last line has no newline is processed, with a warning on st
   assert.doesNotMatch((await ref1()).stderr, /no newline/);
 });
 
+test("a stage's warning reaches the runner's stderr (an inactive Yacobot that still owns domains), not only its log, which the cleanup removes", async () => {
+  // After the first hour, Yacobot 2 is made inactive by hand, its domains left with it
+  // (partner-db disable would move them): upload-domains routes them there all the same, and warns.
+  const dir = copyOf((await ref1()).dir);
+  const db = path.join(dir, 'var/state/partner.db');
+  fs.copyFileSync(path.join(REFLOGS, '2011072807.reflog'), path.join(dir, 'var/inbox/2011072807.reflog'));
+  const h = new Database(db);
+  h.exec('UPDATE yacobot SET active = 0 WHERE id = 2');
+  h.close();
+  const r = await runner(dir);
+  assert.equal(r.status, 0, r.stderr);
+  const [, rec] = runsJsonl(dir);
+  const inactive = (rec!.stages as Record<string, Record<string, unknown>>)['upload-domains']!.domains_of_inactive;
+  assert.ok(typeof inactive === 'number' && inactive > 0, `domains_of_inactive ${inactive}`);
+  assert.ok(
+    r.stderr.includes(
+      `reflog-to-yacobot-queue: warning: 2011072807: upload-domains: ${inactive} domain(s) belong to inactive Yacobot(s) 2 and were routed to them; ` +
+        `to move them to active ones: partner-db --db ${shellQuote(db)} disable 2\n`,
+    ),
+    r.stderr,
+  );
+  // An hour with neither: no warning.
+  assert.doesNotMatch((await ref1()).stderr, /warning/);
+});
+
 test('config file: flags win, relative paths, unknown keys name the line', async () => {
   const dir = fresh();
   keepOnly(dir, '2011072806.reflog');

@@ -521,6 +521,17 @@ async function runOne(
       `${PROG}: warning: ${p.name}: the reflog's last line has no newline (was it still being written? see "Reflog still being written" in the README)\n`,
     );
   }
+  // The stages' own warnings (a Yacobot disabled during the run that still got its
+  // domains' URLs, domains of an inactive Yacobot) would
+  // otherwise stay in their logs, which the cleanup removes. analyze-dump's cut last
+  // line is said just above in the runner's words.
+  for (const s of outcomes) {
+    if (s.name === 'analyze-dump' && stages['analyze-dump']?.last_line_unterminated === true) continue;
+    for (const w of s.warnings ?? []) {
+      log.warn({ run: p.name, stage: s.name, warning: w }, 'stage warning');
+      process.stderr.write(`${PROG}: warning: ${p.name}: ${s.name}: ${visibleName(w)}\n`);
+    }
+  }
 
   // Success: gather what will be published, then commit.
   const queue: CommitPlan['queue'] = [];

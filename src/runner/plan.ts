@@ -156,19 +156,26 @@ export interface StageOutcome {
   exit: number;
   summary: Record<string, unknown> | null;
   messages: string[];
+  /** The `msg` of each warning the stage logged (level warn, not its summary). */
+  warnings?: string[];
 }
 
-/** Splits a stage's stderr into the last summary line and the non-JSON lines. */
+/**
+ * Splits a stage's stderr into the last summary line, the non-JSON lines and the
+ * messages of its warnings.
+ */
 export function readStageLog(name: string, exit: number, text: string): StageOutcome {
   let summary: Record<string, unknown> | null = null;
   const messages: string[] = [];
+  const warnings: string[] = [];
   for (const l of text.split('\n')) {
     if (l.trim() === '') continue;
     const o = jsonLogLine(l);
     if (o === null) messages.push(l);
     else if (o.summary === true) summary = o;
+    else if (o.level === 40 && typeof o.msg === 'string') warnings.push(o.msg);
   }
-  return { name, exit, summary, messages };
+  return { name, exit, summary, messages, warnings };
 }
 
 /** A pino log line as an object, or null for anything else (a plain message, a line torn by a crash). */
