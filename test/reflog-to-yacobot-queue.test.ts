@@ -1867,6 +1867,37 @@ test('a replayed hour whose first queue files were not taken yet fails, publishi
   assert.ok(fs.existsSync(path.join(dir, 'var/state/done', RUNS[0]!)));
 });
 
+test('a replayed hour with untaken queue files at several Yacobots names them all in one failure, and goes through once they are moved aside under other *.tsv names', async () => {
+  const dir = copyOf((await ref1()).dir); // the first hour run
+  const run = RUN0;
+  // One new URL on a domain of each Yacobot: the replay has a queue file for each of the three.
+  const owned = new Map<string, string>();
+  for (const l of fs.readFileSync(path.join(dir, 'var/state/domain_map'), 'utf8').split('\n').filter(Boolean)) {
+    const [domain, id] = l.split('\t');
+    if (!owned.has(id!)) owned.set(id!, domain!);
+  }
+  assert.deepEqual([...owned.keys()].sort(), ['1', '2', '3']);
+  const extra = [...owned.values()].map((d, i) => `1000\t0\t20110728063000\t${i}\thttp://${d}/replayed-${i}\t1\n`).join('');
+  fs.writeFileSync(path.join(dir, 'var/inbox', RUNS[0]!), fs.readFileSync(path.join(dir, 'var/state/done', RUNS[0]!), 'utf8') + extra);
+  fs.rmSync(path.join(dir, 'var/state/done', RUNS[0]!));
+  const queue = (y: string) => path.join(dir, 'var/queue', y, `${run}.tsv`);
+  const replay = await runner(dir);
+  assert.equal(replay.status, 1, replay.stderr);
+  assert.ok(
+    replay.stderr.includes(
+      `${queue('1')}: is still there with other URLs (not yet taken by Yacobot 1?), and so are ${queue('2')} (Yacobot 2), ${queue('3')} (Yacobot 3); ` +
+        'publishing this run would replace them, and current_log has them as sent. Let the Yacobots take them, or move them aside under another *.tsv name',
+    ),
+    replay.stderr,
+  );
+  assert.deepEqual(runsJsonl(dir).at(-1)!.failed_stage, 'publish');
+  // Moved aside as the message says: the replay goes through, and the old files stay to be taken.
+  for (const y of ['1', '2', '3']) fs.renameSync(queue(y), queue(y).replace(/\.tsv$/, '.first.tsv'));
+  const again = await runner(dir);
+  assert.equal(again.status, 0, again.stderr);
+  for (const y of ['1', '2', '3']) assert.equal(fs.readFileSync(queue(y), 'utf8').split('\n').filter(Boolean).length, 1, `queue ${y}`);
+});
+
 test('a reflog renamed over INBOX/RUN.reflog while that run is in progress stays in the inbox, and the next invocation processes it', async () => {
   // It was moved to done/ by the commit's reflog step, never processed, its lines counted as the old file's.
   const dir = freshFirstOnly();

@@ -196,26 +196,36 @@ function publishedQueueFile(plan: Pick<CommitPlan, 'queueDir' | 'run'>, yacobot:
  * current_log records as sent.
  */
 export function prepareQueues(plan: CommitPlan): void {
+  // Every such file is named at once: each attempt that finds one more is a whole run.
+  const untaken: CommitPlan['queue'] = [];
+  for (const q of plan.queue) {
+    const dst = publishedQueueFile(plan, q.yacobot);
+    try {
+      if (fs.statSync(dst).isFile() && !sameBytes(stagedQueueFile(plan, q.yacobot), dst)) untaken.push(q);
+    } catch (err) {
+      // Not there (ENOTDIR: a file in the way of its directory, which mkdir reports below).
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'ENOENT' && code !== 'ENOTDIR') throw ioError(err, dst, 'read');
+    }
+  }
+  if (untaken.length > 0) {
+    const [first, ...more] = untaken;
+    const also = more.map((q) => `${publishedQueueFile(plan, q.yacobot)} (Yacobot ${q.yacobot})`).join(', ');
+    const them = more.length > 0 ? 'them' : 'it';
+    throw new DataError(
+      'QUEUE_NOT_TAKEN',
+      `is still there with other URLs (not yet taken by Yacobot ${first!.yacobot}?)` +
+        (more.length > 0 ? `, and so ${more.length > 1 ? 'are' : 'is'} ${also}` : '') +
+        `; publishing this run would replace them, and current_log has them as sent. Let the Yacobot${more.length > 0 ? 's' : ''} take ${them}, ` +
+        `or move ${them} aside under another *.tsv name in the same directory (which the Yacobot still takes), then run again`,
+      { file: publishedQueueFile(plan, first!.yacobot) },
+    );
+  }
   const made: string[] = [];
   try {
     for (const q of plan.queue) {
       const dst = publishedQueueFile(plan, q.yacobot);
       const staged = stagedQueueFile(plan, q.yacobot);
-      let other = false;
-      try {
-        other = fs.statSync(dst).isFile() && !sameBytes(staged, dst);
-      } catch (err) {
-        // Not there (ENOTDIR: a file in the way of its directory, which mkdir reports below).
-        const code = (err as NodeJS.ErrnoException).code;
-        if (code !== 'ENOENT' && code !== 'ENOTDIR') throw ioError(err, dst, 'read');
-      }
-      if (other) {
-        throw new DataError(
-          'QUEUE_NOT_TAKEN',
-          `is still there with other URLs (not yet taken by Yacobot ${q.yacobot}?); publishing this run would replace them, and current_log has them as sent. Let the Yacobot take it, or move it aside, then run again`,
-          { file: dst },
-        );
-      }
       mkdirDurable(path.dirname(dst));
       made.push(prepareCopy(staged, dst));
     }
