@@ -965,6 +965,20 @@ test('an inbox whose path holds a TAB or a newline runs (analyze-dump gets the r
   assert.deepEqual(fs.readdirSync(inbox), []);
 });
 
+test('a run failed on the reject ratio says where its rejected lines are and which flag lets it through', async () => {
+  const dir = fresh();
+  keepOnly(dir);
+  writeReflog(dir, '2011072806', [['20110728063000', 'http://good.example/'], ['20110728063001', 'ftp://bad.example/']]);
+  const r = await runner(dir);
+  assert.equal(r.status, 1, r.stderr);
+  const rejects = path.join(dir, 'var/state/rejects/2011072806.tsv');
+  assert.ok(
+    r.stderr.includes(`reflog-to-yacobot-queue: the rejected lines are in ${rejects}; if the reflog is to go through anyway, run again with a higher --max-reject-ratio\n`),
+    r.stderr,
+  );
+  assert.match(fs.readFileSync(rejects, 'utf8'), /^3\tunsupported scheme: ftp\t/);
+});
+
 test("the runner's --max-reject-ratio, --memory, --keep and --resend-after reach the stages (each changes the result it should)", async () => {
   // Each case runs the same inbox with the flag and without it, and looks at what the flag governs.
   const cases: {

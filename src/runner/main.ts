@@ -315,6 +315,12 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
       `${PROG}: run ${failed.run} failed: ${visibleName(failed.error ?? '')}\n` +
         `${PROG}: nothing of it was published; ${left} reflog(s) stay in ${visibleName(o.inbox)} (see ${visibleName(path.join(o.state, 'runs.jsonl'))})\n`,
     );
+    // The operator's two ways on from a reject ratio failure: the lines to look at, and the flag.
+    if (failed.stages['analyze-dump']?.error_code === 'REJECT_RATIO' && failed.rejects_file) {
+      process.stderr.write(
+        `${PROG}: the rejected lines are in ${visibleName(failed.rejects_file)}; if the reflog is to go through anyway, run again with a higher --max-reject-ratio\n`,
+      );
+    }
     throw new Stop(1);
   }
   if (records.length === 0) {
