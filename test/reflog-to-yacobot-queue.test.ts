@@ -166,16 +166,20 @@ interface Reference {
   ms: number;
   stderr: string;
 }
-let reference: Reference | null = null;
-async function ref(): Promise<Reference> {
-  if (reference === null) {
-    const dir = fresh();
-    const r = await runner(dir);
-    assert.equal(r.status, 0, r.stderr);
-    reference = { dir, snap: snapshot(dir), ms: r.ms, stderr: r.stderr };
-  }
-  return reference;
+/** The uninterrupted run of the directory `make` gives, run once on first use and shared. */
+function sharedRun(make: () => string): () => Promise<Reference> {
+  let reference: Reference | null = null;
+  return async () => {
+    if (reference === null) {
+      const dir = make();
+      const r = await runner(dir);
+      assert.equal(r.status, 0, r.stderr);
+      reference = { dir, snap: snapshot(dir), ms: r.ms, stderr: r.stderr };
+    }
+    return reference;
+  };
 }
+const ref = sharedRun(fresh);
 
 /** Leaves only the named reflogs in the inbox of `dir`. */
 function keepOnly(dir: string, ...names: string[]): void {
@@ -203,16 +207,7 @@ function copyOf(from: string): string {
  * The uninterrupted run of the first fixture reflog alone (freshFirstOnly): what a test
  * that starts after that hour copies, instead of running it again.
  */
-let reference1: Reference | null = null;
-async function ref1(): Promise<Reference> {
-  if (reference1 === null) {
-    const dir = freshFirstOnly();
-    const r = await runner(dir);
-    assert.equal(r.status, 0, r.stderr);
-    reference1 = { dir, snap: snapshot(dir), ms: r.ms, stderr: r.stderr };
-  }
-  return reference1;
-}
+const ref1 = sharedRun(freshFirstOnly);
 
 /** The Yacobots take (remove) their queue files of `run`. */
 function takeQueueFiles(dir: string, run: string): void {
