@@ -9,11 +9,13 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
-import { ROOT, RUNNER, hasStackTrace, partnerDb, runRunner, scratch, testEnv } from './lib/run.js';
+import { ROOT, RUNNER, hasStackTrace, partnerDb, runBin, runRunner, scratch, testEnv } from './lib/run.js';
 import { assertSameState, newDomains, runsJsonl, snapshot } from './lib/runner-state.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
-import { assignedInLog, failureMessage, hourEndOf, readStageLog, planInbox, resolveNow, type RunRecord } from '../src/runner/plan.js';
+import { assignedInLog, failureMessage, hourEndOf, readStageLog, planInbox, repeatedWarnings, resolveNow, type RunRecord } from '../src/runner/plan.js';
+import { SPILL_PREFIX } from '../src/core/sorter.js';
+import { HOST_TAG } from '../src/core/tsv.js';
 import { shellQuote } from '../src/core/errors.js';
 import { publishSteps } from '../src/runner/commit.js';
 import { stageEnv } from '../src/runner/pipeline.js';
@@ -2331,4 +2333,22 @@ test('the reflog step after a crash that left a file parked: the run\'s goes to 
   assert.equal(fs.readFileSync(d.reflog, 'utf8'), 'newcomer\n');
   assert.equal(fs.statSync(d.reflog).nlink, 1);
   assert.ok(!fs.existsSync(d.done));
+});
+
+test("the runner repeats every warning of analyze-dump but the cut last line, which it says in its own words", () => {
+  // analyze-dump itself, given both: a spill directory of a dead run in its --tmp, and input without a final LF.
+  const work = scratch('ms-runner-warn-');
+  const dead = spawnSync(process.execPath, ['-e', '0']).pid!;
+  const stale = path.join(work, `${SPILL_PREFIX}${dead}-${HOST_TAG}-Ab12Cd`);
+  fs.mkdirSync(stale);
+  const r = runBin('analyze-dump', ['--tmp', work], '1\t0\t20110728060000\tp\thttp://a.com/\t1', work);
+  assert.equal(r.status, 0, r.stderr);
+  const ad = readStageLog('analyze-dump', 0, r.stderr);
+  assert.equal(ad.summary?.last_line_unterminated, true);
+  assert.equal(ad.warnings!.length, 2, r.stderr);
+  const ud = { name: 'upload-domains', exit: 0, summary: null, messages: [], warnings: ['domains of an inactive Yacobot'] };
+  assert.deepEqual(repeatedWarnings([ad, ud]), [
+    { stage: 'analyze-dump', warning: `removed ${stale}, left by a run that was killed (its process has ended)` },
+    { stage: 'upload-domains', warning: 'domains of an inactive Yacobot' },
+  ]);
 });

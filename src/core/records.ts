@@ -7,6 +7,12 @@ import { findTabsAt } from './tsv.js';
 import { isValidTimestamp, timestampKey } from './time.js';
 import { clipText } from './errors.js';
 
+/**
+ * analyze-dump's warning for a reflog whose last line has no LF; the cron runner,
+ * which says it in its own words, leaves this one out when it repeats the stages' warnings.
+ */
+export const UNTERMINATED_WARNING = 'the last line has no newline (was the reflog cut off?); it was processed as a line';
+
 /** URL record: `id timestamp updatetag hits domain url` (incoming, current, filtered, queue). */
 export const URL_RECORD = ['id', 'timestamp', 'updatetag', 'hits', 'domain', 'url'] as const;
 export const U_ID = 0;

@@ -20,6 +20,7 @@ import {
   failureMessage,
   humanLine,
   planInbox,
+  repeatedWarnings,
   resolveNow,
   runPaths,
   stageCounts,
@@ -531,12 +532,9 @@ async function runOne(
   // domains' URLs, domains of an inactive Yacobot) would
   // otherwise stay in their logs, which the cleanup removes. analyze-dump's cut last
   // line is said just above in the runner's words.
-  for (const s of outcomes) {
-    if (s.name === 'analyze-dump' && stages['analyze-dump']?.last_line_unterminated === true) continue;
-    for (const w of s.warnings ?? []) {
-      log.warn({ run: p.name, stage: s.name, warning: w }, 'stage warning');
-      process.stderr.write(`${PROG}: warning: ${p.name}: ${s.name}: ${visibleName(w)}\n`);
-    }
+  for (const { stage, warning } of repeatedWarnings(outcomes)) {
+    log.warn({ run: p.name, stage, warning }, 'stage warning');
+    process.stderr.write(`${PROG}: warning: ${p.name}: ${stage}: ${visibleName(warning)}\n`);
   }
 
   // Success: gather what will be published, then commit.

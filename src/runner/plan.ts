@@ -4,6 +4,7 @@
 import * as path from 'node:path';
 import { shellQuote, visibleName } from '../core/errors.js';
 import { formatTimestamp, isValidTimestamp, timestampToMs } from '../core/time.js';
+import { UNTERMINATED_WARNING } from '../core/records.js';
 import type { RunnerOptions } from './options.js';
 
 export const REFLOG_EXT = '.reflog';
@@ -176,6 +177,22 @@ export function readStageLog(name: string, exit: number, text: string): StageOut
     else if (o.level === 40 && typeof o.msg === 'string') warnings.push(o.msg);
   }
   return { name, exit, summary, messages, warnings };
+}
+
+/**
+ * The stages' warnings the runner repeats on its stderr (their logs are removed with
+ * the staging area), in stage order: all but analyze-dump's cut last line, which the
+ * runner says in its own words.
+ */
+export function repeatedWarnings(outcomes: readonly StageOutcome[]): { stage: string; warning: string }[] {
+  const out: { stage: string; warning: string }[] = [];
+  for (const s of outcomes) {
+    for (const w of s.warnings ?? []) {
+      if (s.name === 'analyze-dump' && w === UNTERMINATED_WARNING) continue;
+      out.push({ stage: s.name, warning: w });
+    }
+  }
+  return out;
 }
 
 /** A pino log line as an object, or null for anything else (a plain message, a line torn by a crash). */

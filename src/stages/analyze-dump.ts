@@ -7,7 +7,7 @@ import { LF, TAB, isDigitsAt, putBytes, putDecimal, type ByteSink } from '../cor
 import { grown } from '../core/arrays.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { MAX_REFLOG_HITS_DIGITS } from '../core/hits.js';
-import { clip } from '../core/records.js';
+import { UNTERMINATED_WARNING, clip } from '../core/records.js';
 import { countOption, parseCount, ratioOption } from '../core/numbers.js';
 import { parseBudget } from '../core/size.js';
 import { RecordBatch, RecordSorter, SPILL_PREFIX, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
@@ -720,7 +720,7 @@ no output.`,
       // Processed like any line (some tools end a file without LF), but it is also what a
       // reflog cut off mid-write looks like, and a cut inside hits or updatetag still parses.
       lastLineUnterminated = true;
-      ctx.log.warn({ line: linesIn }, 'the last line has no newline (was the reflog cut off?); it was processed as a line');
+      ctx.log.warn({ line: linesIn }, UNTERMINATED_WARNING);
     }
     await rejects?.close();
     const total = records + rejected;
