@@ -6,7 +6,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { madeDb, partnerDb, runBin, scratch, summaryOf } from './lib/run.js';
+import { spawnSync } from 'node:child_process';
+import { ROOT, madeDb, partnerDb, runBin, scratch, summaryOf } from './lib/run.js';
 import { prng } from '../scripts/prng.js';
 import { normalizeDomain } from '../src/core/db.js';
 import { canonicalize, domainOfHost, type DomainMode, type UrlOptions } from '../src/core/url.js';
@@ -173,4 +174,13 @@ test("a domain that starts with '-' is taken after '--'; without it, the usage e
   // An option misspelt is told as before.
   const b = runBin('partner-db', ['--db', 'p.db', '--bogus', 'list'], '', work);
   assert.equal(b.stderr, "partner-db: unknown option '--bogus'\nTry 'partner-db --help' for more information.\n");
+  // Only where an argument may start with '-': add refuses such a name, and a command
+  // without arguments (list, or a script) has no argument to put after '--'.
+  const hintOf = (bin: string, args: string[]) => runBin(bin, args, '', work).stderr.split('\n')[0];
+  assert.equal(hintOf('partner-db', ['--db', 'p.db', 'add', '-x']), "partner-db: unknown option '-x' (a Yacobot name must not start with '-')");
+  assert.equal(hintOf('partner-db', ['--db', 'p.db', 'list', '-x']), "partner-db: unknown option '-x'");
+  assert.equal(hintOf('partner-db', ['--db', 'p.db', 'disable', '-x']), "partner-db: unknown option '-x' (an argument that starts with '-' goes after '--', e.g. '-- -x')");
+  const gen = spawnSync(process.execPath, [path.join(ROOT, 'dist/scripts/gen-reflog.js'), '-x'], { encoding: 'utf8' });
+  assert.equal(gen.status, 2);
+  assert.equal(gen.stderr.split('\n')[0], "gen-reflog: unknown option '-x'");
 });

@@ -26,6 +26,11 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
     .configureOutput({ outputError: () => undefined, writeErr: () => undefined }) // our own usage message instead of the help on stderr
     .showHelpAfterError(false);
   build(program);
+  // The command being parsed: an unknown option is reported by it (a subcommand or the program).
+  let parsing: Command = program;
+  program.hook('preSubcommand', (_program, sub) => {
+    parsing = sub;
+  });
   try {
     if (program.commands.length > 0 && argv.length <= 2) throw new UsageError('no command given');
     await program.parseAsync(argv);
@@ -34,10 +39,11 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
       if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.exitCode === 0) process.exit(0);
       if (err.code === 'commander.help') usageExit(name, 'no command given');
       let message = err.message.replace(/^error: /, '');
-      // A domain (`-a-.com`) may start with '-', and so may a name written before add
-      // refused such names; '--' ends the options, as for any tool.
       const opt = err.code === 'commander.unknownOption' ? /'(.*)'/.exec(message)?.[1] : undefined;
-      if (opt !== undefined && !/^--[a-z][a-z0-9-]*$/i.test(opt)) message += ` (an argument that starts with '-' goes after '--', e.g. '-- ${opt}')`;
+      if (opt !== undefined && !/^--[a-z][a-z0-9-]*$/i.test(opt)) {
+        const hint = dashArgumentHint(parsing, opt);
+        if (hint !== null) message += ` (${hint})`;
+      }
       usageExit(name, message);
     }
     if (err instanceof UsageError) usageExit(name, err.message);
@@ -60,6 +66,26 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
     process.exit(1);
   }
   process.exit(0);
+}
+
+/** What commands say of an unknown option that may have been meant as an argument; see dashArguments. */
+const dashHints = new WeakMap<Command, string | null>();
+
+/**
+ * Sets what `cmd` says when an argument that starts with '-' was read as an unknown
+ * option: `hint`, or nothing (null). Without it, a command that takes arguments says
+ * to put it after '--' (a domain `-a-.com` may start with '-', and so may a Yacobot
+ * name written before add refused such names), and one that takes none says nothing.
+ */
+export function dashArguments(cmd: Command, hint: string | null): Command {
+  dashHints.set(cmd, hint);
+  return cmd;
+}
+
+function dashArgumentHint(cmd: Command, opt: string): string | null {
+  const set = dashHints.get(cmd);
+  if (set !== undefined) return set;
+  return cmd.registeredArguments.length > 0 ? `an argument that starts with '-' goes after '--', e.g. '-- ${opt}'` : null;
 }
 
 /** An option's value as an integer in [min, max], or a UsageError naming the option. */

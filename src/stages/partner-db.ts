@@ -1,6 +1,7 @@
 // partner-db: administration of the partner database (Yacobots and domain owners).
 import * as fs from 'node:fs';
 import type { Command } from 'commander';
+import { dashArguments } from '../cli/admin.js';
 import { parse as parseCsv } from 'csv-parse/sync';
 import {
   LeastLoaded,
@@ -290,11 +291,13 @@ Example:
       say(created ? `initialized ${visibleName(file)}` : `${visibleName(file)} is already a partner database`);
     });
 
-  program
+  const add = program
     .command('add <name>')
     .description('add an active Yacobot; prints its id')
-    .option('--weight <w>', 'its share of domains relative to the others', '1')
-    .action((name: string, o: { weight: string }, cmd: Command) => {
+    .option('--weight <w>', 'its share of domains relative to the others', '1');
+  // Not '-- -x': add refuses such a name (checkYacobotName).
+  dashArguments(add, "a Yacobot name must not start with '-'");
+  add.action((name: string, o: { weight: string }, cmd: Command) => {
       const bad = checkYacobotName(name);
       if (bad) throw new UsageError(`Yacobot name '${clipText(name)}' ${bad}`);
       const weight = parseWeight(o.weight);
