@@ -45,6 +45,11 @@
 //   a roll forward (queue file 1 copied again, its line) and in the start-up of a rerun
 //   (the copies removed, run.json, work/ removed).
 // RUNNER_SWEEP=all sweeps every call of each: 241 scenarios instead of 70.
+// For development: SWEEP_ONLY=REGEX kills only at those of the chosen calls whose
+// `#INDEX CALL` (as SWEEP_LIST=1 lists them, the directory left out) matches, e.g.
+// SWEEP_ONLY='rename.*/queue/2/' (indexes shift by a call or two between runs: match the
+// call); with --test-name-pattern, only in the sweeps named. SWEEP_ONLY='^$' records
+// the references and kills nowhere.
 import { test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -295,9 +300,18 @@ async function killOnly(template: string, ref: Reference, t: Target, setup: Setu
   return { dir, killed };
 }
 
-/** Says how many calls a sweep kills at (and which, with SWEEP_LIST set). */
-function note(t: TestContext, ts: Target[]): void {
-  t.diagnostic(`killed before ${ts.length} calls${process.env.SWEEP_LIST ? `:\n${ts.map((x) => `#${x.index} ${x.text}`).join('\n')}` : ''}`);
+/**
+ * The calls of `ts` a sweep kills at: all of them, or with SWEEP_ONLY=REGEX (for
+ * development) those whose `#INDEX CALL` matches; says how many (and which, with
+ * SWEEP_LIST set: every call of `ts`, those killed at marked `*`).
+ */
+function note(t: TestContext, ts: Target[]): Target[] {
+  const only = process.env.SWEEP_ONLY;
+  const line = (x: Target) => `#${x.index} ${x.text}`;
+  const picked = only === undefined ? ts : ts.filter((x) => new RegExp(only).test(line(x)));
+  const list = process.env.SWEEP_LIST ? `:\n${ts.map((x) => `${picked.includes(x) ? '*' : ' '} ${line(x)}`).join('\n')}` : '';
+  t.diagnostic(`killed before ${picked.length} calls${only === undefined ? '' : ` of ${ts.length} (SWEEP_ONLY)`}${list}`);
+  return picked;
 }
 
 /** Runs `jobs` two at a time (the machine has two cores), telling each which of the two runs it; every failure is reported, the first thrown. */
@@ -419,11 +433,11 @@ async function sweep(t: TestContext, template: string, run: string, before: numb
   assert.equal(ref.status, 0);
   const ts = chosen(ref, run, before, per);
   t.diagnostic(`${targets(ref.calls, ref.dir).length} calls changed something (${ref.calls.length} traced)`);
-  note(t, ts);
+  const kill = note(t, ts);
   const own = ref.runs.filter((x) => x.run === run);
   assert.equal(own.length, 1);
   await twoAtATime(
-    ts.map((x) => async () => {
+    kill.map((x) => async () => {
       const { dir, killed, recovery } = await killedAt(template, ref, x);
       const what = `killed before #${x.index} ${x.text}`;
       const lines = runsJsonl(dir);
@@ -500,9 +514,9 @@ test('a reflog that is a relative symlink, killed before each call of its reflog
   // done/ made is the main sweep's.
   const ts = only(untilCommitRemoved(ref, park), (t) => !t.sys.startsWith('mkdir'));
   assert.ok(ts.some((t) => t.sys.startsWith('symlink')), 'the link is made anew in done/');
-  note(tc, ts);
+  const kill = note(tc, ts);
   await twoAtATime(
-    ts.map((t) => async () => {
+    kill.map((t) => async () => {
       const { dir } = await killedAt(template, ref, t);
       const what = `killed before #${t.index} ${t.text}`;
       const done = path.join(dir, 'var/state/done', `${R1}.reflog`);
@@ -543,9 +557,9 @@ test('a re-sent hour renamed over the inbox name just before the reflog step par
   // Killed before the newcomer arrives, the sender renames it all the same: as killed before the park.
   const ts = only(untilCommitRemoved(ref, arrives), (t) => t.index > arrives);
   assert.ok(ts.some((t) => t.sys.startsWith('link')), 'put back with link(2)');
-  note(tc, ts);
+  const kill = note(tc, ts);
   await twoAtATime(
-    ts.map((t) => async () => {
+    kill.map((t) => async () => {
       const { dir } = await killedAt(template, ref, t, {
         env,
         // The sender renames it whether or not the runner is still there.
@@ -582,9 +596,9 @@ test('a failed run (its reflog over --max-reject-ratio), killed before each call
   const keep = [callIndex(ref.calls, /^rename/, `/staging/${R1}/work/rejects.tsv`), line, runJson, all.at(-1)!.index];
   const ts = process.env.RUNNER_SWEEP === 'all' ? all : all.filter((t) => keep.includes(t.index));
   assert.equal(ts.length, process.env.RUNNER_SWEEP === 'all' ? all.length : 4);
-  note(tc, ts);
+  const kill = note(tc, ts);
   await twoAtATime(
-    ts.map((t) => async () => {
+    kill.map((t) => async () => {
       const { dir } = await killedAt(template, ref, t, { args, wantStatus: 1 });
       const what = `killed before #${t.index} ${t.text}`;
       const lines = runsJsonl(dir);
@@ -628,9 +642,9 @@ test('an error after the commit (a directory in the way in done/), killed before
   const marked = lastIndex((c) => c.ok && c.paths.some((p) => p.endsWith(`/staging/${R1}/reported`)));
   const print = lastIndex((c, i) => i < marked && c.sys === 'write' && c.text.startsWith('write(2<') && c.text.includes(`"reflog-to-yacobot-queue: ${R1.slice(0, 6)}`));
   assert.ok(print > 0 && ts.some((t) => t.index > print && t.index <= marked), 'the printed line is marked');
-  note(tc, ts);
+  const kill = note(tc, ts);
   await twoAtATime(
-    ts.map((t) => async () => {
+    kill.map((t) => async () => {
       const { dir, killed, recovery } = await killedAt(template, ref, t, { recover: blockedThenDone });
       const what = `killed before #${t.index} ${t.text}`;
       assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status, x.recovered]), [[R1, 'ok', undefined]], what);
@@ -668,9 +682,9 @@ test('an inbox on another file system, killed before each call of the reflog ste
     // fchmod of the file it has just made are as the write that follows).
     const ts = only(untilCommitRemoved(ref, park), (x) => !/^(mkdir|ftruncate|fchmod)/.test(x.sys));
     assert.ok(ts.some((x) => /^(copy_file_range|sendfile)$/.test(x.sys)), `copied: ${ts.map((x) => x.text).join('\n')}`);
-    note(t, ts);
+    const kill = note(t, ts);
     await twoAtATime(
-      ts.map((x) => async () => {
+      kill.map((x) => async () => {
         const { dir } = await killedAt(template, ref, x, setup);
         const what = `killed before #${x.index} ${x.text}`;
         assert.deepEqual(fs.readdirSync(inbox(dir)), [], `${what}: the inbox is empty, no temporary file left`);
@@ -726,9 +740,9 @@ test('a roll forward killed before each of its calls (a second crash): the next 
   const line = callIndex(ref.calls, /^(write|pwrite64)$/, '/state/runs.jsonl');
   const ts = only(targets(ref.calls, ref.dir), (t) => t.index === line || (/\/queue\/1\//.test(t.text) && !/^(ftruncate|fchmod)/.test(t.sys)));
   assert.ok(ts.some((t) => t.sys === 'copy_file_range' && t.text.includes('/queue/1/')), 'queue file 1 copied again');
-  note(tc, ts);
+  const kill = note(tc, ts);
   await twoAtATime(
-    ts.map((t) => async (w) => {
+    kill.map((t) => async (w) => {
       const { dir } = await killedAt('', ref, t, { place: restored(w) });
       assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status, x.recovered]), [[R1, 'ok', 'roll-forward']], `killed before #${t.index} ${t.text}`);
       assert.deepEqual(newDomains(dir), newDomains(first.ref.dir));
@@ -759,9 +773,9 @@ test('the start-up of a rerun killed before each of its calls (a second crash, b
     return t.sys === 'rename' || ((i === 0 || kind(all[i - 1]!) !== kind(t)) && kind(t) !== 'run.json') || (kind(t) === 'work' && kind(all[i + 1] ?? t) !== 'work');
   });
   assert.ok(ts.some((t) => t.sys === 'unlink' && t.text.includes('.tsv.publish')), 'the copies are removed');
-  note(tc, ts);
+  const kill = note(tc, ts);
   await twoAtATime(
-    ts.map((t) => async () => {
+    kill.map((t) => async () => {
       const { dir } = await killedAt(template, ref, t);
       const what = `killed before #${t.index} ${t.text}`;
       // Attempt 2 unless the killed start-up had already written attempt 2 into run.json.
@@ -794,9 +808,9 @@ test('a symlinked reflog whose target is deleted after the run read it, killed b
   const park = callIndex(ref.calls, /^rename/, `/inbox/${R1}.reflog`);
   const ts = only(untilCommitRemoved(ref, park), (t) => !t.sys.startsWith('mkdir'));
   assert.ok(ts.some((t) => t.sys.startsWith('symlink')), 'linked anew in done/');
-  note(tc, ts);
+  const kill = note(tc, ts);
   await twoAtATime(
-    ts.map((t) => async () => {
+    kill.map((t) => async () => {
       const { dir } = await killedAt(template, ref, t, { env, beforeCheck: restore });
       const what = `killed before #${t.index} ${t.text}`;
       assert.equal(fs.readlinkSync(path.join(dir, 'var/state/done', `${R1}.reflog`)), target(dir), what);
