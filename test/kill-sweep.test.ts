@@ -26,12 +26,16 @@
 //   the same way.
 // - A two-reflog inbox, in two halves from two templates: the first hour on a fresh
 //   state directory, the second on the state the first left. From the COMMIT's temp
-//   file on (commit, queue, current_log, domain_map, rejects, record, reflog,
-//   uncommit, cleanup), the first half sweeps the first and the last call of each
-//   kind (system call) at each commit step: where a step repeats a call (per Yacobot,
-//   per log file, per directory) the ones in between leave states of the same kind.
-//   The second half sweeps the first call of each step: each step on a state an
-//   earlier run left (current_log, domain_map, runs.jsonl and done/ already there).
+//   file on (commit, queue:<id> for each Yacobot, current_log, domain_map, rejects,
+//   record, reflog, uncommit, cleanup), the first half sweeps the first and the last
+//   call of each kind (system call) at each commit step: where a step repeats a call
+//   (per log file, per directory) the ones in between leave states of the same kind.
+//   Each Yacobot's queue file is a step of its own, as in the runner: a roll forward
+//   decides for each what is left to do from what it finds of it, so a kill between
+//   two Yacobots' files is a state of its own (a roll forward that skipped Yacobot 2's
+//   file when Yacobot 1's was published showed only when killed before Yacobot 2's
+//   rename). The second half sweeps the first call of each step: each step on a state
+//   an earlier run left (current_log, domain_map, runs.jsonl and done/ already there).
 //   The calls before the COMMIT leave a run that is redone from scratch, each
 //   scenario costing two chains: 4 of them are sampled in the first half and 1 in the
 //   second, spread evenly.
@@ -44,7 +48,7 @@
 //   printed); an inbox on another file system (the reflog copied); a second crash, in
 //   a roll forward (queue file 1 copied again, its line) and in the start-up of a rerun
 //   (the copies removed, run.json, work/ removed).
-// RUNNER_SWEEP=all sweeps every call of each: 241 scenarios instead of 70.
+// RUNNER_SWEEP=all sweeps every call of each: 241 scenarios instead of 74.
 // For development: SWEEP_ONLY=REGEX kills only at those of the chosen calls whose
 // `#INDEX CALL` (as SWEEP_LIST=1 lists them, the directory left out) matches, e.g.
 // SWEEP_ONLY='rename.*/queue/2/' (indexes shift by a call or two between runs: match the
@@ -363,17 +367,30 @@ function only(ts: Target[], keep: (t: Target) => boolean): Target[] {
 /**
  * The commit step (README, "All or nothing, and the commit order") of each call of
  * `run` in `calls` from the COMMIT's temp file on: the steps start, in this order, at
- * the temp file, after the COMMIT's rename, at the renames of current_log and
+ * the temp file, after the COMMIT's rename (the first Yacobot's queue file), at the
+ * rename into place of each further Yacobot's, at the renames of current_log and
  * domain_map, after that, at the open of runs.jsonl, after its write, and at and after
- * the removal of COMMIT.
+ * the removal of COMMIT. Each Yacobot's queue file is a step of its own, as in the
+ * runner (`queue:<id>`): a roll forward decides for each what is left to do from what
+ * it finds of it (published, prepared, staged), so the state it starts from differs
+ * per Yacobot, not only per call (Yacobot 2 of 3 is the only one with a Yacobot
+ * published before it and another still to do).
  */
 function commitSteps(calls: Call[], run: string): (index: number) => string {
   const commitTmp = callIndex(calls, /^openat$/, `/staging/${run}/.COMMIT.tmp`);
   const commit = callIndex(calls, /^rename/, `/staging/${run}/COMMIT`, commitTmp);
   const domainMap = callIndex(calls, /^rename/, '/state/domain_map', commit);
+  // Each Yacobot's prepared copy renamed to QUEUE/<id>/RUN.tsv (the staged files are removed, not renamed).
+  const published = new RegExp(`/queue/(\\d+)/${run}\\.tsv$`);
+  const queues = calls.flatMap((c, i): [string, number][] => {
+    const id = i > commit && c.ok && /^rename/.test(c.sys) ? published.exec(c.paths[1] ?? '')?.[1] : undefined;
+    return id === undefined ? [] : [[`queue:${id}`, i]];
+  });
+  assert.ok(queues.length > 0, 'queue files published');
   const starts: [string, number][] = [
     ['commit', commitTmp],
-    ['queue', commit + 1],
+    [queues[0]![0], commit + 1],
+    ...queues.slice(1),
     ['current_log', callIndex(calls, /^rename/, '/state/current_log', commit)],
     ['domain_map', domainMap],
     ['rejects', domainMap + 1],
@@ -389,10 +406,10 @@ function commitSteps(calls: Call[], run: string): (index: number) => string {
 /**
  * Of targets `ts` (all from the COMMIT's temp file on), the first and the last of each
  * kind of call (system call) at each commit step (all of them with RUNNER_SWEEP=all):
- * where a step repeats a call (a rename and an unlink per Yacobot, an unlink per log
- * file, an rmdir per directory), a kill before one in between leaves a state of the
- * same kind as a kill before the first or the last (some Yacobots' queue files
- * published and the others' prepared; some of the staging directory removed).
+ * where a step repeats a call (an unlink per log file, an rmdir per directory), a kill
+ * before one in between leaves a state of the same kind as a kill before the first or
+ * the last (some of the staging directory removed). Each Yacobot's queue file being a
+ * step (commitSteps), its rename and the removal of its staged file are all swept.
  */
 function perStepAndKind(calls: Call[], ts: Target[], run: string): Target[] {
   if (process.env.RUNNER_SWEEP === 'all') return ts;
