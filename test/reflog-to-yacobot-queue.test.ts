@@ -485,7 +485,7 @@ test('SIGTERM to the runner alone while a chain runs: it stops its stages, exits
     // The lock is free when runner() returns: no stage outlived the runner.
     assert.equal(r.status, 143, `${what}: status ${r.status} ${r.signal}: ${r.stderr}`);
     assert.ok(!hasStackTrace(r.stderr), r.stderr);
-    assert.ok(r.stderr.includes(`stopped by SIGTERM; nothing of the interrupted run ${run} was published; ${RUNS.length - k} reflog(s) stay in`), `${what}: ${r.stderr}`);
+    assert.ok(r.stderr.includes(`stopped by SIGTERM; nothing of the interrupted run ${run} was published (the next invocation runs it again); ${RUNS.length - k} reflog(s) stay in`), `${what}: ${r.stderr}`);
     const done = runsJsonl(dir).filter((x) => x.status === 'ok').map((x) => String(x.run));
     assert.deepEqual(done, RUNS.slice(0, k).map((f) => f.replace(/\.reflog$/, '')), `${what}: the runs before it are recorded`);
     const left = fs.readdirSync(path.join(dir, 'var/inbox')).sort();
@@ -511,7 +511,7 @@ test('SIGTERM, SIGINT or SIGHUP to the runner while a chain runs: it stops its s
     assert.equal(r.signal, null, `${what}: the runner handled it`);
     assert.equal(r.status, status, what);
     assert.ok(!hasStackTrace(r.stderr), r.stderr);
-    assert.ok(r.stderr.includes(`stopped by ${sig}; nothing of the interrupted run ${run} was published; 1 reflog(s) stay in`), what);
+    assert.ok(r.stderr.includes(`stopped by ${sig}; nothing of the interrupted run ${run} was published (the next invocation runs it again); 1 reflog(s) stay in`), what);
     assert.deepEqual(runsJsonl(dir), [], `${sig}: no run recorded`);
     assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), [RUNS[0]], `${sig}: the reflog stays in the inbox`);
     assert.ok(!fs.existsSync(path.join(dir, 'var/queue')) || fs.readdirSync(path.join(dir, 'var/queue')).length === 0, `${sig}: no queue file`);
@@ -603,7 +603,7 @@ test('SIGTERM while analyze-dump reads a big reflog: exit 143, not a silent 0', 
       },
     });
     assert.equal(r.status, 143, `${delay} ms after analyze-dump started: status ${r.status} ${r.signal}: ${r.stderr}`);
-    assert.match(r.stderr, /stopped by SIGTERM; nothing of the interrupted run 2011072806 was published; 1 reflog\(s\) stay in/);
+    assert.match(r.stderr, /stopped by SIGTERM; nothing of the interrupted run 2011072806 was published \(the next invocation runs it again\); 1 reflog\(s\) stay in/);
     assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), ['2011072806.reflog']);
     assert.equal(fs.existsSync(path.join(dir, 'var/queue')) && fs.readdirSync(path.join(dir, 'var/queue')).length > 0, false, 'no queue file');
     fs.rmSync(staging, { recursive: true, force: true });
@@ -850,7 +850,7 @@ test('a SIGTERM that comes as domains-from-db ends (nothing left to stop) stops 
   const dir = fresh();
   const r = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${names[1]}:chain`, REFLOG_RUNNER_FAILSIGNAL: 'SIGTERM' } });
   assert.equal(r.status, 143, r.stderr);
-  assert.ok(r.stderr.includes(`stopped by SIGTERM; nothing of the interrupted run ${names[1]} was published; ${names.length - 1} reflog(s) stay in`), r.stderr);
+  assert.ok(r.stderr.includes(`stopped by SIGTERM; nothing of the interrupted run ${names[1]} was published (the next invocation runs it again); ${names.length - 1} reflog(s) stay in`), r.stderr);
   const logs = fs.readdirSync(path.join(dir, 'var/state/staging', names[1]!, 'work/log'));
   assert.deepEqual(logs, ['0.domains-from-db.log'], 'no chain stage started');
   const final = await runner(dir);

@@ -302,7 +302,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     // A signal that arrives while a run is being published is seen after its commit: that run is done.
     const last = ok.at(-1)?.run;
     const what = interrupted
-      ? `nothing of the interrupted run ${interrupted} was published`
+      ? `nothing of the interrupted run ${interrupted} was published (the next invocation runs it again)`
       : last
         ? `after run ${last} was committed`
         : 'before any run started';
