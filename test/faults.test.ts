@@ -10,7 +10,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import { HOST_TAG } from '../src/core/tsv.js';
-import { BIN, ROOT, hasStackTrace, listFiles, madeDb, runBin, runRunner, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
+import { BIN, ROOT, hasStackTrace, listFiles, lockHolder, madeDb, runBin, runRunner, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 
 const TS = '20110727200841';
 const id16 = (n: number) => n.toString(16).padStart(16, '0');
@@ -289,30 +289,6 @@ function twoYacobotDb(work: string): string {
   return path.join(work, 'p.db');
 }
 
-/** Another process holding the database's write lock (BEGIN EXCLUSIVE) for `holdMs`, or until killed. */
-async function lockHolder(work: string, db: string, holdMs: number): Promise<{ done: Promise<number | null>; kill: () => void }> {
-  const script = path.join(work, 'hold.cjs');
-  fs.writeFileSync(
-    script,
-    `const Database = require(${JSON.stringify(path.join(ROOT, 'node_modules', 'better-sqlite3'))});
-const db = new Database(process.argv[2]);
-db.exec('BEGIN EXCLUSIVE');
-db.prepare("INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES ('held.com', 1, 'x')").run();
-process.stdout.write('locked\\n');
-const hold = Number(process.argv[3]);
-if (hold > 0) setTimeout(() => { db.exec('COMMIT'); db.close(); process.exit(0); }, hold);
-else setInterval(() => {}, 1000);
-`,
-  );
-  const child = spawn(process.execPath, [script, db, String(holdMs)], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const done = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  await new Promise<void>((resolve, reject) => {
-    child.stdout.on('data', (d: Buffer) => (d.toString().includes('locked') ? resolve() : undefined));
-    child.on('exit', (code) => reject(new Error(`lock holder exited early (${code})`)));
-  });
-  return { done, kill: () => child.kill('SIGKILL') };
-}
-
 function domains(db: string): string[] {
   const d = new Database(db, { readonly: true });
   try {
@@ -340,6 +316,7 @@ test('upload-domains: database locked by another writer: waits the busy timeout,
     await holder.done;
   }
   assertFailedCleanly(r, 'upload-domains', 'upload-domains: p.db: database error: SQLITE_BUSY', 'longer than 300 ms');
+  assert.equal(summaryOf(r.stderr).error_code, 'DB_BUSY', 'its own code: the runner tells the operator to run again');
   assert.ok(!r.stdout.includes('new.com'), 'a new domain was routed without a stored assignment');
   assert.equal(fs.readFileSync(path.join(work, 'domain_map'), 'utf8'), mapBefore, 'domain_map unchanged');
   assert.deepEqual(domains(db), ['known.com'], 'the killed holder rolled back; upload-domains wrote nothing');

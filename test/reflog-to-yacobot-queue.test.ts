@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
-import { ROOT, RUNNER, hasStackTrace, partnerDb, runBin, runRunner, scratch, testEnv } from './lib/run.js';
+import { ROOT, RUNNER, hasStackTrace, lockHolder, partnerDb, runBin, runRunner, scratch, testEnv } from './lib/run.js';
 import { assertSameState, newDomains, runsJsonl, snapshot } from './lib/runner-state.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
@@ -974,6 +974,29 @@ test('a run failed on the reject ratio says where its rejected lines are and whi
     r.stderr,
   );
   assert.match(fs.readFileSync(rejects, 'utf8'), /^3\tunsupported scheme: ftp\t/);
+});
+
+test('a run failed on a partner database another process held says the run is not lost, and goes through once it lets go', async () => {
+  const dir = freshFirstOnly();
+  const db = path.join(dir, 'var/state/partner.db');
+  const holder = await lockHolder(dir, db, 0);
+  let r: Done;
+  try {
+    r = await runner(dir, [], { env: { MASTER_SERVER_BUSY_TIMEOUT_MS: '300' } });
+  } finally {
+    holder.kill();
+    await holder.done;
+  }
+  assert.equal(r.status, 1, r.stderr);
+  assert.ok(!hasStackTrace(r.stderr), r.stderr);
+  assert.match(r.stderr, new RegExp(`run ${RUN0} failed: upload-domains: .*SQLITE_BUSY.*\\(another process held the database longer than 300 ms\\)\n`));
+  assert.ok(
+    r.stderr.endsWith(`reflog-to-yacobot-queue: the run is not lost: once the other process has let go of ${db}, run again (or let the next invocation do it)\n`),
+    r.stderr,
+  );
+  const again = await runner(dir);
+  assert.equal(again.status, 0, again.stderr);
+  assert.deepEqual(runsJsonl(dir).map((x) => x.status), ['failed', 'ok']);
 });
 
 test("the runner's --max-reject-ratio, --memory, --keep and --resend-after reach the stages (each changes the result it should)", async () => {

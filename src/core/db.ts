@@ -64,7 +64,8 @@ export interface YacobotLoad extends Yacobot {
 
 /**
  * Turns an error thrown by better-sqlite3 into a DataError naming the database
- * file; returns anything else unchanged (so callers can `throw dbError(err, file)`).
+ * file (code DB_BUSY for SQLITE_BUSY, else DB); returns anything else unchanged
+ * (so callers can `throw dbError(err, file)`).
  */
 export function dbError(err: unknown, file: string): unknown {
   if (err instanceof DataError) return err;
@@ -80,7 +81,8 @@ export function dbError(err: unknown, file: string): unknown {
               // writer was killed, the -wal it left makes that SQLITE_CANTOPEN).
               " (the database's directory must be writable by this user, even to read it: SQLite keeps the -wal and -shm files there)"
             : '';
-    return new DataError('DB', `database error: ${e.code}: ${String(e.message)}${hint}`, { file });
+    // Its own code: a busy database is no fault of the run, and the runner says so (retry later).
+    return new DataError(e.code === 'SQLITE_BUSY' ? 'DB_BUSY' : 'DB', `database error: ${e.code}: ${String(e.message)}${hint}`, { file });
   }
   return err;
 }

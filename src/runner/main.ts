@@ -322,6 +322,10 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
         `${PROG}: the rejected lines are in ${visibleName(failed.rejects_file)}; if the reflog is to go through anyway, run again with a higher --max-reject-ratio\n`,
       );
     }
+    // A database held by another process (partner-db, a sqlite3 shell) is no fault of the run.
+    if (failed.failed_stage !== undefined && failed.stages[failed.failed_stage]?.error_code === 'DB_BUSY') {
+      process.stderr.write(`${PROG}: the run is not lost: once the other process has let go of ${visibleName(o.db)}, run again (or let the next invocation do it)\n`);
+    }
     throw new Stop(1);
   }
   if (records.length === 0) {

@@ -1,6 +1,6 @@
 // Runs the real binaries in scratch directories, as an operator would.
 import assert from 'node:assert/strict';
-import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
+import { spawn, spawnSync, type SpawnSyncReturns } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -153,4 +153,28 @@ export async function awaitWithLateFifoEnd<T>(done: Promise<T>, fifo: string, fl
  */
 export function failedOutput(stage: string): string {
   return `${stage}: failed, output incomplete`;
+}
+
+/** Another process holding the database's write lock (BEGIN EXCLUSIVE) for `holdMs`, or until killed. */
+export async function lockHolder(work: string, db: string, holdMs: number): Promise<{ done: Promise<number | null>; kill: () => void }> {
+  const script = path.join(work, 'hold.cjs');
+  fs.writeFileSync(
+    script,
+    `const Database = require(${JSON.stringify(path.join(ROOT, 'node_modules', 'better-sqlite3'))});
+const db = new Database(process.argv[2]);
+db.exec('BEGIN EXCLUSIVE');
+db.prepare("INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES ('held.com', 1, 'x')").run();
+process.stdout.write('locked\\n');
+const hold = Number(process.argv[3]);
+if (hold > 0) setTimeout(() => { db.exec('COMMIT'); db.close(); process.exit(0); }, hold);
+else setInterval(() => {}, 1000);
+`,
+  );
+  const child = spawn(process.execPath, [script, db, String(holdMs)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const done = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) => (d.toString().includes('locked') ? resolve() : undefined));
+    child.on('exit', (code) => reject(new Error(`lock holder exited early (${code})`)));
+  });
+  return { done, kill: () => child.kill('SIGKILL') };
 }
