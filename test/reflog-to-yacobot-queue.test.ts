@@ -13,13 +13,13 @@ import { ROOT, RUNNER, hasStackTrace, lockHolder, partnerDb, runBin, runRunner, 
 import { assertSameState, newDomains, runsJsonl, snapshot } from './lib/runner-state.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
-import { assignedInLog, failureMessage, hourEndOf, readStageLog, planInbox, repeatedWarnings, resolveNow, type RunRecord } from '../src/runner/plan.js';
+import { assignedInLog, committedRuns, failureMessage, hourEndOf, newestCommitted, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, type RunRecord } from '../src/runner/plan.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { HOST_TAG } from '../src/core/tsv.js';
 import { shellQuote } from '../src/core/errors.js';
 import { publishSteps } from '../src/runner/commit.js';
 import { stageEnv } from '../src/runner/pipeline.js';
-import { appendRecordOnce, countLines } from '../src/runner/fsutil.js';
+import { appendRecordOnce, countLines, tailRecords } from '../src/runner/fsutil.js';
 import { Locked, acquireLock } from '../src/runner/lock.js';
 import * as os from 'node:os';
 import { generateReflog } from '../scripts/gen-reflog.js';
@@ -999,6 +999,121 @@ test('a run failed on a partner database another process held says the run is no
   assert.deepEqual(runsJsonl(dir).map((x) => x.status), ['failed', 'ok']);
 });
 
+/** A replay as the README's "Replay a reflog" says: RUN's queue files taken, its reflog moved back from done/ into the inbox. */
+function replayOf(dir: string, run: string): void {
+  takeQueueFiles(dir, run);
+  fs.renameSync(path.join(dir, 'var/state/done', `${run}.reflog`), path.join(dir, 'var/inbox', `${run}.reflog`));
+}
+
+/** The runner's warning for a replay of 2011072806 (now 07:00) after 2011072808 (now 09:00) under `keep`. */
+function replayWarningLine(keep: string, forgotten: string): string {
+  return (
+    `reflog-to-yacobot-queue: warning: 2011072806: its now (20110728070000) is 2h older than that of run 2011072808 (20110728090000), and --keep is ${keep}: ` +
+    `current_log has forgotten the URLs last seen up to ${forgotten}, and those in this reflog are sent again (see "Replay a reflog" in the README)\n`
+  );
+}
+
+test('a replay whose now is --keep or more older than a committed run\'s warns that the URLs current_log forgot are sent again; one within --keep does not', async () => {
+  // Hour 06 sees a.example/x at 06:30; hour 08 (now 09:00) drops it from current_log
+  // unless --keep is more than 2.5h; then hour 06 (now 07:00) is replayed.
+  const cases: { args: string[]; want: string | null; sent: number }[] = [
+    { args: [], want: replayWarningLine('1h', '20110728080000'), sent: 1 }, // filter-url's default keep
+    { args: ['--keep', '2h'], want: replayWarningLine('2h', '20110728070000'), sent: 1 }, // exactly keep older: its whole hour is forgotten
+    { args: ['--keep', '3h'], want: null, sent: 0 }, // within keep: held back, rightly no warning
+  ];
+  for (const c of cases) {
+    const what = c.args.join(' ') || 'default keep';
+    const dir = fresh();
+    keepOnly(dir);
+    writeReflog(dir, '2011072806', [['20110728063000', 'http://a.example/x']]);
+    writeReflog(dir, '2011072808', [['20110728083000', 'http://b.example/y']]);
+    const first = await runner(dir, c.args);
+    assert.equal(first.status, 0, `${what}: ${first.stderr}`);
+    assert.doesNotMatch(first.stderr, /warning/, `${what}: hours in order`);
+    replayOf(dir, '2011072806');
+    if (c.want !== null) {
+      // A failed attempt warns too (the warning comes before the run), and its failed
+      // line, now the last of runs.jsonl, does not hide the committed run 08.
+      fs.appendFileSync(path.join(dir, 'var/inbox/2011072806.reflog'), '1000\t0\t20110728063001\t9\tftp://bad.example/\t1\n');
+      const failed = await runner(dir, c.args);
+      assert.equal(failed.status, 1, `${what}: ${failed.stderr}`);
+      assert.ok(failed.stderr.includes(c.want), `${what}, failed attempt: ${failed.stderr}`);
+      writeReflog(dir, '2011072806', [['20110728063000', 'http://a.example/x']]);
+      assert.equal(runsJsonl(dir).at(-1)!.status, 'failed');
+    }
+    const r = await runner(dir, c.args);
+    assert.equal(r.status, 0, `${what}: ${r.stderr}`);
+    const warnings = r.stderr.split('\n').filter((l) => l.startsWith('reflog-to-yacobot-queue: warning: '));
+    assert.deepEqual(warnings, c.want === null ? [] : [c.want.trimEnd()], `${what}: ${r.stderr}`);
+    // And the warning is true: the replay sends a.example/x again exactly when it says so.
+    const last = runsJsonl(dir).at(-1)!;
+    assert.deepEqual([last.run, last.status, last.sent], ['2011072806', 'ok', c.sent], what);
+    if (c.want !== null) {
+      const logged = r.stderr.split('\n').filter((l) => l.startsWith('{') && l.includes('"newest_run":"2011072808"'));
+      assert.equal(logged.length, 1, `${what}: in the JSON log too: ${r.stderr}`);
+    }
+  }
+});
+
+test('a late reflog more than --keep older than a run committed earlier in the same invocation (an interrupted run redone first) warns as a replay does; exactly --keep older, it does not', async () => {
+  const dir = fresh();
+  keepOnly(dir);
+  writeReflog(dir, '2011072808', [['20110728083000', 'http://b.example/y']]);
+  const stopped = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: '2011072808:chain', REFLOG_RUNNER_FAILSIGNAL: 'SIGTERM' } });
+  assert.equal(stopped.status, 143, stopped.stderr);
+  // Hours 06 and 07 come late; 08 is redone first, then they run on what 08 left. Hour 06
+  // lost what 08 forgot of hour 07; hour 07, exactly --keep (1h) older, lost only its own
+  // hour, which no run had recorded: no warning.
+  writeReflog(dir, '2011072806', [['20110728063000', 'http://a.example/x']]);
+  writeReflog(dir, '2011072807', [['20110728073000', 'http://c.example/z']]);
+  const r = await runner(dir);
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(runsJsonl(dir).map((x) => x.run), ['2011072808', '2011072806', '2011072807']);
+  assert.deepEqual(r.stderr.split('\n').filter((l) => l.startsWith('reflog-to-yacobot-queue: warning: ')), [replayWarningLine('1h', '20110728080000').trimEnd()], r.stderr);
+});
+
+test('pure helpers of the replay warning: the newest committed now in the tail of runs.jsonl, and the warning from --keep older on', () => {
+  const f = path.join(sub('tail-'), 'runs.jsonl');
+  const line = (run: string, now: string, status: string) => JSON.stringify({ run, now, status }) + '\n';
+  const lines = [
+    line('2011072806', '20110728070000', 'ok'),
+    line('2011072809', '20110728100000', 'ok'),
+    'not json\n',
+    line('2011072807', '20110728080000', 'ok'),
+    line('2011072810', '20110728110000', 'failed'),
+    line('x', '20119999999999', 'ok'),
+  ];
+  fs.writeFileSync(f, lines.join('') + '{"run":"2011072812","now":"20110728130000","status":"ok"'); // a torn last line
+  assert.deepEqual(newestCommitted(tailRecords(f)), { run: '2011072809', now: '20110728100000' }, 'not a failed run, nor an unreal now, nor a torn line');
+  // A window that starts inside line 2 leaves that line out, and reads the rest.
+  const size = fs.statSync(f).size;
+  const inLine2 = size - Buffer.byteLength(lines.slice(1).join('')) - Buffer.byteLength('{"run":"2011072812","now":"20110728130000","status":"ok"') + 5;
+  assert.deepEqual(tailRecords(f, size - inLine2).map((r) => (r as { run: string }).run), ['2011072807', '2011072810', 'x']);
+  assert.deepEqual(tailRecords(f + '.missing'), []);
+  // The last of equal nows, and a newer one given wins over the records.
+  assert.deepEqual(newestCommitted([{ run: 'a', now: '20110728070000', status: 'ok' }, { run: 'b', now: '20110728070000', status: 'ok' }]), { run: 'b', now: '20110728070000' });
+  assert.deepEqual(newestCommitted([{ run: 'a', now: '20110728070000', status: 'ok' }], { run: 'z', now: '20110728090000' }), { run: 'z', now: '20110728090000' });
+  assert.deepEqual([...committedRuns(tailRecords(f))].sort(), ['2011072806', '2011072807', '2011072809', 'x']);
+  const h = 3_600_000;
+  const newest = { run: '2011072821', now: '20110728220000' };
+  for (const replayed of [true, false]) {
+    assert.equal(
+      replayWarning('2011072806', '20110728070000', newest, 10 * h, replayed),
+      '2011072806: its now (20110728070000) is 15h older than that of run 2011072821 (20110728220000), and --keep is 10h: ' +
+        'current_log has forgotten the URLs last seen up to 20110728120000, and those in this reflog are sent again (see "Replay a reflog" in the README)',
+    );
+    assert.equal(replayWarning('2011072812', '20110728130000', newest, 10 * h, replayed), null, '9h older, under --keep 10h');
+    assert.equal(replayWarning('2011072823', '20110729000000', newest, 10 * h, replayed), null, 'newer');
+    assert.equal(replayWarning('2011072821', '20110728220000', newest, 0, replayed), null, 'the same now, even under --keep 0');
+    assert.equal(replayWarning('2011072806', '20110728070000', null, h, replayed), null, 'no committed run');
+    assert.match(replayWarning('r', '20110728070000', { run: 'n', now: '20110729093045' }, 90 * 60_000, replayed)!, /is 1d2h30m45s older .* --keep is 1h30m:/);
+  }
+  // Exactly --keep older: a replay's own hour, which its first run recorded, is all forgotten; a
+  // reflog that comes late (never run) loses nothing by it that it would have had on time.
+  assert.match(replayWarning('2011072811', '20110728120000', newest, 10 * h, true)!, /is 10h older .* --keep is 10h: .* up to 20110728120000,/);
+  assert.equal(replayWarning('2011072811', '20110728120000', newest, 10 * h, false), null);
+});
+
 test("the runner's --max-reject-ratio, --memory, --keep and --resend-after reach the stages (each changes the result it should)", async () => {
   // Each case runs the same inbox with the flag and without it, and looks at what the flag governs.
   const cases: {
@@ -1426,6 +1541,8 @@ test('option values are checked up front (usage errors), and a config file\'s re
   assert.equal(opts(['--backlog-warn', '0']).backlogWarn, 0);
   assert.equal(opts(['--keep', '2h']).keep, '2h');
   assert.equal(opts([]).keep, null);
+  assert.equal(opts(['--keep', '2h']).keepMs, 2 * 3_600_000);
+  assert.equal(opts([]).keepMs, 3_600_000, "filter-url's default");
 
   // A config file elsewhere: its relative paths are relative to its directory, a flag's to the cwd.
   const dir = sub('conf-');

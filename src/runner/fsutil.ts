@@ -227,6 +227,48 @@ export function lastRecord(file: string): unknown {
 }
 
 /**
+ * The complete lines of the last `maxBytes` of a JSON-lines file, parsed, oldest first
+ * (a line cut by the window's start, a partial last line and lines that are not JSON are
+ * left out); none when the file cannot be read.
+ */
+export function tailRecords(file: string, maxBytes = 1 << 20): unknown[] {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, 'r');
+  } catch {
+    return [];
+  }
+  let text: string;
+  try {
+    const size = fs.fstatSync(fd).size;
+    const tail = Buffer.alloc(Math.min(size, maxBytes));
+    for (let got = 0; got < tail.length; ) {
+      const n = fs.readSync(fd, tail, got, tail.length - got, size - tail.length + got);
+      if (n === 0) break;
+      got += n;
+    }
+    const end = tail.lastIndexOf(10) + 1;
+    // Unless the window starts at the file's start, its first line may be cut.
+    const start = tail.length < size ? tail.indexOf(10) + 1 : 0;
+    text = start < end ? tail.subarray(start, end).toString('utf8') : '';
+  } catch {
+    return [];
+  } finally {
+    fs.closeSync(fd);
+  }
+  const out: unknown[] = [];
+  for (const l of text.split('\n')) {
+    if (l === '') continue;
+    try {
+      out.push(JSON.parse(l));
+    } catch {
+      /* a foreign or damaged line */
+    }
+  }
+  return out;
+}
+
+/**
  * Appends one JSON line to `file` unless its last line already carries the same
  * `run_id` and `attempt` (a retried commit; a failed attempt's line and the next
  * attempt's are both kept). A partial last line left by a crash is cut off first.

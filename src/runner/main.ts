@@ -10,20 +10,24 @@ import { DataError, UsageError, formatPlace, signalExitStatus, visibleName } fro
 import { BIN_DIR as BIN } from '../core/root.js';
 import { fsyncPath } from '../core/dirs.js';
 import { dbError, openDb } from '../core/db.js';
-import { countLines, appendRecordOnce, lastRecord, mkdirDurable, writeFileDurable } from './fsutil.js';
+import { countLines, appendRecordOnce, lastRecord, mkdirDurable, tailRecords, writeFileDurable } from './fsutil.js';
 import { prepareQueues, publish, readCommit, removePrepared, writeCommit, stagedQueueFile, type CommitHooks, type CommitPlan } from './commit.js';
 import { acquireLock, Locked } from './lock.js';
 import { PROG, USAGE, parseArgs, type RunnerOptions } from './options.js';
 import { runStages, stopChildren, type Progress, type ReflogIdentity } from './pipeline.js';
 import {
   assignedInLog,
+  committedRuns,
   failureMessage,
   humanLine,
+  newestCommitted,
   planInbox,
   repeatedWarnings,
+  replayWarning,
   resolveNow,
   runPaths,
   stageCounts,
+  type CommittedNow,
   type NowSource,
   type RunPaths,
   type RunRecord,
@@ -268,10 +272,16 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     }
     log.info({ inbox: o.inbox, state: o.state, db: o.db, queue_dir: o.queueDir, config: o.config, reflogs: runs.length }, 'start');
 
+    // What a replay is compared with (replayWarning): the committed run with the latest
+    // now, of the last MiB of runs.jsonl (weeks of hourly lines; the file only grows) and of
+    // the runs this invocation commits.
+    const past = tailRecords(path.join(o.state, 'runs.jsonl'));
+    let newest = newestCommitted(past);
+    const replayed = committedRuns(past);
     for (const name of runs) {
       await pollOnce();
       if (signal) break;
-      const r = await runOne(o, log, runPaths(o, name), lock.fd, hooks, rerun.has(name), () => signal !== null);
+      const r = await runOne(o, log, runPaths(o, name), lock.fd, hooks, rerun.has(name), () => signal !== null, newest, replayed.has(name));
       if (r === null) {
         interrupted = name;
         break;
@@ -281,6 +291,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
         records.push(r);
         break;
       }
+      newest = newestCommitted([r], newest);
     }
   } catch (err) {
     // The runs committed before the error are done (their lines are in runs.jsonl): say so here too.
@@ -440,6 +451,8 @@ async function runOne(
   hooks: CommitHooks,
   isRerun: boolean,
   signalled: () => boolean,
+  newest: CommittedNow | null,
+  replayed: boolean,
 ): Promise<RunRecord | null> {
   const started = new Date();
   let rj = readRunJson(p);
@@ -455,6 +468,13 @@ async function runOne(
   fs.rmSync(p.work, { recursive: true, force: true });
   for (const d of [p.work, p.tmp, p.logs, p.queue]) fs.mkdirSync(d, { recursive: true });
   log.info({ run: p.name, now: rj.now, now_source: rj.now_source, attempt: rj.attempts }, 'run start');
+  // Said before the run, not after its commit: one who replays by hand can still stop
+  // it (nothing is published then), and in a cron log it comes before the run's line.
+  const replay = replayWarning(p.name, rj.now, newest, o.keepMs, replayed);
+  if (replay !== null) {
+    log.warn({ run: p.name, now: rj.now, newest_run: newest?.run, newest_now: newest?.now, keep_ms: o.keepMs }, 'a committed run\'s now is --keep or more ahead of this run\'s: the URLs current_log forgot are sent again');
+    process.stderr.write(`${PROG}: warning: ${visibleName(replay)}\n`);
+  }
 
   const progress: Progress = { size: 0, read: () => -1 };
   const stopDisplay = showProgress(p.name, progress);

@@ -7,6 +7,7 @@ import { UsageError, clipText } from '../core/errors.js';
 import { parseGroupedCount, parseRatio, ratioError } from '../core/numbers.js';
 import { parseBudget } from '../core/size.js';
 import { isValidTimestamp, parseDuration } from '../core/time.js';
+import { DEFAULT_KEEP, DEFAULT_RESEND_AFTER } from '../stages/filter-url.js';
 
 export const PROG = 'reflog-to-yacobot-queue';
 
@@ -21,6 +22,8 @@ export interface RunnerOptions {
   backlogWarn: number;
   /** Passed to filter-url / analyze-dump only when set. */
   keep: string | null;
+  /** filter-url's --keep in ms: `keep`, else filter-url's default. */
+  keepMs: number;
   resendAfter: string | null;
   maxRejectRatio: string | null;
   memory: string | null;
@@ -80,9 +83,9 @@ Options (each also a key of the --config file):
   --now YYYYMMDDhhmmss    "now" of every run of this invocation (see below)
   --backlog-warn N        warn when a Yacobot has more than N URLs waiting in
                           its queue directory (default 1000000)
-  --keep DURATION         filter-url --keep (default 1h; production: 10h);
+  --keep DURATION         filter-url --keep (default ${DEFAULT_KEEP}; production: 10h);
                           at least --resend-after
-  --resend-after DURATION filter-url --resend-after (default 1h)
+  --resend-after DURATION filter-url --resend-after (default ${DEFAULT_RESEND_AFTER})
   --max-reject-ratio R    analyze-dump --max-reject-ratio (default 0.01)
   --memory SIZE           analyze-dump --memory (default 256M)
   --log-level LEVEL       JSON log lines on stderr: debug, info, warn, error,
@@ -196,7 +199,7 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
   const backlogWarn = parseGroupedCount(bw);
   if (backlogWarn === null) throw new UsageError(`backlog-warn wants a number of URLs, got '${clipText(bw)}'`);
   const duration = (k: 'keep' | 'resend-after') => {
-    const v = get(k) ?? '1h'; // filter-url's default
+    const v = get(k) ?? (k === 'keep' ? DEFAULT_KEEP : DEFAULT_RESEND_AFTER);
     const ms = parseDuration(v);
     if (ms === null) throw new UsageError(`${k} wants a duration like 90s, 30m, 1h, 10h, 1d or seconds (at most 3650d), got '${clipText(v)}'`);
     return { v, ms };
@@ -231,6 +234,7 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     now,
     backlogWarn,
     keep: get('keep') ?? null,
+    keepMs: keep.ms,
     resendAfter: get('resend-after') ?? null,
     maxRejectRatio: ratio ?? null,
     memory: memory ?? null,

@@ -65,6 +65,70 @@ export function resolveNow(name: string, flagNow: string | null, clock: Date): {
   return { now: formatTimestamp(clock), source: 'clock' };
 }
 
+/** A committed run's name and now. */
+export interface CommittedNow {
+  run: string;
+  now: string;
+}
+
+/**
+ * Of `records` (runs.jsonl lines, oldest first) and `from`, the committed run (status
+ * ok) with the latest now, the last of equals; null when there is none. Lines without
+ * a run name or a real now are left out.
+ */
+export function newestCommitted(records: readonly unknown[], from: CommittedNow | null = null): CommittedNow | null {
+  let newest = from;
+  for (const r of records) {
+    const { run, now, status } = (r ?? {}) as { run?: unknown; now?: unknown; status?: unknown };
+    if (status !== 'ok' || typeof run !== 'string' || typeof now !== 'string' || !isValidTimestamp(now)) continue;
+    if (newest === null || timestampToMs(now) >= timestampToMs(newest.now)) newest = { run, now };
+  }
+  return newest;
+}
+
+/** The names of the committed runs (status ok) among `records` (runs.jsonl lines). */
+export function committedRuns(records: readonly unknown[]): Set<string> {
+  const out = new Set<string>();
+  for (const r of records) {
+    const { run, status } = (r ?? {}) as { run?: unknown; status?: unknown };
+    if (status === 'ok' && typeof run === 'string') out.add(run);
+  }
+  return out;
+}
+
+/**
+ * The warning for run `run` with `now` when that is older than the now of `newest`
+ * by `keepMs` or more (`replayed`: a run of that name was committed before) or by
+ * more than `keepMs` (a reflog that comes late), else null. filter-url, at that run,
+ * dropped every current_log entry last seen `keepMs` or more before its now: at
+ * exactly `keepMs`, all of this run's own hour, which only a replay had recorded;
+ * beyond, the hours after it as well.
+ */
+export function replayWarning(run: string, now: string, newest: CommittedNow | null, keepMs: number, replayed: boolean): string | null {
+  if (newest === null) return null;
+  const newestMs = timestampToMs(newest.now);
+  const older = newestMs - timestampToMs(now);
+  if (older <= 0 || older < keepMs || (older === keepMs && !replayed)) return null;
+  const forgotten = formatTimestamp(new Date(newestMs - keepMs));
+  return (
+    `${run}: its now (${now}) is ${formatSpan(older)} older than that of run ${newest.run} (${newest.now}), and --keep is ${formatSpan(keepMs)}: ` +
+    `current_log has forgotten the URLs last seen up to ${forgotten}, and those in this reflog are sent again (see "Replay a reflog" in the README)`
+  );
+}
+
+/** A duration for people: 15h, 1d2h, 2h30m, 90 s as 1m30s. */
+function formatSpan(ms: number): string {
+  let s = Math.round(ms / 1000);
+  let out = '';
+  for (const [unit, secs] of [['d', 86400], ['h', 3600], ['m', 60], ['s', 1]] as const) {
+    if (s >= secs) {
+      out += `${Math.floor(s / secs)}${unit}`;
+      s %= secs;
+    }
+  }
+  return out || '0s';
+}
+
 /** The files of one run's staging area, all under STATE/staging/RUN/. */
 export interface RunPaths {
   name: string;

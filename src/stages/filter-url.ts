@@ -7,6 +7,11 @@ import { IdOrder, LineRef, checkJoinedAt } from '../core/records.js';
 import { formatTimestamp, isValidTimestamp, parseDuration, timestampMsAt, timestampToMs } from '../core/time.js';
 import { AtomicFileWriter } from '../core/tsv.js';
 
+/** --keep when not given: how long a URL that did not come again stays in current_log. */
+export const DEFAULT_KEEP = '1h';
+/** --resend-after when not given. */
+export const DEFAULT_RESEND_AFTER = '1h';
+
 export interface FilterParams {
   /** "now" in ms since the epoch. */
   nowMs: number;
@@ -117,8 +122,8 @@ Buffers: one record.`,
     cmd
       .requiredOption('--current-out <file>', 'where to write the next current_log (required)')
       .option('--now <YYYYMMDDhhmmss>', 'the time of this run (default: the wall clock, local time)')
-      .option('--resend-after <duration>', 'send a URL again after this long', '1h')
-      .option('--keep <duration>', 'keep a URL that did not come again this long', '1h');
+      .option('--resend-after <duration>', 'send a URL again after this long', DEFAULT_RESEND_AFTER)
+      .option('--keep <duration>', 'keep a URL that did not come again this long', DEFAULT_KEEP);
   },
   normalize(raw) {
     const now = raw.now === undefined ? formatTimestamp(new Date()) : String(raw.now);
