@@ -13,7 +13,7 @@ import { ROOT, RUNNER, hasStackTrace, lockHolder, partnerDb, runBin, runRunner, 
 import { assertSameState, newDomains, runsJsonl, snapshot } from './lib/runner-state.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
-import { assignedInLog, committedRuns, failureMessage, hourEndOf, newestCommitted, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, type RunRecord } from '../src/runner/plan.js';
+import { REFLOG_HEAD_BYTES, assignedInLog, committedRuns, failureMessage, firstHeaderLine, hourEndOf, newestCommitted, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, type RunRecord } from '../src/runner/plan.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { HOST_TAG } from '../src/core/tsv.js';
 import { shellQuote } from '../src/core/errors.js';
@@ -1112,6 +1112,111 @@ test('pure helpers of the replay warning: the newest committed now in the tail o
   // reflog that comes late (never run) loses nothing by it that it would have had on time.
   assert.match(replayWarning('2011072811', '20110728120000', newest, 10 * h, true)!, /is 10h older .* --keep is 10h: .* up to 20110728120000,/);
   assert.equal(replayWarning('2011072811', '20110728120000', newest, 10 * h, false), null);
+});
+
+test('a file that is not a reflog (an HTML error page saved as the hour) fails its run, publishing nothing; emptied, it commits as an empty hour', async () => {
+  // Its lines have no TAB: analyze-dump skips them as headers (the SPEC), and the run
+  // committed as an hour without traffic, moving the file to done/: the hour was lost unsaid.
+  const dir = copyOf((await ref1()).dir);
+  const inbox = path.join(dir, 'var/inbox');
+  const file = path.join(inbox, '2011072902.reflog');
+  fs.writeFileSync(file, 'this is not a reflog\n<html>404</html>\n');
+  // An hour after it waits for it, as after any failed run.
+  writeReflog(dir, '2011072903', [['20110729023000', 'http://after.example/']]);
+  const before = snapshot(dir);
+  const r = await runner(dir);
+  assert.equal(r.status, 1, r.stderr);
+  assert.ok(!hasStackTrace(r.stderr), r.stderr);
+  const message =
+    `${file}: not a reflog: 2 lines, none with a TAB (the first: 'this is not a reflog'); ` +
+    `put the hour's reflog in its place, or, if it really is an empty hour, empty the file`;
+  assert.ok(r.stderr.includes(`reflog-to-yacobot-queue: run 2011072902 failed: ${message}\n`), r.stderr);
+  assert.ok(r.stderr.includes(`reflog-to-yacobot-queue: nothing of it was published; 2 reflog(s) stay in ${inbox} (see `), r.stderr);
+  assertSameState(snapshot(dir), before, 'after the run of a file that is not a reflog');
+  const last = runsJsonl(dir).at(-1)!;
+  assert.deepEqual([last.run, last.status, last.failed_stage, last.error, last.sent], ['2011072902', 'failed', 'reflog', message, 0]);
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
+
+  // Its first line shown clipped and on one line, after empty lines; a cut last line is said in the message, not as a warning of a run that committed.
+  fs.writeFileSync(file, `\n\r\n\x1b${'x'.repeat(100_000)}\r\n<html>404</html>`);
+  const before2 = snapshot(dir);
+  const cut = await runner(dir, ['--log-level', 'silent']);
+  assert.equal(cut.status, 1, cut.stderr);
+  assert.ok(
+    cut.stderr.includes(
+      `run 2011072902 failed: ${file}: not a reflog: 4 lines, none with a TAB (the first: '\\x1b${'x'.repeat(59)}...'), ` +
+        `the last one without a newline (was it still being written?); put the hour's reflog in its place`,
+    ),
+    cut.stderr,
+  );
+  assert.doesNotMatch(cut.stderr, /warning: /);
+  for (const line of cut.stderr.trimEnd().split('\n')) assert.match(line, /^reflog-to-yacobot-queue: /, cut.stderr);
+  assertSameState(snapshot(dir), before2, 'after the second run of a file that is not a reflog');
+
+  // As the message says: emptied, it is an hour without traffic, and the hour after it runs.
+  fs.writeFileSync(file, '');
+  const ok = await runner(dir);
+  assert.equal(ok.status, 0, ok.stderr);
+  assert.deepEqual(fs.readdirSync(inbox), []);
+  assert.deepEqual(runsJsonl(dir).slice(-2).map((x) => [x.run, x.status]), [['2011072902', 'ok'], ['2011072903', 'ok']]);
+});
+
+test('an empty reflog, one of a single header line (with empty lines or not), and several reflogs concatenated still commit', async () => {
+  const dir = fresh();
+  keepOnly(dir);
+  const inbox = path.join(dir, 'var/inbox');
+  const files: Record<string, string> = {
+    '2011072901': '',
+    '2011072902': 'reflog-dump v2 hour 2\n',
+    '2011072903': '\nreflog-dump v2 hour 3\r\n\n\n',
+    // Two reflogs concatenated: two header lines, and records.
+    '2011072904': 'reflog-dump v2\n1000\t0\t20110729043000\t1\thttp://a.example/\t1\nreflog-dump v2\n1000\t0\t20110729043001\t2\thttp://b.example/\t1\n',
+  };
+  for (const [name, text] of Object.entries(files)) fs.writeFileSync(path.join(inbox, `${name}.reflog`), text);
+  const r = await runner(dir);
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(fs.readdirSync(inbox), []);
+  const runs = runsJsonl(dir);
+  assert.deepEqual(runs.map((x) => [x.run, x.status, x.sent]), [['2011072901', 'ok', 0], ['2011072902', 'ok', 0], ['2011072903', 'ok', 0], ['2011072904', 'ok', 2]]);
+  assert.deepEqual(runs.map((x) => (x.stages as Record<string, Record<string, unknown>>)['analyze-dump']!.skipped_header), [0, 1, 1, 2]);
+});
+
+test('not a reflog: the rule (no reflog line, more than one header line) and the first line it quotes', () => {
+  const ad = (records_out: number, rejected: number, skipped_header: number, more: Record<string, unknown> = {}) => ({
+    lines_in: records_out + rejected + skipped_header + 1,
+    records_out,
+    rejected,
+    skipped_header,
+    skipped_empty: 1,
+    ...more,
+  });
+  const f = 'in/h.reflog';
+  assert.equal(notAReflog(ad(0, 0, 0), f, null), null, 'empty lines only');
+  assert.equal(notAReflog(ad(0, 0, 1), f, 'x'), null, 'one header: an hour without traffic');
+  assert.equal(notAReflog(ad(1, 0, 5), f, 'x'), null, 'a record');
+  assert.equal(notAReflog(ad(0, 1, 5), f, 'x'), null, 'a reject (the reject ratio is analyze-dump\'s)');
+  assert.equal(notAReflog(undefined, f, 'x'), null, 'no analyze-dump summary');
+  assert.equal(notAReflog({ records_out: null, rejected: 0, skipped_header: 3 }, f, 'x'), null, 'no counts');
+  assert.equal(
+    notAReflog(ad(0, 0, 2), f, '<html>'),
+    "in/h.reflog: not a reflog: 3 lines, none with a TAB (the first: '<html>'); put the hour's reflog in its place, or, if it really is an empty hour, empty the file",
+  );
+  assert.equal(
+    notAReflog(ad(0, 0, 3, { last_line_unterminated: true }), f, null),
+    "in/h.reflog: not a reflog: 4 lines, none with a TAB, the last one without a newline (was it still being written?); put the hour's reflog in its place, or, if it really is an empty hour, empty the file",
+  );
+
+  const b = (s: string) => Buffer.from(s, 'latin1');
+  assert.equal(firstHeaderLine(b('\n\r\nhead\r\nnext\n'), false), 'head');
+  assert.equal(firstHeaderLine(b('\n\r\n'), false), null);
+  assert.equal(firstHeaderLine(b(''), false), null);
+  assert.equal(firstHeaderLine(b('a\x1bb\r\rc'), false), 'a\x1bb\r\rc', 'control characters are for visibleName, where the message is written');
+  assert.equal(firstHeaderLine(b('x'.repeat(61)), false), `${'x'.repeat(60)}...`);
+  // The line goes on past what was read: shown as cut, however short the part read.
+  const head = b(`${'\n'.repeat(REFLOG_HEAD_BYTES - 3)}abc`);
+  assert.equal(head.length, REFLOG_HEAD_BYTES);
+  assert.equal(firstHeaderLine(head, true), 'abc...');
+  assert.equal(firstHeaderLine(head, false), 'abc');
 });
 
 test("the runner's --max-reject-ratio, --memory, --keep and --resend-after reach the stages (each changes the result it should)", async () => {

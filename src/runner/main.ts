@@ -16,11 +16,14 @@ import { acquireLock, Locked } from './lock.js';
 import { PROG, USAGE, parseArgs, type RunnerOptions } from './options.js';
 import { runStages, stopChildren, type Progress, type ReflogIdentity } from './pipeline.js';
 import {
+  REFLOG_HEAD_BYTES,
   assignedInLog,
   committedRuns,
   failureMessage,
+  firstHeaderLine,
   humanLine,
   newestCommitted,
+  notAReflog,
   planInbox,
   repeatedWarnings,
   replayWarning,
@@ -481,8 +484,9 @@ async function runOne(
   let outcomes: StageOutcome[];
   let reflogFile: ReflogIdentity | null;
   let reflogLink: ReflogIdentity | null | undefined;
+  let head: Buffer | null;
   try {
-    ({ outcomes, reflog: reflogFile, reflogLink } = await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain')));
+    ({ outcomes, reflog: reflogFile, reflogLink, head } = await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain')));
   } finally {
     stopDisplay();
   }
@@ -545,6 +549,11 @@ async function runOne(
   };
   const bad = outcomes.find((s) => s.exit !== 0);
   if (bad) return failed(bad.name, failureMessage(bad));
+  // Lines without a TAB and nothing else (an HTML page saved as the hour) are no reflog:
+  // failed at step 'reflog', as a file that cannot be read is; the stages did their part.
+  // Before the cut-last-line warning, which its message takes in.
+  const notReflog = notAReflog(stages['analyze-dump'], p.reflog, head && firstHeaderLine(head, head.length >= REFLOG_HEAD_BYTES));
+  if (notReflog !== null) return failed('reflog', notReflog);
 
   if (stages['analyze-dump']?.last_line_unterminated === true) {
     log.warn({ run: p.name, reflog: p.reflog }, 'the reflog\'s last line has no newline; was it cut off?');

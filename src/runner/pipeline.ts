@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { chainOf, pipelineScript, readStageLog, stageLog, type RunPaths, type StageOutcome } from './plan.js';
+import { REFLOG_HEAD_BYTES, chainOf, pipelineScript, readStageLog, stageLog, type RunPaths, type StageOutcome } from './plan.js';
 import type { RunnerOptions } from './options.js';
 
 /**
@@ -194,7 +194,8 @@ function cannotOpen(file: string, err: unknown): string {
  * Runs domains-from-db and the chain of one run. Returns each stage's outcome, in
  * chain order (domains-from-db first), and the identity of the reflog the chain
  * read (null when it did not start) and of the inbox entry it was read through
- * (`reflogLink`, see linkRead); stops after domains-from-db if it failed, or
+ * (`reflogLink`, see linkRead), and its first REFLOG_HEAD_BYTES bytes (`head`, null
+ * when they could not be read); stops after domains-from-db if it failed, or
  * if `stopped()` (a signal came) by then. `beforeChain`: a test hook, called just
  * before the check.
  */
@@ -207,7 +208,7 @@ export async function runStages(
   progress: Progress,
   stopped: () => boolean = () => false,
   beforeChain?: () => void,
-): Promise<{ outcomes: StageOutcome[]; reflog: ReflogIdentity | null; reflogLink: ReflogIdentity | null | undefined }> {
+): Promise<{ outcomes: StageOutcome[]; reflog: ReflogIdentity | null; reflogLink: ReflogIdentity | null | undefined; head: Buffer | null }> {
   const outcomes: StageOutcome[] = [];
   const readLog = (i: number, name: string, exit: number): StageOutcome => {
     let text = '';
@@ -232,13 +233,13 @@ export async function runStages(
     const s = readLog(0, 'domains-from-db', r.error ? 1 : statusOf(r));
     if (r.error) s.messages.push(`domains-from-db: cannot start: ${r.error.message}`);
     outcomes.push(s);
-    if (s.exit !== 0) return { outcomes, reflog: null, reflogLink: undefined };
+    if (s.exit !== 0) return { outcomes, reflog: null, reflogLink: undefined, head: null };
   }
   // A signal that came as domains-from-db was ending found nothing left to stop:
   // without this, the chain would run the whole hour before the runner saw it.
   beforeChain?.();
   for (let i = 0; i < 2; i++) await new Promise((resolve) => setImmediate(resolve));
-  if (stopped()) return { outcomes, reflog: null, reflogLink: undefined };
+  if (stopped()) return { outcomes, reflog: null, reflogLink: undefined, head: null };
 
   // 1..6: the chain. Its first stage reads the reflog itself, through a descriptor opened
   // here and handed over as its stdin: if this process dies (a SIGKILL of the runner
@@ -254,7 +255,7 @@ export async function runStages(
     inFd = fs.openSync(p.reflog, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
   } catch (err) {
     outcomes.push({ name: 'reflog', exit: 1, summary: null, messages: [cannotOpen(p.reflog, err)] });
-    return { outcomes, reflog: null, reflogLink: undefined };
+    return { outcomes, reflog: null, reflogLink: undefined, head: null };
   }
   const st = fs.fstatSync(inFd, { bigint: true });
   if (!st.isFile()) {
@@ -266,7 +267,7 @@ export async function runStages(
       summary: null,
       messages: [`${p.reflog}: is ${what}: a reflog must be a complete regular file (write it under another name, then rename it into the inbox)`],
     });
-    return { outcomes, reflog: null, reflogLink: undefined };
+    return { outcomes, reflog: null, reflogLink: undefined, head: null };
   }
   // A sender may rename another file over the inbox name while the chain reads this one.
   const reflog = reflogIdentity(st);
@@ -282,6 +283,8 @@ export async function runStages(
   child.stdout!.setEncoding('utf8').on('data', (d: string) => (statuses += d));
   const r = await waitExit(child, 'shell');
   progress.read = () => -1;
+  // Through the chain's own descriptor: the file at the inbox name may be another by now.
+  const head = readHead(inFd);
   fs.closeSync(inFd);
   const codes = statuses.trim().split(/\s+/).map(Number);
   const bashText = fs.readFileSync(bashErr, 'utf8').trim();
@@ -291,7 +294,17 @@ export async function runStages(
     if (!known) s.messages.push(`${chain[i]!.name}: no exit status (bash: ${r.error?.message ?? (bashText || statusOf(r))})`);
     outcomes.push(s);
   }
-  return { outcomes, reflog, reflogLink };
+  return { outcomes, reflog, reflogLink, head };
+}
+
+/** The first REFLOG_HEAD_BYTES bytes of open file `fd` (fewer in a shorter file), or null on a read error. */
+function readHead(fd: number): Buffer | null {
+  try {
+    const b = Buffer.alloc(REFLOG_HEAD_BYTES);
+    return b.subarray(0, fs.readSync(fd, b, 0, b.length, 0));
+  } catch {
+    return null;
+  }
 }
 
 /**

@@ -2,7 +2,7 @@
 // and "now"; the stage command lines; reading stage logs; the runs.jsonl record
 // and the human summary. No processes, no file system.
 import * as path from 'node:path';
-import { shellQuote, visibleName } from '../core/errors.js';
+import { clipText, shellQuote, visibleName } from '../core/errors.js';
 import { formatTimestamp, isValidTimestamp, timestampToMs } from '../core/time.js';
 import { UNTERMINATED_WARNING } from '../core/records.js';
 import type { RunnerOptions } from './options.js';
@@ -335,6 +335,51 @@ export function failureMessage(s: StageOutcome): string {
   if (s.messages[0]) return s.messages[0];
   if (s.summary && typeof s.summary.error === 'string') return `${s.name}: ${s.summary.error}`;
   return s.exit > 128 ? `${s.name}: killed by signal ${s.exit - 128}` : `${s.name}: exit status ${s.exit}`;
+}
+
+/** How much of the start of a reflog the runner reads to quote its first line (notAReflog). */
+export const REFLOG_HEAD_BYTES = 4096;
+
+/**
+ * The first non-empty line of `head` (the start of a reflog; a trailing CR dropped,
+ * as analyze-dump does), clipped for a message, control characters left to
+ * visibleName; null when `head` holds only empty lines. `more`: the file goes on
+ * past `head`, so a line that `head` ends in without its LF is shown as cut.
+ */
+export function firstHeaderLine(head: Buffer, more: boolean): string | null {
+  for (let s = 0; s < head.length; ) {
+    const lf = head.indexOf(10, s);
+    const e = lf === -1 ? head.length : lf;
+    const end = e > s && head[e - 1] === 13 ? e - 1 : e;
+    if (end > s) {
+      const text = clipText(head.toString('utf8', s, end));
+      return lf === -1 && more && !text.endsWith('...') ? `${text}...` : text;
+    }
+    s = e + 1;
+  }
+  return null;
+}
+
+/**
+ * Why a run whose analyze-dump succeeded with the counts `ad` must not commit, or null.
+ * A file with no reflog line at all (no record, no reject) but more than one line
+ * without a TAB is taken for no reflog: `first` is its first line (firstHeaderLine).
+ */
+export function notAReflog(ad: Record<string, unknown> | undefined, file: string, first: string | null): string | null {
+  // analyze-dump, as the SPEC says, skips any line without a TAB as a header, wherever
+  // it is (concatenated reflogs have several): an HTML error page saved as the hour
+  // passes, and would commit as an hour without traffic, its real hour lost unsaid.
+  // One such line alone is what an hour without traffic looks like, and still commits.
+  if (ad === undefined || ad.records_out !== 0 || ad.rejected !== 0) return null;
+  const headers = ad.skipped_header;
+  if (typeof headers !== 'number' || headers < 2) return null;
+  const lines = typeof ad.lines_in === 'number' ? ad.lines_in : headers;
+  const quoted = first === null ? '' : ` (the first: '${first}')`;
+  const cut = ad.last_line_unterminated === true ? ', the last one without a newline (was it still being written?)' : '';
+  return (
+    `${file}: not a reflog: ${lines} lines, none with a TAB${quoted}${cut}; ` +
+    `put the hour's reflog in its place, or, if it really is an empty hour, empty the file`
+  );
 }
 
 const PINO_FIELDS = new Set(['level', 'time', 'pid', 'hostname', 'name', 'stage', 'summary', 'msg']);
