@@ -1181,7 +1181,7 @@ test('an empty reflog, one of a single header line (with empty lines or not), an
   assert.deepEqual(runs.map((x) => (x.stages as Record<string, Record<string, unknown>>)['analyze-dump']!.skipped_header), [0, 1, 1, 2]);
 });
 
-test('not a reflog: the rule (no reflog line, more than one header line) and the first line it quotes', () => {
+test('not a reflog: the rule (no reflog line, more than one header line, or one without its LF) and the first line it quotes', () => {
   const ad = (records_out: number, rejected: number, skipped_header: number, more: Record<string, unknown> = {}) => ({
     lines_in: records_out + rejected + skipped_header + 1,
     records_out,
@@ -1193,6 +1193,11 @@ test('not a reflog: the rule (no reflog line, more than one header line) and the
   const f = 'in/h.reflog';
   assert.equal(notAReflog(ad(0, 0, 0), f, null), null, 'empty lines only');
   assert.equal(notAReflog(ad(0, 0, 1), f, 'x'), null, 'one header: an hour without traffic');
+  // One line without its LF: a page that has none, or a reflog caught with only its header.
+  assert.equal(
+    notAReflog({ lines_in: 1, records_out: 0, rejected: 0, skipped_header: 1, skipped_empty: 0, last_line_unterminated: true }, f, '<html><body>404'),
+    "in/h.reflog: not a reflog: 1 line, without a TAB (the first: '<html><body>404'), the last one without a newline (was it still being written?); put the hour's reflog in its place, or, if it really is an empty hour, empty the file",
+  );
   assert.equal(notAReflog(ad(1, 0, 5), f, 'x'), null, 'a record');
   assert.equal(notAReflog(ad(0, 1, 5), f, 'x'), null, 'a reject (the reject ratio is analyze-dump\'s)');
   assert.equal(notAReflog(undefined, f, 'x'), null, 'no analyze-dump summary');

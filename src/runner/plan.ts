@@ -363,21 +363,25 @@ export function firstHeaderLine(head: Buffer, more: boolean): string | null {
 /**
  * Why a run whose analyze-dump succeeded with the counts `ad` must not commit, or null.
  * A file with no reflog line at all (no record, no reject) but more than one line
- * without a TAB is taken for no reflog: `first` is its first line (firstHeaderLine).
+ * without a TAB, or one such line without its LF, is taken for no reflog: `first` is
+ * its first line (firstHeaderLine).
  */
 export function notAReflog(ad: Record<string, unknown> | undefined, file: string, first: string | null): string | null {
   // analyze-dump, as the SPEC says, skips any line without a TAB as a header, wherever
   // it is (concatenated reflogs have several): an HTML error page saved as the hour
   // passes, and would commit as an hour without traffic, its real hour lost unsaid.
-  // One such line alone is what an hour without traffic looks like, and still commits.
+  // One such line alone, ended by its LF, is what an hour without traffic looks like, and
+  // still commits. Without its LF it is a page without one (minified HTML), or a reflog
+  // caught with only its header written: kept in the inbox, it is read whole next time.
   if (ad === undefined || ad.records_out !== 0 || ad.rejected !== 0) return null;
   const headers = ad.skipped_header;
-  if (typeof headers !== 'number' || headers < 2) return null;
+  const cut = ad.last_line_unterminated === true;
+  if (typeof headers !== 'number' || headers === 0 || (headers === 1 && !cut)) return null;
   const lines = typeof ad.lines_in === 'number' ? ad.lines_in : headers;
   const quoted = first === null ? '' : ` (the first: '${first}')`;
-  const cut = ad.last_line_unterminated === true ? ', the last one without a newline (was it still being written?)' : '';
+  const last = cut ? `, the last one without a newline (was it still being written?)` : '';
   return (
-    `${file}: not a reflog: ${lines} lines, none with a TAB${quoted}${cut}; ` +
+    `${file}: not a reflog: ${lines === 1 ? '1 line, without a TAB' : `${lines} lines, none with a TAB`}${quoted}${last}; ` +
     `put the hour's reflog in its place, or, if it really is an empty hour, empty the file`
   );
 }
