@@ -348,11 +348,12 @@ test('a failed run whose runs.jsonl line cannot be written still says why it fai
   const h = new Database(path.join(dir, 'var/state/partner.db'));
   h.exec('UPDATE yacobot SET active = 0');
   h.close();
-  fs.mkdirSync(path.join(dir, 'var/state/runs.jsonl'));
+  // A link into a directory that is gone (a directory there is refused before any run).
+  fs.symlinkSync('gone/runs.jsonl', path.join(dir, 'var/state/runs.jsonl'));
   const r = runRunner(dir, ['--log-level', 'silent']);
   assert.equal(r.status, 1, r.stderr);
   assert.match(r.stderr, /^reflog-to-yacobot-queue: run 2011072806 failed: upload-domains: .*no active Yacobot/m);
-  assert.match(r.stderr, /^reflog-to-yacobot-queue: \S*runs\.jsonl: cannot open: EISDIR/m);
+  assert.match(r.stderr, /^reflog-to-yacobot-queue: \S*runs\.jsonl: cannot open: ENOENT/m);
   assert.ok(!hasStackTrace(r.stderr), r.stderr);
 });
 
@@ -1903,6 +1904,27 @@ test('a read-only inbox fails the invocation before anything runs: no run publis
   assert.equal(r.stderr, `${path.basename(RUNNER)}: ${path.join(dir, 'var/inbox')}: cannot move processed reflogs out of the inbox: EROFS; nothing was run\n`);
   assert.ok(!fs.existsSync(path.join(dir, 'var/queue')), 'no queue file published');
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state')), ['partner.db']);
+});
+
+test('a runs.jsonl that is not a regular file fails the invocation before anything runs: a FIFO does not hold it for ever, a directory does not have each run publish and then fail', async () => {
+  // A FIFO: reading the newest committed run for the replay warning blocked in open(2),
+  // deaf to SIGTERM. Either: each run's line is appended after its queue files are out,
+  // and that failed, leaving a COMMIT that every invocation rolled forward again.
+  for (const kind of ['FIFO', 'directory']) {
+    const dir = freshFirstOnly();
+    const runs = path.join(dir, 'var/state/runs.jsonl');
+    if (kind === 'FIFO') assert.equal(spawnSync('mkfifo', [runs]).status, 0);
+    else fs.mkdirSync(runs);
+    const r = await runner(dir, ['--log-level', 'silent'], { killAfter: 30_000 });
+    assert.equal(r.status, 1, `${kind}: ${r.signal} ${r.stderr}`);
+    assert.equal(
+      r.stderr,
+      `reflog-to-yacobot-queue: ${runs}: is a ${kind}: the run records go to a regular file; move it aside (the runner starts a new one); nothing was run\n`,
+    );
+    assert.ok(!fs.existsSync(path.join(dir, 'var/queue')), `${kind}: no queue file published`);
+    assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), RUNS.slice(0, 1));
+    assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
+  }
 });
 
 test('an --inbox below a regular file is a usage error (exit 2), found before anything is made under --state', () => {

@@ -229,18 +229,21 @@ export function lastRecord(file: string): unknown {
 /**
  * The complete lines of the last `maxBytes` of a JSON-lines file, parsed, oldest first
  * (a line cut by the window's start, a partial last line and lines that are not JSON are
- * left out); none when the file cannot be read.
+ * left out); none when the file cannot be read or is not a regular file.
  */
 export function tailRecords(file: string, maxBytes = 1 << 20): unknown[] {
   let fd: number;
   try {
-    fd = fs.openSync(file, 'r');
+    // Without blocking: opening a FIFO to read waits for a writer, for ever.
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
   } catch {
     return [];
   }
   let text: string;
   try {
-    const size = fs.fstatSync(fd).size;
+    const st = fs.fstatSync(fd);
+    if (!st.isFile()) return [];
+    const size = st.size;
     const tail = Buffer.alloc(Math.min(size, maxBytes));
     for (let got = 0; got < tail.length; ) {
       const n = fs.readSync(fd, tail, got, tail.length - got, size - tail.length + got);

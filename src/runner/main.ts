@@ -105,6 +105,25 @@ function usageExit(message: string): never {
   process.exit(2);
 }
 
+/**
+ * Throws a DataError unless `file` (runs.jsonl) is missing or a regular file. Each run's
+ * commit steps append its line there, after its queue files are out: into a FIFO or a
+ * directory that append fails, and so does the roll forward of every later invocation,
+ * each run held up behind it. (Opening a FIFO to read the newest committed run also
+ * held the start-up for ever, deaf to SIGTERM.)
+ */
+function checkRunsFile(file: string): void {
+  let st: fs.Stats | undefined;
+  try {
+    st = fs.statSync(file, { throwIfNoEntry: false });
+  } catch {
+    return; // what cannot be stat'ed is reported by the read or append that fails on it
+  }
+  if (st === undefined || st.isFile()) return;
+  const what = st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : 'not a regular file';
+  throw new DataError('RUNS_NOT_FILE', `is ${what}: the run records go to a regular file; move it aside (the runner starts a new one); nothing was run`, { file });
+}
+
 /** False when `p` is missing or not a directory; true otherwise, including when stat itself fails (reported when it is read). */
 function isDirectoryOrUnreadable(p: string): boolean {
   try {
@@ -129,6 +148,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   }
   mkdirDurable(path.join(o.state, 'staging'));
   const lock = acquireLock(path.join(o.state, 'lock'));
+  checkRunsFile(path.join(o.state, 'runs.jsonl'));
 
   // The first signal asks the stages to stop (SIGTERM; they clean up and exit within
   // milliseconds). A stage that has not ended --kill-after later, or when a second
