@@ -13,7 +13,7 @@ import { ROOT, RUNNER, hasStackTrace, lockHolder, partnerDb, runBin, runRunner, 
 import { assertSameState, newDomains, runsJsonl, snapshot } from './lib/runner-state.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
-import { REFLOG_HEAD_BYTES, assignedInLog, committedRuns, failureMessage, firstHeaderLine, hourEndOf, newestCommitted, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, type RunRecord } from '../src/runner/plan.js';
+import { REFLOG_HEAD_BYTES, assignedInLog, failureMessage, firstHeaderLine, hourEndOf, newestCommitted, newestSinceCommitted, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, type RunRecord } from '../src/runner/plan.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { HOST_TAG } from '../src/core/tsv.js';
 import { shellQuote } from '../src/core/errors.js';
@@ -1056,6 +1056,38 @@ test('a replay whose now is --keep or more older than a committed run\'s warns t
   }
 });
 
+test('a replay replayed again is not warned about (the first recorded its URLs again), until a newer run has forgotten them', async () => {
+  const dir = fresh();
+  keepOnly(dir);
+  writeReflog(dir, '2011072806', [['20110728063000', 'http://a.example/x']]);
+  writeReflog(dir, '2011072808', [['20110728083000', 'http://b.example/y']]);
+  assert.equal((await runner(dir)).status, 0);
+  const warnings = (r: Done) => r.stderr.split('\n').filter((l) => l.startsWith('reflog-to-yacobot-queue: warning: '));
+  replayOf(dir, '2011072806');
+  const first = await runner(dir);
+  assert.equal(first.status, 0, first.stderr);
+  assert.deepEqual(warnings(first), [replayWarningLine('1h', '20110728080000').trimEnd()]);
+  assert.equal(runsJsonl(dir).at(-1)!.sent, 1, 'a.example/x, forgotten by hour 08, sent again');
+  // Replayed again: the first replay put a.example/x back in current_log, and no run
+  // since has dropped it. It is held back, as no warning says (it used to say it was sent).
+  replayOf(dir, '2011072806');
+  const second = await runner(dir);
+  assert.equal(second.status, 0, second.stderr);
+  assert.deepEqual(warnings(second), [], second.stderr);
+  assert.equal(runsJsonl(dir).at(-1)!.sent, 0);
+  // A newer hour drops it again: the next replay is warned about, naming that hour.
+  writeReflog(dir, '2011072809', [['20110728093000', 'http://c.example/z']]);
+  assert.equal((await runner(dir)).status, 0);
+  replayOf(dir, '2011072806');
+  const third = await runner(dir);
+  assert.equal(third.status, 0, third.stderr);
+  assert.deepEqual(warnings(third), [
+    'reflog-to-yacobot-queue: warning: 2011072806: its now (20110728070000) is 3h older than that of run 2011072809 (20110728100000), and --keep is 1h: ' +
+      'current_log has forgotten the URLs last seen up to 20110728090000, and those in this reflog are sent again (see "Replay a reflog" in the README)',
+  ]);
+  assert.equal(runsJsonl(dir).at(-1)!.sent, 1);
+});
+
 test('a late reflog more than --keep older than a run committed earlier in the same invocation (an interrupted run redone first) warns as a replay does; exactly --keep older, it does not', async () => {
   const dir = fresh();
   keepOnly(dir);
@@ -1094,7 +1126,24 @@ test('pure helpers of the replay warning: the newest committed now in the tail o
   // The last of equal nows, and a newer one given wins over the records.
   assert.deepEqual(newestCommitted([{ run: 'a', now: '20110728070000', status: 'ok' }, { run: 'b', now: '20110728070000', status: 'ok' }]), { run: 'b', now: '20110728070000' });
   assert.deepEqual(newestCommitted([{ run: 'a', now: '20110728070000', status: 'ok' }], { run: 'z', now: '20110728090000' }), { run: 'z', now: '20110728090000' });
-  assert.deepEqual([...committedRuns(tailRecords(f))].sort(), ['2011072806', '2011072807', '2011072809', 'x']);
+  // Per committed name, the newest of the committed lines after its last one.
+  assert.deepEqual(
+    [...newestSinceCommitted(tailRecords(f))].sort(),
+    [
+      ['2011072806', { run: '2011072809', now: '20110728100000' }],
+      ['2011072807', null], // x's now is not a real time
+      ['2011072809', { run: '2011072807', now: '20110728080000' }],
+      ['x', null],
+    ],
+  );
+  const again = [line('a', '20110728070000', 'ok'), line('b', '20110728090000', 'ok'), line('c', '20110728090000', 'ok'), line('a', '20110728070000', 'ok'), line('d', '20110728080000', 'ok')];
+  assert.deepEqual(Object.fromEntries(newestSinceCommitted(again.map((l) => JSON.parse(l)))), {
+    a: { run: 'd', now: '20110728080000' },
+    b: { run: 'c', now: '20110728090000' },
+    c: { run: 'd', now: '20110728080000' },
+    d: null,
+  });
+  assert.deepEqual(newestSinceCommitted(again.slice(0, 3).map((l) => JSON.parse(l))).get('a'), { run: 'c', now: '20110728090000' }, 'the last of equal nows');
   const h = 3_600_000;
   const newest = { run: '2011072821', now: '20110728220000' };
   for (const replayed of [true, false]) {

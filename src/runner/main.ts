@@ -18,11 +18,11 @@ import { runStages, stopChildren, type Progress, type ReflogIdentity } from './p
 import {
   REFLOG_HEAD_BYTES,
   assignedInLog,
-  committedRuns,
   failureMessage,
   firstHeaderLine,
   humanLine,
   newestCommitted,
+  newestSinceCommitted,
   notAReflog,
   planInbox,
   repeatedWarnings,
@@ -297,14 +297,18 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
 
     // What a replay is compared with (replayWarning): the committed run with the latest
     // now, of the last MiB of runs.jsonl (weeks of hourly lines; the file only grows) and of
-    // the runs this invocation commits.
+    // the runs this invocation commits; for a run of a name committed before, only of those
+    // after its last commit, which recorded its URLs again (a replay replayed again).
     const past = tailRecords(path.join(o.state, 'runs.jsonl'));
-    let newest = newestCommitted(past);
-    const replayed = committedRuns(past);
+    const newestOfAll = newestCommitted(past);
+    const sinceCommitted = newestSinceCommitted(past);
+    const committedHere: RunRecord[] = [];
     for (const name of runs) {
       await pollOnce();
       if (signal) break;
-      const r = await runOne(o, log, runPaths(o, name), lock.fd, hooks, rerun.has(name), () => signal !== null, newest, replayed.has(name));
+      const replayed = sinceCommitted.has(name);
+      const newest = newestCommitted(committedHere, replayed ? (sinceCommitted.get(name) ?? null) : newestOfAll);
+      const r = await runOne(o, log, runPaths(o, name), lock.fd, hooks, rerun.has(name), () => signal !== null, newest, replayed);
       if (r === null) {
         interrupted = name;
         break;
@@ -314,7 +318,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
         records.push(r);
         break;
       }
-      newest = newestCommitted([r], newest);
+      committedHere.push(r);
     }
   } catch (err) {
     // The runs committed before the error are done (their lines are in runs.jsonl): say so here too.

@@ -86,12 +86,21 @@ export function newestCommitted(records: readonly unknown[], from: CommittedNow 
   return newest;
 }
 
-/** The names of the committed runs (status ok) among `records` (runs.jsonl lines). */
-export function committedRuns(records: readonly unknown[]): Set<string> {
-  const out = new Set<string>();
-  for (const r of records) {
-    const { run, status } = (r ?? {}) as { run?: unknown; status?: unknown };
-    if (status === 'ok' && typeof run === 'string') out.add(run);
+/**
+ * For each run name committed (status ok) among `records` (runs.jsonl lines, oldest
+ * first): newestCommitted of the lines after its last committed one (null when none).
+ * Only those runs can have made current_log forget what that run recorded.
+ */
+export function newestSinceCommitted(records: readonly unknown[]): Map<string, CommittedNow | null> {
+  const out = new Map<string, CommittedNow | null>();
+  let newest: CommittedNow | null = null;
+  for (let i = records.length - 1; i >= 0; i--) {
+    const { run, status } = (records[i] ?? {}) as { run?: unknown; status?: unknown };
+    if (status !== 'ok' || typeof run !== 'string') continue;
+    if (!out.has(run)) out.set(run, newest);
+    // Read backwards: an equal now leaves the later line, as newestCommitted does.
+    const n = newestCommitted([records[i]]);
+    if (n !== null && (newest === null || timestampToMs(n.now) > timestampToMs(newest.now))) newest = n;
   }
   return out;
 }
