@@ -2673,3 +2673,38 @@ test("the runner repeats every warning of analyze-dump but the cut last line, wh
     { stage: 'upload-domains', warning: 'domains of an inactive Yacobot' },
   ]);
 });
+
+test('a place the commit writes that this user cannot (done/ made by root running the runner by hand) fails the invocation before anything runs', async () => {
+  // The real thing needs another user: root becomes nobody, where the project is reachable by it.
+  const asNobody = ['--reuid=nobody', '--regid=nogroup', '--clear-groups'];
+  if (process.getuid?.() !== 0 || spawnSync('setpriv', [...asNobody, 'test', '-x', RUNNER]).status !== 0) return;
+  const work = scratch('ms-runner-perm-');
+  fs.chmodSync(work, 0o755);
+  const dir = path.join(work, 'd');
+  fs.cpSync((await ref1()).dir, dir, { recursive: true, verbatimSymlinks: true });
+  fs.copyFileSync(path.join(REFLOGS, '2011072807.reflog'), path.join(dir, 'var/inbox/2011072807.reflog'));
+  takeQueueFiles(dir, RUN0);
+  const done = path.join(dir, 'var/state/done');
+  const before = snapshot(dir);
+  // After the snapshot, whose reading of the database (as root) may leave -wal/-shm files.
+  const giveAway = () => assert.equal(spawnSync('chown', ['-R', 'nobody:nogroup', dir]).status, 0);
+  giveAway();
+  fs.chownSync(done, 0, 0);
+  fs.chmodSync(done, 0o755);
+  const asUser = () => spawnSync('setpriv', [...asNobody, RUNNER], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 120_000 });
+  const r = asUser();
+  assert.equal(r.status, 1, r.stderr);
+  assert.ok(
+    r.stderr.includes(`reflog-to-yacobot-queue: ${done}: cannot write here: EACCES; a run's commit writes here (made by another user, such as root running the runner by hand?); nothing was run\n`),
+    r.stderr,
+  );
+  // Before: the run published its queue files, then failed to move its reflog to done/,
+  // and every later invocation rolled it forward and failed there again.
+  assertSameState(snapshot(dir), before, 'nothing ran');
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/queue/1')), []);
+  // Given back to the user, the hour goes through.
+  giveAway();
+  const ok = asUser();
+  assert.equal(ok.status, 0, ok.stderr);
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), []);
+});

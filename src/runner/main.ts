@@ -124,6 +124,42 @@ function checkRunsFile(file: string): void {
   throw new DataError('RUNS_NOT_FILE', `is ${what}: the run records go to a regular file; move it aside (the runner starts a new one); nothing was run`, { file });
 }
 
+/**
+ * Throws a DataError naming the first place a run's commit must write but this user
+ * cannot: the state directory and its done/, rejects/ and staging/, runs.jsonl, the
+ * queue directory and each Yacobot's directory in it (a missing one: its parent).
+ * Found at the commit instead, after the queue files were published, the failure
+ * left a COMMIT that every later invocation rolled forward and failed on again (a
+ * directory made by root running the runner by hand is the usual cause).
+ */
+function checkWritable(o: RunnerOptions): void {
+  const places = [o.state, ...['done', 'rejects', 'staging', 'runs.jsonl'].map((n) => path.join(o.state, n)), o.queueDir];
+  let ids: string[] = [];
+  try {
+    ids = fs.readdirSync(o.queueDir).filter((n) => /^[1-9][0-9]*$/.test(n));
+  } catch {
+    /* missing: its parent is checked; unreadable: reported where it is read */
+  }
+  places.push(...ids.map((id) => path.join(o.queueDir, id)));
+  for (const p of places) {
+    let at = p;
+    if (!fs.existsSync(at)) {
+      at = path.dirname(at);
+      if (!fs.existsSync(at)) continue; // made by mkdir -p from an ancestor checked above, or reported when made
+    }
+    try {
+      fs.accessSync(at, fs.constants.W_OK);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? String(err);
+      throw new DataError(
+        'STATE_NOT_WRITABLE',
+        `cannot write here: ${code}; a run's commit writes here (made by another user, such as root running the runner by hand?); nothing was run`,
+        { file: at },
+      );
+    }
+  }
+}
+
 /** False when `p` is missing or not a directory; true otherwise, including when stat itself fails (reported when it is read). */
 function isDirectoryOrUnreadable(p: string): boolean {
   try {
@@ -149,6 +185,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   mkdirDurable(path.join(o.state, 'staging'));
   const lock = acquireLock(path.join(o.state, 'lock'));
   checkRunsFile(path.join(o.state, 'runs.jsonl'));
+  checkWritable(o);
 
   // The first signal asks the stages to stop (SIGTERM; they clean up and exit within
   // milliseconds). A stage that has not ended --kill-after later, or when a second
