@@ -13,8 +13,9 @@ import { ROOT, RUNNER, hasStackTrace, lockHolder, partnerDb, runBin, runRunner, 
 import { assertSameState, newDomains, runsJsonl, snapshot } from './lib/runner-state.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
-import { REFLOG_HEAD_BYTES, assignedInLog, failureMessage, firstHeaderLine, hourEndOf, newestCommitted, newestSinceCommitted, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, type RunRecord } from '../src/runner/plan.js';
+import { REFLOG_HEAD_BYTES, assignedInLog, hourNotBegun, failureMessage, firstHeaderLine, hourEndOf, newestCommitted, newestSinceCommitted, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, type RunRecord } from '../src/runner/plan.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
+import { formatTimestamp } from '../src/core/time.js';
 import { HOST_TAG } from '../src/core/tsv.js';
 import { shellQuote } from '../src/core/errors.js';
 import { publishSteps } from '../src/runner/commit.js';
@@ -2706,5 +2707,31 @@ test('a place the commit writes that this user cannot (done/ made by root runnin
   giveAway();
   const ok = asUser();
   assert.equal(ok.status, 0, ok.stderr);
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), []);
+});
+
+test('a reflog named for an hour that has not begun (a typo: 2107 for 2011) waits in the inbox with a warning; the others run', async () => {
+  // Run, its now would have made filter-url drop all of current_log: every URL sent again after it.
+  const dir = freshFirstOnly();
+  const h = 3_600_000;
+  const ahead = formatTimestamp(new Date(Date.now() + 3 * h)).slice(0, 10);
+  const future = path.join(dir, 'var/inbox', `${ahead}.reflog`);
+  fs.copyFileSync(path.join(REFLOGS, '2011072807.reflog'), future);
+  const r = await runner(dir, ['--keep', '10h']);
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(
+    r.stderr,
+    new RegExp(
+      `reflog-to-yacobot-queue: warning: skipping ${future}: its hour \\(${ahead}0000\\) has not begun by this machine's clock \\(\\d{14}\\): a typo in the name\\? ` +
+        `Run now, it would make current_log forget every URL last seen before \\d{14}; it runs once its hour has begun \\(or rename it\\)\\n`,
+    ),
+  );
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), [`${ahead}.reflog`]);
+  assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[RUN0, 'ok']]);
+  // An hour that has begun runs; --now decides the now by itself, so it runs too.
+  assert.equal(hourNotBegun(formatTimestamp(new Date()).slice(0, 10), new Date(), h), null);
+  assert.equal(hourNotBegun('x2107072806', new Date(), h), null, 'a name that starts with no hour');
+  const now = await runner(dir, ['--now', '20110728090000']);
+  assert.equal(now.status, 0, now.stderr);
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), []);
 });

@@ -16,10 +16,12 @@ import { acquireLock, Locked } from './lock.js';
 import { PROG, USAGE, parseArgs, type RunnerOptions } from './options.js';
 import { runStages, stopChildren, type Progress, type ReflogIdentity } from './pipeline.js';
 import {
+  REFLOG_EXT,
   REFLOG_HEAD_BYTES,
   assignedInLog,
   failureMessage,
   firstHeaderLine,
+  hourNotBegun,
   humanLine,
   newestCommitted,
   newestSinceCommitted,
@@ -322,10 +324,21 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     }
     const planned = planInbox(entries);
     const skipped = planned.skipped;
+    // A name whose hour lies ahead would give its run a now that empties current_log. Not
+    // with --now (which decides), nor for an interrupted run (it keeps the now it started with).
+    const clock = new Date();
+    const waiting = new Set<string>();
+    for (const r of o.now === null ? planned.runs : []) {
+      const why = rerun.has(r) ? null : hourNotBegun(r, clock, o.keepMs);
+      if (why === null) continue;
+      waiting.add(r);
+      skipped.push({ file: r + REFLOG_EXT, why });
+    }
+    const ready = planned.runs.filter((r) => !waiting.has(r));
     // An interrupted run goes first: uninterrupted, it would have been over before a reflog
     // with an older name that came since was looked at, and that one would run on its
     // current_log (and after its assignments), not the other way round.
-    runs = [...planned.runs.filter((r) => rerun.has(r)), ...planned.runs.filter((r) => !rerun.has(r))];
+    runs = [...ready.filter((r) => rerun.has(r)), ...ready.filter((r) => !rerun.has(r))];
     for (const s of skipped) {
       log.warn({ file: s.file }, `skipped: ${s.why}`);
       process.stderr.write(`${PROG}: warning: skipping ${visibleName(path.join(o.inbox, s.file))}: ${s.why}\n`);

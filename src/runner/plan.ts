@@ -57,6 +57,25 @@ export function hourEndOf(name: string): string | null {
   return isValidTimestamp(end) ? end : null;
 }
 
+/**
+ * Why a run whose now comes from its name must wait: its hour has not begun by `clock`
+ * (a typo, 2107 for 2011). Its now would have filter-url drop every current_log entry
+ * last seen `keepMs` before it, and the hours after it send all of them again. Null
+ * when the name starts with no hour, or one that has begun.
+ */
+export function hourNotBegun(name: string, clock: Date, keepMs: number): string | null {
+  const m = /^(\d{10})/.exec(name);
+  if (!m) return null;
+  const start = `${m[1]}0000`;
+  if (!isValidTimestamp(start) || timestampToMs(start) <= clock.getTime()) return null;
+  const end = hourEndOf(name);
+  const forgets = end === null ? 'every URL' : `every URL last seen before ${formatTimestamp(new Date(timestampToMs(end) - keepMs))}`;
+  return (
+    `its hour (${start}) has not begun by this machine's clock (${formatTimestamp(clock)}): a typo in the name? ` +
+    `Run now, it would make current_log forget ${forgets}; it runs once its hour has begun (or rename it)`
+  );
+}
+
 /** The "now" of a new run: --now, else the end of the name's hour, else the clock (see USAGE). */
 export function resolveNow(name: string, flagNow: string | null, clock: Date): { now: string; source: NowSource } {
   if (flagNow !== null) return { now: flagNow, source: 'flag' };
