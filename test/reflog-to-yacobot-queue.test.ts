@@ -2710,6 +2710,31 @@ test('a place the commit writes that this user cannot (done/ made by root runnin
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), []);
 });
 
+test('QUEUE owned by root with the Yacobot directories given to the runner\'s user, or a Yacobot\'s directory it cannot write that gets nothing, stops no run', async () => {
+  // A queue directory is written before COMMIT (copies beside their place), where a failure
+  // publishes nothing: it is no place for the check at start, which refused these setups.
+  const asNobody = ['--reuid=nobody', '--regid=nogroup', '--clear-groups'];
+  if (process.getuid?.() !== 0 || spawnSync('setpriv', [...asNobody, 'test', '-x', RUNNER]).status !== 0) return;
+  const work = scratch('ms-runner-queue-perm-');
+  fs.chmodSync(work, 0o755);
+  const dir = path.join(work, 'd');
+  fs.cpSync((await ref1()).dir, dir, { recursive: true, verbatimSymlinks: true });
+  fs.copyFileSync(path.join(REFLOGS, '2011072807.reflog'), path.join(dir, 'var/inbox/2011072807.reflog'));
+  takeQueueFiles(dir, RUN0);
+  assert.equal(spawnSync('chown', ['-R', 'nobody:nogroup', dir]).status, 0);
+  const queue = path.join(dir, 'var/queue');
+  fs.mkdirSync(path.join(queue, '9'));
+  for (const d of [queue, path.join(queue, '9')]) {
+    fs.chownSync(d, 0, 0);
+    fs.chmodSync(d, 0o755);
+  }
+  const r = spawnSync('setpriv', [...asNobody, RUNNER], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 120_000 });
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), []);
+  for (const id of ['1', '2', '3']) assert.ok(fs.existsSync(path.join(queue, id, '2011072807.tsv')), `queue file ${id}/2011072807.tsv`);
+  assert.deepEqual(fs.readdirSync(path.join(queue, '9')), []);
+});
+
 test('a reflog named for an hour that has not begun (a typo: 2107 for 2011) waits in the inbox with a warning; the others run', async () => {
   // Run, its now would have made filter-url drop all of current_log: every URL sent again after it.
   const dir = freshFirstOnly();

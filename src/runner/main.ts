@@ -128,21 +128,18 @@ function checkRunsFile(file: string): void {
 
 /**
  * Throws a DataError naming the first place a run's commit must write but this user
- * cannot: the state directory and its done/, rejects/ and staging/, runs.jsonl, the
- * queue directory and each Yacobot's directory in it (a missing one: its parent).
- * Found at the commit instead, after the queue files were published, the failure
- * left a COMMIT that every later invocation rolled forward and failed on again (a
- * directory made by root running the runner by hand is the usual cause).
+ * cannot: the state directory and its done/, rejects/ and staging/, and runs.jsonl (a
+ * missing one: its parent). Found at the commit instead, after the queue files were
+ * published, the failure left a COMMIT that every later invocation rolled forward and
+ * failed on again (a directory made by root running the runner by hand is the usual
+ * cause).
  */
 function checkWritable(o: RunnerOptions): void {
-  const places = [o.state, ...['done', 'rejects', 'staging', 'runs.jsonl'].map((n) => path.join(o.state, n)), o.queueDir];
-  let ids: string[] = [];
-  try {
-    ids = fs.readdirSync(o.queueDir).filter((n) => /^[1-9][0-9]*$/.test(n));
-  } catch {
-    /* missing: its parent is checked; unreadable: reported where it is read */
-  }
-  places.push(...ids.map((id) => path.join(o.queueDir, id)));
+  // Not QUEUE nor its Yacobot directories: the run writes there before its COMMIT
+  // (prepareQueues), where a failure publishes nothing. Checked here, a QUEUE owned by
+  // root with each Yacobot's directory given to this user, or a directory of a Yacobot
+  // that gets nothing, stopped every run.
+  const places = [o.state, ...['done', 'rejects', 'staging', 'runs.jsonl'].map((n) => path.join(o.state, n))];
   for (const p of places) {
     let at = p;
     if (!fs.existsSync(at)) {
