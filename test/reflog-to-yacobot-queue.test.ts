@@ -2735,6 +2735,40 @@ test('QUEUE owned by root with the Yacobot directories given to the runner\'s us
   assert.deepEqual(fs.readdirSync(path.join(queue, '9')), []);
 });
 
+test('done/ a symbolic link whose target is missing fails the invocation before anything runs; runs.jsonl one into a directory that is there does not', async () => {
+  const dir = copyOf((await ref1()).dir);
+  fs.copyFileSync(path.join(REFLOGS, '2011072807.reflog'), path.join(dir, 'var/inbox/2011072807.reflog'));
+  takeQueueFiles(dir, RUN0);
+  const done = path.join(dir, 'var/state/done');
+  fs.renameSync(done, path.join(dir, 'done.real'));
+  fs.symlinkSync('../../archive/done', done);
+  const runsBefore = fs.readFileSync(path.join(dir, 'var/state/runs.jsonl'), 'utf8');
+  const r = await runner(dir);
+  assert.equal(r.status, 1, r.stderr);
+  assert.ok(
+    r.stderr.includes(
+      `reflog-to-yacobot-queue: ${done}: is a symbolic link, and its target ../../archive/done is missing: a run's commit writes there (restore it, or remove the link); nothing was run\n`,
+    ),
+    r.stderr,
+  );
+  // Before: the run published its queue files, then failed to move its reflog there (ENOENT),
+  // and every later invocation rolled it forward and failed there again.
+  // (snapshot does not take the dangling link: what nothing ran leaves, one by one.)
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), ['2011072807.reflog']);
+  for (const id of ['1', '2', '3']) assert.deepEqual(fs.readdirSync(path.join(dir, 'var/queue', id)), [], `queue ${id}`);
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
+  assert.equal(fs.readFileSync(path.join(dir, 'var/state/runs.jsonl'), 'utf8'), runsBefore);
+  // Its target made, the hour goes through; a runs.jsonl link whose file is not there yet is created.
+  fs.mkdirSync(path.join(dir, 'archive/done'), { recursive: true });
+  const runs = path.join(dir, 'var/state/runs.jsonl');
+  fs.renameSync(runs, path.join(dir, 'archive/runs.jsonl.old'));
+  fs.symlinkSync('../../archive/runs.jsonl', runs);
+  const ok = await runner(dir);
+  assert.equal(ok.status, 0, ok.stderr);
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'archive/done')), ['2011072807.reflog']);
+  assert.equal(fs.readFileSync(path.join(dir, 'archive/runs.jsonl'), 'utf8').split('\n').length, 2);
+});
+
 test('a reflog named for an hour that has not begun (a typo: 2107 for 2011) waits in the inbox with a warning; the others run', async () => {
   // Run, its now would have made filter-url drop all of current_log: every URL sent again after it.
   const dir = freshFirstOnly();

@@ -139,11 +139,24 @@ function checkWritable(o: RunnerOptions): void {
   // (prepareQueues), where a failure publishes nothing. Checked here, a QUEUE owned by
   // root with each Yacobot's directory given to this user, or a directory of a Yacobot
   // that gets nothing, stopped every run.
-  const places = [o.state, ...['done', 'rejects', 'staging', 'runs.jsonl'].map((n) => path.join(o.state, n))];
+  const runs = path.join(o.state, 'runs.jsonl');
+  const places = [o.state, ...['done', 'rejects', 'staging'].map((n) => path.join(o.state, n)), runs];
   for (const p of places) {
     let at = p;
     if (!fs.existsSync(at)) {
+      // A symbolic link whose target is missing (a disk not mounted): mkdir takes it for
+      // a directory that is there, and the commit's rename into it failed (ENOENT).
+      // runs.jsonl is created through it, in the target's directory.
+      const target = symlinkTarget(p);
+      if (target !== null) at = path.resolve(path.dirname(p), target);
       at = path.dirname(at);
+      if (target !== null && (p !== runs || !fs.existsSync(at))) {
+        throw new DataError(
+          'STATE_NOT_WRITABLE',
+          `is a symbolic link, and its target ${target} is missing: a run's commit writes there (restore it, or remove the link); nothing was run`,
+          { file: p },
+        );
+      }
       if (!fs.existsSync(at)) continue; // made by mkdir -p from an ancestor checked above, or reported when made
     }
     try {
@@ -156,6 +169,15 @@ function checkWritable(o: RunnerOptions): void {
         { file: at },
       );
     }
+  }
+}
+
+/** The target of symbolic link `p`, or null when `p` is not one. */
+function symlinkTarget(p: string): string | null {
+  try {
+    return fs.readlinkSync(p);
+  } catch {
+    return null;
   }
 }
 
