@@ -2703,8 +2703,15 @@ test('a place the commit writes that this user cannot (done/ made by root runnin
   // and every later invocation rolled it forward and failed there again.
   assertSameState(snapshot(dir), before, 'nothing ran');
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/queue/1')), []);
-  // Given back to the user, the hour goes through.
+  // A runs.jsonl of this user's own made read-only: no guess at another user.
   giveAway();
+  const runs = path.join(dir, 'var/state/runs.jsonl');
+  fs.chmodSync(runs, 0o444);
+  const own = asUser();
+  assert.equal(own.status, 1, own.stderr);
+  assert.ok(own.stderr.includes(`reflog-to-yacobot-queue: ${runs}: cannot write here: EACCES; a run's commit writes here; nothing was run\n`), own.stderr);
+  // Given back to the user, the hour goes through.
+  fs.chmodSync(runs, 0o644);
   const ok = asUser();
   assert.equal(ok.status, 0, ok.stderr);
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), []);

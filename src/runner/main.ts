@@ -163,12 +163,24 @@ function checkWritable(o: RunnerOptions): void {
       fs.accessSync(at, fs.constants.W_OK);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code ?? String(err);
-      throw new DataError(
-        'STATE_NOT_WRITABLE',
-        `cannot write here: ${code}; a run's commit writes here (made by another user, such as root running the runner by hand?); nothing was run`,
-        { file: at },
-      );
+      // The usual cause of each: a guess for EACCES only (a mode 444 file is this user's own doing).
+      const why =
+        code === 'EROFS'
+          ? ' (a read-only file system)'
+          : code === 'EACCES' && ownerOf(at) !== process.getuid?.()
+            ? ' (made by another user, such as root running the runner by hand?)'
+            : '';
+      throw new DataError('STATE_NOT_WRITABLE', `cannot write here: ${code}; a run's commit writes here${why}; nothing was run`, { file: at });
     }
+  }
+}
+
+/** The uid that owns `p`, or undefined when it cannot be stat'ed. */
+function ownerOf(p: string): number | undefined {
+  try {
+    return fs.statSync(p).uid;
+  } catch {
+    return undefined;
   }
 }
 
