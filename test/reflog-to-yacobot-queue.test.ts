@@ -2797,6 +2797,10 @@ test('a reflog named for an hour that has not begun (a typo: 2107 for 2011) wait
   // An hour that has begun runs; --now decides the now by itself, so it runs too.
   assert.equal(hourNotBegun(formatTimestamp(new Date()).slice(0, 10), new Date(), h), null);
   assert.equal(hourNotBegun('x2107072806', new Date(), h), null, 'a name that starts with no hour');
+  // Alone in the inbox, it is not "nothing to do".
+  const alone = await runner(dir);
+  assert.equal(alone.status, 0, alone.stderr);
+  assert.ok(alone.stderr.endsWith(`reflog-to-yacobot-queue: nothing run: the 1 *.reflog file(s) in ${path.join(dir, 'var/inbox')} were skipped (see the warnings above)\n`), alone.stderr);
   const now = await runner(dir, ['--now', '20110728090000']);
   assert.equal(now.status, 0, now.stderr);
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), []);

@@ -285,6 +285,8 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   };
 
   let runs: string[] = [];
+  /** The *.reflog files of the inbox that were skipped with a warning (a bad name, an hour ahead). */
+  let skippedFiles = 0;
   let failed: RunRecord | null = null;
   /** The run a signal cut short before its commit (nothing of it published), if any. */
   let interrupted: string | null = null;
@@ -370,6 +372,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     // with an older name that came since was looked at, and that one would run on its
     // current_log (and after its assignments), not the other way round.
     runs = [...ready.filter((r) => rerun.has(r)), ...ready.filter((r) => !rerun.has(r))];
+    skippedFiles = skipped.length;
     for (const s of skipped) {
       log.warn({ file: s.file }, `skipped: ${s.why}`);
       process.stderr.write(`${PROG}: warning: skipping ${visibleName(path.join(o.inbox, s.file))}: ${s.why}\n`);
@@ -448,7 +451,12 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     throw new Stop(1);
   }
   if (records.length === 0) {
-    process.stderr.write(`${PROG}: nothing to do: no new *.reflog in ${visibleName(o.inbox)}\n`);
+    // Skipped files are not "nothing": each warning above says what stops it.
+    process.stderr.write(
+      skippedFiles > 0
+        ? `${PROG}: nothing run: the ${skippedFiles} *.reflog file(s) in ${visibleName(o.inbox)} were skipped (see the warnings above)\n`
+        : `${PROG}: nothing to do: no new *.reflog in ${visibleName(o.inbox)}\n`,
+    );
   } else {
     process.stderr.write(
       `${PROG}: ${ok.length} run(s) committed in ${secs} s; queue files in ${visibleName(o.queueDir)}/<yacobot_id>/<run>.tsv, ` +
