@@ -349,12 +349,14 @@ test('a failed run whose runs.jsonl line cannot be written still says why it fai
   const h = new Database(path.join(dir, 'var/state/partner.db'));
   h.exec('UPDATE yacobot SET active = 0');
   h.close();
-  // A link into a directory that is gone (a directory there is refused before any run).
-  fs.symlinkSync('gone/runs.jsonl', path.join(dir, 'var/state/runs.jsonl'));
-  const r = runRunner(dir, ['--log-level', 'silent']);
+  // A runs.jsonl past the file size limit (a directory there, or a link into a directory
+  // that is gone, is refused before any run): its append fails with EFBIG, as a full disk
+  // fails it; the stages' files stay far below the limit.
+  fs.writeFileSync(path.join(dir, 'var/state/runs.jsonl'), `${JSON.stringify({ pad: 'x'.repeat(1000) })}\n`.repeat(300));
+  const r = spawnSync('bash', ['-c', 'ulimit -f 256 && exec "$0" --log-level silent', RUNNER], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 120_000 });
   assert.equal(r.status, 1, r.stderr);
   assert.match(r.stderr, /^reflog-to-yacobot-queue: run 2011072806 failed: upload-domains: .*no active Yacobot/m);
-  assert.match(r.stderr, /^reflog-to-yacobot-queue: \S*runs\.jsonl: cannot open: ENOENT/m);
+  assert.match(r.stderr, /^reflog-to-yacobot-queue: \S*runs\.jsonl: cannot append to: EFBIG/m);
   assert.ok(!hasStackTrace(r.stderr), r.stderr);
 });
 
