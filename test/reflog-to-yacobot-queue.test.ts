@@ -4,7 +4,7 @@
 // uninterrupted run), config file, backlog watch; plus its pure helpers.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess, type SpawnSyncReturns } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -2677,24 +2677,38 @@ test("the runner repeats every warning of analyze-dump but the cut last line, wh
   ]);
 });
 
-test('a place the commit writes that this user cannot (done/ made by root running the runner by hand) fails the invocation before anything runs', async () => {
+/**
+ * For the tests of what the runner's user may write: the state after the first hour and
+ * the second hour in the inbox, in a directory nobody can reach; `giveAway` makes it all
+ * nobody's, `asUser` runs the runner as nobody. Null where root cannot become nobody.
+ */
+async function nobodysSecondHour(): Promise<{ dir: string; giveAway: () => void; asUser: () => SpawnSyncReturns<string> } | null> {
   // The real thing needs another user: root becomes nobody, where the project is reachable by it.
   const asNobody = ['--reuid=nobody', '--regid=nogroup', '--clear-groups'];
-  if (process.getuid?.() !== 0 || spawnSync('setpriv', [...asNobody, 'test', '-x', RUNNER]).status !== 0) return;
+  if (process.getuid?.() !== 0 || spawnSync('setpriv', [...asNobody, 'test', '-x', RUNNER]).status !== 0) return null;
   const work = scratch('ms-runner-perm-');
   fs.chmodSync(work, 0o755);
   const dir = path.join(work, 'd');
   fs.cpSync((await ref1()).dir, dir, { recursive: true, verbatimSymlinks: true });
   fs.copyFileSync(path.join(REFLOGS, '2011072807.reflog'), path.join(dir, 'var/inbox/2011072807.reflog'));
   takeQueueFiles(dir, RUN0);
+  return {
+    dir,
+    giveAway: () => assert.equal(spawnSync('chown', ['-R', 'nobody:nogroup', dir]).status, 0),
+    asUser: () => spawnSync('setpriv', [...asNobody, RUNNER], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 120_000 }),
+  };
+}
+
+test('a place the commit writes that this user cannot (done/ made by root running the runner by hand) fails the invocation before anything runs', async () => {
+  const nobody = await nobodysSecondHour();
+  if (nobody === null) return;
+  const { dir, giveAway, asUser } = nobody;
   const done = path.join(dir, 'var/state/done');
   const before = snapshot(dir);
   // After the snapshot, whose reading of the database (as root) may leave -wal/-shm files.
-  const giveAway = () => assert.equal(spawnSync('chown', ['-R', 'nobody:nogroup', dir]).status, 0);
   giveAway();
   fs.chownSync(done, 0, 0);
   fs.chmodSync(done, 0o755);
-  const asUser = () => spawnSync('setpriv', [...asNobody, RUNNER], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 120_000 });
   const r = asUser();
   assert.equal(r.status, 1, r.stderr);
   assert.ok(
@@ -2722,22 +2736,17 @@ test('a place the commit writes that this user cannot (done/ made by root runnin
 test('QUEUE owned by root with the Yacobot directories given to the runner\'s user, or a Yacobot\'s directory it cannot write that gets nothing, stops no run', async () => {
   // A queue directory is written before COMMIT (copies beside their place), where a failure
   // publishes nothing: it is no place for the check at start, which refused these setups.
-  const asNobody = ['--reuid=nobody', '--regid=nogroup', '--clear-groups'];
-  if (process.getuid?.() !== 0 || spawnSync('setpriv', [...asNobody, 'test', '-x', RUNNER]).status !== 0) return;
-  const work = scratch('ms-runner-queue-perm-');
-  fs.chmodSync(work, 0o755);
-  const dir = path.join(work, 'd');
-  fs.cpSync((await ref1()).dir, dir, { recursive: true, verbatimSymlinks: true });
-  fs.copyFileSync(path.join(REFLOGS, '2011072807.reflog'), path.join(dir, 'var/inbox/2011072807.reflog'));
-  takeQueueFiles(dir, RUN0);
-  assert.equal(spawnSync('chown', ['-R', 'nobody:nogroup', dir]).status, 0);
+  const nobody = await nobodysSecondHour();
+  if (nobody === null) return;
+  const { dir, giveAway, asUser } = nobody;
+  giveAway();
   const queue = path.join(dir, 'var/queue');
   fs.mkdirSync(path.join(queue, '9'));
   for (const d of [queue, path.join(queue, '9')]) {
     fs.chownSync(d, 0, 0);
     fs.chmodSync(d, 0o755);
   }
-  const r = spawnSync('setpriv', [...asNobody, RUNNER], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 120_000 });
+  const r = asUser();
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), []);
   for (const id of ['1', '2', '3']) assert.ok(fs.existsSync(path.join(queue, id, '2011072807.tsv')), `queue file ${id}/2011072807.tsv`);

@@ -203,43 +203,19 @@ export function countLines(file: string): number {
   return last === 10 ? n : n + 1;
 }
 
-/** The last complete line of a JSON-lines file, parsed; null when there is none, or it is not JSON. */
-export function lastRecord(file: string): unknown {
-  let fd: number;
-  try {
-    fd = fs.openSync(file, 'r');
-  } catch {
-    return null;
-  }
-  try {
-    const size = fs.fstatSync(fd).size;
-    const tail = Buffer.alloc(Math.min(size, 1 << 20));
-    fs.readSync(fd, tail, 0, tail.length, size - tail.length);
-    const end = tail.lastIndexOf(10);
-    if (end < 0) return null;
-    const start = end > 0 ? tail.lastIndexOf(10, end - 1) + 1 : 0;
-    return JSON.parse(tail.subarray(start, end).toString('utf8'));
-  } catch {
-    return null;
-  } finally {
-    fs.closeSync(fd);
-  }
-}
-
 /**
- * The complete lines of the last `maxBytes` of a JSON-lines file, parsed, oldest first
- * (a line cut by the window's start, a partial last line and lines that are not JSON are
- * left out); none when the file cannot be read or is not a regular file.
+ * The complete lines of the last `maxBytes` of a file (LF removed, empty ones kept),
+ * oldest first: a line cut by the window's start and a partial last line are left out.
+ * None when the file cannot be read or is not a regular file (opened without blocking:
+ * opening a FIFO to read waits for a writer, for ever).
  */
-export function tailRecords(file: string, maxBytes = 1 << 20): unknown[] {
+function tailLines(file: string, maxBytes: number): string[] {
   let fd: number;
   try {
-    // Without blocking: opening a FIFO to read waits for a writer, for ever.
     fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
   } catch {
     return [];
   }
-  let text: string;
   try {
     const st = fs.fstatSync(fd);
     if (!st.isFile()) return [];
@@ -250,17 +226,36 @@ export function tailRecords(file: string, maxBytes = 1 << 20): unknown[] {
       if (n === 0) break;
       got += n;
     }
-    const end = tail.lastIndexOf(10) + 1;
+    const end = tail.lastIndexOf(10);
     // Unless the window starts at the file's start, its first line may be cut.
     const start = tail.length < size ? tail.indexOf(10) + 1 : 0;
-    text = start < end ? tail.subarray(start, end).toString('utf8') : '';
+    return start <= end ? tail.subarray(start, end).toString('utf8').split('\n') : [];
   } catch {
     return [];
   } finally {
     fs.closeSync(fd);
   }
+}
+
+/** The last complete line of a JSON-lines file, parsed; null when there is none, or it is not JSON. */
+export function lastRecord(file: string): unknown {
+  const last = tailLines(file, 1 << 20).at(-1);
+  if (last === undefined) return null;
+  try {
+    return JSON.parse(last);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The complete lines of the last `maxBytes` of a JSON-lines file, parsed, oldest first
+ * (a line cut by the window's start, a partial last line and lines that are not JSON are
+ * left out); none when the file cannot be read or is not a regular file.
+ */
+export function tailRecords(file: string, maxBytes = 1 << 20): unknown[] {
   const out: unknown[] = [];
-  for (const l of text.split('\n')) {
+  for (const l of tailLines(file, maxBytes)) {
     if (l === '') continue;
     try {
       out.push(JSON.parse(l));
