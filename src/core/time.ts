@@ -127,3 +127,17 @@ export function parseDuration(text: string): number | null {
   const ms = Number(m[1]) * UNIT_SECONDS[m[2] ?? 's']! * 1000;
   return ms <= MAX_DURATION_MS ? ms : null;
 }
+
+/** A duration for people, largest units first, from parseDuration's units: 15h, 1d2h, 2h30m, 90 s as 1m30s, 0 as 0s. */
+export function formatDuration(ms: number): string {
+  let s = Math.round(ms / 1000);
+  let out = '';
+  for (const unit of ['d', 'h', 'm', 's']) {
+    const secs = UNIT_SECONDS[unit]!;
+    if (s >= secs) {
+      out += `${Math.floor(s / secs)}${unit}`;
+      s %= secs;
+    }
+  }
+  return out || '0s';
+}

@@ -3,7 +3,7 @@
 // and the human summary. No processes, no file system.
 import * as path from 'node:path';
 import { clipText, shellQuote, visibleName } from '../core/errors.js';
-import { formatTimestamp, isValidTimestamp, timestampToMs } from '../core/time.js';
+import { formatDuration, formatTimestamp, isValidTimestamp, timestampToMs } from '../core/time.js';
 import { UNTERMINATED_WARNING } from '../core/records.js';
 import type { RunnerOptions } from './options.js';
 
@@ -43,15 +43,21 @@ export function planInbox(entries: readonly string[]): { runs: string[]; skipped
 /** Where a run's "now" came from. */
 export type NowSource = 'flag' | 'name' | 'clock' | 'stored';
 
+/** The start of the hour a run name starts with (YYYYMMDDhh...) as a timestamp, or null when it starts with no real hour. */
+function hourStartOf(name: string): string | null {
+  const m = /^(\d{10})/.exec(name);
+  if (!m) return null;
+  const start = `${m[1]}0000`;
+  return isValidTimestamp(start) ? start : null;
+}
+
 /**
  * The end of the hour a run name starts with (YYYYMMDDhh...), as a timestamp in the
  * local zone, or null when the name does not start with a real hour.
  */
 export function hourEndOf(name: string): string | null {
-  const m = /^(\d{10})/.exec(name);
-  if (!m) return null;
-  const start = `${m[1]}0000`;
-  if (!isValidTimestamp(start)) return null;
+  const start = hourStartOf(name);
+  if (start === null) return null;
   const end = formatTimestamp(new Date(timestampToMs(start) + 3_600_000));
   // The last hour of 9999 ends in a year of five digits, which no stage takes as a time.
   return isValidTimestamp(end) ? end : null;
@@ -64,10 +70,8 @@ export function hourEndOf(name: string): string | null {
  * when the name starts with no hour, or one that has begun.
  */
 export function hourNotBegun(name: string, clock: Date, keepMs: number): string | null {
-  const m = /^(\d{10})/.exec(name);
-  if (!m) return null;
-  const start = `${m[1]}0000`;
-  if (!isValidTimestamp(start) || timestampToMs(start) <= clock.getTime()) return null;
+  const start = hourStartOf(name);
+  if (start === null || timestampToMs(start) <= clock.getTime()) return null;
   const end = hourEndOf(name);
   const forgets = end === null ? 'every URL' : `every URL last seen before ${formatTimestamp(new Date(timestampToMs(end) - keepMs))}`;
   return (
@@ -139,22 +143,9 @@ export function replayWarning(run: string, now: string, newest: CommittedNow | n
   if (older <= 0 || older < keepMs || (older === keepMs && !replayed)) return null;
   const forgotten = formatTimestamp(new Date(newestMs - keepMs));
   return (
-    `${run}: its now (${now}) is ${formatSpan(older)} older than that of run ${newest.run} (${newest.now}), and --keep is ${formatSpan(keepMs)}: ` +
+    `${run}: its now (${now}) is ${formatDuration(older)} older than that of run ${newest.run} (${newest.now}), and --keep is ${formatDuration(keepMs)}: ` +
     `current_log has forgotten the URLs last seen up to ${forgotten}, and those in this reflog are sent again (see "Replay a reflog" in the README)`
   );
-}
-
-/** A duration for people: 15h, 1d2h, 2h30m, 90 s as 1m30s. */
-function formatSpan(ms: number): string {
-  let s = Math.round(ms / 1000);
-  let out = '';
-  for (const [unit, secs] of [['d', 86400], ['h', 3600], ['m', 60], ['s', 1]] as const) {
-    if (s >= secs) {
-      out += `${Math.floor(s / secs)}${unit}`;
-      s %= secs;
-    }
-  }
-  return out || '0s';
 }
 
 /** The files of one run's staging area, all under STATE/staging/RUN/. */
