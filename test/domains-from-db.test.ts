@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
-import { BIN, madeDb, runBin, scratch, testEnv, failedOutput } from './lib/run.js';
+import { BIN, canRunAsNobody, madeDb, runAsNobody, runBin, scratch, testEnv, failedOutput } from './lib/run.js';
 import { dbError } from '../src/core/db.js';
 import { DataError } from '../src/core/errors.js';
 
@@ -117,25 +117,19 @@ test('a database in a directory this user cannot write is an error that says why
   assert.match(e.message, hint);
   // The real thing, where the test can become another user (root) who can still run
   // the project (not from a clone in a private directory).
-  const asNobody = ['--reuid=nobody', '--regid=nogroup', '--clear-groups'];
-  if (process.getuid?.() !== 0 || spawnSync('setpriv', [...asNobody, 'test', '-x', path.join(BIN, 'domains-from-db')]).status !== 0) return;
+  if (!canRunAsNobody(path.join(BIN, 'domains-from-db'))) return;
   const work = scratch();
   madeDb(work, 'p.db', [['add', 'a']]);
   fs.chmodSync(work, 0o755);
   fs.chmodSync(path.join(work, 'p.db'), 0o644);
-  const r = spawnSync('setpriv', [...asNobody, path.join(BIN, 'domains-from-db'), '--db', 'p.db'], {
-    cwd: work,
-    env: testEnv(),
-    encoding: 'utf8',
-  });
+  const r = runAsNobody(work, path.join(BIN, 'domains-from-db'), ['--db', 'p.db']);
   assert.equal(r.status, 1, r.stderr);
   assert.equal(r.stdout, failedOutput('domains-from-db'));
   assert.match(r.stderr, new RegExp(`^domains-from-db: p\\.db: ${hint.source}`));
 });
 
 test('a database whose killed writer left a -wal, in a directory this user cannot write: the same hint, not a bare SQLITE_CANTOPEN', () => {
-  const asNobody = ['--reuid=nobody', '--regid=nogroup', '--clear-groups'];
-  if (process.getuid?.() !== 0 || spawnSync('setpriv', [...asNobody, 'test', '-x', path.join(BIN, 'domains-from-db')]).status !== 0) return;
+  if (!canRunAsNobody(path.join(BIN, 'domains-from-db'))) return;
   const work = scratch();
   madeDb(work, 'p.db', [['add', 'a']]);
   // A writer that has committed but not checkpointed, as when it is SIGKILLed: copy
@@ -151,7 +145,7 @@ test('a database whose killed writer left a -wal, in a directory this user canno
   fs.chmodSync(work, 0o755);
   fs.chmodSync(ro, 0o755);
   for (const f of ['p.db', 'p.db-wal']) fs.chmodSync(path.join(ro, f), 0o644);
-  const r = spawnSync('setpriv', [...asNobody, path.join(BIN, 'domains-from-db'), '--db', 'ro/p.db'], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  const r = runAsNobody(work, path.join(BIN, 'domains-from-db'), ['--db', 'ro/p.db']);
   assert.equal(r.status, 1, r.stderr);
   assert.equal(r.stdout, failedOutput('domains-from-db'));
   assert.match(r.stderr, /^domains-from-db: ro\/p\.db: database error: SQLITE_CANTOPEN: .*\(the database's directory must be writable by this user, even to read it/);

@@ -6,7 +6,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
-import { BIN, hasStackTrace, madeDb, partnerDb, runBin, scratch, testEnv, failedOutput } from './lib/run.js';
+import { BIN, canRunAsNobody, hasStackTrace, madeDb, partnerDb, runAsNobody, runBin, scratch, testEnv, failedOutput } from './lib/run.js';
 import { normalizeDomain, openDb } from '../src/core/db.js';
 import { canonicalize } from '../src/core/url.js';
 
@@ -684,11 +684,10 @@ test('list and stats only read: a database in rollback-journal mode stays byte f
     assert.ok(fs.readFileSync(path.join(work, 'p.db')).equals(before), `${cmd.join(' ')} left the file unchanged (not switched to WAL)`);
   }
   // Where the test can become another user (root): one without write access to the file.
-  const asNobody = ['--reuid=nobody', '--regid=nogroup', '--clear-groups'];
-  if (process.getuid?.() !== 0 || spawnSync('setpriv', [...asNobody, 'test', '-x', path.join(BIN, 'partner-db')]).status !== 0) return;
+  if (!canRunAsNobody(path.join(BIN, 'partner-db'))) return;
   fs.chmodSync(work, 0o777);
   fs.chmodSync(path.join(work, 'p.db'), 0o644);
-  const r = spawnSync('setpriv', [...asNobody, path.join(BIN, 'partner-db'), '--db', 'p.db', 'stats'], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  const r = runAsNobody(work, path.join(BIN, 'partner-db'), ['--db', 'p.db', 'stats']);
   assert.equal(r.status, 0, r.stderr);
   assert.match(r.stdout, /^total: 1 domain\(s\), 1 of 1 Yacobot\(s\) active$/m);
 });
@@ -709,10 +708,9 @@ test('list and stats leave no -wal or -shm file beside the database (a read-only
 });
 
 test('a database this user may only read is still listed: a file of mode 444, and a directory it may not write while a writer holds the database open', () => {
-  const asNobody = ['--reuid=nobody', '--regid=nogroup', '--clear-groups'];
-  if (process.getuid?.() !== 0 || spawnSync('setpriv', [...asNobody, 'test', '-x', path.join(BIN, 'partner-db')]).status !== 0) return;
+  if (!canRunAsNobody(path.join(BIN, 'partner-db'))) return;
   const work = fresh('a');
-  const run = (...args: string[]) => spawnSync('setpriv', [...asNobody, path.join(BIN, 'partner-db'), '--db', 'p.db', ...args], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  const run = (...args: string[]) => runAsNobody(work, path.join(BIN, 'partner-db'), ['--db', 'p.db', ...args]);
   const listed = (r: ReturnType<typeof run>) => {
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /^ 1  a  +1  yes\b/m);
@@ -751,15 +749,14 @@ test('init on a directory or a FIFO says it is not a regular file, not a "disk I
 });
 
 test('a database this user may not reach or read is "cannot open: EACCES", not "does not exist; create one" nor the directory hint', () => {
-  const asNobody = ['--reuid=nobody', '--regid=nogroup', '--clear-groups'];
-  if (process.getuid?.() !== 0 || spawnSync('setpriv', [...asNobody, 'test', '-x', path.join(BIN, 'partner-db')]).status !== 0) return;
+  if (!canRunAsNobody(path.join(BIN, 'partner-db'))) return;
   const work = scratch('ms-pdb-');
   fs.chmodSync(work, 0o755);
   const state = path.join(work, 'state');
   fs.mkdirSync(state);
   partnerDb(state, 'p.db', 'init');
   const run = (bin: string, ...args: string[]) =>
-    spawnSync('setpriv', [...asNobody, path.join(BIN, bin), '--db', 'state/p.db', ...args], { cwd: work, env: testEnv(), encoding: 'utf8' });
+    runAsNobody(work, path.join(BIN, bin), ['--db', 'state/p.db', ...args]);
   for (const [dirMode, fileMode] of [
     [0o700, 0o644], // the directory hides it
     [0o711, 0o600], // the file is not readable

@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
-import { ROOT, RUNNER, hasStackTrace, lockHolder, partnerDb, runBin, runRunner, scratch, testEnv } from './lib/run.js';
+import { ROOT, RUNNER, canRunAsNobody, hasStackTrace, lockHolder, partnerDb, runAsNobody, runBin, runRunner, scratch, testEnv } from './lib/run.js';
 import { assertSameState, newDomains, runsJsonl, snapshot } from './lib/runner-state.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
@@ -2684,8 +2684,7 @@ test("the runner repeats every warning of analyze-dump but the cut last line, wh
  */
 async function nobodysSecondHour(): Promise<{ dir: string; giveAway: () => void; asUser: () => SpawnSyncReturns<string> } | null> {
   // The real thing needs another user: root becomes nobody, where the project is reachable by it.
-  const asNobody = ['--reuid=nobody', '--regid=nogroup', '--clear-groups'];
-  if (process.getuid?.() !== 0 || spawnSync('setpriv', [...asNobody, 'test', '-x', RUNNER]).status !== 0) return null;
+  if (!canRunAsNobody(RUNNER)) return null;
   const work = scratch('ms-runner-perm-');
   fs.chmodSync(work, 0o755);
   const dir = path.join(work, 'd');
@@ -2695,7 +2694,7 @@ async function nobodysSecondHour(): Promise<{ dir: string; giveAway: () => void;
   return {
     dir,
     giveAway: () => assert.equal(spawnSync('chown', ['-R', 'nobody:nogroup', dir]).status, 0),
-    asUser: () => spawnSync('setpriv', [...asNobody, RUNNER], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 120_000 }),
+    asUser: () => runAsNobody(dir, RUNNER, [], 120_000),
   };
 }
 

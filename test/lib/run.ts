@@ -178,3 +178,20 @@ else setInterval(() => {}, 1000);
   });
   return { done, kill: () => child.kill('SIGKILL') };
 }
+
+/** setpriv's arguments that make root run a command as nobody. */
+const AS_NOBODY = ['--reuid=nobody', '--regid=nogroup', '--clear-groups'];
+
+/**
+ * Whether this process can run `file` as another user, nobody: it is root, setpriv is
+ * there and nobody can reach the project. Tests of what a user may not write return
+ * early where it cannot.
+ */
+export function canRunAsNobody(file: string): boolean {
+  return process.getuid?.() === 0 && spawnSync('setpriv', [...AS_NOBODY, 'test', '-x', file]).status === 0;
+}
+
+/** Runs `file args` as nobody (setpriv), in `cwd`. */
+export function runAsNobody(cwd: string, file: string, args: string[] = [], timeout?: number): SpawnSyncReturns<string> {
+  return spawnSync('setpriv', [...AS_NOBODY, file, ...args], { cwd, env: testEnv(), encoding: 'utf8', ...(timeout !== undefined && { timeout }) });
+}
