@@ -1214,6 +1214,28 @@ test('a file that is not a reflog (an HTML error page saved as the hour) fails i
   assert.deepEqual(runsJsonl(dir).slice(-2).map((x) => [x.run, x.status]), [['2011072902', 'ok'], ['2011072903', 'ok']]);
 });
 
+test('not a reflog, re-sent for an hour committed before: the advice is to remove it, not to empty it (which would replace the reflog in done/)', async () => {
+  const dir = copyOf((await ref1()).dir);
+  const name = RUNS[0]!.replace(/\.reflog$/, '');
+  const archived = path.join(dir, 'var/state/done', RUNS[0]!);
+  const kept = fs.readFileSync(archived);
+  const file = path.join(dir, 'var/inbox', RUNS[0]!);
+  fs.writeFileSync(file, '<html>\n<body>502 Bad Gateway</body>\n</html>\n');
+  const before = snapshot(dir);
+  const r = await runner(dir, ['--log-level', 'silent']);
+  assert.equal(r.status, 1, r.stderr);
+  assert.ok(
+    r.stderr.includes(
+      `run ${name} failed: ${file}: not a reflog: 3 lines, none with a TAB (the first: '<html>'); ` +
+        `run ${name} was committed before, and its reflog is in ${archived}: remove this file (to replay the hour, move that one here)\n`,
+    ),
+    r.stderr,
+  );
+  const after = snapshot(dir);
+  for (const k of ['var/inbox/' + RUNS[0]!, 'var/state/current_log', 'var/state/domain_map', 'db:partner_domain']) assert.equal(after[k], before[k], k);
+  assert.deepEqual(fs.readFileSync(archived), kept);
+});
+
 test('an empty reflog, one of a single header line (with empty lines or not), and several reflogs concatenated still commit', async () => {
   const dir = fresh();
   keepOnly(dir);

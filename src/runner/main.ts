@@ -665,7 +665,13 @@ async function runOne(
   // Lines without a TAB and nothing else (an HTML page saved as the hour) are no reflog:
   // failed at step 'reflog', as a file that cannot be read is; the stages did their part.
   // Before the cut-last-line warning, which its message takes in.
-  const notReflog = notAReflog(stages['analyze-dump'], p.reflog, head && firstHeaderLine(head, head.length >= REFLOG_HEAD_BYTES));
+  const archived = path.join(o.state, 'done', p.name + REFLOG_EXT);
+  const notReflog = notAReflog(
+    stages['analyze-dump'],
+    p.reflog,
+    head && firstHeaderLine(head, head.length >= REFLOG_HEAD_BYTES),
+    exists(archived) ? archived : undefined,
+  );
   if (notReflog !== null) return failed('reflog', notReflog);
 
   if (stages['analyze-dump']?.last_line_unterminated === true) {
@@ -724,6 +730,15 @@ async function runOne(
   publish(plan, hooks);
   log.info({ run: p.name, sent: record.sent, sent_per_yacobot: record.sent_per_yacobot, new_domains: record.new_domains, seconds: record.seconds }, 'run committed');
   return record;
+}
+
+/** Whether `file` is there (a dangling link too); false when it cannot be looked at. */
+function exists(file: string): boolean {
+  try {
+    return fs.lstatSync(file, { throwIfNoEntry: false }) !== undefined;
+  } catch {
+    return false;
+  }
 }
 
 /** On a terminal: a one-line progress display (how much of the reflog the chain has read); returns its stop function. */

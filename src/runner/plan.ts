@@ -383,9 +383,10 @@ export function firstHeaderLine(head: Buffer, more: boolean): string | null {
  * Why a run whose analyze-dump succeeded with the counts `ad` must not commit, or null.
  * A file with no reflog line at all (no record, no reject) but more than one line
  * without a TAB, or one such line without its LF, is taken for no reflog: `first` is
- * its first line (firstHeaderLine).
+ * its first line (firstHeaderLine). `archived`: STATE/done/RUN.reflog when an earlier
+ * run of this name committed and left it there (the file is a re-send).
  */
-export function notAReflog(ad: Record<string, unknown> | undefined, file: string, first: string | null): string | null {
+export function notAReflog(ad: Record<string, unknown> | undefined, file: string, first: string | null, archived?: string): string | null {
   // analyze-dump, as the SPEC says, skips any line without a TAB as a header, wherever
   // it is (concatenated reflogs have several): an HTML error page saved as the hour
   // passes, and would commit as an hour without traffic, its real hour lost unsaid.
@@ -399,10 +400,13 @@ export function notAReflog(ad: Record<string, unknown> | undefined, file: string
   const lines = typeof ad.lines_in === 'number' ? ad.lines_in : headers;
   const quoted = first === null ? '' : ` (the first: '${first}')`;
   const last = cut ? `, the last one without a newline (was it still being written?)` : '';
-  return (
-    `${file}: not a reflog: ${lines === 1 ? '1 line, without a TAB' : `${lines} lines, none with a TAB`}${quoted}${last}; ` +
-    `put the hour's reflog in its place, or, if it really is an empty hour, empty the file`
-  );
+  // An hour committed before: emptied, this file would commit and take the place of
+  // the reflog the earlier run archived in done/.
+  const advice =
+    archived === undefined
+      ? `put the hour's reflog in its place, or, if it really is an empty hour, empty the file`
+      : `run ${path.basename(file, REFLOG_EXT)} was committed before, and its reflog is in ${archived}: remove this file (to replay the hour, move that one here)`;
+  return `${file}: not a reflog: ${lines === 1 ? '1 line, without a TAB' : `${lines} lines, none with a TAB`}${quoted}${last}; ${advice}`;
 }
 
 const PINO_FIELDS = new Set(['level', 'time', 'pid', 'hostname', 'name', 'stage', 'summary', 'msg']);
