@@ -1236,6 +1236,46 @@ test('not a reflog, re-sent for an hour committed before: the advice is to remov
   assert.deepEqual(fs.readFileSync(archived), kept);
 });
 
+test('a re-sent hour committed again keeps the reflog its earlier run archived in done/ (RUN.reflog.~N~); a replay copied out of done/ makes no second copy', async () => {
+  const dir = copyOf((await ref1()).dir);
+  const name = RUNS[0]!.replace(/\.reflog$/, '');
+  const done = path.join(dir, 'var/state/done');
+  const archived = path.join(done, RUNS[0]!);
+  const first = fs.readFileSync(archived);
+  const inbox = path.join(dir, 'var/inbox');
+  const resend = (text: string) => fs.writeFileSync(path.join(inbox, RUNS[0]!), text);
+  const warning = (n: number) =>
+    `reflog-to-yacobot-queue: warning: ${name}: ${archived}, the reflog an earlier run of this name read, differs from this one's: kept as ${RUNS[0]!}.~${n}~\n`;
+
+  // An empty file re-sent for the hour: it commits as an hour without traffic, and the hour's real reflog stays.
+  resend('');
+  takeQueueFiles(dir, name);
+  const r1 = await runner(dir, ['--log-level', 'silent']);
+  assert.equal(r1.status, 0, r1.stderr);
+  assert.ok(r1.stderr.includes(warning(1)), r1.stderr);
+  assert.equal(fs.readFileSync(archived, 'utf8'), '');
+  assert.deepEqual(fs.readFileSync(`${archived}.~1~`), first);
+
+  // Again, with a record: the next free number.
+  resend('reflog-dump v2\n1000\t0\t20110728063000\t1\thttp://resent.example/\t1\n');
+  const r2 = await runner(dir, ['--log-level', 'silent']);
+  assert.equal(r2.status, 0, r2.stderr);
+  assert.ok(r2.stderr.includes(warning(2)), r2.stderr);
+  assert.equal(fs.readFileSync(`${archived}.~2~`, 'utf8'), '');
+  assert.deepEqual(fs.readFileSync(`${archived}.~1~`), first);
+
+  // Copied out of done/ (cp, not mv): the same bytes, nothing kept twice, nothing said.
+  const third = fs.readFileSync(archived);
+  takeQueueFiles(dir, name);
+  fs.copyFileSync(archived, path.join(inbox, RUNS[0]!));
+  const r3 = await runner(dir, ['--log-level', 'silent']);
+  assert.equal(r3.status, 0, r3.stderr);
+  assert.doesNotMatch(r3.stderr, /warning/);
+  assert.deepEqual(fs.readdirSync(done).filter((f) => f.startsWith(name)).sort(), [RUNS[0]!, `${RUNS[0]!}.~1~`, `${RUNS[0]!}.~2~`]);
+  assert.deepEqual(fs.readFileSync(archived), third);
+  assert.deepEqual(fs.readdirSync(inbox), []);
+});
+
 test('an empty reflog, one of a single header line (with empty lines or not), and several reflogs concatenated still commit', async () => {
   const dir = fresh();
   keepOnly(dir);

@@ -101,6 +101,8 @@ export interface CommitHooks {
   recorded?(record: RunRecord, appended: boolean): void;
   /** The file now at `reflog` is not the one the run read: it stays in the inbox. */
   reflogReplaced?(run: string, reflog: string): void;
+  /** An earlier run's reflog at done/RUN.reflog, other bytes than this run's, was kept as `kept`. */
+  archiveKept?(run: string, archived: string, kept: string): void;
   /**
    * The run is over but for the removal of its COMMIT, which comes right after: the last
    * moment at which a crash still leaves it to a roll forward (what is said here is said
@@ -319,6 +321,32 @@ function moveOut(from: string, to: string): void {
   else moveDurable(from, to);
 }
 
+/**
+ * Renames `archived` (done/RUN.reflog, an earlier run's reflog) to the first free
+ * `archived.~N~` and returns that name; null, touching nothing, when it has the same bytes
+ * as `incoming` (a replay copied out of done/). A dangling link there counts as other bytes.
+ */
+function keepArchived(incoming: string, archived: string): string | null {
+  let same: boolean;
+  try {
+    same = sameBytes(incoming, archived);
+  } catch {
+    same = false; // one of them cannot be read (a dangling link): keep it, as it is
+  }
+  if (same) return null;
+  for (let n = 1; ; n++) {
+    const kept = `${archived}.~${n}~`;
+    if (statQuiet(kept, fs.lstatSync) !== undefined) continue;
+    try {
+      fs.renameSync(archived, kept);
+    } catch (err) {
+      throw ioError(err, kept, `move ${archived} here`);
+    }
+    fsyncPath(path.dirname(kept));
+    return kept;
+  }
+}
+
 /** `stat(file)` (bigint), or undefined when nothing is there (ENOENT, or ENOTDIR: a file in the way of a directory). */
 function statQuiet(file: string, stat: typeof fs.statSync | typeof fs.lstatSync): fs.BigIntStats | undefined {
   try {
@@ -508,6 +536,13 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
           }
           fsyncPath(path.dirname(parked));
           return;
+        }
+        // What an earlier run of this name archived (this one is a re-send, or a replay
+        // copied out of done/) is the record of what that run read: kept, not replaced.
+        // A directory in the way stays an error (see moveOut).
+        if (there !== undefined && !there.isDirectory()) {
+          const kept = keepArchived(parked, to);
+          if (kept !== null) hooks.archiveKept?.(plan.run, to, kept);
         }
         moveOut(parked, to);
       };

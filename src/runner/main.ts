@@ -282,6 +282,12 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
           `it stays in the inbox and the next invocation processes it as a re-sent hour\n`,
       );
     },
+    archiveKept(run, archived, kept) {
+      log.warn({ run, archived, kept }, 'the reflog an earlier run of this name archived is kept under another name');
+      process.stderr.write(
+        `${PROG}: warning: ${visibleName(run)}: ${visibleName(archived)}, the reflog an earlier run of this name read, differs from this one's: kept as ${visibleName(path.basename(kept))}\n`,
+      );
+    },
   };
 
   let runs: string[] = [];
