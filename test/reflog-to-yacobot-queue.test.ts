@@ -1276,6 +1276,19 @@ test('a re-sent hour committed again keeps the reflog its earlier run archived i
   assert.deepEqual(fs.readdirSync(inbox), []);
 });
 
+test('after a failed run, the count of reflogs that stay in the inbox says the skipped ones too', async () => {
+  const dir = fresh();
+  keepOnly(dir);
+  const inbox = path.join(dir, 'var/inbox');
+  fs.writeFileSync(path.join(inbox, '2011072902.reflog'), '<html>\n404\n');
+  writeReflog(dir, '2011072903', [['20110729023000', 'http://after.example/']]);
+  writeReflog(dir, '2107072806', [['21070728063000', 'http://typo.example/']]); // an hour not begun: skipped
+  const r = await runner(dir, ['--log-level', 'silent']);
+  assert.equal(r.status, 1, r.stderr);
+  assert.ok(r.stderr.includes(`nothing of it was published; 2 reflog(s) stay in ${inbox}, and the 1 skipped (see `), r.stderr);
+  assert.equal(fs.readdirSync(inbox).length, 3);
+});
+
 test('an empty reflog, one of a single header line (with empty lines or not), and several reflogs concatenated still commit', async () => {
   const dir = fresh();
   keepOnly(dir);

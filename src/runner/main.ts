@@ -426,6 +426,8 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   const ok = records.filter((r) => r.status === 'ok');
   const secs = ((Date.now() - t0) / 1000).toFixed(1);
   const inInbox = () => planInbox(fs.readdirSync(o.inbox)).runs.length;
+  // The skipped ones stay too, each for the reason its warning gave.
+  const stay = (n: number) => `${n} reflog(s) stay in ${visibleName(o.inbox)}${skippedFiles > 0 ? `, and the ${skippedFiles} skipped` : ''}`;
   if (signal) {
     // A signal that arrives while a run is being published is seen after its commit: that run is done.
     const last = ok.at(-1)?.run;
@@ -435,14 +437,14 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
         ? `after run ${last} was committed`
         : 'before any run started';
     log.warn({ signal, interrupted, committed: ok.map((r) => r.run) }, 'stopped by signal; the next invocation goes on from here');
-    process.stderr.write(`${PROG}: stopped by ${signal}; ${what}; ${inInbox()} reflog(s) stay in ${visibleName(o.inbox)}\n`);
+    process.stderr.write(`${PROG}: stopped by ${signal}; ${what}; ${stay(inInbox())}\n`);
     throw new Stop(signalExitStatus(signal));
   }
   if (failed) {
     const left = runs.length - runs.indexOf(failed.run);
     process.stderr.write(
       `${PROG}: run ${failed.run} failed: ${visibleName(failed.error ?? '')}\n` +
-        `${PROG}: nothing of it was published; ${left} reflog(s) stay in ${visibleName(o.inbox)} (see ${visibleName(path.join(o.state, 'runs.jsonl'))})\n`,
+        `${PROG}: nothing of it was published; ${stay(left)} (see ${visibleName(path.join(o.state, 'runs.jsonl'))})\n`,
     );
     // The operator's two ways on from a reject ratio failure: the lines to look at, and the flag.
     if (failed.stages['analyze-dump']?.error_code === 'REJECT_RATIO' && failed.rejects_file) {
