@@ -13,7 +13,7 @@ import { ROOT, RUNNER, canRunAsNobody, hasStackTrace, lockHolder, partnerDb, run
 import { assertSameState, newDomains, runsJsonl, snapshot } from './lib/runner-state.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
-import { REFLOG_HEAD_BYTES, assignedInLog, hourNotBegun, failureMessage, firstHeaderLine, hourEndOf, newestCommitted, newestSinceCommitted, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, type RunRecord } from '../src/runner/plan.js';
+import { REFLOG_HEAD_BYTES, assignedInLog, hourNotBegun, failureMessage, firstHeaderLine, hourEndOf, mostForgetful, mostForgetfulSince, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, settingsWarning, type RunRecord } from '../src/runner/plan.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { formatTimestamp } from '../src/core/time.js';
 import { HOST_TAG } from '../src/core/tsv.js';
@@ -1009,10 +1009,10 @@ function replayOf(dir: string, run: string): void {
   fs.renameSync(path.join(dir, 'var/state/done', `${run}.reflog`), path.join(dir, 'var/inbox', `${run}.reflog`));
 }
 
-/** The runner's warning for a replay of 2011072806 (now 07:00) after 2011072808 (now 09:00) under `keep`. */
+/** The runner's warning for a replay of 2011072806 (now 07:00) after 2011072808 (now 09:00), which ran with --keep `keep`. */
 function replayWarningLine(keep: string, forgotten: string): string {
   return (
-    `reflog-to-yacobot-queue: warning: 2011072806: its now (20110728070000) is 2h older than that of run 2011072808 (20110728090000), and --keep is ${keep}: ` +
+    `reflog-to-yacobot-queue: warning: 2011072806: its now (20110728070000) is 2h older than that of run 2011072808 (20110728090000), which ran with --keep ${keep}: ` +
     `current_log has forgotten the URLs last seen up to ${forgotten}, and those in this reflog are sent again (see "Replay a reflog" in the README)\n`
   );
 }
@@ -1085,7 +1085,7 @@ test('a replay replayed again is not warned about (the first recorded its URLs a
   const third = await runner(dir);
   assert.equal(third.status, 0, third.stderr);
   assert.deepEqual(warnings(third), [
-    'reflog-to-yacobot-queue: warning: 2011072806: its now (20110728070000) is 3h older than that of run 2011072809 (20110728100000), and --keep is 1h: ' +
+    'reflog-to-yacobot-queue: warning: 2011072806: its now (20110728070000) is 3h older than that of run 2011072809 (20110728100000), which ran with --keep 1h: ' +
       'current_log has forgotten the URLs last seen up to 20110728090000, and those in this reflog are sent again (see "Replay a reflog" in the README)',
   ]);
   assert.equal(runsJsonl(dir).at(-1)!.sent, 1);
@@ -1120,18 +1120,18 @@ test('pure helpers of the replay warning: the newest committed now in the tail o
     line('x', '20119999999999', 'ok'),
   ];
   fs.writeFileSync(f, lines.join('') + '{"run":"2011072812","now":"20110728130000","status":"ok"'); // a torn last line
-  assert.deepEqual(newestCommitted(tailRecords(f)), { run: '2011072809', now: '20110728100000' }, 'not a failed run, nor an unreal now, nor a torn line');
+  assert.deepEqual(mostForgetful(tailRecords(f), 0), { run: '2011072809', now: '20110728100000' }, 'not a failed run, nor an unreal now, nor a torn line');
   // A window that starts inside line 2 leaves that line out, and reads the rest.
   const size = fs.statSync(f).size;
   const inLine2 = size - Buffer.byteLength(lines.slice(1).join('')) - Buffer.byteLength('{"run":"2011072812","now":"20110728130000","status":"ok"') + 5;
   assert.deepEqual(tailRecords(f, size - inLine2).map((r) => (r as { run: string }).run), ['2011072807', '2011072810', 'x']);
   assert.deepEqual(tailRecords(f + '.missing'), []);
   // The last of equal nows, and a newer one given wins over the records.
-  assert.deepEqual(newestCommitted([{ run: 'a', now: '20110728070000', status: 'ok' }, { run: 'b', now: '20110728070000', status: 'ok' }]), { run: 'b', now: '20110728070000' });
-  assert.deepEqual(newestCommitted([{ run: 'a', now: '20110728070000', status: 'ok' }], { run: 'z', now: '20110728090000' }), { run: 'z', now: '20110728090000' });
+  assert.deepEqual(mostForgetful([{ run: 'a', now: '20110728070000', status: 'ok' }, { run: 'b', now: '20110728070000', status: 'ok' }], 0), { run: 'b', now: '20110728070000' });
+  assert.deepEqual(mostForgetful([{ run: 'a', now: '20110728070000', status: 'ok' }], 0, { run: 'z', now: '20110728090000' }), { run: 'z', now: '20110728090000' });
   // Per committed name, the newest of the committed lines after its last one.
   assert.deepEqual(
-    [...newestSinceCommitted(tailRecords(f))].sort(),
+    [...mostForgetfulSince(tailRecords(f), 0)].sort(),
     [
       ['2011072806', { run: '2011072809', now: '20110728100000' }],
       ['2011072807', null], // x's now is not a real time
@@ -1140,13 +1140,13 @@ test('pure helpers of the replay warning: the newest committed now in the tail o
     ],
   );
   const again = [line('a', '20110728070000', 'ok'), line('b', '20110728090000', 'ok'), line('c', '20110728090000', 'ok'), line('a', '20110728070000', 'ok'), line('d', '20110728080000', 'ok')];
-  assert.deepEqual(Object.fromEntries(newestSinceCommitted(again.map((l) => JSON.parse(l)))), {
+  assert.deepEqual(Object.fromEntries(mostForgetfulSince(again.map((l) => JSON.parse(l)), 0)), {
     a: { run: 'd', now: '20110728080000' },
     b: { run: 'c', now: '20110728090000' },
     c: { run: 'd', now: '20110728080000' },
     d: null,
   });
-  assert.deepEqual(newestSinceCommitted(again.slice(0, 3).map((l) => JSON.parse(l))).get('a'), { run: 'c', now: '20110728090000' }, 'the last of equal nows');
+  assert.deepEqual(mostForgetfulSince(again.slice(0, 3).map((l) => JSON.parse(l)), 0).get('a'), { run: 'c', now: '20110728090000' }, 'the last of equal nows');
   const h = 3_600_000;
   const newest = { run: '2011072821', now: '20110728220000' };
   for (const replayed of [true, false]) {
@@ -1165,6 +1165,69 @@ test('pure helpers of the replay warning: the newest committed now in the tail o
   // reflog that comes late (never run) loses nothing by it that it would have had on time.
   assert.match(replayWarning('2011072811', '20110728120000', newest, 10 * h, true)!, /is 10h older .* --keep is 10h: .* up to 20110728120000,/);
   assert.equal(replayWarning('2011072811', '20110728120000', newest, 10 * h, false), null);
+
+  // The --keep a run recorded (keep_ms) is the one that made current_log forget, whatever this invocation's.
+  const k = (run: string, now: string, keep: number | undefined) => ({ run, now, status: 'ok', ...(keep !== undefined && { keep_ms: keep }) });
+  // 20:00 under 1h forgot up to 19:00; 22:00 under 10h, up to 12:00 only.
+  const changed = [k('2011072819', '20110728200000', h), k('2011072821', '20110728220000', 10 * h)];
+  assert.deepEqual(mostForgetful(changed, 10 * h), { run: '2011072819', now: '20110728200000', keepMs: h });
+  assert.deepEqual(mostForgetful([k('a', '20110728200000', undefined), k('b', '20110728220000', 10 * h)], h), { run: 'a', now: '20110728200000' }, 'a line without keep_ms: this invocation\'s');
+  assert.deepEqual(mostForgetful([k('a', '20110728200000', undefined), k('b', '20110728220000', 10 * h)], 30 * h), { run: 'b', now: '20110728220000', keepMs: 10 * h });
+  assert.deepEqual(mostForgetful([k('a', '20110728200000', -1)], h), { run: 'a', now: '20110728200000' }, 'an unreal keep_ms is no keep_ms');
+  assert.deepEqual(Object.fromEntries(mostForgetfulSince([k('x', '20110728070000', h), ...changed], 10 * h)), {
+    x: { run: '2011072819', now: '20110728200000', keepMs: h },
+    '2011072819': { run: '2011072821', now: '20110728220000', keepMs: 10 * h },
+    '2011072821': null,
+  });
+  const recorded = { run: '2011072821', now: '20110728220000', keepMs: 10 * h };
+  assert.equal(
+    replayWarning('2011072806', '20110728070000', recorded, h, true),
+    '2011072806: its now (20110728070000) is 15h older than that of run 2011072821 (20110728220000), which ran with --keep 10h: ' +
+      'current_log has forgotten the URLs last seen up to 20110728120000, and those in this reflog are sent again (see "Replay a reflog" in the README)',
+  );
+  assert.equal(replayWarning('2011072812', '20110728130000', recorded, h, true), null, '9h older than a run under --keep 10h, whatever this invocation\'s keep');
+
+  // The settings of the last committed run that recorded them, against this invocation's.
+  const set = (run: string, status: string, keep?: number, resend?: number) => ({ run, status, now: '20110728070000', keep_ms: keep, resend_after_ms: resend });
+  assert.equal(settingsWarning([set('a', 'ok', 10 * h, h)], 10 * h, h), null, 'the same');
+  assert.equal(settingsWarning([], h, h), null, 'no run');
+  assert.equal(settingsWarning([set('a', 'ok')], h, h), null, 'a line from before keep_ms');
+  assert.equal(
+    settingsWarning([set('a', 'ok', 10 * h, h), set('b', 'failed', h, h)], h, 30 * 60_000),
+    'these runs use --keep 1h (run a, the last committed, ran with 10h) and --resend-after 30m (run a, the last committed, ran with 1h): ' +
+      "their filter-url keeps and sends by these, for current_log and the cron's runs after them; " +
+      "if that is not meant (a run by hand without the cron's --config?), stop now (Ctrl-C: nothing of the run is published)",
+  );
+});
+
+test('a run by hand without the cron\'s --keep is warned about, and a replay is judged by the --keep of the run that forgot', async () => {
+  const dir = fresh();
+  keepOnly(dir);
+  writeReflog(dir, '2011072806', [['20110728063000', 'http://a.example/x']]);
+  writeReflog(dir, '2011072808', [['20110728083000', 'http://b.example/y']]);
+  const cron = await runner(dir, ['--keep', '10h']);
+  assert.equal(cron.status, 0, cron.stderr);
+  assert.deepEqual(runsJsonl(dir).map((x) => [x.keep_ms, x.resend_after_ms]), [[36_000_000, 3_600_000], [36_000_000, 3_600_000]]);
+  // Replayed by hand without --keep: hour 08 kept a.example/x (10h), so no replay warning
+  // (it was one under this invocation's 1h), and it is held back; the setting is warned about.
+  replayOf(dir, '2011072806');
+  const byHand = await runner(dir);
+  assert.equal(byHand.status, 0, byHand.stderr);
+  assert.deepEqual(
+    byHand.stderr.split('\n').filter((l) => l.includes('warning: ')),
+    [
+      'reflog-to-yacobot-queue: warning: these runs use --keep 1h (run 2011072808, the last committed, ran with 10h): ' +
+        "their filter-url keeps and sends by these, for current_log and the cron's runs after them; " +
+        "if that is not meant (a run by hand without the cron's --config?), stop now (Ctrl-C: nothing of the run is published)",
+    ],
+    byHand.stderr,
+  );
+  assert.equal(runsJsonl(dir).at(-1)!.sent, 0);
+  // With the cron's settings again: nothing said (the last committed run now is the replay, under 1h).
+  writeReflog(dir, '2011072809', [['20110728093000', 'http://c.example/z']]);
+  const next = await runner(dir, ['--keep', '1h']);
+  assert.equal(next.status, 0, next.stderr);
+  assert.doesNotMatch(next.stderr, /warning/);
 });
 
 test('a file that is not a reflog (an HTML error page saved as the hour) fails its run, publishing nothing; emptied, it commits as an empty hour', async () => {

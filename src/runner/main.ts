@@ -23,12 +23,13 @@ import {
   firstHeaderLine,
   hourNotBegun,
   humanLine,
-  newestCommitted,
-  newestSinceCommitted,
+  mostForgetful,
+  mostForgetfulSince,
   notAReflog,
   planInbox,
   repeatedWarnings,
   replayWarning,
+  settingsWarning,
   resolveNow,
   runPaths,
   stageCounts,
@@ -385,19 +386,24 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     }
     log.info({ inbox: o.inbox, state: o.state, db: o.db, queue_dir: o.queueDir, config: o.config, reflogs: runs.length }, 'start');
 
-    // What a replay is compared with (replayWarning): the committed run with the latest
-    // now, of the last MiB of runs.jsonl (weeks of hourly lines; the file only grows) and of
+    // What a replay is compared with (replayWarning): the committed run whose forgetting
+    // reaches latest, of the last MiB of runs.jsonl (weeks of hourly lines; the file only grows) and of
     // the runs this invocation commits; for a run of a name committed before, only of those
     // after its last commit, which recorded its URLs again (a replay replayed again).
     const past = tailRecords(path.join(o.state, 'runs.jsonl'));
-    const newestOfAll = newestCommitted(past);
-    const sinceCommitted = newestSinceCommitted(past);
+    const newestOfAll = mostForgetful(past, o.keepMs);
+    const sinceCommitted = mostForgetfulSince(past, o.keepMs);
+    const settings = runs.length > 0 ? settingsWarning(past, o.keepMs, o.resendAfterMs) : null;
+    if (settings !== null) {
+      log.warn({ keep_ms: o.keepMs, resend_after_ms: o.resendAfterMs }, 'settings differ from those of the last committed run');
+      process.stderr.write(`${PROG}: warning: ${settings}\n`);
+    }
     const committedHere: RunRecord[] = [];
     for (const name of runs) {
       await pollOnce();
       if (signal) break;
       const replayed = sinceCommitted.has(name);
-      const newest = newestCommitted(committedHere, replayed ? (sinceCommitted.get(name) ?? null) : newestOfAll);
+      const newest = mostForgetful(committedHere, o.keepMs, replayed ? (sinceCommitted.get(name) ?? null) : newestOfAll);
       const r = await runOne(o, log, runPaths(o, name), lock.fd, hooks, rerun.has(name), () => signal !== null, newest, replayed);
       if (r === null) {
         interrupted = name;
@@ -596,7 +602,7 @@ async function runOne(
   // it (nothing is published then), and in a cron log it comes before the run's line.
   const replay = replayWarning(p.name, rj.now, newest, o.keepMs, replayed);
   if (replay !== null) {
-    log.warn({ run: p.name, now: rj.now, newest_run: newest?.run, newest_now: newest?.now, keep_ms: o.keepMs }, 'a committed run\'s now is --keep or more ahead of this run\'s: the URLs current_log forgot are sent again');
+    log.warn({ run: p.name, now: rj.now, newest_run: newest?.run, newest_now: newest?.now, keep_ms: newest?.keepMs ?? o.keepMs }, 'a committed run\'s now is its --keep or more ahead of this run\'s: the URLs current_log forgot are sent again');
     process.stderr.write(`${PROG}: warning: ${visibleName(replay)}\n`);
   }
 
@@ -628,6 +634,8 @@ async function runOne(
     sent: 0,
     sent_per_yacobot: {},
     new_domains: 0,
+    keep_ms: o.keepMs,
+    resend_after_ms: o.resendAfterMs,
   };
   if (isRerun || rj.attempts > 1) record.recovered = 'rerun';
 

@@ -25,6 +25,8 @@ export interface RunnerOptions {
   /** filter-url's --keep in ms: `keep`, else filter-url's default. */
   keepMs: number;
   resendAfter: string | null;
+  /** filter-url's --resend-after in ms: `resendAfter`, else filter-url's default. */
+  resendAfterMs: number;
   maxRejectRatio: string | null;
   memory: string | null;
   logLevel: string;
@@ -240,6 +242,7 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     keep: get('keep') ?? null,
     keepMs: keep.ms,
     resendAfter: get('resend-after') ?? null,
+    resendAfterMs: resend.ms,
     maxRejectRatio: ratio ?? null,
     memory: memory ?? null,
     logLevel,

@@ -88,64 +88,105 @@ export function resolveNow(name: string, flagNow: string | null, clock: Date): {
   return { now: formatTimestamp(clock), source: 'clock' };
 }
 
-/** A committed run's name and now. */
+/** A committed run's name and now, and the --keep it ran with when its line says. */
 export interface CommittedNow {
   run: string;
   now: string;
+  keepMs?: number;
+}
+
+/** The committed run (status ok, a run name, a real now) of runs.jsonl line `r`, or null. */
+function committedNow(r: unknown): CommittedNow | null {
+  const { run, now, status, keep_ms } = (r ?? {}) as { run?: unknown; now?: unknown; status?: unknown; keep_ms?: unknown };
+  if (status !== 'ok' || typeof run !== 'string' || typeof now !== 'string' || !isValidTimestamp(now)) return null;
+  return Number.isSafeInteger(keep_ms) && (keep_ms as number) >= 0 ? { run, now, keepMs: keep_ms as number } : { run, now };
+}
+
+/** Up to when run `c` made current_log forget: its now less its --keep (`keepMs` when its line does not say). */
+function forgottenUpTo(c: CommittedNow, keepMs: number): number {
+  return timestampToMs(c.now) - (c.keepMs ?? keepMs);
 }
 
 /**
- * Of `records` (runs.jsonl lines, oldest first) and `from`, the committed run (status
- * ok) with the latest now, the last of equals; null when there is none. Lines without
- * a run name or a real now are left out.
+ * Of `records` (runs.jsonl lines, oldest first) and `from`, the committed run whose
+ * forgetting reaches latest (its now less its --keep; `keepMs` for a line without
+ * keep_ms), the last of equals; null when there is none. Lines without a run name or a
+ * real now are left out. With one --keep throughout, the run with the latest now.
  */
-export function newestCommitted(records: readonly unknown[], from: CommittedNow | null = null): CommittedNow | null {
-  let newest = from;
+export function mostForgetful(records: readonly unknown[], keepMs: number, from: CommittedNow | null = null): CommittedNow | null {
+  let most = from;
   for (const r of records) {
-    const { run, now, status } = (r ?? {}) as { run?: unknown; now?: unknown; status?: unknown };
-    if (status !== 'ok' || typeof run !== 'string' || typeof now !== 'string' || !isValidTimestamp(now)) continue;
-    if (newest === null || timestampToMs(now) >= timestampToMs(newest.now)) newest = { run, now };
+    const c = committedNow(r);
+    if (c !== null && (most === null || forgottenUpTo(c, keepMs) >= forgottenUpTo(most, keepMs))) most = c;
   }
-  return newest;
+  return most;
 }
 
 /**
  * For each run name committed (status ok) among `records` (runs.jsonl lines, oldest
- * first): newestCommitted of the lines after its last committed one (null when none).
+ * first): mostForgetful of the lines after its last committed one (null when none).
  * Only those runs can have made current_log forget what that run recorded.
  */
-export function newestSinceCommitted(records: readonly unknown[]): Map<string, CommittedNow | null> {
+export function mostForgetfulSince(records: readonly unknown[], keepMs: number): Map<string, CommittedNow | null> {
   const out = new Map<string, CommittedNow | null>();
-  let newest: CommittedNow | null = null;
+  let most: CommittedNow | null = null;
   for (let i = records.length - 1; i >= 0; i--) {
     const { run, status } = (records[i] ?? {}) as { run?: unknown; status?: unknown };
     if (status !== 'ok' || typeof run !== 'string') continue;
-    if (!out.has(run)) out.set(run, newest);
-    // Read backwards: an equal now leaves the later line, as newestCommitted does.
-    const n = newestCommitted([records[i]]);
-    if (n !== null && (newest === null || timestampToMs(n.now) > timestampToMs(newest.now))) newest = n;
+    if (!out.has(run)) out.set(run, most);
+    // Read backwards: an equal reach leaves the later line, as mostForgetful does.
+    const c = committedNow(records[i]);
+    if (c !== null && (most === null || forgottenUpTo(c, keepMs) > forgottenUpTo(most, keepMs))) most = c;
   }
   return out;
 }
 
 /**
- * The warning for run `run` with `now` when that is older than the now of `newest`
- * by `keepMs` or more (`replayed`: a run of that name was committed before) or by
- * more than `keepMs` (a reflog that comes late), else null. filter-url, at that run,
- * dropped every current_log entry last seen `keepMs` or more before its now: at
- * exactly `keepMs`, all of this run's own hour, which only a replay had recorded;
- * beyond, the hours after it as well.
+ * The warning for run `run` with `now` when run `most` (mostForgetful) has made
+ * current_log forget what was last seen at `now` (`replayed`: a run of that name was
+ * committed before) or after it (a reflog that comes late), else null. filter-url, at
+ * that run, dropped every current_log entry last seen its --keep (`most.keepMs`, else
+ * `keepMs`) or more before its now: at exactly that, all of this run's own hour, which
+ * only a replay had recorded; beyond, the hours after it as well.
  */
-export function replayWarning(run: string, now: string, newest: CommittedNow | null, keepMs: number, replayed: boolean): string | null {
-  if (newest === null) return null;
-  const newestMs = timestampToMs(newest.now);
-  const older = newestMs - timestampToMs(now);
-  if (older <= 0 || older < keepMs || (older === keepMs && !replayed)) return null;
-  const forgotten = formatTimestamp(new Date(newestMs - keepMs));
+export function replayWarning(run: string, now: string, most: CommittedNow | null, keepMs: number, replayed: boolean): string | null {
+  if (most === null) return null;
+  const keep = most.keepMs ?? keepMs;
+  const mostMs = timestampToMs(most.now);
+  const older = mostMs - timestampToMs(now);
+  if (older <= 0 || older < keep || (older === keep && !replayed)) return null;
+  const forgotten = formatTimestamp(new Date(mostMs - keep));
+  const ran = most.keepMs === undefined ? `, and --keep is ${formatDuration(keep)}` : `, which ran with --keep ${formatDuration(keep)}`;
   return (
-    `${run}: its now (${now}) is ${formatDuration(older)} older than that of run ${newest.run} (${newest.now}), and --keep is ${formatDuration(keepMs)}: ` +
+    `${run}: its now (${now}) is ${formatDuration(older)} older than that of run ${most.run} (${most.now})${ran}: ` +
     `current_log has forgotten the URLs last seen up to ${forgotten}, and those in this reflog are sent again (see "Replay a reflog" in the README)`
   );
+}
+
+/**
+ * The warning when this invocation's --keep or --resend-after (in ms) differs from what
+ * the last committed run among `records` (runs.jsonl lines, oldest first) recorded, or
+ * null (no such run, or one whose line does not say). Each run's filter-url applies
+ * them to current_log: a run by hand without the cron's --config changes what the
+ * cron's next runs hold back and send.
+ */
+export function settingsWarning(records: readonly unknown[], keepMs: number, resendAfterMs: number): string | null {
+  for (let i = records.length - 1; i >= 0; i--) {
+    const r = (records[i] ?? {}) as { run?: unknown; status?: unknown; keep_ms?: unknown; resend_after_ms?: unknown };
+    if (r.status !== 'ok' || typeof r.run !== 'string') continue;
+    const diff: string[] = [];
+    const was = (flag: string, then: unknown, ms: number) => {
+      if (Number.isSafeInteger(then) && then !== ms) diff.push(`${flag} ${formatDuration(ms)} (run ${r.run}, the last committed, ran with ${formatDuration(then as number)})`);
+    };
+    was('--keep', r.keep_ms, keepMs);
+    was('--resend-after', r.resend_after_ms, resendAfterMs);
+    if (diff.length === 0) return null;
+    return (
+      `these runs use ${diff.join(' and ')}: their filter-url keeps and sends by these, for current_log and the cron's runs after them; ` +
+      `if that is not meant (a run by hand without the cron's --config?), stop now (Ctrl-C: nothing of the run is published)`
+    );
+  }
+  return null;
 }
 
 /** The files of one run's staging area, all under STATE/staging/RUN/. */
@@ -400,8 +441,8 @@ export function notAReflog(ad: Record<string, unknown> | undefined, file: string
   const lines = typeof ad.lines_in === 'number' ? ad.lines_in : headers;
   const quoted = first === null ? '' : ` (the first: '${first}')`;
   const last = cut ? `, the last one without a newline (was it still being written?)` : '';
-  // An hour committed before: emptied, this file would commit and take the place of
-  // the reflog the earlier run archived in done/.
+  // An hour committed before: this file is a re-send of a page, and emptied it would
+  // commit as an empty replay of that hour.
   const advice =
     archived === undefined
       ? `put the hour's reflog in its place, or, if it really is an empty hour, empty the file`
@@ -445,6 +486,9 @@ export interface RunRecord {
   sent: number;
   sent_per_yacobot: Record<string, number>;
   new_domains: number;
+  /** filter-url's --keep and --resend-after in this run, in ms. */
+  keep_ms: number;
+  resend_after_ms: number;
   rejects_file?: string;
   failed_stage?: string;
   error?: string;
