@@ -9,6 +9,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
+import { dbError } from '../src/core/db.js';
+import { DataError } from '../src/core/errors.js';
 import { HOST_TAG } from '../src/core/tsv.js';
 import { BIN, ROOT, hasStackTrace, listFiles, lockHolder, madeDb, runBin, runRunner, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 
@@ -297,6 +299,52 @@ function domains(db: string): string[] {
     d.close();
   }
 }
+
+test('the extended SQLITE_BUSY codes are DB_BUSY too (the runner says to run again); SQLITE_LOCKED, a conflict inside the process, is not', () => {
+  const asData = (e: unknown) => {
+    assert.ok(e instanceof DataError, String(e));
+    return { code: e.code, message: e.message };
+  };
+  const fake = (code: string) => asData(dbError(Object.assign(new Error('database is locked'), { code }), 'p.db'));
+  const saved = process.env.MASTER_SERVER_BUSY_TIMEOUT_MS;
+  process.env.MASTER_SERVER_BUSY_TIMEOUT_MS = '300';
+  try {
+    for (const code of ['SQLITE_BUSY', 'SQLITE_BUSY_RECOVERY', 'SQLITE_BUSY_TIMEOUT']) {
+      assert.deepEqual(fake(code), { code: 'DB_BUSY', message: `database error: ${code}: database is locked (another process held the database longer than 300 ms)` });
+    }
+    for (const code of ['SQLITE_LOCKED', 'SQLITE_LOCKED_SHAREDCACHE']) {
+      assert.deepEqual(fake(code), { code: 'DB', message: `database error: ${code}: database is locked` });
+    }
+  } finally {
+    if (saved === undefined) delete process.env.MASTER_SERVER_BUSY_TIMEOUT_MS;
+    else process.env.MASTER_SERVER_BUSY_TIMEOUT_MS = saved;
+  }
+  // SQLITE_BUSY_SNAPSHOT for real: a WAL transaction that read, then another connection
+  // wrote, then it writes. SQLite returns it at once, without the busy timeout.
+  const db = path.join(scratch('ms-fault-'), 's.db');
+  const a = new Database(db);
+  const b = new Database(db);
+  try {
+    a.pragma('journal_mode = WAL');
+    a.exec('CREATE TABLE t (x)');
+    a.exec('BEGIN');
+    a.prepare('SELECT * FROM t').all();
+    b.exec('INSERT INTO t VALUES (1)');
+    let caught: unknown;
+    try {
+      a.exec('INSERT INTO t VALUES (2)');
+    } catch (err) {
+      caught = err;
+    }
+    assert.deepEqual(asData(dbError(caught, 'p.db')), {
+      code: 'DB_BUSY',
+      message: 'database error: SQLITE_BUSY_SNAPSHOT: database is locked (another process wrote to the database meanwhile)',
+    });
+  } finally {
+    a.close();
+    b.close();
+  }
+});
 
 const FILTERED = `${urlRec(id16(1), 'known.com', 'http://known.com/')}\n${urlRec(id16(2), 'new.com', 'http://new.com/')}\n`;
 

@@ -64,27 +64,42 @@ export interface YacobotLoad extends Yacobot {
 
 /**
  * Turns an error thrown by better-sqlite3 into a DataError naming the database
- * file (code DB_BUSY for SQLITE_BUSY, else DB); returns anything else unchanged
- * (so callers can `throw dbError(err, file)`).
+ * file (code DB_BUSY for SQLITE_BUSY and its extended codes, see isBusy; else DB);
+ * returns anything else unchanged (so callers can `throw dbError(err, file)`).
  */
 export function dbError(err: unknown, file: string): unknown {
   if (err instanceof DataError) return err;
   const e = err as { code?: unknown; message?: unknown; name?: unknown };
   if (e && typeof e.code === 'string' && e.code.startsWith('SQLITE_')) {
     const hint =
-      e.code === 'SQLITE_BUSY'
-        ? ` (another process held the database longer than ${busyTimeoutMs()} ms)`
-        : e.code === 'SQLITE_NOTADB'
-          ? ' (not an SQLite database?)'
-          : e.code === 'SQLITE_READONLY_DIRECTORY' || (e.code === 'SQLITE_CANTOPEN' && dirNotWritable(file))
-            ? // Even a reader of a WAL database makes its -shm file beside it (after a
-              // writer was killed, the -wal it left makes that SQLITE_CANTOPEN).
-              " (the database's directory must be writable by this user, even to read it: SQLite keeps the -wal and -shm files there)"
-            : '';
+      e.code === 'SQLITE_BUSY_SNAPSHOT'
+        ? // Returned at once, without the busy timeout: the snapshot this transaction read is stale.
+          ' (another process wrote to the database meanwhile)'
+        : isBusy(e.code)
+          ? ` (another process held the database longer than ${busyTimeoutMs()} ms)`
+          : e.code === 'SQLITE_NOTADB'
+            ? ' (not an SQLite database?)'
+            : e.code === 'SQLITE_READONLY_DIRECTORY' || (e.code === 'SQLITE_CANTOPEN' && dirNotWritable(file))
+              ? // Even a reader of a WAL database makes its -shm file beside it (after a
+                // writer was killed, the -wal it left makes that SQLITE_CANTOPEN).
+                " (the database's directory must be writable by this user, even to read it: SQLite keeps the -wal and -shm files there)"
+              : '';
     // Its own code: a busy database is no fault of the run, and the runner says so (retry later).
-    return new DataError(e.code === 'SQLITE_BUSY' ? 'DB_BUSY' : 'DB', `database error: ${e.code}: ${String(e.message)}${hint}`, { file });
+    return new DataError(isBusy(e.code) ? 'DB_BUSY' : 'DB', `database error: ${e.code}: ${String(e.message)}${hint}`, { file });
   }
   return err;
+}
+
+/**
+ * Whether an SQLite error code says another process holds the database, so the same
+ * work succeeds later: SQLITE_BUSY and its extended codes (_RECOVERY: another process
+ * is recovering the WAL; _SNAPSHOT: another wrote since this transaction read; _TIMEOUT:
+ * a blocking lock timed out). Not SQLITE_LOCKED*: a conflict inside this process (the
+ * same connection, or a shared cache, which this project does not use), which waiting
+ * does not end.
+ */
+function isBusy(code: string): boolean {
+  return code === 'SQLITE_BUSY' || code.startsWith('SQLITE_BUSY_');
 }
 
 /** Whether the directory of an existing `file` that this user may read cannot be written by this user. */
