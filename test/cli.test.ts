@@ -9,6 +9,7 @@ import * as os from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { createRequire } from 'node:module';
 import { PIPESIZE_ADDON } from '../src/core/pipes.js';
+import { shellQuote, visibleName } from '../src/core/errors.js';
 import { BIN, ROOT, awaitWithLateFifoEnd, hasStackTrace, madeDb, partnerDb, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 import Database from 'better-sqlite3';
 import { prng } from '../scripts/prng.js';
@@ -167,6 +168,49 @@ test('a file name with a newline or another control character gives one-line mes
   assert.equal(init.status, 0, init.stderr);
   assert.ok(fs.existsSync(path.join(work, db)), 'the suggested command made that database');
   assert.equal(init.stdout, 'initialized p\\n.db\n');
+});
+
+test('a file name with a line separator, a C1 control or a bidi override is shown escaped (\\uHHHH); the command a message suggests works in any locale', () => {
+  const work = scratch();
+  // U+2028 breaks the line in some terminals and log viewers, U+0085 (NEL) in others;
+  // U+202E would show the rest of the line backwards.
+  const name = 'in\u2028co\u0085ming\u202egnp.tsv';
+  const shown = 'in\\u2028co\\u0085ming\\u202egnp.tsv';
+  fs.writeFileSync(path.join(work, name), 'not a record\n');
+  const g = runBin('group-sum', [name], '', work);
+  assert.equal(g.status, 1, g.stderr);
+  assert.ok(g.stderr.startsWith(`group-sum: ${shown}:1: expected 6 fields`), g.stderr);
+  assert.ok(!/[\u0080-\u009f\u2028\u2029\u202e]/.test(g.stderr), `a raw character in:\n${JSON.stringify(g.stderr)}`);
+  // partner-db's suggested command spells the name in bytes ($'\xe2\x80\xa8'): bash reads
+  // $'\u2028' as the character only in a UTF-8 locale, and cron's is often C.
+  const db = 'p\u2028.db';
+  const p = runBin('partner-db', ['--db', db, 'stats'], '', work);
+  assert.equal(p.status, 1, p.stderr);
+  const cmd = "partner-db --db $'p\\xe2\\x80\\xa8.db' init";
+  assert.equal(p.stderr, `partner-db: p\\u2028.db: database does not exist; create one with: ${cmd}\n`);
+  const init = spawnSync('bash', ['-c', cmd], { cwd: work, env: testEnv({ LC_ALL: 'C' }), encoding: 'utf8' });
+  assert.equal(init.status, 0, init.stderr);
+  assert.ok(fs.existsSync(path.join(work, db)), 'the suggested command made that database');
+  assert.equal(init.stdout, 'initialized p\\u2028.db\n');
+});
+
+test('shellQuote: bash reads the word back byte for byte in the C and a UTF-8 locale; visibleName escapes control and format characters, nothing else', () => {
+  const words = [
+    'in\u2028co\u0085ming\u202egnp.tsv',
+    "it's a\\b\u2029\u200b\ufeff\u00ad\u2066x\u2069",
+    'tab\tnew\nline\x1b\x7f',
+    'caf\u00e9 \u{1F600} \u{E0001}tag',
+    'no controls: caf\u00e9 \u{1F600}',
+  ];
+  for (const locale of ['C', 'C.UTF-8']) {
+    for (const w of words) {
+      const r = spawnSync('bash', ['-c', `printf %s ${shellQuote(w)}`], { env: testEnv({ LC_ALL: locale }) });
+      assert.equal(r.status, 0, String(r.stderr));
+      assert.deepEqual(r.stdout, Buffer.from(w, 'utf8'), `${locale}: ${shellQuote(w)}`);
+    }
+  }
+  assert.equal(visibleName('a\u0085b\u2028c\u2029d\u202ee\u200bf\ufeffg\u{E0001}h\x7f\t'), 'a\\u0085b\\u2028c\\u2029d\\u202ee\\u200bf\\ufeffg\\U000e0001h\\x7f\\t');
+  assert.equal(visibleName('caf\u00e9 \u00a0\u3000 \u{1F600} \u0627'), 'caf\u00e9 \u00a0\u3000 \u{1F600} \u0627', 'letters, spaces and emoji are shown as they are');
 });
 
 /**

@@ -18,6 +18,7 @@ import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { formatTimestamp } from '../src/core/time.js';
 import { HOST_TAG } from '../src/core/tsv.js';
 import { shellQuote } from '../src/core/errors.js';
+import { checkQueueName } from '../src/stages/logsaver.js';
 import { publishSteps } from '../src/runner/commit.js';
 import { stageEnv } from '../src/runner/pipeline.js';
 import { appendRecordOnce, countLines, tailRecords } from '../src/runner/fsutil.js';
@@ -1597,6 +1598,12 @@ test('pure helpers: config parsing, option precedence, now, inbox order', () => 
   // U+1F600 (F0 9F 98 80), whose first UTF-16 unit (D83D) sorts before FF5E. Nor a locale's: 'B' before 'a'.
   assert.deepEqual(planInbox(['a\u{1F600}.reflog', 'a\uff5e.reflog', 'a.reflog', 'B.reflog']).runs, ['B', 'a', 'a\uff5e', 'a\u{1F600}']);
   assert.equal(shellQuote("it's"), `'it'\\''s'`);
+  // What logsaver refuses as a queue name (hasControl) is no run name either: the run would fail at every invocation.
+  const odd = planInbox(['a\u0085.reflog', 'b\u2028.reflog', 'c\u202e.reflog', 'd\u00e9.reflog']);
+  assert.deepEqual(odd.runs, ['d\u00e9']);
+  const why = (shown: string) => `run name '${shown}' contains a space, a slash or a control character`;
+  assert.deepEqual(odd.skipped.map((x) => x.why), [why('a\\u0085'), why('b\\u2028'), why('c\\u202e')]);
+  for (const n of ['a\u0085', 'b\u2028', 'c\u202e']) assert.equal(checkQueueName(n), 'contains a control character');
   // The commit order the README promises.
   const steps = publishSteps({
     version: 1,

@@ -35,22 +35,42 @@ export function signalExitStatus(signal: NodeJS.Signals): number {
   return 128 + os.constants.signals[signal];
 }
 
-const CONTROL = /[\x00-\x1f\x7f]/g;
-const HAS_CONTROL = /[\x00-\x1f\x7f]/;
+// Control characters (C0, DEL, C1), format characters (bidi overrides such as U+202E,
+// zero-width ones, U+FEFF, ...) and the line and paragraph separators U+2028/U+2029:
+// each may break a message's line or hide or reorder the text around it.
+const CONTROL = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
+const HAS_CONTROL = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u;
 
-/** Whether `s` holds a control character (what visibleName would escape). */
+/** Whether `s` holds a control or format character (what visibleName would escape). */
 export function hasControl(s: string): boolean {
   return HAS_CONTROL.test(s);
 }
 const NAMED: Record<string, string> = { '\t': '\\t', '\n': '\\n', '\r': '\\r' };
 
+const hex = (n: number, width: number) => n.toString(16).padStart(width, '0');
+
 /**
- * `s` fit for a one-line message: each control character shown as `\t`, `\n`, `\r` or
- * `\xHH`. For names from the operator (a file name may hold any of them) and for
- * whole messages before they are written.
+ * `s` fit for a one-line message: each control or format character (see CONTROL) shown
+ * as `\t`, `\n`, `\r`, `\xHH` (below U+0080), `\uHHHH` or `\UHHHHHHHH`. For names from the
+ * operator (a file name may hold any of them) and for whole messages before they are written.
  */
 export function visibleName(s: string): string {
-  return s.replace(CONTROL, (c) => NAMED[c] ?? `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+  return s.replace(CONTROL, (c) => {
+    const cp = c.codePointAt(0)!;
+    return NAMED[c] ?? (cp < 0x80 ? `\\x${hex(cp, 2)}` : cp <= 0xffff ? `\\u${hex(cp, 4)}` : `\\U${hex(cp, 8)}`);
+  });
+}
+
+/**
+ * `s` as the inside of bash's $'...': visibleName's escapes, but a character from
+ * U+0080 up as its UTF-8 bytes, `\xHH` each. Bash reads `\uHHHH` as the character only
+ * in a UTF-8 locale (in the C locale, as cron's often is, it stays six characters).
+ */
+function dollarQuoted(s: string): string {
+  return s.replace(/[\\']/g, '\\$&').replace(CONTROL, (c) => {
+    if (c.codePointAt(0)! < 0x80) return visibleName(c);
+    return [...Buffer.from(c, 'utf8')].map((b) => `\\x${hex(b, 2)}`).join('');
+  });
 }
 
 /**
@@ -64,12 +84,12 @@ export function clipText(s: string, max = 60): string {
 
 /**
  * Quotes one word for bash: for the scripts the runner runs and the commands messages
- * suggest. A word with a control character is quoted as $'...', which spells it in
- * visibleName's escapes: a message shows the command that works, on one line.
+ * suggest. A word with a control or format character is quoted as $'...' (see
+ * dollarQuoted): a message shows the command that works, on one line, in any locale.
  */
 export function shellQuote(s: string): string {
   if (/^[A-Za-z0-9_./:=@%+,-]+$/.test(s)) return s;
-  if (hasControl(s)) return `$'${visibleName(s.replace(/[\\']/g, '\\$&'))}'`;
+  if (hasControl(s)) return `$'${dollarQuoted(s)}'`;
   return `'${s.replace(/'/g, `'\\''`)}'`;
 }
 

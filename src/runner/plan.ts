@@ -2,7 +2,7 @@
 // and "now"; the stage command lines; reading stage logs; the runs.jsonl record
 // and the human summary. No processes, no file system.
 import * as path from 'node:path';
-import { clipText, shellQuote, visibleName } from '../core/errors.js';
+import { clipText, hasControl, shellQuote, visibleName } from '../core/errors.js';
 import { formatDuration, formatTimestamp, isValidTimestamp, timestampToMs } from '../core/time.js';
 import { UNTERMINATED_WARNING } from '../core/records.js';
 import type { RunnerOptions } from './options.js';
@@ -13,7 +13,8 @@ export const REFLOG_EXT = '.reflog';
 export function checkRunName(name: string): string | null {
   if (name === '') return 'is empty';
   if (name.startsWith('.')) return "starts with '.'";
-  if (!/^[\x21-\x7e\u0080-\uffff]+$/.test(name) || /[/\\]/.test(name)) return 'contains a space, a slash or a control character';
+  // hasControl: logsaver refuses a queue name (the run name) with such a character.
+  if (!/^[\x21-\x7e\u0080-\uffff]+$/.test(name) || /[/\\]/.test(name) || hasControl(name)) return 'contains a space, a slash or a control character';
   if (Buffer.byteLength(name) > 200) return 'is longer than 200 bytes';
   // Node reads a name that is not UTF-8 with U+FFFD in place of its bad bytes: that name
   // cannot be opened again, and the run would fail every time, holding up the inbox.
