@@ -560,6 +560,24 @@ test("add refuses a name that starts with '-' (every later command would need '-
   assert.equal(ok(work, 'set-weight', '--', '-old', '2'), 'Yacobot 3 (-old): weight 1 -> 2\n');
 });
 
+test("set-weight: a weight that starts with '-' is refused as a weight, not with a hint to write '-- -1,5' (which set-weight refuses too)", () => {
+  const work = fresh('a');
+  const first = (...args: string[]) => {
+    const r = pdb(work, ...args);
+    assert.equal(r.status, 2, r.stderr);
+    return r.stderr.split('\n')[0];
+  };
+  // Commander reads -1,5 (a decimal comma), -inf or -x as an option; it takes -1 for a number.
+  for (const w of ['-1,5', '-inf', '-x']) {
+    assert.equal(first('set-weight', 'a', w), `partner-db: unknown option '${w}' (a weight is a positive number up to 1000000)`);
+  }
+  assert.equal(first('set-weight', 'a', '-1'), "partner-db: weight must be a positive number up to 1000000, got '-1'");
+  // The Yacobot argument may start with '-' (a name written by hand): that one goes after '--'.
+  assert.equal(first('set-weight', '-old', '2'), "partner-db: unknown option '-old' (an argument that starts with '-' goes after '--', e.g. '-- -old')");
+  assert.equal(first('set-weight', '-old', '-x'), "partner-db: unknown option '-old' (an argument that starts with '-' goes after '--', e.g. '-- -old')");
+  assert.equal(ok(work, 'list', '--json'), JSON.stringify([{ id: 1, name: 'a', weight: 1, active: true }]) + '\n', 'weight unchanged');
+});
+
 test('add refuses a name with spaces at either end, a control character or over 100 characters, and a weight not written as a plain decimal; nothing is added', () => {
   const work = fresh('a');
   const refused: [string[], RegExp][] = [

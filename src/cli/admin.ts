@@ -41,7 +41,8 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
       let message = err.message.replace(/^error: /, '');
       const opt = err.code === 'commander.unknownOption' ? /'(.*)'/.exec(message)?.[1] : undefined;
       if (opt !== undefined && !/^--[a-z][a-z0-9-]*$/i.test(opt)) {
-        const hint = dashArgumentHint(parsing, opt);
+        // Commander stops at the first unknown option: the operands before it are the arguments it stands after.
+        const hint = dashArgumentHint(parsing, opt, parsing.args.indexOf(opt));
         if (hint !== null) message += ` (${hint})`;
       }
       usageExit(name, message);
@@ -68,23 +69,28 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
   process.exit(0);
 }
 
-/** What commands say of an unknown option that may have been meant as an argument; see dashArguments. */
-const dashHints = new WeakMap<Command, string | null>();
+/** What a command says of an unknown option that may have been meant as an argument; see dashArguments. */
+export type DashHint = string | null | ((at: number) => string | null | undefined);
+
+const dashHints = new WeakMap<Command, DashHint>();
 
 /**
  * Sets what `cmd` says when an argument that starts with '-' was read as an unknown
- * option: `hint`, or nothing (null). Without it, a command that takes arguments says
- * to put it after '--' (a domain `-a-.com` may start with '-', and so may a Yacobot
- * name written before add refused such names), and one that takes none says nothing.
+ * option: `hint`, or nothing (null); a function is asked with the index of the argument
+ * (0 for the first) in whose place the option stood, and undefined from it means the
+ * default. By default a command that takes arguments says to put it after '--' (a
+ * domain `-a-.com` may start with '-', and so may a Yacobot name written before add
+ * refused such names), and one that takes none says nothing.
  */
-export function dashArguments(cmd: Command, hint: string | null): Command {
+export function dashArguments(cmd: Command, hint: DashHint): Command {
   dashHints.set(cmd, hint);
   return cmd;
 }
 
-function dashArgumentHint(cmd: Command, opt: string): string | null {
+function dashArgumentHint(cmd: Command, opt: string, at: number): string | null {
   const set = dashHints.get(cmd);
-  if (set !== undefined) return set;
+  const hint = typeof set === 'function' ? set(at) : set;
+  if (hint !== undefined) return hint;
   return cmd.registeredArguments.length > 0 ? `an argument that starts with '-' goes after '--', e.g. '-- ${opt}'` : null;
 }
 

@@ -40,6 +40,9 @@ function subdomainNote(domain: string): string | null {
 // A name written by hand may hold control characters (add refuses them): shown escaped, as list shows it.
 const label = (y: Yacobot) => `${y.id} (${visibleName(y.name)})`;
 
+// set-weight's hint for a weight that commander read as an option (-1,5).
+const WEIGHT_RULE = `a weight is a positive number up to ${MAX_WEIGHT}`;
+
 /** Parses a weight argument: a positive finite decimal number. */
 export function parseWeight(text: string): number {
   const w = parseDecimal(text) ?? NaN;
@@ -335,17 +338,19 @@ Example:
       }, { readonly: true });
     });
 
-  program
+  const setWeight = program
     .command('set-weight <yacobot> <w>')
-    .description("change a Yacobot's weight (domains already assigned stay where they are)")
-    .action((ref: string, w: string, _o, cmd: Command) => {
-      const weight = parseWeight(w);
-      withDb(cmd, (db) => {
-        const y = findYacobot(db, ref);
-        db.prepare('UPDATE yacobot SET weight = ? WHERE id = ?').run(weight, y.id);
-        say(`Yacobot ${label(y)}: weight ${y.weight} -> ${weight}`);
-      });
+    .description("change a Yacobot's weight (domains already assigned stay where they are)");
+  // Commander takes -1 for a number, but not -1,5 or -x: not '-- -x', which parseWeight then refuses.
+  dashArguments(setWeight, (at) => (at === 1 ? WEIGHT_RULE : undefined));
+  setWeight.action((ref: string, w: string, _o, cmd: Command) => {
+    const weight = parseWeight(w);
+    withDb(cmd, (db) => {
+      const y = findYacobot(db, ref);
+      db.prepare('UPDATE yacobot SET weight = ? WHERE id = ?').run(weight, y.id);
+      say(`Yacobot ${label(y)}: weight ${y.weight} -> ${weight}`);
     });
+  });
 
   program
     .command('disable <yacobot>')
