@@ -301,26 +301,26 @@ Example:
   // Not '-- -x': add refuses such a name (checkYacobotName).
   dashArguments(add, "a Yacobot name must not start with '-'");
   add.action((name: string, o: { weight: string }, cmd: Command) => {
-      const bad = checkYacobotName(name);
-      if (bad) throw new UsageError(`Yacobot name '${clipText(name)}' ${bad}`);
-      const weight = parseWeight(o.weight);
-      withDb(cmd, (db, file) => {
-        if (db.prepare('SELECT 1 FROM yacobot WHERE name = ?').get(name)) {
-          throw new DataError('DUPLICATE', `a Yacobot named '${name}' already exists`, { file });
+    const bad = checkYacobotName(name);
+    if (bad) throw new UsageError(`Yacobot name '${clipText(name)}' ${bad}`);
+    const weight = parseWeight(o.weight);
+    withDb(cmd, (db, file) => {
+      if (db.prepare('SELECT 1 FROM yacobot WHERE name = ?').get(name)) {
+        throw new DataError('DUPLICATE', `a Yacobot named '${name}' already exists`, { file });
+      }
+      // SQLite numbers it after the largest id: past 2^53 - 1 (an id set by hand) the
+      // new one could not be told as it is, nor routed to (yacobotLoads refuses it).
+      const id = db.transaction(() => {
+        const r = db.prepare('INSERT INTO yacobot (name, weight, active) VALUES (?, ?, 1)').safeIntegers(true).run(name, weight);
+        const rowid = BigInt(r.lastInsertRowid);
+        if (rowid > BigInt(Number.MAX_SAFE_INTEGER)) {
+          throw new DataError('BAD_YACOBOT_ID', `the new Yacobot would get id ${rowid}, beyond the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}): an id set by hand is that high; give that Yacobot another`, { file });
         }
-        // SQLite numbers it after the largest id: past 2^53 - 1 (an id set by hand) the
-        // new one could not be told as it is, nor routed to (yacobotLoads refuses it).
-        const id = db.transaction(() => {
-          const r = db.prepare('INSERT INTO yacobot (name, weight, active) VALUES (?, ?, 1)').safeIntegers(true).run(name, weight);
-          const rowid = BigInt(r.lastInsertRowid);
-          if (rowid > BigInt(Number.MAX_SAFE_INTEGER)) {
-            throw new DataError('BAD_YACOBOT_ID', `the new Yacobot would get id ${rowid}, beyond the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}): an id set by hand is that high; give that Yacobot another`, { file });
-          }
-          return rowid;
-        })();
-        say(`added Yacobot ${id} (${name}), weight ${weight}`);
-      });
+        return rowid;
+      })();
+      say(`added Yacobot ${id} (${name}), weight ${weight}`);
     });
+  });
 
   program
     .command('list')
