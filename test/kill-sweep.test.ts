@@ -604,7 +604,7 @@ test('a failed run (its reflog over --max-reject-ratio), killed before each call
   const ref = await record(template, { args });
   assert.equal(ref.status, 1);
   assert.deepEqual(ref.runs.map((x) => [x.run, x.status, x.attempt]), [[R1, 'failed', 1]]);
-  assert.ok(ref.snap[`var/state/rejects/${R1}.tsv`], 'its rejects are kept');
+  assert.ok(ref.snap[`var/state/rejects/failed/${R1}.tsv`], 'its rejects are kept');
   // After the chain: its rejects kept, its line, its staging area removed.
   const all = targets(ref.calls, ref.dir).filter((t) => t.index > callIndex(ref.calls, /^openat$/, `/staging/${R1}/work/log/bash.log`));
   const line = callIndex(ref.calls, /^(write|pwrite64)$/, '/state/runs.jsonl');

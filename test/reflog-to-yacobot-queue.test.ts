@@ -381,8 +381,8 @@ test('a failing stage (no active Yacobot) publishes nothing and changes no state
   );
   assert.match(r.stderr, /^reflog-to-yacobot-queue: run 2011072807 failed: upload-domains: /m);
   const after = snapshot(dir);
-  delete after['var/state/rejects/2011072807.tsv']; // kept to explain a failure; not state
-  delete before['var/state/rejects/2011072807.tsv'];
+  delete after['var/state/rejects/failed/2011072807.tsv']; // kept to explain a failure; not state
+  delete before['var/state/rejects/failed/2011072807.tsv'];
   assertSameState(after, before, 'after a failed run');
   assert.ok(fs.existsSync(path.join(dir, 'var/inbox/2011072807.reflog')) && fs.existsSync(path.join(dir, 'var/inbox/2011072808.reflog')));
   const last = runsJsonl(dir).at(-1)!;
@@ -405,7 +405,7 @@ test('a queue side that cannot take every file (a Yacobot\'s queue path is a fil
   assert.match(r.stderr, /var\/queue\/2: cannot create directory: EEXIST|var\/queue\/2\/2011072806\.tsv: cannot copy into place/);
   const after = snapshot(dir);
   // Kept to explain a failure; and upload-domains' assignments stand (as after any later stage's failure).
-  for (const k of ['var/state/rejects/2011072806.tsv', 'db:partner_domain']) {
+  for (const k of ['var/state/rejects/failed/2011072806.tsv', 'db:partner_domain']) {
     delete after[k];
     delete before[k];
   }
@@ -973,7 +973,7 @@ test('a run failed on the reject ratio says where its rejected lines are and whi
   writeReflog(dir, '2011072806', [['20110728063000', 'http://good.example/'], ['20110728063001', 'ftp://bad.example/']]);
   const r = await runner(dir);
   assert.equal(r.status, 1, r.stderr);
-  const rejects = path.join(dir, 'var/state/rejects/2011072806.tsv');
+  const rejects = path.join(dir, 'var/state/rejects/failed/2011072806.tsv');
   assert.ok(
     r.stderr.includes(`reflog-to-yacobot-queue: the rejected lines are in ${rejects}; if the reflog is to go through anyway, run again with a higher --max-reject-ratio\n`),
     r.stderr,
@@ -1009,6 +1009,56 @@ function replayOf(dir: string, run: string): void {
   takeQueueFiles(dir, run);
   fs.renameSync(path.join(dir, 'var/state/done', `${run}.reflog`), path.join(dir, 'var/inbox', `${run}.reflog`));
 }
+
+test("a failed replay of a committed hour leaves that run's rejects file alone: its own go to STATE/rejects/failed/, which a later commit of the name removes", async () => {
+  const dir = freshFirstOnly();
+  const first = await runner(dir);
+  assert.equal(first.status, 0, first.stderr);
+  const kept = path.join(dir, 'var/state/rejects', `${RUN0}.tsv`);
+  const failedKept = path.join(dir, 'var/state/rejects/failed', `${RUN0}.tsv`);
+  const committed = fs.readFileSync(kept);
+  const [line] = runsJsonl(dir);
+  assert.equal(line!.rejects_file, kept);
+  const rejected = (line!.stages as Record<string, { rejected: number }>)['analyze-dump']!.rejected;
+  assert.ok(rejected > 0, 'the first fixture hour has rejects');
+  const untouched = (what: string) => assert.deepEqual(fs.readFileSync(kept), committed, `${what}: the committed run's rejects are untouched`);
+  replayOf(dir, RUN0);
+  // Over a lowered --max-reject-ratio: the failed replay's rejects are kept, apart.
+  const overRatio = async (what: string) => {
+    const r = await runner(dir, ['--max-reject-ratio', '0']);
+    assert.equal(r.status, 1, r.stderr);
+    assert.ok(r.stderr.includes(`reflog-to-yacobot-queue: the rejected lines are in ${failedKept}; if the reflog is to go through anyway`), r.stderr);
+    const last = runsJsonl(dir).at(-1)!;
+    assert.deepEqual([last.status, last.rejects_file], ['failed', failedKept], what);
+    assert.equal(fs.readFileSync(failedKept, 'utf8').split('\n').filter(Boolean).length, rejected, what);
+    untouched(what);
+  };
+  await overRatio('a replay over the reject ratio');
+  // A failed attempt that rejected nothing (a page saved in the reflog's place) removes the failed attempt's rejects only.
+  const inboxFile = path.join(dir, 'var/inbox', RUNS[0]!);
+  const reflog = fs.readFileSync(inboxFile);
+  fs.writeFileSync(inboxFile, '<html>\n<body>\n');
+  const notReflog = await runner(dir);
+  assert.equal(notReflog.status, 1, notReflog.stderr);
+  assert.equal(runsJsonl(dir).at(-1)!.failed_stage, 'reflog');
+  assert.equal(runsJsonl(dir).at(-1)!.rejects_file, undefined);
+  assert.ok(!fs.existsSync(failedKept), 'a failed attempt that rejected nothing leaves no failed rejects file');
+  untouched('a replay that is not a reflog');
+  assert.deepEqual(runsJsonl(dir)[0], line, "the committed run's line is as it was");
+  fs.writeFileSync(inboxFile, reflog);
+  await overRatio('the replay over the reject ratio again');
+  // The replay goes through, killed before its rejects step and rolled forward: the
+  // failed attempt's rejects go, and RUN.tsv holds the replay's (the same reflog's: the same lines).
+  const killed = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${RUN0}:rejects` } });
+  assert.equal(killed.signal, 'SIGKILL', killed.stderr);
+  assert.ok(fs.existsSync(failedKept), 'not removed before the rejects step');
+  const again = await runner(dir);
+  assert.equal(again.status, 0, again.stderr);
+  const last = runsJsonl(dir).at(-1)!;
+  assert.deepEqual([last.status, last.recovered, last.rejects_file], ['ok', 'roll-forward', kept]);
+  assert.ok(!fs.existsSync(failedKept), "the commit removes the failed attempt's rejects");
+  untouched('the committed replay');
+});
 
 /** The runner's warning for a replay of 2011072806 (now 07:00) after 2011072808 (now 09:00), which ran with --keep `keep`. */
 function replayWarningLine(keep: string, forgotten: string): string {
@@ -1295,8 +1345,7 @@ test('not a reflog, re-sent for an hour committed before: the advice is to remov
     ),
     r.stderr,
   );
-  const after = snapshot(dir);
-  for (const k of ['var/inbox/' + RUNS[0]!, 'var/state/current_log', 'var/state/domain_map', 'db:partner_domain']) assert.equal(after[k], before[k], k);
+  assertSameState(snapshot(dir), before, 'after the re-sent page');
   assert.deepEqual(fs.readFileSync(archived), kept);
 });
 
@@ -1786,7 +1835,7 @@ test('a stage that dies of an exception it did not catch (a module that fails to
   assert.equal(failureMessage(readStageLog('logsaver', 137, '')), 'logsaver: killed by signal 9');
 });
 
-test('a run without rejects removes the rejects file a failed attempt of the same reflog left', async () => {
+test('a run without rejects removes the rejects files a failed attempt of the same reflog left', async () => {
   const dir = fresh();
   keepOnly(dir, '2011072806.reflog');
   const reflog = path.join(dir, 'var/inbox/2011072806.reflog');
@@ -1795,8 +1844,11 @@ test('a run without rejects removes the rejects file a failed attempt of the sam
   fs.writeFileSync(reflog, lines.map((l, i) => (i % 2 === 1 ? l.replace(/\thttps?:/, '\tftp:') : l)).join('\n'));
   const failed = await runner(dir);
   assert.equal(failed.status, 1, failed.stderr);
-  const kept = path.join(dir, 'var/state/rejects/2011072806.tsv');
+  const kept = path.join(dir, 'var/state/rejects/failed/2011072806.tsv');
   assert.ok(fs.statSync(kept).size > 0, "the failed attempt's rejects are kept");
+  assert.equal(runsJsonl(dir).at(-1)!.rejects_file, kept);
+  const committedName = path.join(dir, 'var/state/rejects/2011072806.tsv');
+  assert.ok(!fs.existsSync(committedName), "not under a committed run's name");
   // The operator fixes the reflog, leaving out every line that would be rejected.
   const valid = (l: string) => {
     const f = l.split('\t');
@@ -1812,15 +1864,17 @@ test('a run without rejects removes the rejects file a failed attempt of the sam
   assert.ok(!fs.existsSync(kept), 'a failed attempt that rejected nothing leaves no rejects file');
   db.prepare('UPDATE yacobot SET active = 1').run();
   db.close();
-  // One left all the same (by a runner killed before it could remove it): the commit removes it.
+  // One left all the same (by a runner killed before it could remove it), and one under the
+  // committed run's name (by a runner before rejects/failed/): the commit removes both.
   fs.writeFileSync(kept, 'stale\n');
+  fs.writeFileSync(committedName, 'stale\n');
   const again = await runner(dir);
   assert.equal(again.status, 0, again.stderr);
   const last = runsJsonl(dir).at(-1)!;
   assert.equal(last.status, 'ok');
   assert.equal((last.stages as Record<string, { rejected: number }>)['analyze-dump']!.rejected, 0);
   assert.equal(last.rejects_file, undefined);
-  assert.ok(!fs.existsSync(kept), 'no rejects file for a run that rejected nothing');
+  assert.ok(!fs.existsSync(kept) && !fs.existsSync(committedName), 'no rejects file for a run that rejected nothing');
 });
 
 test('option values are checked up front (usage errors), and a config file\'s relative paths are relative to its own directory', () => {

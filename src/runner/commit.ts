@@ -21,7 +21,10 @@
 //   2. current_log, 3. domain_map   rename staged file over STATE/<file>
 //                 (skipped when the staged file is gone: renamed before a crash).
 //   4. rejects    rename staged rejects to STATE/rejects/RUN.tsv; with none, remove
-//                 a STATE/rejects/RUN.tsv left by a failed attempt.
+//                 a STATE/rejects/RUN.tsv an earlier commit of the name left (that
+//                 file is the last committed run's). Then remove the rejects of a
+//                 failed attempt, STATE/rejects/failed/RUN.tsv: this run explains
+//                 that reflog now. Each part is skipped when done before a crash.
 //   5. record     count the backlog, append the runs.jsonl line unless the last
 //                 line already is this run's (run_id); a torn last line is cut.
 //   6. reflog     move INBOX/RUN.reflog to STATE/done/, only while it is still the
@@ -58,7 +61,7 @@ import {
   sameBytes,
   writeFileDurable,
 } from './fsutil.js';
-import { REFLOG_EXT, keptRejects, type RunRecord } from './plan.js';
+import { REFLOG_EXT, failedRejects, keptRejects, type RunRecord } from './plan.js';
 import { reflogIdentity, sameFile, type ReflogIdentity } from './pipeline.js';
 
 /** Everything the publish needs, recorded in the COMMIT marker (absolute paths). */
@@ -419,6 +422,17 @@ function unpark(parked: string, file: string): void {
   }
 }
 
+/** Removes `file` if it is there, durably (a DataError naming it when it cannot). */
+function removeDurable(file: string): void {
+  if (!fs.existsSync(file)) return;
+  try {
+    fs.rmSync(file, { force: true });
+  } catch (err) {
+    throw ioError(err, file, 'remove');
+  }
+  fsyncPath(path.dirname(file));
+}
+
 /** Renames the reflog `file` to its parkedPath `parked`, durably. */
 function park(file: string, parked: string): void {
   try {
@@ -458,35 +472,30 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
       },
     });
   }
-  const replace = (name: string, from: string, to: string): Step => ({
-    name,
-    run() {
-      if (!fs.existsSync(from)) return; // renamed before a crash
-      mkdirDurable(path.dirname(to));
-      try {
-        fs.renameSync(from, to);
-      } catch (err) {
-        throw ioError(err, to, 'rename into place');
-      }
-      fsyncPath(path.dirname(to));
-    },
-  });
+  const moveIntoPlace = (from: string, to: string): void => {
+    if (!fs.existsSync(from)) return; // renamed before a crash
+    mkdirDurable(path.dirname(to));
+    try {
+      fs.renameSync(from, to);
+    } catch (err) {
+      throw ioError(err, to, 'rename into place');
+    }
+    fsyncPath(path.dirname(to));
+  };
+  const replace = (name: string, from: string, to: string): Step => ({ name, run: () => moveIntoPlace(from, to) });
   steps.push(replace('current_log', path.join(work, 'current_log'), path.join(plan.state, 'current_log')));
   steps.push(replace('domain_map', path.join(work, 'domain_map'), path.join(plan.state, 'domain_map')));
   const rejects = keptRejects(plan.state, plan.run);
-  if (plan.record.rejects_file !== undefined) steps.push(replace('rejects', path.join(work, 'rejects.tsv'), rejects));
-  else {
-    // No rejects this time: a file left under this name by a failed attempt (or an
-    // earlier run of the same name) would pass for this run's.
-    steps.push({
-      name: 'rejects',
-      run() {
-        if (!fs.existsSync(rejects)) return;
-        fs.rmSync(rejects, { force: true });
-        fsyncPath(path.dirname(rejects));
-      },
-    });
-  }
+  steps.push({
+    name: 'rejects',
+    run() {
+      // No rejects this time: a file an earlier run of the same name left (or a failed
+      // attempt, by a runner before failed/) would pass for this run's.
+      if (plan.record.rejects_file !== undefined) moveIntoPlace(path.join(work, 'rejects.tsv'), rejects);
+      else removeDurable(rejects);
+      removeDurable(failedRejects(plan.state, plan.run));
+    },
+  });
   steps.push({
     name: 'record',
     run() {

@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { pino, type Logger } from 'pino';
 import { packageVersion } from '../cli/stage.js';
-import { DataError, UsageError, formatPlace, signalExitStatus, visibleName } from '../core/errors.js';
+import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleName } from '../core/errors.js';
 import { BIN_DIR as BIN } from '../core/root.js';
 import { fsyncPath } from '../core/dirs.js';
 import { dbError, openDb } from '../core/db.js';
@@ -129,8 +129,8 @@ function checkRunsFile(file: string): void {
 
 /**
  * Throws a DataError naming the first place a run's commit must write but this user
- * cannot: the state directory and its done/, rejects/ and staging/, and runs.jsonl (a
- * missing one: its parent). Found at the commit instead, after the queue files were
+ * cannot: the state directory and its done/, rejects/, rejects/failed/ and staging/,
+ * and runs.jsonl (a missing one: its parent). Found at the commit instead, after the queue files were
  * published, the failure left a COMMIT that every later invocation rolled forward and
  * failed on again (a directory made by root running the runner by hand is the usual
  * cause).
@@ -141,7 +141,7 @@ function checkWritable(o: RunnerOptions): void {
   // root with each Yacobot's directory given to this user, or a directory of a Yacobot
   // that gets nothing, stopped every run.
   const runs = path.join(o.state, 'runs.jsonl');
-  const places = [o.state, ...['done', 'rejects', 'staging'].map((n) => path.join(o.state, n)), runs];
+  const places = [o.state, ...['done', 'rejects', 'rejects/failed', 'staging'].map((n) => path.join(o.state, n)), runs];
   for (const p of places) {
     let at = p;
     if (!fs.existsSync(at)) {
@@ -653,14 +653,20 @@ async function runOne(
     // Assignments are not undone with the run: a stage killed mid-run still lets
     // upload-domains commit, and its retry finds those domains already assigned.
     record.new_domains = assignedByAttempt(p, o.db, log) + (rj.assigned_earlier ?? 0);
-    // The rejects explain a failed reject ratio: keep them (the next attempt replaces or removes them).
+    // The rejects explain a failed reject ratio: keep them, apart from a committed run's
+    // (a failed replay of a committed hour replaced or removed that run's); the next
+    // attempt replaces or removes them, and a commit of the name removes them.
     if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) {
-      mkdirDurable(path.dirname(p.rejectsKept));
-      fs.renameSync(p.rejects, p.rejectsKept);
-      record.rejects_file = p.rejectsKept;
+      mkdirDurable(path.dirname(p.rejectsFailed));
+      try {
+        fs.renameSync(p.rejects, p.rejectsFailed);
+      } catch (err) {
+        throw ioError(err, p.rejectsFailed, 'rename into place');
+      }
+      record.rejects_file = p.rejectsFailed;
     } else if (fs.existsSync(p.rejects)) {
       // analyze-dump ran and rejected nothing: what an earlier attempt rejected would pass for this one's.
-      fs.rmSync(p.rejectsKept, { force: true });
+      fs.rmSync(p.rejectsFailed, { force: true });
     }
     log.error({ run: p.name, stage: step, error }, 'run failed; nothing published');
     try {

@@ -73,9 +73,10 @@ and every queue file was copied beside its place does the run commit: publish
 the queue files, replace STATE/current_log and STATE/domain_map, keep the
 rejects in STATE/rejects/RUN.tsv, append a line to STATE/runs.jsonl, move the
 reflog to STATE/done/. A failed run publishes nothing and leaves the reflog
-in the inbox; later reflogs wait for it (exit 1). A run killed at any instant
-is finished or redone by the next invocation, with the same result (a queue
-file may be published twice, same name, same content).
+in the inbox, its rejects in STATE/rejects/failed/RUN.tsv; later reflogs wait
+for it (exit 1). A run killed at any instant is finished or redone by the
+next invocation, with the same result (a queue file may be published twice,
+same name, same content).
 
 Options (each also a key of the --config file):
   --inbox DIR             where reflogs arrive (default ./var/inbox)

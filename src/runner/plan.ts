@@ -206,6 +206,8 @@ export interface RunPaths {
   rejects: string;
   /** STATE/rejects/RUN.tsv, where the staged rejects are kept. */
   rejectsKept: string;
+  /** STATE/rejects/failed/RUN.tsv, where a failed attempt's rejects are kept. */
+  rejectsFailed: string;
 }
 
 /** The staging layout of run `name`. */
@@ -226,12 +228,22 @@ export function runPaths(o: Pick<RunnerOptions, 'inbox' | 'state'>, name: string
     mapNext: path.join(work, 'domain_map'),
     rejects: path.join(work, 'rejects.tsv'),
     rejectsKept: keptRejects(o.state, name),
+    rejectsFailed: failedRejects(o.state, name),
   };
 }
 
-/** Where a run's rejects are kept: STATE/rejects/RUN.tsv. */
+/** Where a committed run's rejects are kept: STATE/rejects/RUN.tsv. */
 export function keptRejects(state: string, run: string): string {
   return path.join(state, 'rejects', `${run}.tsv`);
+}
+
+/**
+ * Where a failed attempt's rejects are kept: STATE/rejects/failed/RUN.tsv, never the
+ * name of a committed run's (a replay that fails must leave those), whatever the run
+ * names (RUN.failed.tsv would be the rejects of a run named RUN.failed).
+ */
+export function failedRejects(state: string, run: string): string {
+  return path.join(state, 'rejects', 'failed', `${run}.tsv`);
 }
 
 /** One stage command: its name and arguments (the binary is bin/<name>). */
