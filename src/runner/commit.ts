@@ -314,22 +314,42 @@ function danglingTarget(file: string): string {
  * where it led (a copy would find nothing to copy), anything else as it is; `from` goes last.
  */
 function moveOut(from: string, to: string): void {
-  const st = statQuiet(from, fs.statSync);
-  if (st === undefined) {
-    if (statQuiet(from, fs.lstatSync)?.isSymbolicLink()) relinkDurable(from, to, danglingTarget(from));
-    return; // moved before a crash (relinkDurable removes `from` last)
-  }
-  const target = relativeLinkTarget(from, st);
+  const target = doneLinkTarget(from);
+  if (target === undefined) return; // moved before a crash (relinkDurable removes `from` last)
   if (target !== null) relinkDurable(from, to, target);
   else moveDurable(from, to);
 }
 
 /**
+ * What moveOut makes of `from` in done/: the target of a new link (a link with a relative
+ * target, or a dangling one), null when it moves `from` as it is, undefined when nothing is there.
+ */
+function doneLinkTarget(from: string): string | null | undefined {
+  const st = statQuiet(from, fs.statSync);
+  if (st === undefined) return statQuiet(from, fs.lstatSync)?.isSymbolicLink() ? danglingTarget(from) : undefined;
+  return relativeLinkTarget(from, st);
+}
+
+/** The target of the symlink `file`, or null when it is no symlink (or not there). */
+function linkTargetQuiet(file: string): string | null {
+  try {
+    return fs.readlinkSync(file);
+  } catch {
+    return null;
+  }
+}
+
+/**
  * Renames `archived` (done/RUN.reflog, an earlier run's reflog) to the first free
  * `archived.~N~` and returns that name; null, touching nothing, when it has the same bytes
- * as `incoming` (a replay copied out of done/). A dangling link there counts as other bytes.
+ * as `incoming` (a replay copied out of done/), or is the link moveOut makes of it. A
+ * dangling link there, other than that one, counts as other bytes.
  */
 function keepArchived(incoming: string, archived: string): string | null {
+  // The link moveOut made there before a crash, its `incoming` not yet removed (a
+  // dangling one has no bytes to compare), or the same link re-sent.
+  const link = linkTargetQuiet(archived);
+  if (link !== null && link === (doneLinkTarget(incoming) ?? linkTargetQuiet(incoming))) return null;
   let same: boolean;
   try {
     same = sameBytes(incoming, archived);
