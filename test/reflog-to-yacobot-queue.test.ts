@@ -2681,6 +2681,26 @@ test('a replay made with ln instead of mv (the inbox file a hard link of done/RU
   assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[run, 'ok'], [run, 'ok']]);
 });
 
+test('a replay made with ln -s (the inbox file a symlink to done/RUN.reflog, relative or absolute) leaves done/RUN.reflog the hour itself', async () => {
+  // Moved to done/ as any symlinked reflog, the link replaced the file it led to: done/
+  // held a link to itself ('Too many levels of symbolic links'), the hour's reflog gone.
+  const base = (await ref1()).dir;
+  for (const kind of ['relative', 'absolute'] as const) {
+    const dir = copyOf(base);
+    takeQueueFiles(dir, RUN0);
+    const done = path.join(dir, 'var/state/done', RUNS[0]!);
+    fs.symlinkSync(kind === 'relative' ? path.join('../state/done', RUNS[0]!) : done, path.join(dir, 'var/inbox', RUNS[0]!));
+    const replay = await runner(dir, ['--log-level', 'silent']);
+    assert.equal(replay.status, 0, `${kind}: ${replay.stderr}`);
+    assert.doesNotMatch(replay.stderr, /warning/, kind);
+    assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), [], `${kind}: the link left the inbox`);
+    assert.ok(fs.lstatSync(done).isFile(), `${kind}: done/ still holds the file`);
+    assert.ok(fs.readFileSync(done).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))), `${kind}: with the hour's bytes`);
+    assert.deepEqual(fs.readdirSync(path.dirname(done)), [RUNS[0]!], `${kind}: nothing else in done/`);
+    assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[RUN0, 'ok'], [RUN0, 'ok']]);
+  }
+});
+
 test('a symlinked reflog whose target is deleted once its run read it leaves the inbox as a link (absolute or relative target, stopped or killed before the reflog step); another link renamed over it stays', async () => {
   // statSync saw the dangling link as nothing there ("moved before a crash"): the link
   // stayed in the inbox and every later invocation failed on it, running no later hour.

@@ -554,10 +554,16 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
         mkdirDurable(done);
         const here = statQuiet(parked, fs.lstatSync);
         const there = statQuiet(to, fs.lstatSync);
-        if (here !== undefined && there !== undefined && here.dev === there.dev && here.ino === there.ino) {
-          // A hard link of done/RUN.reflog (a replay made with ln, not mv): rename(2) of one
-          // link over another of the same file does nothing, and the reflog stayed in the
-          // inbox, run again at every invocation.
+        // Followed too: the file each name leads to (a dangling link leads nowhere).
+        const hereFile = here?.isSymbolicLink() ? statQuiet(parked, fs.statSync) : here;
+        const thereFile = there?.isSymbolicLink() ? statQuiet(to, fs.statSync) : there;
+        const same = (a?: fs.BigIntStats, b?: fs.BigIntStats) => a !== undefined && b !== undefined && a.dev === b.dev && a.ino === b.ino;
+        if (same(here, there) || same(hereFile, thereFile)) {
+          // done/RUN.reflog already is, or leads to, the file the run read. A hard link of
+          // it (a replay made with ln, not mv): rename(2) of one link over another of the
+          // same file does nothing, and the reflog stayed in the inbox, run again at every
+          // invocation. A symlink to it (ln -s): moved there, it replaced the only copy of
+          // the hour with a link to itself.
           try {
             fs.unlinkSync(parked);
           } catch (err) {
