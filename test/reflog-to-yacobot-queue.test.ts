@@ -1402,6 +1402,17 @@ test('after a failed run, the count of reflogs that stay in the inbox says the s
   assert.equal(fs.readdirSync(inbox).length, 3);
 });
 
+test('after a signal, the count of reflogs that stay in the inbox does not count a skipped hour not begun twice', async () => {
+  // The inbox was read again and an hour not begun counted among the runs, then again as skipped.
+  const dir = freshFirstOnly();
+  const inbox = path.join(dir, 'var/inbox');
+  writeReflog(dir, '2107072806', [['21070728063000', 'http://typo.example/']]); // an hour not begun: skipped
+  const r = await runner(dir, ['--log-level', 'silent'], { env: { REFLOG_RUNNER_FAILPOINT: `${RUN0}:chain`, REFLOG_RUNNER_FAILSIGNAL: 'SIGTERM' } });
+  assert.equal(r.status, 143, r.stderr);
+  assert.ok(r.stderr.includes(`the next invocation runs it again); 1 reflog(s) stay in ${inbox}, and the 1 skipped\n`), r.stderr);
+  assert.equal(fs.readdirSync(inbox).length, 2);
+});
+
 test('an empty reflog, one of a single header line (with empty lines or not), and several reflogs concatenated still commit', async () => {
   const dir = fresh();
   keepOnly(dir);

@@ -294,6 +294,8 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   let runs: string[] = [];
   /** The *.reflog files of the inbox that were skipped with a warning (a bad name, an hour ahead). */
   let skippedFiles = 0;
+  /** Of those, the names whose hour has not begun: planInbox counts them among its runs. */
+  const waiting = new Set<string>();
   let failed: RunRecord | null = null;
   /** The run a signal cut short before its commit (nothing of it published), if any. */
   let interrupted: string | null = null;
@@ -367,7 +369,6 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     // A name whose hour lies ahead would give its run a now that empties current_log. Not
     // with --now (which decides), nor for an interrupted run (it keeps the now it started with).
     const clock = new Date();
-    const waiting = new Set<string>();
     for (const r of o.now === null ? planned.runs : []) {
       const why = rerun.has(r) ? null : hourNotBegun(r, clock, o.keepMs);
       if (why === null) continue;
@@ -431,7 +432,8 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   summary();
   const ok = records.filter((r) => r.status === 'ok');
   const secs = ((Date.now() - t0) / 1000).toFixed(1);
-  const inInbox = () => planInbox(fs.readdirSync(o.inbox)).runs.length;
+  // Not the skipped ones, said apart below.
+  const inInbox = () => planInbox(fs.readdirSync(o.inbox)).runs.filter((r) => !waiting.has(r)).length;
   // The skipped ones stay too, each for the reason its warning gave.
   const stay = (n: number) => `${n} reflog(s) stay in ${visibleName(o.inbox)}${skippedFiles > 0 ? `, and the ${skippedFiles} skipped` : ''}`;
   if (signal) {
