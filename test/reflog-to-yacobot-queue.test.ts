@@ -1389,6 +1389,22 @@ test('a re-sent hour committed again keeps the reflog its earlier run archived i
   assert.deepEqual(fs.readdirSync(inbox), []);
 });
 
+test('a FIFO at done/RUN.reflog is kept as RUN.reflog.~1~, not opened: the commit of a re-sent hour does not hang', async () => {
+  // Compared byte for byte, it was opened for reading: open(2) waited for a writer for
+  // ever, deaf to SIGTERM, and every roll forward after a kill did the same.
+  const dir = copyOf((await ref1()).dir);
+  const done = path.join(dir, 'var/state/done', RUNS[0]!);
+  takeQueueFiles(dir, RUN0);
+  fs.renameSync(done, path.join(dir, 'var/inbox', RUNS[0]!));
+  assert.equal(spawnSync('mkfifo', [done]).status, 0);
+  const r = await runner(dir, ['--log-level', 'silent'], { killAfter: 60_000 });
+  assert.equal(r.status, 0, r.stderr);
+  assert.ok(r.stderr.includes(`warning: ${RUN0}: ${done}, the reflog an earlier run of this name read, differs from this one's: kept as ${RUNS[0]!}.~1~\n`), r.stderr);
+  assert.ok(fs.lstatSync(`${done}.~1~`).isFIFO());
+  assert.ok(fs.readFileSync(done).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))));
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), []);
+});
+
 test('after a failed run, the count of reflogs that stay in the inbox says the skipped ones too', async () => {
   const dir = fresh();
   keepOnly(dir);

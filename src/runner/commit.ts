@@ -343,7 +343,8 @@ function linkTargetQuiet(file: string): string | null {
  * Renames `archived` (done/RUN.reflog, an earlier run's reflog) to the first free
  * `archived.~N~` and returns that name; null, touching nothing, when it has the same bytes
  * as `incoming` (a replay copied out of done/), or is the link moveOut makes of it. A
- * dangling link there, other than that one, counts as other bytes.
+ * dangling link there, other than that one, or anything but a regular file, counts as
+ * other bytes.
  */
 function keepArchived(incoming: string, archived: string): string | null {
   // The link moveOut made there before a crash, its `incoming` not yet removed (a
@@ -352,7 +353,9 @@ function keepArchived(incoming: string, archived: string): string | null {
   if (link !== null && link === (doneLinkTarget(incoming) ?? linkTargetQuiet(incoming))) return null;
   let same: boolean;
   try {
-    same = sameBytes(incoming, archived);
+    // Not opened unless a regular file: open(2) of a FIFO waits for a writer, for ever
+    // (and deaf to SIGTERM), at every roll forward.
+    same = fs.statSync(archived).isFile() && sameBytes(incoming, archived);
   } catch {
     same = false; // one of them cannot be read (a dangling link): keep it, as it is
   }
