@@ -1245,9 +1245,8 @@ test('pure helpers of the replay warning: the newest committed now in the tail o
   assert.equal(settingsWarning([set('a', 'ok')], h, h), null, 'a line from before keep_ms');
   assert.equal(
     settingsWarning([set('a', 'ok', 10 * h, h), set('b', 'failed', h, h)], h, 30 * 60_000),
-    'these runs use --keep 1h (run a, the last committed, ran with 10h) and --resend-after 30m (run a, the last committed, ran with 1h): ' +
-      "their filter-url keeps and sends by these, for current_log and the cron's runs after them; " +
-      "if that is not meant (a run by hand without the cron's --config?), stop now (Ctrl-C: nothing of the run is published)",
+    "these runs use --keep 1h and --resend-after 30m, run a (the last committed) used 10h and 1h: each run's filter-url keeps current_log by its own; " +
+      "if one of the two is not the cron's setting (a run by hand without its --config?), stop now (Ctrl-C: nothing of the run is published)",
   );
 });
 
@@ -1267,14 +1266,13 @@ test('a run by hand without the cron\'s --keep is warned about, and a replay is 
   assert.deepEqual(
     byHand.stderr.split('\n').filter((l) => l.includes('warning: ')),
     [
-      'reflog-to-yacobot-queue: warning: these runs use --keep 1h (run 2011072808, the last committed, ran with 10h): ' +
-        "their filter-url keeps and sends by these, for current_log and the cron's runs after them; " +
-        "if that is not meant (a run by hand without the cron's --config?), stop now (Ctrl-C: nothing of the run is published)",
+      "reflog-to-yacobot-queue: warning: these runs use --keep 1h, run 2011072808 (the last committed) used 10h: each run's filter-url keeps current_log by its own; " +
+        "if one of the two is not the cron's setting (a run by hand without its --config?), stop now (Ctrl-C: nothing of the run is published)",
     ],
     byHand.stderr,
   );
   assert.equal(runsJsonl(dir).at(-1)!.sent, 0);
-  // With the cron's settings again: nothing said (the last committed run now is the replay, under 1h).
+  // The same settings as the last committed run (the replay's 1h): nothing said.
   writeReflog(dir, '2011072809', [['20110728093000', 'http://c.example/z']]);
   const next = await runner(dir, ['--keep', '1h']);
   assert.equal(next.status, 0, next.stderr);
@@ -1358,7 +1356,7 @@ test('a re-sent hour committed again keeps the reflog its earlier run archived i
   const inbox = path.join(dir, 'var/inbox');
   const resend = (text: string) => fs.writeFileSync(path.join(inbox, RUNS[0]!), text);
   const warning = (n: number) =>
-    `reflog-to-yacobot-queue: warning: ${name}: ${archived}, the reflog an earlier run of this name read, differs from this one's: kept as ${RUNS[0]!}.~${n}~\n`;
+    `reflog-to-yacobot-queue: warning: ${name}: ${archived}, the reflog an earlier run of this name read, is kept as ${RUNS[0]!}.~${n}~ (this run's takes its name)\n`;
 
   // An empty file re-sent for the hour: it commits as an hour without traffic, and the hour's real reflog stays.
   resend('');
@@ -1377,6 +1375,16 @@ test('a re-sent hour committed again keeps the reflog its earlier run archived i
   assert.equal(fs.readFileSync(`${archived}.~2~`, 'utf8'), '');
   assert.deepEqual(fs.readFileSync(`${archived}.~1~`), first);
 
+  // With ~1~ removed, the next is still one more than the highest: ~3~, not ~1~.
+  fs.renameSync(`${archived}.~1~`, path.join(dir, 'first.reflog'));
+  takeQueueFiles(dir, name);
+  resend('reflog-dump v2\n');
+  const r4 = await runner(dir, ['--log-level', 'silent']);
+  assert.equal(r4.status, 0, r4.stderr);
+  assert.ok(r4.stderr.includes(warning(3)), r4.stderr);
+  assert.equal(fs.readFileSync(`${archived}.~3~`, 'utf8'), 'reflog-dump v2\n1000\t0\t20110728063000\t1\thttp://resent.example/\t1\n');
+  fs.renameSync(path.join(dir, 'first.reflog'), `${archived}.~1~`);
+
   // Copied out of done/ (cp, not mv): the same bytes, nothing kept twice, nothing said.
   const third = fs.readFileSync(archived);
   takeQueueFiles(dir, name);
@@ -1384,7 +1392,7 @@ test('a re-sent hour committed again keeps the reflog its earlier run archived i
   const r3 = await runner(dir, ['--log-level', 'silent']);
   assert.equal(r3.status, 0, r3.stderr);
   assert.doesNotMatch(r3.stderr, /warning/);
-  assert.deepEqual(fs.readdirSync(done).filter((f) => f.startsWith(name)).sort(), [RUNS[0]!, `${RUNS[0]!}.~1~`, `${RUNS[0]!}.~2~`]);
+  assert.deepEqual(fs.readdirSync(done).filter((f) => f.startsWith(name)).sort(), [RUNS[0]!, `${RUNS[0]!}.~1~`, `${RUNS[0]!}.~2~`, `${RUNS[0]!}.~3~`]);
   assert.deepEqual(fs.readFileSync(archived), third);
   assert.deepEqual(fs.readdirSync(inbox), []);
 });
@@ -1399,7 +1407,7 @@ test('a FIFO at done/RUN.reflog is kept as RUN.reflog.~1~, not opened: the commi
   assert.equal(spawnSync('mkfifo', [done]).status, 0);
   const r = await runner(dir, ['--log-level', 'silent'], { killAfter: 60_000 });
   assert.equal(r.status, 0, r.stderr);
-  assert.ok(r.stderr.includes(`warning: ${RUN0}: ${done}, the reflog an earlier run of this name read, differs from this one's: kept as ${RUNS[0]!}.~1~\n`), r.stderr);
+  assert.ok(r.stderr.includes(`warning: ${RUN0}: ${done}, the reflog an earlier run of this name read, is kept as ${RUNS[0]!}.~1~ (this run's takes its name)\n`), r.stderr);
   assert.ok(fs.lstatSync(`${done}.~1~`).isFIFO());
   assert.ok(fs.readFileSync(done).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))));
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), []);

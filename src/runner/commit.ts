@@ -340,8 +340,8 @@ function linkTargetQuiet(file: string): string | null {
 }
 
 /**
- * Renames `archived` (done/RUN.reflog, an earlier run's reflog) to the first free
- * `archived.~N~` and returns that name; null, touching nothing, when it has the same bytes
+ * Renames `archived` (done/RUN.reflog, an earlier run's reflog) to `archived.~N~`, N one
+ * more than the highest there, and returns that name; null, touching nothing, when it has the same bytes
  * as `incoming` (a replay copied out of done/), or is the link moveOut makes of it. A
  * dangling link there, other than that one, or anything but a regular file, counts as
  * other bytes.
@@ -360,9 +360,17 @@ function keepArchived(incoming: string, archived: string): string | null {
     same = false; // one of them cannot be read (a dangling link): keep it, as it is
   }
   if (same) return null;
-  for (let n = 1; ; n++) {
+  // As GNU's numbered backups: one more than the highest there, so a higher number is
+  // always a later one, whichever were removed.
+  const prefix = `${path.basename(archived)}.~`;
+  let last = 0;
+  for (const f of fs.readdirSync(path.dirname(archived))) {
+    const m = f.startsWith(prefix) ? /^(\d{1,9})~$/.exec(f.slice(prefix.length)) : null;
+    if (m) last = Math.max(last, Number(m[1]));
+  }
+  for (let n = last + 1; ; n++) {
     const kept = `${archived}.~${n}~`;
-    if (statQuiet(kept, fs.lstatSync) !== undefined) continue;
+    if (statQuiet(kept, fs.lstatSync) !== undefined) continue; // made meanwhile, not by this runner
     try {
       fs.renameSync(archived, kept);
     } catch (err) {

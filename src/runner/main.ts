@@ -286,7 +286,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     archiveKept(run, archived, kept) {
       log.warn({ run, archived, kept }, 'the reflog an earlier run of this name archived is kept under another name');
       process.stderr.write(
-        `${PROG}: warning: ${visibleName(run)}: ${visibleName(archived)}, the reflog an earlier run of this name read, differs from this one's: kept as ${visibleName(path.basename(kept))}\n`,
+        `${PROG}: warning: ${visibleName(run)}: ${visibleName(archived)}, the reflog an earlier run of this name read, is kept as ${visibleName(path.basename(kept))} (this run's takes its name)\n`,
       );
     },
   };

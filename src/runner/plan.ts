@@ -175,16 +175,19 @@ export function settingsWarning(records: readonly unknown[], keepMs: number, res
   for (let i = records.length - 1; i >= 0; i--) {
     const r = (records[i] ?? {}) as { run?: unknown; status?: unknown; keep_ms?: unknown; resend_after_ms?: unknown };
     if (r.status !== 'ok' || typeof r.run !== 'string') continue;
-    const diff: string[] = [];
-    const was = (flag: string, then: unknown, ms: number) => {
-      if (Number.isSafeInteger(then) && then !== ms) diff.push(`${flag} ${formatDuration(ms)} (run ${r.run}, the last committed, ran with ${formatDuration(then as number)})`);
+    const now: string[] = [];
+    const then: string[] = [];
+    const was = (flag: string, recorded: unknown, ms: number) => {
+      if (!Number.isSafeInteger(recorded) || recorded === ms) return;
+      now.push(`${flag} ${formatDuration(ms)}`);
+      then.push(formatDuration(recorded as number));
     };
     was('--keep', r.keep_ms, keepMs);
     was('--resend-after', r.resend_after_ms, resendAfterMs);
-    if (diff.length === 0) return null;
+    if (now.length === 0) return null;
     return (
-      `these runs use ${diff.join(' and ')}: their filter-url keeps and sends by these, for current_log and the cron's runs after them; ` +
-      `if that is not meant (a run by hand without the cron's --config?), stop now (Ctrl-C: nothing of the run is published)`
+      `these runs use ${now.join(' and ')}, run ${r.run} (the last committed) used ${then.join(' and ')}: each run's filter-url keeps current_log by its own; ` +
+      `if one of the two is not the cron's setting (a run by hand without its --config?), stop now (Ctrl-C: nothing of the run is published)`
     );
   }
   return null;
