@@ -1060,6 +1060,11 @@ test("a failed replay of a committed hour leaves that run's rejects file alone: 
   untouched('the committed replay');
 });
 
+/** The runner's warning lines in `stderr`. */
+function warningLines(stderr: string): string[] {
+  return stderr.split('\n').filter((l) => l.startsWith('reflog-to-yacobot-queue: warning: '));
+}
+
 /** The runner's warning for a replay of 2011072806 (now 07:00) after 2011072808 (now 09:00), which ran with --keep `keep`. */
 function replayWarningLine(keep: string, forgotten: string): string {
   return (
@@ -1098,7 +1103,7 @@ test('a replay whose now is --keep or more older than a committed run\'s warns t
     }
     const r = await runner(dir, c.args);
     assert.equal(r.status, 0, `${what}: ${r.stderr}`);
-    const warnings = r.stderr.split('\n').filter((l) => l.startsWith('reflog-to-yacobot-queue: warning: '));
+    const warnings = warningLines(r.stderr);
     assert.deepEqual(warnings, c.want === null ? [] : [c.want.trimEnd()], `${what}: ${r.stderr}`);
     // And the warning is true: the replay sends a.example/x again exactly when it says so.
     const last = runsJsonl(dir).at(-1)!;
@@ -1116,7 +1121,7 @@ test('a replay replayed again is not warned about (the first recorded its URLs a
   writeReflog(dir, '2011072806', [['20110728063000', 'http://a.example/x']]);
   writeReflog(dir, '2011072808', [['20110728083000', 'http://b.example/y']]);
   assert.equal((await runner(dir)).status, 0);
-  const warnings = (r: Done) => r.stderr.split('\n').filter((l) => l.startsWith('reflog-to-yacobot-queue: warning: '));
+  const warnings = (r: Done) => warningLines(r.stderr);
   replayOf(dir, '2011072806');
   const first = await runner(dir);
   assert.equal(first.status, 0, first.stderr);
@@ -1156,7 +1161,7 @@ test('a late reflog more than --keep older than a run committed earlier in the s
   const r = await runner(dir);
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(runsJsonl(dir).map((x) => x.run), ['2011072808', '2011072806', '2011072807']);
-  assert.deepEqual(r.stderr.split('\n').filter((l) => l.startsWith('reflog-to-yacobot-queue: warning: ')), [replayWarningLine('1h', '20110728080000').trimEnd()], r.stderr);
+  assert.deepEqual(warningLines(r.stderr), [replayWarningLine('1h', '20110728080000').trimEnd()], r.stderr);
 });
 
 test('pure helpers of the replay warning: the newest committed now in the tail of runs.jsonl, and the warning from --keep older on', () => {
@@ -1264,7 +1269,7 @@ test('a run by hand without the cron\'s --keep is warned about, and a replay is 
   const byHand = await runner(dir);
   assert.equal(byHand.status, 0, byHand.stderr);
   assert.deepEqual(
-    byHand.stderr.split('\n').filter((l) => l.includes('warning: ')),
+    warningLines(byHand.stderr),
     [
       "reflog-to-yacobot-queue: warning: these runs use --keep 1h, run 2011072808 (the last committed) used 10h: each run's filter-url keeps current_log by its own; " +
         "if one of the two is not the cron's setting (a run by hand without its --config?), stop now (Ctrl-C: nothing of the run is published)",

@@ -59,6 +59,7 @@ import {
   relinkDurable,
   renameIntoPlace,
   sameBytes,
+  symlinkTarget,
   writeFileDurable,
 } from './fsutil.js';
 import { REFLOG_EXT, failedRejects, keptRejects, type RunRecord } from './plan.js';
@@ -330,15 +331,6 @@ function doneLinkTarget(from: string): string | null | undefined {
   return relativeLinkTarget(from, st);
 }
 
-/** The target of the symlink `file`, or null when it is no symlink (or not there). */
-function linkTargetQuiet(file: string): string | null {
-  try {
-    return fs.readlinkSync(file);
-  } catch {
-    return null;
-  }
-}
-
 /**
  * Renames `archived` (done/RUN.reflog, an earlier run's reflog) to `archived.~N~`, N one
  * more than the highest there, and returns that name; null, touching nothing, when it has the same bytes
@@ -349,8 +341,8 @@ function linkTargetQuiet(file: string): string | null {
 function keepArchived(incoming: string, archived: string): string | null {
   // The link moveOut made there before a crash, its `incoming` not yet removed (a
   // dangling one has no bytes to compare), or the same link re-sent.
-  const link = linkTargetQuiet(archived);
-  if (link !== null && link === (doneLinkTarget(incoming) ?? linkTargetQuiet(incoming))) return null;
+  const link = symlinkTarget(archived);
+  if (link !== null && link === (doneLinkTarget(incoming) ?? symlinkTarget(incoming))) return null;
   let same: boolean;
   try {
     // Not opened unless a regular file: open(2) of a FIFO waits for a writer, for ever

@@ -175,6 +175,15 @@ export function relinkDurable(src: string, dst: string, target: string): void {
   fsyncPath(path.dirname(src));
 }
 
+/** The target of symbolic link `p`, or null when `p` is not one (or is not there). */
+export function symlinkTarget(p: string): string | null {
+  try {
+    return fs.readlinkSync(p);
+  } catch {
+    return null;
+  }
+}
+
 /** Where the reflog step parks `file` before copying or relinking it: `.<name>.moving` beside it. */
 export function parkedPath(file: string): string {
   return path.join(path.dirname(file), `.${path.basename(file)}.moving`);

@@ -10,7 +10,7 @@ import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleN
 import { BIN_DIR as BIN } from '../core/root.js';
 import { fsyncPath } from '../core/dirs.js';
 import { dbError, openDb } from '../core/db.js';
-import { countLines, appendRecordOnce, lastRecord, mkdirDurable, tailRecords, writeFileDurable } from './fsutil.js';
+import { countLines, appendRecordOnce, lastRecord, mkdirDurable, symlinkTarget, tailRecords, writeFileDurable } from './fsutil.js';
 import { prepareQueues, publish, readCommit, removePrepared, writeCommit, stagedQueueFile, type CommitHooks, type CommitPlan } from './commit.js';
 import { acquireLock, Locked } from './lock.js';
 import { PROG, USAGE, parseArgs, type RunnerOptions } from './options.js';
@@ -182,15 +182,6 @@ function ownerOf(p: string): number | undefined {
     return fs.statSync(p).uid;
   } catch {
     return undefined;
-  }
-}
-
-/** The target of symbolic link `p`, or null when `p` is not one. */
-function symlinkTarget(p: string): string | null {
-  try {
-    return fs.readlinkSync(p);
-  } catch {
-    return null;
   }
 }
 
