@@ -2,10 +2,14 @@
 // development scripts (bench, fuzz, gen-reflog): the same conventions as runStage
 // -- "<tool>: message" errors, exit 0/1/2, "Try '<tool> --help'", help on stdout,
 // no stack traces -- around a commander program instead of one stdin->stdout stage.
-import { Command, CommanderError } from 'commander';
+import type { Command } from 'commander';
+import { requireCjs } from '../core/cjs.js';
+
 import { DataError, UsageError, formatPlace, ioError, visibleName } from '../core/errors.js';
 import { parseCount } from '../core/numbers.js';
 import { packageVersion } from './stage.js';
+
+const commander = requireCjs('commander') as typeof import('commander');
 
 /**
  * Builds the program with `build`, parses argv, runs the chosen subcommand's action
@@ -18,7 +22,7 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
     if (err.code === 'EPIPE') process.exit(0);
     writeError ??= err;
   });
-  const program = new Command(name)
+  const program = new commander.Command(name)
     .version(packageVersion(), '--version', 'print the version and exit')
     .helpOption('-h, --help', 'print this help and exit')
     .helpCommand(false)
@@ -35,7 +39,7 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
     if (program.commands.length > 0 && argv.length <= 2) throw new UsageError('no command given');
     await program.parseAsync(argv);
   } catch (err) {
-    if (err instanceof CommanderError) {
+    if (err instanceof commander.CommanderError) {
       if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.exitCode === 0) process.exit(0);
       if (err.code === 'commander.help') usageExit(name, 'no command given');
       let message = err.message.replace(/^error: /, '');

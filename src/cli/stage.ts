@@ -4,8 +4,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Readable } from 'node:stream';
-import { Command, CommanderError } from 'commander';
-import { pino, type Logger } from 'pino';
+import type { Command } from 'commander';
+import type { Logger } from 'pino';
 import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleName } from '../core/errors.js';
 import { growPipe } from '../core/pipes.js';
 import { PROJECT_ROOT } from '../core/root.js';
@@ -20,6 +20,10 @@ import {
 } from '../core/tsv.js';
 import { Output, OutputClosed } from './output.js';
 import { onStopSignal } from './signals.js';
+import { requireCjs } from '../core/cjs.js';
+
+const commander = requireCjs('commander') as typeof import('commander');
+const { pino } = requireCjs('pino') as typeof import('pino');
 
 /** Values that may appear in the summary line. */
 export type Count = number | string | boolean | Record<string, number>;
@@ -141,7 +145,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   };
 
   // --- arguments -------------------------------------------------------------
-  const cmd = new Command(def.name)
+  const cmd = new commander.Command(def.name)
     .description(`${def.summary}\n\n${def.usage.trim()}`)
     .version(packageVersion(), '--version', 'print the version and exit')
     .helpOption('-h, --help', 'print this help and exit')
@@ -176,7 +180,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     }
     opts = def.normalize(raw);
   } catch (err) {
-    if (err instanceof CommanderError) {
+    if (err instanceof commander.CommanderError) {
       if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.exitCode === 0) {
         process.exit(0);
       }

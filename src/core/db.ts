@@ -4,13 +4,15 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { domainToASCII } from 'node:url';
-import Database from 'better-sqlite3';
-import xxhash from 'xxhash-wasm';
+import type BetterSqlite3 from 'better-sqlite3';
 import { DataError, clipText, ioError, shellQuote } from './errors.js';
 import { parseCount } from './numbers.js';
-import { withoutTrailingDot } from './url.js';
+import { withoutTrailingDot } from './host.js';
+import { requireCjs } from './cjs.js';
 
-export type Db = Database.Database;
+const Database = requireCjs('better-sqlite3') as typeof BetterSqlite3;
+
+export type Db = BetterSqlite3.Database;
 
 /**
  * How long a connection waits for another process's write lock before failing:
@@ -457,7 +459,8 @@ const TWO_53 = 2 ** 53;
  * (0,1); the highest score wins, ties to the smallest id.
  */
 export async function loadRendezvous(): Promise<RendezvousFn> {
-  const { h64 } = await xxhash();
+  // Loaded here: only --assign rendezvous hashes domains.
+  const { h64 } = await (await import('xxhash-wasm')).default();
   return (domain, yacobots) => {
     let bestId = -1;
     let bestScore = -Infinity;

@@ -1,9 +1,14 @@
 // URL canonicalization (WHATWG URL), registrable domains (tldts, the Public Suffix
 // List with private suffixes) and URL ids (XXH64 seed 0 via xxhash-wasm).
-import { getDomain } from 'tldts';
 import xxhash from 'xxhash-wasm';
 import { TAB, putHex32 } from './bytes.js';
 import { BytesIndex } from './bytesindex.js';
+import { requireCjs } from './cjs.js';
+import { withoutTrailingDot } from './host.js';
+
+const { getDomain } = requireCjs('tldts') as typeof import('tldts');
+
+export { withoutTrailingDot };
 
 export type DomainMode = 'registrable' | 'host';
 
@@ -88,18 +93,6 @@ export function domainOfHost(host: string): string {
   if (host.charCodeAt(0) === 46 /* . */ || host.includes('..')) return withoutTrailingDot(host);
   const d = getDomain(host, { allowPrivateDomains: true, extractHostname: false });
   return d || withoutTrailingDot(host);
-}
-
-/**
- * The host without the one trailing dot that names the same host (`co.uk.`,
- * `localhost.`, `a..example.com.`), as tldts drops it from `example.com.`: routed
- * by domain, the two spellings must reach the same Yacobot (in either domain mode,
- * and as partner-db stores a domain typed with one).
- */
-export function withoutTrailingDot(host: string): string {
-  // `example.com..` ends in an empty label, as `a..example.com` has one inside: kept whole.
-  const n = host.length;
-  return n > 1 && host.charCodeAt(n - 1) === 46 && host.charCodeAt(n - 2) !== 46 ? host.slice(0, -1) : host;
 }
 
 /** Parses a comma-separated glob list (`utm_*,callback,_`; `*` any run, `?` one character); null when it names none. */

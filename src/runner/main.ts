@@ -4,7 +4,9 @@
 // its stages succeeded (see commit.ts for the commit order).
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
+import { requireCjs } from '../core/cjs.js';
+
 import { packageVersion } from '../cli/stage.js';
 import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleName } from '../core/errors.js';
 import { BIN_DIR as BIN } from '../core/root.js';
@@ -40,6 +42,7 @@ import {
   type StageOutcome,
 } from './plan.js';
 
+const { pino } = requireCjs('pino') as typeof import('pino');
 
 /** STATE/staging/RUN/run.json: fixed when a run is first attempted, reused by reruns after a crash. */
 interface RunJson {

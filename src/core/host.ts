@@ -1,0 +1,14 @@
+// Host spellings shared by the URL code and the partner database, without loading
+// the Public Suffix List (tldts) into the stages that only need this.
+
+/**
+ * The host without the one trailing dot that names the same host (`co.uk.`,
+ * `localhost.`, `a..example.com.`), as tldts drops it from `example.com.`: routed
+ * by domain, the two spellings must reach the same Yacobot (in either domain mode,
+ * and as partner-db stores a domain typed with one).
+ */
+export function withoutTrailingDot(host: string): string {
+  // `example.com..` ends in an empty label, as `a..example.com` has one inside: kept whole.
+  const n = host.length;
+  return n > 1 && host.charCodeAt(n - 1) === 46 && host.charCodeAt(n - 2) !== 46 ? host.slice(0, -1) : host;
+}
