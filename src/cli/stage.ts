@@ -22,8 +22,6 @@ import { Output, OutputClosed } from './output.js';
 import { onStopSignal } from './signals.js';
 import { requireCjs } from '../core/cjs.js';
 
-const commander = requireCjs('commander') as typeof import('commander');
-const { pino } = requireCjs('pino') as typeof import('pino');
 
 /** Values that may appear in the summary line. */
 export type Count = number | string | boolean | Record<string, number>;
@@ -143,6 +141,11 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     }
     for (const f of liveTempFiles) removeQuietly(f);
   };
+
+  // Loaded here, not with this module: analyze-dump's worker threads import the
+  // stage's module (and so this one) for its core, and have no use for them.
+  const commander = requireCjs('commander') as typeof import('commander');
+  const { pino } = requireCjs('pino') as typeof import('pino');
 
   // --- arguments -------------------------------------------------------------
   const cmd = new commander.Command(def.name)
