@@ -4,7 +4,6 @@
 // no stack traces -- around a commander program instead of one stdin->stdout stage.
 import type { Command } from 'commander';
 import { requireCjs } from '../core/cjs.js';
-
 import { DataError, UsageError, formatPlace, ioError, visibleName } from '../core/errors.js';
 import { parseCount } from '../core/numbers.js';
 import { packageVersion } from './stage.js';

@@ -22,7 +22,6 @@ import { Output, OutputClosed } from './output.js';
 import { onStopSignal } from './signals.js';
 import { requireCjs } from '../core/cjs.js';
 
-
 /** Values that may appear in the summary line. */
 export type Count = number | string | boolean | Record<string, number>;
 

@@ -8,8 +8,6 @@ import { withoutTrailingDot } from './host.js';
 
 const { getDomain } = requireCjs('tldts') as typeof import('tldts');
 
-export { withoutTrailingDot };
-
 export type DomainMode = 'registrable' | 'host';
 
 export interface UrlOptions {

@@ -6,7 +6,6 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 import { requireCjs } from '../core/cjs.js';
-
 import { packageVersion } from '../cli/stage.js';
 import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleName } from '../core/errors.js';
 import { BIN_DIR as BIN } from '../core/root.js';
