@@ -1756,12 +1756,15 @@ test('npm start (the demo) works, and a second start says there was nothing new'
   assert.match(second.stderr, /nothing to do/);
 });
 
-test("the stages' environment holds glibc's mmap threshold, unless the operator set one", () => {
+test("the stages' environment holds glibc's mmap and trim thresholds, unless the operator set them", () => {
   const env = stageEnv({ PATH: '/bin', TZ: 'UTC' });
   assert.equal(env.MALLOC_MMAP_THRESHOLD_, '131072');
+  assert.equal(env.MALLOC_TRIM_THRESHOLD_, '8388608');
   assert.equal(env.PATH, '/bin');
   assert.equal(env.TZ, 'UTC');
-  assert.equal(stageEnv({ MALLOC_MMAP_THRESHOLD_: '65536' }).MALLOC_MMAP_THRESHOLD_, '65536');
+  const set = stageEnv({ MALLOC_MMAP_THRESHOLD_: '65536', MALLOC_TRIM_THRESHOLD_: '1048576' });
+  assert.equal(set.MALLOC_MMAP_THRESHOLD_, '65536');
+  assert.equal(set.MALLOC_TRIM_THRESHOLD_, '1048576');
 });
 
 let secondHourTemplate: string | null = null;
