@@ -95,7 +95,7 @@ const WORKER_QUEUE = 2;
  * for them. With none, it waited for the worker after each batch of its own, and
  * the worker was the long pole (1M hour, one worker: 30 batches against 15, the
  * main thread idle 0.3 s of the 1.6 s of input); with two, 23 against 22, and
- * analyze-dump alone took 1.73-1.89 s against 1.94-2.33 s (README).
+ * analyze-dump alone took 1.73-1.83 s against 1.94-2.33 s (README).
  */
 const MAIN_AHEAD = 2;
 
