@@ -3,12 +3,12 @@
 // -- "<tool>: message" errors, exit 0/1/2, "Try '<tool> --help'", help on stdout,
 // no stack traces -- around a commander program instead of one stdin->stdout stage.
 import type { Command } from 'commander';
-import { requireCjs } from '../core/cjs.js';
+import { loadCommander } from '../core/cjs.js';
 import { DataError, UsageError, formatPlace, ioError, visibleName } from '../core/errors.js';
 import { parseCount } from '../core/numbers.js';
 import { packageVersion } from './stage.js';
 
-const commander = requireCjs('commander') as typeof import('commander');
+const commander = loadCommander();
 
 /**
  * Builds the program with `build`, parses argv, runs the chosen subcommand's action

@@ -20,7 +20,7 @@ import {
 } from '../core/tsv.js';
 import { Output, OutputClosed } from './output.js';
 import { onStopSignal } from './signals.js';
-import { requireCjs } from '../core/cjs.js';
+import { loadCommander, loadPino } from '../core/cjs.js';
 
 /** Values that may appear in the summary line. */
 export type Count = number | string | boolean | Record<string, number>;
@@ -143,8 +143,8 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
 
   // Loaded here, not with this module: analyze-dump's worker threads import the
   // stage's module (and so this one) for its core, and have no use for them.
-  const commander = requireCjs('commander') as typeof import('commander');
-  const { pino } = requireCjs('pino') as typeof import('pino');
+  const commander = loadCommander();
+  const pino = loadPino();
 
   // --- arguments -------------------------------------------------------------
   const cmd = new commander.Command(def.name)

@@ -8,9 +8,9 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { DataError, clipText, ioError, shellQuote } from './errors.js';
 import { parseCount } from './numbers.js';
 import { withoutTrailingDot } from './host.js';
-import { requireCjs } from './cjs.js';
+import { loadBetterSqlite3 } from './cjs.js';
 
-const Database = requireCjs('better-sqlite3') as typeof BetterSqlite3;
+const Database = loadBetterSqlite3();
 
 export type Db = BetterSqlite3.Database;
 

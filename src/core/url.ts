@@ -3,10 +3,10 @@
 import xxhash from 'xxhash-wasm';
 import { TAB, putHex32 } from './bytes.js';
 import { BytesIndex } from './bytesindex.js';
-import { requireCjs } from './cjs.js';
+import { loadTldts } from './cjs.js';
 import { withoutTrailingDot } from './host.js';
 
-const { getDomain } = requireCjs('tldts') as typeof import('tldts');
+const { getDomain } = loadTldts();
 
 export type DomainMode = 'registrable' | 'host';
 

@@ -5,7 +5,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
-import { requireCjs } from '../core/cjs.js';
+import { loadPino } from '../core/cjs.js';
 import { packageVersion } from '../cli/stage.js';
 import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleName } from '../core/errors.js';
 import { BIN_DIR as BIN } from '../core/root.js';
@@ -41,7 +41,7 @@ import {
   type StageOutcome,
 } from './plan.js';
 
-const { pino } = requireCjs('pino') as typeof import('pino');
+const pino = loadPino();
 
 /** STATE/staging/RUN/run.json: fixed when a run is first attempted, reused by reruns after a crash. */
 interface RunJson {
