@@ -10,7 +10,7 @@ import Database from 'better-sqlite3';
 import { BIN, madeDb, partnerDb, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 import { LeastLoaded, loadRendezvous, openDb } from '../src/core/db.js';
 import { DataError } from '../src/core/errors.js';
-import { SPOOL_PREFIX, commitNewDomains } from '../src/stages/upload-domains.js';
+import { SPOOL_PREFIX, commitNewDomains, loadDomainMap, writeDomainMap } from '../src/stages/upload-domains.js';
 import { HOST_TAG, ownedTempPrefix } from '../src/core/tsv.js';
 
 /** A filtered_log with one record per domain of `domains`, the whole list `repeat` times over. */
@@ -515,6 +515,23 @@ test('a --map line naming a Yacobot that does not exist is ignored: the database
   assert.equal(r.status, 0, r.stderr);
   assert.deepEqual(r.stdout.trimEnd().split('\n').map((l) => l.split('\t')[0]), ['1', '1']);
   assert.equal(fs.readFileSync(path.join(work, 'map'), 'utf8'), 'known.com\t1\nzzznew.com\t1\n');
+});
+
+test('writeDomainMap merges the map read with the domains learned, bytewise, the learned Yacobot winning for a domain in both', () => {
+  const work = scratch();
+  const file = path.join(work, 'map');
+  fs.writeFileSync(file, 'b.com\t1\nd.com\t2\nf.com\t3\nff.com\t3\n');
+  const map = loadDomainMap(file);
+  assert.equal(map.domains.size, 4);
+  // Before, between, equal to and after the map's domains; a prefix of one ("f.co") and one it is a prefix of ("ff.com.x").
+  const learned = new Map([['g.com', 1], ['a.com', 2], ['d.com', 9], ['e.com', 3], ['f.co', 4], ['ff.com.x', 5]]);
+  writeDomainMap(file, map, learned);
+  assert.equal(fs.readFileSync(file, 'utf8'), 'a.com\t2\nb.com\t1\nd.com\t9\ne.com\t3\nf.co\t4\nf.com\t3\nff.com\t3\nff.com.x\t5\ng.com\t1\n');
+  // An empty map, and nothing learned.
+  writeDomainMap(file, loadDomainMap(path.join(work, 'missing')), new Map([['x.org', 7]]));
+  assert.equal(fs.readFileSync(file, 'utf8'), 'x.org\t7\n');
+  writeDomainMap(file, loadDomainMap(file), new Map());
+  assert.equal(fs.readFileSync(file, 'utf8'), 'x.org\t7\n');
 });
 
 test('--map is rewritten after the last record has been written, not before the spool is replayed', { skip: spawnSync('strace', ['-qq', '-e', 'trace=none', 'true']).status !== 0 && 'no working strace here' }, () => {

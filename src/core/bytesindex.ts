@@ -11,6 +11,19 @@ import { grown } from './arrays.js';
  */
 const SEED = globalThis.crypto.getRandomValues(new Int32Array(1))[0]!;
 
+/** The slot hash of `b[start, end)`. */
+function hashOf(b: Uint8Array, start: number, end: number): number {
+  // FNV-1a from the seed, then MurmurHash3's finalizer: a slot's low bits depend on
+  // every byte (FNV's low bits depend only on the bytes' and the seed's low bits).
+  let h = SEED;
+  for (let i = start; i < end; i++) h = Math.imul(h ^ b[i]!, 0x01000193);
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  return h ^ (h >>> 16);
+}
+
 /**
  * Interns byte strings: `add` gives each distinct key a dense index (0, 1, ...),
  * the same one every time; `key` decodes one back to text. Memory: the keys'
@@ -45,15 +58,23 @@ export class BytesIndex {
 
   /** The index of the key `b[start, end)`, added if it is new. */
   add(b: Uint8Array, start: number, end: number): number {
-    // FNV-1a from the seed, then MurmurHash3's finalizer: a slot's low bits depend on
-    // every byte (FNV's low bits depend only on the bytes' and the seed's low bits).
-    let h = SEED;
-    for (let i = start; i < end; i++) h = Math.imul(h ^ b[i]!, 0x01000193);
-    h ^= h >>> 16;
-    h = Math.imul(h, 0x85ebca6b);
-    h ^= h >>> 13;
-    h = Math.imul(h, 0xc2b2ae35);
-    h ^= h >>> 16;
+    const h = hashOf(b, start, end);
+    const k = this.lookup(b, start, end, h);
+    this.added = k < 0;
+    return k >= 0 ? k : this.insert(b, start, end, h);
+  }
+
+  /** The index of the key `b[start, end)`, or -1 if it is not there. */
+  find(b: Uint8Array, start: number, end: number): number {
+    return this.lookup(b, start, end, hashOf(b, start, end));
+  }
+
+  /** Key number `k`'s bytes: a view, valid until the next `add`. */
+  keyBytes(k: number): Uint8Array {
+    return this.arena.subarray(this.starts[k]!, this.ends[k]!);
+  }
+
+  private lookup(b: Uint8Array, start: number, end: number, h: number): number {
     const mask = this.slots.length - 1;
     const n = end - start;
     for (let s = h & mask; ; s = (s + 1) & mask) {
@@ -69,13 +90,9 @@ export class BytesIndex {
           break;
         }
       }
-      if (same) {
-        this.added = false;
-        return k;
-      }
+      if (same) return k;
     }
-    this.added = true;
-    return this.insert(b, start, end, h);
+    return -1;
   }
 
   /** Key number `k` as text (UTF-8). */

@@ -238,8 +238,8 @@ function sideOk(b: Uint8Array, absent: boolean, ts: number, tsEnd: number, tag: 
   return tsEnd - ts === 14 && isDigitsAt(b, ts, tsEnd) && isValidHitsAt(b, hits, hitsEnd);
 }
 
-/** True when b[from, to) is a non-empty domain as DOMAIN_RE has it. */
-function isDomainAt(b: Uint8Array, from: number, to: number): boolean {
+/** True when b[from, to) is a non-empty domain as checkDomain has it (lower-case printable ASCII). */
+export function isDomainAt(b: Uint8Array, from: number, to: number): boolean {
   if (to <= from) return false;
   for (let i = from; i < to; i++) {
     const c = b[i]!;
