@@ -99,21 +99,3 @@ export function putHex32(dst: Uint8Array, at: number, v: number): number {
   }
   return at + 8;
 }
-
-/** A ByteSink that keeps everything written to it, growing as needed: output held back until it is known to be whole. */
-export class HeldBytes implements ByteSink {
-  buf: Buffer = Buffer.allocUnsafe(1 << 16);
-  pos = 0;
-
-  reserve(n: number): void {
-    if (this.pos + n <= this.buf.length) return;
-    const bigger = Buffer.allocUnsafe(Math.max(2 * this.buf.length, this.pos + n));
-    this.buf.copy(bigger, 0, 0, this.pos);
-    this.buf = bigger;
-  }
-
-  /** What was written. */
-  bytes(): Buffer {
-    return this.buf.subarray(0, this.pos);
-  }
-}

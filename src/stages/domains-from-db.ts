@@ -1,7 +1,6 @@
 // domains-from-db: the partner database's domain -> Yacobot table as a domain_map.
 import { pathOption, type StageDef } from '../cli/stage.js';
 import { dbError, missingOwnerError, missingOwners, openDb } from '../core/db.js';
-import { HeldBytes, putText } from '../core/bytes.js';
 import { DataError, clipText } from '../core/errors.js';
 import { checkDomain } from '../core/records.js';
 
@@ -27,8 +26,7 @@ could carry (a NULL, upper-case or non-ASCII domain, one with a TAB or LF; a
 yacobot_id that is not a positive integer up to 2^53 - 1, or names no Yacobot:
 rows edited outside partner-db) is an error naming it, not a broken map line.
 
-Buffers: the whole map, as the bytes it writes (checked in one pass over the
-rows, it is written only once every row has passed).`,
+Buffers: one row (the rows are streamed from the database).`,
   options(cmd) {
     cmd.requiredOption('--db <file>', 'the partner database (SQLite; required)');
   },
@@ -38,35 +36,31 @@ rows, it is written only once every row has passed).`,
     const db = openDb(o.db, { readonly: true });
     ctx.onExit(() => db.close());
     const out = ctx.out;
-    let perYacobot: Record<string, number> = {};
+    const perYacobot: Record<string, number> = {};
     let n = 0;
     ctx.reportCounts(() => ({ domains_out: n, per_yacobot: perYacobot }));
     try {
       // SQLite orders TEXT with the BINARY collation: memcmp of the UTF-8 bytes, i.e. bytewise.
       // safeIntegers: an id past 2^53 - 1 read as a number would be named by another value.
       const select = db.prepare('SELECT domain, yacobot_id FROM partner_domain ORDER BY domain').raw().safeIntegers(true);
-      // Every row is checked before the first line is written: a bad row leaves no output
-      // at all, not a map cut off before it (a redirection already flushed 64 KiB blocks
-      // of it). One pass, its lines held as bytes: a second pass over the rows cost as
-      // much as the first (about 35 ms for 42k rows), on the runner's critical path.
-      const held = new HeldBytes();
-      const per: Record<string, number> = {};
-      let lines = 0;
+      const rows = () => select.iterate() as IterableIterator<[unknown, unknown]>;
+      // Every row is checked before the first line is written, in one read snapshot:
+      // a bad row leaves no output at all, not a map cut off before it (a redirection
+      // already flushed 64 KiB blocks of it).
       db.exec('BEGIN');
-      for (const [domain, id] of select.iterate() as IterableIterator<[unknown, unknown]>) {
+      for (const [domain, id] of rows()) {
         const bad = badRow(domain, id);
         if (bad) throw new DataError('BAD_ROW', `partner_domain has a row no domain_map line can carry: ${bad} (edited by hand? fix or delete that row)`, { file: o.db });
-        const y = Number(id as bigint);
-        putText(held, `${domain as string}\t${y}\n`);
-        per[y] = (per[y] ?? 0) + 1;
-        lines++;
       }
       // A map line naming a Yacobot that does not exist would route its domain there.
       const missing = missingOwners(db);
       if (missing.length > 0) throw missingOwnerError(o.db, missing);
-      out.writeBytes(held.bytes());
-      n = lines;
-      perYacobot = per;
+      for (const [domain, id] of rows()) {
+        const y = Number(id as bigint);
+        out.write(`${domain as string}\t${y}\n`);
+        perYacobot[y] = (perYacobot[y] ?? 0) + 1;
+        if (++n % 4096 === 0) await out.flushIfFull();
+      }
       db.exec('COMMIT');
     } catch (err) {
       throw dbError(err, o.db);
