@@ -3,7 +3,7 @@
 // Generates a synthetic reflog for hour 1 and hour 2 (scripts/gen-reflog.ts), runs
 // the chain for hour 1 to build current_log and domain_map, then times hour 2 side
 // by side in one run:
-//   (a) the seven stages: domains-from-db, then analyze-dump | group-sum |
+//   (a) the seven stages: domains-from-db, beside analyze-dump | group-sum |
 //       join-current | filter-url | upload-domains | logsaver;
 //   (b) bench/reference.sh: LC_ALL=C sort + join + mawk doing the same step.
 // Each process runs under /usr/bin/time for its peak RSS. Then each stage runs
@@ -155,14 +155,19 @@ function stageCommands(dir: string, name: string, now: string, a: Args, logLevel
   ];
 }
 
-/** The seven stages for one hour, as one bash script (each process under /usr/bin/time when `times`). */
+/**
+ * The seven stages for one hour, as one bash script (each process under /usr/bin/time
+ * when `times`), started as the cron runner starts them: domains-from-db beside the
+ * chain, upload-domains held until it has ended well (the runner's gate, here a
+ * process substitution).
+ */
 function chainScript(dir: string, reflog: string, name: string, now: string, a: Args, times: string | null): string {
-  const [db, first, ...rest] = stageCommands(dir, name, now, a).map(({ label, cmd }) => (times ? timed(times, label, cmd) : cmd));
+  const [db, first, gs, jc, fu, ud, ls] = stageCommands(dir, name, now, a).map(({ label, cmd }) => (times ? timed(times, label, cmd) : cmd));
   const d = (f: string) => q(path.join(dir, f));
   return [
     `cd ${q(dir)}`,
-    `${db} > ${d('domain_map')}`,
-    [`${first} < ${q(reflog)}`, ...rest].join(' \\\n| '),
+    `exec 4< <(${db} > ${d('domain_map')} && echo go)`,
+    [`${first} < ${q(reflog)}`, gs, jc, fu, `{ IFS= read -r go <&4; exec 4<&-; [ "$go" = go ] || exit 1; exec ${ud}; }`, ls].join(' \\\n| '),
     `mv ${d('current_log.next')} ${d('current_log')}`,
   ].join('\n');
 }

@@ -13,7 +13,7 @@ import { ROOT, RUNNER, canRunAsNobody, hasStackTrace, lockHolder, partnerDb, run
 import { assertSameState, newDomains, runsJsonl, snapshot } from './lib/runner-state.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
-import { REFLOG_HEAD_BYTES, assignedInLog, hourNotBegun, failureMessage, firstHeaderLine, hourEndOf, mostForgetful, mostForgetfulSince, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, settingsWarning, type RunRecord } from '../src/runner/plan.js';
+import { GATE_FD, NOT_STARTED, REFLOG_HEAD_BYTES, assignedInLog, pipelineScript, type RunPaths, hourNotBegun, failureMessage, firstHeaderLine, hourEndOf, mostForgetful, mostForgetfulSince, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, settingsWarning, type RunRecord } from '../src/runner/plan.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { formatTimestamp } from '../src/core/time.js';
 import { HOST_TAG } from '../src/core/tsv.js';
@@ -848,7 +848,7 @@ test('killed in the cleanup of a finished run, then the hour re-sent: a new run,
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
 });
 
-test('a SIGTERM that comes as domains-from-db ends (nothing left to stop) stops the run before the chain starts', async () => {
+test('a SIGTERM that comes just as the chain would start (domains-from-db running beside) stops the run before the chain starts', async () => {
   // It once went unseen until the chain had run the whole hour.
   const { snap: want } = await ref();
   const names = RUNS.map((f) => f.replace(/\.reflog$/, ''));
@@ -2108,6 +2108,45 @@ test('SIGTERM to the runner while bash starts the chain: no stage outlives the r
   }
 });
 
+test('the chain\'s gated stage starts only after "go" on the gate; at the gate\'s end without it, it fails without starting', async () => {
+  const dir = scratch('ms-gate-');
+  const bin = path.join(dir, 'bin');
+  fs.mkdirSync(bin);
+  // Two stand-in stages: "first" passes its input on; "gated" leaves a mark when it starts.
+  fs.writeFileSync(path.join(bin, 'first'), '#!/bin/sh\nexec cat\n', { mode: 0o755 });
+  fs.writeFileSync(path.join(bin, 'gated'), `#!/bin/sh\ntouch ${shellQuote(path.join(dir, 'started'))}\nexec cat\n`, { mode: 0o755 });
+  const script = pipelineScript([{ name: 'first', args: [] }, { name: 'gated', args: [] }], bin, { logs: dir } as RunPaths, 1, 'gated');
+  const run = (feed: (gate: NodeJS.WritableStream) => void) =>
+    new Promise<{ statuses: string; code: number | null }>((resolve) => {
+      const c = spawn('bash', ['-c', script], { stdio: ['pipe', 'pipe', 'inherit', 'ignore', 'pipe'] });
+      let statuses = '';
+      c.stdout!.setEncoding('utf8').on('data', (d: string) => (statuses += d));
+      c.on('close', (code) => resolve({ statuses: statuses.trim(), code }));
+      c.stdin!.end('line\n');
+      feed(c.stdio[GATE_FD] as NodeJS.WritableStream);
+    });
+  const gatedLog = path.join(dir, '2.gated.log');
+
+  // Held: not started while the gate stays open; started once "go" comes.
+  let ok!: Promise<{ statuses: string; code: number | null }>;
+  let gate!: NodeJS.WritableStream;
+  ok = run((g) => (gate = g));
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  assert.equal(fs.existsSync(path.join(dir, 'started')), false, 'started before "go"');
+  gate.end('go\n');
+  assert.deepEqual(await ok, { statuses: '0 0', code: 0 });
+  assert.equal(fs.existsSync(path.join(dir, 'started')), true, 'started after "go"');
+
+  // The gate closed without "go" (the runner gone, or domains-from-db failed): not started, exit 1, said why.
+  for (const last of ['', 'no\n']) {
+    fs.rmSync(path.join(dir, 'started'), { force: true });
+    const r = await run((g) => g.end(last));
+    assert.equal(r.statuses.split(' ')[1], '1', `${JSON.stringify(last)}: ${r.statuses}`);
+    assert.equal(fs.existsSync(path.join(dir, 'started')), false, `${JSON.stringify(last)}: started without "go"`);
+    assert.equal(fs.readFileSync(gatedLog, 'utf8'), `gated: ${NOT_STARTED}\n`);
+  }
+});
+
 test('a failing domains-from-db stops the run before the chain: nothing assigned, no chain stage started', async () => {
   const dir = fresh();
   keepOnly(dir, '2011072806.reflog');
@@ -2122,6 +2161,9 @@ test('a failing domains-from-db stops the run before the chain: nothing assigned
   assert.equal(rec.failed_stage, 'domains-from-db');
   assert.deepEqual(Object.keys(rec.stages as object), ['domains-from-db'], 'no chain stage ran');
   assert.equal(rec.new_domains, 0);
+  // The chain, started beside it, was stopped: what analyze-dump rejected so far is kept nowhere.
+  assert.equal(rec.rejects_file, undefined);
+  assert.equal(fs.existsSync(path.join(dir, 'var/state/rejects/failed')), false);
   const after = new Database(path.join(dir, 'var/state/partner.db'), { readonly: true });
   try {
     assert.equal(after.prepare('SELECT COUNT(*) FROM partner_domain').pluck().get(), 1, 'upload-domains assigned nothing');

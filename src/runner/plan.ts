@@ -279,15 +279,27 @@ export function stageLog(p: RunPaths, i: number, name: string): string {
   return path.join(p.logs, `${i}.${name}.log`);
 }
 
+/** The descriptor on which a chain's gated stage waits for "go" (see pipelineScript). */
+export const GATE_FD = 4;
+
+/** What a gated stage logs when the gate closed without a "go". */
+export const NOT_STARTED = 'not started: domains-from-db did not finish (this run failed or was stopped before it did)';
+
 /**
  * A bash script running `chain` as one pipeline: stdin of the script feeds the first
  * stage, each stage's stderr goes to its own log file, the last stage's stdout is
- * discarded, and the script prints the exit statuses (PIPESTATUS) on stdout.
+ * discarded, and the script prints the exit statuses (PIPESTATUS) on stdout. The
+ * stage named `gated` starts only once the line "go" can be read from descriptor
+ * GATE_FD; at the end of that input without it, it fails (exit 1) without starting.
  */
-export function pipelineScript(chain: readonly StageCmd[], binDir: string, p: RunPaths, firstIndex = 1): string {
-  const parts = chain.map((s, i) =>
-    [path.join(binDir, s.name), ...s.args].map(shellQuote).join(' ') + ` 2>${shellQuote(stageLog(p, firstIndex + i, s.name))}`,
-  );
+export function pipelineScript(chain: readonly StageCmd[], binDir: string, p: RunPaths, firstIndex = 1, gated?: string): string {
+  const parts = chain.map((s, i) => {
+    const cmd = [path.join(binDir, s.name), ...s.args].map(shellQuote).join(' ');
+    const log = ` 2>${shellQuote(stageLog(p, firstIndex + i, s.name))}`;
+    if (s.name !== gated) return cmd + log;
+    const fd = GATE_FD;
+    return `{ IFS= read -r go <&${fd}; exec ${fd}<&-; if [ "$go" = go ]; then exec ${cmd}; fi; echo ${shellQuote(`${s.name}: ${NOT_STARTED}`)} >&2; exit 1; }${log}`;
+  });
   return `${parts.join(' \\\n  | ')} >/dev/null\necho "\${PIPESTATUS[*]}"\n`;
 }
 
