@@ -20,7 +20,8 @@ import { HOST_TAG } from '../src/core/tsv.js';
 import { shellQuote } from '../src/core/errors.js';
 import { checkQueueName } from '../src/stages/logsaver.js';
 import { publishSteps } from '../src/runner/commit.js';
-import { stageEnv } from '../src/runner/pipeline.js';
+import { runStages, stageEnv } from '../src/runner/pipeline.js';
+import type { RunnerOptions } from '../src/runner/options.js';
 import { appendRecordOnce, countLines, tailRecords } from '../src/runner/fsutil.js';
 import { Locked, acquireLock } from '../src/runner/lock.js';
 import * as os from 'node:os';
@@ -2113,7 +2114,8 @@ test('the chain\'s gated stage starts only after "go" on the gate; at the gate\'
   const bin = path.join(dir, 'bin');
   fs.mkdirSync(bin);
   // Two stand-in stages: "first" passes its input on; "gated" leaves a mark when it starts.
-  fs.writeFileSync(path.join(bin, 'first'), '#!/bin/sh\nexec cat\n', { mode: 0o755 });
+  // (and says whether it got the gate's descriptor, which is the gated stage's alone)
+  fs.writeFileSync(path.join(bin, 'first'), `#!/bin/sh\n[ -e /proc/$$/fd/${GATE_FD} ] && touch ${shellQuote(path.join(dir, 'first-has-gate'))}\nexec cat\n`, { mode: 0o755 });
   fs.writeFileSync(path.join(bin, 'gated'), `#!/bin/sh\ntouch ${shellQuote(path.join(dir, 'started'))}\nexec cat\n`, { mode: 0o755 });
   const script = pipelineScript([{ name: 'first', args: [] }, { name: 'gated', args: [] }], bin, { logs: dir } as RunPaths, 1, 'gated');
   const run = (feed: (gate: NodeJS.WritableStream) => void) =>
@@ -2135,6 +2137,7 @@ test('the chain\'s gated stage starts only after "go" on the gate; at the gate\'
   assert.equal(fs.existsSync(path.join(dir, 'started')), false, 'started before "go"');
   gate.end('go\n');
   assert.deepEqual(await ok, { statuses: '0 0', code: 0 });
+  assert.equal(fs.existsSync(path.join(dir, 'first-has-gate')), false, 'an ungated stage holds the gate');
   assert.equal(fs.existsSync(path.join(dir, 'started')), true, 'started after "go"');
 
   // The gate closed without "go" (the runner gone, or domains-from-db failed): not started, exit 1, said why.
@@ -2145,6 +2148,14 @@ test('the chain\'s gated stage starts only after "go" on the gate; at the gate\'
     assert.equal(fs.existsSync(path.join(dir, 'started')), false, `${JSON.stringify(last)}: started without "go"`);
     assert.equal(fs.readFileSync(gatedLog, 'utf8'), `gated: ${NOT_STARTED}\n`);
   }
+});
+
+test('runStages: a staged domain_map that cannot be created is an error for the caller, not an unhandled rejection', async () => {
+  const dir = scratch('ms-stages-');
+  const p = { mapNext: path.join(dir, 'missing', 'domain_map'), logs: dir } as RunPaths;
+  const o = { db: path.join(dir, 'p.db'), killAfterMs: 1000 } as RunnerOptions;
+  const progress = { size: 0, read: () => -1 };
+  await assert.rejects(runStages(o, p, '20110728070000', 3, path.join(ROOT, 'bin'), progress), /ENOENT/);
 });
 
 test('a failing domains-from-db stops the run before the chain: nothing assigned, no chain stage started', async () => {

@@ -240,17 +240,27 @@ export async function runStages(
   // 0: domains-from-db > staged domain_map. The chain starts beside it, with
   // upload-domains (the map's reader) held at a gate until it has ended well: alone
   // before the chain it kept a core idle for its whole run (0.17 s of the 1M hour).
-  const mapDone: Promise<StageOutcome> = (async () => {
+  // Opened and spawned here, not in the promise: an error (ENOSPC, EMFILE) goes to the
+  // caller as it did when domains-from-db ran alone, not to an unhandled rejection.
+  let dfdb: ChildProcess;
+  {
     const out = fs.openSync(p.mapNext, 'w', 0o644);
-    const err = fs.openSync(stageLog(p, 0, 'domains-from-db'), 'w', 0o644);
-    const child = spawn(path.join(binDir, 'domains-from-db'), ['--db', o.db], { stdio: ['ignore', out, err, lockFd], env: stageEnv() });
-    fs.closeSync(out);
-    fs.closeSync(err);
-    const r = await waitExit(child, 'stage');
+    try {
+      const err = fs.openSync(stageLog(p, 0, 'domains-from-db'), 'w', 0o644);
+      try {
+        dfdb = spawn(path.join(binDir, 'domains-from-db'), ['--db', o.db], { stdio: ['ignore', out, err, lockFd], env: stageEnv() });
+      } finally {
+        fs.closeSync(err);
+      }
+    } finally {
+      fs.closeSync(out);
+    }
+  }
+  const mapDone: Promise<StageOutcome> = waitExit(dfdb, 'stage').then((r) => {
     const s = readLog(0, 'domains-from-db', r.error ? 1 : statusOf(r));
     if (r.error) s.messages.push(`domains-from-db: cannot start: ${r.error.message}`);
     return s;
-  })();
+  });
   /** The outcome when the chain did not run (or was stopped because domains-from-db failed): domains-from-db's, then `more`. */
   const without = async (...more: StageOutcome[]) => {
     const s = await mapDone;
@@ -314,12 +324,19 @@ export async function runStages(
   const map = await mapDone;
   const go = map.exit === 0 && !stopped();
   if (go) gate.end('go\n');
-  else {
-    // Nothing of the chain may go on: upload-domains never started, the rest is stopped.
+  let killer: NodeJS.Timeout | undefined;
+  if (!go) {
+    // Nothing of the chain may go on: upload-domains never started, the rest is stopped
+    // (a signal's stop has its own --kill-after; this one gets the same).
     gate.destroy();
-    if (!stopped()) stopChildren('SIGTERM');
+    if (!stopped()) {
+      stopChildren('SIGTERM');
+      killer = setTimeout(() => stopChildren('SIGKILL'), o.killAfterMs);
+      killer.unref();
+    }
   }
   const r = await ended;
+  clearTimeout(killer);
   progress.read = () => -1;
   // Through the chain's own descriptor: the file at the inbox name may be another by now.
   const head = readHead(inFd);

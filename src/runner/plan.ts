@@ -296,7 +296,9 @@ export function pipelineScript(chain: readonly StageCmd[], binDir: string, p: Ru
   const parts = chain.map((s, i) => {
     const cmd = [path.join(binDir, s.name), ...s.args].map(shellQuote).join(' ');
     const log = ` 2>${shellQuote(stageLog(p, firstIndex + i, s.name))}`;
-    if (s.name !== gated) return cmd + log;
+    // The gate's descriptor is the gated stage's alone: the runner waits for the shell's
+    // streams to close, and a stage holding it would count among them.
+    if (s.name !== gated) return cmd + (gated === undefined ? '' : ` ${GATE_FD}<&-`) + log;
     const fd = GATE_FD;
     return `{ IFS= read -r go <&${fd}; exec ${fd}<&-; if [ "$go" = go ]; then exec ${cmd}; fi; echo ${shellQuote(`${s.name}: ${NOT_STARTED}`)} >&2; exit 1; }${log}`;
   });

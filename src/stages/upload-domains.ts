@@ -331,6 +331,12 @@ holds --map and the distinct domains seen in this run.`,
     // safeIntegers: an id past 2^53 - 1 would be read as another one.
     const lookup = db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck().safeIntegers(true);
     const yacobotExists = db.prepare('SELECT 1 FROM yacobot WHERE id = ?').pluck();
+    let wal: boolean;
+    try {
+      wal = db.pragma('journal_mode', { simple: true }) === 'wal';
+    } catch (err) {
+      throw dbError(err, o.db);
+    }
 
     // Every distinct domain of this run, by its bytes: its Yacobot, or 0 while it is new,
     // and how many records went out for it.
@@ -373,8 +379,10 @@ holds --map and the distinct domains seen in this run.`,
       try {
         // The lookups share one read transaction (WAL: writers go on; its snapshot may miss a
         // domain assigned since, which the commit re-reads anyway): alone, each lookup began
-        // and ended its own, 2.5 us against 0.3 us (7,704 lookups in the bench hour).
-        if (!db.inTransaction) db.exec('BEGIN');
+        // and ended its own, 2.5 us against 0.3 us (7,704 lookups in the bench hour). Not
+        // with a rollback journal (a WAL the file system refused): there a reader's lock
+        // would hold every writer off until the end of the input.
+        if (wal && !db.inTransaction) db.exec('BEGIN');
         v = lookup.get(domain);
         // A row written with foreign keys off since the check at the start (a Yacobot added since is fine).
         if (v !== undefined && !(typeof v === 'bigint' && exists.has(Number(v)))) {
