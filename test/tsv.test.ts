@@ -12,7 +12,8 @@ import { addHits, addHitsAt } from '../src/core/hits.js';
 import { IdOrder } from '../src/core/records.js';
 import { timestampMsAt, timestampToMs } from '../src/core/time.js';
 import { putBytes, putHex32 } from '../src/core/bytes.js';
-import { ByteLineSplitter, FileLineReader, HOST_TAG, removeStaleTemps } from '../src/core/tsv.js';
+import { ByteLineSplitter, FileLineReader, FileWriter, HOST_TAG, removeStaleTemps } from '../src/core/tsv.js';
+import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { BytesIndex } from '../src/core/bytesindex.js';
 import { ROOT, scratch } from './lib/run.js';
 import { prng } from '../scripts/prng.js';
@@ -397,4 +398,37 @@ test('BytesIndex: keys built so that unseeded FNV-1a puts them all in one probe 
   assert.ok(index.probes / keys.length < 4, `${(index.probes / keys.length).toFixed(1)} slots examined per add`);
   // And a second pass finds each one where it was put.
   for (const [i, k] of keys.entries()) assert.equal(index.add(k, 0, k.length), i);
+});
+
+test('FileWriter with syncAhead sends the file to the disk as it is written (an fdatasync every syncAhead bytes), and without it never', async () => {
+  const cjsFs = createRequire(import.meta.url)('node:fs') as typeof fs;
+  const original = cjsFs.fdatasync;
+  const calls: number[] = [];
+  cjsFs.fdatasync = ((fd: number, cb: (err: NodeJS.ErrnoException | null) => void) => {
+    calls.push(fd);
+    original(fd, cb);
+  }) as typeof fs.fdatasync;
+  syncBuiltinESMExports();
+  try {
+    const dir = scratch();
+    const line = Buffer.from('x'.repeat(1023) + '\n');
+    for (const [syncAhead, want] of [[1 << 20, 2], [0, 0]] as const) {
+      calls.length = 0;
+      const file = path.join(dir, `f${syncAhead}`);
+      const w = new FileWriter(file, 'w', 1 << 16, syncAhead);
+      // 10 MiB in 1 KiB lines, a pause after each MiB; one fdatasync at a time, so not one per MiB.
+      for (let i = 0; i < 10 * 1024; i++) {
+        w.write(line);
+        if (i % 1024 === 1023) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      w.close(true);
+      assert.equal(fs.statSync(file).size, 10 << 20);
+      assert.ok(fs.readFileSync(file).equals(Buffer.concat(Array(10 * 1024).fill(line))), 'content');
+      if (want === 0) assert.equal(calls.length, 0, 'no fdatasync without syncAhead');
+      else assert.ok(calls.length >= want, `${calls.length} fdatasync(s) for 10 MiB at 1 MiB, want ${want} or more`);
+    }
+  } finally {
+    cjsFs.fdatasync = original;
+    syncBuiltinESMExports();
+  }
 });

@@ -598,17 +598,29 @@ function isDevNull(st: fs.Stats): boolean {
  * A buffered, synchronous file writer. Errors (ENOSPC, EACCES, ...) surface as a
  * DataError naming the file, at the write or flush that hit them.
  */
+/** How often a file fsynced at its end is sent to the disk while it is written (FileWriter's syncAhead). */
+export const SYNC_AHEAD = 4 << 20;
+
 export class FileWriter implements ByteSink {
   private fd: number;
   // Text is encoded straight into one reused buffer: no joined strings, no garbage.
   buf: Buffer;
   pos = 0;
   bytes = 0;
+  /** With `syncAhead`: bytes written when the last background fdatasync was asked for, and whether one is under way. */
+  private synced = 0;
+  private syncing = false;
 
+  /**
+   * `syncAhead` (bytes, 0 for none): a file that will be fsynced when closed has what
+   * was written so far sent to the disk every `syncAhead` bytes, by an fdatasync on a
+   * libuv thread, so that the fsync at the end waits for the last part only.
+   */
   constructor(
     readonly file: string,
     flags: string = 'w',
     highWater = 1 << 18,
+    private readonly syncAhead = 0,
   ) {
     try {
       this.fd = fs.openSync(file, flags, 0o644);
@@ -659,6 +671,15 @@ export class FileWriter implements ByteSink {
       throw ioError(err, this.file, 'write');
     }
     this.bytes += data.length;
+    if (this.syncAhead > 0 && !this.syncing && this.bytes - this.synced >= this.syncAhead) {
+      this.synced = this.bytes;
+      this.syncing = true;
+      // Its error, if any, is the final fsync's to report. Should the descriptor be closed
+      // before it runs, it fails (EBADF) or flushes whichever file took the number: harmless.
+      fs.fdatasync(this.fd, () => {
+        this.syncing = false;
+      });
+    }
   }
 
   /** Flushes, optionally fsyncs, and closes. */
@@ -708,7 +729,7 @@ export class AtomicFileWriter extends FileWriter {
     const prefix = `${path.basename(target)}.tmp-`;
     removeStaleTemps(path.dirname(target), prefix);
     try {
-      super(path.join(path.dirname(target), ownedTempName(prefix)), 'w');
+      super(path.join(path.dirname(target), ownedTempName(prefix)), 'w', 1 << 18, SYNC_AHEAD);
     } catch (err) {
       // Name the file the operator gave, not the temporary one.
       throw err instanceof DataError && err.place ? new DataError(err.code, err.message, { file }) : err;

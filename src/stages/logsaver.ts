@@ -8,7 +8,7 @@ import { BytesIndex } from '../core/bytesindex.js';
 import { LF, TAB, putBytes } from '../core/bytes.js';
 import { LineRef, ROUTED_RECORD, checkUrlRecordAt, clip, isYacobotIdAt } from '../core/records.js';
 import { fsyncPath } from '../core/dirs.js';
-import { DEFAULT_MAX_LINE, FileWriter, liveTempFiles, ownedTempName, removeQuietly, removeStaleTemps } from '../core/tsv.js';
+import { DEFAULT_MAX_LINE, FileWriter, SYNC_AHEAD, liveTempFiles, ownedTempName, removeQuietly, removeStaleTemps } from '../core/tsv.js';
 
 /** Records longer than this go to their file through write(), which never grows the writer's buffer. */
 const LONG_RECORD = 1 << 16;
@@ -118,7 +118,7 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
       removeStaleTemps(dir, prefix);
       const tmp = path.join(dir, ownedTempName(prefix));
       liveTempFiles.add(tmp);
-      return { id, dir, tmp, final: path.join(dir, `${o.name}.tsv`), writer: new FileWriter(tmp, 'w'), records: 0 };
+      return { id, dir, tmp, final: path.join(dir, `${o.name}.tsv`), writer: new FileWriter(tmp, 'w', 1 << 18, SYNC_AHEAD), records: 0 };
     };
 
     // Queues by the bytes of their yacobot_id; records are copied as bytes.
