@@ -594,13 +594,13 @@ function isDevNull(st: fs.Stats): boolean {
   }
 }
 
+/** How often a file fsynced at its end is sent to the disk while it is written (FileWriter's syncAhead). */
+export const SYNC_AHEAD = 4 << 20;
+
 /**
  * A buffered, synchronous file writer. Errors (ENOSPC, EACCES, ...) surface as a
  * DataError naming the file, at the write or flush that hit them.
  */
-/** How often a file fsynced at its end is sent to the disk while it is written (FileWriter's syncAhead). */
-export const SYNC_AHEAD = 4 << 20;
-
 export class FileWriter implements ByteSink {
   private fd: number;
   // Text is encoded straight into one reused buffer: no joined strings, no garbage.

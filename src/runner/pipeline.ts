@@ -1,8 +1,9 @@
 // Runs the stages of one run as child processes in the runner's own process group
 // (a SIGKILL to the group takes them all): domains-from-db and, beside it, the chain
-// as one bash pipeline, its upload-domains held until domains-from-db has ended; on a signal, stops them and lets the runner exit only after
-// they have. Each stage's stderr goes to its own log file; the lock
-// descriptor is inherited as fd 3 so the lock outlives a runner killed alone.
+// as one bash pipeline, its upload-domains held until domains-from-db has ended; on a
+// signal, stops them and lets the runner exit only after they have. Each stage's
+// stderr goes to its own log file; the lock descriptor is inherited as fd 3 so the
+// lock outlives a runner killed alone.
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
