@@ -2158,6 +2158,23 @@ test('runStages: a staged domain_map that cannot be created is an error for the 
   await assert.rejects(runStages(o, p, '20110728070000', 3, path.join(ROOT, 'bin'), progress), /ENOENT/);
 });
 
+test('upload-domains reads the whole domain_map, however long domains-from-db beside the chain takes (the gate)', async () => {
+  const { dir: after1 } = await ref1();
+  const dir = copyOf(after1);
+  fs.copyFileSync(path.join(REFLOGS, RUNS[1]!), path.join(dir, 'var/inbox', RUNS[1]!));
+  // 300,000 more rows, sorting before every real domain: domains-from-db writes them
+  // first and takes a while; a map read before it ended would lack the run's known domains.
+  const db = new Database(path.join(dir, 'var/state/partner.db'));
+  db.exec("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300000) INSERT INTO partner_domain SELECT '0filler' || i || '.com', 1, 'x' FROM n");
+  db.close();
+  const r = await runner(dir);
+  assert.equal(r.status, 0, r.stderr);
+  const ud = (runsJsonl(dir).at(-1)!.stages as Record<string, Record<string, unknown>>)['upload-domains']!;
+  assert.ok((ud.domains_known as number) > 0, JSON.stringify(ud));
+  assert.equal(ud.domains_from_db, 0, `every known domain came from the map: ${JSON.stringify(ud)}`);
+  assert.equal(ud.domains_from_map, ud.domains_known);
+});
+
 test('a failing domains-from-db stops the run before the chain: nothing assigned, no chain stage started', async () => {
   const dir = fresh();
   keepOnly(dir, '2011072806.reflog');
