@@ -23,6 +23,7 @@ import { BIN_DIR, PROJECT_ROOT as ROOT } from '../src/core/root.js';
 import { parseBudget } from '../src/core/size.js';
 import { countLines } from '../src/runner/fsutil.js';
 import { stageEnv } from '../src/runner/pipeline.js';
+import { GATE_FD, NOT_STARTED, gatedCommand } from '../src/runner/plan.js';
 import { shellQuote as q } from '../src/core/errors.js';
 import { countOption, generateReflog } from './gen-reflog.js';
 
@@ -166,8 +167,8 @@ function chainScript(dir: string, reflog: string, name: string, now: string, a: 
   const d = (f: string) => q(path.join(dir, f));
   return [
     `cd ${q(dir)}`,
-    `exec 4< <(${db} > ${d('domain_map')} && echo go)`,
-    [`${first} < ${q(reflog)}`, gs, jc, fu, `{ IFS= read -r go <&4; exec 4<&-; [ "$go" = go ] || exit 1; exec ${ud}; }`, ls].join(' \\\n| '),
+    `exec ${GATE_FD}< <(${db} > ${d('domain_map')} && echo go)`,
+    [`${first} < ${q(reflog)}`, gs, jc, fu, gatedCommand(ud!, `upload-domains: ${NOT_STARTED}`), ls].join(' \\\n| '),
     `mv ${d('current_log.next')} ${d('current_log')}`,
   ].join('\n');
 }

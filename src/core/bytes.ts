@@ -50,6 +50,11 @@ export function latin1(b: Uint8Array, from: number, to: number): string {
   return Buffer.from(b.buffer, b.byteOffset + from, to - from).toString('latin1');
 }
 
+/** The bytes `b[from, to)` as UTF-8 text (for messages and keys). */
+export function utf8(b: Uint8Array, from: number, to: number): string {
+  return Buffer.from(b.buffer, b.byteOffset + from, to - from).toString('utf8');
+}
+
 /** True when `b[from, to)` is non-empty and all ASCII digits. */
 export function isDigitsAt(b: Uint8Array, from: number, to: number): boolean {
   if (to <= from) return false;

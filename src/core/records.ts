@@ -2,7 +2,7 @@
 // on field arrays (for messages and the stages that split lines), and the same
 // checks on a line's bytes for the streaming stages, which never decode a line.
 import { isValidHits, isValidHitsAt } from './hits.js';
-import { DASH, compareBytes, isDigitsAt, latin1 } from './bytes.js';
+import { DASH, compareBytes, isDigitsAt, latin1, utf8 } from './bytes.js';
 import { findTabsAt } from './tsv.js';
 import { isValidTimestamp, timestampKey } from './time.js';
 import { clipText } from './errors.js';
@@ -182,7 +182,7 @@ export class LineRef {
 
   /** The line as text (for messages). */
   text(): string {
-    return Buffer.from(this.buf.buffer, this.buf.byteOffset + this.start, this.end - this.start).toString('utf8');
+    return utf8(this.buf, this.start, this.end);
   }
 }
 

@@ -324,9 +324,9 @@ export async function runStages(
 
   const map = await mapDone;
   const go = map.exit === 0 && !stopped();
-  if (go) gate.end('go\n');
   let killer: NodeJS.Timeout | undefined;
-  if (!go) {
+  if (go) gate.end('go\n');
+  else {
     // Nothing of the chain may go on: upload-domains never started, the rest is stopped
     // (a signal's stop has its own --kill-after; this one gets the same).
     gate.destroy();

@@ -286,6 +286,16 @@ export const GATE_FD = 4;
 export const NOT_STARTED = 'not started: domains-from-db did not finish (this run failed or was stopped before it did)';
 
 /**
+ * The shell command `cmd` (already quoted), started only once the line "go" can be
+ * read from descriptor GATE_FD, which it then closes; at the end of that input
+ * without it, `notStarted` goes to stderr and the command fails (exit 1) unstarted.
+ */
+export function gatedCommand(cmd: string, notStarted: string): string {
+  const fd = GATE_FD;
+  return `{ IFS= read -r go <&${fd}; exec ${fd}<&-; if [ "$go" = go ]; then exec ${cmd}; fi; echo ${shellQuote(notStarted)} >&2; exit 1; }`;
+}
+
+/**
  * A bash script running `chain` as one pipeline: stdin of the script feeds the first
  * stage, each stage's stderr goes to its own log file, the last stage's stdout is
  * discarded, and the script prints the exit statuses (PIPESTATUS) on stdout. The
@@ -299,8 +309,7 @@ export function pipelineScript(chain: readonly StageCmd[], binDir: string, p: Ru
     // The gate's descriptor is the gated stage's alone: the runner waits for the shell's
     // streams to close, and a stage holding it would count among them.
     if (s.name !== gated) return cmd + (gated === undefined ? '' : ` ${GATE_FD}<&-`) + log;
-    const fd = GATE_FD;
-    return `{ IFS= read -r go <&${fd}; exec ${fd}<&-; if [ "$go" = go ]; then exec ${cmd}; fi; echo ${shellQuote(`${s.name}: ${NOT_STARTED}`)} >&2; exit 1; }${log}`;
+    return gatedCommand(cmd, `${s.name}: ${NOT_STARTED}`) + log;
   });
   return `${parts.join(' \\\n  | ')} >/dev/null\necho "\${PIPESTATUS[*]}"\n`;
 }

@@ -19,7 +19,7 @@ import { mkdirEach } from '../core/dirs.js';
 import { DataError, UsageError, ioError, shellQuote } from '../core/errors.js';
 import { grown } from '../core/arrays.js';
 import { BytesIndex } from '../core/bytesindex.js';
-import { LF, TAB, compareBytes, digitsValue, latin1, putBytes, putDecimal, putNumbered } from '../core/bytes.js';
+import { LF, TAB, compareBytes, digitsValue, latin1, putBytes, putDecimal, putNumbered, utf8 } from '../core/bytes.js';
 import { LineRef, checkDomain, checkUrlRecordAt, isDomainAt, isYacobotIdAt } from '../core/records.js';
 import { formatTimestamp, isValidTimestamp } from '../core/time.js';
 import {
@@ -100,8 +100,6 @@ export function loadDomainMap(file: string): DomainMap {
   }
   return { domains, owner, existed: true };
 }
-
-const utf8 = (b: Uint8Array, from: number, to: number) => Buffer.from(b.buffer, b.byteOffset + from, to - from).toString('utf8');
 
 /** Bytewise order of `a` and `b[start, end)`: negative, zero or positive. */
 function compareKeys(a: Uint8Array, b: Uint8Array, start: number, end: number): number {
