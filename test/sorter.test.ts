@@ -300,6 +300,39 @@ test('analyze-dump: byte-identical output with --memory 1M (spilling) and withou
   assert.deepEqual(fs.readdirSync(tmp), [], 'spill files removed after failure');
 });
 
+test('analyze-dump: a spill prepared ahead (workers given batches to last it, then the spill) keeps the records, rejects and counts of one without workers', () => {
+  const dir = scratch('ms-sorter-ahead-');
+  const reflog = path.join(dir, 'h.reflog');
+  writeReflog(reflog, 40_000, 3);
+  const one = fs.readFileSync(reflog);
+  // 63 MiB (about 60 batches, four or five runs), with rejects between copies and a last line without LF.
+  const bad = Buffer.from('b\t5\tnot-a-time\t1\thttp://x.example/\t1\nx\ty\n');
+  const input = Buffer.concat([...Array.from({ length: 24 }, () => [one, bad]).flat(), one.subarray(0, 5000), Buffer.from('\nlast\tline\twithout LF')]);
+  const tmp = path.join(dir, 'tmp');
+  fs.mkdirSync(tmp);
+  const run = (args: string[], env: Record<string, string>) => {
+    const rej = path.join(dir, `rejects-${args[1]}.tsv`);
+    const r = runBin('analyze-dump', [...args, '--max-reject-ratio', '1', '--rejects', rej, '--log-level', 'debug'], input, ROOT, env);
+    assert.equal(r.status, 0, r.stderr);
+    const { ms: _ms, time: _time, sort_runs: runs, ...counts } = summaryOf(r.stderr);
+    const where = JSON.parse(r.stderr.split('\n').find((l) => l.includes('batches_on_workers'))!) as Record<string, number>;
+    return { out: r.stdoutBytes, rejects: fs.readFileSync(rej, 'utf8'), counts, runs: Number(runs), where };
+  };
+  const plain = run(['--threads', '0'], {});
+  // Spills are prepared at --memory 192M and up, with runs of 96 MiB spilled in 24 MiB
+  // steps; here runs of 19 MiB in 5 MB steps (five batches queued).
+  const ahead = run(['--threads', '1', '--memory', '32M', '--tmp', tmp], { MASTER_SERVER_WORKER_BYTES: '0', MASTER_SERVER_SPILL_BYTES: '5000000' });
+  assert.equal(plain.runs, 0);
+  assert.ok(ahead.runs >= 2, `spilled runs: ${ahead.runs}`);
+  assert.ok(ahead.where.runs_spilled_ahead! >= 1 && ahead.where.batches_on_workers! > 0, JSON.stringify(ahead.where));
+  assert.equal(plain.where.runs_spilled_ahead, 0);
+  assert.ok(ahead.out.equals(plain.out), 'the same records');
+  assert.equal(ahead.rejects, plain.rejects);
+  assert.ok(plain.rejects.includes('bad timestamp') && plain.rejects.includes('bad field count'));
+  assert.deepEqual(ahead.counts, plain.counts);
+  assert.deepEqual(fs.readdirSync(tmp), [], 'spill files removed');
+});
+
 test('analyze-dump: spill files removed when killed by SIGTERM', async () => {
   const dir = scratch('ms-sorter-sig-');
   const reflog = path.join(dir, 'h.reflog');

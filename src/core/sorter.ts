@@ -240,6 +240,37 @@ export class RecordSorter {
     this.held = 0;
   }
 
+  /**
+   * Whether the buffered run is within `margin` bytes of its budget, so that the next
+   * batches may make it spill (see spillNow).
+   */
+  nearlyFull(margin: number): boolean {
+    // What the run can still take without a spill: chunks left from an earlier run, the
+    // rest of the current block, and the budget not yet held.
+    const blockLeft = this.block === null ? 0 : this.block.length - this.blockPos;
+    const free = this.spare.length * this.chunkSize + blockLeft + (this.runBudget - this.held);
+    return this.n > 0 && free < margin;
+  }
+
+  /**
+   * Spills the buffered run now (nothing when none is buffered): a caller that sees
+   * nearlyFull() can spill at a moment of its choosing, rather than inside the
+   * addPacked() that would not fit.
+   */
+  spillNow(): void {
+    if (this.n > 0) this.spill();
+  }
+
+  /** The size of the blocks records are kept in: what one more block adds to the memory held. */
+  get blockBytes(): number {
+    return this.blockSize;
+  }
+
+  /** The memory a sorted run may take before it spills. */
+  get runBytes(): number {
+    return this.runBudget;
+  }
+
   /** Hands the sorted records to `onChunk` as buffers of whole lines (awaiting it when it returns a promise). */
   async drain(onChunk: (chunk: Buffer) => void | Promise<void>): Promise<void> {
     try {

@@ -51,6 +51,13 @@ export class WorkerPool<J, R> {
     return true;
   }
 
+  /** Jobs posted to the workers and not yet answered. */
+  get pending(): number {
+    let n = 0;
+    for (const jobs of this.jobs) n += jobs.length;
+    return n;
+  }
+
   /** Takes the answer of a job done outside the workers, as the next job's: handed on in order like theirs. */
   local(r: R): void {
     this.ready.set(this.posted++, r);

@@ -99,6 +99,27 @@ const WORKER_QUEUE = 2;
  */
 const MAIN_AHEAD = 2;
 
+/**
+ * How much of a sorted run the main thread spills while a worker parses one batch
+ * (about 50 ms): 24 MiB, as a run of 140 MiB (the default --memory's, about 1M records)
+ * took 160-400 ms to spill. Meanwhile a worker with only its usual WORKER_QUEUE batches
+ * went idle: at 10M lines, 2.2 s of spills and the worker idle 2.1 s of the 10.8 s of
+ * input. So before a spill each worker is given batches enough to last it, when that is
+ * at least two more than usual (runs of 96 MiB and up: --memory 192M and up; below,
+ * the runs it would cut shorter cost as much as it saved, README).
+ */
+function spillBytesPerBatch(): number {
+  // MASTER_SERVER_SPILL_BYTES (digits) replaces it, for tests whose budgets are small
+  // enough to spill (1 byte: every spill is prepared so).
+  return parseCount(process.env.MASTER_SERVER_SPILL_BYTES ?? '') || 24 << 20;
+}
+
+/** What the sorter holds per record beyond its bytes (its keys; RecordSorter's BYTES_PER_KEY), rounded up. */
+const KEY_BYTES = 32;
+
+/** At most this many batches (about 2.5 MiB each with their records) are queued for a worker before a spill. */
+const MAX_SPILL_QUEUE = 8;
+
 /** What one thread's URL memory takes at most: keys, answers and their tables. */
 const URL_MEMORY_BYTES = 11 << 20;
 
@@ -637,7 +658,10 @@ no output.`,
     // record order (ties in the sort), line numbers and the rejects file follow it.
     // A batch is counted once both its records and its rejects went where they go: one
     // whose spill or rejects write fails is counted in none of the counts.
+    // The most memory one batch's records took in the sorter (bytes and keys).
+    let batchBytes = 0;
     const apply = (r: BatchResult, packed: PackedRecords) => {
+      batchBytes = Math.max(batchBytes, packed.bytes.length + KEY_BYTES * packed.n);
       const before = sorter.count;
       sorter.addPacked(packed);
       const x = r.rejects;
@@ -679,6 +703,12 @@ no output.`,
       localBatches++;
       return inline.run(batch, reuse);
     };
+    // Batches each worker is given before a spill, and how many were queued since the
+    // sorter came near the end of its run.
+    const spillQueue = Math.min(MAX_SPILL_QUEUE, Math.ceil(sorter.runBytes / spillBytesPerBatch()));
+    const spillAhead = spillQueue >= WORKER_QUEUE + 2;
+    let queuedAhead = 0;
+    let spilledAhead = 0;
     const submit = async (batch: Buffer, final: boolean) => {
       if (o.threads === 0 || (pool === null && final)) {
         const { result, packed } = await parseHere(batch, lend.pop());
@@ -694,18 +724,37 @@ no output.`,
         (d) => parsed.push(d),
       );
       const reuse = lend.pop();
+      // Near the end of a sorted run, this thread neither parses nor applies: it queues
+      // batches for the workers, enough to keep them busy while it spills, then spills,
+      // then applies what they parsed meanwhile (into the next run: batches are still
+      // applied in input order). Near: within two blocks or two batches of its budget,
+      // more than is usually applied before the next look (one batch). A margin of three
+      // blocks and three batches made a run in ten more at 10M lines, and as slow as before.
+      const ahead = spillAhead && sorter.nearlyFull(2 * Math.max(sorter.blockBytes, batchBytes));
       // Waiting for a worker would leave a core idle when there are as many workers as
       // cores less one, the default: this thread parses the batch meanwhile. (One worker
       // and this thread: as fast as two workers, with 0.25 CPU s and 30 MiB less, README.)
-      if (pool.offer({ batch, reuse }, [batch.buffer as ArrayBuffer, ...(reuse ? lentBuffers(reuse) : [])], WORKER_QUEUE)) {
+      const queue = ahead ? WORKER_QUEUE + spillQueue : WORKER_QUEUE;
+      if (pool.offer({ batch, reuse }, [batch.buffer as ArrayBuffer, ...(reuse ? lentBuffers(reuse) : [])], queue)) {
         workerBatches++;
       } else {
         const { result, packed } = await parseHere(batch, reuse);
         pool.local({ result, packed, batch });
       }
-      // At most as many batches in flight as the workers' queues hold, and MAIN_AHEAD of this
-      // thread's: each holds its records and rejects (a batch of 2-byte rejected lines, 6.5 MiB).
-      await pool.settle(WORKER_QUEUE * o.threads + MAIN_AHEAD);
+      // (At the end of input, no spill: what is left may still fit, and then the output
+      // comes from memory.)
+      if (ahead && !final) {
+        // Counted, not waited for: with a slow input the workers may answer as fast as
+        // batches come, and the answers held here must stay bounded.
+        if (++queuedAhead < spillQueue * o.threads) return;
+        queuedAhead = 0;
+        sorter.spillNow();
+        spilledAhead++;
+      }
+      // At most as many batches in flight as the workers' queues hold (deeper right after a
+      // spill), and MAIN_AHEAD of this thread's: each holds its records and rejects (a batch
+      // of 2-byte rejected lines, 6.5 MiB).
+      await pool.settle(Math.max(WORKER_QUEUE * o.threads, pool.pending) + MAIN_AHEAD);
       await applyParsed();
       await rejectsTaken();
     };
@@ -721,7 +770,10 @@ no output.`,
       await applyParsed();
       pool.close();
     }
-    ctx.log.debug({ batches_on_workers: workerBatches, batches_on_main_thread: localBatches }, 'where the batches were parsed');
+    ctx.log.debug(
+      { batches_on_workers: workerBatches, batches_on_main_thread: localBatches, runs_spilled_ahead: spilledAhead },
+      'where the batches were parsed',
+    );
 
     const records = sorter.count;
     sortRuns = sorter.spilledRuns;
