@@ -104,6 +104,8 @@ export class RecordSorter {
   private runs: string[] = [];
   private runNo = 0;
   private spillBuf: Buffer | null = null;
+  /** The memory the largest batch given to addPacked took: records and keys. */
+  private largestBatch = 0;
   /** 60% of the budget for the buffered run; the rest is for merge read buffers and the heap. */
   private readonly runBudget: number;
 
@@ -133,6 +135,7 @@ export class RecordSorter {
    * after everything added so far: each partition's share is copied in one piece.
    */
   addPacked(p: PackedRecords): void {
+    this.largestBatch = Math.max(this.largestBatch, p.bytes.length + p.n * BYTES_PER_KEY);
     // A sorter partition takes 2^(8 - partBits) consecutive partitions of the batch.
     const per = 1 << (MAX_PART_BITS - this.partBits);
     for (let q = 0; q < this.parts.length; q++) {
@@ -241,15 +244,16 @@ export class RecordSorter {
   }
 
   /**
-   * Whether the buffered run is within `margin` bytes of its budget, so that the next
-   * batches may make it spill (see spillNow).
+   * Whether the buffered run is near its budget, so that the next batch or two may make
+   * it spill (see spillNow): within two blocks, or two of the largest batches added so
+   * far, of it.
    */
-  nearlyFull(margin: number): boolean {
+  nearlyFull(): boolean {
     // What the run can still take without a spill: chunks left from an earlier run, the
     // rest of the current block, and the budget not yet held.
     const blockLeft = this.block === null ? 0 : this.block.length - this.blockPos;
     const free = this.spare.length * this.chunkSize + blockLeft + (this.runBudget - this.held);
-    return this.n > 0 && free < margin;
+    return this.n > 0 && free < 2 * Math.max(this.blockSize, this.largestBatch);
   }
 
   /**
@@ -259,11 +263,6 @@ export class RecordSorter {
    */
   spillNow(): void {
     if (this.n > 0) this.spill();
-  }
-
-  /** The size of the blocks records are kept in: what one more block adds to the memory held. */
-  get blockBytes(): number {
-    return this.blockSize;
   }
 
   /** The memory a sorted run may take before it spills. */

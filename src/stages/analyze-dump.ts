@@ -114,9 +114,6 @@ function spillBytesPerBatch(): number {
   return parseCount(process.env.MASTER_SERVER_SPILL_BYTES ?? '') || 24 << 20;
 }
 
-/** What the sorter holds per record beyond its bytes (its keys; RecordSorter's BYTES_PER_KEY), rounded up. */
-const KEY_BYTES = 32;
-
 /** At most this many batches (about 2.5 MiB each with their records) are queued for a worker before a spill. */
 const MAX_SPILL_QUEUE = 8;
 
@@ -658,10 +655,7 @@ no output.`,
     // record order (ties in the sort), line numbers and the rejects file follow it.
     // A batch is counted once both its records and its rejects went where they go: one
     // whose spill or rejects write fails is counted in none of the counts.
-    // The most memory one batch's records took in the sorter (bytes and keys).
-    let batchBytes = 0;
     const apply = (r: BatchResult, packed: PackedRecords) => {
-      batchBytes = Math.max(batchBytes, packed.bytes.length + KEY_BYTES * packed.n);
       const before = sorter.count;
       sorter.addPacked(packed);
       const x = r.rejects;
@@ -727,10 +721,11 @@ no output.`,
       // Near the end of a sorted run, this thread neither parses nor applies: it queues
       // batches for the workers, enough to keep them busy while it spills, then spills,
       // then applies what they parsed meanwhile (into the next run: batches are still
-      // applied in input order). Near: within two blocks or two batches of its budget,
-      // more than is usually applied before the next look (one batch). A margin of three
-      // blocks and three batches made a run in ten more at 10M lines, and as slow as before.
-      const ahead = spillAhead && sorter.nearlyFull(2 * Math.max(sorter.blockBytes, batchBytes));
+      // applied in input order). Near (RecordSorter.nearlyFull): within two blocks or two
+      // batches of its budget, more than is usually applied before the next look (one
+      // batch). A margin of three blocks and three batches made a run in ten more at 10M
+      // lines, and as slow as before.
+      const ahead = spillAhead && sorter.nearlyFull();
       // Waiting for a worker would leave a core idle when there are as many workers as
       // cores less one, the default: this thread parses the batch meanwhile. (One worker
       // and this thread: as fast as two workers, with 0.25 CPU s and 30 MiB less, README.)
