@@ -1,11 +1,13 @@
-// npm run bench -- [--lines N] [--memory SIZE] [--repeat R] [--out DIR] [--tmp DIR] [--seed S] [--no-reference]
+// npm run bench -- [--lines N] [--memory SIZE] [--repeat R] [--out DIR] [--tmp DIR] [--seed S] [--no-reference] [--no-floor]
 //
 // Generates a synthetic reflog for hour 1 and hour 2 (scripts/gen-reflog.ts), runs
 // the chain for hour 1 to build current_log and domain_map, then times hour 2 side
 // by side in one run:
 //   (a) the seven stages: domains-from-db, beside analyze-dump | group-sum |
 //       join-current | filter-url | upload-domains | logsaver;
-//   (b) bench/reference.sh: LC_ALL=C sort + join + mawk doing the same step.
+//   (b) bench/reference.sh: LC_ALL=C sort + join + mawk doing the same step;
+//   (c) the floor: analyze-dump, then five Node processes that only copy bytes
+//       (bench/copy-stage.mjs) where the five streaming stages would be.
 // Each process runs under /usr/bin/time for its peak RSS. Then each stage runs
 // alone on the previous stage's output file (best of --repeat), for its own
 // throughput. Prints wall seconds, lines/s, per-stage peak RSS and the ratio
@@ -29,6 +31,7 @@ import { countOption, generateReflog } from './gen-reflog.js';
 
 const BIN = BIN_DIR;
 const REFERENCE = path.join(ROOT, 'bench', 'reference.sh');
+const COPY_STAGE = path.join(ROOT, 'bench', 'copy-stage.mjs');
 const HOUR1_NAME = '2011072805';
 const HOUR2_NAME = '2011072806';
 const NOW1 = '20110728060000';
@@ -41,6 +44,7 @@ interface Args {
   repeat: number;
   out: string;
   reference: boolean;
+  floor: boolean;
   tmp: string;
 }
 
@@ -64,7 +68,8 @@ function buildProgram(p: Command, run: (a: Args) => void): void {
     // As the stages take it: '' was resolved to the current directory.
     .option('--tmp <DIR>', 'analyze-dump --tmp, upload-domains --tmp and sort -T', (v: string) => pathOption('--tmp', v, 'a directory name'), os.tmpdir())
     .option('--seed <S>', 'seed of the reflog generator', intOption('--seed', 0), 1)
-    .option('--no-reference', 'time the seven stages only')
+    .option('--no-reference', 'do not time (b), the coreutils reference')
+    .option('--no-floor', 'do not time (c), analyze-dump followed by five byte-copying Node processes')
     .action((o: Args) => run({ ...o, memory: o.memory ?? null, out: path.resolve(o.out), tmp: path.resolve(o.tmp) }));
 }
 
@@ -173,6 +178,23 @@ function chainScript(dir: string, reflog: string, name: string, now: string, a: 
   ].join('\n');
 }
 
+/**
+ * The floor (c) for one hour: the seven stages with the five streaming ones replaced
+ * by Node processes that only copy bytes (bench/copy-stage.mjs, started with the
+ * stages' shebang flags): domains-from-db beside analyze-dump, as in the chain. The
+ * copies' output goes to `out.tsv` in `dir`: analyze-dump's records, byte for byte.
+ */
+function floorScript(dir: string, reflog: string, now: string, a: Args, times: string): string {
+  const [db, first] = stageCommands(dir, HOUR2_NAME, now, a).map(({ label, cmd }) => timed(times, label, cmd));
+  const copies = [1, 2, 3, 4, 5].map((k) => timed(times, `copy-${k}`, `node --single-threaded ${q(COPY_STAGE)}`));
+  return [
+    `cd ${q(dir)}`,
+    `${db} > domain_map &`,
+    [`${first} < ${q(reflog)}`, ...copies].join(' \\\n| ') + ' > out.tsv',
+    'wait $!',
+  ].join('\n');
+}
+
 function referenceScript(dir: string, reflog: string, name: string, now: string, a: Args): string {
   const d = (f: string) => q(path.join(dir, f));
   return `cd ${q(dir)}\n${q(REFERENCE)} ${q(reflog)} ${d('current_log')} ${d('current_log')} ${d('filtered_log')} ${d('domain_map')} ${d('queues')} ${name} ${now} ${q(a.tmp)}`;
@@ -218,6 +240,7 @@ function main(a: Args): void {
   const inLines = countLines(h2);
   const oursRuns: { wall: number; procs: Proc[] }[] = [];
   const refRuns: { wall: number; procs: Proc[] }[] = [];
+  const floorRuns: { wall: number; procs: Proc[] }[] = [];
   for (let r = 0; r < a.repeat; r++) {
     const od = path.join(work, `ours-hour2-${r}`);
     copyState(ours1, od);
@@ -237,7 +260,17 @@ function main(a: Args): void {
       }
       refRuns.push({ wall: rwall, procs: readTimes(rt) });
     }
-    log(`hour 2 run ${r + 1}/${a.repeat}: stages ${f2(wall)} s${a.reference ? `, reference ${f2(refRuns[r]!.wall)} s` : ''}`);
+    if (a.floor) {
+      const fd = path.join(work, `floor-hour2-${r}`);
+      copyState(ours1, fd);
+      const ft = path.join(fd, 'times.txt');
+      floorRuns.push({ wall: sh(floorScript(fd, h2, NOW2, a, ft), 'hour 2 (floor)'), procs: readTimes(ft) });
+    }
+    log(
+      `hour 2 run ${r + 1}/${a.repeat}: stages ${f2(wall)} s` +
+        (a.reference ? `, reference ${f2(refRuns[r]!.wall)} s` : '') +
+        (a.floor ? `, floor ${f2(floorRuns[r]!.wall)} s` : ''),
+    );
   }
 
   // Each stage alone, on the previous stage's output file; --repeat times, each from
@@ -276,6 +309,7 @@ function main(a: Args): void {
   const best = <T extends { wall: number }>(runs: T[]) => runs.reduce((x, y) => (y.wall < x.wall ? y : x));
   const ob = best(oursRuns);
   const rb = a.reference ? best(refRuns) : null;
+  const fb = a.floor ? best(floorRuns) : null;
   const lines: string[] = [];
   const p = (s = '') => lines.push(s);
   p(`master-server bench: ${inLines.toLocaleString('en')} reflog lines (hour 2), ${os.cpus().length} CPUs, node ${process.version}` + (a.memory ? `, analyze-dump --memory ${a.memory}` : ''));
@@ -289,12 +323,15 @@ function main(a: Args): void {
   p(`  (a) seven stages                             ${f2(ob.wall).padStart(7)}  ${rate(inLines, ob.wall).padStart(8)}   ${f1(maxRss(ob.procs)).padStart(8)}                  ${f1(sumCpu(ob.procs)).padStart(6)}`);
   if (rb) {
     p(`  (b) coreutils reference (sort+join+mawk)     ${f2(rb.wall).padStart(7)}  ${rate(inLines, rb.wall).padStart(8)}   ${f1(maxRss(rb.procs)).padStart(8)}                  ${f1(sumCpu(rb.procs)).padStart(6)}`);
-    p(`  ratio (a)/(b) wall: ${f2(ob.wall / rb.wall)}   (each run: ${oursRuns.map((o, i) => f2(o.wall / refRuns[i]!.wall)).join(', ')})`);
   }
+  if (fb) p(`  (c) floor: analyze-dump, then 5 copying procs ${f2(fb.wall).padStart(6)}  ${rate(inLines, fb.wall).padStart(8)}   ${f1(maxRss(fb.procs)).padStart(8)}                  ${f1(sumCpu(fb.procs)).padStart(6)}`);
+  if (rb) p(`  ratio (a)/(b) wall: ${f2(ob.wall / rb.wall)}   (each run: ${oursRuns.map((o, i) => f2(o.wall / refRuns[i]!.wall)).join(', ')})`);
+  if (rb && fb) p(`  ratio (c)/(b) wall: ${f2(fb.wall / rb.wall)}   (each run: ${floorRuns.map((o, i) => f2(o.wall / refRuns[i]!.wall)).join(', ')})`);
   p();
   p('per process in the pipeline          peak RSS MiB   CPU s');
   for (const x of ob.procs) p(`  ${x.label.padEnd(34)} ${f1(x.rssMiB).padStart(8)}   ${f2(x.cpu).padStart(6)}`);
   if (rb) for (const x of rb.procs) p(`  ${x.label.padEnd(34)} ${f1(x.rssMiB).padStart(8)}   ${f2(x.cpu).padStart(6)}`);
+  if (fb) for (const x of fb.procs) p(`  ${`floor ${x.label}`.padEnd(34)} ${f1(x.rssMiB).padStart(8)}   ${f2(x.cpu).padStart(6)}`);
   p();
   p(`each stage alone, file to file, best of ${a.repeat}   lines in     wall s    lines/s   peak RSS MiB   own s   lines/s`);
   for (const x of soloProcs) {

@@ -378,6 +378,27 @@ test('scripts/bench refuses at once, by their own rule, a --memory or --tmp that
   }
 });
 
+test('scripts/bench on a small hour reports (a), (b) and the floor (c), whose byte-copying processes pass analyze-dump\'s records through unchanged', () => {
+  const work = scratch();
+  const out = path.join(work, 'out');
+  const r = spawnSync(process.execPath, [path.join(SCRIPTS, 'bench.js'), '--lines', '3000', '--out', out], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stdout, /\n {2}\(a\) seven stages +\d+\.\d\d /);
+  assert.match(r.stdout, /\n {2}\(b\) coreutils reference /);
+  assert.match(r.stdout, /\n {2}\(c\) floor: analyze-dump, then 5 copying procs +\d+\.\d\d /);
+  assert.match(r.stdout, /\n {2}ratio \(c\)\/\(b\) wall: \d+\.\d\d {3}\(each run: \d+\.\d\d\)\n/);
+  for (const k of [1, 2, 3, 4, 5]) assert.match(r.stdout, new RegExp(`\\n  floor copy-${k} +\\d+\\.\\d +\\d+\\.\\d\\d\\n`));
+  const run = path.join(out, 'run-3000');
+  const records = fs.readFileSync(path.join(run, 'solo', 'a.tsv'));
+  assert.ok(records.length > 100_000, `analyze-dump wrote ${records.length} bytes`);
+  assert.ok(fs.readFileSync(path.join(run, 'floor-hour2-0', 'out.tsv')).equals(records));
+  // --no-floor leaves (c) out.
+  const r2 = spawnSync(process.execPath, [path.join(SCRIPTS, 'bench.js'), '--lines', '3000', '--no-reference', '--no-floor', '--out', out], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  assert.equal(r2.status, 0, r2.stderr);
+  assert.match(r2.stdout, /\(a\) seven stages/);
+  assert.doesNotMatch(r2.stdout, /\((b|c)\) |floor/);
+});
+
 test('scripts/gen-reflog into a reader that goes away (| head) ends quietly, exit 0', () => {
   const r = spawnSync('bash', ['-c', `set -o pipefail; ${process.execPath} ${path.join(SCRIPTS, 'gen-reflog.js')} --lines 200000 | head -c 100 > /dev/null`], { env: testEnv(), encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);
