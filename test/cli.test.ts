@@ -92,6 +92,17 @@ for (const stage of STAGES) {
 }
 
 for (const stage of STAGES) {
+  test(`${stage}: a run with nothing to write does not write: a full stdout (/dev/full) is then no error`, () => {
+    const dir = scratch();
+    // A header line for analyze-dump (skipped), nothing for the others.
+    fs.writeFileSync(path.join(dir, 'in'), stage === 'analyze-dump' ? 'reflog-dump v2\n' : '');
+    const r = spawnSync('bash', ['-c', `${path.join(BIN, stage)} "$@" < in > /dev/full`, stage, ...REQUIRED[stage]!], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stderr, /"summary":true,"status":"ok"/);
+  });
+}
+
+for (const stage of STAGES) {
   test(`${stage}: a stdout open only for reading (a pipe's read end) is an error, not a reader gone`, () => {
     const dir = scratch();
     fs.writeFileSync(path.join(dir, 'in'), manyLines(stage));

@@ -93,15 +93,17 @@ export class Output implements ByteSink {
   /** Flushes and waits until the stream has accepted every byte, the held-back last one too. */
   async end(): Promise<void> {
     await this.flush();
+    // Every byte written went before the one held back, so there is one unless nothing was
+    // ever written; then nothing is: an empty write fails on a full device (/dev/full).
     if (this.pos > 0 && !this.closed) {
-      this.send(this.buf.subarray(0, this.pos));
+      const last = this.buf.subarray(0, this.pos);
       this.buf = Buffer.allocUnsafeSlow(this.highWater);
       this.pos = 0;
+      // Its callback runs after every earlier write has been handled (or failed).
+      await new Promise<void>((resolve) => {
+        this.stream.write(last, () => resolve());
+      });
     }
-    await new Promise<void>((resolve) => {
-      // An empty write's callback runs after every earlier write has been handled.
-      this.stream.write('', () => resolve());
-    });
     this.check();
   }
 
