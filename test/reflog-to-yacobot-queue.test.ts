@@ -1689,10 +1689,11 @@ test('pure helpers: config parsing, option precedence, now, inbox order', () => 
   assert.deepEqual(planInbox(['a\u{1F600}.reflog', 'a\uff5e.reflog', 'a.reflog', 'B.reflog']).runs, ['B', 'a', 'a\uff5e', 'a\u{1F600}']);
   assert.equal(shellQuote("it's"), `'it'\\''s'`);
   // What logsaver refuses as a queue name (hasControl) is no run name either: the run would fail at every invocation.
-  const odd = planInbox(['a\u0085.reflog', 'b\u2028.reflog', 'c\u202e.reflog', 'd\u00e9.reflog']);
+  const odd = planInbox(['a\u0085.reflog', 'b\u2028.reflog', 'c\u202e.reflog', 'd\u00e9.reflog', 'e\u00a0f.reflog', 'g\u3000h.reflog']);
   assert.deepEqual(odd.runs, ['d\u00e9']);
   const why = (shown: string) => `run name '${shown}' contains a space, a slash or a control character`;
-  assert.deepEqual(odd.skipped.map((x) => x.why), [why('a\\u0085'), why('b\\u2028'), why('c\\u202e')]);
+  // A no-break or ideographic space reads as a space: refused as one.
+  assert.deepEqual(odd.skipped.map((x) => x.why), [why('a\\u0085'), why('b\\u2028'), why('c\\u202e'), why('e\u00a0f'), why('g\u3000h')]);
   for (const n of ['a\u0085', 'b\u2028', 'c\u202e']) assert.equal(checkQueueName(n), 'contains a control character');
   // The commit order the README promises.
   const steps = publishSteps({

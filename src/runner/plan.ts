@@ -14,7 +14,8 @@ export function checkRunName(name: string): string | null {
   if (name === '') return 'is empty';
   if (name.startsWith('.')) return "starts with '.'";
   // hasControl: logsaver refuses a queue name (the run name) with such a character.
-  if (!/^[\x21-\x7e\u0080-\uffff]+$/.test(name) || /[/\\]/.test(name) || hasControl(name)) return 'contains a space, a slash or a control character';
+  // \p{Zs}: a no-break or ideographic space (U+00A0, U+3000, ...) is a space to the eye too.
+  if (!/^[\x21-\x7e\u0080-\uffff]+$/.test(name) || /[/\\\p{Zs}]/u.test(name) || hasControl(name)) return 'contains a space, a slash or a control character';
   if (Buffer.byteLength(name) > 200) return 'is longer than 200 bytes';
   // Node reads a name that is not UTF-8 with U+FFFD in place of its bad bytes: that name
   // cannot be opened again, and the run would fail every time, holding up the inbox.
