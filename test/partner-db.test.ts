@@ -569,7 +569,7 @@ test("set-weight: a weight that starts with '-' is refused as a weight, not with
   };
   // Commander reads -1,5 (a decimal comma), -inf or -x as an option; it takes -1 for a number.
   for (const w of ['-1,5', '-inf', '-x']) {
-    assert.equal(first('set-weight', 'a', w), `partner-db: unknown option '${w}' (a weight is a positive number up to 1000000)`);
+    assert.equal(first('set-weight', 'a', w), `partner-db: weight must be a positive number up to 1000000, got '${w}'`);
   }
   assert.equal(first('set-weight', 'a', '-1'), "partner-db: weight must be a positive number up to 1000000, got '-1'");
   // The Yacobot argument may start with '-' (a name written by hand): that one goes after '--'.

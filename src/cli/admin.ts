@@ -46,7 +46,8 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
       if (opt !== undefined && !/^--[a-z][a-z0-9-]*$/i.test(opt)) {
         // Commander stops at the first unknown option: the operands before it are the arguments it stands after.
         const hint = dashArgumentHint(parsing, opt, parsing.args.indexOf(opt));
-        if (hint !== null) message += ` (${hint})`;
+        if (typeof hint === 'object' && hint !== null) message = hint.message;
+        else if (hint !== null) message += ` (${hint})`;
       }
       usageExit(name, message);
     }
@@ -72,15 +73,20 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
   process.exit(0);
 }
 
-/** What a command says of an unknown option that may have been meant as an argument; see dashArguments. */
-export type DashHint = string | null | ((at: number) => string | null | undefined);
+/**
+ * What a command says of an unknown option that may have been meant as an argument: a
+ * hint after commander's message, or `{ message }` in its place; see dashArguments.
+ */
+type Hint = string | { message: string } | null;
+export type DashHint = Hint | ((at: number, opt: string) => Hint | undefined);
 
 const dashHints = new WeakMap<Command, DashHint>();
 
 /**
  * Sets what `cmd` says when an argument that starts with '-' was read as an unknown
- * option: `hint`, or nothing (null); a function is asked with the index of the argument
- * (0 for the first) in whose place the option stood, and undefined from it means the
+ * option: `hint` after commander's "unknown option '-x'", `{ message }` instead of it,
+ * or nothing (null); a function is asked with the index of the argument (0 for the
+ * first) in whose place the option stood and the option, and undefined from it means the
  * default. By default a command that takes arguments says to put it after '--' (a
  * domain `-a-.com` may start with '-', and so may a Yacobot name written before add
  * refused such names), and one that takes none says nothing.
@@ -90,9 +96,9 @@ export function dashArguments(cmd: Command, hint: DashHint): Command {
   return cmd;
 }
 
-function dashArgumentHint(cmd: Command, opt: string, at: number): string | null {
+function dashArgumentHint(cmd: Command, opt: string, at: number): Hint {
   const set = dashHints.get(cmd);
-  const hint = typeof set === 'function' ? set(at) : set;
+  const hint = typeof set === 'function' ? set(at, opt) : set;
   if (hint !== undefined) return hint;
   return cmd.registeredArguments.length > 0 ? `an argument that starts with '-' goes after '--', e.g. '-- ${opt}'` : null;
 }

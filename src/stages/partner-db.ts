@@ -40,15 +40,14 @@ function subdomainNote(domain: string): string | null {
 // A name written by hand may hold control characters (add refuses them): shown escaped, as list shows it.
 const label = (y: Yacobot) => `${y.id} (${visibleName(y.name)})`;
 
-// set-weight's hint for a weight that commander read as an option (-1,5).
-const WEIGHT_RULE = `a weight is a positive number up to ${MAX_WEIGHT}`;
+const badWeight = (text: string) => `weight must be a positive number up to ${MAX_WEIGHT}, got '${text}'`;
 
 /** Parses a weight argument: a positive finite decimal number. */
 export function parseWeight(text: string): number {
   const w = parseDecimal(text) ?? NaN;
   // Capped so that the least-loaded comparison (domains x weight) stays exact: a
   // weight of 1e308 made every load Infinity and gave every domain the smallest id.
-  if (!(w > 0 && w <= MAX_WEIGHT)) throw new UsageError(`weight must be a positive number up to ${MAX_WEIGHT}, got '${text}'`);
+  if (!(w > 0 && w <= MAX_WEIGHT)) throw new UsageError(badWeight(text));
   return w;
 }
 
@@ -341,8 +340,9 @@ Example:
   const setWeight = program
     .command('set-weight <yacobot> <w>')
     .description("change a Yacobot's weight (domains already assigned stay where they are)");
-  // Commander takes -1 for a number, but not -1,5 or -x: not '-- -x', which parseWeight then refuses.
-  dashArguments(setWeight, (at) => (at === 1 ? WEIGHT_RULE : undefined));
+  // Commander takes -1 for a number, but reads -1,5 or -x as an option: refused as -1 is,
+  // not with "unknown option" and a hint to write '-- -x', which parseWeight then refuses.
+  dashArguments(setWeight, (at, opt) => (at === 1 ? { message: badWeight(opt) } : undefined));
   setWeight.action((ref: string, w: string, _o, cmd: Command) => {
     const weight = parseWeight(w);
     withDb(cmd, (db) => {
