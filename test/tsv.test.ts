@@ -400,6 +400,51 @@ test('BytesIndex: keys built so that unseeded FNV-1a puts them all in one probe 
   for (const [i, k] of keys.entries()) assert.equal(index.add(k, 0, k.length), i);
 });
 
+test('FileWriter: a close or abandon while a background fdatasync is under way leaves the descriptor to it (its number cannot go to another file first)', async () => {
+  const cjsFs = createRequire(import.meta.url)('node:fs') as typeof fs;
+  const original = cjsFs.fdatasync;
+  // The fdatasyncs asked for, held until released: as on a busy disk.
+  const held: (() => void)[] = [];
+  const fds: number[] = [];
+  cjsFs.fdatasync = ((fd: number, cb: (err: NodeJS.ErrnoException | null) => void) => {
+    fds.push(fd);
+    held.push(() => original(fd, cb));
+  }) as typeof fs.fdatasync;
+  syncBuiltinESMExports();
+  const isOpen = (fd: number) => {
+    try {
+      fs.fstatSync(fd);
+      return true;
+    } catch (err) {
+      assert.equal((err as NodeJS.ErrnoException).code, 'EBADF');
+      return false;
+    }
+  };
+  try {
+    const dir = scratch();
+    for (const how of ['close', 'abandon'] as const) {
+      held.length = 0;
+      fds.length = 0;
+      const file = path.join(dir, how);
+      const w = new FileWriter(file, 'w', 1 << 10, 1 << 12);
+      for (let i = 0; i < 8; i++) w.write(Buffer.alloc(1 << 10, 120));
+      assert.equal(fds.length, 1, 'one background fdatasync asked for, held');
+      const fd = fds[0]!;
+      if (how === 'close') w.close(true);
+      else w.abandon();
+      assert.ok(isOpen(fd), `${how}: the descriptor stays open while its fdatasync waits`);
+      w.close(); // a second close is a no-op, as before
+      for (const release of held) release();
+      for (let k = 0; k < 100 && isOpen(fd); k++) await new Promise((resolve) => setTimeout(resolve, 5));
+      assert.ok(!isOpen(fd), `${how}: closed once the fdatasync is done`);
+      if (how === 'close') assert.equal(fs.statSync(file).size, 8 << 10);
+    }
+  } finally {
+    cjsFs.fdatasync = original;
+    syncBuiltinESMExports();
+  }
+});
+
 test('FileWriter with syncAhead sends the file to the disk as it is written (an fdatasync every syncAhead bytes), and without it never', async () => {
   const cjsFs = createRequire(import.meta.url)('node:fs') as typeof fs;
   const original = cjsFs.fdatasync;

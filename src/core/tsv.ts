@@ -674,10 +674,12 @@ export class FileWriter implements ByteSink {
     if (this.syncAhead > 0 && !this.syncing && this.bytes - this.synced >= this.syncAhead) {
       this.synced = this.bytes;
       this.syncing = true;
-      // Its error, if any, is the final fsync's to report. Should the descriptor be closed
-      // before it runs, it fails (EBADF) or flushes whichever file took the number: harmless.
-      fs.fdatasync(this.fd, () => {
+      const fd = this.fd;
+      // Its error, if any, is the final fsync's to report. A close() asked for meanwhile
+      // leaves the descriptor open to it (see closeFd), and it is closed here.
+      fs.fdatasync(fd, () => {
         this.syncing = false;
+        if (this.fd !== fd) fs.close(fd, () => undefined);
       });
     }
   }
@@ -689,26 +691,32 @@ export class FileWriter implements ByteSink {
       this.flush();
       if (sync) fs.fsyncSync(this.fd);
     } finally {
-      const fd = this.fd;
-      this.fd = -1;
-      try {
-        fs.closeSync(fd);
-      } catch (err) {
-        throw ioError(err, this.file, 'close');
-      }
+      this.closeFd(true);
     }
   }
 
   /** Closes without flushing; for abandoning a temporary file. */
   abandon(): void {
     if (this.fd < 0) return;
-    try {
-      fs.closeSync(this.fd);
-    } catch {
-      /* already failing */
-    }
-    this.fd = -1;
+    this.closeFd(false);
     this.pos = 0;
+  }
+
+  /**
+   * Closes the descriptor, or while a background fdatasync is under way leaves that to
+   * it: closed now, the number could go to another file before the fdatasync runs, which
+   * would then flush that file, or fail on a closed descriptor. The writer is closed
+   * either way (the file's data went to the disk with close(true)'s fsync, which waits for it).
+   */
+  private closeFd(report: boolean): void {
+    const fd = this.fd;
+    this.fd = -1;
+    if (this.syncing) return;
+    try {
+      fs.closeSync(fd);
+    } catch (err) {
+      if (report) throw ioError(err, this.file, 'close');
+    }
   }
 }
 
