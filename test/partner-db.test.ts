@@ -572,6 +572,9 @@ test("set-weight: a weight that starts with '-' is refused as a weight, not with
     assert.equal(first('set-weight', 'a', w), `partner-db: weight must be a positive number up to 1000000, got '${w}'`);
   }
   assert.equal(first('set-weight', 'a', '-1'), "partner-db: weight must be a positive number up to 1000000, got '-1'");
+  // Followed by the weight, or after it, a dash argument is an option it does not know, not a weight.
+  assert.equal(first('set-weight', 'a', '-x', '5'), "partner-db: unknown option '-x'");
+  assert.equal(first('set-weight', 'a', '2', '-x'), "partner-db: unknown option '-x'");
   // The Yacobot argument may start with '-' (a name written by hand): that one goes after '--'.
   assert.equal(first('set-weight', '-old', '2'), "partner-db: unknown option '-old' (an argument that starts with '-' goes after '--', e.g. '-- -old')");
   assert.equal(first('set-weight', '-old', '-x'), "partner-db: unknown option '-old' (an argument that starts with '-' goes after '--', e.g. '-- -old')");

@@ -45,7 +45,7 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
       const opt = err.code === 'commander.unknownOption' ? /'(.*)'/.exec(message)?.[1] : undefined;
       if (opt !== undefined && !/^--[a-z][a-z0-9-]*$/i.test(opt)) {
         // Commander stops at the first unknown option: the operands before it are the arguments it stands after.
-        const hint = dashArgumentHint(parsing, opt, parsing.args.indexOf(opt));
+        const hint = dashArgumentHint(parsing, opt, parsing.args.indexOf(opt), parsing.args.length);
         if (typeof hint === 'object' && hint !== null) message = hint.message;
         else if (hint !== null) message += ` (${hint})`;
       }
@@ -78,7 +78,7 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
  * hint after commander's message, or `{ message }` in its place; see dashArguments.
  */
 type Hint = string | { message: string } | null;
-export type DashHint = Hint | ((at: number, opt: string) => Hint | undefined);
+export type DashHint = Hint | ((at: number, opt: string, count: number) => Hint | undefined);
 
 const dashHints = new WeakMap<Command, DashHint>();
 
@@ -86,8 +86,8 @@ const dashHints = new WeakMap<Command, DashHint>();
  * Sets what `cmd` says when an argument that starts with '-' was read as an unknown
  * option: `hint` after commander's "unknown option '-x'", `{ message }` instead of it,
  * or nothing (null); a function is asked with the index of the argument (0 for the
- * first) in whose place the option stood and the option, and undefined from it means the
- * default. By default a command that takes arguments says to put it after '--' (a
+ * first) in whose place the option stood, the option, and the number of arguments given
+ * (the option among them), and undefined from it means the default. By default a command that takes arguments says to put it after '--' (a
  * domain `-a-.com` may start with '-', and so may a Yacobot name written before add
  * refused such names), and one that takes none says nothing.
  */
@@ -96,9 +96,9 @@ export function dashArguments(cmd: Command, hint: DashHint): Command {
   return cmd;
 }
 
-function dashArgumentHint(cmd: Command, opt: string, at: number): Hint {
+function dashArgumentHint(cmd: Command, opt: string, at: number, count: number): Hint {
   const set = dashHints.get(cmd);
-  const hint = typeof set === 'function' ? set(at, opt) : set;
+  const hint = typeof set === 'function' ? set(at, opt, count) : set;
   if (hint !== undefined) return hint;
   return cmd.registeredArguments.length > 0 ? `an argument that starts with '-' goes after '--', e.g. '-- ${opt}'` : null;
 }

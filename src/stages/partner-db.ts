@@ -340,9 +340,11 @@ Example:
   const setWeight = program
     .command('set-weight <yacobot> <w>')
     .description("change a Yacobot's weight (domains already assigned stay where they are)");
-  // Commander takes -1 for a number, but reads -1,5 or -x as an option: refused as -1 is,
-  // not with "unknown option" and a hint to write '-- -x', which parseWeight then refuses.
-  dashArguments(setWeight, (at, opt) => (at === 1 ? { message: badWeight(opt) } : undefined));
+  // Commander takes -1 for a number, but reads -1,5 or -x as an option: as the last of two
+  // arguments it is the weight, refused as -1 is, not with "unknown option" and a hint to
+  // write '-- -x', which parseWeight then refuses. Elsewhere after the Yacobot (`a -x 5`,
+  // `a 2 -x`) it is an unknown option, with no hint: no argument could go there.
+  dashArguments(setWeight, (at, opt, count) => (at === 0 ? undefined : at === 1 && count === 2 ? { message: badWeight(opt) } : null));
   setWeight.action((ref: string, w: string, _o, cmd: Command) => {
     const weight = parseWeight(w);
     withDb(cmd, (db) => {
