@@ -410,6 +410,18 @@ test('scripts/bench on a small hour reports (a), (b) and the floor (c), whose by
   assert.doesNotMatch(r2.stdout, /\((b|c)\) |floor/);
 });
 
+test('an admin command that writes nothing to stdout makes no write there: a full stdout (/dev/full) is then no error', () => {
+  const dir = scratch();
+  const r = spawnSync('bash', ['-c', `${process.execPath} ${path.join(SCRIPTS, 'gen-reflog.js')} --lines 10 --out g.reflog > /dev/full`], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stderr, '');
+  assert.equal(fs.readFileSync(path.join(dir, 'g.reflog'), 'utf8').split('\n').length, 12, 'a header, ten lines and the last LF');
+  // With output, the full device is still an error.
+  const w = spawnSync('bash', ['-c', `${process.execPath} ${path.join(SCRIPTS, 'gen-reflog.js')} --lines 10 > /dev/full`], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+  assert.equal(w.status, 1);
+  assert.match(w.stderr, /^gen-reflog: stdout: cannot write: ENOSPC/);
+});
+
 test('scripts/gen-reflog into a reader that goes away (| head) ends quietly, exit 0', () => {
   const r = spawnSync('bash', ['-c', `set -o pipefail; ${process.execPath} ${path.join(SCRIPTS, 'gen-reflog.js')} --lines 200000 | head -c 100 > /dev/null`], { env: testEnv(), encoding: 'utf8' });
   assert.equal(r.status, 0, r.stderr);

@@ -63,7 +63,11 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
     process.stderr.write(`${name}: ${visibleName(message)}\n`); // one line, whatever names it quotes
     process.exit(1);
   }
-  await new Promise<void>((resolve) => process.stdout.write('', () => resolve()));
+  // Writes still under way (to a pipe) are waited for by an empty write's callback; with
+  // none, there is no write at all: an empty one fails on a full device (/dev/full).
+  if (process.stdout.writableLength > 0) await new Promise<void>((resolve) => process.stdout.write('', () => resolve()));
+  // A write that failed says so in an 'error' event on a later tick.
+  await new Promise<void>((resolve) => setImmediate(resolve));
   // Output that could not be written (a full disk under a redirection) is a failure, not a success.
   if (writeError) {
     const e = ioError(writeError, 'stdout', 'write output');
@@ -87,9 +91,10 @@ const dashHints = new WeakMap<Command, DashHint>();
  * option: `hint` after commander's "unknown option '-x'", `{ message }` instead of it,
  * or nothing (null); a function is asked with the index of the argument (0 for the
  * first) in whose place the option stood, the option, and the number of arguments given
- * (the option among them), and undefined from it means the default. By default a command that takes arguments says to put it after '--' (a
- * domain `-a-.com` may start with '-', and so may a Yacobot name written before add
- * refused such names), and one that takes none says nothing.
+ * (the option among them), and undefined from it means the default. By default a
+ * command that takes arguments says to put it after '--' (a domain `-a-.com` may start
+ * with '-', and so may a Yacobot name written before add refused such names), and one
+ * that takes none says nothing.
  */
 export function dashArguments(cmd: Command, hint: DashHint): Command {
   dashHints.set(cmd, hint);
