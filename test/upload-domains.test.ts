@@ -507,6 +507,38 @@ test('a domain the database gives to a Yacobot that does not exist (written with
   assert.match(big.stderr, /^upload-domains: p\.db: partner_domain gives other\.com to Yacobot 9007199254740993, which does not exist \(3 domains name 2 such ids: 9007199254740993, 'one'\) .*assign other\.com YACOBOT \(or all at once: partner-db --db p\.db import FILE\.csv\)$/m);
 });
 
+test('a row naming a Yacobot that does not exist, written (foreign keys off) after the start-up check, is an error when its domain is looked up', async () => {
+  const work = newDb([['a', 1]]);
+  pdb(work, 'assign', 'known.com', 'a');
+  fs.writeFileSync(path.join(work, 'map'), 'known.com\t1\n');
+  const child = spawn(path.join(BIN, 'upload-domains'), ['--db', 'p.db', '--map', 'map'], { cwd: work, env: testEnv() });
+  let stdout = '';
+  let stderr = '';
+  child.stderr.on('data', (b) => (stderr += b));
+  const done = new Promise<number | null>((resolve) => child.on('close', resolve));
+  // Records of a domain --map knows, more than the 64 KiB the stage gathers before it writes:
+  // once some are out, the start-up check is behind it, and it has asked the database nothing.
+  const started = new Promise<void>((resolve) =>
+    child.stdout.on('data', (b) => {
+      stdout += b;
+      resolve();
+    }),
+  );
+  child.stdin.write(filtered(Array(1500).fill('known.com')));
+  await started;
+  const db = new Database(path.join(work, 'p.db'));
+  db.pragma('foreign_keys = OFF');
+  db.prepare("INSERT INTO partner_domain VALUES ('zzznew.com', 99, 'x')").run();
+  db.close();
+  child.stdin.end(filtered(['zzznew.com']));
+  assert.equal(await done, 1, stderr);
+  assert.match(stderr, /^upload-domains: p\.db: partner_domain gives zzznew\.com to Yacobot 99, which does not exist \(written with foreign keys off\?\); give it to an existing Yacobot with: partner-db --db p\.db assign zzznew\.com YACOBOT$/m);
+  assert.ok(stdout.startsWith('1\t'), 'the known domain\'s records went out first');
+  // The last record written lacks its LF (held back until a clean end), and the cut mark follows.
+  assert.match(stdout, new RegExp(`\thttp://known\\.com/0${failedOutput('upload-domains')}$`), 'the output ends in the cut mark');
+  assert.doesNotMatch(stdout, /(^|\n)99\t/, 'no record routed to the missing Yacobot');
+});
+
 test('a --map line naming a Yacobot that does not exist is ignored: the database answers, and the map is rewritten with its answer', () => {
   const work = newDb([['a', 1]]);
   pdb(work, 'assign', 'known.com', 'a');
