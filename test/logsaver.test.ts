@@ -169,7 +169,8 @@ test('in a shell chain, a stage that fails after it wrote output makes logsaver 
   const r = spawnSync('bash', ['-c', 'upload-domains --db p.db < in.tsv 2>ud.err | logsaver --queue-dir q --name n 2>ls.err; echo "${PIPESTATUS[*]}"'], { cwd: work, env: testEnv(), encoding: 'utf8' });
   assert.equal(r.stdout, '1 1\n', `upload-domains fails, and so does logsaver: ${fs.readFileSync(path.join(work, 'ls.err'), 'utf8')}`);
   assert.match(fs.readFileSync(path.join(work, 'ud.err'), 'utf8'), /^upload-domains: -:3001: expected 6 fields/m);
-  assert.match(fs.readFileSync(path.join(work, 'ls.err'), 'utf8'), /^logsaver: -:\d+: last line has no newline \(input cut off\?\)$/m);
+  // The cut mark follows the last record written, whose LF was held back: named all the same.
+  assert.match(fs.readFileSync(path.join(work, 'ls.err'), 'utf8'), /^logsaver: -:\d+: input cut off: it ends in "upload-domains: failed, output incomplete" \(the stage that wrote it failed\)$/m);
   assert.deepEqual(listFiles(path.join(work, 'q')), [], 'no queue file published');
   // The same stage run by hand at a terminal-less stdout that is a file: the file ends in a cut line too.
   const f = runBin('upload-domains', ['--db', 'p.db', 'in.tsv'], '', work);
@@ -177,7 +178,7 @@ test('in a shell chain, a stage that fails after it wrote output makes logsaver 
   assert.ok(f.stdout.length > 0 && !f.stdout.endsWith('\n'), 'the output of a failed run does not end in a whole line');
 });
 
-test('in a shell chain, a stage that fails before it wrote anything makes every later stage fail: no next current_log, no queue file', () => {
+test('in a shell chain, a stage that fails before it wrote anything makes every later stage fail: no next current_log, no queue file; the next stage names the failed one, after records too', () => {
   // analyze-dump fails on its reject ratio with no output. Its stdout used to be empty,
   // which the rest of the chain took for an hour with no records: every stage exited 0,
   // and filter-url wrote the next current_log from current_log alone.
@@ -207,6 +208,17 @@ test('in a shell chain, a stage that fails before it wrote anything makes every 
   const u = spawnSync('bash', ['-c', 'group-sum --bogus < /dev/null 2>/dev/null | join-current --current current 2>&1 >/dev/null; echo "${PIPESTATUS[*]}"'], { cwd: work, env: testEnv(), encoding: 'utf8' });
   assert.match(u.stdout, /^join-current: -:1: input cut off: it ends in "group-sum: failed, output incomplete"/m);
   assert.match(u.stdout, /^2 1$/m);
+  // A stage that fails after it wrote records: its mark follows the last of them, whose LF it held back.
+  const rec = (i: number) => `${i.toString(16).padStart(16, '0')}\t20110728060000\t\t1\tx.com\thttp://x.com/${'p'.repeat(i * 40)}`;
+  for (const cut of [`${rec(1)}\n${rec(2)}upload-domains: failed, output incomplete`, `${rec(1)}group-sum: failed, output incomplete`]) {
+    const g = runBin('join-current', ['--current', 'current'], cut, work);
+    assert.equal(g.status, 1, g.stderr);
+    const stage = cut.includes('upload-domains') ? 'upload-domains' : 'group-sum';
+    assert.match(g.stderr, new RegExp(`^join-current: -:\\d: input cut off: it ends in "${stage}: failed, output incomplete" \\(the stage that wrote it failed\\)$`, 'm'));
+  }
+  // Text that only looks like a mark is not named as one.
+  const odd = runBin('join-current', ['--current', 'current'], `${rec(1)}\n${rec(2)}-x: failed, output incomplete`, work);
+  assert.match(odd.stderr, /^join-current: -:2: last line has no newline \(input cut off\?\)$/m);
   // Not for a stage whose output is files (logsaver), nor on a terminal-less stdout after a clean run.
   const l = runBin('logsaver', ['--queue-dir', 'q', '--name', 'n'], 'garbage\n', work);
   assert.equal(l.status, 1);

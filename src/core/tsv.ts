@@ -208,10 +208,22 @@ export function cutMark(stage: string): string {
   return `${stage}${CUT_MARK_END}`;
 }
 
-/** A last line without LF; `tail`, its bytes, may be a failed stage's cut mark, which the message names. */
+/** The stages whose output another stage reads: a cut mark after a record names one of them. */
+const STREAM_WRITERS = ['analyze-dump', 'group-sum', 'join-current', 'filter-url', 'upload-domains', 'domains-from-db'];
+
+/**
+ * A last line without LF; `tail`, its bytes, may end in a failed stage's cut mark, which
+ * the message names. The mark is the whole line when the stage had written nothing;
+ * else it follows the last record it wrote, whose LF it held back (src/cli/output.ts).
+ */
 function cutOff(file: string, line: number, what: 'input' | 'file', tail: Uint8Array): DataError {
-  const text = tail.length <= 80 ? Buffer.from(tail.buffer, tail.byteOffset, tail.length).toString('latin1') : '';
-  if (text.endsWith(CUT_MARK_END) && /^[a-z][a-z0-9-]*$/.test(text.slice(0, -CUT_MARK_END.length))) return new DataError('TRUNCATED', `${what} cut off: it ends in "${text}" (the stage that wrote it failed)`, { file, line });
+  const n = Math.min(tail.length, 80);
+  const end = Buffer.from(tail.buffer, tail.byteOffset + tail.length - n, n).toString('latin1');
+  if (end.endsWith(CUT_MARK_END)) {
+    const before = end.slice(0, -CUT_MARK_END.length);
+    const stage = n === tail.length && /^[a-z][a-z0-9-]*$/.test(before) ? before : STREAM_WRITERS.find((s) => before.endsWith(s));
+    if (stage) return new DataError('TRUNCATED', `${what} cut off: it ends in "${cutMark(stage)}" (the stage that wrote it failed)`, { file, line });
+  }
   return new DataError('TRUNCATED', `last line has no newline (${what} cut off?)`, { file, line });
 }
 
