@@ -32,6 +32,43 @@ function fresh(...yacobots: string[]): string {
   return work;
 }
 
+test('import: 300,000 rows fit in a 64 MiB heap, good or bad (rows and errors were kept as objects: out of memory at 128 MiB)', () => {
+  const work = fresh('alpha', 'beta');
+  const rowsOf = (yacobot: (i: number) => string) => Array.from({ length: 300_000 }, (_, i) => `dom${i}.com,${yacobot(i)}\n`).join('');
+  fs.writeFileSync(path.join(work, 'good.csv'), rowsOf((i) => (i % 2 ? 'alpha' : 'beta')));
+  fs.writeFileSync(path.join(work, 'bad.csv'), rowsOf(() => 'gamma'));
+  const env = { ...testEnv(), NODE_OPTIONS: '--max-old-space-size=64' };
+  const run = (file: string) => spawnSync(path.join(BIN, 'partner-db'), ['--db', 'p.db', 'import', file], { cwd: work, env, encoding: 'utf8' });
+  const bad = run('bad.csv');
+  assert.equal(bad.status, 1, bad.stderr.slice(-500));
+  const lines = bad.stderr.trimEnd().split('\n');
+  assert.equal(lines.length, 21, 'the first 20 bad rows, then the verdict');
+  assert.equal(lines[0], "partner-db: bad.csv:1: no Yacobot named 'gamma'");
+  assert.equal(lines[20], 'partner-db: bad.csv: 300000 bad row(s) (first 20 shown); nothing imported');
+  const good = run('good.csv');
+  assert.equal(good.status, 0, good.stderr.slice(-500));
+  assert.equal(good.stdout, 'imported 300000 domain(s) from good.csv: 300000 new, 0 moved, 0 unchanged\n');
+  const db = new Database(path.join(work, 'p.db'), { readonly: true });
+  try {
+    assert.deepEqual(db.prepare('SELECT yacobot_id, count(*) AS n FROM partner_domain GROUP BY yacobot_id ORDER BY 1').all(), [
+      { yacobot_id: 1, n: 150_000 },
+      { yacobot_id: 2, n: 150_000 },
+    ]);
+  } finally {
+    db.close();
+  }
+});
+
+test('import: a file larger than the longest string Node makes is refused as such, not as ERR_STRING_TOO_LONG', () => {
+  const work = fresh('alpha');
+  // Sparse: 600 MiB on the file system's books, nothing on its disk.
+  fs.writeFileSync(path.join(work, 'huge.csv'), '');
+  fs.truncateSync(path.join(work, 'huge.csv'), 600 << 20);
+  const r = pdb(work, 'import', 'huge.csv');
+  assert.equal(r.status, 1, r.stderr);
+  assert.equal(r.stderr, 'partner-db: huge.csv: larger than 511 MiB, the most one import reads; split it (each file is then all or nothing)\n');
+});
+
 test('import: quoted CSV with a header; a bad row imports nothing; the fixed file imports everything', () => {
   const work = fresh('alpha', 'beta,two --weight 2');
   ok(work, 'assign', 'keep.org', 'alpha');

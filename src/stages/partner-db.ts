@@ -1,5 +1,6 @@
 // partner-db: administration of the partner database (Yacobots and domain owners).
 import * as fs from 'node:fs';
+import { constants as bufferConstants } from 'node:buffer';
 import type { Command } from 'commander';
 import { dashArguments } from '../cli/admin.js';
 import { parse as parseCsv } from 'csv-parse/sync';
@@ -27,6 +28,8 @@ import { domainOfHost } from '../core/url.js';
 const NAME = 'partner-db';
 /** At most this many bad CSV rows are listed before the import gives up. */
 const MAX_REPORTED_ROWS = 20;
+/** The longest string V8 makes: the largest CSV file an import reads at once. */
+const MAX_STRING_LENGTH = bufferConstants.MAX_STRING_LENGTH;
 
 const say = (text: string) => process.stdout.write(text + '\n');
 // One line, whatever it quotes (a domain written by hand may hold a newline).
@@ -85,21 +88,26 @@ function moveDomains(db: Db, from: Yacobot, others: YacobotLoad[]): Map<number, 
   return moved;
 }
 
-interface CsvRow {
-  line: number;
-  domain: string;
-  yacobot: Yacobot;
+/**
+ * The rows of a CSV import, one per domain, as parallel arrays (a million rows kept as
+ * objects, with csv-parse's records and an info object each, took 1 GB; seven million
+ * ran out of heap): the domain as records spell it, its Yacobot's id, and the line.
+ */
+export interface ImportRows {
+  domains: string[];
+  ids: number[];
+  lines: number[];
 }
 
 /**
  * Parses and validates a `domain,yacobot` CSV (RFC 4180 quoting, an optional
- * `domain,yacobot` header, blank lines skipped). Bad rows are collected as
- * "line: message"; nothing is written to the database here.
+ * `domain,yacobot` header, blank lines skipped). Bad rows are counted (`bad`), the
+ * first MAX_REPORTED_ROWS of them kept as errors naming their line; nothing is
+ * written to the database here.
  */
-export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): { rows: CsvRow[]; errors: DataError[] } {
+export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): { rows: ImportRows; errors: DataError[]; bad: number } {
   const byId = new Map(yacobots.map((y) => [String(y.id), y]));
   const byName = new Map(yacobots.map((y) => [y.name, y]));
-  let records: { record: string[]; info: { bytes: number } }[];
   // The text csv-parse reads: no BOM (its own BOM option would no longer see it), the
   // spaces it must not trim hidden.
   const csv = hideSpaces(text.startsWith('\ufeff') ? text.slice(1) : text);
@@ -107,47 +115,58 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): 
   // counted here from its byte offsets (into the UTF-8 bytes it parsed).
   const bytes = Buffer.from(csv, 'utf8');
   const lines = new LineCounter(bytes);
+  const rows: ImportRows = { domains: [], ids: [], lines: [] };
+  const errors: DataError[] = [];
+  let bad = 0;
+  // Each domain's row so far, by its index in `rows`.
+  const rowOf = new Map<string, number>();
+  let prevEnd = 0;
+  let index = 0;
+  // Each record as csv-parse reads it; none is kept (returning undefined drops it).
+  const onRecord = (hidden: string[], context: { bytes: number }): undefined => {
+    // context.bytes is where the record ends; a quoted field may span lines, so name where it starts.
+    const line = lines.recordStartLine(prevEnd);
+    prevEnd = context.bytes;
+    const record = hidden.map(unhideSpaces);
+    const fail = (m: string): undefined => {
+      if (errors.length < MAX_REPORTED_ROWS) errors.push(new DataError('BAD_ROW', m, { file, line }));
+      bad++;
+      return undefined;
+    };
+    if (index++ === 0 && record.length === 2 && record[0]!.toLowerCase() === 'domain' && /^yacobot(_id)?$/i.test(record[1]!)) return undefined;
+    if (record.length !== 2) return fail(`expected 2 fields (domain,yacobot), got ${record.length}`);
+    const nd = normalizeDomain(record[0]!);
+    if ('error' in nd) return fail(nd.error);
+    const ref = record[1]!;
+    const y = /^\d+$/.test(ref) ? byId.get(String(parseCount(ref))) : byName.get(ref);
+    if (!y) return fail(/^\d+$/.test(ref) ? `no Yacobot with id ${ref}` : `no Yacobot named '${clipText(ref)}'`);
+    if (!y.active) return fail(`Yacobot ${label(y)} is disabled`);
+    const prev = rowOf.get(nd.domain);
+    if (prev !== undefined) {
+      if (rows.ids[prev] !== y.id) fail(`domain ${nd.domain} was given to another Yacobot on line ${rows.lines[prev]}`);
+      return undefined;
+    }
+    rowOf.set(nd.domain, rows.domains.length);
+    rows.domains.push(nd.domain);
+    rows.ids.push(y.id);
+    rows.lines.push(line);
+    return undefined;
+  };
   try {
     // Every line end, in any mix: csv-parse would otherwise take the first one for all.
-    records = parseCsv(csv, { info: true, skip_empty_lines: true, relax_column_count: true, trim: true, record_delimiter: ['\r\n', '\n', '\r'] }) as unknown as typeof records;
+    parseCsv(csv, { skip_empty_lines: true, relax_column_count: true, trim: true, record_delimiter: ['\r\n', '\n', '\r'], on_record: onRecord });
   } catch (err) {
     const e = err as { message?: string; bytes?: number; code?: string };
     if (e.code === 'CSV_QUOTE_NOT_CLOSED') {
       // csv-parse names the end of the file; the operator needs the line of the quote.
-      throw new DataError('BAD_CSV', 'CSV syntax: the quote opened on this line is never closed', { file, line: lines.lineAt(unclosedQuoteAt(bytes)) });
+      throw new DataError('BAD_CSV', 'CSV syntax: the quote opened on this line is never closed', { file, line: new LineCounter(bytes).lineAt(unclosedQuoteAt(bytes)) });
     }
     const msg = unhideSpaces(String(e.message ?? err))
       .replace(/^Invalid (Opening|Closing) Quote: /, '')
       .replace(/ at line \d+/, ''); // its count, off after a CRLF inside quotes; the place names the line
-    throw new DataError('BAD_CSV', `CSV syntax: ${msg}`, { file, line: typeof e.bytes === 'number' ? lines.lineAt(e.bytes) : undefined });
+    throw new DataError('BAD_CSV', `CSV syntax: ${msg}`, { file, line: typeof e.bytes === 'number' ? new LineCounter(bytes).lineAt(e.bytes) : undefined });
   }
-  const rows: CsvRow[] = [];
-  const errors: DataError[] = [];
-  const firstLine = new Map<string, { line: number; yacobot: number }>();
-  let prevEnd = 0;
-  records.forEach(({ record: hidden, info }, i) => {
-    const record = hidden.map(unhideSpaces);
-    // info.bytes is where the record ends; a quoted field may span lines, so name where it starts.
-    const line = lines.recordStartLine(prevEnd);
-    prevEnd = info.bytes;
-    const bad = (m: string) => errors.push(new DataError('BAD_ROW', m, { file, line }));
-    if (i === 0 && record.length === 2 && record[0]!.toLowerCase() === 'domain' && /^yacobot(_id)?$/i.test(record[1]!)) return;
-    if (record.length !== 2) return bad(`expected 2 fields (domain,yacobot), got ${record.length}`);
-    const nd = normalizeDomain(record[0]!);
-    if ('error' in nd) return bad(nd.error);
-    const ref = record[1]!;
-    const y = /^\d+$/.test(ref) ? byId.get(String(parseCount(ref))) : byName.get(ref);
-    if (!y) return bad(/^\d+$/.test(ref) ? `no Yacobot with id ${ref}` : `no Yacobot named '${clipText(ref)}'`);
-    if (!y.active) return bad(`Yacobot ${label(y)} is disabled`);
-    const prev = firstLine.get(nd.domain);
-    if (prev) {
-      if (prev.yacobot !== y.id) bad(`domain ${nd.domain} was given to another Yacobot on line ${prev.line}`);
-      return;
-    }
-    firstLine.set(nd.domain, { line, yacobot: y.id });
-    rows.push({ line, domain: nd.domain, yacobot: y });
-  });
-  return { rows, errors };
+  return { rows, errors, bad };
 }
 
 // csv-parse's trim takes off a field's ends every space String.prototype.trim() does
@@ -429,18 +448,22 @@ Example:
     .action((csvFile: string, _o, cmd: Command) => {
       let text: string;
       try {
+        // A file past the longest string V8 makes failed with ERR_STRING_TOO_LONG as its "read" error.
+        if (fs.statSync(csvFile).size > MAX_STRING_LENGTH) {
+          throw new DataError('CSV_TOO_BIG', `larger than ${MAX_STRING_LENGTH >> 20} MiB, the most one import reads; split it (each file is then all or nothing)`, { file: csvFile });
+        }
         text = fs.readFileSync(csvFile, 'utf8');
       } catch (err) {
+        if (err instanceof DataError) throw err;
         throw ioError(err, csvFile, 'read');
       }
       withDb(cmd, (db) => {
-        const { rows, errors } = readImportCsv(text, csvFile, yacobotLoads(db));
-        if (errors.length > 0) {
-          for (const e of errors.slice(0, MAX_REPORTED_ROWS)) {
-            process.stderr.write(`${NAME}: ${visibleName(formatPlace(e.place ?? { file: csvFile }, e.message))}\n`);
-          }
-          const more = errors.length > MAX_REPORTED_ROWS ? ` (first ${MAX_REPORTED_ROWS} shown)` : '';
-          throw new DataError('BAD_CSV', `${errors.length} bad row(s)${more}; nothing imported`, { file: csvFile });
+        const yacobots = yacobotLoads(db);
+        const { rows, errors, bad } = readImportCsv(text, csvFile, yacobots);
+        if (bad > 0) {
+          for (const e of errors) process.stderr.write(`${NAME}: ${visibleName(formatPlace(e.place ?? { file: csvFile }, e.message))}\n`);
+          const more = bad > errors.length ? ` (first ${errors.length} shown)` : '';
+          throw new DataError('BAD_CSV', `${bad} bad row(s)${more}; nothing imported`, { file: csvFile });
         }
         const now = formatTimestamp(new Date());
         const get = db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck();
@@ -456,25 +479,34 @@ Example:
           // seconds, too long to hold the lock); a Yacobot disabled since then fails
           // the import here, so no domain lands on a disabled Yacobot.
           const active = new Set(db.prepare('SELECT id FROM yacobot WHERE active = 1').pluck().all() as number[]);
-          for (const y of new Set(rows.map((r) => r.yacobot))) {
-            if (!active.has(y.id)) {
+          for (const id of new Set(rows.ids)) {
+            if (!active.has(id)) {
+              const y = yacobots.find((x) => x.id === id)!;
               throw new DataError('DISABLED', `Yacobot ${label(y)} was disabled while the file was read; nothing imported`, { file: csvFile });
             }
           }
-          for (const r of rows) {
-            const prev = get.get(r.domain) as number | undefined;
-            if (prev === r.yacobot.id) {
+          rows.domains.forEach((domain, i) => {
+            const id = rows.ids[i]!;
+            const prev = get.get(domain) as number | undefined;
+            if (prev === id) {
               same++;
-              continue;
+              return;
             }
-            upsert.run(r.domain, r.yacobot.id, now);
+            upsert.run(domain, id, now);
             if (prev === undefined) added++;
             else moved++;
-          }
+          });
         }).immediate();
-        say(`imported ${rows.length} domain(s) from ${visibleName(csvFile)}: ${added} new, ${moved} moved, ${same} unchanged`);
-        const notes = rows.map((r) => subdomainNote(r.domain)).filter((n) => n !== null);
-        if (notes.length > 0) warn(`${notes.length} row(s) name no registrable domain, e.g. ${notes[0]}`);
+        say(`imported ${rows.domains.length} domain(s) from ${visibleName(csvFile)}: ${added} new, ${moved} moved, ${same} unchanged`);
+        let notes = 0;
+        let first: string | null = null;
+        for (const domain of rows.domains) {
+          const note = subdomainNote(domain);
+          if (note === null) continue;
+          notes++;
+          first ??= note;
+        }
+        if (first !== null) warn(`${notes} row(s) name no registrable domain, e.g. ${first}`);
       });
     });
 
