@@ -52,6 +52,20 @@ test('domains-from-db: bytewise order over many rows, and a closed stdout ends i
   assert.equal(head.stdout, want[0] + '\n');
 });
 
+test('a Yacobot id set by hand past 2^53 - 1 is refused as every command and stage refuses it, even when it owns no domain', () => {
+  const work = scratch();
+  madeDb(work, 'p.db', [['add', 'a'], ['assign', 'ok.com', 'a']]);
+  const db = new Database(path.join(work, 'p.db'));
+  db.exec("INSERT INTO yacobot (id, name) VALUES (123456789012345678, 'big')");
+  db.close();
+  const r = runBin('domains-from-db', ['--db', 'p.db'], '', work);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /^domains-from-db: p\.db: Yacobot 'big' has id 123456789012345678, outside the ids this program handles \(1 to 9007199254740991\); give it another$/m);
+  assert.equal(r.stdout, failedOutput('domains-from-db'), 'no map');
+  // The same for partner-db, as the README says.
+  assert.equal(runBin('partner-db', ['--db', 'p.db', 'list'], '', work).status, 1);
+});
+
 test('a row no domain_map line can carry (edited outside partner-db) is an error naming it, not a broken map line', () => {
   const work = scratch();
   madeDb(work, 'p.db', [['add', 'a'], ['assign', 'ok.com', 'a']]);

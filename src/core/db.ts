@@ -266,6 +266,20 @@ export function checkSchema(db: Db, file: string, opts: { missingTables?: boolea
 /** The largest weight partner-db accepts; weights are relative, so this is no limit in practice. */
 export const MAX_WEIGHT = 1_000_000;
 
+/** A Yacobot id set by hand that a JavaScript number cannot hold (or not positive): read as one, it would become another id. */
+function badYacobotId(db: Db, y: { id: bigint; name: string }): DataError {
+  return new DataError('BAD_YACOBOT_ID', `Yacobot '${clipText(y.name)}' has id ${y.id}, outside the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}); give it another`, { file: db.name });
+}
+
+/** Throws badYacobotId's error for the first Yacobot whose id is out of range (for readers that need no loads). */
+export function checkYacobotIds(db: Db): void {
+  const r = db
+    .prepare('SELECT id, name FROM yacobot WHERE id < 1 OR id > ? ORDER BY id LIMIT 1')
+    .safeIntegers(true)
+    .get(BigInt(Number.MAX_SAFE_INTEGER)) as { id: bigint; name: string } | undefined;
+  if (r) throw badYacobotId(db, r);
+}
+
 /**
  * Every Yacobot with its domain count, by id. An id set by hand that no stream can
  * carry is a DataError: one above 2^53 - 1 read as a number became another id (its
@@ -282,9 +296,7 @@ export function yacobotLoads(db: Db): YacobotLoad[] {
     .safeIntegers(true)
     .all() as { id: bigint; name: string; weight: number | bigint; active: number | bigint; domains: bigint }[];
   return rows.map((r) => {
-    if (r.id > BigInt(Number.MAX_SAFE_INTEGER) || r.id < 1n) {
-      throw new DataError('BAD_YACOBOT_ID', `Yacobot '${clipText(r.name)}' has id ${r.id}, outside the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}); give it another`, { file: db.name });
-    }
+    if (r.id > BigInt(Number.MAX_SAFE_INTEGER) || r.id < 1n) throw badYacobotId(db, r);
     const weight = Number(r.weight);
     // The schema's CHECK (weight > 0) lets Infinity through (9e999 typed into SQLite),
     // and a load of n / Infinity made every such Yacobot tie at 0.

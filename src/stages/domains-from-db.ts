@@ -1,6 +1,6 @@
 // domains-from-db: the partner database's domain -> Yacobot table as a domain_map.
 import { pathOption, type StageDef } from '../cli/stage.js';
-import { dbError, missingOwnerError, missingOwners, openDb } from '../core/db.js';
+import { checkYacobotIds, dbError, missingOwnerError, missingOwners, openDb } from '../core/db.js';
 import { DataError, clipText } from '../core/errors.js';
 import { checkDomain } from '../core/records.js';
 
@@ -48,6 +48,8 @@ Buffers: one row (the rows are streamed from the database).`,
       // a bad row leaves no output at all, not a map cut off before it (a redirection
       // already flushed 64 KiB blocks of it).
       db.exec('BEGIN');
+      // As every command and stage does: an id past 2^53 - 1 is refused even with no domain.
+      checkYacobotIds(db);
       for (const [domain, id] of rows()) {
         const bad = badRow(domain, id);
         if (bad) throw new DataError('BAD_ROW', `partner_domain has a row no domain_map line can carry: ${bad} (edited by hand? fix or delete that row)`, { file: o.db });
