@@ -13,7 +13,7 @@ import { ROOT, RUNNER, canRunAsNobody, hasStackTrace, lockHolder, partnerDb, run
 import { assertSameState, newDomains, runsJsonl, snapshot } from './lib/runner-state.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
-import { GATE_FD, NOT_STARTED, REFLOG_HEAD_BYTES, assignedInLog, pipelineScript, type RunPaths, hourNotBegun, failureMessage, firstHeaderLine, hourEndOf, mostForgetful, mostForgetfulSince, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, settingsWarning, type RunRecord } from '../src/runner/plan.js';
+import { GATE_FD, NOT_STARTED, REFLOG_HEAD_BYTES, assignedInLog, pipelineScript, type RunPaths, hourNotBegun, notAnHour, failureMessage, firstHeaderLine, hourEndOf, mostForgetful, mostForgetfulSince, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, settingsWarning, type RunRecord } from '../src/runner/plan.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { formatTimestamp } from '../src/core/time.js';
 import { HOST_TAG } from '../src/core/tsv.js';
@@ -3117,6 +3117,32 @@ test('done/ a symbolic link whose target is missing fails the invocation before 
   assert.equal(ok.status, 0, ok.stderr);
   assert.deepEqual(fs.readdirSync(path.join(dir, 'archive/done')), ['2011072807.reflog']);
   assert.equal(fs.readFileSync(path.join(dir, 'archive/runs.jsonl'), 'utf8').split('\n').length, 2);
+});
+
+test('a reflog whose name starts with ten digits that are no real hour (2011072824) waits in the inbox with a warning, not run on the clock', async () => {
+  // On the clock's now (years after its hour) filter-url would have dropped all of current_log.
+  const dir = freshFirstOnly();
+  const inbox = path.join(dir, 'var/inbox');
+  for (const name of ['2011072824', '2011023112-b']) fs.copyFileSync(path.join(REFLOGS, '2011072807.reflog'), path.join(inbox, `${name}.reflog`));
+  const r = await runner(dir, ['--keep', '10h']);
+  assert.equal(r.status, 0, r.stderr);
+  for (const [name, digits] of [['2011072824', '2011072824'], ['2011023112-b', '2011023112']]) {
+    assert.ok(
+      r.stderr.includes(
+        `reflog-to-yacobot-queue: warning: skipping ${path.join(inbox, `${name}.reflog`)}: its name starts with ${digits}, which is no real hour (YYYYMMDDhh): a typo in the name? ` +
+          "Its now would be this machine's clock, and current_log would forget every URL not seen since --keep before that; rename it (or give --now)\n",
+      ),
+      r.stderr,
+    );
+  }
+  assert.deepEqual(fs.readdirSync(inbox).sort(), ['2011023112-b.reflog', '2011072824.reflog']);
+  assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[RUN0, 'ok']]);
+  assert.equal(notAnHour('2011072823'), null);
+  assert.equal(notAnHour('batch-7'), null, 'a name that starts with no ten digits runs on the clock');
+  // --now decides the now by itself: they run.
+  const now = await runner(dir, ['--now', '20110728090000']);
+  assert.equal(now.status, 0, now.stderr);
+  assert.deepEqual(fs.readdirSync(inbox), []);
 });
 
 test('a reflog named for an hour that has not begun (a typo: 2107 for 2011) waits in the inbox with a warning; the others run', async () => {

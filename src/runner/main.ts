@@ -23,6 +23,7 @@ import {
   failureMessage,
   firstHeaderLine,
   hourNotBegun,
+  notAnHour,
   humanLine,
   mostForgetful,
   mostForgetfulSince,
@@ -359,11 +360,12 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     }
     const planned = planInbox(entries);
     const skipped = planned.skipped;
-    // A name whose hour lies ahead would give its run a now that empties current_log. Not
-    // with --now (which decides), nor for an interrupted run (it keeps the now it started with).
+    // A name whose hour lies ahead, or that starts with digits that are no hour, would give
+    // its run a now that empties current_log. Not with --now (which decides), nor for an
+    // interrupted run (it keeps the now it started with).
     const clock = new Date();
     for (const r of o.now === null ? planned.runs : []) {
-      const why = rerun.has(r) ? null : hourNotBegun(r, clock, o.keepMs);
+      const why = rerun.has(r) ? null : (hourNotBegun(r, clock, o.keepMs) ?? notAnHour(r));
       if (why === null) continue;
       waiting.add(r);
       skipped.push({ file: r + REFLOG_EXT, why });

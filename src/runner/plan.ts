@@ -82,6 +82,21 @@ export function hourNotBegun(name: string, clock: Date, keepMs: number): string 
   );
 }
 
+/**
+ * Why a run whose now would come from the clock must wait: its name starts with ten
+ * digits that are no real hour (2011072824, 2011023112: a typo), so its now would be
+ * the clock's, far from the hour meant, and filter-url would drop every current_log
+ * entry not seen within `--keep` of that. Null when the name does not start with ten
+ * digits, or they are a real hour.
+ */
+export function notAnHour(name: string): string | null {
+  if (!/^\d{10}/.test(name) || hourEndOf(name) !== null) return null;
+  return (
+    `its name starts with ${name.slice(0, 10)}, which is no real hour (YYYYMMDDhh): a typo in the name? ` +
+    "Its now would be this machine's clock, and current_log would forget every URL not seen since --keep before that; rename it (or give --now)"
+  );
+}
+
 /** The "now" of a new run: --now, else the end of the name's hour, else the clock (see USAGE). */
 export function resolveNow(name: string, flagNow: string | null, clock: Date): { now: string; source: NowSource } {
   if (flagNow !== null) return { now: flagNow, source: 'flag' };
