@@ -794,6 +794,34 @@ test('a database this user may only read is still listed: a file of mode 444, an
   assert.deepEqual(fs.readdirSync(work).sort(), ['p.db'], "the writer's close removed its files");
 });
 
+test('a write refused because another user\'s reader left -wal and -shm files this user may not write says so, and how to mend it', () => {
+  if (!canRunAsNobody(path.join(BIN, 'partner-db'))) return;
+  const work = fresh('a');
+  // The database belongs to its cron user (uid 4242 here); a colleague (nobody) lists it.
+  const owner = (...args: string[]) =>
+    spawnSync('setpriv', ['--reuid=4242', '--regid=4242', '--clear-groups', path.join(BIN, 'partner-db'), '--db', 'p.db', ...args], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  fs.chmodSync(work, 0o777);
+  fs.chownSync(path.join(work, 'p.db'), 4242, 4242);
+  fs.chmodSync(path.join(work, 'p.db'), 0o644);
+  const listed = runAsNobody(work, path.join(BIN, 'partner-db'), ['--db', 'p.db', 'list']);
+  assert.equal(listed.status, 0, listed.stderr);
+  // A read-only connection may not checkpoint, so its -wal and -shm stay, nobody's, mode 644.
+  assert.deepEqual(fs.readdirSync(work).sort(), ['p.db', 'p.db-shm', 'p.db-wal']);
+  const r = owner('add', 'b');
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(
+    r.stderr,
+    /^partner-db: p\.db: database error: SQLITE_READONLY\w*: .* \(p\.db-(shm|wal) belongs to uid 65534 and this user may not write it, so SQLite opened the database read-only; make it and its twin writable by this user, e\.g\. as root: chown 4242 p\.db-wal p\.db-shm\)$/m,
+  );
+  // The mend works.
+  for (const f of ['p.db-wal', 'p.db-shm']) fs.chownSync(path.join(work, f), 4242, 4242);
+  assert.equal(owner('add', 'b').status, 0);
+  // A database file this user may not write: said plainly.
+  const ro = runAsNobody(work, path.join(BIN, 'partner-db'), ['--db', 'p.db', 'add', 'c']);
+  assert.equal(ro.status, 1, ro.stderr);
+  assert.match(ro.stderr, /^partner-db: p\.db: database error: SQLITE_READONLY\w*: .* \(this user may not write the database file\)$/m);
+});
+
 test('init on a directory or a FIFO says it is not a regular file, not a "disk I/O error"', () => {
   const work = scratch('ms-pdb-');
   fs.mkdirSync(path.join(work, 'dir.db'));

@@ -85,7 +85,9 @@ export function dbError(err: unknown, file: string): unknown {
               ? // Even a reader of a WAL database makes its -shm file beside it (after a
                 // writer was killed, the -wal it left makes that SQLITE_CANTOPEN).
                 " (the database's directory must be writable by this user, even to read it: SQLite keeps the -wal and -shm files there)"
-              : '';
+              : e.code.startsWith('SQLITE_READONLY')
+                ? readOnlyBecause(file)
+                : '';
     // Its own code: a busy database is no fault of the run, and the runner says so (retry later).
     return new DataError(isBusy(e.code) ? 'DB_BUSY' : 'DB', `database error: ${e.code}: ${String(e.message)}${hint}`, { file });
   }
@@ -102,6 +104,38 @@ export function dbError(err: unknown, file: string): unknown {
  */
 function isBusy(code: string): boolean {
   return code === 'SQLITE_BUSY' || code.startsWith('SQLITE_BUSY_');
+}
+
+/**
+ * Why SQLite opened `file` read-only for this user, as a hint: the file itself is not
+ * writable, or its -wal or -shm file is not (left by another user's reader, which could
+ * not remove them: until they are writable, every write here fails). '' when neither.
+ */
+function readOnlyBecause(file: string): string {
+  const writable = (f: string) => {
+    try {
+      fs.accessSync(f, fs.constants.W_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (fs.existsSync(file) && !writable(file)) return ' (this user may not write the database file)';
+  for (const f of [`${file}-shm`, `${file}-wal`]) {
+    let uid: number;
+    try {
+      uid = fs.statSync(f).uid;
+    } catch {
+      continue;
+    }
+    if (writable(f)) continue;
+    const me = process.getuid?.() ?? 'THIS-USER';
+    return (
+      ` (${f} belongs to uid ${uid} and this user may not write it, so SQLite opened the database read-only; ` +
+      `make it and its twin writable by this user, e.g. as root: chown ${me} ${shellQuote(`${file}-wal`)} ${shellQuote(`${file}-shm`)})`
+    );
+  }
+  return '';
 }
 
 /** Whether the directory of an existing `file` that this user may read cannot be written by this user. */
