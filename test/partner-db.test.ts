@@ -270,6 +270,21 @@ test('disable moves its domains to the least-loaded others, in one step; the las
   ok(work, 'assign', 'x.com', 'a');
 });
 
+test('disabling the last active Yacobot, which owns no domain, is allowed with a warning that every run now fails', () => {
+  const work = fresh('a', 'b');
+  const first = pdb(work, 'disable', 'a');
+  assert.equal(first.status, 0, first.stderr);
+  assert.equal(first.stderr, '', 'another stays active: no warning');
+  const last = pdb(work, 'disable', 'b');
+  assert.equal(last.status, 0, last.stderr);
+  assert.equal(last.stdout, 'disabled Yacobot 2 (b); moved 0 domain(s)\n');
+  assert.equal(last.stderr, 'partner-db: warning: no active Yacobot is left: upload-domains fails until one is added or enabled (partner-db --db p.db add NAME, or enable ID)\n');
+  // As it says.
+  const u = runBin('upload-domains', ['--db', 'p.db'], `${'0'.repeat(15)}1\t20110728060000\t\t1\tx.com\thttp://x.com/\n`, work);
+  assert.equal(u.status, 1);
+  assert.match(u.stderr, /no active Yacobot/);
+});
+
 test('disable of an already disabled Yacobot that still owns domains (set so by hand) moves them, as upload-domains advises', () => {
   const work = fresh('a', 'b');
   ok(work, 'assign', 'x.com', 'a');

@@ -20,7 +20,7 @@ import {
   type YacobotLoad,
   MAX_WEIGHT,
 } from '../core/db.js';
-import { DataError, UsageError, clipText, formatPlace, hasControl, ioError, visibleName } from '../core/errors.js';
+import { DataError, UsageError, clipText, formatPlace, hasControl, ioError, shellQuote, visibleName } from '../core/errors.js';
 import { parseCount, parseDecimal } from '../core/numbers.js';
 import { formatTimestamp } from '../core/time.js';
 import { domainOfHost } from '../core/url.js';
@@ -379,8 +379,9 @@ Example:
       'stop giving domains to a Yacobot and move its domains to the remaining active ones, least-loaded first, in one transaction',
     )
     .action((ref: string, _o, cmd: Command) => {
-      withDb(cmd, (db) => {
+      withDb(cmd, (db, file) => {
         let message = '';
+        let noneLeft = false;
         db.transaction(() => {
           const y = findYacobot(db, ref);
           // An already disabled Yacobot can still own domains (made so by hand, as
@@ -393,8 +394,11 @@ Example:
           const parts = [...moved].sort((a, b) => a[0] - b[0]).map(([id, n]) => `${n} to ${label(names.get(id)!)}`);
           const what = y.active ? `disabled Yacobot ${label(y)}` : `Yacobot ${label(y)} is already disabled`;
           message = !y.active && total === 0 ? what : `${what}; moved ${total} domain(s)${parts.length ? ': ' + parts.join(', ') : ''}`;
+          noneLeft = others.length === 0;
         }).immediate();
         say(message);
+        // Allowed (it owned no domain), but every run fails from now on: say so while it is fresh.
+        if (noneLeft) warn(`no active Yacobot is left: upload-domains fails until one is added or enabled (partner-db --db ${shellQuote(file)} add NAME, or enable ID)`);
       });
     });
 
