@@ -97,6 +97,14 @@ test('import: quoted CSV with a header; a bad row imports nothing; the fixed fil
   const s = pdb(work, 'import', 'syntax.csv');
   assert.equal(s.status, 1);
   assert.match(s.stderr, /^partner-db: syntax\.csv:4: CSV syntax: got "b" instead of delimiter/m);
+  // A stray quote: its field counted from 1, as the operator counts (csv-parse counts from 0).
+  fs.writeFileSync(path.join(work, 'quote.csv'), 'a.com,1\nx.com,a"b\n');
+  assert.match(pdb(work, 'import', 'quote.csv').stderr, /^partner-db: quote\.csv:2: CSV syntax: a quote is found in field 2, value is "a"$/m);
+  // A file that is not UTF-8 (Latin-1 here) is named as such, at its first such line, not as bad domains.
+  fs.writeFileSync(path.join(work, 'latin1.csv'), Buffer.concat([Buffer.from('a.com,1\r\n"b\r\nc.com",1\r\n'), Buffer.from('m\u00fcnchen.de,1\n', 'latin1')]));
+  const l = pdb(work, 'import', 'latin1.csv');
+  assert.equal(l.status, 1);
+  assert.equal(l.stderr, 'partner-db: latin1.csv:4: not UTF-8 text (convert it first, e.g. iconv -f latin1 -t utf-8)\n');
 
   const fixed = good
     .replace('"comma, in name.com"', '"comma-in-name.com"')

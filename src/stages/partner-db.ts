@@ -1,6 +1,6 @@
 // partner-db: administration of the partner database (Yacobots and domain owners).
 import * as fs from 'node:fs';
-import { constants as bufferConstants } from 'node:buffer';
+import { constants as bufferConstants, isUtf8 } from 'node:buffer';
 import type { Command } from 'commander';
 import { dashArguments } from '../cli/admin.js';
 import { parse as parseCsv } from 'csv-parse/sync';
@@ -163,6 +163,7 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): 
     }
     const msg = unhideSpaces(String(e.message ?? err))
       .replace(/^Invalid (Opening|Closing) Quote: /, '')
+      .replace(/ on field (\d+)/, (_, n: string) => ` in field ${Number(n) + 1}`) // it counts from 0
       .replace(/ at line \d+/, ''); // its count, off after a CRLF inside quotes; the place names the line
     throw new DataError('BAD_CSV', `CSV syntax: ${msg}`, { file, line: typeof e.bytes === 'number' ? new LineCounter(bytes).lineAt(e.bytes) : undefined });
   }
@@ -179,6 +180,21 @@ const TRIMMED_SPACE = /[^\S\t\n\r ]|\ue000/g;
 const MARKED = /\ue000([0-9a-f]{4})/g;
 const hideSpaces = (s: string) => s.replace(TRIMMED_SPACE, (c) => SPACE_MARK + c.charCodeAt(0).toString(16).padStart(4, '0'));
 const unhideSpaces = (s: string) => s.replace(MARKED, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+
+/** The line (from 1; LF, CRLF or a lone CR ends one) of the first byte sequence in `b` that is not UTF-8. */
+function firstNonUtf8Line(b: Buffer): number {
+  let line = 1;
+  let from = 0;
+  for (let i = 0; i <= b.length; i++) {
+    const c = b[i];
+    if (i < b.length && c !== 10 && c !== 13) continue;
+    if (!isUtf8(b.subarray(from, i))) return line;
+    if (c === 13 && b[i + 1] === 10) i++;
+    line++;
+    from = i + 1;
+  }
+  return line;
+}
 
 /** Line numbers (from 1) of byte offsets into a text, asked in increasing order. */
 class LineCounter {
@@ -456,7 +472,10 @@ Example:
         if (fs.statSync(csvFile).size > MAX_STRING_LENGTH) {
           throw new DataError('CSV_TOO_BIG', `larger than ${MAX_STRING_LENGTH >> 20} MiB, the most one import reads; split it (each file is then all or nothing)`, { file: csvFile });
         }
-        text = fs.readFileSync(csvFile, 'utf8');
+        const bytes = fs.readFileSync(csvFile);
+        // Decoded as it was, a Latin-1 file's 'münchen.de' failed as "bad domain 'm\ufffdnchen.de'".
+        if (!isUtf8(bytes)) throw new DataError('BAD_CSV', 'not UTF-8 text (convert it first, e.g. iconv -f latin1 -t utf-8)', { file: csvFile, line: firstNonUtf8Line(bytes) });
+        text = bytes.toString('utf8');
       } catch (err) {
         if (err instanceof DataError) throw err;
         throw ioError(err, csvFile, 'read');
