@@ -5,6 +5,8 @@ import assert from 'node:assert/strict';
 import { UsageError } from '../src/core/errors.js';
 import { parseCount, parseDecimal, parseGroupedCount } from '../src/core/numbers.js';
 import { parseArgs } from '../src/runner/options.js';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { runBin, scratch } from './lib/run.js';
 
 /** What Number() or parseInt() would take and a person does not mean as a number. */
@@ -73,4 +75,23 @@ test('the runner reads its numbers as the stages do: flags and config values ali
   const o = parseArgs(['--max-reject-ratio', '.5', '--backlog-warn', '2,000,000'], '/w');
   assert.ok(typeof o === 'object');
   assert.deepEqual([o.maxRejectRatio, o.backlogWarn], ['.5', 2_000_000]);
+  // A bad value in the config file is named at its line there; the same value given as a flag instead wins.
+  const dir = scratch();
+  const conf = path.join(dir, 'runner.conf');
+  const bad: [string, RegExp][] = [
+    ['keep = 10H', /^runner\.conf:2: keep wants a duration like 90s, 30m, 1h, 10h, 1d or seconds \(at most 3650d\), got '10H'$/],
+    ['memory = lots', /^runner\.conf:2: memory wants a size/],
+    ['max-reject-ratio = 2', /^runner\.conf:2: max-reject-ratio wants a number from 0 to 1, got '2'/],
+    ['backlog-warn = 1e6', /^runner\.conf:2: backlog-warn wants a number of URLs/],
+    ['now = 20110231000000', /^runner\.conf:2: now wants a real time/],
+    ['log-level = loud', /^runner\.conf:2: log-level is one of/],
+    ['kill-after = 2d', /^runner\.conf:2: kill-after wants a duration/],
+    ['inbox = ""', /^runner\.conf:2: inbox is an empty path/],
+  ];
+  for (const [line, message] of bad) {
+    fs.writeFileSync(conf, `# hourly\n${line}\n`);
+    assert.throws(() => parseArgs(['--config', 'runner.conf'], dir), (e: unknown) => e instanceof UsageError && message.test(e.message), line);
+  }
+  fs.writeFileSync(conf, 'keep = 10H\n');
+  assert.ok(typeof parseArgs(['--config', conf, '--keep', '10h'], '/w') === 'object');
 });

@@ -1966,7 +1966,7 @@ test('option values are checked up front (usage errors), and a config file\'s re
   );
   assert.equal((parseArgs(['--config', 'etc/runner.conf'], dir) as { db: string }).db, path.join(dir, 'etc/p.db'));
   fs.writeFileSync(path.join(dir, 'etc/empty.conf'), 'inbox =\n');
-  usage(['--config', path.join(dir, 'etc/empty.conf')], /^inbox is an empty path /);
+  usage(['--config', path.join(dir, 'etc/empty.conf')], /^\/.*\/etc\/empty\.conf:1: inbox is an empty path /);
 
   // --version and --help print and exit 0 before anything else is looked at.
   const v = runRunner(dir, ['--bogus-later', '--version']);

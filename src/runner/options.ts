@@ -133,7 +133,12 @@ const MAX_KILL_AFTER_MS = 86400 * 1000;
 
 /** Parses a config file's text into key -> value; throws UsageError naming the line. */
 export function parseConfig(text: string, file: string): Map<Key, string> {
-  const out = new Map<Key, string>();
+  return new Map([...configLines(text, file)].map(([k, { value }]) => [k, value]));
+}
+
+/** parseConfig's key -> value, with the line (from 1) each value is on. */
+function configLines(text: string, file: string): Map<Key, { value: string; line: number }> {
+  const out = new Map<Key, { value: string; line: number }>();
   const lines = text.split('\n');
   for (let i = 0; i < lines.length; i++) {
     const raw = lines[i]!.replace(/\r$/, '');
@@ -147,7 +152,7 @@ export function parseConfig(text: string, file: string): Map<Key, string> {
       throw new UsageError(`${file}:${i + 1}: unknown key '${clipText(key)}' (known: ${KEYS.join(', ')})`);
     }
     if (value.length >= 2 && (value[0] === '"' || value[0] === "'") && value.endsWith(value[0]!)) value = value.slice(1, -1);
-    out.set(key as Key, value);
+    out.set(key as Key, { value, line: i + 1 });
   }
   return out;
 }
@@ -176,7 +181,9 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     else flags.set(name as Key, value);
   }
 
-  const values = new Map<Key, { value: string; base: string }>();
+  // Each value, the directory a relative path in it is from, and where it was set for a
+  // message: 'FILE:LINE: ' in the config file, '' on the command line (the key says it).
+  const values = new Map<Key, { value: string; base: string; at: string }>();
   let configPath: string | null = null;
   if (configFile !== null) {
     if (configFile === '') throw new UsageError(`config is an empty path ('' is not the current directory)`);
@@ -187,29 +194,31 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     } catch (err) {
       throw new UsageError(`cannot read config file ${configFile}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
     }
-    for (const [k, v] of parseConfig(text, configFile)) values.set(k, { value: v, base: path.dirname(configPath) });
+    for (const [k, { value, line }] of configLines(text, configFile)) values.set(k, { value, base: path.dirname(configPath), at: `${configFile}:${line}: ` });
   }
-  for (const [k, v] of flags) values.set(k, { value: v, base: cwd });
+  for (const [k, v] of flags) values.set(k, { value: v, base: cwd, at: '' });
 
   const get = (k: Key): string | undefined => values.get(k)?.value;
+  /** `k` as a message names it: after its config file's place when it was set there. */
+  const named = (k: Key): string => `${values.get(k)?.at ?? ''}${k}`;
   const pathOf = (k: Key, dflt: string): string => {
     const v = values.get(k);
     if (v === undefined) return path.resolve(cwd, dflt);
     // Not 'inbox is empty', which reads as an inbox without reflogs.
-    if (v.value === '') throw new UsageError(`${k} is an empty path ('' is not the current directory)`);
+    if (v.value === '') throw new UsageError(`${named(k)} is an empty path ('' is not the current directory)`);
     return PATH_KEYS.has(k) ? path.resolve(v.base, v.value) : v.value;
   };
 
   const state = pathOf('state', 'var/state');
   const now = get('now') ?? null;
-  if (now !== null && !isValidTimestamp(now)) throw new UsageError(`now wants a real time as YYYYMMDDhhmmss, got '${clipText(now)}'`);
+  if (now !== null && !isValidTimestamp(now)) throw new UsageError(`${named('now')} wants a real time as YYYYMMDDhhmmss, got '${clipText(now)}'`);
   const bw = get('backlog-warn') ?? '1000000';
   const backlogWarn = parseGroupedCount(bw);
-  if (backlogWarn === null) throw new UsageError(`backlog-warn wants a number of URLs, got '${clipText(bw)}'`);
+  if (backlogWarn === null) throw new UsageError(`${named('backlog-warn')} wants a number of URLs, got '${clipText(bw)}'`);
   const duration = (k: 'keep' | 'resend-after') => {
     const v = get(k) ?? (k === 'keep' ? DEFAULT_KEEP : DEFAULT_RESEND_AFTER);
     const ms = parseDuration(v);
-    if (ms === null) throw new UsageError(`${k} wants a duration like 90s, 30m, 1h, 10h, 1d or seconds (at most 3650d), got '${clipText(v)}'`);
+    if (ms === null) throw new UsageError(`${named(k)} wants a duration like 90s, 30m, 1h, 10h, 1d or seconds (at most 3650d), got '${clipText(v)}'`);
     return { v, ms };
   };
   const keep = duration('keep');
@@ -221,18 +230,18 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
   }
   const ratio = get('max-reject-ratio');
   // Read as analyze-dump reads it: a value it would refuse would fail every run.
-  if (ratio !== undefined && parseRatio(ratio) === null) throw ratioError('max-reject-ratio', clipText(ratio));
+  if (ratio !== undefined && parseRatio(ratio) === null) throw ratioError(named('max-reject-ratio'), clipText(ratio));
   const memory = get('memory');
   const budget = memory === undefined ? 0 : parseBudget(memory);
-  if (typeof budget !== 'number') throw new UsageError(`memory ${budget.error}`);
+  if (typeof budget !== 'number') throw new UsageError(`${named('memory')} ${budget.error}`);
   const logLevel = get('log-level') ?? 'info';
   if (!['debug', 'info', 'warn', 'error', 'silent'].includes(logLevel)) {
-    throw new UsageError(`log-level is one of debug, info, warn, error, silent; got '${clipText(logLevel)}'`);
+    throw new UsageError(`${named('log-level')} is one of debug, info, warn, error, silent; got '${clipText(logLevel)}'`);
   }
   const ka = get('kill-after') ?? '10s';
   const killAfterMs = parseDuration(ka);
   if (killAfterMs === null || killAfterMs > MAX_KILL_AFTER_MS) {
-    throw new UsageError(`kill-after wants a duration like 5s, 1m or seconds, at most 1d; got '${clipText(ka)}'`);
+    throw new UsageError(`${named('kill-after')} wants a duration like 5s, 1m or seconds, at most 1d; got '${clipText(ka)}'`);
   }
   return {
     inbox: pathOf('inbox', 'var/inbox'),
