@@ -410,6 +410,15 @@ test('scripts/bench on a small hour reports (a), (b) and the floor (c), whose by
   assert.doesNotMatch(r2.stdout, /\((b|c)\) |floor/);
 });
 
+test('an input file whose name is not UTF-8 is said to be unreachable by that name, not only "not found"', () => {
+  const dir = scratch();
+  const r = spawnSync('bash', ['-c', `printf 'x' > $'bad\\xffname.tsv' && ${path.join(BIN, 'group-sum')} $'bad\\xffname.tsv'`], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /^group-sum: bad\ufffdname\.tsv: cannot read input: ENOENT: no such file or directory \(if the name is not UTF-8 text, Node cannot open the file by it: rename the file\)$/m);
+  // A name that is simply missing gets no such hint.
+  assert.match(runBin('group-sum', ['nonexistent.tsv'], '', dir).stderr, /^group-sum: nonexistent\.tsv: cannot read input: ENOENT: no such file or directory$/m);
+});
+
 test('an admin command that writes nothing to stdout makes no write there: a full stdout (/dev/full) is then no error', () => {
   const dir = scratch();
   const r = spawnSync('bash', ['-c', `${process.execPath} ${path.join(SCRIPTS, 'gen-reflog.js')} --lines 10 --out g.reflog > /dev/full`], { cwd: dir, env: testEnv(), encoding: 'utf8' });
