@@ -1683,7 +1683,7 @@ test('pure helpers: config parsing, option precedence, now, inbox order', () => 
   // '0\ufffd' is how Node reads a name with a byte that is not UTF-8 (0xff).
   const plan = planInbox(['b.reflog', '.a.reflog', 'a.reflog', 'notes.txt', 'a b.reflog', '2011072806.reflog', '0\ufffd.reflog']);
   assert.deepEqual(plan.runs, ['2011072806', 'a', 'b']);
-  assert.deepEqual(plan.skipped.map((x) => x.why), ["run name 'a b' contains a space, a slash or a control character", "run name '0\ufffd' is not valid UTF-8 (rename the file)"]);
+  assert.deepEqual(plan.skipped.map((x) => x.why), ["run name 'a b' contains a space, a slash or a control character", "run name '0\ufffd' is not valid UTF-8 (rename the file; ls -b shows its bytes as escapes)"]);
   // Bytewise is UTF-8 byte order, not JavaScript's UTF-16 order: U+FF5E (EF BD 9E) comes before
   // U+1F600 (F0 9F 98 80), whose first UTF-16 unit (D83D) sorts before FF5E. Nor a locale's: 'B' before 'a'.
   assert.deepEqual(planInbox(['a\u{1F600}.reflog', 'a\uff5e.reflog', 'a.reflog', 'B.reflog']).runs, ['B', 'a', 'a\uff5e', 'a\u{1F600}']);

@@ -19,7 +19,7 @@ export function checkRunName(name: string): string | null {
   if (Buffer.byteLength(name) > 200) return 'is longer than 200 bytes';
   // Node reads a name that is not UTF-8 with U+FFFD in place of its bad bytes: that name
   // cannot be opened again, and the run would fail every time, holding up the inbox.
-  if (name.includes('\ufffd')) return 'is not valid UTF-8 (rename the file)';
+  if (name.includes('\ufffd')) return 'is not valid UTF-8 (rename the file; ls -b shows its bytes as escapes)';
   return null;
 }
 
