@@ -3139,6 +3139,9 @@ test('a reflog whose name starts with ten digits that are no real hour (20110728
   assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[RUN0, 'ok']]);
   assert.equal(notAnHour('2011072823'), null);
   assert.equal(notAnHour('batch-7'), null, 'a name that starts with no ten digits runs on the clock');
+  // Ten digits that do not read as an hour stamp (epoch seconds, a sequence number) run on the clock too.
+  for (const name of ['1311836400', '0000000042', '2011130100', '2011073224', '2011072830']) assert.equal(notAnHour(name), null, name);
+  for (const name of ['2011022912', '2011043112x', '2011072829']) assert.notEqual(notAnHour(name), null, name);
   // --now decides the now by itself: they run.
   const now = await runner(dir, ['--now', '20110728090000']);
   assert.equal(now.status, 0, now.stderr);

@@ -112,8 +112,8 @@ The "now" of a run (filter-url's clock, added_at of new domains) is, in order:
      hour (2011072806.reflog -> 20110728070000), so a backlog or a replay is
      processed as it would have been on time (an hour that has not begun
      by the clock, a typo, is skipped with a warning: it would empty
-     current_log; so is a name that starts with ten digits that are no
-     real hour, 2011072824);
+     current_log; so is a name that reads as YYYYMMDDhh but is no real
+     hour, 2011072824);
   3. otherwise the wall clock when the run was first attempted.
 It is stored in STATE/staging/RUN/run.json before any stage starts, and a rerun
 after a crash reuses the stored value, so it reaches the same result. Times are

@@ -83,14 +83,15 @@ export function hourNotBegun(name: string, clock: Date, keepMs: number): string 
 }
 
 /**
- * Why a run whose now would come from the clock must wait: its name starts with ten
- * digits that are no real hour (2011072824, 2011023112: a typo), so its now would be
- * the clock's, far from the hour meant, and filter-url would drop every current_log
- * entry not seen within `--keep` of that. Null when the name does not start with ten
- * digits, or they are a real hour.
+ * Why a run whose now would come from the clock must wait: its name starts with what
+ * reads as an hour stamp YYYYMMDDhh (month 01-12, day 01-31, hour 00-29) but is no real
+ * hour (2011072824, 2011023112: a typo), so its now would be the clock's, far from the
+ * hour meant, and filter-url would drop every current_log entry not seen within `--keep`
+ * of that. Null for a real hour, and for other names, ten digits too (epoch seconds
+ * 1311836400, a sequence number 0000000042): those run on the clock.
  */
 export function notAnHour(name: string): string | null {
-  if (!/^\d{10}/.test(name) || hourEndOf(name) !== null) return null;
+  if (!/^\d{4}(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])[0-2]\d/.test(name) || hourEndOf(name) !== null) return null;
   return (
     `its name starts with ${name.slice(0, 10)}, which is no real hour (YYYYMMDDhh): a typo in the name? ` +
     "Its now would be this machine's clock, and current_log would forget every URL not seen since --keep before that; rename it (or give --now)"
