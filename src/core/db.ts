@@ -129,11 +129,11 @@ function readOnlyBecause(file: string): string {
       continue;
     }
     if (writable(f)) continue;
-    const me = process.getuid?.() ?? 'THIS-USER';
-    return (
-      ` (${f} belongs to uid ${uid} and this user may not write it, so SQLite opened the database read-only; ` +
-      `make it and its twin writable by this user, e.g. as root: chown ${me} ${shellQuote(`${file}-wal`)} ${shellQuote(`${file}-shm`)})`
-    );
+    const me = process.getuid?.();
+    const twins = `${shellQuote(`${file}-wal`)} ${shellQuote(`${file}-shm`)}`;
+    // This user's own files, of a mode that forbids writing (a killed reader's 444): chmod, not chown.
+    const mend = uid === me ? `chmod u+w ${twins}` : `e.g. as root: chown ${me ?? 'THIS-USER'} ${twins}`;
+    return ` (${f} belongs to uid ${uid} and this user may not write it, so SQLite opened the database read-only; make it and its twin writable by this user: ${mend})`;
   }
   return '';
 }

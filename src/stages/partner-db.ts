@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import { constants as bufferConstants, isUtf8 } from 'node:buffer';
 import type { Command } from 'commander';
 import { dashArguments } from '../cli/admin.js';
-import { parse as parseCsv } from 'csv-parse/sync';
+import { CsvError, parse as parseCsv } from 'csv-parse/sync';
 import {
   LeastLoaded,
   dbError,
@@ -30,6 +30,8 @@ const NAME = 'partner-db';
 const MAX_REPORTED_ROWS = 20;
 /** The longest string V8 makes: the largest CSV file an import reads at once. */
 const MAX_STRING_LENGTH = bufferConstants.MAX_STRING_LENGTH;
+/** The most distinct domains one import holds: V8's Maps stop at 2^24 entries. */
+const MAX_IMPORT_DOMAINS = 16_000_000;
 
 const say = (text: string) => process.stdout.write(text + '\n');
 // One line, whatever it quotes (a domain written by hand may hold a newline).
@@ -105,7 +107,7 @@ export interface ImportRows {
  * first MAX_REPORTED_ROWS of them kept as errors naming their line; nothing is
  * written to the database here.
  */
-export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): { rows: ImportRows; errors: DataError[]; bad: number } {
+export function readImportCsv(text: string, file: string, yacobots: Yacobot[], maxDomains = MAX_IMPORT_DOMAINS): { rows: ImportRows; errors: DataError[]; bad: number } {
   const byId = new Map(yacobots.map((y) => [String(y.id), y]));
   const byName = new Map(yacobots.map((y) => [y.name, y]));
   // The text csv-parse reads: no BOM (its own BOM option would no longer see it), the
@@ -146,6 +148,9 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): 
       if (rows.ids[prev] !== y.id) fail(`domain ${nd.domain} was given to another Yacobot on line ${rows.lines[prev]}`);
       return undefined;
     }
+    if (rows.domains.length === maxDomains) {
+      throw new DataError('CSV_TOO_BIG', `more than ${maxDomains} distinct domains, the most one import holds; split the file (each part is then all or nothing)`, { file, line });
+    }
     rowOf.set(nd.domain, rows.domains.length);
     rows.domains.push(nd.domain);
     rows.ids.push(y.id);
@@ -157,6 +162,8 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[]): 
     parseCsv(csv, { skip_empty_lines: true, relax_column_count: true, trim: true, record_delimiter: ['\r\n', '\n', '\r'], on_record: onRecord });
   } catch (err) {
     const e = err as { message?: string; bytes?: number; code?: string };
+    // csv-parse passes on what onRecord throws: only its own errors are CSV syntax.
+    if (!(err instanceof CsvError)) throw err;
     if (e.code === 'CSV_QUOTE_NOT_CLOSED') {
       // csv-parse names the end of the file; the operator needs the line of the quote.
       throw new DataError('BAD_CSV', 'CSV syntax: the quote opened on this line is never closed', { file, line: new LineCounter(bytes).lineAt(unclosedQuoteAt(bytes)) });
@@ -470,7 +477,7 @@ Example:
       try {
         // A file past the longest string V8 makes failed with ERR_STRING_TOO_LONG as its "read" error.
         if (fs.statSync(csvFile).size > MAX_STRING_LENGTH) {
-          throw new DataError('CSV_TOO_BIG', `larger than ${MAX_STRING_LENGTH >> 20} MiB, the most one import reads; split it (each file is then all or nothing)`, { file: csvFile });
+          throw new DataError('CSV_TOO_BIG', `larger than ${MAX_STRING_LENGTH >> 20} MiB, the most one import can read; split it (each part is then all or nothing)`, { file: csvFile });
         }
         const bytes = fs.readFileSync(csvFile);
         // Decoded as it was, a Latin-1 file's 'münchen.de' failed as "bad domain 'm\ufffdnchen.de'".
