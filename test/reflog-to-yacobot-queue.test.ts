@@ -1648,8 +1648,8 @@ test('pure helpers: config parsing, option precedence, now, inbox order', () => 
   assert.throws(() => parseConfig('a = 1\n', 'f'), (e: unknown) => e instanceof UsageError && /f:1: unknown key 'a'/.test(e.message));
   assert.throws(() => parseConfig('\ninbox\n', 'f'), /f:2: want "key = value"/);
   assert.deepEqual([...parseConfig('# c\n inbox = "/x y" \r\nnow=20110728070000\n', 'f')], [
-    ['inbox', '/x y'],
-    ['now', '20110728070000'],
+    ['inbox', { value: '/x y', line: 2 }],
+    ['now', { value: '20110728070000', line: 3 }],
   ]);
   const o = parseArgs(['--state', 's', '--now=20110728070000'], '/w');
   assert.ok(typeof o === 'object');

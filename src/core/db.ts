@@ -112,14 +112,6 @@ function isBusy(code: string): boolean {
  * not remove them: until they are writable, every write here fails). '' when neither.
  */
 function readOnlyBecause(file: string): string {
-  const writable = (f: string) => {
-    try {
-      fs.accessSync(f, fs.constants.W_OK);
-      return true;
-    } catch {
-      return false;
-    }
-  };
   if (fs.existsSync(file) && !writable(file)) return ' (this user may not write the database file)';
   for (const f of [`${file}-shm`, `${file}-wal`]) {
     let uid: number;
@@ -155,15 +147,19 @@ function dirNotWritable(file: string): boolean {
   }
 }
 
-/** Whether this user may write `file` and its directory (where SQLite makes and removes the -wal and -shm files). */
-function mayWrite(file: string): boolean {
+/** Whether this user may write `file` (access(2): its real uid, as a file it opens). */
+function writable(file: string): boolean {
   try {
     fs.accessSync(file, fs.constants.W_OK);
-    fs.accessSync(path.dirname(path.resolve(file)), fs.constants.W_OK);
     return true;
   } catch {
     return false;
   }
+}
+
+/** Whether this user may write `file` and its directory (where SQLite makes and removes the -wal and -shm files). */
+function mayWrite(file: string): boolean {
+  return writable(file) && writable(path.dirname(path.resolve(file)));
 }
 
 /** The hint every "no database" message carries. */

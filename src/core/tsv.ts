@@ -7,7 +7,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Readable } from 'node:stream';
 import { getSystemErrorMap } from 'node:util';
-import { LF, TAB, putText, type ByteSink } from './bytes.js';
+import { LF, TAB, latin1, putText, type ByteSink } from './bytes.js';
 import { fsyncPath } from './dirs.js';
 import { DataError, ioError } from './errors.js';
 
@@ -218,7 +218,7 @@ const STREAM_WRITERS = ['analyze-dump', 'group-sum', 'join-current', 'filter-url
  */
 function cutOff(file: string, line: number, what: 'input' | 'file', tail: Uint8Array): DataError {
   const n = Math.min(tail.length, 80);
-  const end = Buffer.from(tail.buffer, tail.byteOffset + tail.length - n, n).toString('latin1');
+  const end = latin1(tail, tail.length - n, tail.length);
   if (end.endsWith(CUT_MARK_END)) {
     const before = end.slice(0, -CUT_MARK_END.length);
     const stage = n === tail.length && /^[a-z][a-z0-9-]*$/.test(before) ? before : STREAM_WRITERS.find((s) => before.endsWith(s));

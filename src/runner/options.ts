@@ -131,13 +131,8 @@ redone by the next invocation).
 /** The longest --kill-after: a day (a timer cannot wait beyond about 24 days). */
 const MAX_KILL_AFTER_MS = 86400 * 1000;
 
-/** Parses a config file's text into key -> value; throws UsageError naming the line. */
-export function parseConfig(text: string, file: string): Map<Key, string> {
-  return new Map([...configLines(text, file)].map(([k, { value }]) => [k, value]));
-}
-
-/** parseConfig's key -> value, with the line (from 1) each value is on. */
-function configLines(text: string, file: string): Map<Key, { value: string; line: number }> {
+/** Parses a config file's text into key -> value and the line (from 1) it is on; throws UsageError naming the line. */
+export function parseConfig(text: string, file: string): Map<Key, { value: string; line: number }> {
   const out = new Map<Key, { value: string; line: number }>();
   const lines = text.split('\n');
   for (let i = 0; i < lines.length; i++) {
@@ -194,7 +189,7 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     } catch (err) {
       throw new UsageError(`cannot read config file ${configFile}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
     }
-    for (const [k, { value, line }] of configLines(text, configFile)) values.set(k, { value, base: path.dirname(configPath), at: `${configFile}:${line}: ` });
+    for (const [k, { value, line }] of parseConfig(text, configFile)) values.set(k, { value, base: path.dirname(configPath), at: `${configFile}:${line}: ` });
   }
   for (const [k, v] of flags) values.set(k, { value: v, base: cwd, at: '' });
 
