@@ -96,6 +96,12 @@ interface Proc {
   cpu: number;
 }
 
+/** One timed run of a whole step: its wall seconds and each of its processes. */
+interface Run {
+  wall: number;
+  procs: Proc[];
+}
+
 function readTimes(file: string): Proc[] {
   if (!fs.existsSync(file)) return [];
   return fs
@@ -238,9 +244,9 @@ function main(a: Args): void {
 
   // Hour 2, side by side, alternating.
   const inLines = countLines(h2);
-  const oursRuns: { wall: number; procs: Proc[] }[] = [];
-  const refRuns: { wall: number; procs: Proc[] }[] = [];
-  const floorRuns: { wall: number; procs: Proc[] }[] = [];
+  const oursRuns: Run[] = [];
+  const refRuns: Run[] = [];
+  const floorRuns: Run[] = [];
   for (let r = 0; r < a.repeat; r++) {
     const od = path.join(work, `ours-hour2-${r}`);
     copyState(ours1, od);
@@ -320,18 +326,27 @@ function main(a: Args): void {
   p('hour 2, whole step (pipeline as cron runs it)   wall s   lines/s   peak RSS MiB (max stage)   CPU s');
   const sumCpu = (ps: Proc[]) => ps.reduce((s, x) => s + x.cpu, 0);
   const maxRss = (ps: Proc[]) => Math.max(0, ...ps.map((x) => x.rssMiB));
-  p(`  (a) seven stages                             ${f2(ob.wall).padStart(7)}  ${rate(inLines, ob.wall).padStart(8)}   ${f1(maxRss(ob.procs)).padStart(8)}                  ${f1(sumCpu(ob.procs)).padStart(6)}`);
-  if (rb) {
-    p(`  (b) coreutils reference (sort+join+mawk)     ${f2(rb.wall).padStart(7)}  ${rate(inLines, rb.wall).padStart(8)}   ${f1(maxRss(rb.procs)).padStart(8)}                  ${f1(sumCpu(rb.procs)).padStart(6)}`);
-  }
-  if (fb) p(`  (c) floor: analyze-dump, then 5 copying procs ${f2(fb.wall).padStart(6)}  ${rate(inLines, fb.wall).padStart(8)}   ${f1(maxRss(fb.procs)).padStart(8)}                  ${f1(sumCpu(fb.procs)).padStart(6)}`);
-  if (rb) p(`  ratio (a)/(b) wall: ${f2(ob.wall / rb.wall)}   (each run: ${oursRuns.map((o, i) => f2(o.wall / refRuns[i]!.wall)).join(', ')})`);
-  if (rb && fb) p(`  ratio (c)/(b) wall: ${f2(fb.wall / rb.wall)}   (each run: ${floorRuns.map((o, i) => f2(o.wall / refRuns[i]!.wall)).join(', ')})`);
+  /** A whole-step row: the best run's wall, lines/s, largest peak RSS and the CPU of its processes; the wall ends in column 54. */
+  const whole = (label: string, r: Run) => {
+    const left = `  ${label}`.padEnd(47);
+    p(`${left}${f2(r.wall).padStart(54 - left.length)}  ${rate(inLines, r.wall).padStart(8)}   ${f1(maxRss(r.procs)).padStart(8)}                  ${f1(sumCpu(r.procs)).padStart(6)}`);
+  };
+  /** The ratio of `runs` to the reference's runs, best to best and run by run. */
+  const ratio = (name: string, runs: Run[], ref: Run) =>
+    p(`  ratio ${name}/(b) wall: ${f2(best(runs).wall / ref.wall)}   (each run: ${runs.map((o, i) => f2(o.wall / refRuns[i]!.wall)).join(', ')})`);
+  whole('(a) seven stages', ob);
+  if (rb) whole('(b) coreutils reference (sort+join+mawk)', rb);
+  if (fb) whole('(c) floor: analyze-dump, then 5 copying procs', fb);
+  if (rb) ratio('(a)', oursRuns, rb);
+  if (rb && fb) ratio('(c)', floorRuns, rb);
   p();
   p('per process in the pipeline          peak RSS MiB   CPU s');
-  for (const x of ob.procs) p(`  ${x.label.padEnd(34)} ${f1(x.rssMiB).padStart(8)}   ${f2(x.cpu).padStart(6)}`);
-  if (rb) for (const x of rb.procs) p(`  ${x.label.padEnd(34)} ${f1(x.rssMiB).padStart(8)}   ${f2(x.cpu).padStart(6)}`);
-  if (fb) for (const x of fb.procs) p(`  ${`floor ${x.label}`.padEnd(34)} ${f1(x.rssMiB).padStart(8)}   ${f2(x.cpu).padStart(6)}`);
+  const procRows = (ps: Proc[], prefix = '') => {
+    for (const x of ps) p(`  ${`${prefix}${x.label}`.padEnd(34)} ${f1(x.rssMiB).padStart(8)}   ${f2(x.cpu).padStart(6)}`);
+  };
+  procRows(ob.procs);
+  if (rb) procRows(rb.procs);
+  if (fb) procRows(fb.procs, 'floor ');
   p();
   p(`each stage alone, file to file, best of ${a.repeat}   lines in     wall s    lines/s   peak RSS MiB   own s   lines/s`);
   for (const x of soloProcs) {
