@@ -85,10 +85,16 @@ describe('README examples', () => {
     }
   });
 
-  test('each example prints what the README shows', () => {
+  test('each example prints what the README shows', (t) => {
     const dir = scratch('ms-readme-');
     for (const d of ['fixtures', 'scripts']) fs.symlinkSync(path.join(ROOT, d), path.join(dir, d));
+    const hasJq = spawnSync('jq', ['--version']).status === 0;
     for (const ex of examples) {
+      // jq only reads what the runner wrote; without it, that example alone is left out.
+      if (!hasJq && /\bjq\b/.test(ex.command)) {
+        t.diagnostic(`README.md:${ex.line}: skipped, jq is not installed`);
+        continue;
+      }
       const problems = mismatches(ex.expected, run(ex, dir));
       assert.deepEqual(problems, [], `README.md:${ex.line}: \`${ex.command}\``);
     }
