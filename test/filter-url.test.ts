@@ -181,7 +181,7 @@ test('durations: the units, and nothing above ten years (400 digits of days used
   assert.equal(parseDuration('3651d'), null);
   assert.equal(parseDuration('9'.repeat(400) + 'd'), null);
   assert.equal(parseDuration('1.5h'), null);
-  // README's rule exactly: digits alone are seconds; units in lower case only.
+  // The documented rule exactly (docs/formats-and-rules.md): digits alone are seconds; units in lower case only.
   assert.equal(parseDuration('90'), 90_000);
   assert.equal(parseDuration('0'), 0);
   for (const bad of ['90S', '1H', '90 s', '1w', 's', '', '-1s', '1h30m']) assert.equal(parseDuration(bad), null, bad);
