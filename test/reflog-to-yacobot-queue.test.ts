@@ -13,7 +13,7 @@ import { ROOT, RUNNER, canRunAsNobody, hasStackTrace, lockHolder, partnerDb, run
 import { assertSameState, newDomains, runsJsonl, snapshot } from './lib/runner-state.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
-import { GATE_FD, NOT_STARTED, REFLOG_HEAD_BYTES, assignedInLog, pipelineScript, type RunPaths, hourNotBegun, notAnHour, failureMessage, firstHeaderLine, hourEndOf, mostForgetful, mostForgetfulSince, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, settingsWarning, type RunRecord } from '../src/runner/plan.js';
+import { GATE_FD, NOT_STARTED, REFLOG_HEAD_BYTES, assignedInLog, pipelineScript, type RunPaths, hourNotBegun, notAnHour, failureMessage, firstHeaderLine, hourEndOf, mostForgetful, mostForgetfulSince, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, type RunRecord } from '../src/runner/plan.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { formatTimestamp } from '../src/core/time.js';
 import { HOST_TAG } from '../src/core/tsv.js';
@@ -647,6 +647,7 @@ test('killed just before each commit step, the next run rolls forward or redoes 
     ['queue:3', 'rejects', 'cleanup'],
     // Inside writeCommit: the stage logs (what upload-domains assigned) must still be there.
     ['commit:marker', 'queue:2', 'uncommit'],
+    ['settings', 'commit', 'settings'],
   ];
   const names = RUNS.map((f) => f.replace(/\.reflog$/, ''));
   const one = async (steps: string[]) => {
@@ -670,7 +671,8 @@ test('killed just before each commit step, the next run rolls forward or redoes 
   };
   // Two at a time: the machine has two cores.
   await Promise.all(scenarios.slice(0, 2).map(one));
-  await Promise.all(scenarios.slice(2).map(one));
+  await Promise.all(scenarios.slice(2, 4).map(one));
+  await one(scenarios[4]!);
 });
 
 test('a run killed after copying its queue files beside their place, and not committed, leaves no copy there: its retry failed, or its reflog was taken out of the inbox', async () => {
@@ -1244,19 +1246,9 @@ test('pure helpers of the replay warning: the newest committed now in the tail o
   );
   assert.equal(replayWarning('2011072812', '20110728130000', recorded, h, true), null, '9h older than a run under --keep 10h, whatever this invocation\'s keep');
 
-  // The settings of the last committed run that recorded them, against this invocation's.
-  const set = (run: string, status: string, keep?: number, resend?: number) => ({ run, status, now: '20110728070000', keep_ms: keep, resend_after_ms: resend });
-  assert.equal(settingsWarning([set('a', 'ok', 10 * h, h)], 10 * h, h), null, 'the same');
-  assert.equal(settingsWarning([], h, h), null, 'no run');
-  assert.equal(settingsWarning([set('a', 'ok')], h, h), null, 'a line from before keep_ms');
-  assert.equal(
-    settingsWarning([set('a', 'ok', 10 * h, h), set('b', 'failed', h, h)], h, 30 * 60_000),
-    "these runs use --keep 1h and --resend-after 30m, run a (the last committed) used 10h and 1h: each run's filter-url keeps current_log by its own; " +
-      "if one of the two is not the cron's setting (a run by hand without its --config?), stop now (Ctrl-C: nothing of the run is published)",
-  );
 });
 
-test('a run by hand without the cron\'s --keep is warned about, and a replay is judged by the --keep of the run that forgot', async () => {
+test('a run by hand without the cron\'s --keep is refused (exit 2), accepted with --accept-settings-change, and a replay is judged by the --keep of the run that forgot', async () => {
   const dir = fresh();
   keepOnly(dir);
   writeReflog(dir, '2011072806', [['20110728063000', 'http://a.example/x']]);
@@ -1267,13 +1259,15 @@ test('a run by hand without the cron\'s --keep is warned about, and a replay is 
   // Replayed by hand without --keep: hour 08 kept a.example/x (10h), so no replay warning
   // (it was one under this invocation's 1h), and it is held back; the setting is warned about.
   replayOf(dir, '2011072806');
-  const byHand = await runner(dir);
+  const refused = await runner(dir);
+  assert.equal(refused.status, 2, refused.stderr);
+  assert.match(refused.stderr, /--keep 1h here, 10h stored.*--accept-settings-change/, refused.stderr);
+  const byHand = await runner(dir, ['--accept-settings-change']);
   assert.equal(byHand.status, 0, byHand.stderr);
   assert.deepEqual(
     warningLines(byHand.stderr),
     [
-      "reflog-to-yacobot-queue: warning: these runs use --keep 1h, run 2011072808 (the last committed) used 10h: each run's filter-url keeps current_log by its own; " +
-        "if one of the two is not the cron's setting (a run by hand without its --config?), stop now (Ctrl-C: nothing of the run is published)",
+      'reflog-to-yacobot-queue: warning: settings change accepted (--accept-settings-change): --keep 1h, --resend-after 1h replace --keep 10h, --resend-after 1h once a run commits',
     ],
     byHand.stderr,
   );
@@ -1710,7 +1704,7 @@ test('pure helpers: config parsing, option precedence, now, inbox order', () => 
     ],
     record: {} as RunRecord,
   }).map((st) => st.name);
-  assert.deepEqual(steps, ['queue:1', 'queue:3', 'current_log', 'domain_map', 'rejects', 'record', 'reflog', 'uncommit', 'cleanup']);
+  assert.deepEqual(steps, ['queue:1', 'queue:3', 'current_log', 'settings', 'domain_map', 'rejects', 'record', 'reflog', 'uncommit', 'cleanup']);
 });
 
 test('runs.jsonl append: a torn last line is cut, a retried record is not doubled', () => {

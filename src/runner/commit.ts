@@ -19,7 +19,9 @@
 //                 First, so that URLs are handed out before the state that says
 //                 they were sent (at-least-once even if the staging area were lost).
 //   2. current_log, 3. domain_map   rename staged file over STATE/<file>
-//                 (skipped when the staged file is gone: renamed before a crash).
+//                 (skipped when the staged file is gone: renamed before a crash);
+//                 STATE/current_log.last is made a hard link of the new current_log.
+//   2b. settings  write the run's --keep and --resend-after to STATE/settings.json.
 //   4. rejects    rename staged rejects to STATE/rejects/RUN.tsv; with none, remove
 //                 a STATE/rejects/RUN.tsv an earlier commit of the name left (that
 //                 file is the last committed run's). Then remove the rejects of a
@@ -64,6 +66,7 @@ import {
 } from './fsutil.js';
 import { REFLOG_EXT, failedRejects, keptRejects, type RunRecord } from './plan.js';
 import { reflogIdentity, sameFile, type ReflogIdentity } from './pipeline.js';
+import { currentLogLink, settingsFile, settingsText } from './settings.js';
 
 /** Everything the publish needs, recorded in the COMMIT marker (absolute paths). */
 export interface CommitPlan {
@@ -466,6 +469,26 @@ function park(file: string, parked: string): void {
   fsyncPath(path.dirname(parked));
 }
 
+/**
+ * Makes `link` a hard link of `file` (unless it already is one), so that removing
+ * `file` by hand loses nothing; where hard links cannot be made, leaves it as it is.
+ */
+function keepLink(file: string, link: string): void {
+  const a = statQuiet(file, fs.lstatSync);
+  const b = statQuiet(link, fs.lstatSync);
+  if (a === undefined || (b !== undefined && a.dev === b.dev && a.ino === b.ino)) return;
+  const tmp = path.join(path.dirname(link), `.${path.basename(link)}.tmp`);
+  try {
+    fs.rmSync(tmp, { force: true });
+    fs.linkSync(file, tmp);
+    fs.renameSync(tmp, link);
+  } catch {
+    fs.rmSync(tmp, { force: true });
+    return; // no copy kept: the message for a missing current_log then says so
+  }
+  fsyncPath(path.dirname(link));
+}
+
 /** The publish steps of a committed run, in the order above. */
 export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovered = false): Step[] {
   const work = path.join(plan.staging, 'work');
@@ -506,7 +529,22 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
     fsyncPath(path.dirname(to));
   };
   const replace = (name: string, from: string, to: string): Step => ({ name, run: () => moveIntoPlace(from, to) });
-  steps.push(replace('current_log', path.join(work, 'current_log'), path.join(plan.state, 'current_log')));
+  steps.push({
+    name: 'current_log',
+    run() {
+      const current = path.join(plan.state, 'current_log');
+      moveIntoPlace(path.join(work, 'current_log'), current);
+      keepLink(current, currentLogLink(plan.state));
+    },
+  });
+  steps.push({
+    name: 'settings',
+    run() {
+      const { run, keep_ms, resend_after_ms } = plan.record;
+      // A marker of a runner before keep_ms was recorded: the settings stay as they were.
+      if (Number.isSafeInteger(keep_ms) && Number.isSafeInteger(resend_after_ms)) writeFileDurable(settingsFile(plan.state), settingsText({ run, keep_ms, resend_after_ms }));
+    },
+  });
   steps.push(replace('domain_map', path.join(work, 'domain_map'), path.join(plan.state, 'domain_map')));
   const rejects = keptRejects(plan.state, plan.run);
   steps.push({

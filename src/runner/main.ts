@@ -14,6 +14,8 @@ import { dbError, openDb } from '../core/db.js';
 import { countLines, appendRecordOnce, lastRecord, mkdirDurable, symlinkTarget, tailRecords, writeFileDurable } from './fsutil.js';
 import { prepareQueues, publish, readCommit, removePrepared, writeCommit, stagedQueueFile, type CommitHooks, type CommitPlan } from './commit.js';
 import { acquireLock, Locked } from './lock.js';
+import { missingCurrentLog, settingsRefusal, storedSettings } from './settings.js';
+import { formatDuration } from '../core/time.js';
 import { PROG, USAGE, parseArgs, type RunnerOptions } from './options.js';
 import { runStages, stopChildren, type Progress, type ReflogIdentity } from './pipeline.js';
 import {
@@ -31,7 +33,6 @@ import {
   planInbox,
   repeatedWarnings,
   replayWarning,
-  settingsWarning,
   resolveNow,
   runPaths,
   stageCounts,
@@ -389,11 +390,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     const past = tailRecords(path.join(o.state, 'runs.jsonl'));
     const newestOfAll = mostForgetful(past, o.keepMs);
     const sinceCommitted = mostForgetfulSince(past, o.keepMs);
-    const settings = runs.length > 0 ? settingsWarning(past, o.keepMs, o.resendAfterMs) : null;
-    if (settings !== null) {
-      log.warn({ keep_ms: o.keepMs, resend_after_ms: o.resendAfterMs }, 'settings differ from those of the last committed run');
-      process.stderr.write(`${PROG}: warning: ${settings}\n`);
-    }
+    if (runs.length > 0) checkSettings(o, log, past);
     const committedHere: RunRecord[] = [];
     for (const name of runs) {
       await pollOnce();
@@ -474,6 +471,26 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
         `run records in ${visibleName(path.join(o.state, 'runs.jsonl'))}\n`,
     );
   }
+}
+
+/**
+ * Throws a UsageError (exit 2, before any stage runs) when this invocation's settings
+ * differ from those stored with the state, unless --accept-settings-change: then says
+ * that the run goes on with them (its commit stores them).
+ */
+function checkSettings(o: RunnerOptions, log: Logger, past: readonly unknown[]): void {
+  const stored = storedSettings(o.state, past);
+  const refusal = stored === null ? null : settingsRefusal(o, stored);
+  if (refusal === null) return;
+  if (!o.acceptSettingsChange) {
+    log.error({ keep_ms: o.keepMs, resend_after_ms: o.resendAfterMs, stored: stored!.settings }, 'settings differ from those stored with the state');
+    throw new UsageError(refusal);
+  }
+  log.warn({ keep_ms: o.keepMs, resend_after_ms: o.resendAfterMs, stored: stored!.settings }, 'settings change accepted');
+  process.stderr.write(
+    `${PROG}: warning: settings change accepted (--accept-settings-change): --keep ${formatDuration(o.keepMs)}, --resend-after ${formatDuration(o.resendAfterMs)} ` +
+      `replace --keep ${formatDuration(stored!.settings.keep_ms)}, --resend-after ${formatDuration(stored!.settings.resend_after_ms)} once a run commits\n`,
+  );
 }
 
 /**

@@ -181,35 +181,6 @@ export function replayWarning(run: string, now: string, most: CommittedNow | nul
   );
 }
 
-/**
- * The warning when this invocation's --keep or --resend-after (in ms) differs from what
- * the last committed run among `records` (runs.jsonl lines, oldest first) recorded, or
- * null (no such run, or one whose line does not say). Each run's filter-url applies
- * them to current_log: a run by hand without the cron's --config changes what the
- * cron's next runs hold back and send.
- */
-export function settingsWarning(records: readonly unknown[], keepMs: number, resendAfterMs: number): string | null {
-  for (let i = records.length - 1; i >= 0; i--) {
-    const r = (records[i] ?? {}) as { run?: unknown; status?: unknown; keep_ms?: unknown; resend_after_ms?: unknown };
-    if (r.status !== 'ok' || typeof r.run !== 'string') continue;
-    const now: string[] = [];
-    const then: string[] = [];
-    const was = (flag: string, recorded: unknown, ms: number) => {
-      if (!Number.isSafeInteger(recorded) || recorded === ms) return;
-      now.push(`${flag} ${formatDuration(ms)}`);
-      then.push(formatDuration(recorded as number));
-    };
-    was('--keep', r.keep_ms, keepMs);
-    was('--resend-after', r.resend_after_ms, resendAfterMs);
-    if (now.length === 0) return null;
-    return (
-      `these runs use ${now.join(' and ')}, run ${r.run} (the last committed) used ${then.join(' and ')}: each run's filter-url keeps current_log by its own; ` +
-      `if one of the two is not the cron's setting (a run by hand without its --config?), stop now (Ctrl-C: nothing of the run is published)`
-    );
-  }
-  return null;
-}
-
 /** The files of one run's staging area, all under STATE/staging/RUN/. */
 export interface RunPaths {
   name: string;

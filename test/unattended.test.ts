@@ -1,0 +1,115 @@
+// The cron runner left alone: settings drift, cut reflogs, re-sent hours, a lost
+// current_log, full disks, accounting of failed attempts and retention. Each event is
+// run for real in a scratch directory, as an operator (or cron) would.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { madeDb, runRunner, scratch, hasStackTrace } from './lib/run.js';
+import { runsJsonl, snapshot } from './lib/runner-state.js';
+
+const YACOBOTS = [
+  ['add', 'alpha'],
+  ['add', 'beta'],
+];
+
+/** A scratch directory with var/inbox, var/state and a partner database with two Yacobots. */
+function fresh(): string {
+  const dir = scratch('ms-unattended-');
+  fs.mkdirSync(path.join(dir, 'var/inbox'), { recursive: true });
+  fs.mkdirSync(path.join(dir, 'var/state'), { recursive: true });
+  madeDb(dir, 'var/state/partner.db', YACOBOTS);
+  return dir;
+}
+
+/** The reflog text of `urls` seen at `ts` (YYYYMMDDhhmmss), after its header line. */
+function reflogText(ts: string, urls: readonly string[], tag = ''): string {
+  return `reflog-dump v2\n${urls.map((u, i) => `1000\t0\t${ts}\t${i}\t${u}\t1${tag === '' ? '' : `\t${tag}`}\n`).join('')}`;
+}
+
+/** Writes INBOX/HOUR.reflog: `n` URLs of `n` domains seen in the middle of hour HOUR (YYYYMMDDhh). */
+function hour(dir: string, name: string, n = 20, from = 0): string {
+  const urls = Array.from({ length: n }, (_, i) => `http://d${from + i}.example/p${from + i}`);
+  const f = path.join(dir, 'var/inbox', `${name}.reflog`);
+  fs.writeFileSync(f, reflogText(`${name}3000`, urls));
+  return f;
+}
+
+/** Runs the runner in `dir` with `args`; returns status and stderr. */
+function run(dir: string, ...args: string[]): { status: number | null; stderr: string } {
+  const r = runRunner(dir, args);
+  assert.ok(!hasStackTrace(r.stderr), r.stderr);
+  return { status: r.status, stderr: r.stderr };
+}
+
+/** The files under var/ (but runs.jsonl and the lock) and the database rows. */
+function state(dir: string): Record<string, string> {
+  return snapshot(dir);
+}
+
+const inbox = (dir: string) => fs.readdirSync(path.join(dir, 'var/inbox')).sort();
+
+test('settings are state: a run without the cron\'s --keep exits 2 before any stage, naming both values; --accept-settings-change (flag or config key) runs and stores the new ones', () => {
+  const dir = fresh();
+  for (const h of ['2011072806', '2011072807', '2011072808']) hour(dir, h, 20, Number(h.slice(-2)) * 100);
+  const cron = run(dir, '--keep', '10h');
+  assert.equal(cron.status, 0, cron.stderr);
+  assert.deepEqual(JSON.parse(fs.readFileSync(path.join(dir, 'var/state/settings.json'), 'utf8')), {
+    keep_ms: 36_000_000,
+    resend_after_ms: 3_600_000,
+    keep: '10h',
+    resend_after: '1h',
+    run: '2011072808',
+  });
+  hour(dir, '2011072809', 20, 900);
+  const before = state(dir);
+  const byHand = run(dir);
+  assert.equal(byHand.status, 2, byHand.stderr);
+  assert.match(byHand.stderr, /settings differ from those stored with the state \(.*settings\.json, by run 2011072808\): --keep 1h here, 10h stored\./);
+  assert.match(byHand.stderr, /--accept-settings-change \(config key accept-settings-change = yes\)/);
+  assert.deepEqual(state(dir), before, 'nothing changed: no stage ran');
+  assert.ok(!fs.existsSync(path.join(dir, 'var/state/staging/2011072809')), 'no staging area made');
+  // --resend-after differs too: both named.
+  const both = run(dir, '--keep', '2h', '--resend-after', '30m');
+  assert.equal(both.status, 2, both.stderr);
+  assert.match(both.stderr, /--keep 2h here, 10h stored; --resend-after 30m here, 1h stored/);
+  // The config key.
+  fs.writeFileSync(path.join(dir, 'by-hand.conf'), 'keep = 2h\naccept-settings-change = yes\n');
+  const accepted = run(dir, '--config', 'by-hand.conf');
+  assert.equal(accepted.status, 0, accepted.stderr);
+  assert.match(accepted.stderr, /settings change accepted/);
+  assert.equal(JSON.parse(fs.readFileSync(path.join(dir, 'var/state/settings.json'), 'utf8')).keep_ms, 7_200_000);
+  assert.deepEqual(inbox(dir), []);
+  // From now on 2h is the setting: the cron's 10h is refused in its turn, the flag form accepted.
+  hour(dir, '2011072810', 5, 1000);
+  assert.equal(run(dir, '--keep', '10h').status, 2);
+  const flag = run(dir, '--keep', '10h', '--accept-settings-change');
+  assert.equal(flag.status, 0, flag.stderr);
+  assert.equal(JSON.parse(fs.readFileSync(path.join(dir, 'var/state/settings.json'), 'utf8')).keep_ms, 36_000_000);
+});
+
+test('settings of a state made before settings.json: those of the last committed runs.jsonl line; with none at all, adopted and stored', () => {
+  const dir = fresh();
+  hour(dir, '2011072806');
+  assert.equal(run(dir, '--keep', '10h').status, 0);
+  fs.rmSync(path.join(dir, 'var/state/settings.json'));
+  hour(dir, '2011072807', 20, 100);
+  const r = run(dir);
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /\(.*runs\.jsonl, by run 2011072806\): --keep 1h here, 10h stored/);
+  // Lines without the settings (a runner before they were recorded): adopted.
+  const runs = path.join(dir, 'var/state/runs.jsonl');
+  fs.writeFileSync(runs, runsJsonl(dir).map((x) => JSON.stringify({ ...x, keep_ms: undefined, resend_after_ms: undefined }) + '\n').join(''));
+  const adopted = run(dir, '--keep', '3h');
+  assert.equal(adopted.status, 0, adopted.stderr);
+  assert.equal(JSON.parse(fs.readFileSync(path.join(dir, 'var/state/settings.json'), 'utf8')).keep_ms, 3 * 3_600_000);
+  assert.equal(runsJsonl(dir).at(-1)!.status, 'ok');
+});
+
+test('switches: a bad value in the config file is a usage error naming the line', () => {
+  const dir = fresh();
+  fs.writeFileSync(path.join(dir, 'c.conf'), '\nallow-unterminated = maybe\n');
+  const r = run(dir, '--config', 'c.conf');
+  assert.equal(r.status, 2, r.stderr);
+  assert.match(r.stderr, /c\.conf:2: allow-unterminated is yes or no/);
+});
