@@ -866,13 +866,13 @@ test('a SIGTERM that comes just as the chain would start (domains-from-db runnin
   assertSameState(snapshot(dir), want, 'then a rerun');
 });
 
-test('a reflog whose last line has no newline is processed, with a warning on stderr and in runs.jsonl', async () => {
+test('a reflog whose last line has no newline is processed with --allow-unterminated, with a warning on stderr and in runs.jsonl', async () => {
   const dir = freshFirstOnly();
   const f = path.join(dir, 'var/inbox', RUNS[0]!);
   const text = fs.readFileSync(f);
   assert.equal(text[text.length - 1], 10);
   fs.writeFileSync(f, text.subarray(0, text.length - 1));
-  const r = await runner(dir);
+  const r = await runner(dir, ['--allow-unterminated']);
   assert.equal(r.status, 0, r.stderr);
   const run = RUN0;
   assert.ok(r.stderr.includes(`warning: ${run}: the reflog's last line has no newline`), r.stderr);
@@ -3137,7 +3137,7 @@ test('a reflog whose name starts with ten digits that are no real hour (20110728
   for (const name of ['1311836400', '0000000042', '2011130100', '2011073224', '2011072830']) assert.equal(notAnHour(name), null, name);
   for (const name of ['2011022912', '2011043112x', '2011072829']) assert.notEqual(notAnHour(name), null, name);
   // --now decides the now by itself: they run.
-  const now = await runner(dir, ['--now', '20110728090000']);
+  const now = await runner(dir, ['--now', '20110728090000', '--keep', '10h']);
   assert.equal(now.status, 0, now.stderr);
   assert.deepEqual(fs.readdirSync(inbox), []);
 });
@@ -3167,7 +3167,7 @@ test('a reflog named for an hour that has not begun (a typo: 2107 for 2011) wait
   const alone = await runner(dir);
   assert.equal(alone.status, 0, alone.stderr);
   assert.ok(alone.stderr.endsWith(`reflog-to-yacobot-queue: nothing run: the 1 *.reflog file(s) in ${path.join(dir, 'var/inbox')} were skipped (see the warnings above)\n`), alone.stderr);
-  const now = await runner(dir, ['--now', '20110728090000']);
+  const now = await runner(dir, ['--now', '20110728090000', '--keep', '10h']);
   assert.equal(now.status, 0, now.stderr);
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), []);
 });

@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import * as zlib from 'node:zlib';
 import { madeDb, runRunner, scratch, hasStackTrace } from './lib/run.js';
 import { runsJsonl, snapshot } from './lib/runner-state.js';
 
@@ -112,4 +113,60 @@ test('switches: a bad value in the config file is a usage error naming the line'
   const r = run(dir, '--config', 'c.conf');
   assert.equal(r.status, 2, r.stderr);
   assert.match(r.stderr, /c\.conf:2: allow-unterminated is yes or no/);
+});
+
+/** The published queue files (QUEUE/<id>/<name>.tsv), sorted. */
+function queueFiles(dir: string): string[] {
+  const q = path.join(dir, 'var/queue');
+  if (!fs.existsSync(q)) return [];
+  return fs.readdirSync(q).flatMap((id) => fs.readdirSync(path.join(q, id)).map((f) => `${id}/${f}`)).sort();
+}
+
+test('a reflog cut mid-line fails its run (exit 1, nothing published, it stays in the inbox, later hours wait), naming --allow-unterminated; with it, it commits', () => {
+  const dir = fresh();
+  const f = hour(dir, '2011072806', 200);
+  const whole = fs.readFileSync(f);
+  const cut = whole.subarray(0, Math.floor(whole.length / 2));
+  assert.notEqual(cut.at(-1), 10, 'cut mid-line');
+  fs.writeFileSync(f, cut);
+  hour(dir, '2011072807', 10, 1000);
+  const r = run(dir);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, new RegExp(`run 2011072806 failed: ${f.replace(/[.]/g, '\\.')}: its last line has no newline: cut off after \\d+ line\\(s\\)`));
+  assert.match(r.stderr, /run again with --allow-unterminated \(config key allow-unterminated = yes\)/);
+  assert.match(r.stderr, /nothing of it was published; 2 reflog\(s\) stay in/);
+  assert.deepEqual(queueFiles(dir), []);
+  assert.ok(!fs.existsSync(path.join(dir, 'var/state/current_log')), 'current_log not written');
+  assert.deepEqual(inbox(dir), ['2011072806.reflog', '2011072807.reflog']);
+  assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status, x.failed_stage]), [['2011072806', 'failed', 'reflog']]);
+  // The config key lets it through, as it is, and the hour after it runs.
+  fs.writeFileSync(path.join(dir, 'c.conf'), 'allow-unterminated = yes\n');
+  const ok = run(dir, '--config', 'c.conf');
+  assert.equal(ok.status, 0, ok.stderr);
+  assert.match(ok.stderr, /warning: 2011072806: the reflog's last line has no newline; committed as it is \(--allow-unterminated\)/);
+  assert.deepEqual(inbox(dir), []);
+  assert.deepEqual(runsJsonl(dir).slice(1).map((x) => [x.run, x.status]), [['2011072806', 'ok'], ['2011072807', 'ok']]);
+});
+
+test('a gzip file or an HTML page saved as the hour is named as such, not answered with a hint to raise --max-reject-ratio', () => {
+  const dir = fresh();
+  const f = hour(dir, '2011072806', 200);
+  fs.writeFileSync(f, zlib.gzipSync(fs.readFileSync(f)));
+  const gz = run(dir);
+  assert.equal(gz.status, 1, gz.stderr);
+  assert.match(gz.stderr, /2011072806\.reflog: is gzip-compressed \(it starts with the bytes 1f 8b\), not a reflog: decompress it/);
+  assert.doesNotMatch(gz.stderr, /max-reject-ratio/);
+  // Even where a reject ratio would let it through.
+  const high = run(dir, '--max-reject-ratio', '1');
+  assert.equal(high.status, 1, high.stderr);
+  assert.match(high.stderr, /is gzip-compressed/);
+  // An error page whose lines have TABs: rejected lines, which no ratio should let through.
+  const rows = Array.from({ length: 50 }, (_, i) => `<tr><td>${i}</td>\t<td>x</td></tr>`).join('\n');
+  fs.writeFileSync(f, `<!DOCTYPE html>\n<html><body><table>\n${rows}\n</table></body></html>\n`);
+  const html = run(dir);
+  assert.equal(html.status, 1, html.stderr);
+  assert.match(html.stderr, /2011072806\.reflog: is an HTML page, not a reflog \(the first line: '<!DOCTYPE html>'\): a download that got an error page\?/);
+  assert.doesNotMatch(html.stderr, /max-reject-ratio/);
+  assert.deepEqual(queueFiles(dir), []);
+  assert.deepEqual(inbox(dir), ['2011072806.reflog']);
 });

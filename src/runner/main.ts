@@ -24,6 +24,9 @@ import {
   assignedInLog,
   failureMessage,
   firstHeaderLine,
+  foreignKind,
+  foreignReflog,
+  unterminatedReflog,
   hourNotBegun,
   notAnHour,
   humanLine,
@@ -447,7 +450,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
         `${PROG}: nothing of it was published; ${stay(left)} (see ${visibleName(path.join(o.state, 'runs.jsonl'))})\n`,
     );
     // The operator's two ways on from a reject ratio failure: the lines to look at, and the flag.
-    if (failed.stages['analyze-dump']?.error_code === 'REJECT_RATIO' && failed.rejects_file) {
+    if (failed.failed_stage === 'analyze-dump' && failed.stages['analyze-dump']?.error_code === 'REJECT_RATIO' && failed.rejects_file) {
       process.stderr.write(
         `${PROG}: the rejected lines are in ${visibleName(failed.rejects_file)}; if the reflog is to go through anyway, run again with a higher --max-reject-ratio\n`,
       );
@@ -697,6 +700,11 @@ async function runOne(
     return record;
   };
   const bad = outcomes.find((s) => s.exit !== 0);
+  const firstLine = () => head && firstHeaderLine(head, head.length >= REFLOG_HEAD_BYTES);
+  // A gzip file never is a reflog (with a high --max-reject-ratio it would commit as rejects);
+  // an HTML page with TABs fails on its rejects, which is no ratio to raise.
+  const kind = head === null ? null : foreignKind(head);
+  if (kind === 'gzip' || (kind === 'html' && bad?.name === 'analyze-dump')) return failed('reflog', foreignReflog(p.reflog, kind, firstLine()));
   if (bad) return failed(bad.name, failureMessage(bad));
   // Lines without a TAB and nothing else (an HTML page saved as the hour) are no reflog:
   // failed at step 'reflog', as a file that cannot be read is; the stages did their part.
@@ -705,15 +713,16 @@ async function runOne(
   const notReflog = notAReflog(
     stages['analyze-dump'],
     p.reflog,
-    head && firstHeaderLine(head, head.length >= REFLOG_HEAD_BYTES),
+    firstLine(),
     exists(archived) ? archived : undefined,
   );
   if (notReflog !== null) return failed('reflog', notReflog);
 
   if (stages['analyze-dump']?.last_line_unterminated === true) {
+    if (!o.allowUnterminated) return failed('reflog', unterminatedReflog(p.reflog, stages['analyze-dump']?.lines_in));
     log.warn({ run: p.name, reflog: p.reflog }, 'the reflog\'s last line has no newline; was it cut off?');
     process.stderr.write(
-      `${PROG}: warning: ${p.name}: the reflog's last line has no newline (was it still being written? see "Reflog still being written" in the README)\n`,
+      `${PROG}: warning: ${p.name}: the reflog's last line has no newline; committed as it is (--allow-unterminated)\n`,
     );
   }
   // The stages' own warnings (a Yacobot disabled during the run that still got its

@@ -477,6 +477,40 @@ export function notAReflog(ad: Record<string, unknown> | undefined, file: string
   return `${file}: not a reflog: ${lines === 1 ? '1 line, without a TAB' : `${lines} lines, none with a TAB`}${quoted}${last}; ${advice}`;
 }
 
+/** What the first bytes of a reflog say it is instead: a gzip file (1f 8b), an HTML page, or null. */
+export function foreignKind(head: Buffer): 'gzip' | 'html' | null {
+  if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return 'gzip';
+  // After a UTF-8 byte order mark and white space.
+  const text = head.subarray(0, 256).toString('latin1').replace(/^\xef\xbb\xbf/, '').trimStart();
+  return /^<(?:!doctype\s+html|html|head|body|\?xml)[\s>]/i.test(text) ? 'html' : null;
+}
+
+/**
+ * Why a run whose reflog starts as a gzip file or an HTML page (`kind`, foreignKind)
+ * fails, in place of analyze-dump's reject ratio (no ratio to raise): `first` is its
+ * first line (firstHeaderLine).
+ */
+export function foreignReflog(file: string, kind: 'gzip' | 'html', first: string | null): string {
+  if (kind === 'gzip') {
+    return `${file}: is gzip-compressed (it starts with the bytes 1f 8b), not a reflog: decompress it into a file of another name, rename that into the inbox in its place, and run again`;
+  }
+  const quoted = first === null ? '' : ` (the first line: '${first}')`;
+  return `${file}: is an HTML page, not a reflog${quoted}: a download that got an error page? Put the hour's reflog in its place`;
+}
+
+/**
+ * Why a run whose reflog's last line has no LF fails (SPEC "Runs"): committed, the
+ * part of the hour after the cut would be lost for good.
+ */
+export function unterminatedReflog(file: string, linesIn: unknown): string {
+  const read = typeof linesIn === 'number' ? ` after ${linesIn} line(s)` : '';
+  return (
+    `${file}: its last line has no newline: cut off${read} (a broken download renamed into the inbox, or a file still being written?); ` +
+    `committed, the rest of the hour would be lost. It stays in the inbox: put the whole hour in its place, or, if the file is whole as it is, ` +
+    `run again with --allow-unterminated (config key allow-unterminated = yes), which commits it, its last line included`
+  );
+}
+
 const PINO_FIELDS = new Set(['level', 'time', 'pid', 'hostname', 'name', 'stage', 'summary', 'msg']);
 
 /** Per-stage counts for runs.jsonl: lines_in, records_out, rejected, skipped (as each stage names them) and the rest. */
