@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as zlib from 'node:zlib';
-import { madeDb, runRunner, scratch, hasStackTrace } from './lib/run.js';
+import { spawnSync } from 'node:child_process';
+import { RUNNER, madeDb, runRunner, scratch, hasStackTrace, testEnv } from './lib/run.js';
 import { runsJsonl, snapshot } from './lib/runner-state.js';
 
 const YACOBOTS = [
@@ -169,4 +170,97 @@ test('a gzip file or an HTML page saved as the hour is named as such, not answer
   assert.doesNotMatch(html.stderr, /max-reject-ratio/);
   assert.deepEqual(queueFiles(dir), []);
   assert.deepEqual(inbox(dir), ['2011072806.reflog']);
+});
+
+/** Runs the runner in `dir` with `env` added (a failpoint), and `args`. */
+function runEnv(dir: string, env: Record<string, string>, ...args: string[]): { status: number | null; signal: NodeJS.Signals | null; stderr: string } {
+  const r = spawnSync(RUNNER, args, { cwd: dir, env: testEnv(env), encoding: 'utf8', timeout: 120_000 });
+  // A runner SIGKILLed at a failpoint: its lock goes with the last holder.
+  spawnSync('flock', ['-w', '10', path.join(dir, 'var/state/lock'), 'true']);
+  return { status: r.status, signal: r.signal, stderr: r.stderr };
+}
+
+test('a re-sent hour, byte for byte, is set aside in done/ with a warning, changes nothing, and the hours after it run', () => {
+  const clean = fresh();
+  const dir = fresh();
+  for (const d of [clean, dir]) {
+    hour(d, '2011072806', 30);
+    hour(d, '2011072807', 30, 15);
+  }
+  const first = fs.readFileSync(path.join(dir, 'var/inbox/2011072806.reflog'));
+  assert.equal(run(clean).status, 0);
+  assert.equal(run(dir).status, 0);
+  // The sender retries hour 06; hour 08 comes after it.
+  for (const d of [clean, dir]) hour(d, '2011072808', 30, 30);
+  fs.writeFileSync(path.join(dir, 'var/inbox/2011072806.reflog'), first);
+  const r = run(dir);
+  assert.equal(r.status, 0, r.stderr);
+  const aside = path.join(dir, 'var/state/done/2011072806.reflog.resent.~1~');
+  assert.ok(
+    r.stderr.includes(
+      `warning: ${path.join(dir, 'var/inbox/2011072806.reflog')}: the same bytes as ${path.join(dir, 'var/state/done/2011072806.reflog')}, ` +
+        `which a committed run of 2011072806 read: a re-sent hour, set aside as ${aside}; nothing was run`,
+    ),
+    r.stderr,
+  );
+  assert.match(r.stderr, /1 run\(s\) committed .*; 1 re-sent reflog\(s\) set aside in /);
+  assert.deepEqual(fs.readFileSync(aside), first, 'kept, not deleted');
+  assert.deepEqual(inbox(dir), []);
+  assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [['2011072806', 'ok'], ['2011072807', 'ok'], ['2011072808', 'ok']]);
+  // Everything else as if it had never come.
+  assert.equal(run(clean).status, 0);
+  const got = state(dir);
+  delete got['var/state/done/2011072806.reflog.resent.~1~'];
+  assert.deepEqual(got, state(clean));
+  // Sent again, it is set aside again, beside the first.
+  fs.writeFileSync(path.join(dir, 'var/inbox/2011072806.reflog'), first);
+  const again = run(dir);
+  assert.equal(again.status, 0, again.stderr);
+  assert.match(again.stderr, /nothing run; 1 re-sent reflog\(s\) set aside/);
+  assert.ok(fs.existsSync(path.join(dir, 'var/state/done/2011072806.reflog.resent.~2~')));
+});
+
+test('a re-sent hour with other bytes, its first queue files not taken yet, runs as a replay whose queue files have a name of their own; nothing is lost, later hours run', () => {
+  const dir = fresh();
+  hour(dir, '2011072806', 20);
+  assert.equal(run(dir).status, 0);
+  const published = Object.fromEntries(queueFiles(dir).map((f) => [f, fs.readFileSync(path.join(dir, 'var/queue', f), 'utf8')]));
+  assert.ok(Object.keys(published).length > 0);
+  // The sender sends hour 06 again, with URLs the first copy lacked; hour 07 comes too.
+  hour(dir, '2011072806', 30, 10);
+  hour(dir, '2011072807', 5, 100);
+  const r = run(dir);
+  assert.equal(r.status, 0, r.stderr);
+  const recs = runsJsonl(dir);
+  assert.deepEqual(recs.map((x) => [x.run, x.status]), [['2011072806', 'ok'], ['2011072806', 'ok'], ['2011072807', 'ok']]);
+  const name = recs[1]!.queue_name as string;
+  assert.match(name, /^2011072806\.replay-\d{14}$/);
+  assert.match(r.stderr, new RegExp(`warning: 2011072806: queue files of an earlier run of this name are still in .*; this run's are named ${name.replace('.', '\\.')}\\.tsv`));
+  // The first run's files are as they were; the replay's hold the new URLs (d20..d39), all of them.
+  for (const [f, text] of Object.entries(published)) assert.equal(fs.readFileSync(path.join(dir, 'var/queue', f), 'utf8'), text, f);
+  const replayUrls = queueFiles(dir)
+    .filter((f) => f.endsWith(`/${name}.tsv`))
+    .flatMap((f) => fs.readFileSync(path.join(dir, 'var/queue', f), 'utf8').trimEnd().split('\n'))
+    .map((l) => l.split('\t')[5]!)
+    .sort();
+  assert.deepEqual(replayUrls, Array.from({ length: 20 }, (_, i) => `http://d${20 + i}.example/p${20 + i}`).sort());
+  assert.equal(recs[1]!.sent, 20);
+  assert.deepEqual(inbox(dir), []);
+});
+
+test('a replay killed just before its commit publishes, when rerun, under the queue name its first attempt chose', () => {
+  const dir = fresh();
+  hour(dir, '2011072806', 20);
+  assert.equal(run(dir).status, 0);
+  hour(dir, '2011072806', 30, 10);
+  const killed = runEnv(dir, { REFLOG_RUNNER_FAILPOINT: '2011072806:commit' });
+  assert.equal(killed.signal, 'SIGKILL', killed.stderr);
+  const chosen = JSON.parse(fs.readFileSync(path.join(dir, 'var/state/staging/2011072806/run.json'), 'utf8')).queue as string;
+  assert.match(chosen, /^2011072806\.replay-\d{14}$/);
+  const r = run(dir);
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(runsJsonl(dir).at(-1)!.queue_name, chosen);
+  assert.deepEqual(queueFiles(dir).filter((f) => f.includes('replay')).map((f) => path.basename(f)), queueFiles(dir).filter((f) => f.includes('replay')).map(() => `${chosen}.tsv`));
+  assert.ok(queueFiles(dir).some((f) => f.endsWith(`${chosen}.tsv`)));
+  assert.ok(!queueFiles(dir).some((f) => path.basename(f).startsWith('.')), 'no prepared copy left');
 });

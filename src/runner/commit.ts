@@ -84,6 +84,8 @@ export interface CommitPlan {
    */
   reflogLink?: ReflogIdentity | null;
   queueDir: string;
+  /** The name of the run's queue files when it is not the run's (a replay beside untaken files of the name); absent: the run's. */
+  queueName?: string;
   backlogWarn: number;
   /** Staged queue files: QUEUE/<yacobot>/<RUN>.tsv comes from <staging>/work/queue/<yacobot>/<RUN>.tsv. */
   queue: { yacobot: string; urls: number }[];
@@ -119,8 +121,8 @@ export interface CommitHooks {
 }
 
 /** The staged queue file of a Yacobot. */
-export function stagedQueueFile(plan: Pick<CommitPlan, 'staging' | 'run'>, yacobot: string): string {
-  return path.join(plan.staging, 'work', 'queue', yacobot, `${plan.run}.tsv`);
+export function stagedQueueFile(plan: Pick<CommitPlan, 'staging' | 'run' | 'queueName'>, yacobot: string): string {
+  return path.join(plan.staging, 'work', 'queue', yacobot, `${plan.queueName ?? plan.run}.tsv`);
 }
 
 /**
@@ -192,17 +194,17 @@ export function countBacklog(queueDir: string): Backlog {
 }
 
 /** Where a run's queue file for one Yacobot is published. */
-function publishedQueueFile(plan: Pick<CommitPlan, 'queueDir' | 'run'>, yacobot: string): string {
-  return path.join(plan.queueDir, yacobot, `${plan.run}.tsv`);
+function publishedQueueFile(plan: Pick<CommitPlan, 'queueDir' | 'run' | 'queueName'>, yacobot: string): string {
+  return path.join(plan.queueDir, yacobot, `${plan.queueName ?? plan.run}.tsv`);
 }
 
 /**
  * Step 0: copies every staged queue file beside its destination, fsynced, before
  * the COMMIT. On failure the copies made are removed and the error is thrown: the
  * run fails with no queue file published. A queue file of the same name already
- * there with other bytes (a replayed or re-sent hour whose first queue file its
- * Yacobot has not taken yet) is such a failure: replacing it would lose URLs that
- * current_log records as sent.
+ * there with other bytes is such a failure: replacing it would lose URLs that
+ * current_log records as sent (queueNameFor gives a replay beside untaken files a name
+ * of its own, so only a file that came under that name since can do it).
  */
 export function prepareQueues(plan: CommitPlan): void {
   // Every such file is named at once: each attempt that finds one more is a whole run.
@@ -245,13 +247,30 @@ export function prepareQueues(plan: CommitPlan): void {
 }
 
 /**
+ * Whether some Yacobot directory of `queueDir` holds `name`.tsv, or the copy prepareQueues
+ * makes of it: a Yacobot has not taken that file yet, or a commit is publishing it.
+ */
+export function queueNameTaken(queueDir: string, name: string): boolean {
+  let ids: string[];
+  try {
+    ids = fs.readdirSync(queueDir);
+  } catch {
+    return false;
+  }
+  return ids.some((id) => {
+    const f = path.join(queueDir, id, `${name}.tsv`);
+    return /^[1-9]\d*$/.test(id) && (statQuiet(f, fs.lstatSync) !== undefined || statQuiet(preparedPath(f), fs.lstatSync) !== undefined);
+  });
+}
+
+/**
  * Removes the copies prepareQueues made for run `run` (QUEUE/<id>/.<RUN>.tsv.publish)
  * that no COMMIT will publish: those of an attempt killed between its copies and its
  * COMMIT, found by start-up. A retry that made the same files replaced them; one that
  * failed, made no file for that Yacobot, or never came (its reflog taken out of the
  * inbox) left them there for good.
  */
-export function removePrepared(queueDir: string, run: string): void {
+export function removePrepared(queueDir: string, run: string, queueName?: string): void {
   let ids: string[];
   try {
     ids = fs.readdirSync(queueDir);
@@ -259,7 +278,7 @@ export function removePrepared(queueDir: string, run: string): void {
     return; // no queue side yet, so no copy there
   }
   for (const id of ids.filter((d) => /^[1-9]\d*$/.test(d))) {
-    const f = preparedPath(publishedQueueFile({ queueDir, run }, id));
+    const f = preparedPath(publishedQueueFile({ queueDir, run, ...(queueName !== undefined && { queueName }) }, id));
     try {
       fs.unlinkSync(f);
     } catch (err) {

@@ -15,6 +15,7 @@ import { countLines, appendRecordOnce, lastRecord, mkdirDurable, symlinkTarget, 
 import { prepareQueues, publish, readCommit, removePrepared, writeCommit, stagedQueueFile, type CommitHooks, type CommitPlan } from './commit.js';
 import { acquireLock, Locked } from './lock.js';
 import { missingCurrentLog, settingsRefusal, storedSettings } from './settings.js';
+import { queueNameFor, resentOf, setAside } from './resent.js';
 import { formatDuration } from '../core/time.js';
 import { PROG, USAGE, parseArgs, type RunnerOptions } from './options.js';
 import { runStages, stopChildren, type Progress, type ReflogIdentity } from './pipeline.js';
@@ -60,6 +61,8 @@ interface RunJson {
   assigned_earlier?: number;
   /** The attempt whose assignments assigned_earlier last took in, so that none is counted twice. */
   assigned_counted?: number;
+  /** The name of the run's queue files, fixed at its first attempt (queueNameFor); absent: the run's. */
+  queue?: string;
 }
 
 class Stop extends Error {
@@ -295,6 +298,8 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   /** Of those, the names whose hour has not begun: planInbox counts them among its runs. */
   const waiting = new Set<string>();
   let failed: RunRecord | null = null;
+  /** The re-sent reflogs set aside (setAsideResent). */
+  let resentSetAside = 0;
   /** The run a signal cut short before its commit (nothing of it published), if any. */
   let interrupted: string | null = null;
   /** The lines of the committed runs not yet printed: those whose publish steps an error stopped. */
@@ -330,9 +335,9 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
       }
       // Not committed: the queue files an attempt killed after copying them beside their
       // place will not be published from there (a rerun copies its own).
-      removePrepared(o.queueDir, name);
       const p = runPaths(o, name);
       const rj = readRunJson(p);
+      removePrepared(o.queueDir, name, rj?.queue);
       const over = rj === null ? null : attemptRecorded(path.join(o.state, 'runs.jsonl'), rj);
       if (over !== null) {
         // Killed after its line and before its staging area was removed (a failed run, or a
@@ -398,6 +403,10 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     for (const name of runs) {
       await pollOnce();
       if (signal) break;
+      if (!rerun.has(name) && setAsideResent(o, log, name)) {
+        resentSetAside++;
+        continue;
+      }
       const replayed = sinceCommitted.has(name);
       const newest = mostForgetful(committedHere, o.keepMs, replayed ? (sinceCommitted.get(name) ?? null) : newestOfAll);
       const r = await runOne(o, log, runPaths(o, name), lock.fd, hooks, rerun.has(name), () => signal !== null, newest, replayed);
@@ -461,7 +470,10 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     }
     throw new Stop(1);
   }
-  if (records.length === 0) {
+  const aside = resentSetAside > 0 ? `; ${resentSetAside} re-sent reflog(s) set aside in ${visibleName(path.join(o.state, 'done'))}` : '';
+  if (records.length === 0 && resentSetAside > 0) {
+    process.stderr.write(`${PROG}: nothing run${aside} (see the warnings above)\n`);
+  } else if (records.length === 0) {
     // Skipped files are not "nothing": each warning above says what stops it.
     process.stderr.write(
       skippedFiles > 0
@@ -471,9 +483,28 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   } else {
     process.stderr.write(
       `${PROG}: ${ok.length} run(s) committed in ${secs} s; queue files in ${visibleName(o.queueDir)}/<yacobot_id>/<run>.tsv, ` +
-        `run records in ${visibleName(path.join(o.state, 'runs.jsonl'))}\n`,
+        `run records in ${visibleName(path.join(o.state, 'runs.jsonl'))}${aside}\n`,
     );
   }
+}
+
+/**
+ * When INBOX/NAME.reflog repeats byte for byte a reflog a committed run of NAME archived:
+ * sets it aside in done/ with a warning, and returns true (nothing else is done with it).
+ */
+function setAsideResent(o: RunnerOptions, log: Logger, name: string): boolean {
+  const file = path.join(o.inbox, name + REFLOG_EXT);
+  const done = path.join(o.state, 'done');
+  const same = resentOf(file, done, name);
+  if (same === null) return false;
+  const to = setAside(file, same.st, done, name);
+  if (to === file) return false; // another file came under its name meanwhile: it runs
+  log.warn({ run: name, reflog: file, archived: same.archived, set_aside: to }, 're-sent hour set aside');
+  process.stderr.write(
+    `${PROG}: warning: ${visibleName(file)}: the same bytes as ${visibleName(same.archived)}, which a committed run of ${visibleName(name)} read: ` +
+      `a re-sent hour, set aside as ${visibleName(to)}; nothing was run (to replay the hour, move the reflog from done/ into the inbox)\n`,
+  );
+  return true;
 }
 
 /**
@@ -606,6 +637,8 @@ async function runOne(
   if (rj === null) {
     const { now, source } = resolveNow(p.name, o.now, started);
     rj = { run_id: `${p.name}@${started.toISOString()}#${process.pid}`, run: p.name, now, now_source: source, created: started.toISOString(), attempts: 0 };
+    const queue = queueNameFor(o.queueDir, p.name, started);
+    if (queue !== p.name) rj.queue = queue;
   } else if (o.now !== null && o.now !== rj.now) {
     log.warn({ run: p.name, stored_now: rj.now, flag_now: o.now }, 'rerun of an interrupted run keeps the now it started with');
   }
@@ -615,6 +648,13 @@ async function runOne(
   fs.rmSync(p.work, { recursive: true, force: true });
   for (const d of [p.work, p.tmp, p.logs, p.queue]) fs.mkdirSync(d, { recursive: true });
   log.info({ run: p.name, now: rj.now, now_source: rj.now_source, attempt: rj.attempts }, 'run start');
+  if (rj.queue !== undefined) {
+    p.queueName = rj.queue;
+    log.warn({ run: p.name, queue_name: rj.queue }, 'queue files of an earlier run of this name are not taken yet; this run\'s get a name of their own');
+    process.stderr.write(
+      `${PROG}: warning: ${visibleName(p.name)}: queue files of an earlier run of this name are still in ${visibleName(o.queueDir)} (not taken yet); this run's are named ${visibleName(rj.queue)}.tsv\n`,
+    );
+  }
   // Said before the run, not after its commit: one who replays by hand can still stop
   // it (nothing is published then), and in a cron log it comes before the run's line.
   const replay = replayWarning(p.name, rj.now, newest, o.keepMs, replayed);
@@ -653,6 +693,7 @@ async function runOne(
     new_domains: 0,
     keep_ms: o.keepMs,
     resend_after_ms: o.resendAfterMs,
+    ...(rj.queue !== undefined && { queue_name: rj.queue }),
   };
   if (isRerun || rj.attempts > 1) record.recovered = 'rerun';
 
@@ -737,7 +778,7 @@ async function runOne(
   // Success: gather what will be published, then commit.
   const queue: CommitPlan['queue'] = [];
   for (const id of fs.readdirSync(p.queue).sort((a, b) => Number(a) - Number(b))) {
-    const f = stagedQueueFile({ staging: p.staging, run: p.name }, id);
+    const f = stagedQueueFile({ staging: p.staging, run: p.name, queueName: p.queueName }, id);
     if (!fs.existsSync(f)) continue;
     const urls = countLines(f);
     queue.push({ yacobot: id, urls });
@@ -760,6 +801,7 @@ async function runOne(
     ...(reflogFile !== null && { reflogFile }),
     ...(reflogLink !== undefined && { reflogLink }),
     queueDir: o.queueDir,
+    ...(p.queueName !== p.name && { queueName: p.queueName }),
     backlogWarn: o.backlogWarn,
     queue,
     record,

@@ -184,6 +184,8 @@ export function replayWarning(run: string, now: string, most: CommittedNow | nul
 /** The files of one run's staging area, all under STATE/staging/RUN/. */
 export interface RunPaths {
   name: string;
+  /** The name of the run's queue files: its own, or a replay's (see RunJson.queue). */
+  queueName: string;
   reflog: string;
   staging: string;
   runJson: string;
@@ -207,6 +209,7 @@ export function runPaths(o: Pick<RunnerOptions, 'inbox' | 'state'>, name: string
   const work = path.join(staging, 'work');
   return {
     name,
+    queueName: name,
     reflog: path.join(o.inbox, name + REFLOG_EXT),
     staging,
     runJson: path.join(staging, 'run.json'),
@@ -258,7 +261,7 @@ export function chainOf(o: RunnerOptions, p: RunPaths, now: string): StageCmd[] 
     { name: 'join-current', args: ['--current', path.join(o.state, 'current_log')] },
     { name: 'filter-url', args: fu },
     { name: 'upload-domains', args: ['--db', o.db, '--map', p.mapNext, '--now', now, '--tmp', p.tmp] },
-    { name: 'logsaver', args: ['--queue-dir', p.queue, '--name', p.name] },
+    { name: 'logsaver', args: ['--queue-dir', p.queue, '--name', p.queueName] },
   ];
 }
 
@@ -555,6 +558,8 @@ export interface RunRecord {
   error?: string;
   backlog?: Record<string, { files: number; urls: number }>;
   backlog_warn?: string[];
+  /** The name of the queue files when it is not the run's: a replay beside untaken files of the run's name. */
+  queue_name?: string;
 }
 
 /** One line of human summary for a run. */
@@ -570,7 +575,8 @@ export function humanLine(r: RunRecord): string {
   return (
     `${r.run}: ${ad.lines_in ?? '?'} lines, ${ad.records_out ?? '?'} records, ${ad.rejected ?? '?'} rejected, ` +
     `${ad.skipped ?? '?'} skipped; ${r.sent} URLs sent${per ? ` (${per})` : ''}${held}; ` +
-    `${r.new_domains} new domains; ${r.seconds.toFixed(1)} s${r.recovered ? ` (${RECOVERED[r.recovered]})` : ''}`
+    `${r.new_domains} new domains; ${r.seconds.toFixed(1)} s${r.recovered ? ` (${RECOVERED[r.recovered]})` : ''}` +
+    (r.queue_name === undefined ? '' : `; queue files named ${r.queue_name}.tsv`)
   );
 }
 
