@@ -264,3 +264,52 @@ test('a replay killed just before its commit publishes, when rerun, under the qu
   assert.ok(queueFiles(dir).some((f) => f.endsWith(`${chosen}.tsv`)));
   assert.ok(!queueFiles(dir).some((f) => path.basename(f).startsWith('.')), 'no prepared copy left');
 });
+
+test('current_log deleted after committed runs fails the next run (exit 1, nothing published), naming the file, the copy to restore it from and --reset-current-log; restored, the result is a clean run\'s', () => {
+  const clean = fresh();
+  const dir = fresh();
+  for (const d of [clean, dir]) for (const h of ['2011072806', '2011072807', '2011072808']) hour(d, h, 20, 10 * (Number(h.slice(-2)) - 6));
+  assert.equal(run(clean).status, 0);
+  assert.equal(run(dir).status, 0);
+  const current = path.join(dir, 'var/state/current_log');
+  const link = path.join(dir, 'var/state/current_log.last');
+  fs.rmSync(current);
+  for (const d of [clean, dir]) hour(d, '2011072809', 20, 25);
+  const r = run(dir);
+  assert.equal(r.status, 1, r.stderr);
+  assert.ok(
+    r.stderr.includes(
+      `run 2011072809 failed: ${current}: missing, though runs were committed here: it is the memory of the URLs sent, and without it every URL would be sent again as new. ` +
+        `Restore it from the copy the runner keeps of the last committed one (cp -p ${link} ${current}), then run again; ` +
+        `or to start the memory over, run with --reset-current-log (config key reset-current-log = yes)\n`,
+    ),
+    r.stderr,
+  );
+  assert.match(r.stderr, /nothing of it was published; 1 reflog\(s\) stay in/);
+  assert.ok(!queueFiles(dir).some((f) => f.includes('2011072809')), 'nothing published');
+  assert.deepEqual(runsJsonl(dir).at(-1)!.failed_stage, 'current_log');
+  // As the message says.
+  fs.copyFileSync(link, current);
+  const again = run(dir);
+  assert.equal(again.status, 0, again.stderr);
+  assert.equal(run(clean).status, 0);
+  assert.deepEqual(state(dir), state(clean), 'the same as a run that never lost it');
+});
+
+test('--reset-current-log starts the memory over when current_log is lost; before the first commit a missing current_log is an empty one', () => {
+  const dir = fresh();
+  hour(dir, '2011072806', 10);
+  const first = run(dir);
+  assert.equal(first.status, 0, first.stderr);
+  assert.doesNotMatch(first.stderr, /warning/);
+  fs.rmSync(path.join(dir, 'var/state/current_log'));
+  fs.rmSync(path.join(dir, 'var/state/current_log.last'));
+  hour(dir, '2011072807', 10); // the same URLs, 1 h later
+  const r = run(dir);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /Restore it from a backup, then run again; or to start the memory over, run with --reset-current-log/);
+  const reset = run(dir, '--reset-current-log');
+  assert.equal(reset.status, 0, reset.stderr);
+  assert.match(reset.stderr, /warning: 2011072807: .*current_log is missing; starting the memory of sent URLs over \(--reset-current-log\)/);
+  assert.equal(runsJsonl(dir).at(-1)!.sent, 10, 'every URL sent as new');
+});

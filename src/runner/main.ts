@@ -489,6 +489,19 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
 }
 
 /**
+ * The failure of run `run` when STATE/current_log is missing though runs were committed
+ * (missingCurrentLog), else null; with --reset-current-log, says that the memory starts over.
+ */
+function memoryLost(o: RunnerOptions, log: Logger, run: string): string | null {
+  const past = tailRecords(path.join(o.state, 'runs.jsonl'));
+  const lost = missingCurrentLog(o.state, past);
+  if (lost === null || !o.resetCurrentLog) return lost;
+  log.warn({ run, current_log: path.join(o.state, 'current_log') }, 'current_log is missing; starting the memory of sent URLs over (--reset-current-log)');
+  process.stderr.write(`${PROG}: warning: ${visibleName(run)}: ${visibleName(path.join(o.state, 'current_log'))} is missing; starting the memory of sent URLs over (--reset-current-log): every URL of this run is sent as new\n`);
+  return null;
+}
+
+/**
  * When INBOX/NAME.reflog repeats byte for byte a reflog a committed run of NAME archived:
  * sets it aside in done/ with a warning, and returns true (nothing else is done with it).
  */
@@ -669,8 +682,12 @@ async function runOne(
   let reflogFile: ReflogIdentity | null;
   let reflogLink: ReflogIdentity | null | undefined;
   let head: Buffer | null;
+  const lost = memoryLost(o, log, p.name);
   try {
-    ({ outcomes, reflog: reflogFile, reflogLink, head } = await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain')));
+    ({ outcomes, reflog: reflogFile, reflogLink, head } =
+      lost === null
+        ? await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain'))
+        : { outcomes: [{ name: 'current_log', exit: 1, summary: null, messages: [lost] }], reflog: null, reflogLink: undefined, head: null });
   } finally {
     stopDisplay();
   }

@@ -101,11 +101,11 @@ export function everCommitted(state: string, past: readonly unknown[]): boolean 
 
 /**
  * The failure when current_log is missing from a state where runs were committed (null
- * when it is there, or nothing was committed yet, or `reset` says to start over).
+ * when it is there, or nothing was committed yet).
  */
-export function missingCurrentLog(state: string, past: readonly unknown[], reset: boolean): string | null {
+export function missingCurrentLog(state: string, past: readonly unknown[]): string | null {
   const file = path.join(state, 'current_log');
-  if (reset || exists(file) || !everCommitted(state, past)) return null;
+  if (exists(file) || !everCommitted(state, past)) return null;
   const link = currentLogLink(state);
   const restore = exists(link)
     ? `restore it from the copy the runner keeps of the last committed one (cp -p ${link} ${file}), then run again; or `
@@ -113,7 +113,7 @@ export function missingCurrentLog(state: string, past: readonly unknown[], reset
   return (
     `${file}: missing, though runs were committed here: it is the memory of the URLs sent, and without it ` +
     `every URL would be sent again as new. ${restore[0]!.toUpperCase()}${restore.slice(1)}` +
-    `to start the memory over, run with --reset-current-log (config key reset-current-log = yes); nothing was published`
+    `to start the memory over, run with --reset-current-log (config key reset-current-log = yes)`
   );
 }
 
