@@ -313,3 +313,50 @@ test('--reset-current-log starts the memory over when current_log is lost; befor
   assert.match(reset.stderr, /warning: 2011072807: .*current_log is missing; starting the memory of sent URLs over \(--reset-current-log\)/);
   assert.equal(runsJsonl(dir).at(-1)!.sent, 10, 'every URL sent as new');
 });
+
+/** Whether this process may mount a tmpfs (root, and a sandbox that allows it). */
+function canMount(): boolean {
+  const probe = scratch('ms-mnt-');
+  const ok = spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', probe], { stdio: 'ignore' }).status === 0;
+  if (ok) spawnSync('umount', [probe], { stdio: 'ignore' });
+  return ok;
+}
+
+test("a full state disk: the run's message is the failing stage's own, with the file it could not write, though its log could not take it", (t) => {
+  if (!canMount()) return t.skip('cannot mount a tmpfs here');
+  const dir = fresh();
+  const state = path.join(dir, 'var/state');
+  fs.renameSync(path.join(state, 'partner.db'), path.join(dir, 'p.db'));
+  assert.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=256k', 'tmpfs', state]).status, 0);
+  try {
+    // 30,000 lines with a small --memory: analyze-dump spills to STATE/staging/RUN/work/tmp.
+    const urls = Array.from({ length: 30_000 }, (_, i) => `http://site${i % 97}.com/p/${i}/${'z'.repeat(40)}`);
+    fs.writeFileSync(path.join(dir, 'var/inbox/2011072806.reflog'), reflogText('20110728063000', urls));
+    // The disk full but for 8 KiB: run.json and the stage logs are made, analyze-dump's spill and its log lines do not fit.
+    const avail = Number(spawnSync('df', ['-k', '--output=avail', state], { encoding: 'utf8' }).stdout.trim().split('\n')[1]);
+    fs.writeFileSync(path.join(state, 'fill'), Buffer.alloc((avail - 8) * 1024));
+    const r = run(dir, '--db', path.join(dir, 'p.db'), '--memory', '1M', '--log-level', 'silent');
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, /run 2011072806 failed: analyze-dump: .*\/var\/state\/staging\/2011072806\/work\/tmp\/.*: cannot write: ENOSPC/);
+    assert.doesNotMatch(r.stderr, /exit status 1|Error: ENOSPC/);
+    assert.deepEqual(inbox(dir), ['2011072806.reflog']);
+  } finally {
+    spawnSync('umount', [state]);
+  }
+});
+
+test('a step after the commit that fails (the move of the reflog to done/) says the run is committed and what still waits', () => {
+  const dir = fresh();
+  hour(dir, '2011072806');
+  fs.mkdirSync(path.join(dir, 'var/state/done/2011072806.reflog'), { recursive: true });
+  const r = run(dir);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(
+    r.stderr,
+    /done\/2011072806\.reflog: cannot move .* here: EISDIR.*; run 2011072806 is committed, nothing of it is lost: still waiting: move its reflog to done\/, remove its staging area, which the next invocation does once this is fixed\n/,
+  );
+  fs.rmdirSync(path.join(dir, 'var/state/done/2011072806.reflog'));
+  const again = run(dir);
+  assert.equal(again.status, 0, again.stderr);
+  assert.deepEqual(inbox(dir), []);
+});

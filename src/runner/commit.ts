@@ -690,10 +690,39 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
   return steps;
 }
 
-/** Runs every publish step of a committed run (first time or roll forward). */
+/** What each publish step does, for a message on what still waits. */
+function stepWork(step: string): string {
+  if (step.startsWith('queue:')) return `publish the queue file of Yacobot ${step.slice('queue:'.length)}`;
+  const work: Record<string, string> = {
+    current_log: 'replace current_log',
+    settings: 'store its settings',
+    domain_map: 'replace domain_map',
+    rejects: 'keep its rejects',
+    record: 'append its runs.jsonl line',
+    reflog: 'move its reflog to done/',
+    uncommit: 'remove its staging area',
+  };
+  return work[step] ?? '';
+}
+
+/**
+ * Runs every publish step of a committed run (first time or roll forward). A step that
+ * fails throws a DataError that says the run is committed and which steps still wait.
+ */
 export function publish(plan: CommitPlan, hooks: CommitHooks = {}, recovered = false): void {
-  for (const s of publishSteps(plan, hooks, recovered)) {
+  const steps = publishSteps(plan, hooks, recovered);
+  steps.forEach((s, i) => {
     hooks.beforeStep?.(plan.run, s.name);
-    s.run();
-  }
+    try {
+      s.run();
+    } catch (err) {
+      if (!(err instanceof DataError)) throw err;
+      const waiting = [...new Set(steps.slice(i).map((t) => stepWork(t.name)).filter((w) => w !== ''))].join(', ');
+      throw new DataError(
+        err.code,
+        `${err.message}; run ${plan.run} is committed, nothing of it is lost: still waiting: ${waiting}, which the next invocation does once this is fixed`,
+        err.place,
+      );
+    }
+  });
 }

@@ -293,16 +293,41 @@ export function gatedCommand(cmd: string, notStarted: string): string {
  * stage named `gated` starts only once the line "go" can be read from descriptor
  * GATE_FD; at the end of that input without it, it fails (exit 1) without starting.
  */
-export function pipelineScript(chain: readonly StageCmd[], binDir: string, p: RunPaths, firstIndex = 1, gated?: string): string {
+export function pipelineScript(chain: readonly StageCmd[], binDir: string, p: RunPaths, firstIndex = 1, gated?: string, teeFd?: number): string {
   const parts = chain.map((s, i) => {
     const cmd = [path.join(binDir, s.name), ...s.args].map(shellQuote).join(' ');
-    const log = ` 2>${shellQuote(stageLog(p, firstIndex + i, s.name))}`;
+    const file = shellQuote(stageLog(p, firstIndex + i, s.name));
+    // The copies' descriptors are the tees' alone (closed after the redirection that hands one over).
+    const log = teeFd === undefined ? ` 2>${file}` : ` 2> >(${teeCommand(file, teeFd + i)})${chain.map((_, j) => ` ${teeFd + j}>&-`).join('')}`;
     // The gate's descriptor is the gated stage's alone: the runner waits for the shell's
     // streams to close, and a stage holding it would count among them.
     if (s.name !== gated) return cmd + (gated === undefined ? '' : ` ${GATE_FD}<&-`) + log;
     return gatedCommand(cmd, `${s.name}: ${NOT_STARTED}`) + log;
   });
   return `${parts.join(' \\\n  | ')} >/dev/null\necho "\${PIPESTATUS[*]}"\n`;
+}
+
+/**
+ * The shell command that copies its input (a stage's stderr) to the log file `file`
+ * (quoted) and to descriptor `fd`, which the runner reads. Signals that stop the stages
+ * are ignored (the stage's last lines still reach both); an output that fails (a full
+ * disk, a runner gone) is left and the other kept (tee -p: GNU coreutils).
+ */
+export function teeCommand(file: string, fd: number): string {
+  return `trap '' INT TERM HUP; exec tee -p ${file} >&${fd} 2>/dev/null`;
+}
+
+/**
+ * What a stage said on stderr, from its log file (`file`) and the runner's copy of the
+ * last bytes of the stream (`tail`; `cut`: its start was dropped): the file when it holds
+ * the whole of that copy, else the copy (the file could not be written: a full disk),
+ * from its first whole line.
+ */
+export function stageText(file: string, tail: string | null, cut: boolean): string {
+  if (tail === null || file.endsWith(tail)) return file;
+  if (!cut) return tail;
+  const lf = tail.indexOf('\n');
+  return lf < 0 ? '' : tail.slice(lf + 1);
 }
 
 /** What a stage left in its log: its summary line (pino JSON) and its plain-text messages. */
