@@ -6,8 +6,9 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as zlib from 'node:zlib';
+import { pathToFileURL } from 'node:url';
 import { spawnSync } from 'node:child_process';
-import { RUNNER, madeDb, runRunner, scratch, hasStackTrace, testEnv } from './lib/run.js';
+import { ROOT, RUNNER, madeDb, runRunner, scratch, hasStackTrace, testEnv } from './lib/run.js';
 import { runsJsonl, snapshot } from './lib/runner-state.js';
 
 const YACOBOTS = [
@@ -359,4 +360,23 @@ test('a step after the commit that fails (the move of the reflog to done/) says 
   const again = run(dir);
   assert.equal(again.status, 0, again.stderr);
   assert.deepEqual(inbox(dir), []);
+});
+
+test("a committed run's runs.jsonl line names the domains its failed attempts assigned, besides its own new_domains; each domain is counted once in new_domains over all lines", () => {
+  const dir = fresh();
+  hour(dir, '2011072806', 20);
+  const preload = pathToFileURL(path.join(ROOT, 'dist/test/lib/fail-publish.js')).href;
+  const failed = runEnv(dir, { NODE_OPTIONS: `--import=${preload}`, FAIL_PUBLISH: '1' });
+  assert.equal(failed.status, 1, failed.stderr);
+  hour(dir, '2011072806', 25); // sent again, 5 domains more
+  const r = run(dir);
+  assert.equal(r.status, 0, r.stderr);
+  const [f, ok] = runsJsonl(dir);
+  assert.deepEqual([f!.status, f!.new_domains], ['failed', 20]);
+  assert.deepEqual([ok!.status, ok!.new_domains, ok!.new_domains_failed_attempts], ['ok', 5, 20]);
+  assert.match(r.stderr, /2011072806: .*; 5 new domains \(and 20 by its failed attempts\);/);
+  // The next commit of another hour names none.
+  hour(dir, '2011072807', 3, 100);
+  assert.equal(run(dir).status, 0);
+  assert.equal(runsJsonl(dir).at(-1)!.new_domains_failed_attempts, undefined);
 });

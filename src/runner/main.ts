@@ -24,6 +24,7 @@ import {
   REFLOG_HEAD_BYTES,
   assignedInLog,
   failureMessage,
+  failedAttemptsAssigned,
   firstHeaderLine,
   foreignKind,
   foreignReflog,
@@ -806,6 +807,8 @@ async function runOne(
   record.new_domains =
     (typeof ud.assigned_by_us === 'number' ? ud.assigned_by_us : typeof ud.domains_new === 'number' ? ud.domains_new : 0) +
     (rj.assigned_earlier ?? 0);
+  const byFailed = failedAttemptsAssigned(tailRecords(path.join(o.state, 'runs.jsonl')), p.name, rj.run_id);
+  if (byFailed > 0) record.new_domains_failed_attempts = byFailed;
   // An empty rejects file stays staged (the cleanup removes it): the commit publishes none.
   if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) record.rejects_file = p.rejectsKept;
   record.seconds = seconds();

@@ -575,6 +575,11 @@ export interface RunRecord {
   sent: number;
   sent_per_yacobot: Record<string, number>;
   new_domains: number;
+  /**
+   * Domains the failed attempts of this run's name (since its last commit) assigned: each
+   * failed line counts its own in new_domains, and this line names them too.
+   */
+  new_domains_failed_attempts?: number;
   /** filter-url's --keep and --resend-after in this run, in ms. */
   keep_ms: number;
   resend_after_ms: number;
@@ -585,6 +590,22 @@ export interface RunRecord {
   backlog_warn?: string[];
   /** The name of the queue files when it is not the run's: a replay beside untaken files of the run's name. */
   queue_name?: string;
+}
+
+/**
+ * The domains assigned by the failed runs of `run` among `records` (runs.jsonl lines,
+ * oldest first) after its last committed line, other than `runId`'s: the sum of their
+ * new_domains.
+ */
+export function failedAttemptsAssigned(records: readonly unknown[], run: string, runId: string): number {
+  let n = 0;
+  for (let i = records.length - 1; i >= 0; i--) {
+    const r = (records[i] ?? {}) as { run?: unknown; run_id?: unknown; status?: unknown; new_domains?: unknown };
+    if (r.run !== run || r.run_id === runId) continue;
+    if (r.status === 'ok') break;
+    if (r.status === 'failed' && Number.isSafeInteger(r.new_domains)) n += r.new_domains as number;
+  }
+  return n;
 }
 
 /** One line of human summary for a run. */
@@ -600,7 +621,7 @@ export function humanLine(r: RunRecord): string {
   return (
     `${r.run}: ${ad.lines_in ?? '?'} lines, ${ad.records_out ?? '?'} records, ${ad.rejected ?? '?'} rejected, ` +
     `${ad.skipped ?? '?'} skipped; ${r.sent} URLs sent${per ? ` (${per})` : ''}${held}; ` +
-    `${r.new_domains} new domains; ${r.seconds.toFixed(1)} s${r.recovered ? ` (${RECOVERED[r.recovered]})` : ''}` +
+    `${r.new_domains} new domains${r.new_domains_failed_attempts ? ` (and ${r.new_domains_failed_attempts} by its failed attempts)` : ''}; ${r.seconds.toFixed(1)} s${r.recovered ? ` (${RECOVERED[r.recovered]})` : ''}` +
     (r.queue_name === undefined ? '' : `; queue files named ${r.queue_name}.tsv`)
   );
 }
