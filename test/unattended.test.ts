@@ -380,3 +380,55 @@ test("a committed run's runs.jsonl line names the domains its failed attempts as
   assert.equal(run(dir).status, 0);
   assert.equal(runsJsonl(dir).at(-1)!.new_domains_failed_attempts, undefined);
 });
+
+test('--keep-done removes processed reflogs and rejects files older than it after an invocation that committed a run; by default all are kept', () => {
+  const dir = fresh();
+  const withReject = (name: string) => fs.appendFileSync(hour(dir, name, 20), `1000\t0\t${name}3000\t9\tftp://bad.example/\t1\n`);
+  withReject('2011072806');
+  assert.equal(run(dir, '--max-reject-ratio', '0.5').status, 0);
+  const old = ['var/state/done/2011072806.reflog', 'var/state/rejects/2011072806.tsv'].map((f) => path.join(dir, f));
+  for (const f of old) assert.ok(fs.existsSync(f), f);
+  spawnSync('sleep', ['5.5']);
+  // An invocation that commits nothing removes nothing.
+  const none = run(dir, '--keep-done', '5s');
+  assert.equal(none.status, 0, none.stderr);
+  for (const f of old) assert.ok(fs.existsSync(f), `${f} kept: nothing committed`);
+  // Without --keep-done: kept.
+  withReject('2011072807');
+  assert.equal(run(dir, '--max-reject-ratio', '0.5').status, 0);
+  for (const f of old) assert.ok(fs.existsSync(f), `${f} kept by default`);
+  withReject('2011072808');
+  fs.writeFileSync(path.join(dir, 'c.conf'), 'keep-done = 5s\nmax-reject-ratio = 0.5\n');
+  const r = run(dir, '--config', 'c.conf');
+  assert.equal(r.status, 0, r.stderr);
+  assert.match(r.stderr, /removed 2 file\(s\) of done\/ and rejects\/ older than 5s \(--keep-done\)/);
+  for (const f of old) assert.ok(!fs.existsSync(f), `${f} removed`);
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/done')).sort(), ['2011072807.reflog', '2011072808.reflog']);
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/rejects')).filter((f) => f.endsWith('.tsv')).sort(), ['2011072807.tsv', '2011072808.tsv']);
+  assert.equal(run(dir, '--keep-done', 'soon').status, 2);
+});
+
+test('runs.jsonl under logrotate: rotated by rename (create) or by copytruncate, the next run appends a whole line to a file of its own, and the settings stay', () => {
+  const dir = fresh();
+  const runs = path.join(dir, 'var/state/runs.jsonl');
+  hour(dir, '2011072806', 5);
+  assert.equal(run(dir, '--keep', '10h').status, 0);
+  // rename: the runner opens runs.jsonl by name at each append, and makes it anew.
+  fs.renameSync(runs, `${runs}.1`);
+  hour(dir, '2011072807', 5, 10);
+  const a = run(dir, '--keep', '10h');
+  assert.equal(a.status, 0, a.stderr);
+  assert.deepEqual(runsJsonl(dir).map((x) => x.run), ['2011072807']);
+  // copytruncate: copied, then emptied in place; the next line goes at its start, no hole before it.
+  fs.copyFileSync(runs, `${runs}.2`);
+  fs.truncateSync(runs, 0);
+  hour(dir, '2011072808', 5, 20);
+  const b = run(dir, '--keep', '10h');
+  assert.equal(b.status, 0, b.stderr);
+  assert.equal(fs.readFileSync(runs, 'utf8').split('\n').filter(Boolean).length, 1);
+  assert.deepEqual(runsJsonl(dir).map((x) => x.run), ['2011072808']);
+  // The settings are not in runs.jsonl alone: a run without the cron's --keep is still refused.
+  hour(dir, '2011072809', 5, 30);
+  fs.writeFileSync(runs, '');
+  assert.equal(run(dir).status, 2);
+});

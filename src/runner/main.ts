@@ -16,6 +16,7 @@ import { prepareQueues, publish, readCommit, removePrepared, writeCommit, staged
 import { acquireLock, Locked } from './lock.js';
 import { missingCurrentLog, settingsRefusal, storedSettings } from './settings.js';
 import { queueNameFor, resentOf, setAside } from './resent.js';
+import { removeOld } from './retention.js';
 import { formatDuration } from '../core/time.js';
 import { PROG, USAGE, parseArgs, type RunnerOptions } from './options.js';
 import { runStages, stopChildren, type Progress, type ReflogIdentity } from './pipeline.js';
@@ -436,6 +437,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   // The human summary.
   summary();
   const ok = records.filter((r) => r.status === 'ok');
+  if (ok.length > 0 && o.keepDoneMs !== null) keepDone(o, log, o.keepDoneMs);
   const secs = ((Date.now() - t0) / 1000).toFixed(1);
   // Not the skipped ones, said apart below.
   const inInbox = () => planInbox(fs.readdirSync(o.inbox)).runs.filter((r) => !waiting.has(r)).length;
@@ -486,6 +488,19 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
       `${PROG}: ${ok.length} run(s) committed in ${secs} s; queue files in ${visibleName(o.queueDir)}/<yacobot_id>/<run>.tsv, ` +
         `run records in ${visibleName(path.join(o.state, 'runs.jsonl'))}${aside}\n`,
     );
+  }
+}
+
+/** --keep-done: removes done/ and rejects files older than `keepMs`, saying how many; what cannot be removed is warned about. */
+function keepDone(o: RunnerOptions, log: Logger, keepMs: number): void {
+  const { removed, failed } = removeOld(o.state, keepMs, Date.now());
+  if (removed.length > 0) {
+    log.info({ removed: removed.length, keep_done_ms: keepMs }, 'removed processed reflogs and rejects files older than --keep-done');
+    process.stderr.write(`${PROG}: removed ${removed.length} file(s) of done/ and rejects/ older than ${formatDuration(keepMs)} (--keep-done)\n`);
+  }
+  for (const f of failed) {
+    log.warn({ error: f }, 'cannot remove a file older than --keep-done');
+    process.stderr.write(`${PROG}: warning: cannot remove ${visibleName(f)} (older than --keep-done)\n`);
   }
 }
 
