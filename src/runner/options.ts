@@ -92,6 +92,22 @@ for it (exit 1). A run killed at any instant is finished or redone by the
 next invocation, with the same result (a queue file may be published twice,
 same name, same content).
 
+Unattended runs:
+  - A reflog whose last line has no newline (a cut download) fails its run
+    unless --allow-unterminated. A gzip file or an HTML page is named as such.
+  - A reflog with the same bytes as one a committed run of its name left in
+    STATE/done/ (a re-sent hour) is set aside there as
+    RUN.reflog.resent.~N~, with a warning; nothing runs for it. To replay an
+    hour on purpose, move (mv, or ln) its reflog from done/ into the inbox.
+  - A run whose name still has queue files in a Yacobot's directory (not
+    taken yet) writes its own as RUN.replay-YYYYMMDDhhmmss.tsv.
+  - --keep and --resend-after are stored with the state (STATE/settings.json);
+    other values make the invocation exit 2 (see --accept-settings-change).
+  - STATE/current_log missing after runs were committed fails the run (exit
+    1); STATE/current_log.last, a hard link the commit keeps, restores it.
+  - STATE/runs.jsonl is opened by name for each line: logrotate may rotate
+    it by rename (create, the safer) or copytruncate.
+
 Options (each also a key of the --config file):
   --inbox DIR             where reflogs arrive (default ./var/inbox)
   --state DIR             current_log, domain_map, done/, runs.jsonl, lock
@@ -119,10 +135,10 @@ Options (each also a key of the --config file):
                           there more than DURATION ago (default: keep all)
   --accept-settings-change
                           run although --keep or --resend-after differs from
-                          the settings stored with the state (STATE/settings.json,
-                          written by each commit); without it such an
-                          invocation exits 2 before any stage runs. The next
-                          commit stores the new settings
+                          the settings stored with the state
+                          (STATE/settings.json, written by each commit);
+                          without it such an invocation exits 2 before any
+                          stage runs. The next commit stores the new settings
   --allow-unterminated    commit a reflog whose last line has no newline, that
                           line included; without it such a run fails (exit 1,
                           the reflog stays in the inbox): a cut download
