@@ -388,9 +388,9 @@ test('--keep-done removes processed reflogs and rejects files older than it afte
   assert.equal(run(dir, '--max-reject-ratio', '0.5').status, 0);
   const old = ['var/state/done/2011072806.reflog', 'var/state/rejects/2011072806.tsv'].map((f) => path.join(dir, f));
   for (const f of old) assert.ok(fs.existsSync(f), f);
-  spawnSync('sleep', ['5.5']);
+  spawnSync('sleep', ['16']);
   // An invocation that commits nothing removes nothing.
-  const none = run(dir, '--keep-done', '5s');
+  const none = run(dir, '--keep-done', '15s');
   assert.equal(none.status, 0, none.stderr);
   for (const f of old) assert.ok(fs.existsSync(f), `${f} kept: nothing committed`);
   // Without --keep-done: kept.
@@ -398,10 +398,10 @@ test('--keep-done removes processed reflogs and rejects files older than it afte
   assert.equal(run(dir, '--max-reject-ratio', '0.5').status, 0);
   for (const f of old) assert.ok(fs.existsSync(f), `${f} kept by default`);
   withReject('2011072808');
-  fs.writeFileSync(path.join(dir, 'c.conf'), 'keep-done = 5s\nmax-reject-ratio = 0.5\n');
+  fs.writeFileSync(path.join(dir, 'c.conf'), 'keep-done = 15s\nmax-reject-ratio = 0.5\n');
   const r = run(dir, '--config', 'c.conf');
   assert.equal(r.status, 0, r.stderr);
-  assert.match(r.stderr, /removed 2 file\(s\) of done\/ and rejects\/ older than 5s \(--keep-done\)/);
+  assert.match(r.stderr, /removed 2 file\(s\) of done\/ and rejects\/ older than 15s \(--keep-done\)/);
   for (const f of old) assert.ok(!fs.existsSync(f), `${f} removed`);
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/done')).sort(), ['2011072807.reflog', '2011072808.reflog']);
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/rejects')).filter((f) => f.endsWith('.tsv')).sort(), ['2011072807.tsv', '2011072808.tsv']);
