@@ -520,7 +520,8 @@ test('runner: only complete *.reflog names are taken; a reflog being written und
   fs.writeFileSync(path.join(inbox, '2011072806.reflog'), `${line('a.com')}\n${line('b.com')}`); // complete, no final LF
   fs.writeFileSync(path.join(inbox, '2011072807.reflog.part'), `${line('c.com')}\nb\t1\t2011`);
   fs.writeFileSync(path.join(inbox, '.2011072808.reflog'), `${line('d.com')}\nb\t1\t2011`);
-  const r = runRunner(work);
+  assert.equal(runRunner(work).status, 1, 'a last line without LF fails its run by default');
+  const r = runRunner(work, ['--allow-unterminated']);
   assert.equal(r.status, 0, r.stderr);
   assert.ok(!hasStackTrace(r.stderr));
   assert.deepEqual(fs.readdirSync(inbox).sort(), ['.2011072808.reflog', '2011072807.reflog.part'], 'unfinished names left for the next run');

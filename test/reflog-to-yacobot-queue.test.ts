@@ -13,7 +13,7 @@ import { ROOT, RUNNER, canRunAsNobody, hasStackTrace, lockHolder, partnerDb, run
 import { assertSameState, newDomains, runsJsonl, snapshot } from './lib/runner-state.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
-import { GATE_FD, NOT_STARTED, REFLOG_HEAD_BYTES, assignedInLog, pipelineScript, type RunPaths, hourNotBegun, notAnHour, failureMessage, firstHeaderLine, hourEndOf, mostForgetful, mostForgetfulSince, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, settingsWarning, type RunRecord } from '../src/runner/plan.js';
+import { GATE_FD, NOT_STARTED, REFLOG_HEAD_BYTES, assignedInLog, pipelineScript, type RunPaths, hourNotBegun, notAnHour, failureMessage, firstHeaderLine, hourEndOf, mostForgetful, mostForgetfulSince, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, type RunRecord } from '../src/runner/plan.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { formatTimestamp } from '../src/core/time.js';
 import { HOST_TAG } from '../src/core/tsv.js';
@@ -647,6 +647,7 @@ test('killed just before each commit step, the next run rolls forward or redoes 
     ['queue:3', 'rejects', 'cleanup'],
     // Inside writeCommit: the stage logs (what upload-domains assigned) must still be there.
     ['commit:marker', 'queue:2', 'uncommit'],
+    ['settings', 'commit', 'settings'],
   ];
   const names = RUNS.map((f) => f.replace(/\.reflog$/, ''));
   const one = async (steps: string[]) => {
@@ -670,7 +671,8 @@ test('killed just before each commit step, the next run rolls forward or redoes 
   };
   // Two at a time: the machine has two cores.
   await Promise.all(scenarios.slice(0, 2).map(one));
-  await Promise.all(scenarios.slice(2).map(one));
+  await Promise.all(scenarios.slice(2, 4).map(one));
+  await one(scenarios[4]!);
 });
 
 test('a run killed after copying its queue files beside their place, and not committed, leaves no copy there: its retry failed, or its reflog was taken out of the inbox', async () => {
@@ -839,6 +841,7 @@ test('killed in the cleanup of a finished run, then the hour re-sent: a new run,
   assert.ok(fs.existsSync(path.join(dir, 'var/state/staging', RUN0, 'run.json')), 'killed before the cleanup');
   for (const id of fs.readdirSync(path.join(dir, 'var/queue'))) fs.rmSync(path.join(dir, 'var/queue', id, `${RUN0}.tsv`)); // the Yacobots took their files
   fs.copyFileSync(path.join(REFLOGS, RUNS[0]!), path.join(dir, 'var/inbox', RUNS[0]!)); // the hour is sent again
+  fs.appendFileSync(path.join(dir, 'var/inbox', RUNS[0]!), '\n'); // with other bytes: the same ones are set aside unrun
   const r = await runner(dir);
   assert.equal(r.status, 0, r.stderr);
   assert.doesNotMatch(r.stderr, /interrupted/);
@@ -864,13 +867,13 @@ test('a SIGTERM that comes just as the chain would start (domains-from-db runnin
   assertSameState(snapshot(dir), want, 'then a rerun');
 });
 
-test('a reflog whose last line has no newline is processed, with a warning on stderr and in runs.jsonl', async () => {
+test('a reflog whose last line has no newline is processed with --allow-unterminated, with a warning on stderr and in runs.jsonl', async () => {
   const dir = freshFirstOnly();
   const f = path.join(dir, 'var/inbox', RUNS[0]!);
   const text = fs.readFileSync(f);
   assert.equal(text[text.length - 1], 10);
   fs.writeFileSync(f, text.subarray(0, text.length - 1));
-  const r = await runner(dir);
+  const r = await runner(dir, ['--allow-unterminated']);
   assert.equal(r.status, 0, r.stderr);
   const run = RUN0;
   assert.ok(r.stderr.includes(`warning: ${run}: the reflog's last line has no newline`), r.stderr);
@@ -1244,19 +1247,9 @@ test('pure helpers of the replay warning: the newest committed now in the tail o
   );
   assert.equal(replayWarning('2011072812', '20110728130000', recorded, h, true), null, '9h older than a run under --keep 10h, whatever this invocation\'s keep');
 
-  // The settings of the last committed run that recorded them, against this invocation's.
-  const set = (run: string, status: string, keep?: number, resend?: number) => ({ run, status, now: '20110728070000', keep_ms: keep, resend_after_ms: resend });
-  assert.equal(settingsWarning([set('a', 'ok', 10 * h, h)], 10 * h, h), null, 'the same');
-  assert.equal(settingsWarning([], h, h), null, 'no run');
-  assert.equal(settingsWarning([set('a', 'ok')], h, h), null, 'a line from before keep_ms');
-  assert.equal(
-    settingsWarning([set('a', 'ok', 10 * h, h), set('b', 'failed', h, h)], h, 30 * 60_000),
-    "these runs use --keep 1h and --resend-after 30m, run a (the last committed) used 10h and 1h: each run's filter-url keeps current_log by its own; " +
-      "if one of the two is not the cron's setting (a run by hand without its --config?), stop now (Ctrl-C: nothing of the run is published)",
-  );
 });
 
-test('a run by hand without the cron\'s --keep is warned about, and a replay is judged by the --keep of the run that forgot', async () => {
+test('a run by hand without the cron\'s --keep is refused (exit 2), accepted with --accept-settings-change, and a replay is judged by the --keep of the run that forgot', async () => {
   const dir = fresh();
   keepOnly(dir);
   writeReflog(dir, '2011072806', [['20110728063000', 'http://a.example/x']]);
@@ -1267,13 +1260,15 @@ test('a run by hand without the cron\'s --keep is warned about, and a replay is 
   // Replayed by hand without --keep: hour 08 kept a.example/x (10h), so no replay warning
   // (it was one under this invocation's 1h), and it is held back; the setting is warned about.
   replayOf(dir, '2011072806');
-  const byHand = await runner(dir);
+  const refused = await runner(dir);
+  assert.equal(refused.status, 2, refused.stderr);
+  assert.match(refused.stderr, /--keep 1h here, 10h stored.*--accept-settings-change/, refused.stderr);
+  const byHand = await runner(dir, ['--accept-settings-change']);
   assert.equal(byHand.status, 0, byHand.stderr);
   assert.deepEqual(
     warningLines(byHand.stderr),
     [
-      "reflog-to-yacobot-queue: warning: these runs use --keep 1h, run 2011072808 (the last committed) used 10h: each run's filter-url keeps current_log by its own; " +
-        "if one of the two is not the cron's setting (a run by hand without its --config?), stop now (Ctrl-C: nothing of the run is published)",
+      'reflog-to-yacobot-queue: warning: settings change accepted (--accept-settings-change): --keep 1h, --resend-after 1h replace --keep 10h, --resend-after 1h once a run commits',
     ],
     byHand.stderr,
   );
@@ -1391,14 +1386,14 @@ test('a re-sent hour committed again keeps the reflog its earlier run archived i
   assert.equal(fs.readFileSync(`${archived}.~3~`, 'utf8'), 'reflog-dump v2\n1000\t0\t20110728063000\t1\thttp://resent.example/\t1\n');
   fs.renameSync(path.join(dir, 'first.reflog'), `${archived}.~1~`);
 
-  // Copied out of done/ (cp, not mv): the same bytes, nothing kept twice, nothing said.
+  // Copied out of done/ (cp, not mv): the same bytes, a re-sent hour, set aside unrun; no numbered copy.
   const third = fs.readFileSync(archived);
   takeQueueFiles(dir, name);
   fs.copyFileSync(archived, path.join(inbox, RUNS[0]!));
   const r3 = await runner(dir, ['--log-level', 'silent']);
   assert.equal(r3.status, 0, r3.stderr);
-  assert.doesNotMatch(r3.stderr, /warning/);
-  assert.deepEqual(fs.readdirSync(done).filter((f) => f.startsWith(name)).sort(), [RUNS[0]!, `${RUNS[0]!}.~1~`, `${RUNS[0]!}.~2~`, `${RUNS[0]!}.~3~`]);
+  assert.deepEqual(warningLines(r3.stderr).map((l) => / a re-sent hour, set aside as /.test(l)), [true], r3.stderr);
+  assert.deepEqual(fs.readdirSync(done).filter((f) => f.startsWith(name)).sort(), [RUNS[0]!, `${RUNS[0]!}.resent.~1~`, `${RUNS[0]!}.~1~`, `${RUNS[0]!}.~2~`, `${RUNS[0]!}.~3~`]);
   assert.deepEqual(fs.readFileSync(archived), third);
   assert.deepEqual(fs.readdirSync(inbox), []);
 });
@@ -1710,7 +1705,7 @@ test('pure helpers: config parsing, option precedence, now, inbox order', () => 
     ],
     record: {} as RunRecord,
   }).map((st) => st.name);
-  assert.deepEqual(steps, ['queue:1', 'queue:3', 'current_log', 'domain_map', 'rejects', 'record', 'reflog', 'uncommit', 'cleanup']);
+  assert.deepEqual(steps, ['queue:1', 'queue:3', 'current_log', 'settings', 'domain_map', 'rejects', 'record', 'reflog', 'uncommit', 'cleanup']);
 });
 
 test('runs.jsonl append: a torn last line is cut, a retried record is not doubled', () => {
@@ -2488,7 +2483,7 @@ test('a stopped stage and a stopped chain shell (Ctrl-Z, SIGSTOP) still stop on 
   assert.deepEqual(processesWhere((cmd) => cmd.includes(dir)), [], 'no process of the run left');
 });
 
-test('a replayed hour whose first queue files were not taken yet fails, publishing nothing, instead of replacing them', async () => {
+test('a replayed hour whose first queue files were not taken yet publishes its own under a name of their own, instead of replacing them', async () => {
   const dir = copyOf((await ref1()).dir); // the first hour run
   const run = RUN0;
   const queues = ['1', '2', '3'].map((y) => path.join(dir, 'var/queue', y, `${run}.tsv`)).filter((f) => fs.existsSync(f));
@@ -2501,21 +2496,18 @@ test('a replayed hour whose first queue files were not taken yet fails, publishi
   fs.writeFileSync(path.join(dir, 'var/inbox', RUNS[0]!), fs.readFileSync(path.join(dir, 'var/state/done', RUNS[0]!), 'utf8') + extra);
   fs.rmSync(path.join(dir, 'var/state/done', RUNS[0]!));
   const replay = await runner(dir);
-  assert.equal(replay.status, 1, replay.stderr);
+  assert.equal(replay.status, 0, replay.stderr);
   assert.ok(!hasStackTrace(replay.stderr), replay.stderr);
-  assert.match(replay.stderr, new RegExp(`var/queue/\\d/${run}\\.tsv: is still there with other URLs \\(not yet taken by Yacobot \\d\\?\\)`));
   assert.deepEqual(queues.map((f) => fs.readFileSync(f, 'utf8')), before, 'the untaken queue files are unchanged');
-  assert.ok(fs.existsSync(path.join(dir, 'var/inbox', RUNS[0]!)), 'the reflog stays in the inbox');
   const last = runsJsonl(dir).at(-1)!;
-  assert.deepEqual([last.status, last.failed_stage], ['failed', 'publish']);
-  // Once the Yacobots have taken them, the replay goes through.
-  for (const f of queues) fs.renameSync(f, `${f}.taken`);
-  const again = await runner(dir);
-  assert.equal(again.status, 0, again.stderr);
+  assert.deepEqual([last.status, last.sent], ['ok', 6]);
+  assert.match(String(last.queue_name), new RegExp(`^${run}\\.replay-\\d{14}$`));
+  const own = ['1', '2', '3'].map((y) => path.join(dir, 'var/queue', y, `${last.queue_name}.tsv`)).filter((f) => fs.existsSync(f));
+  assert.equal(own.map((f) => fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).length).reduce((a, b) => a + b, 0), 6, 'the 6 new URLs, in files of their own');
   assert.ok(fs.existsSync(path.join(dir, 'var/state/done', RUNS[0]!)));
 });
 
-test('a replayed hour with untaken queue files at several Yacobots names them all in one failure, and goes through once they are moved aside under other *.tsv names', async () => {
+test('a replayed hour with untaken queue files at several Yacobots goes through with queue files of a name of its own at each; the old ones stay to be taken', async () => {
   const dir = copyOf((await ref1()).dir); // the first hour run
   const run = RUN0;
   // One new URL on a domain of each Yacobot: the replay has a queue file for each of the three.
@@ -2529,21 +2521,12 @@ test('a replayed hour with untaken queue files at several Yacobots names them al
   fs.writeFileSync(path.join(dir, 'var/inbox', RUNS[0]!), fs.readFileSync(path.join(dir, 'var/state/done', RUNS[0]!), 'utf8') + extra);
   fs.rmSync(path.join(dir, 'var/state/done', RUNS[0]!));
   const queue = (y: string) => path.join(dir, 'var/queue', y, `${run}.tsv`);
+  const before = ['1', '2', '3'].map((y) => fs.readFileSync(queue(y), 'utf8'));
   const replay = await runner(dir);
-  assert.equal(replay.status, 1, replay.stderr);
-  assert.ok(
-    replay.stderr.includes(
-      `${queue('1')}: is still there with other URLs (not yet taken by Yacobot 1?), and so are ${queue('2')} (Yacobot 2), ${queue('3')} (Yacobot 3); ` +
-        'publishing this run would replace them, and current_log has them as sent. Let the Yacobots take them, or move them aside under another *.tsv name',
-    ),
-    replay.stderr,
-  );
-  assert.deepEqual(runsJsonl(dir).at(-1)!.failed_stage, 'publish');
-  // Moved aside as the message says: the replay goes through, and the old files stay to be taken.
-  for (const y of ['1', '2', '3']) fs.renameSync(queue(y), queue(y).replace(/\.tsv$/, '.first.tsv'));
-  const again = await runner(dir);
-  assert.equal(again.status, 0, again.stderr);
-  for (const y of ['1', '2', '3']) assert.equal(fs.readFileSync(queue(y), 'utf8').split('\n').filter(Boolean).length, 1, `queue ${y}`);
+  assert.equal(replay.status, 0, replay.stderr);
+  const own = String(runsJsonl(dir).at(-1)!.queue_name);
+  assert.deepEqual(['1', '2', '3'].map((y) => fs.readFileSync(queue(y), 'utf8')), before, 'the old files stay to be taken');
+  for (const y of ['1', '2', '3']) assert.equal(fs.readFileSync(path.join(dir, 'var/queue', y, `${own}.tsv`), 'utf8').split('\n').filter(Boolean).length, 1, `queue ${y}`);
 });
 
 test('a reflog renamed over INBOX/RUN.reflog while that run is in progress stays in the inbox, and the next invocation processes it', async () => {
@@ -2589,19 +2572,14 @@ test('a roll forward does not move a reflog that came under the name after the r
   assert.equal(killed.signal, 'SIGKILL', killed.stderr);
   fs.writeFileSync(inboxFile, resent);
   const r = await runner(dir);
-  // Rolled forward without touching it; then it runs, and its queue files are not the untaken ones: it waits.
-  assert.equal(r.status, 1, r.stderr);
+  // Rolled forward without touching it; then it runs, its queue files named apart from the untaken ones.
+  assert.equal(r.status, 0, r.stderr);
   assert.ok(!hasStackTrace(r.stderr), r.stderr);
   assert.match(r.stderr, /rolling forward/);
   assert.ok(r.stderr.includes(`warning: ${inboxFile} is not the file run ${run} read`), r.stderr);
-  assert.match(r.stderr, /is still there with other URLs/);
-  assert.ok(fs.readFileSync(inboxFile).equals(resent), 'still in the inbox');
-  assert.ok(fs.readFileSync(path.join(dir, 'var/state/done', RUNS[0]!)).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))), 'done/ holds the one processed');
-  takeQueueFiles(dir, run);
-  const again = await runner(dir);
-  assert.equal(again.status, 0, again.stderr);
+  assert.ok(fs.readFileSync(path.join(dir, 'var/state/done', `${RUNS[0]!}.~1~`)).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))), 'done/ keeps the one processed first');
   assert.ok(fs.readFileSync(path.join(dir, 'var/state/done', RUNS[0]!)).equals(resent));
-  assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[run, 'ok'], [run, 'failed'], [run, 'ok']]);
+  assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status, typeof x.queue_name]), [[run, 'ok', 'undefined'], [run, 'ok', 'string']]);
 
   // A COMMIT written by a runner that did not record the identity: the reflog step moves what is there.
   const old = freshFirstOnly();
@@ -3143,7 +3121,7 @@ test('a reflog whose name starts with ten digits that are no real hour (20110728
   for (const name of ['1311836400', '0000000042', '2011130100', '2011073224', '2011072830']) assert.equal(notAnHour(name), null, name);
   for (const name of ['2011022912', '2011043112x', '2011072829']) assert.notEqual(notAnHour(name), null, name);
   // --now decides the now by itself: they run.
-  const now = await runner(dir, ['--now', '20110728090000']);
+  const now = await runner(dir, ['--now', '20110728090000', '--keep', '10h']);
   assert.equal(now.status, 0, now.stderr);
   assert.deepEqual(fs.readdirSync(inbox), []);
 });
@@ -3173,7 +3151,7 @@ test('a reflog named for an hour that has not begun (a typo: 2107 for 2011) wait
   const alone = await runner(dir);
   assert.equal(alone.status, 0, alone.stderr);
   assert.ok(alone.stderr.endsWith(`reflog-to-yacobot-queue: nothing run: the 1 *.reflog file(s) in ${path.join(dir, 'var/inbox')} were skipped (see the warnings above)\n`), alone.stderr);
-  const now = await runner(dir, ['--now', '20110728090000']);
+  const now = await runner(dir, ['--now', '20110728090000', '--keep', '10h']);
   assert.equal(now.status, 0, now.stderr);
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), []);
 });

@@ -19,7 +19,9 @@
 //                 First, so that URLs are handed out before the state that says
 //                 they were sent (at-least-once even if the staging area were lost).
 //   2. current_log, 3. domain_map   rename staged file over STATE/<file>
-//                 (skipped when the staged file is gone: renamed before a crash).
+//                 (skipped when the staged file is gone: renamed before a crash);
+//                 STATE/current_log.last is made a hard link of the new current_log.
+//   2b. settings  write the run's --keep and --resend-after to STATE/settings.json.
 //   4. rejects    rename staged rejects to STATE/rejects/RUN.tsv; with none, remove
 //                 a STATE/rejects/RUN.tsv an earlier commit of the name left (that
 //                 file is the last committed run's). Then remove the rejects of a
@@ -64,6 +66,7 @@ import {
 } from './fsutil.js';
 import { REFLOG_EXT, failedRejects, keptRejects, type RunRecord } from './plan.js';
 import { reflogIdentity, sameFile, type ReflogIdentity } from './pipeline.js';
+import { currentLogLink, settingsFile, settingsText } from './settings.js';
 
 /** Everything the publish needs, recorded in the COMMIT marker (absolute paths). */
 export interface CommitPlan {
@@ -81,6 +84,8 @@ export interface CommitPlan {
    */
   reflogLink?: ReflogIdentity | null;
   queueDir: string;
+  /** The name of the run's queue files when it is not the run's (a replay beside untaken files of the name); absent: the run's. */
+  queueName?: string;
   backlogWarn: number;
   /** Staged queue files: QUEUE/<yacobot>/<RUN>.tsv comes from <staging>/work/queue/<yacobot>/<RUN>.tsv. */
   queue: { yacobot: string; urls: number }[];
@@ -116,8 +121,8 @@ export interface CommitHooks {
 }
 
 /** The staged queue file of a Yacobot. */
-export function stagedQueueFile(plan: Pick<CommitPlan, 'staging' | 'run'>, yacobot: string): string {
-  return path.join(plan.staging, 'work', 'queue', yacobot, `${plan.run}.tsv`);
+export function stagedQueueFile(plan: Pick<CommitPlan, 'staging' | 'run' | 'queueName'>, yacobot: string): string {
+  return path.join(plan.staging, 'work', 'queue', yacobot, `${plan.queueName ?? plan.run}.tsv`);
 }
 
 /**
@@ -189,17 +194,17 @@ export function countBacklog(queueDir: string): Backlog {
 }
 
 /** Where a run's queue file for one Yacobot is published. */
-function publishedQueueFile(plan: Pick<CommitPlan, 'queueDir' | 'run'>, yacobot: string): string {
-  return path.join(plan.queueDir, yacobot, `${plan.run}.tsv`);
+function publishedQueueFile(plan: Pick<CommitPlan, 'queueDir' | 'run' | 'queueName'>, yacobot: string): string {
+  return path.join(plan.queueDir, yacobot, `${plan.queueName ?? plan.run}.tsv`);
 }
 
 /**
  * Step 0: copies every staged queue file beside its destination, fsynced, before
  * the COMMIT. On failure the copies made are removed and the error is thrown: the
  * run fails with no queue file published. A queue file of the same name already
- * there with other bytes (a replayed or re-sent hour whose first queue file its
- * Yacobot has not taken yet) is such a failure: replacing it would lose URLs that
- * current_log records as sent.
+ * there with other bytes is such a failure: replacing it would lose URLs that
+ * current_log records as sent (queueNameFor gives a replay beside untaken files a name
+ * of its own, so only a file that came under that name since can do it).
  */
 export function prepareQueues(plan: CommitPlan): void {
   // Every such file is named at once: each attempt that finds one more is a whole run.
@@ -242,13 +247,30 @@ export function prepareQueues(plan: CommitPlan): void {
 }
 
 /**
+ * Whether some Yacobot directory of `queueDir` holds `name`.tsv, or the copy prepareQueues
+ * makes of it: a Yacobot has not taken that file yet, or a commit is publishing it.
+ */
+export function queueNameTaken(queueDir: string, name: string): boolean {
+  let ids: string[];
+  try {
+    ids = fs.readdirSync(queueDir);
+  } catch {
+    return false;
+  }
+  return ids.some((id) => {
+    const f = path.join(queueDir, id, `${name}.tsv`);
+    return /^[1-9]\d*$/.test(id) && (statQuiet(f, fs.lstatSync) !== undefined || statQuiet(preparedPath(f), fs.lstatSync) !== undefined);
+  });
+}
+
+/**
  * Removes the copies prepareQueues made for run `run` (QUEUE/<id>/.<RUN>.tsv.publish)
  * that no COMMIT will publish: those of an attempt killed between its copies and its
  * COMMIT, found by start-up. A retry that made the same files replaced them; one that
  * failed, made no file for that Yacobot, or never came (its reflog taken out of the
  * inbox) left them there for good.
  */
-export function removePrepared(queueDir: string, run: string): void {
+export function removePrepared(queueDir: string, run: string, queueName?: string): void {
   let ids: string[];
   try {
     ids = fs.readdirSync(queueDir);
@@ -256,7 +278,7 @@ export function removePrepared(queueDir: string, run: string): void {
     return; // no queue side yet, so no copy there
   }
   for (const id of ids.filter((d) => /^[1-9]\d*$/.test(d))) {
-    const f = preparedPath(publishedQueueFile({ queueDir, run }, id));
+    const f = preparedPath(publishedQueueFile({ queueDir, run, ...(queueName !== undefined && { queueName }) }, id));
     try {
       fs.unlinkSync(f);
     } catch (err) {
@@ -466,6 +488,26 @@ function park(file: string, parked: string): void {
   fsyncPath(path.dirname(parked));
 }
 
+/**
+ * Makes `link` a hard link of `file` (unless it already is one), so that removing
+ * `file` by hand loses nothing; where hard links cannot be made, leaves it as it is.
+ */
+function keepLink(file: string, link: string): void {
+  const a = statQuiet(file, fs.lstatSync);
+  const b = statQuiet(link, fs.lstatSync);
+  if (a === undefined || (b !== undefined && a.dev === b.dev && a.ino === b.ino)) return;
+  const tmp = path.join(path.dirname(link), `.${path.basename(link)}.tmp`);
+  try {
+    fs.rmSync(tmp, { force: true });
+    fs.linkSync(file, tmp);
+    fs.renameSync(tmp, link);
+  } catch {
+    fs.rmSync(tmp, { force: true });
+    return; // no copy kept: the message for a missing current_log then says so
+  }
+  fsyncPath(path.dirname(link));
+}
+
 /** The publish steps of a committed run, in the order above. */
 export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovered = false): Step[] {
   const work = path.join(plan.staging, 'work');
@@ -506,7 +548,22 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
     fsyncPath(path.dirname(to));
   };
   const replace = (name: string, from: string, to: string): Step => ({ name, run: () => moveIntoPlace(from, to) });
-  steps.push(replace('current_log', path.join(work, 'current_log'), path.join(plan.state, 'current_log')));
+  steps.push({
+    name: 'current_log',
+    run() {
+      const current = path.join(plan.state, 'current_log');
+      moveIntoPlace(path.join(work, 'current_log'), current);
+      keepLink(current, currentLogLink(plan.state));
+    },
+  });
+  steps.push({
+    name: 'settings',
+    run() {
+      const { run, keep_ms, resend_after_ms } = plan.record;
+      // A marker of a runner before keep_ms was recorded: the settings stay as they were.
+      if (Number.isSafeInteger(keep_ms) && Number.isSafeInteger(resend_after_ms)) writeFileDurable(settingsFile(plan.state), settingsText({ run, keep_ms, resend_after_ms }));
+    },
+  });
   steps.push(replace('domain_map', path.join(work, 'domain_map'), path.join(plan.state, 'domain_map')));
   const rejects = keptRejects(plan.state, plan.run);
   steps.push({
@@ -633,10 +690,39 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
   return steps;
 }
 
-/** Runs every publish step of a committed run (first time or roll forward). */
+/** What each publish step does, for a message on what still waits. */
+function stepWork(step: string): string {
+  if (step.startsWith('queue:')) return `publish the queue file of Yacobot ${step.slice('queue:'.length)}`;
+  const work: Record<string, string> = {
+    current_log: 'replace current_log',
+    settings: 'store its settings',
+    domain_map: 'replace domain_map',
+    rejects: 'keep its rejects',
+    record: 'append its runs.jsonl line',
+    reflog: 'move its reflog to done/',
+    uncommit: 'remove its staging area',
+  };
+  return work[step] ?? '';
+}
+
+/**
+ * Runs every publish step of a committed run (first time or roll forward). A step that
+ * fails throws a DataError that says the run is committed and which steps still wait.
+ */
 export function publish(plan: CommitPlan, hooks: CommitHooks = {}, recovered = false): void {
-  for (const s of publishSteps(plan, hooks, recovered)) {
+  const steps = publishSteps(plan, hooks, recovered);
+  steps.forEach((s, i) => {
     hooks.beforeStep?.(plan.run, s.name);
-    s.run();
-  }
+    try {
+      s.run();
+    } catch (err) {
+      if (!(err instanceof DataError)) throw err;
+      const waiting = [...new Set(steps.slice(i).map((t) => stepWork(t.name)).filter((w) => w !== ''))].join(', ');
+      throw new DataError(
+        err.code,
+        `${err.message}; run ${plan.run} is committed, nothing of it is lost: still waiting: ${waiting}, which the next invocation does once this is fixed`,
+        err.place,
+      );
+    }
+  });
 }

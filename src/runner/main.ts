@@ -14,6 +14,10 @@ import { dbError, openDb } from '../core/db.js';
 import { countLines, appendRecordOnce, lastRecord, mkdirDurable, symlinkTarget, tailRecords, writeFileDurable } from './fsutil.js';
 import { prepareQueues, publish, readCommit, removePrepared, writeCommit, stagedQueueFile, type CommitHooks, type CommitPlan } from './commit.js';
 import { acquireLock, Locked } from './lock.js';
+import { missingCurrentLog, settingsRefusal, storedSettings } from './settings.js';
+import { queueNameFor, resentOf, setAside } from './resent.js';
+import { removeOld } from './retention.js';
+import { formatDuration } from '../core/time.js';
 import { PROG, USAGE, parseArgs, type RunnerOptions } from './options.js';
 import { runStages, stopChildren, type Progress, type ReflogIdentity } from './pipeline.js';
 import {
@@ -21,7 +25,11 @@ import {
   REFLOG_HEAD_BYTES,
   assignedInLog,
   failureMessage,
+  failedAttemptsAssigned,
   firstHeaderLine,
+  foreignKind,
+  foreignReflog,
+  unterminatedReflog,
   hourNotBegun,
   notAnHour,
   humanLine,
@@ -31,7 +39,6 @@ import {
   planInbox,
   repeatedWarnings,
   replayWarning,
-  settingsWarning,
   resolveNow,
   runPaths,
   stageCounts,
@@ -56,6 +63,8 @@ interface RunJson {
   assigned_earlier?: number;
   /** The attempt whose assignments assigned_earlier last took in, so that none is counted twice. */
   assigned_counted?: number;
+  /** The name of the run's queue files, fixed at its first attempt (queueNameFor); absent: the run's. */
+  queue?: string;
 }
 
 class Stop extends Error {
@@ -291,6 +300,8 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   /** Of those, the names whose hour has not begun: planInbox counts them among its runs. */
   const waiting = new Set<string>();
   let failed: RunRecord | null = null;
+  /** The re-sent reflogs set aside (setAsideResent). */
+  let resentSetAside = 0;
   /** The run a signal cut short before its commit (nothing of it published), if any. */
   let interrupted: string | null = null;
   /** The lines of the committed runs not yet printed: those whose publish steps an error stopped. */
@@ -326,9 +337,9 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
       }
       // Not committed: the queue files an attempt killed after copying them beside their
       // place will not be published from there (a rerun copies its own).
-      removePrepared(o.queueDir, name);
       const p = runPaths(o, name);
       const rj = readRunJson(p);
+      removePrepared(o.queueDir, name, rj?.queue);
       const over = rj === null ? null : attemptRecorded(path.join(o.state, 'runs.jsonl'), rj);
       if (over !== null) {
         // Killed after its line and before its staging area was removed (a failed run, or a
@@ -389,15 +400,15 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     const past = tailRecords(path.join(o.state, 'runs.jsonl'));
     const newestOfAll = mostForgetful(past, o.keepMs);
     const sinceCommitted = mostForgetfulSince(past, o.keepMs);
-    const settings = runs.length > 0 ? settingsWarning(past, o.keepMs, o.resendAfterMs) : null;
-    if (settings !== null) {
-      log.warn({ keep_ms: o.keepMs, resend_after_ms: o.resendAfterMs }, 'settings differ from those of the last committed run');
-      process.stderr.write(`${PROG}: warning: ${settings}\n`);
-    }
+    if (runs.length > 0) checkSettings(o, log, past);
     const committedHere: RunRecord[] = [];
     for (const name of runs) {
       await pollOnce();
       if (signal) break;
+      if (!rerun.has(name) && setAsideResent(o, log, name)) {
+        resentSetAside++;
+        continue;
+      }
       const replayed = sinceCommitted.has(name);
       const newest = mostForgetful(committedHere, o.keepMs, replayed ? (sinceCommitted.get(name) ?? null) : newestOfAll);
       const r = await runOne(o, log, runPaths(o, name), lock.fd, hooks, rerun.has(name), () => signal !== null, newest, replayed);
@@ -426,6 +437,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   // The human summary.
   summary();
   const ok = records.filter((r) => r.status === 'ok');
+  if (ok.length > 0 && o.keepDoneMs !== null) keepDone(o, log, o.keepDoneMs);
   const secs = ((Date.now() - t0) / 1000).toFixed(1);
   // Not the skipped ones, said apart below.
   const inInbox = () => planInbox(fs.readdirSync(o.inbox)).runs.filter((r) => !waiting.has(r)).length;
@@ -450,7 +462,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
         `${PROG}: nothing of it was published; ${stay(left)} (see ${visibleName(path.join(o.state, 'runs.jsonl'))})\n`,
     );
     // The operator's two ways on from a reject ratio failure: the lines to look at, and the flag.
-    if (failed.stages['analyze-dump']?.error_code === 'REJECT_RATIO' && failed.rejects_file) {
+    if (failed.failed_stage === 'analyze-dump' && failed.stages['analyze-dump']?.error_code === 'REJECT_RATIO' && failed.rejects_file) {
       process.stderr.write(
         `${PROG}: the rejected lines are in ${visibleName(failed.rejects_file)}; if the reflog is to go through anyway, run again with a higher --max-reject-ratio\n`,
       );
@@ -461,7 +473,10 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     }
     throw new Stop(1);
   }
-  if (records.length === 0) {
+  const aside = resentSetAside > 0 ? `; ${resentSetAside} re-sent reflog(s) set aside in ${visibleName(path.join(o.state, 'done'))}` : '';
+  if (records.length === 0 && resentSetAside > 0) {
+    process.stderr.write(`${PROG}: nothing run${aside} (see the warnings above)\n`);
+  } else if (records.length === 0) {
     // Skipped files are not "nothing": each warning above says what stops it.
     process.stderr.write(
       skippedFiles > 0
@@ -471,9 +486,74 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   } else {
     process.stderr.write(
       `${PROG}: ${ok.length} run(s) committed in ${secs} s; queue files in ${visibleName(o.queueDir)}/<yacobot_id>/<run>.tsv, ` +
-        `run records in ${visibleName(path.join(o.state, 'runs.jsonl'))}\n`,
+        `run records in ${visibleName(path.join(o.state, 'runs.jsonl'))}${aside}\n`,
     );
   }
+}
+
+/** --keep-done: removes done/ and rejects files older than `keepMs`, saying how many; what cannot be removed is warned about. */
+function keepDone(o: RunnerOptions, log: Logger, keepMs: number): void {
+  const { removed, failed } = removeOld(o.state, keepMs, Date.now());
+  if (removed.length > 0) {
+    log.info({ removed: removed.length, keep_done_ms: keepMs }, 'removed processed reflogs and rejects files older than --keep-done');
+    process.stderr.write(`${PROG}: removed ${removed.length} file(s) of done/ and rejects/ older than ${formatDuration(keepMs)} (--keep-done)\n`);
+  }
+  for (const f of failed) {
+    log.warn({ error: f }, 'cannot remove a file older than --keep-done');
+    process.stderr.write(`${PROG}: warning: cannot remove ${visibleName(f)} (older than --keep-done)\n`);
+  }
+}
+
+/**
+ * The failure of run `run` when STATE/current_log is missing though runs were committed
+ * (missingCurrentLog), else null; with --reset-current-log, says that the memory starts over.
+ */
+function memoryLost(o: RunnerOptions, log: Logger, run: string): string | null {
+  const past = tailRecords(path.join(o.state, 'runs.jsonl'));
+  const lost = missingCurrentLog(o.state, past);
+  if (lost === null || !o.resetCurrentLog) return lost;
+  log.warn({ run, current_log: path.join(o.state, 'current_log') }, 'current_log is missing; starting the memory of sent URLs over (--reset-current-log)');
+  process.stderr.write(`${PROG}: warning: ${visibleName(run)}: ${visibleName(path.join(o.state, 'current_log'))} is missing; starting the memory of sent URLs over (--reset-current-log): every URL of this run is sent as new\n`);
+  return null;
+}
+
+/**
+ * When INBOX/NAME.reflog repeats byte for byte a reflog a committed run of NAME archived:
+ * sets it aside in done/ with a warning, and returns true (nothing else is done with it).
+ */
+function setAsideResent(o: RunnerOptions, log: Logger, name: string): boolean {
+  const file = path.join(o.inbox, name + REFLOG_EXT);
+  const done = path.join(o.state, 'done');
+  const same = resentOf(file, done, name);
+  if (same === null) return false;
+  const to = setAside(file, same.st, done, name);
+  if (to === file) return false; // another file came under its name meanwhile: it runs
+  log.warn({ run: name, reflog: file, archived: same.archived, set_aside: to }, 're-sent hour set aside');
+  process.stderr.write(
+    `${PROG}: warning: ${visibleName(file)}: the same bytes as ${visibleName(same.archived)}, which a committed run of ${visibleName(name)} read: ` +
+      `a re-sent hour, set aside as ${visibleName(to)}; nothing was run (to replay the hour, move the reflog from done/ into the inbox)\n`,
+  );
+  return true;
+}
+
+/**
+ * Throws a UsageError (exit 2, before any stage runs) when this invocation's settings
+ * differ from those stored with the state, unless --accept-settings-change: then says
+ * that the run goes on with them (its commit stores them).
+ */
+function checkSettings(o: RunnerOptions, log: Logger, past: readonly unknown[]): void {
+  const stored = storedSettings(o.state, past);
+  const refusal = stored === null ? null : settingsRefusal(o, stored);
+  if (refusal === null) return;
+  if (!o.acceptSettingsChange) {
+    log.error({ keep_ms: o.keepMs, resend_after_ms: o.resendAfterMs, stored: stored!.settings }, 'settings differ from those stored with the state');
+    throw new UsageError(refusal);
+  }
+  log.warn({ keep_ms: o.keepMs, resend_after_ms: o.resendAfterMs, stored: stored!.settings }, 'settings change accepted');
+  process.stderr.write(
+    `${PROG}: warning: settings change accepted (--accept-settings-change): --keep ${formatDuration(o.keepMs)}, --resend-after ${formatDuration(o.resendAfterMs)} ` +
+      `replace --keep ${formatDuration(stored!.settings.keep_ms)}, --resend-after ${formatDuration(stored!.settings.resend_after_ms)} once a run commits\n`,
+  );
 }
 
 /**
@@ -586,6 +666,8 @@ async function runOne(
   if (rj === null) {
     const { now, source } = resolveNow(p.name, o.now, started);
     rj = { run_id: `${p.name}@${started.toISOString()}#${process.pid}`, run: p.name, now, now_source: source, created: started.toISOString(), attempts: 0 };
+    const queue = queueNameFor(o.queueDir, p.name, started);
+    if (queue !== p.name) rj.queue = queue;
   } else if (o.now !== null && o.now !== rj.now) {
     log.warn({ run: p.name, stored_now: rj.now, flag_now: o.now }, 'rerun of an interrupted run keeps the now it started with');
   }
@@ -595,6 +677,13 @@ async function runOne(
   fs.rmSync(p.work, { recursive: true, force: true });
   for (const d of [p.work, p.tmp, p.logs, p.queue]) fs.mkdirSync(d, { recursive: true });
   log.info({ run: p.name, now: rj.now, now_source: rj.now_source, attempt: rj.attempts }, 'run start');
+  if (rj.queue !== undefined) {
+    p.queueName = rj.queue;
+    log.warn({ run: p.name, queue_name: rj.queue }, 'queue files of an earlier run of this name are not taken yet; this run\'s get a name of their own');
+    process.stderr.write(
+      `${PROG}: warning: ${visibleName(p.name)}: queue files of an earlier run of this name are still in ${visibleName(o.queueDir)} (not taken yet); this run's are named ${visibleName(rj.queue)}.tsv\n`,
+    );
+  }
   // Said before the run, not after its commit: one who replays by hand can still stop
   // it (nothing is published then), and in a cron log it comes before the run's line.
   const replay = replayWarning(p.name, rj.now, newest, o.keepMs, replayed);
@@ -609,8 +698,12 @@ async function runOne(
   let reflogFile: ReflogIdentity | null;
   let reflogLink: ReflogIdentity | null | undefined;
   let head: Buffer | null;
+  const lost = memoryLost(o, log, p.name);
   try {
-    ({ outcomes, reflog: reflogFile, reflogLink, head } = await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain')));
+    ({ outcomes, reflog: reflogFile, reflogLink, head } =
+      lost === null
+        ? await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain'))
+        : { outcomes: [{ name: 'current_log', exit: 1, summary: null, messages: [lost] }], reflog: null, reflogLink: undefined, head: null });
   } finally {
     stopDisplay();
   }
@@ -633,6 +726,7 @@ async function runOne(
     new_domains: 0,
     keep_ms: o.keepMs,
     resend_after_ms: o.resendAfterMs,
+    ...(rj.queue !== undefined && { queue_name: rj.queue }),
   };
   if (isRerun || rj.attempts > 1) record.recovered = 'rerun';
 
@@ -680,6 +774,11 @@ async function runOne(
     return record;
   };
   const bad = outcomes.find((s) => s.exit !== 0);
+  const firstLine = () => head && firstHeaderLine(head, head.length >= REFLOG_HEAD_BYTES);
+  // A gzip file never is a reflog (with a high --max-reject-ratio it would commit as rejects);
+  // an HTML page with TABs fails on its rejects, which is no ratio to raise.
+  const kind = head === null ? null : foreignKind(head);
+  if (kind === 'gzip' || (kind === 'html' && bad?.name === 'analyze-dump')) return failed('reflog', foreignReflog(p.reflog, kind, firstLine()));
   if (bad) return failed(bad.name, failureMessage(bad));
   // Lines without a TAB and nothing else (an HTML page saved as the hour) are no reflog:
   // failed at step 'reflog', as a file that cannot be read is; the stages did their part.
@@ -688,15 +787,16 @@ async function runOne(
   const notReflog = notAReflog(
     stages['analyze-dump'],
     p.reflog,
-    head && firstHeaderLine(head, head.length >= REFLOG_HEAD_BYTES),
+    firstLine(),
     exists(archived) ? archived : undefined,
   );
   if (notReflog !== null) return failed('reflog', notReflog);
 
   if (stages['analyze-dump']?.last_line_unterminated === true) {
+    if (!o.allowUnterminated) return failed('reflog', unterminatedReflog(p.reflog, stages['analyze-dump']?.lines_in));
     log.warn({ run: p.name, reflog: p.reflog }, 'the reflog\'s last line has no newline; was it cut off?');
     process.stderr.write(
-      `${PROG}: warning: ${p.name}: the reflog's last line has no newline (was it still being written? see "Reflog still being written" in the README)\n`,
+      `${PROG}: warning: ${p.name}: the reflog's last line has no newline; committed as it is (--allow-unterminated)\n`,
     );
   }
   // The stages' own warnings (a Yacobot disabled during the run that still got its
@@ -711,7 +811,7 @@ async function runOne(
   // Success: gather what will be published, then commit.
   const queue: CommitPlan['queue'] = [];
   for (const id of fs.readdirSync(p.queue).sort((a, b) => Number(a) - Number(b))) {
-    const f = stagedQueueFile({ staging: p.staging, run: p.name }, id);
+    const f = stagedQueueFile({ staging: p.staging, run: p.name, queueName: p.queueName }, id);
     if (!fs.existsSync(f)) continue;
     const urls = countLines(f);
     queue.push({ yacobot: id, urls });
@@ -722,6 +822,8 @@ async function runOne(
   record.new_domains =
     (typeof ud.assigned_by_us === 'number' ? ud.assigned_by_us : typeof ud.domains_new === 'number' ? ud.domains_new : 0) +
     (rj.assigned_earlier ?? 0);
+  const byFailed = failedAttemptsAssigned(tailRecords(path.join(o.state, 'runs.jsonl')), p.name, rj.run_id);
+  if (byFailed > 0) record.new_domains_failed_attempts = byFailed;
   // An empty rejects file stays staged (the cleanup removes it): the commit publishes none.
   if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) record.rejects_file = p.rejectsKept;
   record.seconds = seconds();
@@ -734,6 +836,7 @@ async function runOne(
     ...(reflogFile !== null && { reflogFile }),
     ...(reflogLink !== undefined && { reflogLink }),
     queueDir: o.queueDir,
+    ...(p.queueName !== p.name && { queueName: p.queueName }),
     backlogWarn: o.backlogWarn,
     queue,
     record,

@@ -34,6 +34,14 @@ export interface RunnerOptions {
   killAfterMs: number;
   /** The config file read, if any (absolute). */
   config: string | null;
+  /** Run with --keep / --resend-after other than those stored with the state, and store these. */
+  acceptSettingsChange: boolean;
+  /** Commit a reflog whose last line has no LF (by default its run fails). */
+  allowUnterminated: boolean;
+  /** Start current_log over when it is missing after a committed run (by default the run fails). */
+  resetCurrentLog: boolean;
+  /** After an invocation that committed a run, remove done/ and rejects files older than this (ms); null: keep all. */
+  keepDoneMs: number | null;
 }
 
 /** The keys a config file may set; each is also a --flag taking a value. */
@@ -50,9 +58,15 @@ export const KEYS = [
   'memory',
   'log-level',
   'kill-after',
+  'keep-done',
+  'accept-settings-change',
+  'allow-unterminated',
+  'reset-current-log',
 ] as const;
 export type Key = (typeof KEYS)[number];
 const PATH_KEYS: ReadonlySet<Key> = new Set(['inbox', 'state', 'db', 'queue-dir']);
+/** Keys that are switches: a flag without a value on the command line, yes or no in a config file. */
+const BOOL_KEYS: ReadonlySet<Key> = new Set(['accept-settings-change', 'allow-unterminated', 'reset-current-log']);
 
 export const USAGE = `Usage: ${PROG} [options]
 
@@ -78,6 +92,22 @@ for it (exit 1). A run killed at any instant is finished or redone by the
 next invocation, with the same result (a queue file may be published twice,
 same name, same content).
 
+Unattended runs:
+  - A reflog whose last line has no newline (a cut download) fails its run
+    unless --allow-unterminated. A gzip file or an HTML page is named as such.
+  - A reflog with the same bytes as one a committed run of its name left in
+    STATE/done/ (a re-sent hour) is set aside there as
+    RUN.reflog.resent.~N~, with a warning; nothing runs for it. To replay an
+    hour on purpose, move (mv, or ln) its reflog from done/ into the inbox.
+  - A run whose name still has queue files in a Yacobot's directory (not
+    taken yet) writes its own as RUN.replay-YYYYMMDDhhmmss.tsv.
+  - --keep and --resend-after are stored with the state (STATE/settings.json);
+    other values make the invocation exit 2 (see --accept-settings-change).
+  - STATE/current_log missing after runs were committed fails the run (exit
+    1); STATE/current_log.last, a hard link the commit keeps, restores it.
+  - STATE/runs.jsonl is opened by name for each line: logrotate may rotate
+    it by rename (create, the safer) or copytruncate.
+
 Options (each also a key of the --config file):
   --inbox DIR             where reflogs arrive (default ./var/inbox)
   --state DIR             current_log, domain_map, done/, runs.jsonl, lock
@@ -99,8 +129,26 @@ Options (each also a key of the --config file):
                           get to stop before they are SIGKILLed (default 10s,
                           at most 1d; 0: at once); a second signal SIGKILLs
                           them at once
+  --keep-done DURATION    after an invocation that committed a run, remove the
+                          reflogs in STATE/done/ and the rejects files in
+                          STATE/rejects/ (and failed/) last changed or moved
+                          there more than DURATION ago (default: keep all)
+  --accept-settings-change
+                          run although --keep or --resend-after differs from
+                          the settings stored with the state
+                          (STATE/settings.json, written by each commit);
+                          without it such an invocation exits 2 before any
+                          stage runs. The next commit stores the new settings
+  --allow-unterminated    commit a reflog whose last line has no newline, that
+                          line included; without it such a run fails (exit 1,
+                          the reflog stays in the inbox): a cut download
+  --reset-current-log     start the memory of sent URLs over when
+                          STATE/current_log is missing after runs were
+                          committed; without it such a run fails (exit 1)
   --config FILE           read options from FILE: "key = value" lines with the
                           names above (no dashes in front), "#" comment lines;
+                          the switches (accept-settings-change, ...) take yes
+                          or no;
                           relative paths are relative to FILE's directory;
                           flags given on the command line win
   -h, --help              print this help and exit
@@ -168,6 +216,7 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     const name = eq < 0 ? a.slice(2) : a.slice(2, eq);
     let value: string | undefined = eq < 0 ? undefined : a.slice(eq + 1);
     if (name !== 'config' && !(KEYS as readonly string[]).includes(name)) throw new UsageError(`unknown option '--${clipText(name)}'`);
+    if (value === undefined && BOOL_KEYS.has(name as Key)) value = 'yes';
     if (value === undefined) {
       value = argv[++i];
       if (value === undefined) throw new UsageError(`option '--${name}' wants a value`);
@@ -238,6 +287,16 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
   if (killAfterMs === null || killAfterMs > MAX_KILL_AFTER_MS) {
     throw new UsageError(`${named('kill-after')} wants a duration like 5s, 1m or seconds, at most 1d; got '${clipText(ka)}'`);
   }
+  const kd = get('keep-done');
+  const keepDoneMs = kd === undefined ? null : parseDuration(kd);
+  if (keepDoneMs === null && kd !== undefined) throw new UsageError(`${named('keep-done')} wants a duration like 7d, 12h or seconds (at most 3650d), got '${clipText(kd)}'`);
+  const bool = (k: Key): boolean => {
+    const v = get(k);
+    if (v === undefined) return false;
+    const b = parseSwitch(v);
+    if (b === null) throw new UsageError(`${named(k)} is yes or no (also true/false, 1/0), got '${clipText(v)}'`);
+    return b;
+  };
   return {
     inbox: pathOf('inbox', 'var/inbox'),
     state,
@@ -254,5 +313,17 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     logLevel,
     killAfterMs,
     config: configPath,
+    acceptSettingsChange: bool('accept-settings-change'),
+    allowUnterminated: bool('allow-unterminated'),
+    resetCurrentLog: bool('reset-current-log'),
+    keepDoneMs,
   };
+}
+
+/** A switch's value: true for yes/true/1, false for no/false/0 (any case), else null. */
+function parseSwitch(v: string): boolean | null {
+  const t = v.toLowerCase();
+  if (['yes', 'true', '1'].includes(t)) return true;
+  if (['no', 'false', '0'].includes(t)) return false;
+  return null;
 }

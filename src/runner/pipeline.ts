@@ -8,8 +8,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import type { Writable } from 'node:stream';
-import { GATE_FD, REFLOG_HEAD_BYTES, chainOf, pipelineScript, readStageLog, stageLog, type RunPaths, type StageOutcome } from './plan.js';
+import type { Readable, Writable } from 'node:stream';
+import { GATE_FD, REFLOG_HEAD_BYTES, chainOf, pipelineScript, readStageLog, stageLog, stageText, type RunPaths, type StageOutcome } from './plan.js';
 import type { RunnerOptions } from './options.js';
 
 /**
@@ -226,6 +226,8 @@ export async function runStages(
   stopped: () => boolean = () => false,
   beforeChain?: () => void,
 ): Promise<{ outcomes: StageOutcome[]; reflog: ReflogIdentity | null; reflogLink: ReflogIdentity | null | undefined; head: Buffer | null }> {
+  /** What each stage said on stderr (their last bytes), as the runner read it; index as stageLog's. */
+  const tails: StreamTail[] = [];
   const readLog = (i: number, name: string, exit: number): StageOutcome => {
     let text = '';
     try {
@@ -233,7 +235,8 @@ export async function runStages(
     } catch {
       /* the stage never started */
     }
-    return readStageLog(name, exit, text);
+    const t = tails[i];
+    return readStageLog(name, exit, t === undefined ? text : stageText(text, t.text(), t.cut));
   };
   const statusOf = (r: { code: number | null; signal: NodeJS.Signals | null }) =>
     r.code ?? (r.signal ? 128 + (os.constants.signals[r.signal] ?? 0) : 1);
@@ -249,15 +252,20 @@ export async function runStages(
     try {
       const err = fs.openSync(stageLog(p, 0, 'domains-from-db'), 'w', 0o644);
       try {
-        dfdb = spawn(path.join(binDir, 'domains-from-db'), ['--db', o.db], { stdio: ['ignore', out, err, lockFd], env: stageEnv() });
-      } finally {
+        // Its stderr through the runner, which writes the log and keeps the last of it:
+        // on a full disk the log cannot take the stage's message, and the runner's copy can.
+        dfdb = spawn(path.join(binDir, 'domains-from-db'), ['--db', o.db], { stdio: ['ignore', out, 'pipe', lockFd], env: stageEnv() });
+      } catch (e) {
         fs.closeSync(err);
+        throw e;
       }
+      tails[0] = new StreamTail(dfdb.stderr!, err);
     } finally {
       fs.closeSync(out);
     }
   }
-  const mapDone: Promise<StageOutcome> = waitExit(dfdb, 'stage').then((r) => {
+  const mapDone: Promise<StageOutcome> = waitExit(dfdb, 'stage').then(async (r) => {
+    await tails[0]!.ended;
     const s = readLog(0, 'domains-from-db', r.error ? 1 : statusOf(r));
     if (r.error) s.messages.push(`domains-from-db: cannot start: ${r.error.message}`);
     return s;
@@ -309,11 +317,14 @@ export async function runStages(
   const errFd = fs.openSync(bashErr, 'w', 0o644);
   // The gate: the runner holds its only writing end, so if the runner dies, the gated
   // stage reads the end of it and does not start.
-  const child = spawn('bash', ['-c', pipelineScript(chain, binDir, p, 1, 'upload-domains')], {
-    stdio: [inFd, 'pipe', errFd, lockFd, 'pipe'],
+  // Each stage's stderr goes to its log and, through tee, to a descriptor of its own
+  // (TEE_FD + its index in the chain), whose last bytes the runner keeps (see StreamTail).
+  const child = spawn('bash', ['-c', pipelineScript(chain, binDir, p, 1, 'upload-domains', TEE_FD)], {
+    stdio: [inFd, 'pipe', errFd, lockFd, 'pipe', ...chain.map(() => 'pipe' as const)],
     env: stageEnv(),
   });
   fs.closeSync(errFd);
+  chain.forEach((_, i) => (tails[1 + i] = new StreamTail(child.stdio[TEE_FD + i] as Readable)));
   const gate = child.stdio[GATE_FD] as Writable;
   gate.on('error', () => {
     /* the chain is gone already: its outcome says why */
@@ -357,6 +368,54 @@ export async function runStages(
     outcomes.push(s);
   }
   return { outcomes, reflog, reflogLink, head };
+}
+
+/** The first descriptor of the chain's stages' stderr copies (after the gate's). */
+const TEE_FD = GATE_FD + 1;
+
+/** How much of the end of a stage's stderr the runner keeps. */
+const TAIL_BYTES = 1 << 20;
+
+/**
+ * The last TAIL_BYTES of a stream (a stage's stderr), and, when given `fd`, a copy of all
+ * of it written there (closed at the end) for as long as writes succeed.
+ */
+class StreamTail {
+  private chunks: Buffer[] = [];
+  private size = 0;
+  /** Bytes were dropped from the start. */
+  cut = false;
+  readonly ended: Promise<void>;
+  constructor(stream: Readable, fd?: number) {
+    let file = fd;
+    stream.on('data', (b: Buffer) => {
+      if (file !== undefined) {
+        try {
+          fs.writeSync(file, b);
+        } catch {
+          fs.closeSync(file); // a full disk: the copy here still has it
+          file = undefined;
+        }
+      }
+      this.chunks.push(b);
+      this.size += b.length;
+      while (this.size - this.chunks[0]!.length >= TAIL_BYTES) {
+        this.size -= this.chunks.shift()!.length;
+        this.cut = true;
+      }
+    });
+    this.ended = new Promise((resolve) =>
+      stream.on('close', () => {
+        if (file !== undefined) fs.closeSync(file);
+        resolve();
+      }),
+    );
+    stream.on('error', () => undefined);
+  }
+  /** What was kept, or null when the stream said nothing. */
+  text(): string | null {
+    return this.size === 0 ? null : Buffer.concat(this.chunks).toString('utf8');
+  }
 }
 
 /** The first REFLOG_HEAD_BYTES bytes of open file `fd` (fewer in a shorter file), or null on a read error. */

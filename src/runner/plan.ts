@@ -181,38 +181,11 @@ export function replayWarning(run: string, now: string, most: CommittedNow | nul
   );
 }
 
-/**
- * The warning when this invocation's --keep or --resend-after (in ms) differs from what
- * the last committed run among `records` (runs.jsonl lines, oldest first) recorded, or
- * null (no such run, or one whose line does not say). Each run's filter-url applies
- * them to current_log: a run by hand without the cron's --config changes what the
- * cron's next runs hold back and send.
- */
-export function settingsWarning(records: readonly unknown[], keepMs: number, resendAfterMs: number): string | null {
-  for (let i = records.length - 1; i >= 0; i--) {
-    const r = (records[i] ?? {}) as { run?: unknown; status?: unknown; keep_ms?: unknown; resend_after_ms?: unknown };
-    if (r.status !== 'ok' || typeof r.run !== 'string') continue;
-    const now: string[] = [];
-    const then: string[] = [];
-    const was = (flag: string, recorded: unknown, ms: number) => {
-      if (!Number.isSafeInteger(recorded) || recorded === ms) return;
-      now.push(`${flag} ${formatDuration(ms)}`);
-      then.push(formatDuration(recorded as number));
-    };
-    was('--keep', r.keep_ms, keepMs);
-    was('--resend-after', r.resend_after_ms, resendAfterMs);
-    if (now.length === 0) return null;
-    return (
-      `these runs use ${now.join(' and ')}, run ${r.run} (the last committed) used ${then.join(' and ')}: each run's filter-url keeps current_log by its own; ` +
-      `if one of the two is not the cron's setting (a run by hand without its --config?), stop now (Ctrl-C: nothing of the run is published)`
-    );
-  }
-  return null;
-}
-
 /** The files of one run's staging area, all under STATE/staging/RUN/. */
 export interface RunPaths {
   name: string;
+  /** The name of the run's queue files: its own, or a replay's (see RunJson.queue). */
+  queueName: string;
   reflog: string;
   staging: string;
   runJson: string;
@@ -236,6 +209,7 @@ export function runPaths(o: Pick<RunnerOptions, 'inbox' | 'state'>, name: string
   const work = path.join(staging, 'work');
   return {
     name,
+    queueName: name,
     reflog: path.join(o.inbox, name + REFLOG_EXT),
     staging,
     runJson: path.join(staging, 'run.json'),
@@ -287,7 +261,7 @@ export function chainOf(o: RunnerOptions, p: RunPaths, now: string): StageCmd[] 
     { name: 'join-current', args: ['--current', path.join(o.state, 'current_log')] },
     { name: 'filter-url', args: fu },
     { name: 'upload-domains', args: ['--db', o.db, '--map', p.mapNext, '--now', now, '--tmp', p.tmp] },
-    { name: 'logsaver', args: ['--queue-dir', p.queue, '--name', p.name] },
+    { name: 'logsaver', args: ['--queue-dir', p.queue, '--name', p.queueName] },
   ];
 }
 
@@ -319,16 +293,41 @@ export function gatedCommand(cmd: string, notStarted: string): string {
  * stage named `gated` starts only once the line "go" can be read from descriptor
  * GATE_FD; at the end of that input without it, it fails (exit 1) without starting.
  */
-export function pipelineScript(chain: readonly StageCmd[], binDir: string, p: RunPaths, firstIndex = 1, gated?: string): string {
+export function pipelineScript(chain: readonly StageCmd[], binDir: string, p: RunPaths, firstIndex = 1, gated?: string, teeFd?: number): string {
   const parts = chain.map((s, i) => {
     const cmd = [path.join(binDir, s.name), ...s.args].map(shellQuote).join(' ');
-    const log = ` 2>${shellQuote(stageLog(p, firstIndex + i, s.name))}`;
+    const file = shellQuote(stageLog(p, firstIndex + i, s.name));
+    // The copies' descriptors are the tees' alone (closed after the redirection that hands one over).
+    const log = teeFd === undefined ? ` 2>${file}` : ` 2> >(${teeCommand(file, teeFd + i)})${chain.map((_, j) => ` ${teeFd + j}>&-`).join('')}`;
     // The gate's descriptor is the gated stage's alone: the runner waits for the shell's
     // streams to close, and a stage holding it would count among them.
     if (s.name !== gated) return cmd + (gated === undefined ? '' : ` ${GATE_FD}<&-`) + log;
     return gatedCommand(cmd, `${s.name}: ${NOT_STARTED}`) + log;
   });
   return `${parts.join(' \\\n  | ')} >/dev/null\necho "\${PIPESTATUS[*]}"\n`;
+}
+
+/**
+ * The shell command that copies its input (a stage's stderr) to the log file `file`
+ * (quoted) and to descriptor `fd`, which the runner reads. Signals that stop the stages
+ * are ignored (the stage's last lines still reach both); an output that fails (a full
+ * disk, a runner gone) is left and the other kept (tee -p: GNU coreutils).
+ */
+export function teeCommand(file: string, fd: number): string {
+  return `trap '' INT TERM HUP; exec tee -p ${file} >&${fd} 2>/dev/null`;
+}
+
+/**
+ * What a stage said on stderr, from its log file (`file`) and the runner's copy of the
+ * last bytes of the stream (`tail`; `cut`: its start was dropped): the file when it holds
+ * the whole of that copy, else the copy (the file could not be written: a full disk),
+ * from its first whole line.
+ */
+export function stageText(file: string, tail: string | null, cut: boolean): string {
+  if (tail === null || file.endsWith(tail)) return file;
+  if (!cut) return tail;
+  const lf = tail.indexOf('\n');
+  return lf < 0 ? '' : tail.slice(lf + 1);
 }
 
 /** What a stage left in its log: its summary line (pino JSON) and its plain-text messages. */
@@ -506,6 +505,40 @@ export function notAReflog(ad: Record<string, unknown> | undefined, file: string
   return `${file}: not a reflog: ${lines === 1 ? '1 line, without a TAB' : `${lines} lines, none with a TAB`}${quoted}${last}; ${advice}`;
 }
 
+/** What the first bytes of a reflog say it is instead: a gzip file (1f 8b), an HTML page, or null. */
+export function foreignKind(head: Buffer): 'gzip' | 'html' | null {
+  if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return 'gzip';
+  // After a UTF-8 byte order mark and white space.
+  const text = head.subarray(0, 256).toString('latin1').replace(/^\xef\xbb\xbf/, '').trimStart();
+  return /^<(?:!doctype\s+html|html|head|body|\?xml)[\s>]/i.test(text) ? 'html' : null;
+}
+
+/**
+ * Why a run whose reflog starts as a gzip file or an HTML page (`kind`, foreignKind)
+ * fails, in place of analyze-dump's reject ratio (no ratio to raise): `first` is its
+ * first line (firstHeaderLine).
+ */
+export function foreignReflog(file: string, kind: 'gzip' | 'html', first: string | null): string {
+  if (kind === 'gzip') {
+    return `${file}: is gzip-compressed (it starts with the bytes 1f 8b), not a reflog: decompress it into a file of another name, rename that into the inbox in its place, and run again`;
+  }
+  const quoted = first === null ? '' : ` (the first line: '${first}')`;
+  return `${file}: is an HTML page, not a reflog${quoted}: a download that got an error page? Put the hour's reflog in its place`;
+}
+
+/**
+ * Why a run whose reflog's last line has no LF fails (SPEC "Runs"): committed, the
+ * part of the hour after the cut would be lost for good.
+ */
+export function unterminatedReflog(file: string, linesIn: unknown): string {
+  const read = typeof linesIn === 'number' ? ` after ${linesIn} line(s)` : '';
+  return (
+    `${file}: its last line has no newline: cut off${read} (a broken download renamed into the inbox, or a file still being written?); ` +
+    `committed, the rest of the hour would be lost. It stays in the inbox: put the whole hour in its place, or, if the file is whole as it is, ` +
+    `run again with --allow-unterminated (config key allow-unterminated = yes), which commits it, its last line included`
+  );
+}
+
 const PINO_FIELDS = new Set(['level', 'time', 'pid', 'hostname', 'name', 'stage', 'summary', 'msg']);
 
 /** Per-stage counts for runs.jsonl: lines_in, records_out, rejected, skipped (as each stage names them) and the rest. */
@@ -542,6 +575,11 @@ export interface RunRecord {
   sent: number;
   sent_per_yacobot: Record<string, number>;
   new_domains: number;
+  /**
+   * Domains the failed attempts of this run's name (since its last commit) assigned: each
+   * failed line counts its own in new_domains, and this line names them too.
+   */
+  new_domains_failed_attempts?: number;
   /** filter-url's --keep and --resend-after in this run, in ms. */
   keep_ms: number;
   resend_after_ms: number;
@@ -550,6 +588,24 @@ export interface RunRecord {
   error?: string;
   backlog?: Record<string, { files: number; urls: number }>;
   backlog_warn?: string[];
+  /** The name of the queue files when it is not the run's: a replay beside untaken files of the run's name. */
+  queue_name?: string;
+}
+
+/**
+ * The domains assigned by the failed runs of `run` among `records` (runs.jsonl lines,
+ * oldest first) after its last committed line, other than `runId`'s: the sum of their
+ * new_domains.
+ */
+export function failedAttemptsAssigned(records: readonly unknown[], run: string, runId: string): number {
+  let n = 0;
+  for (let i = records.length - 1; i >= 0; i--) {
+    const r = (records[i] ?? {}) as { run?: unknown; run_id?: unknown; status?: unknown; new_domains?: unknown };
+    if (r.run !== run || r.run_id === runId) continue;
+    if (r.status === 'ok') break;
+    if (r.status === 'failed' && Number.isSafeInteger(r.new_domains)) n += r.new_domains as number;
+  }
+  return n;
 }
 
 /** One line of human summary for a run. */
@@ -565,7 +621,8 @@ export function humanLine(r: RunRecord): string {
   return (
     `${r.run}: ${ad.lines_in ?? '?'} lines, ${ad.records_out ?? '?'} records, ${ad.rejected ?? '?'} rejected, ` +
     `${ad.skipped ?? '?'} skipped; ${r.sent} URLs sent${per ? ` (${per})` : ''}${held}; ` +
-    `${r.new_domains} new domains; ${r.seconds.toFixed(1)} s${r.recovered ? ` (${RECOVERED[r.recovered]})` : ''}`
+    `${r.new_domains} new domains${r.new_domains_failed_attempts ? ` (and ${r.new_domains_failed_attempts} by its failed attempts)` : ''}; ${r.seconds.toFixed(1)} s${r.recovered ? ` (${RECOVERED[r.recovered]})` : ''}` +
+    (r.queue_name === undefined ? '' : `; queue files named ${r.queue_name}.tsv`)
   );
 }
 

@@ -1,0 +1,50 @@
+// --keep-done: the processed reflogs (STATE/done/) and the rejects files
+// (STATE/rejects/, STATE/rejects/failed/) older than a duration are removed after an
+// invocation that committed a run.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { fsyncPath } from '../core/dirs.js';
+
+/** The files --keep-done looks at: each directory and which of its entries. */
+function retained(state: string): { dir: string; keep: (name: string) => boolean }[] {
+  const tsv = (n: string) => n.endsWith('.tsv');
+  return [
+    { dir: path.join(state, 'done'), keep: () => true },
+    { dir: path.join(state, 'rejects'), keep: tsv },
+    { dir: path.join(state, 'rejects', 'failed'), keep: tsv },
+  ];
+}
+
+/**
+ * Removes the files (and symlinks, not what they lead to) of done/, rejects/ and
+ * rejects/failed/ last changed or moved there (the later of mtime and ctime; a rename
+ * sets ctime) more than `keepMs` before `now`, but dot files (the runner's own temp
+ * files). Returns the paths removed and, for each it could not, the error.
+ */
+export function removeOld(state: string, keepMs: number, now: number): { removed: string[]; failed: string[] } {
+  const removed: string[] = [];
+  const failed: string[] = [];
+  for (const { dir, keep } of retained(state)) {
+    let names: string[];
+    try {
+      names = fs.readdirSync(dir);
+    } catch {
+      continue; // none yet
+    }
+    let changed = false;
+    for (const n of names.filter((x) => !x.startsWith('.') && keep(x))) {
+      const f = path.join(dir, n);
+      try {
+        const st = fs.lstatSync(f);
+        if (st.isDirectory() || now - Math.max(st.mtimeMs, st.ctimeMs) <= keepMs) continue;
+        fs.unlinkSync(f);
+        removed.push(f);
+        changed = true;
+      } catch (err) {
+        failed.push(`${f}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+      }
+    }
+    if (changed) fsyncPath(dir);
+  }
+  return { removed, failed };
+}
