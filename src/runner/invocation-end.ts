@@ -1,7 +1,7 @@
 // What the runner leaves for those who watch it, at every exit: STATE/last-invocation.json
 // and, after an invocation that took the lock, the --metrics-file.
 import { formatPlace, DataError, visibleName } from '../core/errors.js';
-import { invocationRecord, lastCommittedRun, writeLastInvocation, type Seen } from './last-invocation.js';
+import { invocationRecord, lastCommittedRun, writeLastInvocation, type LastInvocation, type Seen } from './last-invocation.js';
 import { writeMetrics } from './metrics.js';
 import { PROG, type RunnerOptions } from './options.js';
 import { lookFromOutside } from './outside.js';
@@ -13,14 +13,24 @@ import { lookFromOutside } from './outside.js';
  */
 export async function recordEnd(o: RunnerOptions | null, state: string | null, seen: Seen, exit: number, error: string | null): Promise<void> {
   if (state === null) return;
+  let rec: LastInvocation;
   try {
-    const rec = invocationRecord(state, seen, exit, error);
+    rec = invocationRecord(state, seen, exit, error);
     writeLastInvocation(state, rec);
-    if (o?.metricsFile && seen.lock) {
-      await writeMetrics(o.metricsFile, { invocation: rec, outside: lookFromOutside(o), run: lastCommittedRun(state) });
-    }
   } catch (err) {
-    const message = err instanceof DataError ? formatPlace(err.place, err.message) : String((err as Error)?.message ?? err);
-    process.stderr.write(`${PROG}: warning: cannot record how this invocation ended: ${visibleName(message)}\n`);
+    return warnNotRecorded(err);
   }
+  if (!o?.metricsFile || !seen.lock) return;
+  try {
+    const run = lastCommittedRun(state);
+    await writeMetrics(o.metricsFile, { invocation: rec, outside: lookFromOutside(o, run), run });
+  } catch (err) {
+    warnNotRecorded(err);
+  }
+}
+
+/** Says on stderr that how this invocation ended could not be recorded, and why. */
+function warnNotRecorded(err: unknown): void {
+  const message = err instanceof DataError ? formatPlace(err.place, err.message) : String((err as Error)?.message ?? err);
+  process.stderr.write(`${PROG}: warning: cannot record how this invocation ended: ${visibleName(message)}\n`);
 }

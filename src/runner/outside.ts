@@ -5,7 +5,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { countBacklog, type Backlog } from './commit.js';
 import { countLines } from './fsutil.js';
-import { planInbox } from './plan.js';
+import { planInbox, type RunRecord } from './plan.js';
 
 /** The reflogs waiting in the inbox: how many, and the age of the oldest (by its mtime) in seconds. */
 export interface Inbox {
@@ -29,13 +29,17 @@ export interface Outside {
   current_log_urls: number | null;
 }
 
-/** Reads the inbox, the queue directories, the lock and current_log as they are now. */
-export function lookFromOutside(o: { inbox: string; state: string; queueDir: string }, now = Date.now()): Outside {
+/**
+ * Reads the inbox, the queue directories, the lock and current_log as they are now;
+ * `run`, the last committed run, tells current_log's size (only a commit replaces it)
+ * without reading it.
+ */
+export function lookFromOutside(o: { inbox: string; state: string; queueDir: string }, run: RunRecord | null, now = Date.now()): Outside {
   return {
     inbox: inboxNow(o.inbox, now),
     backlog: countBacklog(o.queueDir),
     lock: lockNow(path.join(o.state, 'lock')),
-    current_log_urls: linesOrNull(path.join(o.state, 'current_log')),
+    current_log_urls: currentLogUrls(path.join(o.state, 'current_log'), run),
   };
 }
 
@@ -57,8 +61,11 @@ function inboxNow(dir: string, now: number): Inbox {
   return { reflogs: files.length, oldest_age_seconds: oldest === null ? null : Math.max(0, Math.round((now - oldest) / 1000)) };
 }
 
-/** The line count of `file`, or null when it is missing or cannot be read. */
-function linesOrNull(file: string): number | null {
+/** The URLs of current_log `file`: what `run` wrote there, else its line count; null when it is missing or cannot be read. */
+function currentLogUrls(file: string, run: RunRecord | null): number | null {
+  if (!fs.existsSync(file)) return null;
+  const written = run?.stages['filter-url']?.current_out;
+  if (typeof written === 'number') return written;
   try {
     return countLines(file);
   } catch {

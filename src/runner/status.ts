@@ -3,7 +3,7 @@
 import { formatDuration } from '../core/time.js';
 import { visibleName } from '../core/errors.js';
 import { PROG } from './options.js';
-import { lastSuccess, readLastInvocation, type LastInvocation, type LastSuccess } from './last-invocation.js';
+import { lastCommittedRun, lastSuccess, readLastInvocation, type LastInvocation, type LastSuccess } from './last-invocation.js';
 import { lookFromOutside, type Outside } from './outside.js';
 import type { SubArgs } from './subcommand.js';
 
@@ -26,7 +26,7 @@ size. Reads only, takes no lock: safe beside a running invocation.
   options                 the runner's (--config, --state, --inbox, --queue-dir, ...)
 `;
 
-/** The status report; `why` says what makes it unhealthy (empty when healthy). */
+/** What status reports, as its JSON has it. */
 export interface Status {
   healthy: boolean;
   last_success: LastSuccess | null;
@@ -42,7 +42,7 @@ export function status(a: SubArgs, now = Date.now()): number {
   const last = readLastInvocation(a.o.state);
   const success = lastSuccess(a.o.state, last);
   const why = unhealthy(last, success, a.maxAgeMs, now);
-  const s: Status = { healthy: why === null, last_success: success, last_invocation: last, ...lookFromOutside(a.o, now) };
+  const s: Status = { healthy: why === null, last_success: success, last_invocation: last, ...lookFromOutside(a.o, lastCommittedRun(a.o.state), now) };
   process.stdout.write(a.json ? JSON.stringify(s, null, 2) + '\n' : humanStatus(s, why, now));
   return s.healthy ? 0 : 1;
 }
