@@ -49,7 +49,7 @@ export function status(a: SubArgs, now = Date.now()): number {
 
 /** Why the job is not healthy, or null when it is. */
 export function unhealthy(last: LastInvocation | null, success: LastSuccess | null, maxAgeMs: number | null, now: number): string | null {
-  if (last === null) return 'no invocation recorded yet (STATE/last-invocation.json is missing)';
+  if (last === null) return 'no invocation recorded yet (STATE/last-invocation.json is missing or unreadable)';
   if (!last.success) return `the last invocation ended with exit ${last.exit} (${last.result})`;
   if (maxAgeMs === null) return null;
   if (success === null) return 'no run was ever committed';
