@@ -19,6 +19,9 @@ import { queueNameFor, resentOf, setAside } from './resent.js';
 import { removeOld } from './retention.js';
 import { formatDuration } from '../core/time.js';
 import { PROG, USAGE, parseArgs, type RunnerOptions } from './options.js';
+import { recordEnd } from './invocation-end.js';
+import { stateOfRefused, type Seen } from './last-invocation.js';
+import { SUBCOMMANDS, subcommand } from './subcommand.js';
 import { runStages, stopChildren, type Progress, type ReflogIdentity } from './pipeline.js';
 import {
   REFLOG_EXT,
@@ -68,13 +71,18 @@ interface RunJson {
 }
 
 class Stop extends Error {
-  constructor(readonly code: number) {
+  constructor(
+    readonly code: number,
+    readonly why: string | null = null,
+  ) {
     super(`exit ${code}`);
   }
 }
 
 /** Runs the command line and exits with 0, 1, 2, 75 (locked) or 128+signal. Never returns. */
 export async function main(argv: string[] = process.argv.slice(2)): Promise<never> {
+  if (SUBCOMMANDS.has(argv[0] ?? '')) return subcommand(argv[0]!, argv.slice(1));
+  const seen: Seen = { started: new Date(), lock: false, committed: [] };
   let o: RunnerOptions;
   try {
     const parsed = parseArgs(argv, process.cwd());
@@ -89,20 +97,28 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<neve
     o = parsed;
   } catch (err) {
     if (err instanceof UsageError) {
+      await recordEnd(null, stateOfRefused(argv, process.cwd()), seen, 2, err.message);
       usageExit(err.message);
     }
     throw err;
   }
   const log = pino({ name: PROG, level: o.logLevel, base: { prog: PROG } }, pino.destination({ fd: 2, sync: true }));
+  const end = (code: number, error: string | null) => recordEnd(o, o.state, seen, code, error);
   try {
-    await invocation(o, log);
+    await invocation(o, log, seen);
+    await end(0, null);
     process.exit(0);
   } catch (err) {
-    if (err instanceof Stop) process.exit(err.code);
+    if (err instanceof Stop) {
+      await end(err.code, err.why);
+      process.exit(err.code);
+    }
     if (err instanceof UsageError) {
+      await end(2, err.message);
       usageExit(err.message);
     }
     if (err instanceof Locked) {
+      await end(75, `another run holds the lock: ${err.message}`);
       process.stderr.write(`${PROG}: another run holds the lock: ${visibleName(err.message)}; exiting (75)\n`);
       process.exit(75);
     }
@@ -111,6 +127,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<neve
     if (!(err instanceof DataError) && process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${(err as Error)?.stack}\n`);
     log.error({ error: message }, 'failed');
     process.stderr.write(`${PROG}: ${visibleName(message)}\n`); // one line, whatever names it quotes
+    await end(1, message);
     process.exit(1);
   }
 }
@@ -206,7 +223,7 @@ function isDirectoryOrUnreadable(p: string): boolean {
   }
 }
 
-async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
+async function invocation(o: RunnerOptions, log: Logger, seen: Seen): Promise<void> {
   const t0 = Date.now();
   // A wrong --inbox is a configuration error, found before anything is created under --state.
   if (!isDirectoryOrUnreadable(o.inbox)) throw new UsageError(`--inbox ${o.inbox}: is not an existing directory (check --inbox, or create it)`);
@@ -221,6 +238,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   }
   mkdirDurable(path.join(o.state, 'staging'));
   const lock = acquireLock(path.join(o.state, 'lock'));
+  seen.lock = true;
   checkRunsFile(path.join(o.state, 'runs.jsonl'));
   checkWritable(o);
 
@@ -438,6 +456,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
   summary();
   const ok = records.filter((r) => r.status === 'ok');
   if (ok.length > 0 && o.keepDoneMs !== null) keepDone(o, log, o.keepDoneMs);
+  seen.committed = ok.map((r) => r.run);
   const secs = ((Date.now() - t0) / 1000).toFixed(1);
   // Not the skipped ones, said apart below.
   const inInbox = () => planInbox(fs.readdirSync(o.inbox)).runs.filter((r) => !waiting.has(r)).length;
@@ -453,7 +472,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
         : 'before any run started';
     log.warn({ signal, interrupted, committed: ok.map((r) => r.run) }, 'stopped by signal; the next invocation goes on from here');
     process.stderr.write(`${PROG}: stopped by ${signal}; ${what}; ${stay(inInbox())}\n`);
-    throw new Stop(signalExitStatus(signal));
+    throw new Stop(signalExitStatus(signal), `stopped by ${signal}`);
   }
   if (failed) {
     const left = runs.length - runs.indexOf(failed.run);
@@ -471,7 +490,7 @@ async function invocation(o: RunnerOptions, log: Logger): Promise<void> {
     if (failed.failed_stage !== undefined && failed.stages[failed.failed_stage]?.error_code === 'DB_BUSY') {
       process.stderr.write(`${PROG}: the run is not lost: once the other process has let go of ${visibleName(o.db)}, run again (or let the next invocation do it)\n`);
     }
-    throw new Stop(1);
+    throw new Stop(1, `run ${failed.run} failed: ${failed.error ?? ''}`);
   }
   const aside = resentSetAside > 0 ? `; ${resentSetAside} re-sent reflog(s) set aside in ${visibleName(path.join(o.state, 'done'))}` : '';
   if (records.length === 0 && resentSetAside > 0) {

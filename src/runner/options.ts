@@ -42,6 +42,8 @@ export interface RunnerOptions {
   resetCurrentLog: boolean;
   /** After an invocation that committed a run, remove done/ and rejects files older than this (ms); null: keep all. */
   keepDoneMs: number | null;
+  /** Where the Prometheus textfile goes after every invocation that takes the lock, or null. */
+  metricsFile: string | null;
 }
 
 /** The keys a config file may set; each is also a --flag taking a value. */
@@ -62,13 +64,16 @@ export const KEYS = [
   'accept-settings-change',
   'allow-unterminated',
   'reset-current-log',
+  'metrics-file',
 ] as const;
 export type Key = (typeof KEYS)[number];
-const PATH_KEYS: ReadonlySet<Key> = new Set(['inbox', 'state', 'db', 'queue-dir']);
+const PATH_KEYS: ReadonlySet<Key> = new Set(['inbox', 'state', 'db', 'queue-dir', 'metrics-file']);
 /** Keys that are switches: a flag without a value on the command line, yes or no in a config file. */
 const BOOL_KEYS: ReadonlySet<Key> = new Set(['accept-settings-change', 'allow-unterminated', 'reset-current-log']);
 
 export const USAGE = `Usage: ${PROG} [options]
+       ${PROG} status [--json] [--max-age DURATION] [options]
+       ${PROG} explain [--json] [options] URL...
 
 Processes every *.reflog in the inbox, oldest name first (bytewise order of the
 file names), each as one run named after its file (2011072806.reflog -> run
@@ -145,6 +150,10 @@ Options (each also a key of the --config file):
   --reset-current-log     start the memory of sent URLs over when
                           STATE/current_log is missing after runs were
                           committed; without it such a run fails (exit 1)
+  --metrics-file FILE     after every invocation that takes the lock, replace
+                          FILE (atomically) with the job's metrics in the
+                          Prometheus text format, for node_exporter's textfile
+                          collector (FILE ends in .prom)
   --config FILE           read options from FILE: "key = value" lines with the
                           names above (no dashes in front), "#" comment lines;
                           the switches (accept-settings-change, ...) take yes
@@ -166,6 +175,21 @@ The "now" of a run (filter-url's clock, added_at of new domains) is, in order:
 It is stored in STATE/staging/RUN/run.json before any stage starts, and a rerun
 after a crash reuses the stored value, so it reaches the same result. Times are
 local (set TZ), as in filter-url.
+
+Every invocation whose state directory exists records its result in
+STATE/last-invocation.json (also when the lock is busy or the options are
+wrong), which status reads:
+  status    whether the job is healthy (exit 0) or not (exit 1): the last
+            invocation, the last committed run, the inbox, each Yacobot's
+            backlog, the lock, current_log's size; --json for a machine;
+            --max-age DURATION: unhealthy also when the last committed run
+            is older than that
+  explain   what the job knows of each URL: canonical form, id, domain, owner
+            (or the Yacobot least-loaded would pick now), current_log's entry
+            and when it is due again, the queue files and rejects files that
+            hold it, and a one-line verdict; --json prints an array
+Both take the options above (--config too) after their name, read only, and
+take no lock: safe beside a running invocation.
 
 One invocation at a time per state directory (flock on STATE/lock); another one
 exits 75 at once, naming the process that holds the lock.
@@ -317,6 +341,7 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     allowUnterminated: bool('allow-unterminated'),
     resetCurrentLog: bool('reset-current-log'),
     keepDoneMs,
+    metricsFile: values.has('metrics-file') ? pathOf('metrics-file', '') : null,
   };
 }
 

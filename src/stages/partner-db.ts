@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import { constants as bufferConstants, isUtf8 } from 'node:buffer';
 import type { Command } from 'commander';
 import { dashArguments } from '../cli/admin.js';
+import { addOwnerCommand } from '../admin/owner.js';
 import { CsvError, parse as parseCsv } from 'csv-parse/sync';
 import {
   LeastLoaded,
@@ -573,4 +574,6 @@ Example:
         say(`total: ${s.domains} domain(s), ${s.active} of ${s.yacobots.length} Yacobot(s) active${lost}`);
       }, { readonly: true });
     });
+
+  addOwnerCommand(program, dbFile);
 }

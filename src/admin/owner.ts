@@ -1,0 +1,66 @@
+// partner-db owner URL|DOMAIN...: which Yacobot owns a domain, or a URL's domain as
+// analyze-dump takes it; for a domain nobody owns, the Yacobot least-loaded assignment
+// would give it now. Reads only.
+import type { Command } from 'commander';
+import { normalizeDomain } from '../core/db.js';
+import { UsageError } from '../core/errors.js';
+import { loadUrlHash } from '../core/url.js';
+import { canonicalOf } from '../runner/explain.js';
+import { PartnerView, type YacobotRef } from '../runner/partners.js';
+
+/** The answer for one argument. */
+export interface OwnerAnswer {
+  input: string;
+  domain: string;
+  owner: YacobotRef | null;
+  /** When no Yacobot owns the domain: the one least-loaded assignment would pick now (null: none is active). */
+  pick: YacobotRef | null;
+}
+
+/** The domain of each argument: a URL's (anything with "://") as analyze-dump computes it, else the domain as partner-db assign reads it; throws UsageError for one that is neither. */
+export async function domainsOf(inputs: readonly string[]): Promise<string[]> {
+  const hash = inputs.some((i) => i.includes('://')) ? await loadUrlHash() : null;
+  return inputs.map((input) => {
+    if (hash !== null && input.includes('://')) {
+      const c = canonicalOf(input, hash);
+      if ('invalid' in c) throw new UsageError(`'${input}': ${c.invalid}`);
+      return c.domain;
+    }
+    const nd = normalizeDomain(input);
+    if ('error' in nd) throw new UsageError(nd.error);
+    return nd.domain;
+  });
+}
+
+/** Looks up the owner (or the pick) of each domain in the database `file`. */
+export function ownersOf(file: string, inputs: readonly string[], domains: readonly string[]): OwnerAnswer[] {
+  const view = new PartnerView(file);
+  try {
+    return inputs.map((input, i) => {
+      const owner = view.owner(domains[i]!);
+      return { input, domain: domains[i]!, owner, pick: owner === null ? view.pickNow() : null };
+    });
+  } finally {
+    view.close();
+  }
+}
+
+/** One answer for a person. */
+export function ownerLine(a: OwnerAnswer): string {
+  const name = (y: YacobotRef) => `Yacobot ${y.id}${y.name ? ` (${y.name})` : ''}`;
+  const who = a.owner !== null ? name(a.owner) : `no owner; least-loaded would give it to ${a.pick ? name(a.pick) : 'no Yacobot (none is active)'}`;
+  return a.input === a.domain ? `${a.domain}: ${who}` : `${a.input}: ${a.domain}: ${who}`;
+}
+
+/** Adds the owner command to partner-db; `dbFile` gives the --db of the command line. */
+export function addOwnerCommand(program: Command, dbFile: (cmd: Command) => string): void {
+  program
+    .command('owner <url-or-domain...>')
+    .description("which Yacobot owns a domain, or a URL's domain (or which one a new domain would get now)")
+    .option('--json', 'one JSON array for scripts')
+    .action(async (inputs: string[], o: { json?: boolean }, cmd: Command) => {
+      const file = dbFile(cmd);
+      const answers = ownersOf(file, inputs, await domainsOf(inputs));
+      process.stdout.write(o.json ? JSON.stringify(answers) + '\n' : answers.map((a) => ownerLine(a) + '\n').join(''));
+    });
+}

@@ -1,0 +1,213 @@
+// reflog-to-yacobot-queue explain URL...: what the job knows of each URL. Reads only
+// (no lock, no database writes): safe beside a running invocation.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { DEFAULT_MAX_URL_BYTES, loadUrlHash, type UrlHash, type UrlOptions } from '../core/url.js';
+import { analyzeLine } from '../stages/analyze-dump.js';
+import { formatTimestamp, timestampToMs } from '../core/time.js';
+import { eachReject, findById, idsInFile } from './find-url.js';
+import { lastCommittedRun } from './last-invocation.js';
+import { PROG, type RunnerOptions } from './options.js';
+import { PartnerView, type YacobotRef } from './partners.js';
+import type { SubArgs } from './subcommand.js';
+
+export const EXPLAIN_USAGE = `Usage: ${PROG} explain [--json] [options] URL...
+
+For each URL, what the job knows of it:
+  url, id, domain   as analyze-dump computes them (canonical form, XXH64 id,
+                    registrable domain)
+  owner             the Yacobot that owns the domain; when none, pick: the one
+                    least-loaded assignment would give it now
+  current           current_log's entry (timestamp, updatetag, hits) and when
+                    it is due again (due_at: timestamp + resend-after) and
+                    forgotten (kept_until: timestamp + keep), or null
+  sent_in           the queue files still on disk that hold it
+  rejected_in       the rejects files (STATE/rejects/) that hold its line,
+                    with the reflog line number and the reason
+  verdict           one line: sent in RUN to Yacobot N / held until T (a
+                    sighting before T is held, one from T on or with a new
+                    updatetag is sent) / new: goes out when next seen /
+                    rejected: REASON
+
+Reads only and takes no lock: safe beside a running invocation. Times are
+YYYYMMDDhhmmss in local time, as in the reflog.
+
+  --json                  print a JSON array, one object per URL
+  options                 the runner's (--config, --state, --db, --queue-dir, ...)
+`;
+
+/** The runner's analyze-dump runs with its default URL options. */
+const URL_OPTIONS: UrlOptions = { maxUrlBytes: DEFAULT_MAX_URL_BYTES, dropParams: null, sortQuery: false, domainMode: 'registrable' };
+
+/** current_log's entry of a URL, with when it is due again and when it is forgotten. */
+export interface CurrentEntry {
+  timestamp: string;
+  updatetag: string;
+  hits: string;
+  due_at: string;
+  kept_until: string;
+}
+
+/** What explain says of one URL. */
+export interface Explained {
+  input: string;
+  url: string | null;
+  id: string | null;
+  domain: string | null;
+  /** Why analyze-dump would reject the URL itself, or null. */
+  invalid: string | null;
+  owner: YacobotRef | null;
+  pick: YacobotRef | null;
+  current: CurrentEntry | null;
+  sent_in: string[];
+  rejected_in: { file: string; line: number; reason: string }[];
+  verdict: string;
+}
+
+/** Prints what the job knows of each operand URL; returns the exit status (0). */
+export async function explain(a: SubArgs): Promise<number> {
+  const out = await explainUrls(a.o, a.operands);
+  process.stdout.write(a.json ? JSON.stringify(out, null, 2) + '\n' : out.map(humanExplained).join('\n'));
+  return 0;
+}
+
+/** One URL as analyze-dump sees it: its canonical url, id and domain, or why it is rejected. */
+export function canonicalOf(raw: string, hash: UrlHash): { url: string; id: string; domain: string } | { invalid: string } {
+  if (/[\t\r\n]/.test(raw)) return { invalid: 'bad URL: contains a TAB or a line break' };
+  const line = Buffer.from(`0\t0\t20000101000000\t0\t${raw}\t1`);
+  const v = analyzeLine(line, 0, line.length, false, URL_OPTIONS, hash);
+  if (v.kind === 'reject') return { invalid: v.detail ? `${v.reason}: ${v.detail}` : v.reason };
+  if (v.kind !== 'record') return { invalid: 'bad URL' };
+  const f = v.record.split('\t');
+  return { id: f[0]!, domain: f[4]!, url: f[5]! };
+}
+
+/** Explains every URL of `raws` against the state, queue and database of `o`. */
+export async function explainUrls(o: RunnerOptions, raws: readonly string[]): Promise<Explained[]> {
+  const hash = await loadUrlHash();
+  const last = lastCommittedRun(o.state);
+  const settings = { keepMs: last?.keep_ms ?? o.keepMs, resendMs: last?.resend_after_ms ?? o.resendAfterMs };
+  const out: Explained[] = raws.map((input) => {
+    const c = canonicalOf(input, hash);
+    const known = 'invalid' in c ? { url: null, id: null, domain: null, invalid: c.invalid } : { url: c.url, id: c.id, domain: c.domain, invalid: null };
+    return { input, ...known, owner: null, pick: null, current: null, sent_in: [], rejected_in: [], verdict: '' };
+  });
+  withOwners(o.db, out);
+  for (const e of out) if (e.id !== null) e.current = currentEntry(path.join(o.state, 'current_log'), e.id, settings);
+  findSent(o.queueDir, out);
+  await findRejected(path.join(o.state, 'rejects'), out, hash);
+  for (const e of out) e.verdict = verdictOf(e);
+  return out;
+}
+
+/** Sets owner, or pick when there is none, for every URL with a domain. */
+function withOwners(db: string, out: Explained[]): void {
+  if (!out.some((e) => e.domain !== null)) return;
+  const view = new PartnerView(db);
+  try {
+    for (const e of out) {
+      if (e.domain === null) continue;
+      e.owner = view.owner(e.domain);
+      if (e.owner === null) e.pick = view.pickNow();
+    }
+  } finally {
+    view.close();
+  }
+}
+
+/** current_log's entry for `id`, or null. */
+function currentEntry(file: string, id: string, s: { keepMs: number; resendMs: number }): CurrentEntry | null {
+  const f = findById(file, id);
+  if (f === null) return null;
+  const ts = timestampToMs(f[1]!);
+  return { timestamp: f[1]!, updatetag: f[2]!, hits: f[3]!, due_at: formatTimestamp(new Date(ts + s.resendMs)), kept_until: formatTimestamp(new Date(ts + s.keepMs)) };
+}
+
+/** Fills sent_in: the queue files (QUEUE/<yacobot>/<run>.tsv, newest run last) whose records include each URL's id. */
+function findSent(queueDir: string, out: Explained[]): void {
+  const ids = out.flatMap((e) => (e.id === null ? [] : [e.id]));
+  if (ids.length === 0) return;
+  for (const y of dirNames(queueDir).filter((d) => /^[1-9]\d*$/.test(d))) {
+    for (const f of dirNames(path.join(queueDir, y)).filter((n) => n.endsWith('.tsv') && !n.startsWith('.'))) {
+      const file = path.join(queueDir, y, f);
+      let found: Set<string>;
+      try {
+        found = idsInFile(file, ids);
+      } catch {
+        continue; // taken away by its Yacobot meanwhile
+      }
+      for (const e of out) if (e.id !== null && found.has(e.id)) e.sent_in.push(file);
+    }
+  }
+  for (const e of out) e.sent_in.sort((a, b) => (path.basename(a) < path.basename(b) ? -1 : path.basename(a) > path.basename(b) ? 1 : 0));
+}
+
+/** The entries of directory `dir`, sorted; none when it cannot be read. */
+function dirNames(dir: string): string[] {
+  try {
+    return fs.readdirSync(dir).sort();
+  } catch {
+    return [];
+  }
+}
+
+/** Fills rejected_in: the lines of STATE/rejects/*.tsv and rejects/failed/*.tsv whose URL is the input or has its id. */
+async function findRejected(dir: string, out: Explained[], hash: UrlHash): Promise<void> {
+  const files = [...dirNames(dir).map((f) => path.join(dir, f)), ...dirNames(path.join(dir, 'failed')).map((f) => path.join(dir, 'failed', f))];
+  const ids = new Map<string, string | null>();
+  for (const file of files.filter((f) => f.endsWith('.tsv') && fs.statSync(f, { throwIfNoEntry: false })?.isFile())) {
+    await eachReject(file, (r) => {
+      if (r.url === null) return;
+      for (const e of out) {
+        if (r.url !== e.input && (e.id === null || idOfReject(r.url, ids, hash) !== e.id)) continue;
+        e.rejected_in.push({ file, line: r.line, reason: r.reason });
+      }
+    });
+  }
+}
+
+/** The id of a rejected line's URL (null when the URL itself is what was rejected), remembered per URL. */
+function idOfReject(url: string, seen: Map<string, string | null>, hash: UrlHash): string | null {
+  let id = seen.get(url);
+  if (id === undefined) {
+    const c = canonicalOf(url, hash);
+    id = 'invalid' in c ? null : c.id;
+    if (seen.size < 100_000) seen.set(url, id);
+  }
+  return id;
+}
+
+/** The one-line verdict. */
+export function verdictOf(e: Explained): string {
+  // A sighting before due_at is held, one from due_at on (or with a new updatetag) is sent.
+  const held = e.current === null ? null : `held until ${e.current.due_at}`;
+  const newest = e.sent_in.at(-1);
+  if (newest !== undefined) {
+    const sent = `sent in ${path.basename(newest, '.tsv')} to Yacobot ${path.basename(path.dirname(newest))}`;
+    return held ? `${sent}; ${held}` : sent;
+  }
+  if (held !== null) return held;
+  const rejected = e.invalid ?? e.rejected_in.at(-1)?.reason;
+  if (rejected !== undefined) return `rejected: ${rejected}`;
+  const to = (y: YacobotRef | null) => (y === null ? 'no active Yacobot' : yacobotName(y));
+  return `new: goes out when next seen, to ${e.owner !== null ? to(e.owner) : `${to(e.pick)} (least-loaded pick now)`}`;
+}
+
+/** "Yacobot ID (NAME)". */
+function yacobotName(y: YacobotRef): string {
+  return `Yacobot ${y.id}${y.name ? ` (${y.name})` : ''}`;
+}
+
+/** The explanation for a person, one field a line. */
+export function humanExplained(e: Explained): string {
+  const lines = [`${e.input}`];
+  if (e.url !== null) lines.push(`  url: ${e.url}`, `  id: ${e.id}`, `  domain: ${e.domain}`);
+  else lines.push(`  invalid: ${e.invalid}`);
+  if (e.url !== null) lines.push(`  owner: ${e.owner ? yacobotName(e.owner) : `none (least-loaded would pick ${e.pick ? yacobotName(e.pick) : 'no active Yacobot'})`}`);
+  const c = e.current;
+  lines.push(c ? `  current: ${c.timestamp}, updatetag '${c.updatetag}', ${c.hits} hits; due again ${c.due_at}, forgotten ${c.kept_until}` : '  current: not in current_log');
+  for (const f of e.sent_in) lines.push(`  sent in: ${f}`);
+  for (const r of e.rejected_in) lines.push(`  rejected in: ${r.file}:${r.line}: ${r.reason}`);
+  lines.push(`  verdict: ${e.verdict}`);
+  return lines.join('\n') + '\n';
+}

@@ -1,0 +1,111 @@
+// What the job looks like from outside, read without the lock and without writing:
+// the inbox, each Yacobot's backlog, the lock's holder, current_log's size. Shared by
+// status and the metrics file.
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { countBacklog, type Backlog } from './commit.js';
+import { countLines } from './fsutil.js';
+import { planInbox, type RunRecord } from './plan.js';
+
+/** The reflogs waiting in the inbox: how many, and the age of the oldest (by its mtime) in seconds. */
+export interface Inbox {
+  reflogs: number;
+  oldest_age_seconds: number | null;
+}
+
+/** Whether a process holds STATE/lock, and what the lock file says of it. */
+export interface LockState {
+  held: boolean;
+  pid: number | null;
+  host: string | null;
+  since: string | null;
+}
+
+/** Everything status and the metrics file show beside the last invocation. */
+export interface Outside {
+  inbox: Inbox;
+  backlog: Backlog;
+  lock: LockState;
+  current_log_urls: number | null;
+}
+
+/**
+ * Reads the inbox, the queue directories, the lock and current_log as they are now;
+ * `run`, the last committed run, tells current_log's size (only a commit replaces it)
+ * without reading it.
+ */
+export function lookFromOutside(o: { inbox: string; state: string; queueDir: string }, run: RunRecord | null, now = Date.now()): Outside {
+  return {
+    inbox: inboxNow(o.inbox, now),
+    backlog: countBacklog(o.queueDir),
+    lock: lockNow(path.join(o.state, 'lock')),
+    current_log_urls: currentLogUrls(path.join(o.state, 'current_log'), run),
+  };
+}
+
+/** The *.reflog files of `dir` (those a run would take or skip with a warning). */
+function inboxNow(dir: string, now: number): Inbox {
+  let entries: string[];
+  try {
+    entries = fs.readdirSync(dir);
+  } catch {
+    return { reflogs: 0, oldest_age_seconds: null };
+  }
+  const plan = planInbox(entries);
+  const files = [...plan.runs.map((r) => `${r}.reflog`), ...plan.skipped.map((s) => s.file)];
+  let oldest: number | null = null;
+  for (const f of files) {
+    const mtime = fs.statSync(path.join(dir, f), { throwIfNoEntry: false })?.mtimeMs;
+    if (mtime !== undefined && (oldest === null || mtime < oldest)) oldest = mtime;
+  }
+  return { reflogs: files.length, oldest_age_seconds: oldest === null ? null : Math.max(0, Math.round((now - oldest) / 1000)) };
+}
+
+/** The URLs of current_log `file`: what `run` wrote there, else its line count; null when it is missing or cannot be read. */
+function currentLogUrls(file: string, run: RunRecord | null): number | null {
+  if (!fs.existsSync(file)) return null;
+  const written = run?.stages['filter-url']?.current_out;
+  if (typeof written === 'number') return written;
+  try {
+    return countLines(file);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Whether `file` is flock'ed now, from /proc/locks (read only: trying the lock would
+ * take it for a moment, and a runner starting then would exit 75), and its holder as
+ * the lock file names it. Without /proc/locks: whether the pid it names is alive.
+ */
+export function lockNow(file: string): LockState {
+  let text = '';
+  let st: fs.Stats | undefined;
+  try {
+    st = fs.statSync(file, { throwIfNoEntry: false });
+    if (st !== undefined) text = fs.readFileSync(file, 'utf8');
+  } catch {
+    /* unreadable: not held as far as can be told */
+  }
+  const pidText = /pid=(\d+)/.exec(text)?.[1];
+  const pid = pidText === undefined ? null : Number(pidText);
+  const holder = { pid, host: /host=(\S+)/.exec(text)?.[1] ?? null, since: /started=(\S+)/.exec(text)?.[1] ?? null };
+  if (st === undefined) return { held: false, pid: null, host: null, since: null };
+  const held = flockedNow(st) ?? (pid !== null && fs.existsSync(`/proc/${pid}`));
+  return held ? { held, ...holder } : { held, pid: null, host: null, since: null };
+}
+
+/** Whether /proc/locks lists a FLOCK on the file of `st`; null when /proc/locks cannot be read. */
+function flockedNow(st: fs.Stats): boolean | null {
+  let locks: string;
+  try {
+    locks = fs.readFileSync('/proc/locks', 'utf8');
+  } catch {
+    return null;
+  }
+  // major:minor:inode, major and minor in hex (the kernel's encoding of st_dev).
+  const major = ((st.dev >> 8) & 0xfff).toString(16).padStart(2, '0');
+  const minor = ((st.dev & 0xff) | ((st.dev >> 12) & 0xfff00)).toString(16).padStart(2, '0');
+  const id = `${major}:${minor}:${st.ino}`;
+  return locks.split('\n').some((l) => l.includes(' FLOCK ') && l.split(/\s+/).includes(id));
+}

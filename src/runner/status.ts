@@ -1,0 +1,84 @@
+// reflog-to-yacobot-queue status: whether the job is healthy, for a person or a
+// monitoring check (exit 0 healthy, 1 not). Reads only; takes no lock.
+import { formatDuration } from '../core/time.js';
+import { visibleName } from '../core/errors.js';
+import { PROG } from './options.js';
+import { lastCommittedRun, lastSuccess, readLastInvocation, type LastInvocation, type LastSuccess } from './last-invocation.js';
+import { lookFromOutside, type Outside } from './outside.js';
+import type { SubArgs } from './subcommand.js';
+
+export const STATUS_USAGE = `Usage: ${PROG} status [--json] [--max-age DURATION] [options]
+
+Says whether the job is healthy: exit 0 when the last invocation committed its
+runs or had nothing to do (and, with --max-age, the last committed run is no
+older than DURATION), 1 otherwise (a failed run, a busy lock, a config error,
+no invocation recorded yet). Usable as a monitoring check as it stands.
+
+Shows the last invocation (result, time, error), the last committed run (run,
+time, seconds), the reflogs waiting in the inbox (count, oldest age), each
+Yacobot's backlog now, the lock (held, by which process) and current_log's
+size. Reads only, takes no lock: safe beside a running invocation.
+
+  --json                  one JSON object: healthy, last_success, last_invocation,
+                          inbox, backlog, lock, current_log_urls
+  --max-age DURATION      unhealthy also when the last committed run is older
+                          (90m, 2h, 1d or seconds)
+  options                 the runner's (--config, --state, --inbox, --queue-dir, ...)
+`;
+
+/** What status reports, as its JSON has it. */
+export interface Status {
+  healthy: boolean;
+  last_success: LastSuccess | null;
+  last_invocation: LastInvocation | null;
+  inbox: Outside['inbox'];
+  backlog: Outside['backlog'];
+  lock: Outside['lock'];
+  current_log_urls: number | null;
+}
+
+/** Prints the status and returns the exit status (0 healthy, 1 not). */
+export function status(a: SubArgs, now = Date.now()): number {
+  const last = readLastInvocation(a.o.state);
+  const success = lastSuccess(a.o.state, last);
+  const why = unhealthy(last, success, a.maxAgeMs, now);
+  const s: Status = { healthy: why === null, last_success: success, last_invocation: last, ...lookFromOutside(a.o, lastCommittedRun(a.o.state), now) };
+  process.stdout.write(a.json ? JSON.stringify(s, null, 2) + '\n' : humanStatus(s, why, now));
+  return s.healthy ? 0 : 1;
+}
+
+/** Why the job is not healthy, or null when it is. */
+export function unhealthy(last: LastInvocation | null, success: LastSuccess | null, maxAgeMs: number | null, now: number): string | null {
+  if (last === null) return 'no invocation recorded yet (STATE/last-invocation.json is missing or unreadable)';
+  if (!last.success) return `the last invocation ended with exit ${last.exit} (${last.result})`;
+  if (maxAgeMs === null) return null;
+  if (success === null) return 'no run was ever committed';
+  const age = now - Date.parse(success.at);
+  return age > maxAgeMs ? `the last committed run is ${formatDuration(age)} old, more than --max-age ${formatDuration(maxAgeMs)}` : null;
+}
+
+/** `iso` and how long ago it was. */
+function when(iso: string, now: number): string {
+  return `${iso} (${formatDuration(Math.max(0, now - Date.parse(iso)))} ago)`;
+}
+
+/** The status for a person, one fact a line. */
+export function humanStatus(s: Status, why: string | null, now: number): string {
+  const lines = [why === null ? 'healthy' : `NOT healthy: ${why}`];
+  const inv = s.last_invocation;
+  if (inv !== null) {
+    const runs = inv.runs.length > 0 ? `; committed ${inv.runs.join(', ')}` : '';
+    lines.push(`last invocation: ${inv.result} (exit ${inv.exit}) at ${when(inv.at, now)}${runs}`);
+    if (inv.error) lines.push(`  error: ${visibleName(inv.error)}`);
+  } else lines.push('last invocation: none recorded');
+  const ok = s.last_success;
+  lines.push(ok ? `last success: run ${ok.run}, committed at ${when(ok.at, now)}, in ${ok.seconds} s` : 'last success: no run committed yet');
+  const age = s.inbox.oldest_age_seconds;
+  lines.push(`inbox: ${s.inbox.reflogs} reflog(s) waiting${age !== null ? `, the oldest for ${formatDuration(age * 1000)}` : ''}`);
+  const backlog = Object.entries(s.backlog).map(([id, b]) => `Yacobot ${id}: ${b.urls} URLs in ${b.files} file(s)`);
+  lines.push(`backlog: ${backlog.length > 0 ? backlog.join('; ') : 'no queue files waiting'}`);
+  const l = s.lock;
+  lines.push(l.held ? `lock: held by process ${l.pid ?? '?'}${l.host ? ` on ${l.host}` : ''}${l.since ? ` since ${l.since}` : ''}` : 'lock: free');
+  lines.push(`current_log: ${s.current_log_urls === null ? 'missing' : `${s.current_log_urls} URLs`}`);
+  return lines.join('\n') + '\n';
+}
