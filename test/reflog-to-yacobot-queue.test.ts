@@ -720,7 +720,7 @@ test('a COMMIT marker of an unknown version is refused with a message naming it,
   const r = await runner(dir);
   assert.equal(r.status, 1, r.stderr);
   assert.ok(!hasStackTrace(r.stderr), r.stderr);
-  assert.ok(r.stderr.includes(`${marker}: cannot read: damaged COMMIT marker (unknown version); see the README on recovery\n`), r.stderr);
+  assert.ok(r.stderr.includes(`${marker}: cannot read: damaged COMMIT marker (unknown version); see "A COMMIT marker the runner cannot read" in docs/operations.md\n`), r.stderr);
   assertSameState(snapshot(dir), before, 'after the refused COMMIT');
   assert.ok(!fs.existsSync(path.join(dir, 'var/queue/1/2011072806.tsv')), 'not published');
   assert.deepEqual(runsJsonl(dir), []);
@@ -1073,7 +1073,7 @@ function warningLines(stderr: string): string[] {
 function replayWarningLine(keep: string, forgotten: string): string {
   return (
     `reflog-to-yacobot-queue: warning: 2011072806: its now (20110728070000) is 2h older than that of run 2011072808 (20110728090000), which ran with --keep ${keep}: ` +
-    `current_log has forgotten the URLs last seen up to ${forgotten}, and those in this reflog are sent again (see "Replay a reflog" in the README)\n`
+    `current_log has forgotten the URLs last seen up to ${forgotten}, and those in this reflog are sent again (see "Replay a reflog" in docs/operations.md)\n`
   );
 }
 
@@ -1146,7 +1146,7 @@ test('a replay replayed again is not warned about (the first recorded its URLs a
   assert.equal(third.status, 0, third.stderr);
   assert.deepEqual(warnings(third), [
     'reflog-to-yacobot-queue: warning: 2011072806: its now (20110728070000) is 3h older than that of run 2011072809 (20110728100000), which ran with --keep 1h: ' +
-      'current_log has forgotten the URLs last seen up to 20110728090000, and those in this reflog are sent again (see "Replay a reflog" in the README)',
+      'current_log has forgotten the URLs last seen up to 20110728090000, and those in this reflog are sent again (see "Replay a reflog" in docs/operations.md)',
   ]);
   assert.equal(runsJsonl(dir).at(-1)!.sent, 1);
 });
@@ -1213,7 +1213,7 @@ test('pure helpers of the replay warning: the newest committed now in the tail o
     assert.equal(
       replayWarning('2011072806', '20110728070000', newest, 10 * h, replayed),
       '2011072806: its now (20110728070000) is 15h older than that of run 2011072821 (20110728220000), and --keep is 10h: ' +
-        'current_log has forgotten the URLs last seen up to 20110728120000, and those in this reflog are sent again (see "Replay a reflog" in the README)',
+        'current_log has forgotten the URLs last seen up to 20110728120000, and those in this reflog are sent again (see "Replay a reflog" in docs/operations.md)',
     );
     assert.equal(replayWarning('2011072812', '20110728130000', newest, 10 * h, replayed), null, '9h older, under --keep 10h');
     assert.equal(replayWarning('2011072823', '20110729000000', newest, 10 * h, replayed), null, 'newer');
@@ -1243,7 +1243,7 @@ test('pure helpers of the replay warning: the newest committed now in the tail o
   assert.equal(
     replayWarning('2011072806', '20110728070000', recorded, h, true),
     '2011072806: its now (20110728070000) is 15h older than that of run 2011072821 (20110728220000), which ran with --keep 10h: ' +
-      'current_log has forgotten the URLs last seen up to 20110728120000, and those in this reflog are sent again (see "Replay a reflog" in the README)',
+      'current_log has forgotten the URLs last seen up to 20110728120000, and those in this reflog are sent again (see "Replay a reflog" in docs/operations.md)',
   );
   assert.equal(replayWarning('2011072812', '20110728130000', recorded, h, true), null, '9h older than a run under --keep 10h, whatever this invocation\'s keep');
 

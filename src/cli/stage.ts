@@ -227,7 +227,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     }
   }
   // A stage runs at most a pipe's worth ahead of its reader: with Linux's 64 KiB the
-  // chain's processes wait for each other and leave a core idle (README, "Where the time goes").
+  // chain's processes wait for each other and leave a core idle (docs/performance.md, "Where the time goes").
   // Not stdin when the input is a file: that pipe is someone else's (`... | while read f; do stage "$f"`).
   const pipes = { stdin: def.readsInput !== false && inputPath === '-' ? growPipe(0) : null, stdout: growPipe(1) };
   log.debug({ pipe_bytes: pipes }, 'pipe capacities');

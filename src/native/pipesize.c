@@ -2,7 +2,7 @@
  * fcntl(F_SETPIPE_SZ) for the stages: Node has no fcntl. Between two stages a
  * 64 KiB pipe (Linux's default) lets a stage run at most one write ahead of its
  * reader, so on two cores the chain's six processes often leave a core idle;
- * with 1 MiB pipes they do not (see README, "Where the time goes").
+ * with 1 MiB pipes they do not (see docs/performance.md, "Where the time goes").
  */
 #define _GNU_SOURCE
 #include <errno.h>

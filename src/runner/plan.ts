@@ -177,7 +177,7 @@ export function replayWarning(run: string, now: string, most: CommittedNow | nul
   const ran = most.keepMs === undefined ? `, and --keep is ${formatDuration(keep)}` : `, which ran with --keep ${formatDuration(keep)}`;
   return (
     `${run}: its now (${now}) is ${formatDuration(older)} older than that of run ${most.run} (${most.now})${ran}: ` +
-    `current_log has forgotten the URLs last seen up to ${forgotten}, and those in this reflog are sent again (see "Replay a reflog" in the README)`
+    `current_log has forgotten the URLs last seen up to ${forgotten}, and those in this reflog are sent again (see "Replay a reflog" in docs/operations.md)`
   );
 }
 

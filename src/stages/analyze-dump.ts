@@ -95,7 +95,7 @@ const WORKER_QUEUE = 2;
  * for them. With none, it waited for the worker after each batch of its own, and
  * the worker was the long pole (1M hour, one worker: 30 batches against 15, the
  * main thread idle 0.3 s of the 1.6 s of input); with two, 23 against 22, and
- * analyze-dump alone took 1.73-1.83 s against 1.94-2.33 s (README).
+ * analyze-dump alone took 1.73-1.83 s against 1.94-2.33 s (README.md before 7d670b4).
  */
 const MAIN_AHEAD = 2;
 
@@ -106,7 +106,7 @@ const MAIN_AHEAD = 2;
  * went idle: at 10M lines, 2.2 s of spills and the worker idle 2.1 s of the 10.8 s of
  * input. So before a spill each worker is given batches enough to last it, when that is
  * at least two more than usual (runs of 96 MiB and up: --memory 192M and up; below,
- * the runs it would cut shorter cost as much as it saved, README).
+ * the runs it would cut shorter cost as much as it saved, README.md before 7d670b4).
  */
 function spillBytesPerBatch(): number {
   // MASTER_SERVER_SPILL_BYTES (digits) replaces it, for tests whose budgets are small
@@ -316,7 +316,7 @@ const DISTINCT_WHYS = 1024;
  * of `text`, and its "reason[: detail]", entry `whys[k]` of `reasons`. A batch's
  * distinct reasons are stored about once: a flood of tiny rejected lines with one
  * reason takes 13 bytes a line, not the 48 of a copy of the reason each (which
- * made a batch of 2-byte lines 24 MiB, README). A few buffers, not an object per
+ * made a batch of 2-byte lines 24 MiB, README.md before 7d670b4). A few buffers, not an object per
  * line: a batch of 262,144 short rejected lines sent as objects took analyze-dump
  * past 1 GiB.
  */
@@ -728,7 +728,7 @@ no output.`,
       const ahead = spillAhead && sorter.nearlyFull();
       // Waiting for a worker would leave a core idle when there are as many workers as
       // cores less one, the default: this thread parses the batch meanwhile. (One worker
-      // and this thread: as fast as two workers, with 0.25 CPU s and 30 MiB less, README.)
+      // and this thread: as fast as two workers, with 0.25 CPU s and 30 MiB less: docs/performance.md.)
       const queue = ahead ? WORKER_QUEUE + spillQueue : WORKER_QUEUE;
       if (pool.offer({ batch, reuse }, [batch.buffer as ArrayBuffer, ...(reuse ? lentBuffers(reuse) : [])], queue)) {
         workerBatches++;
