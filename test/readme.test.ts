@@ -80,7 +80,7 @@ describe('README examples', () => {
 
   test('the README shows examples for every command', () => {
     const commands = examples.map((e) => e.command).join('\n');
-    for (const c of ['analyze-dump', 'group-sum', 'join-current', 'filter-url', 'partner-db', 'domains-from-db', 'upload-domains', 'logsaver', 'reflog-to-yacobot-queue']) {
+    for (const c of ['analyze-dump', 'group-sum', 'join-current', 'filter-url', 'partner-db', 'domains-from-db', 'upload-domains', 'logsaver', 'reflog-to-yacobot-queue', 'reflog-to-yacobot-queue status', 'reflog-to-yacobot-queue explain', 'partner.db owner']) {
       assert.ok(commands.includes(c), `no example runs ${c}`);
     }
   });
