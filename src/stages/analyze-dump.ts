@@ -92,10 +92,8 @@ const WORKER_QUEUE = 2;
 
 /**
  * Batches the main thread may parse ahead of the workers' answers before it waits
- * for them. With none, it waited for the worker after each batch of its own, and
- * the worker was the long pole (1M hour, one worker: 30 batches against 15, the
- * main thread idle 0.3 s of the 1.6 s of input); with two, 23 against 22, and
- * analyze-dump alone took 1.73-1.83 s against 1.94-2.33 s (README.md before 7d670b4).
+ * for them: with none, the main thread waits after each batch of its own and the
+ * worker is the long pole (docs/performance.md, "Where the time goes").
  */
 const MAIN_AHEAD = 2;
 
@@ -106,7 +104,7 @@ const MAIN_AHEAD = 2;
  * went idle: at 10M lines, 2.2 s of spills and the worker idle 2.1 s of the 10.8 s of
  * input. So before a spill each worker is given batches enough to last it, when that is
  * at least two more than usual (runs of 96 MiB and up: --memory 192M and up; below,
- * the runs it would cut shorter cost as much as it saved, README.md before 7d670b4).
+ * the shorter runs it would cut cost as much as it saves).
  */
 function spillBytesPerBatch(): number {
   // MASTER_SERVER_SPILL_BYTES (digits) replaces it, for tests whose budgets are small
@@ -316,7 +314,7 @@ const DISTINCT_WHYS = 1024;
  * of `text`, and its "reason[: detail]", entry `whys[k]` of `reasons`. A batch's
  * distinct reasons are stored about once: a flood of tiny rejected lines with one
  * reason takes 13 bytes a line, not the 48 of a copy of the reason each (which
- * made a batch of 2-byte lines 24 MiB, README.md before 7d670b4). A few buffers, not an object per
+ * would make a batch of 2-byte lines 24 MiB). A few buffers, not an object per
  * line: a batch of 262,144 short rejected lines sent as objects took analyze-dump
  * past 1 GiB.
  */
