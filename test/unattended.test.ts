@@ -432,3 +432,30 @@ test('runs.jsonl under logrotate: rotated by rename (create) or by copytruncate,
   fs.writeFileSync(runs, '');
   assert.equal(run(dir).status, 2);
 });
+
+test('a state disk with no space at all: the message names the file the runner could not write, not "internal error: ENOSPC ... write"', (t) => {
+  if (!canMount()) return t.skip('cannot mount a tmpfs here');
+  const dir = fresh();
+  const state = path.join(dir, 'var/state');
+  fs.renameSync(path.join(state, 'partner.db'), path.join(dir, 'p.db'));
+  assert.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', state]).status, 0);
+  try {
+    hour(dir, '2011072806');
+    fs.mkdirSync(path.join(state, 'staging'));
+    fs.writeFileSync(path.join(state, 'lock'), '');
+    const fill = fs.openSync(path.join(state, 'fill'), 'w');
+    try {
+      for (;;) fs.writeSync(fill, Buffer.alloc(4096));
+    } catch {
+      /* full */
+    } finally {
+      fs.closeSync(fill);
+    }
+    const r = run(dir, '--db', path.join(dir, 'p.db'));
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, /reflog-to-yacobot-queue: .*\/var\/state\/lock: cannot write the holder into the lock file: ENOSPC/);
+    assert.doesNotMatch(r.stderr, /internal error/);
+  } finally {
+    spawnSync('umount', [state]);
+  }
+});

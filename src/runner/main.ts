@@ -694,7 +694,13 @@ async function runOne(
   mkdirDurable(p.staging);
   writeFileDurable(p.runJson, JSON.stringify(rj) + '\n');
   fs.rmSync(p.work, { recursive: true, force: true });
-  for (const d of [p.work, p.tmp, p.logs, p.queue]) fs.mkdirSync(d, { recursive: true });
+  for (const d of [p.work, p.tmp, p.logs, p.queue]) {
+    try {
+      fs.mkdirSync(d, { recursive: true });
+    } catch (err) {
+      throw ioError(err, d, 'create directory');
+    }
+  }
   log.info({ run: p.name, now: rj.now, now_source: rj.now_source, attempt: rj.attempts }, 'run start');
   if (rj.queue !== undefined) {
     p.queueName = rj.queue;
