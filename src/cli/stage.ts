@@ -9,15 +9,9 @@ import type { Logger } from 'pino';
 import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleName } from '../core/errors.js';
 import { growPipe } from '../core/pipes.js';
 import { PROJECT_ROOT } from '../core/root.js';
-import {
-  ByteLineSplitter,
-  cutMark,
-  liveTempFiles,
-  readStreamFor,
-  removeQuietly,
-  staleTemps,
-  type ByteLineFn,
-} from '../core/tsv.js';
+import { ByteLineSplitter, cutMark, type ByteLineFn } from '../core/lines.js';
+import { readStreamFor } from '../core/fifos.js';
+import { liveTempFiles, removeQuietly, staleTemps } from '../core/temps.js';
 import { Output, OutputClosed } from './output.js';
 import { onStopSignal } from './signals.js';
 import { loadCommander, loadPino } from '../core/cjs.js';

@@ -3,7 +3,7 @@
 // checks on a line's bytes for the streaming stages, which never decode a line.
 import { isValidHits, isValidHitsAt } from './hits.js';
 import { DASH, compareBytes, isDigitsAt, latin1, utf8 } from './bytes.js';
-import { findTabsAt } from './tsv.js';
+import { findTabsAt } from './lines.js';
 import { isValidTimestamp, timestampKey } from './time.js';
 import { clipText } from './errors.js';
 

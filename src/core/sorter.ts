@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { grown } from './arrays.js';
 import { ioError } from './errors.js';
-import { liveTempFiles, ownedTempPrefix, removeQuietly } from './tsv.js';
+import { liveTempFiles, ownedTempPrefix, removeQuietly } from './temps.js';
 
 /** The prefix of a sorter's spill directory in --tmp (see ownedTempPrefix). */
 export const SPILL_PREFIX = 'master-server-sort-';

@@ -12,7 +12,10 @@ import { countOption, parseCount, ratioOption } from '../core/numbers.js';
 import { parseBudget } from '../core/size.js';
 import { RecordBatch, RecordSorter, SPILL_PREFIX, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
 import { timestampKey } from '../core/time.js';
-import { DEFAULT_MAX_LINE, FifoWriter, FileWriter, LineBatcher, heldFifoWriter, removeStaleTemps } from '../core/tsv.js';
+import { DEFAULT_MAX_LINE, LineBatcher } from '../core/lines.js';
+import { FileWriter } from '../core/writers.js';
+import { FifoWriter, heldFifoWriter } from '../core/fifos.js';
+import { removeStaleTemps } from '../core/temps.js';
 import { WorkerPool } from '../core/workers.js';
 import {
   DEFAULT_MAX_URL_BYTES,

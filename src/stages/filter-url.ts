@@ -5,7 +5,7 @@ import { DataError, UsageError } from '../core/errors.js';
 import { MAX_HITS_DIGITS, addHitsAt, hitsTooBig } from '../core/hits.js';
 import { IdOrder, LineRef, checkJoinedAt } from '../core/records.js';
 import { formatTimestamp, isValidTimestamp, parseDuration, timestampMsAt, timestampToMs } from '../core/time.js';
-import { AtomicFileWriter } from '../core/tsv.js';
+import { AtomicFileWriter } from '../core/writers.js';
 
 /** --keep when not given: how long a URL that did not come again stays in current_log. */
 export const DEFAULT_KEEP = '1h';

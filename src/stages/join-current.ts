@@ -4,7 +4,9 @@ import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
 import { DataError } from '../core/errors.js';
 import { DASH, LF, TAB, compareBytes, putBytes, type ByteSink } from '../core/bytes.js';
 import { IdOrder, LineRef, checkUrlRecordAt } from '../core/records.js';
-import { ByteLineSplitter, COPY_PREFIX, FileLineReader, regularFileFor, removeStaleTemps, type ByteLineFn } from '../core/tsv.js';
+import { ByteLineSplitter, FileLineReader, type ByteLineFn } from '../core/lines.js';
+import { COPY_PREFIX, regularFileFor } from '../core/fifos.js';
+import { removeStaleTemps } from '../core/temps.js';
 
 export interface JoinCurrentOptions {
   current: string;

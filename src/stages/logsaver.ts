@@ -8,7 +8,9 @@ import { BytesIndex } from '../core/bytesindex.js';
 import { LF, TAB, putBytes } from '../core/bytes.js';
 import { LineRef, ROUTED_RECORD, checkUrlRecordAt, clip, isYacobotIdAt } from '../core/records.js';
 import { fsyncPath } from '../core/dirs.js';
-import { DEFAULT_MAX_LINE, FileWriter, SYNC_AHEAD, liveTempFiles, ownedTempName, removeQuietly, removeStaleTemps } from '../core/tsv.js';
+import { DEFAULT_MAX_LINE } from '../core/lines.js';
+import { FileWriter, SYNC_AHEAD } from '../core/writers.js';
+import { liveTempFiles, ownedTempName, removeQuietly, removeStaleTemps } from '../core/temps.js';
 
 /** Records longer than this go to their file through write(), which never grows the writer's buffer. */
 const LONG_RECORD = 1 << 16;
