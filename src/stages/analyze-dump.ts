@@ -7,7 +7,7 @@ import { LF, TAB, isDigitsAt, putBytes, putDecimal, type ByteSink } from '../cor
 import { grown } from '../core/arrays.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { MAX_REFLOG_HITS_DIGITS } from '../core/hits.js';
-import { UNTERMINATED_WARNING, clip } from '../core/records.js';
+import { ID_BYTES, UNTERMINATED_WARNING, UrlRecordWriter, clip } from '../core/records.js';
 import { countOption, parseCount, ratioOption } from '../core/numbers.js';
 import { parseBudget } from '../core/size.js';
 import { RecordBatch, RecordSorter, SPILL_PREFIX, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
@@ -170,6 +170,7 @@ export class ReflogAnalyzer {
   reason = '';
   detail = '';
   private readonly tabs = new Int32Array(7);
+  private readonly record = new UrlRecordWriter();
 
   constructor(
     private readonly urls: UrlResolver,
@@ -220,27 +221,14 @@ export class ReflogAnalyzer {
     const bad = u.rejected(k);
     if (bad) return this.reject(bad.reason, bad.detail);
 
-    // id TAB ts TAB updatetag TAB hits TAB domain TAB url LF; the resolver holds
-    // the id and "domain TAB url" as bytes.
-    const v = u.bytes;
+    // The resolver holds the id and "domain TAB url" as bytes, one after the other.
     const vs = u.start[k]!;
-    const ve = u.end[k]!;
-    const length = ve - vs + (end - tagAt) + (hitsEnd - h) + 18;
+    const rec = this.record.setUrl(u.bytes, vs, vs + ID_BYTES, u.end[k]!).setValues(buf, tsAt, tagAt, end).setHits(buf, h, hitsEnd);
+    const length = rec.length();
     if (length > MAX_RECORD_BYTES) return this.reject('record too long', `${length} bytes, max ${MAX_RECORD_BYTES}`);
     const sink = this.sink;
-    sink.reserve(14 + (end - tagAt) + (hitsEnd - h) + (ve - vs) + 6);
-    const o = sink.buf;
-    let p = putBytes(o, sink.pos, v, vs, vs + 16);
-    o[p++] = TAB;
-    p = putBytes(o, p, buf, tsAt, tsAt + 14);
-    o[p++] = TAB;
-    p = putBytes(o, p, buf, tagAt, end);
-    o[p++] = TAB;
-    p = putBytes(o, p, buf, h, hitsEnd);
-    o[p++] = TAB;
-    p = putBytes(o, p, v, vs + 16, ve);
-    o[p++] = LF;
-    sink.commit(p, u.hi[k]!, u.lo[k]!, ts);
+    sink.reserve(length + 1);
+    sink.commit(rec.put(sink.buf, sink.pos), u.hi[k]!, u.lo[k]!, ts);
     return Verdict.Record;
   }
 

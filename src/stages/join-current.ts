@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
 import { DataError } from '../core/errors.js';
 import { DASH, LF, TAB, compareBytes, putBytes, type ByteSink } from '../core/bytes.js';
-import { IdOrder, LineRef, checkUrlRecordAt } from '../core/records.js';
+import { ID_BYTES, IdOrder, LineRef, URL_RECORD, U_DOMAIN, U_HITS, U_TAG, U_TS, checkUrlRecordAt } from '../core/records.js';
 import { ByteLineSplitter, FileLineReader, type ByteLineFn } from '../core/lines.js';
 import { COPY_PREFIX, regularFileFor } from '../core/fifos.js';
 import { removeStaleTemps } from '../core/temps.js';
@@ -21,23 +21,22 @@ export function writeJoined(out: ByteSink, c: LineRef | null, i: LineRef | null)
   // Every byte comes from the input lines: both together are longer than the output.
   out.reserve((c ? c.end - c.start : 0) + (i ? i.end - i.start : 0) + 8);
   const o = out.buf;
-  let p = out.pos;
   // "domain TAB url" is one range: the joined record carries both in that order.
   const k = (i ?? c)!;
-  p = putBytes(o, p, k.buf, k.start, k.start + 17); // id TAB
-  p = putBytes(o, p, k.buf, k.tabs[3]! + 1, k.end);
+  let p = putBytes(o, out.pos, k.buf, k.start, k.fieldStart(U_TS)); // id TAB
+  p = putBytes(o, p, k.buf, k.fieldStart(U_DOMAIN), k.end);
   o[p++] = TAB;
-  p = c ? putBytes(o, p, c.buf, c.start + 17, c.start + 31) : dash(o, p);
+  p = c ? putBytes(o, p, c.buf, c.fieldStart(U_TS), c.fieldEnd(U_TS)) : dash(o, p);
   o[p++] = TAB;
-  p = i ? putBytes(o, p, i.buf, i.start + 17, i.start + 31) : dash(o, p);
+  p = i ? putBytes(o, p, i.buf, i.fieldStart(U_TS), i.fieldEnd(U_TS)) : dash(o, p);
   o[p++] = TAB;
-  if (c) p = putBytes(o, p, c.buf, c.tabs[1]! + 1, c.tabs[2]!);
+  if (c) p = putBytes(o, p, c.buf, c.fieldStart(U_TAG), c.fieldEnd(U_TAG));
   o[p++] = TAB;
-  if (i) p = putBytes(o, p, i.buf, i.tabs[1]! + 1, i.tabs[2]!);
+  if (i) p = putBytes(o, p, i.buf, i.fieldStart(U_TAG), i.fieldEnd(U_TAG));
   o[p++] = TAB;
-  p = c ? putBytes(o, p, c.buf, c.tabs[2]! + 1, c.tabs[3]!) : dash(o, p);
+  p = c ? putBytes(o, p, c.buf, c.fieldStart(U_HITS), c.fieldEnd(U_HITS)) : dash(o, p);
   o[p++] = TAB;
-  p = i ? putBytes(o, p, i.buf, i.tabs[2]! + 1, i.tabs[3]!) : dash(o, p);
+  p = i ? putBytes(o, p, i.buf, i.fieldStart(U_HITS), i.fieldEnd(U_HITS)) : dash(o, p);
   o[p++] = LF;
   out.pos = p;
 }
@@ -99,8 +98,8 @@ output.`,
     }));
 
     // Records stay bytes; fields are ranges between the TABs a check found.
-    const inc = new LineRef(5);
-    const curLine = new LineRef(5);
+    const inc = new LineRef(URL_RECORD.length - 1);
+    const curLine = new LineRef(URL_RECORD.length - 1);
     let cur: LineRef | null = null;
     const nextCurrent = (): void => {
       cur = null;
@@ -118,7 +117,7 @@ output.`,
      */
     const joinIncoming = (room: number): boolean => {
       let d = 1;
-      while (cur !== null && (d = compareBytes(cur.buf, cur.start, inc.buf, inc.start, 16)) < 0) {
+      while (cur !== null && (d = compareBytes(cur.buf, cur.start, inc.buf, inc.start, ID_BYTES)) < 0) {
         if (room-- === 0) return false;
         writeJoined(out, cur, null);
         onlyCur++;

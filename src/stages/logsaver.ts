@@ -6,7 +6,7 @@ import { mkdirEach } from '../core/dirs.js';
 import { DataError, UsageError, clipText, hasControl, ioError } from '../core/errors.js';
 import { BytesIndex } from '../core/bytesindex.js';
 import { LF, TAB, putBytes } from '../core/bytes.js';
-import { LineRef, ROUTED_RECORD, checkUrlRecordAt, clip, isYacobotIdAt } from '../core/records.js';
+import { LineRef, ROUTED_RECORD, URL_RECORD, checkUrlRecordAt, clip, isYacobotIdAt } from '../core/records.js';
 import { fsyncPath } from '../core/dirs.js';
 import { DEFAULT_MAX_LINE } from '../core/lines.js';
 import { FileWriter, SYNC_AHEAD } from '../core/writers.js';
@@ -125,7 +125,7 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
 
     // Queues by the bytes of their yacobot_id; records are copied as bytes.
     const ids = new BytesIndex();
-    const l = new LineRef(5);
+    const l = new LineRef(URL_RECORD.length - 1);
     await ctx.eachLine((buf, start, end, lineNo) => {
       let tab = buf.indexOf(TAB, start);
       if (tab >= end) tab = -1;
