@@ -319,7 +319,7 @@ function main(a: Args): void {
   const lines: string[] = [];
   const p = (s = '') => lines.push(s);
   p(`master-server bench: ${inLines.toLocaleString('en')} reflog lines (hour 2), ${os.cpus().length} CPUs, node ${process.version}` + (a.memory ? `, analyze-dump --memory ${a.memory}` : ''));
-  // Whether the stages could grow their pipes (README, "Common behaviour"): it shows in the figures.
+  // Whether the stages could grow their pipes (docs/formats-and-rules.md, "Common behaviour of every stage"): it shows in the figures.
   p(`pipes between the stages: ${fs.existsSync(PIPESIZE_ADDON) ? `grown to ${PIPE_BYTES / 1024} KiB by the stages` : '64 KiB (the pipe-size addon was not built)'}`);
   p(`current_log before hour 2: ${current1.toLocaleString('en')} records; best of ${a.repeat} run(s)`);
   p();

@@ -21,7 +21,7 @@ export interface GenOptions {
 /**
  * sfc32: a small fast PRNG; `next()` is uniform in [0, 1). Not scripts/prng.ts: the
  * bench caches generated reflogs by lines, seed and hour, and its figures are
- * compared across sessions; another generator would change them under the same names.
+ * compared across commits; another generator would change them under the same names.
  */
 class Rng {
   private a: number;

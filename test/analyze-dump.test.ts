@@ -643,7 +643,7 @@ test('sizes (--memory of analyze-dump and the runner) are binary units in either
     ['1.5G', null],
     ['-1M', null],
     ['M', null],
-    // README's rule exactly: K, M or G with i, B or iB after it or not, any case; B or nothing is bytes.
+    // The documented rule exactly (docs/formats-and-rules.md): K, M or G with i, B or iB after it or not, any case; B or nothing is bytes.
     ['64Mi', 64 << 20],
     ['64mI', 64 << 20],
     ['64KB', 64 << 10],

@@ -97,7 +97,7 @@ async function runScenario(s: Scenario): Promise<void> {
       } else if (c && !i) {
         if (now - parse(c.ts) < s.keep) next.set(id, c);
       } else if (c && i) {
-        const changed = i.tag !== '' && i.tag !== c.tag;
+        const changed = i.tag !== '' && i.tag !== c.tag && parse(i.ts) >= parse(c.ts);
         const due = parse(i.ts) - parse(c.ts) >= s.resend;
         if (due || changed) {
           sent.push(line(id, i));
@@ -133,3 +133,30 @@ for (const seed of [1, 2, 3]) {
   test(`random 20-minute batches, resend 1h, keep 10h (seed ${seed})`, () => runScenario({ seed: seed + 100, batches: 8, batchMinutes: 20, resend: H, keep: 10 * H }));
 }
 test('random 20-minute batches, resend 1h, keep 1h', () => runScenario({ seed: 77, batches: 8, batchMinutes: 20, resend: H, keep: H }));
+
+/** Runs the four dedup stages on `reflog` at `now` in `work`; returns filtered_log. */
+function chainHour(work: string, reflog: string, now: string): string {
+  fs.writeFileSync(path.join(work, 'hour.reflog'), reflog);
+  const r = spawnSync(
+    'bash',
+    [
+      '-c',
+      `set -eo pipefail; analyze-dump hour.reflog | group-sum | join-current --current current_log ` +
+        `| filter-url --now ${now} --keep 10h --current-out current_log.next > filtered_log; mv current_log.next current_log`,
+    ],
+    { cwd: work, env: testEnv({ MS_LOG: '' }), encoding: 'utf8' },
+  );
+  assert.equal(r.status, 0, r.stderr);
+  return fs.readFileSync(path.join(work, 'filtered_log'), 'utf8');
+}
+
+// Hour 14 sends x with tag v2; a late hour 13 (x at 13:30, tag v1) is no news and leaves
+// v2 in current_log; hour 15 (x with v2, 35 minutes after 14:10) is neither due nor changed.
+test('a late hour with an older updatetag sends nothing and keeps the newer tag', () => {
+  const work = scratch('ms-late-');
+  const row = (ts: string, tag: string) => `b\t5\t${ts}\t1\thttp://late.example/x\t1\t${tag}\n`;
+  assert.match(chainHour(work, row('20110728141000', 'v2'), '20110728150000'), /\tv2\t1\tlate\.example\t/);
+  assert.equal(chainHour(work, row('20110728133000', 'v1'), '20110728150500'), '');
+  assert.match(fs.readFileSync(path.join(work, 'current_log'), 'utf8'), /^[0-9a-f]{16}\t20110728141000\tv2\t2\t/);
+  assert.equal(chainHour(work, row('20110728144500', 'v2'), '20110728160000'), '');
+});

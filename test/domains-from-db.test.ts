@@ -62,7 +62,7 @@ test('a Yacobot id set by hand past 2^53 - 1 is refused as every command and sta
   assert.equal(r.status, 1, r.stderr);
   assert.match(r.stderr, /^domains-from-db: p\.db: Yacobot 'big' has id 123456789012345678, outside the ids this program handles \(1 to 9007199254740991\); give it another$/m);
   assert.equal(r.stdout, failedOutput('domains-from-db'), 'no map');
-  // The same for partner-db, as the README says.
+  // The same for partner-db, as docs/formats-and-rules.md says.
   assert.equal(runBin('partner-db', ['--db', 'p.db', 'list'], '', work).status, 1);
 });
 

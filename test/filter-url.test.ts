@@ -40,7 +40,9 @@ const cases: [string, ReturnType<typeof joined>, FilterParams, string, string | 
   ['both, incoming updatetag empty: not a change, current keeps its tag', joined(['20110727200000', 'v1', '1'], ['20110727200100', '', '2']), p(NOW), 'held', null, rec('20110727200000', 'v1', '3')],
   ['both, current tag empty, incoming non-empty: a change', joined(['20110727200000', '', '1'], ['20110727200100', 'v', '2']), p(NOW), 'changed', rec('20110727200100', 'v', '2'), rec('20110727200100', 'v', '3')],
   ['both, due with empty incoming tag: current keeps c tag', joined(['20110727180000', 'v1', '7'], ['20110727200000', '', '8']), p(NOW), 'due', rec('20110727200000', '', '8'), rec('20110727200000', 'v1', '15')],
-  ['both, incoming older than current, changed: max timestamp kept', joined(['20110727203000', 'v1', '10'], ['20110727190000', 'v2', '20']), p(NOW), 'changed', rec('20110727190000', 'v2', '20'), rec('20110727203000', 'v2', '30')],
+  ['both, incoming older than current, other tag: a late sighting is no news, the tag stays', joined(['20110727203000', 'v2', '10'], ['20110727190000', 'v1', '20']), p(NOW), 'held', null, rec('20110727203000', 'v2', '30')],
+  ['both, incoming 1s older than current, other tag: held', joined(['20110727203000', 'v2', '10'], ['20110727202959', 'v1', '20']), p(NOW), 'held', null, rec('20110727203000', 'v2', '30')],
+  ['both, same timestamp, other tag: a change', joined(['20110727203000', 'v1', '10'], ['20110727203000', 'v2', '20']), p(NOW), 'changed', rec('20110727203000', 'v2', '20'), rec('20110727203000', 'v2', '30')],
   ['both, incoming older than current, same tag: held (negative gap is never due)', joined(['20110727203000', 'v1', '10'], ['20110727190000', 'v1', '20']), p(NOW), 'held', null, rec('20110727203000', 'v1', '30')],
   ['both, 20m resend: 20m apart is due', joined(['20110727200000', '', '1'], ['20110727202000', '', '1']), p(NOW, 20 * 60_000), 'due', rec('20110727202000', '', '1'), rec('20110727202000', '', '2')],
   ['both, huge hits: exact sum', joined(['20110727200000', '', '9007199254740993'], ['20110727200100', '', '9007199254740993']), p(NOW), 'held', null, rec('20110727200000', '', '18014398509481986')],
@@ -179,7 +181,7 @@ test('durations: the units, and nothing above ten years (400 digits of days used
   assert.equal(parseDuration('3651d'), null);
   assert.equal(parseDuration('9'.repeat(400) + 'd'), null);
   assert.equal(parseDuration('1.5h'), null);
-  // README's rule exactly: digits alone are seconds; units in lower case only.
+  // The documented rule exactly (docs/formats-and-rules.md): digits alone are seconds; units in lower case only.
   assert.equal(parseDuration('90'), 90_000);
   assert.equal(parseDuration('0'), 0);
   for (const bad of ['90S', '1H', '90 s', '1w', 's', '', '-1s', '1h30m']) assert.equal(parseDuration(bad), null, bad);

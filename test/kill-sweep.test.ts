@@ -365,7 +365,7 @@ function only(ts: Target[], keep: (t: Target) => boolean): Target[] {
 }
 
 /**
- * The commit step (README, "All or nothing, and the commit order") of each call of
+ * The commit step (docs/design.md, "The commit protocol") of each call of
  * `run` in `calls` from the COMMIT's temp file on: the steps start, in this order, at
  * the temp file, after the COMMIT's rename (the first Yacobot's queue file), at the
  * rename into place of each further Yacobot's, at the renames of current_log and

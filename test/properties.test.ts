@@ -60,7 +60,7 @@ test('filter-url core (decide) equals the rule table of SPEC.md for random joine
         keepLine = parseTs(now) - parseTs(c.ts) < keep * 1000 ? line(c.ts, c.tag, c.hits) : null;
       } else {
         const sum = (BigInt(c.hits) + BigInt(i.hits)).toString();
-        const changed = i.tag !== '' && i.tag !== c.tag;
+        const changed = i.tag !== '' && i.tag !== c.tag && parseTs(i.ts) >= parseTs(c.ts);
         const due = parseTs(i.ts) - parseTs(c.ts) >= resend * 1000;
         if (due || changed) {
           send = line(i.ts, i.tag, i.hits);
@@ -277,7 +277,7 @@ test('the chain analyze-dump | group-sum | join-current | filter-url over random
               if (now - parseTs(c.ts) < keep * 1000) next.set(id, c);
             } else if (c && i) {
               const hits = (BigInt(c.hits) + BigInt(i.hits)).toString();
-              if (parseTs(i.ts) - parseTs(c.ts) >= resend * 1000 || (i.tag !== '' && i.tag !== c.tag)) {
+              if (parseTs(i.ts) - parseTs(c.ts) >= resend * 1000 || (i.tag !== '' && i.tag !== c.tag && parseTs(i.ts) >= parseTs(c.ts))) {
                 sent.push(i);
                 next.set(id, { ...i, ts: i.ts > c.ts ? i.ts : c.ts, tag: i.tag !== '' ? i.tag : c.tag, hits });
               } else {

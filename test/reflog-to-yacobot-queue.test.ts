@@ -1005,7 +1005,7 @@ test('a run failed on a partner database another process held says the run is no
   assert.deepEqual(runsJsonl(dir).map((x) => x.status), ['failed', 'ok']);
 });
 
-/** A replay as the README's "Replay a reflog" says: RUN's queue files taken, its reflog moved back from done/ into the inbox. */
+/** A replay as docs/operations.md's "Replay a reflog" says: RUN's queue files taken, its reflog moved back from done/ into the inbox. */
 function replayOf(dir: string, run: string): void {
   takeQueueFiles(dir, run);
   fs.renameSync(path.join(dir, 'var/state/done', `${run}.reflog`), path.join(dir, 'var/inbox', `${run}.reflog`));
@@ -1695,7 +1695,7 @@ test('pure helpers: config parsing, option precedence, now, inbox order', () => 
   // A no-break or ideographic space reads as a space: refused as one.
   assert.deepEqual(odd.skipped.map((x) => x.why), [why('a\\u0085'), why('b\\u2028'), why('c\\u202e'), why('e\u00a0f'), why('g\u3000h')]);
   for (const n of ['a\u0085', 'b\u2028', 'c\u202e']) assert.equal(checkQueueName(n), 'contains a control character');
-  // The commit order the README promises.
+  // The commit order docs/design.md promises.
   const steps = publishSteps({
     version: 1,
     run: 'r',
@@ -2494,7 +2494,7 @@ test('a replayed hour whose first queue files were not taken yet fails, publishi
   const queues = ['1', '2', '3'].map((y) => path.join(dir, 'var/queue', y, `${run}.tsv`)).filter((f) => fs.existsSync(f));
   assert.ok(queues.length > 0);
   const before = queues.map((f) => fs.readFileSync(f, 'utf8'));
-  // Re-sent with 6 more lines (helper-36's reproduction): deduplicated against
+  // Re-sent with 6 more lines: deduplicated against
   // current_log, its queue file holds only the 6 new URLs, and replacing the untaken
   // one would lose the URLs current_log records as sent.
   const extra = Array.from({ length: 6 }, (_, i) => `1000\t0\t20110728063000\t${i}\thttp://resent-${i}.example.com/\t1\n`).join('');

@@ -366,10 +366,10 @@ test("removeStaleTemps removes only this user's own entries of dead processes: n
 });
 
 test('BytesIndex: keys built so that unseeded FNV-1a puts them all in one probe chain are spread out', () => {
-  // helper-33's flood: at each of 12 places, two 3-byte chunks that leave FNV-1a's low
-  // 17 bits alike (the low bits of FNV depend only on low bits), so all 2^12 URLs share
-  // one slot in a table of up to 2^17. Before the seed and the finalizer, each add
-  // walked the whole chain: 2,048 slots per add on average here, 32,768 at 2^16 URLs.
+  // A flood: at each of 12 places, two 3-byte chunks that leave FNV-1a's low 17 bits
+  // alike (the low bits of FNV depend only on low bits), so all 2^12 URLs share one
+  // slot in a table of up to 2^17 without a seed and a finalizer, and each add would
+  // walk the whole chain.
   const fnv = (h: number, bytes: Iterable<number>) => {
     for (const b of bytes) h = Math.imul(h ^ b, 0x01000193);
     return h;

@@ -141,7 +141,7 @@ test('least-loaded: loads equal in decimal are a tie (smallest id), though 3 x 0
     assert.equal(new LeastLoaded([{ id: 1, weight: w1, domains: d1 }, { id: 2, weight: w2, domains: d2 }]).pick(), 2, `${d1}/${w1} against ${d2}/${w2}`);
   }
   assert.equal(new LeastLoaded([{ id: 1, weight: 1e-7, domains: 1 }, { id: 2, weight: 0.0000001, domains: 1 }]).pick(), 1, 'the same weight written two ways');
-  // Through the stage, as the review found it.
+  // The same through the stage.
   const w = newDb([['y1', 0.3], ['y2', 0.1]]);
   for (const d of ['a', 'b', 'c']) pdb(w, 'assign', `${d}.com`, 'y1');
   pdb(w, 'assign', 'd.com', 'y2');

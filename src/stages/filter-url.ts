@@ -60,8 +60,10 @@ export function decide(l: LineRef, p: FilterParams, send: ByteSink, keep: ByteSi
   if (n > MAX_HITS_DIGITS) throw new DataError('HITS_TOO_BIG', hitsTooBig(n));
   const iTagLen = T[6]! - iTag;
   const iTagEmpty = iTagLen === 0;
-  const changed = !iTagEmpty && (iTagLen !== T[5]! - cTag || compareBytes(b, iTag, b, cTag, iTagLen) !== 0);
-  const due = timestampMsAt(b, iTs) - timestampMsAt(b, cTs) >= p.resendAfterMs;
+  const sinceMs = timestampMsAt(b, iTs) - timestampMsAt(b, cTs);
+  // A late sighting (older than current_log's) is no news: never a change, never the tag.
+  const changed = !iTagEmpty && sinceMs >= 0 && (iTagLen !== T[5]! - cTag || compareBytes(b, iTag, b, cTag, iTagLen) !== 0);
+  const due = sinceMs >= p.resendAfterMs;
   if (due || changed) {
     putRecord(send, l, iTs, iTag, T[6]!, b, iHits, l.end);
     const ts = compareBytes(b, iTs, b, cTs, 14) > 0 ? iTs : cTs;
@@ -111,7 +113,9 @@ filtered_log (URL records to send) to stdout and the next current_log to
                        c+i hits)
 
   due     = i_timestamp - c_timestamp >= --resend-after
-  changed = i_updatetag non-empty and different from c_updatetag
+  changed = i_updatetag non-empty, different from c_updatetag, and
+            i_timestamp >= c_timestamp (a late sighting, older than
+            current_log's, is no news and never replaces the tag)
 
 Timestamps are read in the local time zone (set TZ to choose). Durations: 90s,
 30m, 1h, 10h, 1d, or seconds; at most 3650d. --current-out is written to a
