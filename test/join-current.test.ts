@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import { BIN, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 import { TextSink } from './lib/bytes.js';
 import { SEED, lineOf, recArb, text, uniqueSorted, type Rec } from './lib/model.js';
-import { writeJoined } from '../src/stages/join-current.js';
+import { writeJoined } from '../src/core/records.js';
 import { COPY_PREFIX, regularFileFor } from '../src/core/fifos.js';
 import { HOST_TAG, ownedTempPrefix } from '../src/core/temps.js';
 import { isValidTimestamp, timestampKey } from '../src/core/time.js';

@@ -50,6 +50,8 @@ export const MISSING = '-';
 /** Bytes of an id and of a timestamp, in every record format. */
 export const ID_BYTES = 16;
 export const TS_BYTES = 14;
+/** Where a URL record's timestamp starts in its line (it follows the id's TAB). */
+const TS_AT = ID_BYTES + 1;
 
 /** Routed record: `yacobot_id` then the six URL-record fields. */
 export const ROUTED_RECORD = ['yacobot_id', ...URL_RECORD] as const;
@@ -205,6 +207,40 @@ export class LineRef {
 }
 
 /**
+ * The one writer of joined records: writes the joined line (with its LF) for one id
+ * to `out`, from the current side `c` and/or the incoming side `i` (URL-record lines
+ * checked by checkUrlRecordAt; at least one side present).
+ */
+export function writeJoined(out: ByteSink, c: LineRef | null, i: LineRef | null): void {
+  // Every byte comes from the input lines: both together are longer than the output.
+  out.reserve((c ? c.end - c.start : 0) + (i ? i.end - i.start : 0) + 8);
+  const o = out.buf;
+  // "domain TAB url" is one range: the joined record carries both in that order.
+  const k = (i ?? c)!;
+  let p = putBytes(o, out.pos, k.buf, k.start, k.start + TS_AT); // id TAB
+  p = putBytes(o, p, k.buf, k.fieldStart(U_DOMAIN), k.end);
+  o[p++] = TAB;
+  p = c ? putBytes(o, p, c.buf, c.start + TS_AT, c.start + TS_AT + TS_BYTES) : dash(o, p);
+  o[p++] = TAB;
+  p = i ? putBytes(o, p, i.buf, i.start + TS_AT, i.start + TS_AT + TS_BYTES) : dash(o, p);
+  o[p++] = TAB;
+  if (c) p = putBytes(o, p, c.buf, c.fieldStart(U_TAG), c.fieldEnd(U_TAG));
+  o[p++] = TAB;
+  if (i) p = putBytes(o, p, i.buf, i.fieldStart(U_TAG), i.fieldEnd(U_TAG));
+  o[p++] = TAB;
+  p = c ? putBytes(o, p, c.buf, c.fieldStart(U_HITS), c.fieldEnd(U_HITS)) : dash(o, p);
+  o[p++] = TAB;
+  p = i ? putBytes(o, p, i.buf, i.fieldStart(U_HITS), i.fieldEnd(U_HITS)) : dash(o, p);
+  o[p++] = LF;
+  out.pos = p;
+}
+
+function dash(o: Uint8Array, p: number): number {
+  o[p] = DASH;
+  return p + 1;
+}
+
+/**
  * The one writer of URL records: a stage keeps one, points it at the byte ranges
  * that hold the fields of each record it writes (in any buffers), and writes it.
  */
@@ -290,11 +326,11 @@ export function checkUrlRecordAt(l: LineRef): string | null {
   const ok =
     findTabsAt(b, s, l.end, T) === 6 &&
     T[0] === s + ID_BYTES &&
-    T[1] === s + ID_BYTES + 1 + TS_BYTES &&
+    T[1] === s + TS_AT + TS_BYTES &&
     l.end > T[4]! + 1 &&
     isIdAt(b, s) &&
     isDomainAt(b, T[3]! + 1, T[4]!) &&
-    timestampKey(b, s + ID_BYTES + 1, s + ID_BYTES + 1 + TS_BYTES) >= 0 &&
+    timestampKey(b, s + TS_AT, s + TS_AT + TS_BYTES) >= 0 &&
     isValidHitsAt(b, T[2]! + 1, T[3]!);
   return ok ? null : (checkUrlRecord(l.text().split('\t')) ?? 'malformed record');
 }

@@ -2,48 +2,14 @@
 import * as os from 'node:os';
 import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
 import { DataError } from '../core/errors.js';
-import { DASH, LF, TAB, compareBytes, putBytes, type ByteSink } from '../core/bytes.js';
-import { ID_BYTES, IdOrder, LineRef, URL_RECORD, U_DOMAIN, U_HITS, U_TAG, U_TS, checkUrlRecordAt } from '../core/records.js';
+import { compareBytes } from '../core/bytes.js';
+import { ID_BYTES, IdOrder, LineRef, URL_RECORD, checkUrlRecordAt, writeJoined } from '../core/records.js';
 import { ByteLineSplitter, FileLineReader, type ByteLineFn } from '../core/lines.js';
 import { COPY_PREFIX, regularFileFor } from '../core/fifos.js';
 import { removeStaleTemps } from '../core/temps.js';
 
 export interface JoinCurrentOptions {
   current: string;
-}
-
-/**
- * The pure core: writes the joined line (with its LF) for one id to `out`, from the
- * current side `c` and/or the incoming side `i` (URL-record lines checked by
- * checkUrlRecordAt; at least one side present).
- */
-export function writeJoined(out: ByteSink, c: LineRef | null, i: LineRef | null): void {
-  // Every byte comes from the input lines: both together are longer than the output.
-  out.reserve((c ? c.end - c.start : 0) + (i ? i.end - i.start : 0) + 8);
-  const o = out.buf;
-  // "domain TAB url" is one range: the joined record carries both in that order.
-  const k = (i ?? c)!;
-  let p = putBytes(o, out.pos, k.buf, k.start, k.fieldStart(U_TS)); // id TAB
-  p = putBytes(o, p, k.buf, k.fieldStart(U_DOMAIN), k.end);
-  o[p++] = TAB;
-  p = c ? putBytes(o, p, c.buf, c.fieldStart(U_TS), c.fieldEnd(U_TS)) : dash(o, p);
-  o[p++] = TAB;
-  p = i ? putBytes(o, p, i.buf, i.fieldStart(U_TS), i.fieldEnd(U_TS)) : dash(o, p);
-  o[p++] = TAB;
-  if (c) p = putBytes(o, p, c.buf, c.fieldStart(U_TAG), c.fieldEnd(U_TAG));
-  o[p++] = TAB;
-  if (i) p = putBytes(o, p, i.buf, i.fieldStart(U_TAG), i.fieldEnd(U_TAG));
-  o[p++] = TAB;
-  p = c ? putBytes(o, p, c.buf, c.fieldStart(U_HITS), c.fieldEnd(U_HITS)) : dash(o, p);
-  o[p++] = TAB;
-  p = i ? putBytes(o, p, i.buf, i.fieldStart(U_HITS), i.fieldEnd(U_HITS)) : dash(o, p);
-  o[p++] = LF;
-  out.pos = p;
-}
-
-function dash(o: Uint8Array, p: number): number {
-  o[p] = DASH;
-  return p + 1;
 }
 
 export const joinCurrent: StageDef<JoinCurrentOptions> = {
