@@ -16,7 +16,7 @@ import { parseArgs, parseConfig } from '../src/runner/options.js';
 import { GATE_FD, NOT_STARTED, REFLOG_HEAD_BYTES, assignedInLog, pipelineScript, type RunPaths, hourNotBegun, notAnHour, failureMessage, firstHeaderLine, hourEndOf, mostForgetful, mostForgetfulSince, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, type RunRecord } from '../src/runner/plan.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { formatTimestamp } from '../src/core/time.js';
-import { HOST_TAG } from '../src/core/tsv.js';
+import { HOST_TAG } from '../src/core/temps.js';
 import { shellQuote } from '../src/core/errors.js';
 import { checkQueueName } from '../src/stages/logsaver.js';
 import { publishSteps } from '../src/runner/commit.js';

@@ -11,7 +11,7 @@ import { BIN, madeDb, partnerDb, runBin, scratch, summaryOf, testEnv, failedOutp
 import { LeastLoaded, loadRendezvous, openDb } from '../src/core/db.js';
 import { DataError } from '../src/core/errors.js';
 import { SPOOL_PREFIX, commitNewDomains, loadDomainMap, writeDomainMap } from '../src/stages/upload-domains.js';
-import { HOST_TAG, ownedTempPrefix } from '../src/core/tsv.js';
+import { HOST_TAG, ownedTempPrefix } from '../src/core/temps.js';
 
 /** A filtered_log with one record per domain of `domains`, the whole list `repeat` times over. */
 function filtered(domains: string[], repeat = 1): string {
