@@ -323,12 +323,18 @@ function canMount(): boolean {
   return ok;
 }
 
-test("a full state disk: the run's message is the failing stage's own, with the file it could not write, though its log could not take it", (t) => {
-  if (!canMount()) return t.skip('cannot mount a tmpfs here');
+/** A fresh directory whose var/state is a tmpfs of `size` (unmount it when done), its database moved out to DIR/p.db. */
+function stateOnTmpfs(size: string): { dir: string; state: string } {
   const dir = fresh();
   const state = path.join(dir, 'var/state');
   fs.renameSync(path.join(state, 'partner.db'), path.join(dir, 'p.db'));
-  assert.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=256k', 'tmpfs', state]).status, 0);
+  assert.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', state]).status, 0);
+  return { dir, state };
+}
+
+test("a full state disk: the run's message is the failing stage's own, with the file it could not write, though its log could not take it", (t) => {
+  if (!canMount()) return t.skip('cannot mount a tmpfs here');
+  const { dir, state } = stateOnTmpfs('256k');
   try {
     // 30,000 lines with a small --memory: analyze-dump spills to STATE/staging/RUN/work/tmp.
     const urls = Array.from({ length: 30_000 }, (_, i) => `http://site${i % 97}.com/p/${i}/${'z'.repeat(40)}`);
@@ -435,10 +441,7 @@ test('runs.jsonl under logrotate: rotated by rename (create) or by copytruncate,
 
 test('a state disk with no space at all: the message names the file the runner could not write, not "internal error: ENOSPC ... write"', (t) => {
   if (!canMount()) return t.skip('cannot mount a tmpfs here');
-  const dir = fresh();
-  const state = path.join(dir, 'var/state');
-  fs.renameSync(path.join(state, 'partner.db'), path.join(dir, 'p.db'));
-  assert.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', state]).status, 0);
+  const { dir, state } = stateOnTmpfs('64k');
   try {
     hour(dir, '2011072806');
     fs.mkdirSync(path.join(state, 'staging'));
