@@ -11,7 +11,9 @@
 // Each process runs under /usr/bin/time for its peak RSS. Then each stage runs
 // alone on the previous stage's output file (best of --repeat), for its own
 // throughput. Prints wall seconds, lines/s, per-stage peak RSS and the ratio
-// (a)/(b). Not a test: nothing is asserted. Outputs go to --out (default bench/out/, gitignored).
+// (a)/(b). With PostgreSQL installed, upload-domains alone also runs on a throwaway
+// PostgreSQL cluster holding a copy of the same partner database, and the report
+// gives its ratio to SQLite. Not a test: nothing is asserted. Outputs go to --out (default bench/out/, gitignored).
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';

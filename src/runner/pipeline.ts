@@ -249,7 +249,7 @@ export async function runStages(
     try {
       const err = fs.openSync(stageLog(p, 0, 'domains-from-db'), 'w', 0o644);
       try {
-        dfdb = spawn(path.join(binDir, 'domains-from-db'), ['--db', o.db], { stdio: ['ignore', out, err, lockFd], env: stageEnv() });
+        dfdb = spawn(path.join(binDir, 'domains-from-db'), o.dbArgs, { stdio: ['ignore', out, err, lockFd], env: stageEnv() });
       } finally {
         fs.closeSync(err);
       }
