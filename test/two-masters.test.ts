@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { RUNNER, partnerDb, runBin, scratch, testEnv } from './lib/run.js';
-import { PgCluster, pgSkipReason } from './lib/pg.js';
+import { PgCluster, TEST_PASSWORD, pgSkipReason } from './lib/pg.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
 
 const SKIP = pgSkipReason();
@@ -156,11 +156,12 @@ test('two masters on one PostgreSQL: hours alternating, the same hours on both a
   for (const dir of [a, b]) assert.ok(fs.readFileSync(path.join(dir, 'var/state/runs.jsonl'), 'utf8').length > 0);
 });
 
-test('PostgreSQL stopped in the middle of a run: the run fails, nothing is published, the reflog stays; after a restart the next invocation commits', { skip: SKIP ?? false, timeout: 300_000 }, async () => {
+test('PostgreSQL stopped in the middle of a run: the run fails, nothing is published, the reflog stays; after a restart the next invocation commits', { skip: SKIP ?? false, timeout: 600_000 }, async () => {
   const root = scratch('ms-stop-');
-  const db = partnerDatabase(root);
+  // With a password in the URI: no message, log line or record may show it.
+  const db = pg().uri(PgCluster.dbName(partnerDatabase(root)), true);
   const dir = master(root, 'm');
-  const hour = giveHour(dir, 1, 150_000);
+  const hour = giveHour(dir, 1, 60_000);
   const run = path.basename(hour, '.reflog');
   // Stopped once the run's stages are under way (the staging area exists), before it ends.
   let stopped = false;
@@ -188,4 +189,13 @@ test('PostgreSQL stopped in the middle of a run: the run fails, nothing is publi
   assert.ok(!fs.existsSync(path.join(dir, 'var/inbox', hour)), 'committed: the reflog moved to done/');
   assert.ok(fs.existsSync(path.join(dir, 'var/state/done', hour)));
   assertOneOwnerEach([dir], db);
+  for (const text of [r.stderr, again.stderr, down.stderr, ...everyFile(path.join(dir, 'var/state'))]) {
+    assert.ok(!text.includes(TEST_PASSWORD) && !text.includes(encodeURIComponent(TEST_PASSWORD)), `no password in: ${text.slice(0, 300)}`);
+  }
+  assert.match(r.stderr, /ms_pw:\*\*\*@127\.0\.0\.1/, 'the URI is named, its password redacted');
 });
+
+/** The text of every file under `dir`. */
+function everyFile(dir: string): string[] {
+  return fs.readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => fs.readFileSync(path.join(e.parentPath, e.name), 'latin1'));
+}

@@ -21,6 +21,7 @@ import {
   type PartnerStore,
   type Row,
   type Sql,
+  type Timeouts,
 } from './store.js';
 
 const require = createRequire(import.meta.url);
@@ -294,14 +295,13 @@ export function pgError(err: unknown, name: string, where: string): unknown {
 async function connect(uri: string, opts: OpenOptions): Promise<PgStore> {
   const t = opts.timeouts ?? DEFAULT_TIMEOUTS;
   const name = redactDb(uri);
-  const client = new pg.Client({
-    connectionString: uri,
-    connectionTimeoutMillis: t.connectMs,
-    statement_timeout: t.statementMs,
-    lock_timeout: t.lockMs,
-    application_name: 'master-server',
-    types: { getTypeParser: ((oid: number, format?: string) => (oid === 20 ? int8 : pg.types.getTypeParser(oid, format as 'text'))) as typeof pg.types.getTypeParser },
-  });
+  let client: Pg.Client;
+  try {
+    client = newClient(uri, t);
+  } catch (err) {
+    // The driver's own parser: its message never quotes the URI.
+    throw new DataError('BAD_DB_URI', `not a PostgreSQL URI node-postgres can read: ${String((err as Error)?.message ?? err)}`, { file: name });
+  }
   const where = whereOf(client);
   client.on('error', () => undefined); // until the store listens
   try {
@@ -311,6 +311,18 @@ async function connect(uri: string, opts: OpenOptions): Promise<PgStore> {
     throw pgError(err, name, where);
   }
   return new PgStore(client, name, where);
+}
+
+/** A client for `uri` with the time-outs, its int8 values as numbers when exact. */
+function newClient(uri: string, t: Timeouts): Pg.Client {
+  return new pg.Client({
+    connectionString: uri,
+    connectionTimeoutMillis: t.connectMs,
+    statement_timeout: t.statementMs,
+    lock_timeout: t.lockMs,
+    application_name: 'master-server',
+    types: { getTypeParser: ((oid: number, format?: string) => (oid === 20 ? int8 : pg.types.getTypeParser(oid, format as 'text'))) as typeof pg.types.getTypeParser },
+  });
 }
 
 /** Opens an existing PostgreSQL partner database, schema checked as SQLite's is. */
