@@ -27,7 +27,11 @@ could carry (a NULL, upper-case or non-ASCII domain, one with a TAB or LF; a
 yacobot_id that is not a positive integer up to 2^53 - 1, or names no Yacobot:
 rows edited outside partner-db) is an error naming it, not a broken map line.
 
-Buffers: one row (the rows are streamed from the database).`,
+--db is a SQLite file or a PostgreSQL URI (PG* variables and ~/.pgpass fill in
+what it leaves out); on PostgreSQL the rows come in one snapshot, through a
+cursor, ordered with collation "C" (bytewise).
+
+Buffers: one row (the rows are streamed from the database; on PostgreSQL, 5000).`,
   options(cmd) {
     addDbOptions(cmd);
   },

@@ -199,13 +199,22 @@ any output. A domain found in neither is new: it is given an active Yacobot by
 All new assignments are written in ONE transaction at the end of the input
 (INSERT ... ON CONFLICT(domain) DO NOTHING, added_at = --now) and read back: if
 another process assigned a domain first, the database's answer wins and is the
-one written. Last, after every record has been written, --map is rewritten
-atomically (temporary file + rename), sorted bytewise, with every domain learned
-in this run merged in; a missing --map file is an empty map and is created.
+one written. On PostgreSQL (--db postgres://...) that transaction first takes
+an advisory lock every writer takes: masters sharing the database assign one
+at a time, so loads spread as one master's would, and a domain another master
+took first counts as lost_race. Last, after every record has been written,
+--map is rewritten atomically (temporary file + rename), sorted bytewise, with
+every domain learned in this run merged in; a missing --map file is an empty
+map and is created.
 
 Rule for "no active Yacobot": checked when the stage starts, before it reads
 any input - if no Yacobot is active it fails with no output at all, even if
 every domain would be known. (Checked again at commit time.)
+
+--db is a SQLite file or a PostgreSQL URI (PG* variables and ~/.pgpass fill in
+what it leaves out; messages show it without its password). Domains missing
+from --map are looked up in one batch per input chunk: the chunk's records
+from the first such domain on wait in memory for the answers.
 
 Buffers: records stream out as long as their domain is known. From the first
 record of a new domain on, every record (known or new) is spooled to a
