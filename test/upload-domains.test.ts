@@ -665,3 +665,25 @@ test('a Yacobot disabled while the input is read: its domains stay with it for t
   assert.deepEqual([j.yacobots, j.records_to_disabled], [[2], 3]);
   assert.match(j.msg, /^Yacobot\(s\) 2 stopped being active during the run \(partner-db disable\?\): the 2 domain\(s\) they owned when looked up were routed to them all the same \(3 record\(s\)\)/);
 });
+
+for (const be of BACKENDS) {
+  test(`after a new domain (records spooled from then on), a domain only the database knows still goes to its owner, in input order [${be.name}]`, () => {
+    const work = newDbOn(be, [
+      ['a', 1],
+      ['b', 1],
+    ]);
+    pdb(work, 'assign', 'known.com', 'b');
+    pdb(work, 'assign', 'later.com', 'b');
+    // new.com first opens the spool; known.com and later.com are looked up afterwards, in batches.
+    const input = filtered(['new.com', 'known.com', ...domainsN(3000, 'n'), 'later.com'], 2);
+    const r = runBin('upload-domains', ['--db', dbOf(work), '--now', '20110728070000'], input, work);
+    assert.equal(r.status, 0, r.stderr);
+    const routed = routing(r.stdout, input);
+    assert.deepEqual([...routed.get('known.com')!], [2]);
+    assert.deepEqual([...routed.get('later.com')!], [2]);
+    const own = owners(work);
+    for (const [d, ids] of routed) assert.deepEqual([...ids], [own.get(d)], `${d} routed to its owner`);
+    const s = summaryOf(r.stderr);
+    assert.deepEqual([s.domains_from_db, s.domains_new], [2, 3001]);
+  });
+}

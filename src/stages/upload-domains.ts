@@ -362,7 +362,7 @@ holds --map and the distinct domains seen in this run.`,
 
     /** Looks the chunk's waiting domains up in one batch, then sends the held records on, in order. */
     const settle = async () => {
-      if (held.length === 0) return;
+      if (waiting.length === 0 && held.length === 0) return;
       const names = waiting.map((k) => domains.key(k));
       const { found, error } = await store.ownersOf(names);
       let stop: unknown = null;
@@ -431,7 +431,8 @@ holds --map and the distinct domains seen in this run.`,
           waiting.push(k);
         }
       }
-      if (held.length > 0 || owner[k] === PENDING) held.push({ b: buf, start, end, k, line: lineNo });
+      // Once records are spooled, all are, whatever their owner: nothing needs to wait.
+      if (spool === null && (held.length > 0 || owner[k] === PENDING)) held.push({ b: buf, start, end, k, line: lineNo });
       else route(k, buf, start, end);
     }, settle);
     try {
