@@ -1027,3 +1027,27 @@ test('PostgreSQL: a password in the URI never shows in a message; an unreachable
     c.remove();
   }
 });
+
+test('PostgreSQL: a writer that waits for the write lock longer than --lock-timeout fails as "busy", naming the option, and changes nothing', { skip: pgSkipReason() ?? false }, async () => {
+  const c = await PgCluster.start();
+  try {
+    const work = scratch('ms-pdb-');
+    const db = c.newDatabase();
+    okOn(work, db, 'init');
+    // Another writer (as a master's upload-domains in its commit) holds the write lock for 20 s.
+    const holder = spawn(path.join(c.bin, 'psql'), ['-X', '-h', '127.0.0.1', '-p', String(c.port), '-U', 'postgres', '-d', PgCluster.dbName(db), '-c', `BEGIN; SELECT pg_advisory_xact_lock(${0x4d537064}); SELECT pg_sleep(20); COMMIT;`], { stdio: 'ignore' });
+    try {
+      await new Promise((r) => setTimeout(r, 1500));
+      const t0 = Date.now();
+      const r = runBin('partner-db', ['--db', db, '--lock-timeout', '1', 'add', 'late'], '', work);
+      assert.equal(r.status, 1, r.stderr);
+      assert.match(r.stderr, /database error: canceling statement due to lock timeout \(another process held the lock longer than --lock-timeout\)/);
+      assert.ok(Date.now() - t0 < 15_000, 'it did not wait for the holder');
+    } finally {
+      holder.kill('SIGKILL');
+    }
+    assert.match(okOn(work, db, 'list', '--json'), /^\[\]$/m, 'nothing added');
+  } finally {
+    c.remove();
+  }
+});

@@ -297,7 +297,7 @@ async function connect(uri: string, opts: OpenOptions): Promise<PgStore> {
   const name = redactDb(uri);
   let client: Pg.Client;
   try {
-    client = newClient(uri, t);
+    client = newClient(uri, t, opts.readonly ?? false);
   } catch (err) {
     // The driver's own parser: its message never quotes the URI.
     throw new DataError('BAD_DB_URI', `not a PostgreSQL URI node-postgres can read: ${String((err as Error)?.message ?? err)}`, { file: name });
@@ -313,9 +313,10 @@ async function connect(uri: string, opts: OpenOptions): Promise<PgStore> {
   return new PgStore(client, name, where);
 }
 
-/** A client for `uri` with the time-outs, its int8 values as numbers when exact. */
-function newClient(uri: string, t: Timeouts): Pg.Client {
+/** A client for `uri` with the time-outs (read-only transactions for a reader), its int8 values as numbers when exact. */
+function newClient(uri: string, t: Timeouts, readonly: boolean): Pg.Client {
   return new pg.Client({
+    options: readonly ? '-c default_transaction_read_only=on' : undefined,
     connectionString: uri,
     connectionTimeoutMillis: t.connectMs,
     statement_timeout: t.statementMs,
