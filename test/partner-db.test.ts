@@ -10,7 +10,7 @@ import { BIN, canRunAsNobody, hasStackTrace, madeDb, partnerDb, runAsNobody, run
 import { normalizeDomain, openDb } from '../src/core/db.js';
 import { DataError } from '../src/core/errors.js';
 import { SQLITE, backends, type Backend } from './lib/backends.js';
-import { PASSWORD_USER, PgCluster, TEST_PASSWORD, pgSkipReason } from './lib/pg.js';
+import { PASSWORD_USER, PgCluster, TEST_PASSWORD, pgTest } from './lib/pg.js';
 import { readImportCsv } from '../src/admin/partner-db.js';
 import { canonicalize } from '../src/core/url.js';
 
@@ -996,7 +996,7 @@ for (const be of BACKENDS) {
   });
 }
 
-test('PostgreSQL: a password in the URI never shows in a message; an unreachable server is named by host and port', { skip: pgSkipReason() ?? false }, async () => {
+pgTest('PostgreSQL: a password in the URI never shows in a message; an unreachable server is named by host and port', async () => {
   const c = await PgCluster.start();
   try {
     const work = scratch('ms-pdb-');
@@ -1028,7 +1028,7 @@ test('PostgreSQL: a password in the URI never shows in a message; an unreachable
   }
 });
 
-test('PostgreSQL: a writer that waits for the write lock longer than --lock-timeout fails as "busy", naming the option, and changes nothing', { skip: pgSkipReason() ?? false }, async () => {
+pgTest('PostgreSQL: a writer that waits for the write lock longer than --lock-timeout fails as "busy", naming the option, and changes nothing', async () => {
   const c = await PgCluster.start();
   try {
     const work = scratch('ms-pdb-');

@@ -1,13 +1,13 @@
 // Two Master Servers on one PostgreSQL partner database: the runner's key flows on
 // PostgreSQL, and the guarantee that no domain ever gets two owners, whichever master
 // runs an hour, both at once, or one killed mid-run.
-import { after, before, test } from 'node:test';
+import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { RUNNER, partnerDb, runBin, scratch, testEnv } from './lib/run.js';
-import { PgCluster, TEST_PASSWORD, pgSkipReason } from './lib/pg.js';
+import { PgCluster, TEST_PASSWORD, pgSkipReason, pgTest } from './lib/pg.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
 
 const SKIP = pgSkipReason();
@@ -116,7 +116,7 @@ function assertOneOwnerEach(dirs: string[], db: string): void {
   });
 }
 
-test('two masters on one PostgreSQL: hours alternating, the same hours on both at once, one SIGKILLed mid-run and rerun; no domain has two owners', { skip: SKIP ?? false, timeout: 600_000 }, async () => {
+pgTest('two masters on one PostgreSQL: hours alternating, the same hours on both at once, one SIGKILLed mid-run and rerun; no domain has two owners', { timeout: 600_000 }, async () => {
   const root = scratch('ms-two-');
   const db = partnerDatabase(root);
   const a = master(root, 'a');
@@ -156,7 +156,7 @@ test('two masters on one PostgreSQL: hours alternating, the same hours on both a
   for (const dir of [a, b]) assert.ok(fs.readFileSync(path.join(dir, 'var/state/runs.jsonl'), 'utf8').length > 0);
 });
 
-test('PostgreSQL stopped in the middle of a run: the run fails, nothing is published, the reflog stays; after a restart the next invocation commits', { skip: SKIP ?? false, timeout: 600_000 }, async () => {
+pgTest('PostgreSQL stopped in the middle of a run: the run fails, nothing is published, the reflog stays; after a restart the next invocation commits', { timeout: 600_000 }, async () => {
   const root = scratch('ms-stop-');
   // With a password in the URI: no message, log line or record may show it.
   const db = pg().uri(PgCluster.dbName(partnerDatabase(root)), true);

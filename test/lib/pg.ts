@@ -3,14 +3,15 @@
 // (also when a test fails or the process exits early). Without PostgreSQL's binaries
 // the PostgreSQL tests are skipped, unless MASTER_SERVER_REQUIRE_PG=1 makes that a failure.
 import { spawnSync } from 'node:child_process';
+import { test } from 'node:test';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 
-/** The directory of initdb, pg_ctl and psql of the newest installed PostgreSQL, or null. */
+/** The directory of initdb, pg_ctl and psql of the newest PostgreSQL under MASTER_SERVER_PG_ROOT (default /usr/lib/postgresql), or null. */
 export function pgBinDir(): string | null {
-  const root = '/usr/lib/postgresql';
+  const root = process.env.MASTER_SERVER_PG_ROOT || '/usr/lib/postgresql';
   let versions: string[];
   try {
     versions = fs.readdirSync(root).filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a));
@@ -31,6 +32,12 @@ export function pgSkipReason(): string | null {
   if (process.env.MASTER_SERVER_REQUIRE_PG === '1') throw new Error(`MASTER_SERVER_REQUIRE_PG=1 but ${why}`);
   return why;
 }
+
+/**
+ * `test` when PostgreSQL is here; else nothing is registered, and the suite's one
+ * skipped test (postgresql.test.ts) says why.
+ */
+export const pgTest = (pgSkipReason() === null ? test : () => undefined) as typeof test;
 
 /** A free TCP port on 127.0.0.1 (free when asked; the server takes it right after). */
 export async function freePort(): Promise<number> {
