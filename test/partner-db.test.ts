@@ -1051,3 +1051,23 @@ pgTest('PostgreSQL: a writer that waits for the write lock longer than --lock-ti
     c.remove();
   }
 });
+
+for (const be of BACKENDS) {
+  test(`opening checks the schema with the same messages on either backend: no tables, a missing column, another application's tables [${be.name}]`, () => {
+    const work = scratch('ms-pdb-');
+    const db = be.newDb(work);
+    if (be.name === 'sqlite') SQLITE.exec(work, db, 'CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER)');
+    else be.exec(work, db, 'CREATE TABLE yacobot (id BIGINT PRIMARY KEY, name TEXT, weight DOUBLE PRECISION, active INTEGER)');
+    const missing = pdbOn(work, db, 'list');
+    assert.equal(missing.status, 1);
+    assert.equal(missing.stderr, `partner-db: ${db}: not a partner database: missing table 'partner_domain' (create one with: partner-db --db ${db} init)\n`);
+    be.exec(work, db, 'CREATE TABLE partner_domain (domain TEXT PRIMARY KEY, yacobot_id INTEGER)');
+    const column = runBin('upload-domains', ['--db', db], '', work);
+    assert.equal(column.status, 1);
+    assert.match(column.stderr, new RegExp(`^upload-domains: ${db.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: wrong schema: table 'partner_domain' has no column 'added_at'$`, 'm'));
+    be.exec(work, db, 'DROP TABLE partner_domain; DROP TABLE yacobot; CREATE TABLE invoices (n INTEGER)');
+    const foreign = pdbOn(work, db, 'init');
+    assert.equal(foreign.status, 1);
+    assert.equal(foreign.stderr, `partner-db: ${db}: not a partner database: it holds other tables (invoices); init only creates one or completes its own\n`);
+  });
+}
