@@ -2149,7 +2149,7 @@ test('the chain\'s gated stage starts only after "go" on the gate; at the gate\'
 test('runStages: a staged domain_map that cannot be created is an error for the caller, not an unhandled rejection', async () => {
   const dir = scratch('ms-stages-');
   const p = { mapNext: path.join(dir, 'missing', 'domain_map'), logs: dir } as RunPaths;
-  const o = { db: path.join(dir, 'p.db'), killAfterMs: 1000 } as RunnerOptions;
+  const o = { db: path.join(dir, 'p.db'), dbArgs: ['--db', path.join(dir, 'p.db')], killAfterMs: 1000 } as RunnerOptions;
   const progress = { size: 0, read: () => -1 };
   await assert.rejects(runStages(o, p, '20110728070000', 3, path.join(ROOT, 'bin'), progress), /ENOENT/);
 });

@@ -28,8 +28,11 @@ export interface StageContext {
   readonly inputPath: string;
   readonly log: Logger;
   readonly out: Output;
-  /** Feeds each input line as bytes (LF stripped, valid only during the call); the last line must end in LF. */
-  eachLine(fn: ByteLineFn): Promise<void>;
+  /**
+   * Feeds each input line as bytes (LF stripped; never overwritten, so a stage may keep
+   * it); the last line must end in LF. `afterChunk` is awaited after each chunk's lines.
+   */
+  eachLine(fn: ByteLineFn, afterChunk?: () => void | Promise<void>): Promise<void>;
   /** Feeds the input's chunks, as read, to `fn` (awaiting it when it returns a promise). */
   eachChunk(fn: (chunk: Buffer) => void | Promise<void>): Promise<void>;
   /** Runs `fn` on every exit, success or not (before the summary line). */
@@ -271,7 +274,7 @@ function stageContext(def: StageDef<unknown>, args: StageArgs<unknown>, input: R
     out,
     onExit: (fn) => end.onExit(fn),
     reportCounts: (fn) => end.reportCounts(fn),
-    async eachLine(fn) {
+    async eachLine(fn, afterChunk) {
       const splitter = new ByteLineSplitter(inputName, def.maxLine);
       await pump((chunk) => {
         try {
@@ -280,6 +283,7 @@ function stageContext(def: StageDef<unknown>, args: StageArgs<unknown>, input: R
           // A stage's core names no place: the line it was given is the one at fault.
           throw err instanceof DataError && !err.place ? new DataError(err.code, err.message, { file: inputName, line: splitter.lineNo }) : err;
         }
+        return afterChunk?.();
       });
       splitter.end();
     },

@@ -255,7 +255,7 @@ export async function runStages(
       try {
         // Its stderr through the runner, which writes the log and keeps the last of it:
         // on a full disk the log cannot take the stage's message, and the runner's copy can.
-        dfdb = spawn(path.join(binDir, 'domains-from-db'), ['--db', o.db], { stdio: ['ignore', out, 'pipe', lockFd], env: stageEnv() });
+        dfdb = spawn(path.join(binDir, 'domains-from-db'), o.dbArgs, { stdio: ['ignore', out, 'pipe', lockFd], env: stageEnv() });
       } catch (e) {
         fs.closeSync(err);
         throw e;
