@@ -11,7 +11,9 @@
 // Each process runs under /usr/bin/time for its peak RSS. Then each stage runs
 // alone on the previous stage's output file (best of --repeat), for its own
 // throughput. Prints wall seconds, lines/s, per-stage peak RSS and the ratio
-// (a)/(b). Not a test: nothing is asserted. Outputs go to --out (default bench/out/, gitignored).
+// (a)/(b). With PostgreSQL installed, upload-domains alone also runs on a throwaway
+// PostgreSQL cluster holding a copy of the same partner database, and the report
+// gives its ratio to SQLite. Not a test: nothing is asserted. Outputs go to --out (default bench/out/, gitignored).
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -28,6 +30,7 @@ import { stageEnv } from '../src/runner/pipeline.js';
 import { GATE_FD, NOT_STARTED, gatedCommand } from '../src/runner/plan.js';
 import { shellQuote as q } from '../src/core/errors.js';
 import { countOption, generateReflog } from './gen-reflog.js';
+import { PgCluster, pgSkipReason } from '../test/lib/pg.js';
 
 const BIN = BIN_DIR;
 const REFERENCE = path.join(ROOT, 'bench', 'reference.sh');
@@ -49,7 +52,7 @@ interface Args {
 }
 
 /** The options, or a UsageError (exit 2) naming the bad one. */
-function buildProgram(p: Command, run: (a: Args) => void): void {
+function buildProgram(p: Command, run: (a: Args) => Promise<void>): void {
   p.description(
     'Times the hourly step on a synthetic reflog: the seven stages against the\n' +
       'coreutils reference (bench/reference.sh), side by side; then each stage alone.\n' +
@@ -216,7 +219,36 @@ const f1 = (x: number) => x.toFixed(1);
 const f2 = (x: number) => x.toFixed(2);
 const rate = (lines: number, secs: number) => (secs > 0 ? `${(lines / secs / 1e6).toFixed(2)}M` : '-');
 
-function main(a: Args): void {
+/**
+ * upload-domains alone on the solo run's filtered hour with the hour-1 partner database
+ * copied into a throwaway PostgreSQL cluster (partner-db copy): best of --repeat.
+ */
+async function uploadOnPostgres(a: Args, ours1: string, solo: string): Promise<(Proc & { ownMs: number }) | null> {
+  const cluster = await PgCluster.start();
+  try {
+    const db = cluster.newDatabase();
+    const dir = path.join(solo, 'pg');
+    fs.mkdirSync(dir, { recursive: true });
+    const st = path.join(dir, 'times.txt');
+    const stageLog = path.join(dir, 'upload-domains.log');
+    let best: (Proc & { ownMs: number }) | null = null;
+    for (let r = 0; r < a.repeat; r++) {
+      fs.copyFileSync(path.join(ours1, 'domain_map'), path.join(dir, 'domain_map'));
+      fs.rmSync(st, { force: true });
+      sh(`partner-db copy --force ${q(path.join(ours1, 'partner.db'))} ${q(db)} > /dev/null`, 'partner-db copy to PostgreSQL');
+      const cmd = `upload-domains --log-level info --db ${q(db)} --map ${q(path.join(dir, 'domain_map'))} --now ${NOW2} --tmp ${q(a.tmp)}`;
+      sh(`${timed(st, 'upload-domains', cmd)} < ${q(path.join(solo, 'f.tsv'))} > /dev/null 2> ${q(stageLog)}`, 'upload-domains on PostgreSQL');
+      const x = readTimes(st)[0]!;
+      if (!best || x.elapsed < best.elapsed) best = { ...x, ownMs: summaryMs(stageLog) };
+    }
+    log(`upload-domains on PostgreSQL: best ${f2(best!.elapsed)} s`);
+    return best;
+  } finally {
+    cluster.remove();
+  }
+}
+
+async function main(a: Args): Promise<void> {
   if (!fs.existsSync('/usr/bin/time')) throw new DataError('NO_TIME', 'needs /usr/bin/time (GNU time) for peak RSS');
   const [h1, h2] = ensureReflogs(a);
   const work = path.join(a.out, `run-${a.lines}`);
@@ -310,6 +342,7 @@ function main(a: Args): void {
     }
   }
   const soloProcs = [...soloBest.values()];
+  const pgUpload = pgSkipReason() === null ? await uploadOnPostgres(a, ours1, solo) : null;
 
   // --- report ----------------------------------------------------------------
   const best = <T extends { wall: number }>(runs: T[]) => runs.reduce((x, y) => (y.wall < x.wall ? y : x));
@@ -359,6 +392,15 @@ function main(a: Args): void {
   }
   p('  (wall: the whole process, ~0.15 s of Node start-up and module loading included; own: the stage\'s');
   p('  "ms" from its summary line, from its start to its end, the streaming rate)');
+  const sqliteUpload = soloBest.get('upload-domains');
+  p();
+  if (pgUpload && sqliteUpload) {
+    p(`upload-domains alone, the same hour and partner database, best of ${a.repeat}   wall s   own s   peak RSS MiB`);
+    const row = (label: string, x: Proc & { ownMs: number }) => p(`  ${label.padEnd(64)} ${f2(x.elapsed).padStart(6)}  ${f2(x.ownMs / 1000).padStart(6)}   ${f1(x.rssMiB).padStart(8)}`);
+    row('SQLite', sqliteUpload);
+    row('PostgreSQL (a throwaway cluster on this machine)', pgUpload);
+    p(`  ratio PostgreSQL/SQLite: wall ${f2(pgUpload.elapsed / sqliteUpload.elapsed)}, own ${f2(pgUpload.ownMs / sqliteUpload.ownMs)}`);
+  } else p(`upload-domains on PostgreSQL: not measured (${pgSkipReason()})`);
   p();
   p(`outputs: ${path.relative(ROOT, work) || work}`);
   process.stdout.write(lines.join('\n') + '\n');

@@ -11,7 +11,7 @@ import { generateReflog } from '../scripts/gen-reflog.js';
 import { watchPeakRss } from '../scripts/peak-rss.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { MAX_RECORD_BYTES, analyzeLine } from '../src/stages/analyze-dump.js';
-import { HOST_TAG, ownedTempPrefix } from '../src/core/tsv.js';
+import { HOST_TAG, ownedTempPrefix } from '../src/core/temps.js';
 import { parseBudget, parseSize } from '../src/core/size.js';
 
 const reflogLine = (url: string, hits: number, ts = '20110727200841', tag = '') =>

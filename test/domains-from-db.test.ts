@@ -7,9 +7,26 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
-import { BIN, canRunAsNobody, madeDb, runAsNobody, runBin, scratch, testEnv, failedOutput } from './lib/run.js';
+import { BIN, canRunAsNobody, madeDb, partnerDb, runAsNobody, runBin, scratch, testEnv, failedOutput } from './lib/run.js';
 import { dbError } from '../src/core/db.js';
-import { DataError } from '../src/core/errors.js';
+import { DataError, shellQuote } from '../src/core/errors.js';
+import { backends, type Backend } from './lib/backends.js';
+
+const BACKENDS = backends();
+
+const escapeRe = (t: string) => t.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** A scratch directory and a database on `be` that init and then partner-db with each of `commands` made. */
+function madeOn(be: Backend, commands: string[][]): { work: string; db: string } {
+  const work = scratch();
+  if (be.name === 'sqlite') {
+    madeDb(work, 'p.db', commands);
+    return { work, db: 'p.db' };
+  }
+  const db = be.newDb(work);
+  for (const args of [['init'], ...commands]) partnerDb(work, db, ...args);
+  return { work, db };
+}
 
 test('domains-from-db leaves the database byte for byte as it was, journal mode included', () => {
   const dir = scratch();
@@ -25,46 +42,41 @@ test('domains-from-db leaves the database byte for byte as it was, journal mode 
   assert.ok(fs.readFileSync(db).equals(before), 'the database file is unchanged');
 });
 
-test('domains-from-db: bytewise order over many rows, and a closed stdout ends it quietly', () => {
-  const work = scratch();
-  madeDb(work, 'p.db', [['add', 'a'], ['add', 'b']]);
-  const db = new Database(path.join(work, 'p.db'));
-  const ins = db.prepare("INSERT INTO partner_domain VALUES (?, ?, '20110101000000')");
-  const all: string[] = [];
-  db.transaction(() => {
+for (const be of BACKENDS) {
+  test(`domains-from-db: bytewise order over many rows, and a closed stdout ends it quietly [${be.name}]`, () => {
+    const { work, db } = madeOn(be, [['add', 'a'], ['add', 'b']]);
+    const all: string[] = [];
+    const values: string[] = [];
     for (let i = 0; i < 20000; i++) {
       const d = `${(i * 7919) % 20000}-${i % 3 ? 'x' : 'X'}.${['com', 'co.uk', 'org', 'ru'][i % 4]}`.toLowerCase();
       all.push(`${d}\t${(i % 2) + 1}`);
-      ins.run(d, (i % 2) + 1);
+      values.push(`('${d}', ${(i % 2) + 1}, '20110101000000')`);
     }
-  })();
-  db.close();
-  const r = runBin('domains-from-db', ['--db', 'p.db'], '', work);
-  assert.equal(r.status, 0, r.stderr);
-  const want = all.sort((x, y) => Buffer.compare(Buffer.from(x.split('\t')[0]!), Buffer.from(y.split('\t')[0]!)));
-  assert.equal(r.stdout, want.join('\n') + '\n');
-  const head = spawnSync('bash', ['-c', `set -o pipefail; ${path.join(BIN, 'domains-from-db')} --db p.db | head -1`], {
-    cwd: work,
-    env: testEnv(),
-    encoding: 'utf8',
+    be.exec(work, db, `BEGIN; INSERT INTO partner_domain VALUES ${values.join(', ')}; COMMIT;`);
+    const r = runBin('domains-from-db', ['--db', db], '', work);
+    assert.equal(r.status, 0, r.stderr);
+    const want = all.sort((x, y) => Buffer.compare(Buffer.from(x.split('\t')[0]!), Buffer.from(y.split('\t')[0]!)));
+    assert.equal(r.stdout, want.join('\n') + '\n');
+    const head = spawnSync('bash', ['-c', `set -o pipefail; ${path.join(BIN, 'domains-from-db')} --db ${shellQuote(db)} | head -1`], {
+      cwd: work,
+      env: testEnv(),
+      encoding: 'utf8',
+    });
+    assert.equal(head.status, 0, head.stderr);
+    assert.equal(head.stdout, want[0] + '\n');
   });
-  assert.equal(head.status, 0, head.stderr);
-  assert.equal(head.stdout, want[0] + '\n');
-});
 
-test('a Yacobot id set by hand past 2^53 - 1 is refused as every command and stage refuses it, even when it owns no domain', () => {
-  const work = scratch();
-  madeDb(work, 'p.db', [['add', 'a'], ['assign', 'ok.com', 'a']]);
-  const db = new Database(path.join(work, 'p.db'));
-  db.exec("INSERT INTO yacobot (id, name) VALUES (123456789012345678, 'big')");
-  db.close();
-  const r = runBin('domains-from-db', ['--db', 'p.db'], '', work);
-  assert.equal(r.status, 1, r.stderr);
-  assert.match(r.stderr, /^domains-from-db: p\.db: Yacobot 'big' has id 123456789012345678, outside the ids this program handles \(1 to 9007199254740991\); give it another$/m);
-  assert.equal(r.stdout, failedOutput('domains-from-db'), 'no map');
-  // The same for partner-db, as docs/formats-and-rules.md says.
-  assert.equal(runBin('partner-db', ['--db', 'p.db', 'list'], '', work).status, 1);
-});
+  test(`a Yacobot id set by hand past 2^53 - 1 is refused as every command and stage refuses it, even when it owns no domain [${be.name}]`, () => {
+    const { work, db } = madeOn(be, [['add', 'a'], ['assign', 'ok.com', 'a']]);
+    be.exec(work, db, "INSERT INTO yacobot (id, name) VALUES (123456789012345678, 'big')");
+    const r = runBin('domains-from-db', ['--db', db], '', work);
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, new RegExp(`^domains-from-db: ${escapeRe(db)}: Yacobot 'big' has id 123456789012345678, outside the ids this program handles \\(1 to 9007199254740991\\); give it another$`, 'm'));
+    assert.equal(r.stdout, failedOutput('domains-from-db'), 'no map');
+    // The same for partner-db, as docs/formats-and-rules.md says.
+    assert.equal(runBin('partner-db', ['--db', db, 'list'], '', work).status, 1);
+  });
+}
 
 test('a row no domain_map line can carry (edited outside partner-db) is an error naming it, not a broken map line', () => {
   const work = scratch();

@@ -11,7 +11,7 @@ import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import { dbError } from '../src/core/db.js';
 import { DataError } from '../src/core/errors.js';
-import { HOST_TAG } from '../src/core/tsv.js';
+import { HOST_TAG } from '../src/core/temps.js';
 import { BIN, ROOT, hasStackTrace, listFiles, lockHolder, madeDb, runBin, runRunner, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 
 const TS = '20110727200841';

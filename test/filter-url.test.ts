@@ -8,7 +8,7 @@ import * as path from 'node:path';
 import { parseDuration, timestampToMs } from '../src/core/time.js';
 import { BIN, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 import { checkJoinedAt } from '../src/core/records.js';
-import { HOST_TAG } from '../src/core/tsv.js';
+import { HOST_TAG } from '../src/core/temps.js';
 import { TextSink, lineRef } from './lib/bytes.js';
 
 process.env.TZ = 'UTC';

@@ -11,8 +11,9 @@ import fc from 'fast-check';
 import { BIN, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 import { TextSink } from './lib/bytes.js';
 import { SEED, lineOf, recArb, text, uniqueSorted, type Rec } from './lib/model.js';
-import { writeJoined } from '../src/stages/join-current.js';
-import { COPY_PREFIX, HOST_TAG, ownedTempPrefix, regularFileFor } from '../src/core/tsv.js';
+import { writeJoined } from '../src/core/records.js';
+import { COPY_PREFIX, regularFileFor } from '../src/core/fifos.js';
+import { HOST_TAG, ownedTempPrefix } from '../src/core/temps.js';
 import { isValidTimestamp, timestampKey } from '../src/core/time.js';
 
 const ROOT_DIR = scratch('ms-join-');

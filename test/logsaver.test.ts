@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { BIN, listFiles, madeDb, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import { mkdirEach } from '../src/core/dirs.js';
-import { HOST_TAG } from '../src/core/tsv.js';
+import { HOST_TAG } from '../src/core/temps.js';
 import { watchPeakRss } from '../scripts/peak-rss.js';
 
 function routed(n: number, ids: number[]): string {

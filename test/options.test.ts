@@ -95,3 +95,25 @@ test('the runner reads its numbers as the stages do: flags and config values ali
   fs.writeFileSync(conf, 'keep = 10H\n');
   assert.ok(typeof parseArgs(['--config', conf, '--keep', '10h'], '/w') === 'object');
 });
+
+test('runner: --db may be a PostgreSQL URI, on the command line or in the config file (not taken for a path); the time-outs go to the stages and are checked first', () => {
+  const uri = 'postgresql://ms@db.example:5433/partners';
+  const flag = parseArgs(['--db', uri, '--lock-timeout', '5'], '/w');
+  assert.ok(typeof flag === 'object');
+  assert.equal(flag.db, uri);
+  assert.deepEqual(flag.dbArgs, ['--db', uri, '--lock-timeout', '5']);
+  assert.deepEqual(flag.dbTimeouts, { connectMs: 10_000, statementMs: 300_000, lockMs: 5000 });
+  const dir = scratch();
+  const conf = path.join(dir, 'runner.conf');
+  fs.writeFileSync(conf, `db = ${uri}\nconnect-timeout = 2.5\n`);
+  const fromFile = parseArgs(['--config', conf], '/w');
+  assert.ok(typeof fromFile === 'object');
+  assert.equal(fromFile.db, uri);
+  assert.deepEqual(fromFile.dbArgs, ['--db', uri, '--connect-timeout', '2.5']);
+  // A file name is still one, from the config file's directory.
+  fs.writeFileSync(conf, 'db = p.db\n');
+  const file = parseArgs(['--config', conf], '/w');
+  assert.ok(typeof file === 'object');
+  assert.equal(file.db, path.join(dir, 'p.db'));
+  assert.throws(() => parseArgs(['--statement-timeout', '1e3'], '/w'), (e: unknown) => e instanceof UsageError && /--statement-timeout wants seconds from 0 to 86400, got '1e3'/.test(e.message));
+});

@@ -9,7 +9,9 @@ import Database from 'better-sqlite3';
 import { BIN, canRunAsNobody, hasStackTrace, madeDb, partnerDb, runAsNobody, runBin, scratch, testEnv, failedOutput } from './lib/run.js';
 import { normalizeDomain, openDb } from '../src/core/db.js';
 import { DataError } from '../src/core/errors.js';
-import { readImportCsv } from '../src/stages/partner-db.js';
+import { SQLITE, backends, type Backend } from './lib/backends.js';
+import { PASSWORD_USER, PgCluster, TEST_PASSWORD, pgTest } from './lib/pg.js';
+import { readImportCsv } from '../src/admin/partner-db.js';
 import { canonicalize } from '../src/core/url.js';
 
 function pdb(work: string, ...args: string[]) {
@@ -25,6 +27,25 @@ function rows(work: string): { domain: string; yacobot_id: number }[] {
   } finally {
     db.close();
   }
+}
+
+const BACKENDS = backends();
+
+const pdbOn = (work: string, db: string, ...args: string[]) => runBin('partner-db', ['--db', db, ...args], '', work);
+const okOn = (work: string, db: string, ...args: string[]): string => partnerDb(work, db, ...args);
+
+function rowsOn(be: Backend, work: string, db: string): { domain: string; yacobot_id: number }[] {
+  return be.rows(work, db, 'SELECT domain, yacobot_id FROM partner_domain ORDER BY domain').map(([domain, id]) => ({ domain: domain!, yacobot_id: Number(id) }));
+}
+
+/** A scratch directory and a database on `be`, made by init and then add with each of `yacobots`. */
+function freshOn(be: Backend, ...yacobots: string[]): { work: string; db: string } {
+  if (be.name === 'sqlite') return { work: fresh(...yacobots), db: 'p.db' };
+  const work = scratch('ms-pdb-');
+  const db = be.newDb(work);
+  okOn(work, db, 'init');
+  for (const y of yacobots) okOn(work, db, 'add', ...y.split(' '));
+  return { work, db };
 }
 
 /** A scratch directory with p.db, made by init and then add with each of `yacobots`. */
@@ -82,59 +103,61 @@ test('import: a file larger than the longest string Node makes is refused as suc
   assert.equal(r.stderr, 'partner-db: huge.csv: larger than 511 MiB, the most one import can read; split it (each part is then all or nothing)\n');
 });
 
-test('import: quoted CSV with a header; a bad row imports nothing; the fixed file imports everything', () => {
-  const work = fresh('alpha', 'beta,two --weight 2');
-  ok(work, 'assign', 'keep.org', 'alpha');
-  const good = [
-    'domain,yacobot',
-    '"Quoted.Example.COM",alpha',
-    '"comma, in name.com",2', // bad: a comma inside a domain
-    '  spaced.net  , "beta,two"',
-    '"multi',
-    'line.org",1',
-    'after.net,nosuch', // bad, on line 7: a CRLF inside quotes is one line end, not two
-    'keep.org,2',
-  ].join('\r\n');
-  fs.writeFileSync(path.join(work, 'in.csv'), good + '\r\n');
-  const r = pdb(work, 'import', 'in.csv');
-  assert.equal(r.status, 1);
-  assert.ok(!hasStackTrace(r.stderr));
-  assert.match(r.stderr, /^partner-db: in\.csv:3: bad domain 'comma, in name\.com'/m);
-  assert.match(r.stderr, /^partner-db: in\.csv:5: bad domain 'multi\\r\\nline\.org' \(space or control character\)$/m);
-  assert.match(r.stderr, /^partner-db: in\.csv:7: no Yacobot named 'nosuch'$/m);
-  assert.match(r.stderr, /^partner-db: in\.csv: 3 bad row\(s\); nothing imported$/m);
-  assert.deepEqual(rows(work), [{ domain: 'keep.org', yacobot_id: 1 }], 'nothing imported');
+for (const be of BACKENDS) {
+  test(`import: quoted CSV with a header; a bad row imports nothing; the fixed file imports everything [${be.name}]`, () => {
+    const { work, db } = freshOn(be, 'alpha', 'beta,two --weight 2');
+    okOn(work, db, 'assign', 'keep.org', 'alpha');
+    const good = [
+      'domain,yacobot',
+      '"Quoted.Example.COM",alpha',
+      '"comma, in name.com",2', // bad: a comma inside a domain
+      '  spaced.net  , "beta,two"',
+      '"multi',
+      'line.org",1',
+      'after.net,nosuch', // bad, on line 7: a CRLF inside quotes is one line end, not two
+      'keep.org,2',
+    ].join('\r\n');
+    fs.writeFileSync(path.join(work, 'in.csv'), good + '\r\n');
+    const r = pdbOn(work, db, 'import', 'in.csv');
+    assert.equal(r.status, 1);
+    assert.ok(!hasStackTrace(r.stderr));
+    assert.match(r.stderr, /^partner-db: in\.csv:3: bad domain 'comma, in name\.com'/m);
+    assert.match(r.stderr, /^partner-db: in\.csv:5: bad domain 'multi\\r\\nline\.org' \(space or control character\)$/m);
+    assert.match(r.stderr, /^partner-db: in\.csv:7: no Yacobot named 'nosuch'$/m);
+    assert.match(r.stderr, /^partner-db: in\.csv: 3 bad row\(s\); nothing imported$/m);
+    assert.deepEqual(rowsOn(be, work, db), [{ domain: 'keep.org', yacobot_id: 1 }], 'nothing imported');
 
-  // A syntax error is named at its own line too, after a CRLF inside quotes.
-  fs.writeFileSync(path.join(work, 'syntax.csv'), 'a.com,1\r\n"multi\r\nline.com",1\r\nq.com,"a"b\r\n');
-  const s = pdb(work, 'import', 'syntax.csv');
-  assert.equal(s.status, 1);
-  assert.match(s.stderr, /^partner-db: syntax\.csv:4: CSV syntax: got "b" instead of delimiter/m);
-  // A stray quote: its field counted from 1, as the operator counts (csv-parse counts from 0).
-  fs.writeFileSync(path.join(work, 'quote.csv'), 'a.com,1\nx.com,a"b\n');
-  assert.match(pdb(work, 'import', 'quote.csv').stderr, /^partner-db: quote\.csv:2: CSV syntax: a quote is found in field 2, value is "a"$/m);
-  // A file that is not UTF-8 (Latin-1 here) is named as such, at its first such line, not as bad domains.
-  fs.writeFileSync(path.join(work, 'latin1.csv'), Buffer.concat([Buffer.from('a.com,1\r\n"b\r\nc.com",1\r\n'), Buffer.from('m\u00fcnchen.de,1\n', 'latin1')]));
-  const l = pdb(work, 'import', 'latin1.csv');
-  assert.equal(l.status, 1);
-  assert.equal(l.stderr, 'partner-db: latin1.csv:4: not UTF-8 text (convert it first, e.g. iconv -f latin1 -t utf-8)\n');
+    // A syntax error is named at its own line too, after a CRLF inside quotes.
+    fs.writeFileSync(path.join(work, 'syntax.csv'), 'a.com,1\r\n"multi\r\nline.com",1\r\nq.com,"a"b\r\n');
+    const s = pdbOn(work, db, 'import', 'syntax.csv');
+    assert.equal(s.status, 1);
+    assert.match(s.stderr, /^partner-db: syntax\.csv:4: CSV syntax: got "b" instead of delimiter/m);
+    // A stray quote: its field counted from 1, as the operator counts (csv-parse counts from 0).
+    fs.writeFileSync(path.join(work, 'quote.csv'), 'a.com,1\nx.com,a"b\n');
+    assert.match(pdbOn(work, db, 'import', 'quote.csv').stderr, /^partner-db: quote\.csv:2: CSV syntax: a quote is found in field 2, value is "a"$/m);
+    // A file that is not UTF-8 (Latin-1 here) is named as such, at its first such line, not as bad domains.
+    fs.writeFileSync(path.join(work, 'latin1.csv'), Buffer.concat([Buffer.from('a.com,1\r\n"b\r\nc.com",1\r\n'), Buffer.from('m\u00fcnchen.de,1\n', 'latin1')]));
+    const l = pdbOn(work, db, 'import', 'latin1.csv');
+    assert.equal(l.status, 1);
+    assert.equal(l.stderr, 'partner-db: latin1.csv:4: not UTF-8 text (convert it first, e.g. iconv -f latin1 -t utf-8)\n');
 
-  const fixed = good
-    .replace('"comma, in name.com"', '"comma-in-name.com"')
-    .replace('"multi\r\nline.org"', '"multiline.org"')
-    .replace('after.net,nosuch\r\n', '');
-  fs.writeFileSync(path.join(work, 'in.csv'), fixed + '\r\n');
-  const r2 = pdb(work, 'import', 'in.csv');
-  assert.equal(r2.status, 0, r2.stderr);
-  assert.match(r2.stdout, /imported 5 domain\(s\) from in\.csv: 4 new, 1 moved, 0 unchanged/);
-  assert.deepEqual(rows(work), [
-    { domain: 'comma-in-name.com', yacobot_id: 2 },
-    { domain: 'keep.org', yacobot_id: 2 },
-    { domain: 'multiline.org', yacobot_id: 1 },
-    { domain: 'quoted.example.com', yacobot_id: 1 },
-    { domain: 'spaced.net', yacobot_id: 2 },
-  ]);
-});
+    const fixed = good
+      .replace('"comma, in name.com"', '"comma-in-name.com"')
+      .replace('"multi\r\nline.org"', '"multiline.org"')
+      .replace('after.net,nosuch\r\n', '');
+    fs.writeFileSync(path.join(work, 'in.csv'), fixed + '\r\n');
+    const r2 = pdbOn(work, db, 'import', 'in.csv');
+    assert.equal(r2.status, 0, r2.stderr);
+    assert.match(r2.stdout, /imported 5 domain\(s\) from in\.csv: 4 new, 1 moved, 0 unchanged/);
+    assert.deepEqual(rowsOn(be, work, db), [
+      { domain: 'comma-in-name.com', yacobot_id: 2 },
+      { domain: 'keep.org', yacobot_id: 2 },
+      { domain: 'multiline.org', yacobot_id: 1 },
+      { domain: 'quoted.example.com', yacobot_id: 1 },
+      { domain: 'spaced.net', yacobot_id: 2 },
+    ]);
+  });
+}
 
 test('import: line ends may change within a file (CRLF, then LF, then CR), as files edited by two tools have them', () => {
   const work = fresh('alpha');
@@ -151,16 +174,18 @@ test('import: line ends may change within a file (CRLF, then LF, then CR), as fi
   assert.deepEqual(rows(work).map((x) => x.domain), ['m1.com', 'm2.com', 'm3.com', 'm4.com', 'm5.com']);
 });
 
-test('import: a row after many good ones fails the whole file (one transaction)', () => {
-  const work = fresh('a', 'b');
-  const lines = Array.from({ length: 5000 }, (_, i) => `d${i}.com,${(i % 2) + 1}`);
-  lines.push('last.com,nobody');
-  fs.writeFileSync(path.join(work, 'big.csv'), lines.join('\n') + '\n');
-  const r = pdb(work, 'import', 'big.csv');
-  assert.equal(r.status, 1);
-  assert.match(r.stderr, /partner-db: big\.csv:5001: no Yacobot named 'nobody'/);
-  assert.equal(rows(work).length, 0);
-});
+for (const be of BACKENDS) {
+  test(`import: a row after many good ones fails the whole file (one transaction) [${be.name}]`, () => {
+    const { work, db } = freshOn(be, 'a', 'b');
+    const lines = Array.from({ length: 5000 }, (_, i) => `d${i}.com,${(i % 2) + 1}`);
+    lines.push('last.com,nobody');
+    fs.writeFileSync(path.join(work, 'big.csv'), lines.join('\n') + '\n');
+    const r = pdbOn(work, db, 'import', 'big.csv');
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /partner-db: big\.csv:5001: no Yacobot named 'nobody'/);
+    assert.equal(rowsOn(be, work, db).length, 0);
+  });
+}
 
 test('output that cannot be written (a full disk) is exit 1 naming stdout, not a silent 0', () => {
   const dir = scratch();
@@ -263,97 +288,101 @@ test('a database with the wrong schema is named precisely', () => {
   assert.match(t.stderr, /domains-from-db: text\.db: database error: SQLITE_NOTADB/);
 });
 
-test('disable moves its domains to the least-loaded others, in one step; the last active one cannot go', () => {
-  const work = fresh('a', 'b --weight 3', 'c');
-  // One import rather than 44 assign runs: the domains are what matters here, not how they came.
-  const owned = [...Array.from({ length: 40 }, (_, i) => `c${i}.com,c\n`), ...Array.from({ length: 4 }, (_, i) => `a${i}.com,a\n`)];
-  fs.writeFileSync(path.join(work, 'owned.csv'), owned.join(''));
-  assert.match(ok(work, 'import', 'owned.csv'), /imported 44 domain\(s\)/);
-  const out = ok(work, 'disable', '3');
-  assert.match(out, /disabled Yacobot 3 \(c\); moved 40 domain\(s\): 7 to 1 \(a\), 33 to 2 \(b\)/);
-  const per = new Map<number, number>();
-  for (const r of rows(work)) per.set(r.yacobot_id, (per.get(r.yacobot_id) ?? 0) + 1);
-  // Loads end up level: a 11/1, b 33/3.
-  assert.deepEqual([...per].sort(), [
-    [1, 11],
-    [2, 33],
-  ]);
-  assert.match(ok(work, 'disable', 'c'), /already disabled/);
-  ok(work, 'disable', 'a');
-  const r = pdb(work, 'disable', 'b');
-  assert.equal(r.status, 1);
-  assert.match(r.stderr, /partner-db: cannot disable Yacobot 2 \(b\): it is the last active one and owns 44 domain\(s\)/);
-  assert.ok(rows(work).every((x) => x.yacobot_id === 2), 'nothing changed by the refused disable');
-  assert.equal(JSON.parse(ok(work, 'list', '--json')).find((y: { id: number }) => y.id === 2).active, true);
-  // Assigning to a disabled Yacobot is refused; enabling lets it take domains again.
-  assert.equal(pdb(work, 'assign', 'x.com', 'a').status, 1);
-  ok(work, 'enable', 'a');
-  ok(work, 'assign', 'x.com', 'a');
-});
+for (const be of BACKENDS) {
+  test(`disable moves its domains to the least-loaded others, in one step; the last active one cannot go [${be.name}]`, () => {
+    const { work, db } = freshOn(be, 'a', 'b --weight 3', 'c');
+    // One import rather than 44 assign runs: the domains are what matters here, not how they came.
+    const owned = [...Array.from({ length: 40 }, (_, i) => `c${i}.com,c\n`), ...Array.from({ length: 4 }, (_, i) => `a${i}.com,a\n`)];
+    fs.writeFileSync(path.join(work, 'owned.csv'), owned.join(''));
+    assert.match(okOn(work, db, 'import', 'owned.csv'), /imported 44 domain\(s\)/);
+    const out = okOn(work, db, 'disable', '3');
+    assert.match(out, /disabled Yacobot 3 \(c\); moved 40 domain\(s\): 7 to 1 \(a\), 33 to 2 \(b\)/);
+    const per = new Map<number, number>();
+    for (const r of rowsOn(be, work, db)) per.set(r.yacobot_id, (per.get(r.yacobot_id) ?? 0) + 1);
+    // Loads end up level: a 11/1, b 33/3.
+    assert.deepEqual([...per].sort(), [
+      [1, 11],
+      [2, 33],
+    ]);
+    assert.match(okOn(work, db, 'disable', 'c'), /already disabled/);
+    okOn(work, db, 'disable', 'a');
+    const r = pdbOn(work, db, 'disable', 'b');
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /partner-db: cannot disable Yacobot 2 \(b\): it is the last active one and owns 44 domain\(s\)/);
+    assert.ok(rowsOn(be, work, db).every((x) => x.yacobot_id === 2), 'nothing changed by the refused disable');
+    assert.equal(JSON.parse(okOn(work, db, 'list', '--json')).find((y: { id: number }) => y.id === 2).active, true);
+    // Assigning to a disabled Yacobot is refused; enabling lets it take domains again.
+    assert.equal(pdbOn(work, db, 'assign', 'x.com', 'a').status, 1);
+    okOn(work, db, 'enable', 'a');
+    okOn(work, db, 'assign', 'x.com', 'a');
+  });
+}
 
-test('disabling the last active Yacobot, which owns no domain, is allowed with a warning that every run now fails', () => {
-  const work = fresh('a', 'b');
-  const first = pdb(work, 'disable', 'a');
-  assert.equal(first.status, 0, first.stderr);
-  assert.equal(first.stderr, '', 'another stays active: no warning');
-  const last = pdb(work, 'disable', 'b');
-  assert.equal(last.status, 0, last.stderr);
-  assert.equal(last.stdout, 'disabled Yacobot 2 (b); moved 0 domain(s)\n');
-  assert.equal(last.stderr, 'partner-db: warning: no active Yacobot is left: upload-domains fails until one is added or enabled (partner-db --db p.db add NAME, or enable ID)\n');
-  // As it says.
-  const u = runBin('upload-domains', ['--db', 'p.db'], `${'0'.repeat(15)}1\t20110728060000\t\t1\tx.com\thttp://x.com/\n`, work);
-  assert.equal(u.status, 1);
-  assert.match(u.stderr, /no active Yacobot/);
-});
+for (const be of BACKENDS) {
+  test(`disabling the last active Yacobot, which owns no domain, is allowed with a warning that every run now fails [${be.name}]`, () => {
+    const { work, db } = freshOn(be, 'a', 'b');
+    const first = pdbOn(work, db, 'disable', 'a');
+    assert.equal(first.status, 0, first.stderr);
+    assert.equal(first.stderr, '', 'another stays active: no warning');
+    const last = pdbOn(work, db, 'disable', 'b');
+    assert.equal(last.status, 0, last.stderr);
+    assert.equal(last.stdout, 'disabled Yacobot 2 (b); moved 0 domain(s)\n');
+    assert.equal(last.stderr, `partner-db: warning: no active Yacobot is left: upload-domains fails until one is added or enabled (partner-db --db ${db} add NAME, or enable ID)\n`);
+    // As it says.
+    const u = runBin('upload-domains', ['--db', db], `${'0'.repeat(15)}1\t20110728060000\t\t1\tx.com\thttp://x.com/\n`, work);
+    assert.equal(u.status, 1);
+    assert.match(u.stderr, /no active Yacobot/);
+  });
+}
 
-test('disable of an already disabled Yacobot that still owns domains (set so by hand) moves them, as upload-domains advises', () => {
-  const work = fresh('a', 'b');
-  ok(work, 'assign', 'x.com', 'a');
-  ok(work, 'assign', 'y.com', 'a');
-  // By hand, as upload-domains' domains_of_inactive warning describes: a inactive, owning domains.
-  const db = new Database(path.join(work, 'p.db'));
-  db.exec('UPDATE yacobot SET active = 0 WHERE id = 1');
-  db.close();
-  assert.match(ok(work, 'disable', 'a'), /^Yacobot 1 \(a\) is already disabled; moved 2 domain\(s\): 2 to 2 \(b\)$/m);
-  assert.deepEqual(rows(work), [
-    { domain: 'x.com', yacobot_id: 2 },
-    { domain: 'y.com', yacobot_id: 2 },
-  ]);
-  assert.match(ok(work, 'disable', 'a'), /^Yacobot 1 \(a\) is already disabled$/m);
-  // With no active Yacobot to take them, nothing moves and the status says so.
-  ok(work, 'assign', 'z.com', 'b');
-  const db2 = new Database(path.join(work, 'p.db'));
-  db2.exec('UPDATE yacobot SET active = 0 WHERE id = 2');
-  db2.close();
-  const r = pdb(work, 'disable', 'b');
-  assert.equal(r.status, 1);
-  assert.match(r.stderr, /partner-db: cannot move the 3 domain\(s\) of disabled Yacobot 2 \(b\): no Yacobot is active/);
-  assert.ok(rows(work).every((x) => x.yacobot_id === 2), 'nothing moved');
-});
+for (const be of BACKENDS) {
+  test(`disable of an already disabled Yacobot that still owns domains (set so by hand) moves them, as upload-domains advises [${be.name}]`, () => {
+    const { work, db } = freshOn(be, 'a', 'b');
+    okOn(work, db, 'assign', 'x.com', 'a');
+    okOn(work, db, 'assign', 'y.com', 'a');
+    // By hand, as upload-domains' domains_of_inactive warning describes: a inactive, owning domains.
+    be.exec(work, db, 'UPDATE yacobot SET active = 0 WHERE id = 1');
+    assert.match(okOn(work, db, 'disable', 'a'), /^Yacobot 1 \(a\) is already disabled; moved 2 domain\(s\): 2 to 2 \(b\)$/m);
+    assert.deepEqual(rowsOn(be, work, db), [
+      { domain: 'x.com', yacobot_id: 2 },
+      { domain: 'y.com', yacobot_id: 2 },
+    ]);
+    assert.match(okOn(work, db, 'disable', 'a'), /^Yacobot 1 \(a\) is already disabled$/m);
+    // With no active Yacobot to take them, nothing moves and the status says so.
+    okOn(work, db, 'assign', 'z.com', 'b');
+    be.exec(work, db, 'UPDATE yacobot SET active = 0 WHERE id = 2');
+    const r = pdbOn(work, db, 'disable', 'b');
+    assert.equal(r.status, 1);
+    assert.match(r.stderr, /partner-db: cannot move the 3 domain\(s\) of disabled Yacobot 2 \(b\): no Yacobot is active/);
+    assert.ok(rowsOn(be, work, db).every((x) => x.yacobot_id === 2), 'nothing moved');
+  });
+}
 
-test('stats --json: domains and shares per Yacobot', () => {
-  const work = fresh('a', 'b --weight 3', 'off');
-  ok(work, 'assign', 'x.com', 'a');
-  ok(work, 'assign', 'y.com', 'b');
-  ok(work, 'assign', 'z.com', 'b');
-  ok(work, 'disable', 'off');
-  const s = JSON.parse(ok(work, 'stats', '--json'));
-  assert.equal(s.domains, 3);
-  assert.deepEqual(
-    s.yacobots.map((y: Record<string, unknown>) => [y.id, y.active, y.domains, y.domain_share, y.weight_share]),
-    [
-      [1, true, 1, 1 / 3, 0.25],
-      [2, true, 2, 2 / 3, 0.75],
-      [3, false, 0, 0, null],
-    ],
-  );
-  const table = ok(work, 'stats');
-  const lines = table.split('\n');
-  assert.deepEqual(lines[2]!.trim().split(/ +/), ['2', 'b', '3', 'yes', '2', '66.7%', '75.0%']);
-  // Aligned: every row as long as the header, right-aligned numbers end in the same column.
-  for (const l of lines.slice(1, 4)) assert.equal(l.length, lines[0]!.length, JSON.stringify(l));
-  assert.match(lines[4]!, /^total: 3 domain\(s\), 2 of 3 Yacobot\(s\) active$/);
-});
+for (const be of BACKENDS) {
+  test(`stats --json: domains and shares per Yacobot [${be.name}]`, () => {
+    const { work, db } = freshOn(be, 'a', 'b --weight 3', 'off');
+    okOn(work, db, 'assign', 'x.com', 'a');
+    okOn(work, db, 'assign', 'y.com', 'b');
+    okOn(work, db, 'assign', 'z.com', 'b');
+    okOn(work, db, 'disable', 'off');
+    const s = JSON.parse(okOn(work, db, 'stats', '--json'));
+    assert.equal(s.domains, 3);
+    assert.deepEqual(
+      s.yacobots.map((y: Record<string, unknown>) => [y.id, y.active, y.domains, y.domain_share, y.weight_share]),
+      [
+        [1, true, 1, 1 / 3, 0.25],
+        [2, true, 2, 2 / 3, 0.75],
+        [3, false, 0, 0, null],
+      ],
+    );
+    const table = okOn(work, db, 'stats');
+    const lines = table.split('\n');
+    assert.deepEqual(lines[2]!.trim().split(/ +/), ['2', 'b', '3', 'yes', '2', '66.7%', '75.0%']);
+    // Aligned: every row as long as the header, right-aligned numbers end in the same column.
+    for (const l of lines.slice(1, 4)) assert.equal(l.length, lines[0]!.length, JSON.stringify(l));
+    assert.match(lines[4]!, /^total: 3 domain\(s\), 2 of 3 Yacobot\(s\) active$/);
+  });
+}
 
 test('stats shows domains owned by an id that names no Yacobot (which upload-domains refuses), counted in the total and the shares, with the fix on stderr', () => {
   const work = fresh('a', 'b --weight 3');
@@ -937,3 +966,108 @@ test('a weight set by hand outside (0, 1000000] (Infinity passes the schema CHEC
   assert.equal(s.status, 1, s.stderr);
   assert.match(s.stderr, /Yacobot 'b' has weight Infinity/);
 });
+
+for (const be of BACKENDS) {
+  test(`copy: a whole partner database into another backend and back, all or nothing, a non-empty target refused unless --force [${be.name}]`, () => {
+    const { work, db } = freshOn(be, 'a', 'b --weight 2.5');
+    okOn(work, db, 'assign', 'x.com', 'a');
+    okOn(work, db, 'assign', 'y.org', 'b');
+    okOn(work, db, 'disable', 'a');
+    const other = be;
+    const mid = 'mid.db';
+    // Out to a SQLite file (from either backend), then into a new database of `be`.
+    const r = runBin('partner-db', ['copy', db, mid], '', work);
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /^copied 2 Yacobot\(s\) and 2 domain\(s\) from /);
+    const back = be.name === 'sqlite' ? 'back.db' : be.newDb(work);
+    okOn(work, back, 'init');
+    okOn(work, back, 'add', 'stray');
+    const refused = runBin('partner-db', ['copy', mid, back], '', work);
+    assert.equal(refused.status, 1);
+    assert.match(refused.stderr, /the target holds 1 Yacobot\(s\) and 0 domain\(s\); nothing copied \(--force replaces them\)/);
+    assert.equal(runBin('partner-db', ['copy', mid, back, '--force'], '', work).status, 0);
+    const yacobots = (d: string) => (d.endsWith('.db') ? SQLITE : other).rows(work, d, 'SELECT id, name, weight, active FROM yacobot ORDER BY id');
+    const domains = (d: string) => (d.endsWith('.db') ? SQLITE : other).rows(work, d, 'SELECT domain, yacobot_id, added_at FROM partner_domain ORDER BY domain');
+    assert.deepEqual(yacobots(back), yacobots(db));
+    assert.deepEqual(domains(back), domains(db));
+    assert.deepEqual(yacobots(back), [['1', 'a', '1', '0'], ['2', 'b', '2.5', '1']]);
+    // The copy is a working partner database: its owners are the source's.
+    assert.match(okOn(work, back, 'stats'), /total: 2 domain\(s\), 1 of 2 Yacobot\(s\) active/);
+  });
+}
+
+pgTest('PostgreSQL: a password in the URI never shows in a message; an unreachable server is named by host and port', async () => {
+  const c = await PgCluster.start();
+  try {
+    const work = scratch('ms-pdb-');
+    const name = PgCluster.dbName(c.newDatabase());
+    const good = c.uri(name, true);
+    assert.ok(good.includes(encodeURIComponent(TEST_PASSWORD)));
+    okOn(work, good, 'init');
+    const wrong = good.replace(encodeURIComponent(TEST_PASSWORD), 'not-the-pw-42');
+    for (const [uri, re] of [
+      [wrong, /^partner-db: postgresql:\/\/ms_pw:\*\*\*@127\.0\.0\.1:\d+\/t1: database error: 28P01: password authentication failed for user "ms_pw"\n$/],
+      [good.replace(`:${c.port}/`, ':1/'), /^partner-db: postgresql:\/\/ms_pw:\*\*\*@127\.0\.0\.1:1\/t1: database error: cannot reach PostgreSQL at 127\.0\.0\.1:1: connect ECONNREFUSED/],
+    ] as const) {
+      const r = runBin('partner-db', ['--db', uri, 'stats'], '', work);
+      assert.equal(r.status, 1);
+      assert.match(r.stderr, re);
+      assert.ok(!r.stderr.includes('not-the-pw') && !r.stderr.includes(TEST_PASSWORD) && !r.stderr.includes(encodeURIComponent(TEST_PASSWORD)), r.stderr);
+    }
+    // PG* variables fill in what the URI leaves out: here the password and the port.
+    const bare = `postgresql://${PASSWORD_USER}@127.0.0.1/${name}`;
+    const viaEnv = runBin('partner-db', ['--db', bare, 'stats'], '', work, { PGPASSWORD: TEST_PASSWORD, PGPORT: String(c.port) });
+    assert.equal(viaEnv.status, 0, viaEnv.stderr);
+    // And ~/.pgpass, when no password is given at all.
+    const home = scratch('ms-home-');
+    fs.writeFileSync(path.join(home, '.pgpass'), `127.0.0.1:${c.port}:*:${PASSWORD_USER}:${TEST_PASSWORD}\n`, { mode: 0o600 });
+    const viaPgpass = runBin('partner-db', ['--db', `postgresql://${PASSWORD_USER}@127.0.0.1:${c.port}/${name}`, 'stats'], '', work, { HOME: home });
+    assert.equal(viaPgpass.status, 0, viaPgpass.stderr);
+  } finally {
+    c.remove();
+  }
+});
+
+pgTest('PostgreSQL: a writer that waits for the write lock longer than --lock-timeout fails as "busy", naming the option, and changes nothing', async () => {
+  const c = await PgCluster.start();
+  try {
+    const work = scratch('ms-pdb-');
+    const db = c.newDatabase();
+    okOn(work, db, 'init');
+    // Another writer (as a master's upload-domains in its commit) holds the write lock for 20 s.
+    const holder = spawn(path.join(c.bin, 'psql'), ['-X', '-h', '127.0.0.1', '-p', String(c.port), '-U', 'postgres', '-d', PgCluster.dbName(db), '-c', `BEGIN; SELECT pg_advisory_xact_lock(${0x4d537064}); SELECT pg_sleep(20); COMMIT;`], { stdio: 'ignore' });
+    try {
+      await new Promise((r) => setTimeout(r, 1500));
+      const t0 = Date.now();
+      const r = runBin('partner-db', ['--db', db, '--lock-timeout', '1', 'add', 'late'], '', work);
+      assert.equal(r.status, 1, r.stderr);
+      assert.match(r.stderr, /database error: canceling statement due to lock timeout \(another process held the lock longer than --lock-timeout\)/);
+      assert.ok(Date.now() - t0 < 15_000, 'it did not wait for the holder');
+    } finally {
+      holder.kill('SIGKILL');
+    }
+    assert.match(okOn(work, db, 'list', '--json'), /^\[\]$/m, 'nothing added');
+  } finally {
+    c.remove();
+  }
+});
+
+for (const be of BACKENDS) {
+  test(`opening checks the schema with the same messages on either backend: no tables, a missing column, another application's tables [${be.name}]`, () => {
+    const work = scratch('ms-pdb-');
+    const db = be.newDb(work);
+    if (be.name === 'sqlite') SQLITE.exec(work, db, 'CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER)');
+    else be.exec(work, db, 'CREATE TABLE yacobot (id BIGINT PRIMARY KEY, name TEXT, weight DOUBLE PRECISION, active INTEGER)');
+    const missing = pdbOn(work, db, 'list');
+    assert.equal(missing.status, 1);
+    assert.equal(missing.stderr, `partner-db: ${db}: not a partner database: missing table 'partner_domain' (create one with: partner-db --db ${db} init)\n`);
+    be.exec(work, db, 'CREATE TABLE partner_domain (domain TEXT PRIMARY KEY, yacobot_id INTEGER)');
+    const column = runBin('upload-domains', ['--db', db], '', work);
+    assert.equal(column.status, 1);
+    assert.match(column.stderr, new RegExp(`^upload-domains: ${db.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: wrong schema: table 'partner_domain' has no column 'added_at'$`, 'm'));
+    be.exec(work, db, 'DROP TABLE partner_domain; DROP TABLE yacobot; CREATE TABLE invoices (n INTEGER)');
+    const foreign = pdbOn(work, db, 'init');
+    assert.equal(foreign.status, 1);
+    assert.equal(foreign.stderr, `partner-db: ${db}: not a partner database: it holds other tables (invoices); init only creates one or completes its own\n`);
+  });
+}

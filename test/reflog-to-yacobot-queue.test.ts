@@ -16,7 +16,7 @@ import { parseArgs, parseConfig } from '../src/runner/options.js';
 import { GATE_FD, NOT_STARTED, REFLOG_HEAD_BYTES, assignedInLog, pipelineScript, type RunPaths, hourNotBegun, notAnHour, failureMessage, firstHeaderLine, hourEndOf, mostForgetful, mostForgetfulSince, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, type RunRecord } from '../src/runner/plan.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { formatTimestamp } from '../src/core/time.js';
-import { HOST_TAG } from '../src/core/tsv.js';
+import { HOST_TAG } from '../src/core/temps.js';
 import { shellQuote } from '../src/core/errors.js';
 import { checkQueueName } from '../src/stages/logsaver.js';
 import { publishSteps } from '../src/runner/commit.js';
@@ -2149,7 +2149,7 @@ test('the chain\'s gated stage starts only after "go" on the gate; at the gate\'
 test('runStages: a staged domain_map that cannot be created is an error for the caller, not an unhandled rejection', async () => {
   const dir = scratch('ms-stages-');
   const p = { mapNext: path.join(dir, 'missing', 'domain_map'), logs: dir } as RunPaths;
-  const o = { db: path.join(dir, 'p.db'), killAfterMs: 1000 } as RunnerOptions;
+  const o = { db: path.join(dir, 'p.db'), dbArgs: ['--db', path.join(dir, 'p.db')], killAfterMs: 1000 } as RunnerOptions;
   const progress = { size: 0, read: () => -1 };
   await assert.rejects(runStages(o, p, '20110728070000', 3, path.join(ROOT, 'bin'), progress), /ENOENT/);
 });

@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DataError } from '../src/core/errors.js';
 import { RecordBatch, RecordSorter, type PackedRecords, type RecordSink } from '../src/core/sorter.js';
-import { LineBatcher } from '../src/core/tsv.js';
+import { LineBatcher } from '../src/core/lines.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
 import { BIN, ROOT, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 import { prng } from '../scripts/prng.js';

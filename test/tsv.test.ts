@@ -1,6 +1,7 @@
-// The byte-level line readers and writers of src/core/tsv.ts, and the byte helpers the
-// streaming stages build their output with: same lines as a plain split for any
-// chunking or block size, errors naming the line, exact sums and times.
+// The byte-level line readers (src/core/lines.ts), file writers (writers.ts) and
+// temporary files (temps.ts), and the byte helpers the streaming stages build their
+// output with: same lines as a plain split for any chunking or block size, errors
+// naming the line, exact sums and times.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { isUtf8 } from 'node:buffer';
@@ -12,7 +13,9 @@ import { addHits, addHitsAt } from '../src/core/hits.js';
 import { IdOrder } from '../src/core/records.js';
 import { timestampMsAt, timestampToMs } from '../src/core/time.js';
 import { putBytes, putHex32 } from '../src/core/bytes.js';
-import { ByteLineSplitter, FileLineReader, FileWriter, HOST_TAG, removeStaleTemps } from '../src/core/tsv.js';
+import { ByteLineSplitter, FileLineReader } from '../src/core/lines.js';
+import { FileWriter } from '../src/core/writers.js';
+import { HOST_TAG, removeStaleTemps } from '../src/core/temps.js';
 import { createRequire, syncBuiltinESMExports } from 'node:module';
 import { BytesIndex } from '../src/core/bytesindex.js';
 import { ROOT, scratch } from './lib/run.js';
@@ -308,7 +311,7 @@ test("removeStaleTemps leaves the temp of a live process in another pid namespac
     return;
   }
   const dir = scratch('ms-stale-ns-');
-  const tsv = path.join(ROOT, 'dist/src/core/tsv.js');
+  const tsv = path.join(ROOT, 'dist/src/core/temps.js');
   // In its own pid namespace (same host name, same directory): makes its temp, reports its name, stays alive until stdin closes.
   const script = `import(${JSON.stringify(tsv)}).then((m) => { const f = ${JSON.stringify(dir)} + '/' + m.ownedTempPrefix('.ns-test-') + 'x'; require('fs').writeFileSync(f, 'x'); process.stdout.write(process.pid + ' ' + f + '\\n'); process.stdin.resume(); })`;
   const child = spawn('unshare', ['--pid', '--fork', '--mount-proc', 'sh', '-c', `echo ${pid - 1} > /proc/sys/kernel/ns_last_pid && ${JSON.stringify(process.execPath)} -e "$0"; :`, script], { stdio: ['pipe', 'pipe', 'inherit'] });

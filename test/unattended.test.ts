@@ -323,12 +323,18 @@ function canMount(): boolean {
   return ok;
 }
 
-test("a full state disk: the run's message is the failing stage's own, with the file it could not write, though its log could not take it", (t) => {
-  if (!canMount()) return t.skip('cannot mount a tmpfs here');
+/** A fresh directory whose var/state is a tmpfs of `size` (unmount it when done), its database moved out to DIR/p.db. */
+function stateOnTmpfs(size: string): { dir: string; state: string } {
   const dir = fresh();
   const state = path.join(dir, 'var/state');
   fs.renameSync(path.join(state, 'partner.db'), path.join(dir, 'p.db'));
-  assert.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=256k', 'tmpfs', state]).status, 0);
+  assert.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', state]).status, 0);
+  return { dir, state };
+}
+
+test("a full state disk: the run's message is the failing stage's own, with the file it could not write, though its log could not take it", (t) => {
+  if (!canMount()) return t.skip('cannot mount a tmpfs here');
+  const { dir, state } = stateOnTmpfs('256k');
   try {
     // 30,000 lines with a small --memory: analyze-dump spills to STATE/staging/RUN/work/tmp.
     const urls = Array.from({ length: 30_000 }, (_, i) => `http://site${i % 97}.com/p/${i}/${'z'.repeat(40)}`);
@@ -431,4 +437,28 @@ test('runs.jsonl under logrotate: rotated by rename (create) or by copytruncate,
   hour(dir, '2011072809', 5, 30);
   fs.writeFileSync(runs, '');
   assert.equal(run(dir).status, 2);
+});
+
+test('a state disk with no space at all: the message names the file the runner could not write, not "internal error: ENOSPC ... write"', (t) => {
+  if (!canMount()) return t.skip('cannot mount a tmpfs here');
+  const { dir, state } = stateOnTmpfs('64k');
+  try {
+    hour(dir, '2011072806');
+    fs.mkdirSync(path.join(state, 'staging'));
+    fs.writeFileSync(path.join(state, 'lock'), '');
+    const fill = fs.openSync(path.join(state, 'fill'), 'w');
+    try {
+      for (;;) fs.writeSync(fill, Buffer.alloc(4096));
+    } catch {
+      /* full */
+    } finally {
+      fs.closeSync(fill);
+    }
+    const r = run(dir, '--db', path.join(dir, 'p.db'));
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, /reflog-to-yacobot-queue: .*\/var\/state\/lock: cannot write the holder into the lock file: ENOSPC/);
+    assert.doesNotMatch(r.stderr, /internal error/);
+  } finally {
+    spawnSync('umount', [state]);
+  }
 });

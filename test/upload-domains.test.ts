@@ -10,8 +10,10 @@ import Database from 'better-sqlite3';
 import { BIN, madeDb, partnerDb, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 import { LeastLoaded, loadRendezvous, openDb } from '../src/core/db.js';
 import { DataError } from '../src/core/errors.js';
-import { SPOOL_PREFIX, commitNewDomains, loadDomainMap, writeDomainMap } from '../src/stages/upload-domains.js';
-import { HOST_TAG, ownedTempPrefix } from '../src/core/tsv.js';
+import { SPOOL_PREFIX, chooserFor, loadDomainMap, writeDomainMap } from '../src/stages/upload-domains.js';
+import { SqliteStore } from '../src/core/store-sqlite.js';
+import { SQLITE, backends, type Backend } from './lib/backends.js';
+import { HOST_TAG, ownedTempPrefix } from '../src/core/temps.js';
 
 /** A filtered_log with one record per domain of `domains`, the whole list `repeat` times over. */
 function filtered(domains: string[], repeat = 1): string {
@@ -26,7 +28,13 @@ function filtered(domains: string[], repeat = 1): string {
   return out;
 }
 
-const pdb = (work: string, ...args: string[]): string => partnerDb(work, 'p.db', ...args);
+const BACKENDS = backends();
+
+/** The database of each scratch directory that newDbOn made on PostgreSQL (else p.db in it). */
+const pgDbs = new Map<string, { be: Backend; db: string }>();
+const dbOf = (work: string): string => pgDbs.get(work)?.db ?? 'p.db';
+
+const pdb = (work: string, ...args: string[]): string => partnerDb(work, dbOf(work), ...args);
 
 function newDb(yacobots: [string, number][]): string {
   const work = scratch('ms-up-');
@@ -34,14 +42,23 @@ function newDb(yacobots: [string, number][]): string {
   return work;
 }
 
+/** newDb on backend `be`: a scratch directory whose database (dbOf) has these Yacobots. */
+function newDbOn(be: Backend, yacobots: [string, number][]): string {
+  if (be.name === 'sqlite') return newDb(yacobots);
+  const work = scratch('ms-up-');
+  pgDbs.set(work, { be, db: be.newDb(work) });
+  pdb(work, 'init');
+  for (const [name, w] of yacobots) pdb(work, 'add', name, '--weight', String(w));
+  return work;
+}
+
+/** The rows of `sql` on the database of `work`, each as its columns' text. */
+function rowsOf(work: string, sql: string): string[][] {
+  return (pgDbs.get(work)?.be ?? SQLITE).rows(work, dbOf(work), sql);
+}
+
 function owners(work: string): Map<string, number> {
-  const db = new Database(path.join(work, 'p.db'), { readonly: true });
-  try {
-    const rows = db.prepare('SELECT domain, yacobot_id FROM partner_domain').all() as { domain: string; yacobot_id: number }[];
-    return new Map(rows.map((r) => [r.domain, r.yacobot_id]));
-  } finally {
-    db.close();
-  }
+  return new Map(rowsOf(work, 'SELECT domain, yacobot_id FROM partner_domain').map(([d, id]) => [d!, Number(id)]));
 }
 
 /** Parses routed output into domain -> set of Yacobot ids, checking it is the input with an id in front. */
@@ -65,36 +82,38 @@ function routing(stdout: string, input: string): Map<string, Set<number>> {
 
 const domainsN = (n: number, prefix = 'd') => Array.from({ length: n }, (_, i) => `${prefix}${i}.com`);
 
-test('least-loaded: 1000 new domains over weights 1,1,2 land within one domain of the weight shares', () => {
-  const work = newDb([
-    ['a', 1],
-    ['b', 1],
-    ['c', 2],
-  ]);
-  const input = filtered(domainsN(1000), 2);
-  const r = runBin('upload-domains', ['--db', 'p.db', '--now', '20110728070000'], input, work);
-  assert.equal(r.status, 0, r.stderr);
-  const routed = routing(r.stdout, input);
-  const own = owners(work);
-  assert.equal(own.size, 1000);
-  const per = new Map<number, number>();
-  for (const [d, ids] of routed) {
-    assert.equal(ids.size, 1, `${d} routed to one Yacobot`);
-    const id = [...ids][0]!;
-    assert.equal(id, own.get(d), `${d} routed to its owner in the database`);
-    per.set(id, (per.get(id) ?? 0) + 1);
-  }
-  const want = new Map([
-    [1, 250],
-    [2, 250],
-    [3, 500],
-  ]);
-  for (const [id, n] of want) assert.ok(Math.abs((per.get(id) ?? 0) - n) <= 1, `Yacobot ${id}: ${per.get(id)} domains, want ${n}±1`);
-  const s = summaryOf(r.stderr);
-  assert.equal(s.domains_new, 1000);
-  assert.equal(s.assigned_by_us, 1000);
-  assert.equal(s.records_out, 2000);
-});
+for (const be of BACKENDS) {
+  test(`least-loaded: 1000 new domains over weights 1,1,2 land within one domain of the weight shares [${be.name}]`, () => {
+    const work = newDbOn(be, [
+      ['a', 1],
+      ['b', 1],
+      ['c', 2],
+    ]);
+    const input = filtered(domainsN(1000), 2);
+    const r = runBin('upload-domains', ['--db', dbOf(work), '--now', '20110728070000'], input, work);
+    assert.equal(r.status, 0, r.stderr);
+    const routed = routing(r.stdout, input);
+    const own = owners(work);
+    assert.equal(own.size, 1000);
+    const per = new Map<number, number>();
+    for (const [d, ids] of routed) {
+      assert.equal(ids.size, 1, `${d} routed to one Yacobot`);
+      const id = [...ids][0]!;
+      assert.equal(id, own.get(d), `${d} routed to its owner in the database`);
+      per.set(id, (per.get(id) ?? 0) + 1);
+    }
+    const want = new Map([
+      [1, 250],
+      [2, 250],
+      [3, 500],
+    ]);
+    for (const [id, n] of want) assert.ok(Math.abs((per.get(id) ?? 0) - n) <= 1, `Yacobot ${id}: ${per.get(id)} domains, want ${n}±1`);
+    const s = summaryOf(r.stderr);
+    assert.equal(s.domains_new, 1000);
+    assert.equal(s.assigned_by_us, 1000);
+    assert.equal(s.records_out, 2000);
+  });
+}
 
 test('least-loaded takes existing loads into account and spreads a batch', () => {
   const ll = new LeastLoaded([
@@ -150,37 +169,39 @@ test('least-loaded: loads equal in decimal are a tie (smallest id), though 3 x 0
   assert.equal(r.stdout.split('\t')[0], '1');
 });
 
-test('rendezvous: two separate databases with the same Yacobots assign every new domain alike', () => {
-  const ys: [string, number][] = [
-    ['a', 1],
-    ['b', 2],
-    ['c', 1],
-    ['d', 0.5],
-  ];
-  const w1 = newDb(ys);
-  const w2 = newDb(ys);
-  const doms = domainsN(400, 'r');
-  // Different inputs, orders and earlier history: only the Yacobot list matters.
-  pdb(w2, 'assign', 'unrelated.com', 'a');
-  const in1 = filtered(doms);
-  const in2 = filtered([...doms].reverse());
-  const r1 = runBin('upload-domains', ['--db', 'p.db', '--assign', 'rendezvous'], in1, w1);
-  const r2 = runBin('upload-domains', ['--db', 'p.db', '--assign', 'rendezvous'], in2, w2);
-  assert.equal(r1.status, 0, r1.stderr);
-  assert.equal(r2.status, 0, r2.stderr);
-  const o1 = owners(w1);
-  const o2 = owners(w2);
-  const per = new Map<number, number>();
-  for (const d of doms) {
-    assert.equal(o1.get(d), o2.get(d), `owner of ${d}`);
-    per.set(o1.get(d)!, (per.get(o1.get(d)!) ?? 0) + 1);
-  }
-  // Weighted: b (weight 2 of 4.5) gets clearly more than d (0.5 of 4.5); everyone gets some.
-  for (const id of [1, 2, 3, 4]) assert.ok((per.get(id) ?? 0) > 0, `Yacobot ${id} got domains`);
-  assert.ok(per.get(2)! > 2 * per.get(4)!, `weights matter: ${JSON.stringify([...per])}`);
-  // The routed output agrees with the databases too.
-  for (const [d, ids] of routing(r1.stdout, in1)) assert.deepEqual([...ids], [o1.get(d)]);
-});
+for (const be of BACKENDS) {
+  test(`rendezvous: two separate databases with the same Yacobots assign every new domain alike [${be.name}]`, () => {
+    const ys: [string, number][] = [
+      ['a', 1],
+      ['b', 2],
+      ['c', 1],
+      ['d', 0.5],
+    ];
+    const w1 = newDbOn(be, ys);
+    const w2 = newDbOn(be, ys);
+    const doms = domainsN(400, 'r');
+    // Different inputs, orders and earlier history: only the Yacobot list matters.
+    pdb(w2, 'assign', 'unrelated.com', 'a');
+    const in1 = filtered(doms);
+    const in2 = filtered([...doms].reverse());
+    const r1 = runBin('upload-domains', ['--db', dbOf(w1), '--assign', 'rendezvous'], in1, w1);
+    const r2 = runBin('upload-domains', ['--db', dbOf(w2), '--assign', 'rendezvous'], in2, w2);
+    assert.equal(r1.status, 0, r1.stderr);
+    assert.equal(r2.status, 0, r2.stderr);
+    const o1 = owners(w1);
+    const o2 = owners(w2);
+    const per = new Map<number, number>();
+    for (const d of doms) {
+      assert.equal(o1.get(d), o2.get(d), `owner of ${d}`);
+      per.set(o1.get(d)!, (per.get(o1.get(d)!) ?? 0) + 1);
+    }
+    // Weighted: b (weight 2 of 4.5) gets clearly more than d (0.5 of 4.5); everyone gets some.
+    for (const id of [1, 2, 3, 4]) assert.ok((per.get(id) ?? 0) > 0, `Yacobot ${id} got domains`);
+    assert.ok(per.get(2)! > 2 * per.get(4)!, `weights matter: ${JSON.stringify([...per])}`);
+    // The routed output agrees with the databases too.
+    for (const [d, ids] of routing(r1.stdout, in1)) assert.deepEqual([...ids], [o1.get(d)]);
+  });
+}
 
 test('rendezvous shares follow the weights over many domains', async () => {
   const pick = await loadRendezvous();
@@ -232,100 +253,101 @@ function waitsWithAllLookedUp(pid: number): boolean {
   }
 }
 
-test('two upload-domains at once on one database never give a domain two owners', async () => {
-  const work = newDb([
-    ['a', 1],
-    ['b', 1],
-    ['c', 1],
-  ]);
-  const shared = domainsN(300, 's');
-  const onlyA = domainsN(100, 'a');
-  const onlyB = domainsN(100, 'b');
-  const inA = filtered([...shared, ...onlyA]);
-  const inB = filtered([...onlyB, ...[...shared].reverse()]);
-  let go!: () => void;
-  const release = new Promise<void>((r) => (go = r));
-  // Different assignment rules, so a process that kept its own choice would disagree.
-  const pa = startUpload(work, ['--db', 'p.db', '--assign', 'least-loaded'], inA, release);
-  const pb = startUpload(work, ['--db', 'p.db', '--assign', 'rendezvous'], inB, release);
-  // Both have looked every domain up (and found it new) before either commits. (A fixed
-  // 1500 ms was too short for two Node starts on a loaded machine: then the later one
-  // found the shared domains already assigned, and nobody lost a race.)
-  const deadline = Date.now() + 60_000;
-  while (!(waitsWithAllLookedUp(pa.pid) && waitsWithAllLookedUp(pb.pid)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-  go();
-  const [ra, rb] = await Promise.all([pa.done, pb.done]);
-  assert.equal(ra.status, 0, ra.stderr);
-  assert.equal(rb.status, 0, rb.stderr);
-  const own = owners(work);
-  assert.equal(own.size, 500);
-  for (const [r, input] of [
-    [ra, inA],
-    [rb, inB],
-  ] as const) {
-    for (const [d, ids] of routing(r.stdout, input)) assert.deepEqual([...ids], [own.get(d)], `${d} routed to the database's owner`);
-  }
-  const sa = summaryOf(ra.stderr);
-  const sb = summaryOf(rb.stderr);
-  assert.equal(Number(sa.assigned_by_us) + Number(sb.assigned_by_us), 500, 'each domain assigned once');
-  assert.equal(Number(sa.lost_race) + Number(sb.lost_race), 300, 'the shared domains were lost by one of the two');
-});
-
-test('a disabled Yacobot gets no records, even through a stale --map', () => {
-  const work = newDb([
-    ['a', 1],
-    ['b', 1],
-    ['c', 1],
-  ]);
-  const doms = domainsN(90, 'x');
-  const input = filtered(doms);
-  assert.equal(runBin('upload-domains', ['--db', 'p.db', '--map', 'map'], input, work).status, 0);
-  const before = owners(work);
-  assert.ok([...before.values()].includes(2));
-  pdb(work, 'disable', 'b');
-  const r = runBin('upload-domains', ['--db', 'p.db', '--map', 'map'], filtered([...doms, 'fresh.com']), work);
-  assert.equal(r.status, 0, r.stderr);
-  const routed = r.stdout.split('\n').filter((l) => l).map((l) => Number(l.split('\t')[0]));
-  assert.equal(routed.length, 91);
-  assert.ok(!routed.includes(2), 'nothing routed to the disabled Yacobot');
-  const after = owners(work);
-  assert.ok(![...after.values()].includes(2), 'the database gives it no domain');
-  for (const [d, id] of before) if (id !== 2) assert.equal(after.get(d), id, `${d} did not move`);
-  const map = fs.readFileSync(path.join(work, 'map'), 'utf8');
-  assert.ok(!/\t2\n/.test(map), 'the rewritten map names it nowhere');
-  const lines = map.split('\n').filter((l) => l);
-  assert.deepEqual([...lines].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))), lines, 'map sorted bytewise');
-  assert.equal(lines.length, 91);
-});
-
-test('reruns with the same --now give identical rows and output', () => {
-  const input = filtered(domainsN(50, 'z'));
-  const dump = (work: string) => {
-    const db = new Database(path.join(work, 'p.db'), { readonly: true });
-    try {
-      return db.prepare('SELECT * FROM partner_domain ORDER BY domain').all();
-    } finally {
-      db.close();
+for (const be of BACKENDS) {
+  test(`two upload-domains at once on one database never give a domain two owners [${be.name}]`, async () => {
+    const work = newDbOn(be, [
+      ['a', 1],
+      ['b', 1],
+      ['c', 1],
+    ]);
+    const shared = domainsN(300, 's');
+    const onlyA = domainsN(100, 'a');
+    const onlyB = domainsN(100, 'b');
+    const inA = filtered([...shared, ...onlyA]);
+    const inB = filtered([...onlyB, ...[...shared].reverse()]);
+    let go!: () => void;
+    const release = new Promise<void>((r) => (go = r));
+    // Different assignment rules, so a process that kept its own choice would disagree.
+    const pa = startUpload(work, ['--db', dbOf(work), '--assign', 'least-loaded'], inA, release);
+    const pb = startUpload(work, ['--db', dbOf(work), '--assign', 'rendezvous'], inB, release);
+    // Both have looked every domain up (and found it new) before either commits. (A fixed
+    // 1500 ms was too short for two Node starts on a loaded machine: then the later one
+    // found the shared domains already assigned, and nobody lost a race.)
+    const deadline = Date.now() + 60_000;
+    while (!(waitsWithAllLookedUp(pa.pid) && waitsWithAllLookedUp(pb.pid)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    go();
+    const [ra, rb] = await Promise.all([pa.done, pb.done]);
+    assert.equal(ra.status, 0, ra.stderr);
+    assert.equal(rb.status, 0, rb.stderr);
+    const own = owners(work);
+    assert.equal(own.size, 500);
+    for (const [r, input] of [
+      [ra, inA],
+      [rb, inB],
+    ] as const) {
+      for (const [d, ids] of routing(r.stdout, input)) assert.deepEqual([...ids], [own.get(d)], `${d} routed to the database's owner`);
     }
-  };
-  const ys: [string, number][] = [
-    ['a', 1],
-    ['b', 3],
-  ];
-  const w1 = newDb(ys);
-  const w2 = newDb(ys);
-  const r1 = runBin('upload-domains', ['--db', 'p.db', '--now', '20110728070000'], input, w1);
-  const r2 = runBin('upload-domains', ['--db', 'p.db', '--now', '20110728070000'], input, w2);
-  assert.equal(r1.status, 0, r1.stderr);
-  assert.equal(r2.status, 0, r2.stderr);
-  assert.equal(r1.stdout, r2.stdout);
-  assert.deepEqual(dump(w1), dump(w2));
-  // Second run on the same database: every domain is known now, nothing changes.
-  const again = runBin('upload-domains', ['--db', 'p.db', '--now', '20990101000000'], input, w1);
-  assert.equal(again.stdout, r1.stdout);
-  assert.equal(summaryOf(again.stderr).domains_new, 0);
-  assert.deepEqual(dump(w1), dump(w2));
-});
+    const sa = summaryOf(ra.stderr);
+    const sb = summaryOf(rb.stderr);
+    assert.equal(Number(sa.assigned_by_us) + Number(sb.assigned_by_us), 500, 'each domain assigned once');
+    assert.equal(Number(sa.lost_race) + Number(sb.lost_race), 300, 'the shared domains were lost by one of the two');
+  });
+}
+
+for (const be of BACKENDS) {
+  test(`a disabled Yacobot gets no records, even through a stale --map [${be.name}]`, () => {
+    const work = newDbOn(be, [
+      ['a', 1],
+      ['b', 1],
+      ['c', 1],
+    ]);
+    const doms = domainsN(90, 'x');
+    const input = filtered(doms);
+    assert.equal(runBin('upload-domains', ['--db', dbOf(work), '--map', 'map'], input, work).status, 0);
+    const before = owners(work);
+    assert.ok([...before.values()].includes(2));
+    pdb(work, 'disable', 'b');
+    const r = runBin('upload-domains', ['--db', dbOf(work), '--map', 'map'], filtered([...doms, 'fresh.com']), work);
+    assert.equal(r.status, 0, r.stderr);
+    const routed = r.stdout.split('\n').filter((l) => l).map((l) => Number(l.split('\t')[0]));
+    assert.equal(routed.length, 91);
+    assert.ok(!routed.includes(2), 'nothing routed to the disabled Yacobot');
+    const after = owners(work);
+    assert.ok(![...after.values()].includes(2), 'the database gives it no domain');
+    for (const [d, id] of before) if (id !== 2) assert.equal(after.get(d), id, `${d} did not move`);
+    const map = fs.readFileSync(path.join(work, 'map'), 'utf8');
+    assert.ok(!/\t2\n/.test(map), 'the rewritten map names it nowhere');
+    const lines = map.split('\n').filter((l) => l);
+    assert.deepEqual([...lines].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))), lines, 'map sorted bytewise');
+    assert.equal(lines.length, 91);
+  });
+}
+
+for (const be of BACKENDS) {
+  test(`reruns with the same --now give identical rows and output [${be.name}]`, () => {
+    const input = filtered(domainsN(50, 'z'));
+    const dump = (work: string) => {
+      return rowsOf(work, 'SELECT * FROM partner_domain ORDER BY domain');
+    };
+    const ys: [string, number][] = [
+      ['a', 1],
+      ['b', 3],
+    ];
+    const w1 = newDbOn(be, ys);
+    const w2 = newDbOn(be, ys);
+    const r1 = runBin('upload-domains', ['--db', dbOf(w1), '--now', '20110728070000'], input, w1);
+    const r2 = runBin('upload-domains', ['--db', dbOf(w2), '--now', '20110728070000'], input, w2);
+    assert.equal(r1.status, 0, r1.stderr);
+    assert.equal(r2.status, 0, r2.stderr);
+    assert.equal(r1.stdout, r2.stdout);
+    assert.deepEqual(dump(w1), dump(w2));
+    // Second run on the same database: every domain is known now, nothing changes.
+    const again = runBin('upload-domains', ['--db', dbOf(w1), '--now', '20990101000000'], input, w1);
+    assert.equal(again.stdout, r1.stdout);
+    assert.equal(summaryOf(again.stderr).domains_new, 0);
+    assert.deepEqual(dump(w1), dump(w2));
+  });
+}
 
 test('no active Yacobot: fails before any output even when every domain is known', () => {
   const work = newDb([['a', 1]]);
@@ -339,13 +361,14 @@ test('no active Yacobot: fails before any output even when every domain is known
   assert.match(r.stderr, /upload-domains: p\.db: no active Yacobot; add one with: partner-db --db p\.db add NAME/);
 });
 
-test('no active Yacobot at commit time (all disabled while the input was read): an error saying so, and no row written', () => {
+test('no active Yacobot at commit time (all disabled while the input was read): an error saying so, and no row written', async () => {
   const work = newDb([['a', 1]]);
   const db = openDb(path.join(work, 'p.db'));
+  const store = new SqliteStore(db, 'p.db');
   try {
     db.prepare('UPDATE yacobot SET active = 0').run();
-    assert.throws(
-      () => commitNewDomains(db, 'p.db', ['new.com'], 'least-loaded', null, '20110728070000'),
+    await assert.rejects(
+      store.assignNew(['new.com'], chooserFor('least-loaded', null), '20110728070000'),
       (e: unknown) => e instanceof DataError && /^no active Yacobot at commit time \(disabled during the run\?\)/.test(e.message) && e.place?.file === 'p.db',
     );
     assert.equal(db.prepare('SELECT count(*) FROM partner_domain').pluck().get(), 0);
@@ -642,3 +665,25 @@ test('a Yacobot disabled while the input is read: its domains stay with it for t
   assert.deepEqual([j.yacobots, j.records_to_disabled], [[2], 3]);
   assert.match(j.msg, /^Yacobot\(s\) 2 stopped being active during the run \(partner-db disable\?\): the 2 domain\(s\) they owned when looked up were routed to them all the same \(3 record\(s\)\)/);
 });
+
+for (const be of BACKENDS) {
+  test(`after a new domain (records spooled from then on), a domain only the database knows still goes to its owner, in input order [${be.name}]`, () => {
+    const work = newDbOn(be, [
+      ['a', 1],
+      ['b', 1],
+    ]);
+    pdb(work, 'assign', 'known.com', 'b');
+    pdb(work, 'assign', 'later.com', 'b');
+    // new.com first opens the spool; known.com and later.com are looked up afterwards, in batches.
+    const input = filtered(['new.com', 'known.com', ...domainsN(3000, 'n'), 'later.com'], 2);
+    const r = runBin('upload-domains', ['--db', dbOf(work), '--now', '20110728070000'], input, work);
+    assert.equal(r.status, 0, r.stderr);
+    const routed = routing(r.stdout, input);
+    assert.deepEqual([...routed.get('known.com')!], [2]);
+    assert.deepEqual([...routed.get('later.com')!], [2]);
+    const own = owners(work);
+    for (const [d, ids] of routed) assert.deepEqual([...ids], [own.get(d)], `${d} routed to its owner`);
+    const s = summaryOf(r.stderr);
+    assert.deepEqual([s.domains_from_db, s.domains_new], [2, 3001]);
+  });
+}

@@ -4,6 +4,7 @@
 import type { Command } from 'commander';
 import { normalizeDomain } from '../core/db.js';
 import { UsageError } from '../core/errors.js';
+import { timeoutsOf, type Timeouts } from '../core/store.js';
 import { loadUrlHash } from '../core/url.js';
 import { canonicalOf } from '../runner/explain.js';
 import { PartnerView, type YacobotRef } from '../runner/partners.js';
@@ -32,16 +33,19 @@ export async function domainsOf(inputs: readonly string[]): Promise<string[]> {
   });
 }
 
-/** Looks up the owner (or the pick) of each domain in the database `file`. */
-export function ownersOf(file: string, inputs: readonly string[], domains: readonly string[]): OwnerAnswer[] {
-  const view = new PartnerView(file);
+/** Looks up the owner (or the pick) of each domain in the database `db`. */
+export async function ownersOf(db: string, inputs: readonly string[], domains: readonly string[], timeouts?: Timeouts): Promise<OwnerAnswer[]> {
+  const view = await PartnerView.open(db, timeouts);
   try {
-    return inputs.map((input, i) => {
-      const owner = view.owner(domains[i]!);
-      return { input, domain: domains[i]!, owner, pick: owner === null ? view.pickNow() : null };
-    });
+    const out: OwnerAnswer[] = [];
+    for (const [i, input] of inputs.entries()) {
+      const domain = domains[i]!;
+      const owner = await view.owner(domain);
+      out.push({ input, domain, owner, pick: owner === null ? await view.pickNow() : null });
+    }
+    return out;
   } finally {
-    view.close();
+    await view.close();
   }
 }
 
@@ -60,7 +64,7 @@ export function addOwnerCommand(program: Command, dbFile: (cmd: Command) => stri
     .option('--json', 'one JSON array for scripts')
     .action(async (inputs: string[], o: { json?: boolean }, cmd: Command) => {
       const file = dbFile(cmd);
-      const answers = ownersOf(file, inputs, await domainsOf(inputs));
+      const answers = await ownersOf(file, inputs, await domainsOf(inputs), timeoutsOf(cmd.optsWithGlobals()));
       process.stdout.write(o.json ? JSON.stringify(answers) + '\n' : answers.map((a) => ownerLine(a) + '\n').join(''));
     });
 }

@@ -9,15 +9,9 @@ import type { Logger } from 'pino';
 import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleName } from '../core/errors.js';
 import { growPipe } from '../core/pipes.js';
 import { PROJECT_ROOT } from '../core/root.js';
-import {
-  ByteLineSplitter,
-  cutMark,
-  liveTempFiles,
-  readStreamFor,
-  removeQuietly,
-  staleTemps,
-  type ByteLineFn,
-} from '../core/tsv.js';
+import { ByteLineSplitter, cutMark, type ByteLineFn } from '../core/lines.js';
+import { readStreamFor } from '../core/fifos.js';
+import { liveTempFiles, removeQuietly, staleTemps } from '../core/temps.js';
 import { Output, OutputClosed } from './output.js';
 import { onStopSignal } from './signals.js';
 import { loadCommander, loadPino } from '../core/cjs.js';
@@ -34,8 +28,11 @@ export interface StageContext {
   readonly inputPath: string;
   readonly log: Logger;
   readonly out: Output;
-  /** Feeds each input line as bytes (LF stripped, valid only during the call); the last line must end in LF. */
-  eachLine(fn: ByteLineFn): Promise<void>;
+  /**
+   * Feeds each input line as bytes (LF stripped; never overwritten, so a stage may keep
+   * it); the last line must end in LF. `afterChunk` is awaited after each chunk's lines.
+   */
+  eachLine(fn: ByteLineFn, afterChunk?: () => void | Promise<void>): Promise<void>;
   /** Feeds the input's chunks, as read, to `fn` (awaiting it when it returns a promise). */
   eachChunk(fn: (chunk: Buffer) => void | Promise<void>): Promise<void>;
   /** Runs `fn` on every exit, success or not (before the summary line). */
@@ -128,25 +125,50 @@ export function packageVersion(): string {
 /** Parses argv, runs the stage, and exits the process with 0, 1 or 2. Never returns normally. */
 export async function runStage<O>(def: StageDef<O>, argv: string[] = process.argv): Promise<never> {
   const started = process.hrtime.bigint();
-  const writesStdout = def.writesStdout !== false;
-  const exitHooks: (() => void)[] = [];
-  const runExitHooks = () => {
-    for (const fn of exitHooks.splice(0).reverse()) {
-      try {
-        fn();
-      } catch {
-        /* cleanup must not mask the real outcome */
-      }
-    }
-    for (const f of liveTempFiles) removeQuietly(f);
-  };
-
   // Loaded here, not with this module: analyze-dump's worker threads import the
   // stage's module (and so this one) for its core, and have no use for them.
   const commander = loadCommander();
   const pino = loadPino();
+  const args = parseCommandLine(def, argv, commander);
+  const log = pino({ name: def.name, level: args.logLevel, base: { stage: def.name } }, pino.destination({ fd: 2, sync: true }));
+  staleTemps.report = (p) => log.warn({ removed: p }, `removed ${p}, left by a run that was killed (its process has ended)`);
+  const out = new Output(process.stdout);
+  const end: RunEnd = new RunEnd(def.name, def.writesStdout !== false, log, started);
+  refuseReadOnlyStdout(end);
+  // A stage runs at most a pipe's worth ahead of its reader: with Linux's 64 KiB the
+  // chain's processes wait for each other and leave a core idle (docs/performance.md, "Where the time goes").
+  // Not stdin when the input is a file: that pipe is someone else's (`... | while read f; do stage "$f"`).
+  const pipes = { stdin: def.readsInput !== false && args.inputPath === '-' ? growPipe(0) : null, stdout: growPipe(1) };
+  log.debug({ pipe_bytes: pipes }, 'pipe capacities');
+  const input = openInput(def, args, end);
+  // A signal that came while the modules loaded (bin/<stage> catches them first) is acted on here.
+  onStopSignal((sig) => end.interrupted(sig));
+  // Every way out of a run ends in process.exit: an event loop left with nothing to wait
+  // for while the run is pending (a promise no one will settle, e.g. a job handed to a
+  // worker thread that ended) would otherwise exit 0 with no output and no summary.
+  process.on('beforeExit', () => end.fail(new Error('the stage stopped with its work unfinished (nothing left to wait for)')));
+  try {
+    await def.run(stageContext(def, args, input, out, end), args.opts);
+    await out.end();
+  } catch (err) {
+    if (err instanceof OutputClosed) end.exit('output closed');
+    end.fail(systemFailure(err));
+  }
+  end.exit('ok');
+}
 
-  // --- arguments -------------------------------------------------------------
+/** The command line as a stage takes it: its options (normalized), its input and its log level. */
+interface StageArgs<O> {
+  opts: O;
+  /** The input as opened: the file argument, or "-" for stdin. */
+  inputPath: string;
+  /** Name of the input in messages. */
+  inputName: string;
+  logLevel: string;
+}
+
+/** The stage's command: the options every stage has, its input argument, its own options. */
+function stageCommand(def: StageDef<unknown>, commander: ReturnType<typeof loadCommander>): Command {
   const cmd = new commander.Command(def.name)
     .description(`${def.summary}\n\n${def.usage.trim()}`)
     .version(packageVersion(), '--version', 'print the version and exit')
@@ -161,27 +183,29 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     cmd.option('--input-name <name>', 'the name messages give stdin (default "-")');
   }
   def.options?.(cmd);
+  return cmd;
+}
 
-  let opts: O;
-  let inputName = '-';
-  let inputPath = '-';
-  let logLevel = 'info';
+/** Parses argv; --help and --version exit 0, a usage error exits 2 (usageExit). */
+function parseCommandLine<O>(def: StageDef<O>, argv: string[], commander: ReturnType<typeof loadCommander>): StageArgs<O> {
+  const cmd = stageCommand(def as StageDef<unknown>, commander);
   try {
     cmd.parse(argv);
     const raw = cmd.opts();
-    logLevel = String(raw.logLevel);
+    const logLevel = String(raw.logLevel);
     if (!['debug', 'info', 'warn', 'error', 'silent', 'trace', 'fatal'].includes(logLevel)) {
       throw new UsageError(`bad --log-level '${logLevel}'`);
     }
-    inputPath = (cmd.args[0] as string | undefined) ?? '-';
-    inputName = inputPath;
+    const inputPath = (cmd.args[0] as string | undefined) ?? '-';
+    let inputName = inputPath;
     if (raw.inputName !== undefined) {
       const name = pathOption('--input-name', raw.inputName, 'a name');
       if (inputPath !== '-') throw new UsageError(`--input-name names stdin; the input is the file ${inputPath}`);
       inputName = visibleName(name); // the cron runner names its reflog by its path in the inbox
     }
-    opts = def.normalize(raw);
+    return { opts: def.normalize(raw), inputPath, inputName, logLevel };
   } catch (err) {
+    const writesStdout = def.writesStdout !== false;
     if (err instanceof commander.CommanderError) {
       if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.exitCode === 0) {
         process.exit(0);
@@ -191,80 +215,45 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
     if (err instanceof UsageError) usageExit(def.name, err.message, writesStdout);
     throw err;
   }
+}
 
-  // --- I/O -------------------------------------------------------------------
-  const log = pino({ name: def.name, level: logLevel, base: { stage: def.name } }, pino.destination({ fd: 2, sync: true }));
-  staleTemps.report = (p) => log.warn({ removed: p }, `removed ${p}, left by a run that was killed (its process has ended)`);
-  const out = new Output(process.stdout);
-  // A failed run's output is cut: Output holds back its last LF, so the next stage refuses
-  // it as cut off; the mark says why to a person who reads it, and stands for the cut when
-  // nothing was written yet (an empty output would pass for an empty hour).
-  const cleanupFailed = () => {
-    runExitHooks();
-    if (writesStdout) cutOutput(def.name, (m) => log.warn(m));
-  };
-  const reporters: (() => Record<string, Count>)[] = [];
-  /** The counts for the summary line: every reporter's current values (a reporter that throws is left out). */
-  const gathered = (): Record<string, Count> => {
-    const counts: Record<string, Count> = {};
-    for (const fn of reporters) {
-      try {
-        Object.assign(counts, fn());
-      } catch {
-        /* the summary must still be written */
-      }
-    }
-    return counts;
-  };
-  // A pipe's end open only for reading as stdout (`>&0`, `1<fifo`) fails every write,
-  // and libuv reports that as EPIPE: it would pass for a reader gone (`| head`), exit 0
-  // with nothing written. A write of no bytes gets EBADF there and writes nothing.
-  if (fstatQuietly(1)?.isFIFO()) {
-    try {
-      fs.writeSync(1, Buffer.alloc(0));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'EBADF') fail(def.name, ioError(err, 'stdout', 'write output'), log, gathered, started, cleanupFailed);
-    }
+/**
+ * Fails the run when stdout is a pipe's end open only for reading (`>&0`, `1<fifo`):
+ * every write fails there, and libuv reports that as EPIPE, which would pass for a
+ * reader gone (`| head`), exit 0 with nothing written. A write of no bytes gets EBADF
+ * there and writes nothing.
+ */
+function refuseReadOnlyStdout(end: RunEnd): void {
+  if (!fstatQuietly(1)?.isFIFO()) return;
+  try {
+    fs.writeSync(1, Buffer.alloc(0));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EBADF') end.fail(ioError(err, 'stdout', 'write output'));
   }
-  // A stage runs at most a pipe's worth ahead of its reader: with Linux's 64 KiB the
-  // chain's processes wait for each other and leave a core idle (docs/performance.md, "Where the time goes").
-  // Not stdin when the input is a file: that pipe is someone else's (`... | while read f; do stage "$f"`).
-  const pipes = { stdin: def.readsInput !== false && inputPath === '-' ? growPipe(0) : null, stdout: growPipe(1) };
-  log.debug({ pipe_bytes: pipes }, 'pipe capacities');
-  let input: Readable;
-  if (def.readsInput === false) {
-    input = Readable.from([]);
-  } else if (inputPath === '-') {
+}
+
+/** The stage's input as a stream (an empty one for a stage that reads none); a run that cannot read it fails. */
+function openInput(def: StageDef<unknown>, args: StageArgs<unknown>, end: RunEnd): Readable {
+  if (def.readsInput === false) return Readable.from([]);
+  if (args.inputPath === '-') {
     const stdin = fstatQuietly(0);
     // Read as a stream, a directory on stdin looks like empty input.
-    if (stdin?.isDirectory()) fail(def.name, new DataError('IO', 'cannot read input: EISDIR: illegal operation on a directory', { file: inputName }), log, gathered, started, cleanupFailed);
+    if (stdin?.isDirectory()) end.fail(new DataError('IO', 'cannot read input: EISDIR: illegal operation on a directory', { file: args.inputName }));
     // A file on stdin (`stage < file`) is read in 1 MiB chunks, as a named input is:
     // process.stdin would read it 64 KiB at a time (measured: 4x the time to read 90 MB).
-    input = stdin?.isFile() ? fs.createReadStream('', { fd: 0, highWaterMark: 1 << 20, autoClose: false }) : process.stdin;
-  } else {
-    try {
-      fs.accessSync(inputPath, fs.constants.R_OK);
-      input = readStreamFor(inputPath, fs.statSync(inputPath));
-    } catch (err) {
-      fail(def.name, ioError(err, inputName, 'read input'), log, gathered, started, cleanupFailed);
-    }
+    return stdin?.isFile() ? fs.createReadStream('', { fd: 0, highWaterMark: 1 << 20, autoClose: false }) : process.stdin;
   }
+  try {
+    fs.accessSync(args.inputPath, fs.constants.R_OK);
+    return readStreamFor(args.inputPath, fs.statSync(args.inputPath));
+  } catch (err) {
+    end.fail(ioError(err, args.inputName, 'read input'));
+  }
+}
 
-  const onSignal = (sig: NodeJS.Signals) => {
-    cleanupFailed();
-    // Still the run's one summary line (the runner reads the counts of a stopped stage too).
-    summary(log, 'warn', { status: 'interrupted', signal: sig, ...gathered() }, started);
-    process.exit(signalExitStatus(sig));
-  };
-  // A signal that came while the modules loaded (bin/<stage> catches them first) is acted on here.
-  onStopSignal(onSignal);
-  // Every way out of a run ends in process.exit: an event loop left with nothing to wait
-  // for while the run is pending (a promise no one will settle, e.g. a job handed to a
-  // worker thread that ended) would otherwise exit 0 with no output and no summary.
-  process.on('beforeExit', () =>
-    fail(def.name, new Error('the stage stopped with its work unfinished (nothing left to wait for)'), log, gathered, started, cleanupFailed),
-  );
-
+/** What the stage's run sees: its input as lines or chunks, its output, its log, its exit hooks and counts. */
+function stageContext(def: StageDef<unknown>, args: StageArgs<unknown>, input: Readable, out: Output, end: RunEnd): StageContext {
+  const { inputName } = args;
   // Feeds input chunks to a splitter; output is flushed between chunks, never per line.
   const pump = async (push: (chunk: Buffer) => void | Promise<void>) => {
     try {
@@ -277,16 +266,15 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
       throw inputFailure(err, inputName);
     }
   };
-
-  const ctx: StageContext = {
+  return {
     name: def.name,
     inputName,
-    inputPath,
-    log,
+    inputPath: args.inputPath,
+    log: end.log,
     out,
-    onExit: (fn) => exitHooks.push(fn),
-    reportCounts: (fn) => reporters.push(fn),
-    async eachLine(fn) {
+    onExit: (fn) => end.onExit(fn),
+    reportCounts: (fn) => end.reportCounts(fn),
+    async eachLine(fn, afterChunk) {
       const splitter = new ByteLineSplitter(inputName, def.maxLine);
       await pump((chunk) => {
         try {
@@ -295,26 +283,110 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
           // A stage's core names no place: the line it was given is the one at fault.
           throw err instanceof DataError && !err.place ? new DataError(err.code, err.message, { file: inputName, line: splitter.lineNo }) : err;
         }
+        return afterChunk?.();
       });
       splitter.end();
     },
     eachChunk: (fn) => pump(fn),
   };
+}
 
-  try {
-    await def.run(ctx, opts);
-    await out.end();
-  } catch (err) {
-    if (err instanceof OutputClosed) {
-      runExitHooks();
-      summary(log, 'info', { status: 'output closed', ...gathered() }, started);
-      process.exit(0);
-    }
-    fail(def.name, systemFailure(err), log, gathered, started, cleanupFailed);
+/**
+ * How a run ends, whichever way: its exit hooks run (then its temporary files go),
+ * its counts go into its one summary line, and the process exits with its status.
+ */
+class RunEnd {
+  private readonly hooks: (() => void)[] = [];
+  private readonly reporters: (() => Record<string, Count>)[] = [];
+
+  constructor(
+    private readonly name: string,
+    private readonly writesStdout: boolean,
+    readonly log: Logger,
+    private readonly started: bigint,
+  ) {}
+
+  onExit(fn: () => void): void {
+    this.hooks.push(fn);
   }
-  runExitHooks();
-  summary(log, 'info', { status: 'ok', ...gathered() }, started);
-  process.exit(0);
+
+  reportCounts(fn: () => Record<string, Count>): void {
+    this.reporters.push(fn);
+  }
+
+  /** The counts for the summary line: every reporter's current values (a reporter that throws is left out). */
+  counts(): Record<string, Count> {
+    const counts: Record<string, Count> = {};
+    for (const fn of this.reporters) {
+      try {
+        Object.assign(counts, fn());
+      } catch {
+        /* the summary must still be written */
+      }
+    }
+    return counts;
+  }
+
+  /** Ends a run that finished ('ok') or lost its reader ('output closed'): exit 0. */
+  exit(status: 'ok' | 'output closed'): never {
+    this.runHooks();
+    summary(this.log, 'info', { status, ...this.counts() }, this.started);
+    process.exit(0);
+  }
+
+  /** Ends a run stopped by `sig`, with the signal's exit status. */
+  interrupted(sig: NodeJS.Signals): never {
+    this.cleanupFailed();
+    // Still the run's one summary line (the runner reads the counts of a stopped stage too).
+    summary(this.log, 'warn', { status: 'interrupted', signal: sig, ...this.counts() }, this.started);
+    process.exit(signalExitStatus(sig));
+  }
+
+  /** Ends a failed run: the message on stderr, exit 1 (2 for a usage error). */
+  fail(err: unknown): never {
+    this.cleanupFailed();
+    let message: string;
+    let code: string;
+    if (err instanceof DataError) {
+      message = formatPlace(err.place, err.message);
+      code = err.code;
+    } else if (err instanceof UsageError) {
+      usageExit(this.name, err.message);
+    } else {
+      // A bug, not bad data: say so plainly; the stack only when asked for.
+      const e = err as Error;
+      message = `internal error: ${e && e.message ? e.message : String(err)}`;
+      code = 'INTERNAL';
+      if (process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${e && e.stack}\n`);
+    }
+    // One line, whatever names the message quotes (a file name may hold a newline).
+    message = visibleName(message);
+    process.stderr.write(`${this.name}: ${message}\n`);
+    summary(this.log, 'error', { status: 'failed', error_code: code, error: message, ...this.counts() }, this.started);
+    process.exit(1);
+  }
+
+  private runHooks(): void {
+    for (const fn of this.hooks.splice(0).reverse()) {
+      try {
+        fn();
+      } catch {
+        /* cleanup must not mask the real outcome */
+      }
+    }
+    for (const f of liveTempFiles) removeQuietly(f);
+  }
+
+  /**
+   * The hooks, then a failed run's output is cut: Output holds back its last LF, so the
+   * next stage refuses it as cut off; the mark says why to a person who reads it, and
+   * stands for the cut when nothing was written yet (an empty output would pass for an
+   * empty hour).
+   */
+  private cleanupFailed(): void {
+    this.runHooks();
+    if (this.writesStdout) cutOutput(this.name, (m) => this.log.warn(m));
+  }
 }
 
 /**
@@ -394,34 +466,4 @@ function cutOutput(name: string, warn: (message: string) => void): void {
   if (process.stdout.isTTY) return;
   const r = markCut(cutMark(name));
   if (r === 'stalled') warn('could not mark the output as cut off (its reader took nothing for 2 s): it ends without its last LF all the same');
-}
-
-function fail(
-  name: string,
-  err: unknown,
-  log: Logger,
-  counts: () => Record<string, Count>,
-  started: bigint,
-  cleanup: () => void,
-): never {
-  cleanup();
-  let message: string;
-  let code: string;
-  if (err instanceof DataError) {
-    message = formatPlace(err.place, err.message);
-    code = err.code;
-  } else if (err instanceof UsageError) {
-    usageExit(name, err.message);
-  } else {
-    // A bug, not bad data: say so plainly; the stack only when asked for.
-    const e = err as Error;
-    message = `internal error: ${e && e.message ? e.message : String(err)}`;
-    code = 'INTERNAL';
-    if (process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${e && e.stack}\n`);
-  }
-  // One line, whatever names the message quotes (a file name may hold a newline).
-  message = visibleName(message);
-  process.stderr.write(`${name}: ${message}\n`);
-  summary(log, 'error', { status: 'failed', error_code: code, error: message, ...counts() }, started);
-  process.exit(1);
 }

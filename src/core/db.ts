@@ -239,10 +239,8 @@ export function initDb(file: string): { db: Db; created: boolean } {
   try {
     db = new Database(file, { timeout: busyTimeoutMs() });
     const before = tableNames(db);
-    const foreign = [...before].filter((t) => !(t in REQUIRED_COLUMNS) && !t.startsWith('sqlite_'));
-    if (foreign.length > 0) {
-      throw new DataError('BAD_SCHEMA', `not a partner database: it holds other tables (${foreign.sort().join(', ')}); init only creates one or completes its own`, { file });
-    }
+    const foreign = foreignTables(before, file);
+    if (foreign) throw foreign;
     checkSchema(db, file, { missingTables: true });
     configure(db, true);
     // One transaction: a crash leaves both tables or neither.
@@ -270,35 +268,56 @@ function tableNames(db: Db): Set<string> {
   return new Set(db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[]);
 }
 
+/** What a backend tells of a table: its columns and its PRIMARY KEY's columns. */
+export interface TableShape {
+  columns: Set<string>;
+  pk: string[];
+}
+
 /**
  * Throws a DataError naming the first missing table or column of SPEC.md's schema;
  * with `missingTables`, only the tables that exist are checked (for init, which creates the rest).
  */
 export function checkSchema(db: Db, file: string, opts: { missingTables?: boolean } = {}): void {
-  const tables = tableNames(db);
+  const shapes = new Map<string, TableShape>();
+  for (const table of tableNames(db)) {
+    if (!(table in REQUIRED_COLUMNS)) continue;
+    const info = db.prepare(`PRAGMA table_info(${table})`).all() as { name: string; pk: number }[];
+    shapes.set(table, { columns: new Set(info.map((c) => c.name)), pk: info.filter((c) => c.pk > 0).map((c) => c.name) });
+  }
+  checkShapes(shapes, file, opts);
+}
+
+/** checkSchema's rule on the shapes of the tables a database holds (by name), for any backend. */
+export function checkShapes(shapes: ReadonlyMap<string, TableShape>, file: string, opts: { missingTables?: boolean } = {}): void {
   for (const [table, cols] of Object.entries(REQUIRED_COLUMNS)) {
-    if (!tables.has(table)) {
+    const shape = shapes.get(table);
+    if (!shape) {
       if (opts.missingTables) continue;
       throw new DataError('BAD_SCHEMA', `not a partner database: missing table '${table}' (${initHint(file)})`, { file });
     }
-    const info = db.prepare(`PRAGMA table_info(${table})`).all() as { name: string; pk: number }[];
-    const have = new Set(info.map((c) => c.name));
     for (const col of cols) {
-      if (!have.has(col)) throw new DataError('BAD_SCHEMA', `wrong schema: table '${table}' has no column '${col}'`, { file });
+      if (!shape.columns.has(col)) throw new DataError('BAD_SCHEMA', `wrong schema: table '${table}' has no column '${col}'`, { file });
     }
-    const pk = info.filter((c) => c.pk > 0).map((c) => c.name);
-    if (pk.length !== 1 || pk[0] !== PRIMARY_KEYS[table]) {
+    if (shape.pk.length !== 1 || shape.pk[0] !== PRIMARY_KEYS[table]) {
       throw new DataError('BAD_SCHEMA', `wrong schema: the PRIMARY KEY of '${table}' is not '${PRIMARY_KEYS[table]}' alone`, { file });
     }
   }
+}
+
+/** The error for a database that holds tables of another application (init refuses to add ours). */
+export function foreignTables(tables: Iterable<string>, file: string): DataError | null {
+  const foreign = [...tables].filter((t) => !(t in REQUIRED_COLUMNS) && !t.startsWith('sqlite_'));
+  if (foreign.length === 0) return null;
+  return new DataError('BAD_SCHEMA', `not a partner database: it holds other tables (${foreign.sort().join(', ')}); init only creates one or completes its own`, { file });
 }
 
 /** The largest weight partner-db accepts; weights are relative, so this is no limit in practice. */
 export const MAX_WEIGHT = 1_000_000;
 
 /** A Yacobot id set by hand that a JavaScript number cannot hold (or not positive): read as one, it would become another id. */
-function badYacobotId(db: Db, y: { id: bigint; name: string }): DataError {
-  return new DataError('BAD_YACOBOT_ID', `Yacobot '${clipText(y.name)}' has id ${y.id}, outside the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}); give it another`, { file: db.name });
+export function badYacobotId(file: string, y: { id: bigint; name: string }): DataError {
+  return new DataError('BAD_YACOBOT_ID', `Yacobot '${clipText(y.name)}' has id ${y.id}, outside the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}); give it another`, { file });
 }
 
 /** Throws badYacobotId's error for the first Yacobot whose id is out of range (for readers that need no loads). */
@@ -307,7 +326,7 @@ export function checkYacobotIds(db: Db): void {
     .prepare('SELECT id, name FROM yacobot WHERE id < 1 OR id > ? ORDER BY id LIMIT 1')
     .safeIntegers(true)
     .get(BigInt(Number.MAX_SAFE_INTEGER)) as { id: bigint; name: string } | undefined;
-  if (r) throw badYacobotId(db, r);
+  if (r) throw badYacobotId(db.name, r);
 }
 
 /**
@@ -325,16 +344,22 @@ export function yacobotLoads(db: Db): YacobotLoad[] {
     )
     .safeIntegers(true)
     .all() as { id: bigint; name: string; weight: number | bigint; active: number | bigint; domains: bigint }[];
-  return rows.map((r) => {
-    if (r.id > BigInt(Number.MAX_SAFE_INTEGER) || r.id < 1n) throw badYacobotId(db, r);
-    const weight = Number(r.weight);
-    // The schema's CHECK (weight > 0) lets Infinity through (9e999 typed into SQLite),
-    // and a load of n / Infinity made every such Yacobot tie at 0.
-    if (!(weight > 0 && weight <= MAX_WEIGHT)) {
-      throw new DataError('BAD_WEIGHT', `Yacobot '${clipText(r.name)}' has weight ${weight}, outside 0 to ${MAX_WEIGHT} (set by hand?); fix that row`, { file: db.name });
-    }
-    return { id: Number(r.id), name: r.name, weight, active: Number(r.active) !== 0, domains: Number(r.domains) };
-  });
+  return rows.map((r) => checkedLoad(r, db.name));
+}
+
+/**
+ * A Yacobot row with its domain count as a YacobotLoad, or a DataError for an id no
+ * stream can carry or a weight outside (0, MAX_WEIGHT] (both set by hand).
+ */
+export function checkedLoad(r: { id: bigint; name: string; weight: number | bigint; active: number | bigint; domains: bigint }, file: string): YacobotLoad {
+  if (r.id > BigInt(Number.MAX_SAFE_INTEGER) || r.id < 1n) throw badYacobotId(file, r);
+  const weight = Number(r.weight);
+  // The schema's CHECK (weight > 0) lets Infinity through (9e999 typed into SQLite),
+  // and a load of n / Infinity made every such Yacobot tie at 0.
+  if (!(weight > 0 && weight <= MAX_WEIGHT)) {
+    throw new DataError('BAD_WEIGHT', `Yacobot '${clipText(r.name)}' has weight ${weight}, outside 0 to ${MAX_WEIGHT} (set by hand?); fix that row`, { file });
+  }
+  return { id: Number(r.id), name: r.name, weight, active: Number(r.active) !== 0, domains: Number(r.domains) };
 }
 
 /** A yacobot_id of partner_domain that names no Yacobot: its rows' count and first domain. */
@@ -385,20 +410,6 @@ export function missingOwnerError(file: string, missing: readonly MissingOwner[]
 /** The active Yacobots with their domain counts, by id. */
 export function activeLoads(db: Db): YacobotLoad[] {
   return yacobotLoads(db).filter((y) => y.active);
-}
-
-/**
- * Finds a Yacobot by id (all digits) or by name; throws a DataError if there is none.
- * Names are never all digits (partner-db add refuses them), so the two cannot clash.
- */
-export function findYacobot(db: Db, ref: string): Yacobot {
-  const row = (
-    /^\d+$/.test(ref)
-      ? db.prepare('SELECT id, name, weight, active FROM yacobot WHERE id = ?').get(parseCount(ref))
-      : db.prepare('SELECT id, name, weight, active FROM yacobot WHERE name = ?').get(ref)
-  ) as { id: number; name: string; weight: number; active: number } | undefined;
-  if (!row) throw new DataError('NO_YACOBOT', /^\d+$/.test(ref) ? `no Yacobot with id ${ref}` : `no Yacobot named '${ref}'`);
-  return { id: row.id, name: row.name, weight: row.weight, active: row.active !== 0 };
 }
 
 /** `s` without the spaces and tabs at its ends (and nothing else: not String.prototype.trim's Unicode spaces). */

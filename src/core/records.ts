@@ -2,8 +2,8 @@
 // on field arrays (for messages and the stages that split lines), and the same
 // checks on a line's bytes for the streaming stages, which never decode a line.
 import { isValidHits, isValidHitsAt } from './hits.js';
-import { DASH, compareBytes, isDigitsAt, latin1, utf8 } from './bytes.js';
-import { findTabsAt } from './tsv.js';
+import { DASH, LF, TAB, compareBytes, isDigitsAt, latin1, putBytes, utf8, type ByteSink } from './bytes.js';
+import { findTabsAt } from './lines.js';
 import { isValidTimestamp, timestampKey } from './time.js';
 import { clipText } from './errors.js';
 
@@ -46,6 +46,12 @@ export const J_IHITS = 8;
 
 /** Timestamp and hits of an absent side in a joined record. */
 export const MISSING = '-';
+
+/** Bytes of an id and of a timestamp, in every record format. */
+export const ID_BYTES = 16;
+export const TS_BYTES = 14;
+/** Where a URL record's timestamp starts in its line (it follows the id's TAB). */
+const TS_AT = ID_BYTES + 1;
 
 /** Routed record: `yacobot_id` then the six URL-record fields. */
 export const ROUTED_RECORD = ['yacobot_id', ...URL_RECORD] as const;
@@ -135,20 +141,20 @@ export function clip(s: string, max = 60): string {
  * message for a violation, or null.
  */
 export class IdOrder {
-  private prev = new Uint8Array(16);
+  private prev = new Uint8Array(ID_BYTES);
   private any = false;
 
-  /** Checks the id at `buf[start, start + 16)` (a checked record's) against the one before. */
+  /** Checks the id at `buf[start, start + ID_BYTES)` (a checked record's) against the one before. */
   check(buf: Uint8Array, start: number): string | null {
     if (this.any) {
-      const d = compareBytes(buf, start, this.prev, 0, 16);
+      const d = compareBytes(buf, start, this.prev, 0, ID_BYTES);
       if (d <= 0) {
-        const id = latin1(buf, start, start + 16);
-        const prev = latin1(this.prev, 0, 16);
+        const id = latin1(buf, start, start + ID_BYTES);
+        const prev = latin1(this.prev, 0, ID_BYTES);
         return d === 0 ? `duplicate id ${id} (input must be unique by id)` : `id ${id} is out of order after ${prev} (input must be sorted by id)`;
       }
     }
-    for (let k = 0; k < 16; k++) this.prev[k] = buf[start + k]!;
+    for (let k = 0; k < ID_BYTES; k++) this.prev[k] = buf[start + k]!;
     this.any = true;
     return null;
   }
@@ -180,9 +186,130 @@ export class LineRef {
     return this;
   }
 
+  /**
+   * Where field `k` (a U_ or J_ number, as the line's format is) starts in `buf`, once
+   * a check filled `tabs`; not the first field, which starts at `start`. Kept this
+   * small so that a stage's record writer inlines every field it reads.
+   */
+  fieldStart(k: number): number {
+    return this.tabs[k - 1] + 1;
+  }
+
+  /** Where field `k` ends in `buf`, at the TAB after it; not the last field, which ends at `end`. */
+  fieldEnd(k: number): number {
+    return this.tabs[k];
+  }
+
   /** The line as text (for messages). */
   text(): string {
     return utf8(this.buf, this.start, this.end);
+  }
+}
+
+/**
+ * The one writer of joined records: writes the joined line (with its LF) for one id
+ * to `out`, from the current side `c` and/or the incoming side `i` (URL-record lines
+ * checked by checkUrlRecordAt; at least one side present).
+ */
+export function writeJoined(out: ByteSink, c: LineRef | null, i: LineRef | null): void {
+  // Every byte comes from the input lines: both together are longer than the output.
+  out.reserve((c ? c.end - c.start : 0) + (i ? i.end - i.start : 0) + 8);
+  const o = out.buf;
+  // "domain TAB url" is one range: the joined record carries both in that order.
+  const k = (i ?? c)!;
+  let p = putBytes(o, out.pos, k.buf, k.start, k.start + TS_AT); // id TAB
+  p = putBytes(o, p, k.buf, k.fieldStart(U_DOMAIN), k.end);
+  o[p++] = TAB;
+  p = c ? putBytes(o, p, c.buf, c.start + TS_AT, c.start + TS_AT + TS_BYTES) : dash(o, p);
+  o[p++] = TAB;
+  p = i ? putBytes(o, p, i.buf, i.start + TS_AT, i.start + TS_AT + TS_BYTES) : dash(o, p);
+  o[p++] = TAB;
+  if (c) p = putBytes(o, p, c.buf, c.fieldStart(U_TAG), c.fieldEnd(U_TAG));
+  o[p++] = TAB;
+  if (i) p = putBytes(o, p, i.buf, i.fieldStart(U_TAG), i.fieldEnd(U_TAG));
+  o[p++] = TAB;
+  p = c ? putBytes(o, p, c.buf, c.fieldStart(U_HITS), c.fieldEnd(U_HITS)) : dash(o, p);
+  o[p++] = TAB;
+  p = i ? putBytes(o, p, i.buf, i.fieldStart(U_HITS), i.fieldEnd(U_HITS)) : dash(o, p);
+  o[p++] = LF;
+  out.pos = p;
+}
+
+function dash(o: Uint8Array, p: number): number {
+  o[p] = DASH;
+  return p + 1;
+}
+
+/**
+ * The one writer of URL records: a stage keeps one, points it at the byte ranges
+ * that hold the fields of each record it writes (in any buffers), and writes it.
+ */
+export class UrlRecordWriter {
+  /** The id at `urlBuf[idAt]`, and "domain TAB url" as `urlBuf[domainAt, urlEnd)`. */
+  private urlBuf: Uint8Array = EMPTY;
+  private idAt = 0;
+  private domainAt = 0;
+  private urlEnd = 0;
+  /** The timestamp at `valBuf[tsAt]`, and the updatetag as `valBuf[tagAt, tagEnd)`. */
+  private valBuf: Uint8Array = EMPTY;
+  private tsAt = 0;
+  private tagAt = 0;
+  private tagEnd = 0;
+  /** The hits as `hitsBuf[hitsAt, hitsEnd)`. */
+  private hitsBuf: Uint8Array = EMPTY;
+  private hitsAt = 0;
+  private hitsEnd = 0;
+
+  /** Takes the id from `b[id]` and domain and url from `b[domain, urlEnd)` ("domain TAB url"). */
+  setUrl(b: Uint8Array, id: number, domain: number, urlEnd: number): this {
+    this.urlBuf = b;
+    this.idAt = id;
+    this.domainAt = domain;
+    this.urlEnd = urlEnd;
+    return this;
+  }
+
+  /** Takes the timestamp from `b[ts]` and the updatetag from `b[tag, tagEnd)`. */
+  setValues(b: Uint8Array, ts: number, tag: number, tagEnd: number): this {
+    this.valBuf = b;
+    this.tsAt = ts;
+    this.tagAt = tag;
+    this.tagEnd = tagEnd;
+    return this;
+  }
+
+  /** Takes the hits from `b[from, to)`. */
+  setHits(b: Uint8Array, from: number, to: number): this {
+    this.hitsBuf = b;
+    this.hitsAt = from;
+    this.hitsEnd = to;
+    return this;
+  }
+
+  /** The record's length in bytes, its LF not counted. */
+  length(): number {
+    return ID_BYTES + TS_BYTES + (this.tagEnd - this.tagAt) + (this.hitsEnd - this.hitsAt) + (this.urlEnd - this.domainAt) + 4;
+  }
+
+  /** Writes the record and its LF to `o` at `p` (room for length() + 1 bytes); returns where it ends. */
+  put(o: Uint8Array, p: number): number {
+    p = putBytes(o, p, this.urlBuf, this.idAt, this.idAt + ID_BYTES);
+    o[p++] = TAB;
+    p = putBytes(o, p, this.valBuf, this.tsAt, this.tsAt + TS_BYTES);
+    o[p++] = TAB;
+    p = putBytes(o, p, this.valBuf, this.tagAt, this.tagEnd);
+    o[p++] = TAB;
+    p = putBytes(o, p, this.hitsBuf, this.hitsAt, this.hitsEnd);
+    o[p++] = TAB;
+    p = putBytes(o, p, this.urlBuf, this.domainAt, this.urlEnd);
+    o[p++] = LF;
+    return p;
+  }
+
+  /** Writes the record and its LF to `out`. */
+  write(out: ByteSink): void {
+    out.reserve(this.length() + 1);
+    out.pos = this.put(out.buf, out.pos);
   }
 }
 
@@ -198,12 +325,12 @@ export function checkUrlRecordAt(l: LineRef): string | null {
   const T = l.tabs;
   const ok =
     findTabsAt(b, s, l.end, T) === 6 &&
-    T[0] === s + 16 &&
-    T[1] === s + 31 &&
+    T[0] === s + ID_BYTES &&
+    T[1] === s + TS_AT + TS_BYTES &&
     l.end > T[4]! + 1 &&
     isIdAt(b, s) &&
     isDomainAt(b, T[3]! + 1, T[4]!) &&
-    timestampKey(b, s + 17, s + 31) >= 0 &&
+    timestampKey(b, s + TS_AT, s + TS_AT + TS_BYTES) >= 0 &&
     isValidHitsAt(b, T[2]! + 1, T[3]!);
   return ok ? null : (checkUrlRecord(l.text().split('\t')) ?? 'malformed record');
 }
@@ -217,7 +344,7 @@ export function checkJoinedAt(l: LineRef): string | null {
   const T = l.tabs;
   let ok =
     findTabsAt(b, l.start, l.end, T) === 9 &&
-    T[0] === l.start + 16 &&
+    T[0] === l.start + ID_BYTES &&
     T[2]! > T[1]! + 1 &&
     isIdAt(b, l.start) &&
     isDomainAt(b, T[0]! + 1, T[1]!);
@@ -235,7 +362,7 @@ export function checkJoinedAt(l: LineRef): string | null {
 
 function sideOk(b: Uint8Array, absent: boolean, ts: number, tsEnd: number, tag: number, tagEnd: number, hits: number, hitsEnd: number): boolean {
   if (absent) return tagEnd === tag && hitsEnd - hits === 1 && b[hits] === DASH;
-  return tsEnd - ts === 14 && isDigitsAt(b, ts, tsEnd) && isValidHitsAt(b, hits, hitsEnd);
+  return tsEnd - ts === TS_BYTES && isDigitsAt(b, ts, tsEnd) && isValidHitsAt(b, hits, hitsEnd);
 }
 
 /** True when b[from, to) is a non-empty domain as checkDomain has it (lower-case printable ASCII). */
@@ -250,7 +377,7 @@ export function isDomainAt(b: Uint8Array, from: number, to: number): boolean {
 
 /** True when b[from, from + 16) is 16 lower-case hex digits (a URL id). */
 function isIdAt(b: Uint8Array, from: number): boolean {
-  for (let i = from; i < from + 16; i++) {
+  for (let i = from; i < from + ID_BYTES; i++) {
     const c = b[i]!;
     if (!((c >= 48 && c <= 57) || (c >= 97 && c <= 102))) return false;
   }

@@ -7,11 +7,12 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { grown } from './arrays.js';
 import { ioError } from './errors.js';
-import { liveTempFiles, ownedTempPrefix, removeQuietly } from './tsv.js';
+import { liveTempFiles, ownedTempPrefix, removeQuietly } from './temps.js';
 
 /** The prefix of a sorter's spill directory in --tmp (see ownedTempPrefix). */
 export const SPILL_PREFIX = 'master-server-sort-';
 import { putBytes } from './bytes.js';
+import { ID_BYTES, TS_BYTES } from './records.js';
 
 export interface SorterOptions {
   /** Budget for buffered records and their keys, in bytes. */
@@ -31,7 +32,7 @@ export interface RecordSink {
 }
 
 /** The text key of a record line: `id TAB timestamp`, 16 + 1 + 14 characters. */
-const SORT_KEY_LENGTH = 31;
+const SORT_KEY_LENGTH = ID_BYTES + 1 + TS_BYTES;
 /** Bytes per buffered record beyond its own bytes: 5 key arrays and its share of the sort scratch. */
 const BYTES_PER_KEY = 8 + 4 + 4 + 4 + 8 + 4;
 /** Records are partitioned by the id's top 8 bits at most; by fewer under a small budget, so that chunks are not mostly empty. */
@@ -599,7 +600,7 @@ class RunReader {
     this.hi = hex8(buf, from);
     this.lo = hex8(buf, from + 8);
     let t = 0;
-    for (let i = from + 17; i < from + SORT_KEY_LENGTH; i++) t = t * 10 + buf[i]! - 48;
+    for (let i = from + ID_BYTES + 1; i < from + SORT_KEY_LENGTH; i++) t = t * 10 + buf[i]! - 48;
     this.ts = t;
     return true;
   }

@@ -9,6 +9,7 @@ import { eachReject, findById, idsInFile } from './find-url.js';
 import { lastCommittedRun } from './last-invocation.js';
 import { PROG, type RunnerOptions } from './options.js';
 import { PartnerView, type YacobotRef } from './partners.js';
+import type { Timeouts } from '../core/store.js';
 import type { SubArgs } from './subcommand.js';
 
 export const EXPLAIN_USAGE = `Usage: ${PROG} explain [--json] [options] URL...
@@ -92,7 +93,7 @@ export async function explainUrls(o: RunnerOptions, raws: readonly string[]): Pr
     const known = 'invalid' in c ? { url: null, id: null, domain: null, invalid: c.invalid } : { url: c.url, id: c.id, domain: c.domain, invalid: null };
     return { input, ...known, owner: null, pick: null, current: null, sent_in: [], rejected_in: [], verdict: '' };
   });
-  withOwners(o.db, out);
+  await withOwners(o.db, out, o.dbTimeouts);
   for (const e of out) if (e.id !== null) e.current = currentEntry(path.join(o.state, 'current_log'), e.id, settings);
   findSent(o.queueDir, out);
   await findRejected(path.join(o.state, 'rejects'), out, hash);
@@ -101,17 +102,17 @@ export async function explainUrls(o: RunnerOptions, raws: readonly string[]): Pr
 }
 
 /** Sets owner, or pick when there is none, for every URL with a domain. */
-function withOwners(db: string, out: Explained[]): void {
+async function withOwners(db: string, out: Explained[], timeouts?: Timeouts): Promise<void> {
   if (!out.some((e) => e.domain !== null)) return;
-  const view = new PartnerView(db);
+  const view = await PartnerView.open(db, timeouts);
   try {
     for (const e of out) {
       if (e.domain === null) continue;
-      e.owner = view.owner(e.domain);
-      if (e.owner === null) e.pick = view.pickNow();
+      e.owner = await view.owner(e.domain);
+      if (e.owner === null) e.pick = await view.pickNow();
     }
   } finally {
-    view.close();
+    await view.close();
   }
 }
 

@@ -54,7 +54,7 @@ export function publishCopy(src: string, dst: string): void {
   renameIntoPlace(prepareCopy(src, dst), dst);
 }
 
-/** Removes a file if it is there; never a directory (unlike core/tsv's removeQuietly, which is recursive). */
+/** Removes a file if it is there; never a directory (unlike core/temps' removeQuietly, which is recursive). */
 function removeQuietly(f: string): void {
   try {
     fs.rmSync(f, { force: true });

@@ -57,8 +57,13 @@ export function acquireLock(file: string): Lock {
     throw new Locked(file, holder.text);
   }
   const info = `pid=${process.pid} host=${os.hostname()} started=${new Date().toISOString()} cmd=reflog-to-yacobot-queue\n`;
-  fs.ftruncateSync(fd, 0);
-  fs.writeSync(fd, info);
+  try {
+    fs.ftruncateSync(fd, 0);
+    fs.writeSync(fd, info);
+  } catch (err) {
+    fs.closeSync(fd);
+    throw ioError(err, file, 'write the holder into the lock file');
+  }
   return { fd, file };
 }
 

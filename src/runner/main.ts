@@ -10,7 +10,7 @@ import { packageVersion } from '../cli/stage.js';
 import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleName } from '../core/errors.js';
 import { BIN_DIR as BIN } from '../core/root.js';
 import { fsyncPath } from '../core/dirs.js';
-import { dbError, openDb } from '../core/db.js';
+import { openStore, redactDb } from '../core/store.js';
 import { countLines, appendRecordOnce, lastRecord, mkdirDurable, symlinkTarget, tailRecords, writeFileDurable } from './fsutil.js';
 import { prepareQueues, publish, readCommit, removePrepared, writeCommit, stagedQueueFile, type CommitHooks, type CommitPlan } from './commit.js';
 import { acquireLock, Locked } from './lock.js';
@@ -369,7 +369,7 @@ async function invocation(o: RunnerOptions, log: Logger, seen: Seen): Promise<vo
         fsyncPath(path.dirname(staging));
         continue;
       }
-      if (rj !== null) keepAssignments(p, rj, o.db, log);
+      if (rj !== null) await keepAssignments(p, rj, o, log);
       fs.rmSync(p.work, { recursive: true, force: true });
       if (fs.existsSync(p.reflog) && rj !== null) {
         log.warn({ run: name }, 'found an interrupted run; its partial work was removed and it runs again');
@@ -409,7 +409,7 @@ async function invocation(o: RunnerOptions, log: Logger, seen: Seen): Promise<vo
       log.warn({ file: s.file }, `skipped: ${s.why}`);
       process.stderr.write(`${PROG}: warning: skipping ${visibleName(path.join(o.inbox, s.file))}: ${s.why}\n`);
     }
-    log.info({ inbox: o.inbox, state: o.state, db: o.db, queue_dir: o.queueDir, config: o.config, reflogs: runs.length }, 'start');
+    log.info({ inbox: o.inbox, state: o.state, db: redactDb(o.db), queue_dir: o.queueDir, config: o.config, reflogs: runs.length }, 'start');
 
     // What a replay is compared with (replayWarning): the committed run whose forgetting
     // reaches latest, of the last MiB of runs.jsonl (weeks of hourly lines; the file only grows) and of
@@ -488,7 +488,7 @@ async function invocation(o: RunnerOptions, log: Logger, seen: Seen): Promise<vo
     }
     // A database held by another process (partner-db, a sqlite3 shell) is no fault of the run.
     if (failed.failed_stage !== undefined && failed.stages[failed.failed_stage]?.error_code === 'DB_BUSY') {
-      process.stderr.write(`${PROG}: the run is not lost: once the other process has let go of ${visibleName(o.db)}, run again (or let the next invocation do it)\n`);
+      process.stderr.write(`${PROG}: the run is not lost: once the other process has let go of ${visibleName(redactDb(o.db))}, run again (or let the next invocation do it)\n`);
     }
     throw new Stop(1, `run ${failed.run} failed: ${failed.error ?? ''}`);
   }
@@ -615,9 +615,9 @@ function attemptRecorded(file: string, rj: RunJson): 'ok' | 'failed' | null {
  * run.json, once per attempt. The rerun finds those domains already assigned, so
  * without this its record would not count them as new.
  */
-function keepAssignments(p: RunPaths, rj: RunJson, db: string, log: Logger): void {
+async function keepAssignments(p: RunPaths, rj: RunJson, o: RunnerOptions, log: Logger): Promise<void> {
   if (rj.assigned_counted === rj.attempts) return;
-  const n = assignedByAttempt(p, db, log);
+  const n = await assignedByAttempt(p, o, log);
   if (n === 0) return;
   rj.assigned_earlier = (rj.assigned_earlier ?? 0) + n;
   rj.assigned_counted = rj.attempts;
@@ -629,7 +629,7 @@ function keepAssignments(p: RunPaths, rj: RunJson, db: string, log: Logger): voi
  * its upload-domains log says, or, when the stage died between the line it logs just
  * before COMMIT and the one after, what the database says about that line's witness.
  */
-function assignedByAttempt(p: RunPaths, db: string, log: Logger): number {
+async function assignedByAttempt(p: RunPaths, o: RunnerOptions, log: Logger): Promise<number> {
   if (!fs.existsSync(p.logs)) return 0;
   const f = fs.readdirSync(p.logs).find((n) => n.endsWith('.upload-domains.log'));
   if (!f) return 0;
@@ -638,7 +638,7 @@ function assignedByAttempt(p: RunPaths, db: string, log: Logger): number {
   if (pending.rows === 0 || pending.witness === null) return 0;
   let committed: boolean;
   try {
-    committed = witnessCommitted(db, pending.witness, pending.added_at);
+    committed = await witnessCommitted(o, pending.witness, pending.added_at);
   } catch (err) {
     const message = err instanceof DataError ? formatPlace(err.place, err.message) : String((err as Error)?.message ?? err);
     log.warn({ run: p.name, rows: pending.rows, error: message }, 'cannot tell whether a dead upload-domains committed; not counted in new_domains');
@@ -654,14 +654,12 @@ function assignedByAttempt(p: RunPaths, db: string, log: Logger): number {
  * exists iff it committed: it was absent when that transaction, holding the write
  * lock, inserted it).
  */
-function witnessCommitted(file: string, domain: string, addedAt: string): boolean {
-  const db = openDb(file, { readonly: true });
+async function witnessCommitted(o: RunnerOptions, domain: string, addedAt: string): Promise<boolean> {
+  const store = await openStore(o.db, { readonly: true, timeouts: o.dbTimeouts });
   try {
-    return db.prepare('SELECT added_at FROM partner_domain WHERE domain = ?').pluck().get(domain) === addedAt;
-  } catch (err) {
-    throw dbError(err, file);
+    return (await store.addedAtOf(domain)) === addedAt;
   } finally {
-    db.close();
+    await store.close();
   }
 }
 
@@ -694,7 +692,13 @@ async function runOne(
   mkdirDurable(p.staging);
   writeFileDurable(p.runJson, JSON.stringify(rj) + '\n');
   fs.rmSync(p.work, { recursive: true, force: true });
-  for (const d of [p.work, p.tmp, p.logs, p.queue]) fs.mkdirSync(d, { recursive: true });
+  for (const d of [p.work, p.tmp, p.logs, p.queue]) {
+    try {
+      fs.mkdirSync(d, { recursive: true });
+    } catch (err) {
+      throw ioError(err, d, 'create directory');
+    }
+  }
   log.info({ run: p.name, now: rj.now, now_source: rj.now_source, attempt: rj.attempts }, 'run start');
   if (rj.queue !== undefined) {
     p.queueName = rj.queue;
@@ -752,7 +756,7 @@ async function runOne(
   // From here to the end of publish() nothing awaits: a later signal is seen after the commit.
   if (signalled()) return null; // the caller stops; the staging area stays for the next invocation
   /** Records the run as failed at `step`, keeps its rejects, drops its staging area: nothing is published. */
-  const failed = (step: string, error: string): RunRecord => {
+  const failed = async (step: string, error: string): Promise<RunRecord> => {
     record.status = 'failed';
     record.failed_stage = step;
     // Counted for the commit; a failed run published nothing.
@@ -762,7 +766,7 @@ async function runOne(
     record.seconds = seconds();
     // Assignments are not undone with the run: a stage killed mid-run still lets
     // upload-domains commit, and its retry finds those domains already assigned.
-    record.new_domains = assignedByAttempt(p, o.db, log) + (rj.assigned_earlier ?? 0);
+    record.new_domains = (await assignedByAttempt(p, o, log)) + (rj.assigned_earlier ?? 0);
     // The rejects explain a failed reject ratio: keep them, apart from a committed run's
     // (a failed replay of a committed hour replaced or removed that run's); the next
     // attempt replaces or removes them, and a commit of the name removes them.

@@ -8,6 +8,7 @@ import { parseGroupedCount, parseRatio, ratioError } from '../core/numbers.js';
 import { parseBudget } from '../core/size.js';
 import { isValidTimestamp, parseDuration } from '../core/time.js';
 import { DEFAULT_KEEP, DEFAULT_RESEND_AFTER } from '../stages/filter-url.js';
+import { isPgUri, timeoutsOf, type Timeouts } from '../core/store.js';
 
 export const PROG = 'reflog-to-yacobot-queue';
 
@@ -16,6 +17,9 @@ export interface RunnerOptions {
   inbox: string;
   state: string;
   db: string;
+  /** --db and the database time-outs, as domains-from-db and upload-domains take them. */
+  dbArgs: string[];
+  dbTimeouts: Timeouts;
   queueDir: string;
   /** Fixed "now" for every run of this invocation, or null (see resolveNow). */
   now: string | null;
@@ -65,6 +69,9 @@ export const KEYS = [
   'allow-unterminated',
   'reset-current-log',
   'metrics-file',
+  'connect-timeout',
+  'statement-timeout',
+  'lock-timeout',
 ] as const;
 export type Key = (typeof KEYS)[number];
 const PATH_KEYS: ReadonlySet<Key> = new Set(['inbox', 'state', 'db', 'queue-dir', 'metrics-file']);
@@ -117,7 +124,12 @@ Options (each also a key of the --config file):
   --inbox DIR             where reflogs arrive (default ./var/inbox)
   --state DIR             current_log, domain_map, done/, runs.jsonl, lock
                           (default ./var/state)
-  --db FILE               partner database (default STATE/partner.db)
+  --db DB                 partner database: a SQLite file or a postgres:// URI
+                          (default STATE/partner.db)
+  --connect-timeout S     PostgreSQL: seconds to wait for a connection (10)
+  --statement-timeout S   PostgreSQL: seconds one statement may take (300)
+  --lock-timeout S        PostgreSQL: seconds to wait for another master's
+                          commit (60)
   --queue-dir DIR         queue root: DIR/<yacobot_id>/<run>.tsv
                           (default ./var/queue)
   --now YYYYMMDDhhmmss    "now" of every run of this invocation (see below)
@@ -321,10 +333,23 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     if (b === null) throw new UsageError(`${named(k)} is yes or no (also true/false, 1/0), got '${clipText(v)}'`);
     return b;
   };
+  const db = values.has('db') ? (isPgUri(get('db')!) ? get('db')! : pathOf('db', '')) : path.join(state, 'partner.db');
+  const dbArgs = ['--db', db];
+  const raw: Record<string, string> = {};
+  for (const [k, opt] of [['connect-timeout', 'connectTimeout'], ['statement-timeout', 'statementTimeout'], ['lock-timeout', 'lockTimeout']] as const) {
+    const v = get(k);
+    if (v === undefined) continue;
+    raw[opt] = v;
+    dbArgs.push(`--${k}`, v);
+  }
+  // Read as the stages read them: a value they would refuse would fail every run.
+  const dbTimeouts = timeoutsOf(raw);
   return {
     inbox: pathOf('inbox', 'var/inbox'),
     state,
-    db: values.has('db') ? pathOf('db', '') : path.join(state, 'partner.db'),
+    db,
+    dbArgs,
+    dbTimeouts,
     queueDir: pathOf('queue-dir', 'var/queue'),
     now,
     backlogWarn,

@@ -1,6 +1,7 @@
 // Reading the partner database for explain and partner-db owner: who owns a domain,
 // and which Yacobot least-loaded assignment would pick for a new one now. Read only.
-import { LeastLoaded, dbError, openDb, yacobotLoads, type Db, type YacobotLoad } from '../core/db.js';
+import { LeastLoaded, type YacobotLoad } from '../core/db.js';
+import { openStore, type PartnerStore, type Timeouts } from '../core/store.js';
 
 /** A Yacobot as explain and owner name it. */
 export interface YacobotRef {
@@ -8,45 +9,42 @@ export interface YacobotRef {
   name: string | null;
 }
 
-/** A read-only view of the partner database. */
+/** A read-only view of the partner database (a SQLite file or a PostgreSQL URI). */
 export class PartnerView {
-  private readonly db: Db;
   private loads: YacobotLoad[] | null = null;
 
-  constructor(readonly file: string) {
-    this.db = openDb(file, { readonly: true });
+  private constructor(private readonly store: PartnerStore) {}
+
+  /** Opens `db` for reading. */
+  static async open(db: string, timeouts?: Timeouts): Promise<PartnerView> {
+    return new PartnerView(await openStore(db, { readonly: true, timeouts }));
   }
 
   /** The Yacobot that owns `domain`, or null (its name is null when the row names no Yacobot). */
-  owner(domain: string): YacobotRef | null {
-    const id = this.query(() => this.db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck().get(domain)) as number | undefined;
-    if (id === undefined) return null;
-    return { id: Number(id), name: this.all().find((y) => y.id === Number(id))?.name ?? null };
+  async owner(domain: string): Promise<YacobotRef | null> {
+    const { found, error } = await this.store.ownersOf([domain]);
+    if (error !== null) throw error;
+    const v = found.get(domain);
+    if (v === undefined) return null;
+    const id = Number(v);
+    return { id, name: (await this.all()).find((y) => y.id === id)?.name ?? null };
   }
 
   /** The Yacobot least-loaded assignment would give a new domain now, or null when none is active. */
-  pickNow(): YacobotRef | null {
-    const active = this.all().filter((y) => y.active);
+  async pickNow(): Promise<YacobotRef | null> {
+    const active = (await this.all()).filter((y) => y.active);
     if (active.length === 0) return null;
     const id = new LeastLoaded(active).pick();
-    return { id, name: active.find((y) => y.id === id)!.name };
+    return { id, name: active.find((y) => y.id === id)?.name ?? null };
   }
 
-  close(): void {
-    this.db.close();
+  close(): Promise<void> {
+    return this.store.close();
   }
 
   /** Every Yacobot with its domain count, read once. */
-  private all(): YacobotLoad[] {
-    this.loads ??= this.query(() => yacobotLoads(this.db));
+  private async all(): Promise<YacobotLoad[]> {
+    this.loads ??= await this.store.yacobotLoads();
     return this.loads;
-  }
-
-  private query<T>(f: () => T): T {
-    try {
-      return f();
-    } catch (err) {
-      throw dbError(err, this.file);
-    }
   }
 }

@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { GATE_FD, REFLOG_HEAD_BYTES, chainOf, pipelineScript, readStageLog, stageLog, stageText, type RunPaths, type StageOutcome } from './plan.js';
 import type { RunnerOptions } from './options.js';
+import { ioError } from '../core/errors.js';
 
 /**
  * The stages' environment: `base` plus glibc's MALLOC_MMAP_THRESHOLD_ held at its
@@ -248,13 +249,13 @@ export async function runStages(
   // caller as it did when domains-from-db ran alone, not to an unhandled rejection.
   let dfdb: ChildProcess;
   {
-    const out = fs.openSync(p.mapNext, 'w', 0o644);
+    const out = openForWriting(p.mapNext);
     try {
-      const err = fs.openSync(stageLog(p, 0, 'domains-from-db'), 'w', 0o644);
+      const err = openForWriting(stageLog(p, 0, 'domains-from-db'));
       try {
         // Its stderr through the runner, which writes the log and keeps the last of it:
         // on a full disk the log cannot take the stage's message, and the runner's copy can.
-        dfdb = spawn(path.join(binDir, 'domains-from-db'), ['--db', o.db], { stdio: ['ignore', out, 'pipe', lockFd], env: stageEnv() });
+        dfdb = spawn(path.join(binDir, 'domains-from-db'), o.dbArgs, { stdio: ['ignore', out, 'pipe', lockFd], env: stageEnv() });
       } catch (e) {
         fs.closeSync(err);
         throw e;
@@ -314,7 +315,7 @@ export async function runStages(
   progress.read = () => fileOffset(inFd);
   const chain = chainOf(o, p, now);
   const bashErr = path.join(p.logs, 'bash.log');
-  const errFd = fs.openSync(bashErr, 'w', 0o644);
+  const errFd = openForWriting(bashErr);
   // The gate: the runner holds its only writing end, so if the runner dies, the gated
   // stage reads the end of it and does not start.
   // Each stage's stderr goes to its log and, through tee, to a descriptor of its own
@@ -368,6 +369,15 @@ export async function runStages(
     outcomes.push(s);
   }
   return { outcomes, reflog, reflogLink, head };
+}
+
+/** Opens `file` to write it anew (a DataError naming it when it cannot: a full disk). */
+function openForWriting(file: string): number {
+  try {
+    return fs.openSync(file, 'w', 0o644);
+  } catch (err) {
+    throw ioError(err, file, 'create');
+  }
 }
 
 /** The first descriptor of the chain's stages' stderr copies (after the gate's). */

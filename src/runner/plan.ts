@@ -260,7 +260,7 @@ export function chainOf(o: RunnerOptions, p: RunPaths, now: string): StageCmd[] 
     { name: 'group-sum', args: [] },
     { name: 'join-current', args: ['--current', path.join(o.state, 'current_log')] },
     { name: 'filter-url', args: fu },
-    { name: 'upload-domains', args: ['--db', o.db, '--map', p.mapNext, '--now', now, '--tmp', p.tmp] },
+    { name: 'upload-domains', args: [...o.dbArgs, '--map', p.mapNext, '--now', now, '--tmp', p.tmp] },
     { name: 'logsaver', args: ['--queue-dir', p.queue, '--name', p.queueName] },
   ];
 }

@@ -24,7 +24,7 @@ export function currentLogLink(state: string): string {
   return path.join(state, 'current_log.last');
 }
 
-/** `o` as a settings.json object (JSON text, with its LF). */
+/** The text of settings.json (one JSON line) for the settings a committed run used. */
 export function settingsText(record: { run: string; keep_ms: number; resend_after_ms: number }): string {
   const { run, keep_ms, resend_after_ms } = record;
   return JSON.stringify({ keep_ms, resend_after_ms, keep: formatDuration(keep_ms), resend_after: formatDuration(resend_after_ms), run }) + '\n';

@@ -2,17 +2,20 @@
 import * as os from 'node:os';
 import { isUtf8 } from 'node:buffer';
 import type { Command } from 'commander';
-import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
+import { pathOption, refuseOwnStreams, type Count, type StageContext, type StageDef } from '../cli/stage.js';
 import { LF, TAB, isDigitsAt, putBytes, putDecimal, type ByteSink } from '../core/bytes.js';
 import { grown } from '../core/arrays.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { MAX_REFLOG_HITS_DIGITS } from '../core/hits.js';
-import { UNTERMINATED_WARNING, clip } from '../core/records.js';
+import { ID_BYTES, UNTERMINATED_WARNING, UrlRecordWriter, clip } from '../core/records.js';
 import { countOption, parseCount, ratioOption } from '../core/numbers.js';
 import { parseBudget } from '../core/size.js';
 import { RecordBatch, RecordSorter, SPILL_PREFIX, packedBuffers, type PackedRecords, type RecordSink } from '../core/sorter.js';
 import { timestampKey } from '../core/time.js';
-import { DEFAULT_MAX_LINE, FifoWriter, FileWriter, LineBatcher, heldFifoWriter, removeStaleTemps } from '../core/tsv.js';
+import { DEFAULT_MAX_LINE, LineBatcher } from '../core/lines.js';
+import { FileWriter } from '../core/writers.js';
+import { FifoWriter, heldFifoWriter } from '../core/fifos.js';
+import { removeStaleTemps } from '../core/temps.js';
 import { WorkerPool } from '../core/workers.js';
 import {
   DEFAULT_MAX_URL_BYTES,
@@ -104,7 +107,7 @@ const MAIN_AHEAD = 2;
  * went idle: at 10M lines, 2.2 s of spills and the worker idle 2.1 s of the 10.8 s of
  * input. So before a spill each worker is given batches enough to last it, when that is
  * at least two more than usual (runs of 96 MiB and up: --memory 192M and up; below,
- * the shorter runs it would cut cost as much as it saves).
+ * the shorter runs it would cut cost as much as they save).
  */
 function spillBytesPerBatch(): number {
   // MASTER_SERVER_SPILL_BYTES (digits) replaces it, for tests whose budgets are small
@@ -165,6 +168,7 @@ export class ReflogAnalyzer {
   reason = '';
   detail = '';
   private readonly tabs = new Int32Array(7);
+  private readonly record = new UrlRecordWriter();
 
   constructor(
     private readonly urls: UrlResolver,
@@ -215,27 +219,14 @@ export class ReflogAnalyzer {
     const bad = u.rejected(k);
     if (bad) return this.reject(bad.reason, bad.detail);
 
-    // id TAB ts TAB updatetag TAB hits TAB domain TAB url LF; the resolver holds
-    // the id and "domain TAB url" as bytes.
-    const v = u.bytes;
+    // The resolver holds the id and "domain TAB url" as bytes, one after the other.
     const vs = u.start[k]!;
-    const ve = u.end[k]!;
-    const length = ve - vs + (end - tagAt) + (hitsEnd - h) + 18;
+    const rec = this.record.setUrl(u.bytes, vs, vs + ID_BYTES, u.end[k]!).setValues(buf, tsAt, tagAt, end).setHits(buf, h, hitsEnd);
+    const length = rec.length();
     if (length > MAX_RECORD_BYTES) return this.reject('record too long', `${length} bytes, max ${MAX_RECORD_BYTES}`);
     const sink = this.sink;
-    sink.reserve(14 + (end - tagAt) + (hitsEnd - h) + (ve - vs) + 6);
-    const o = sink.buf;
-    let p = putBytes(o, sink.pos, v, vs, vs + 16);
-    o[p++] = TAB;
-    p = putBytes(o, p, buf, tsAt, tsAt + 14);
-    o[p++] = TAB;
-    p = putBytes(o, p, buf, tagAt, end);
-    o[p++] = TAB;
-    p = putBytes(o, p, buf, h, hitsEnd);
-    o[p++] = TAB;
-    p = putBytes(o, p, v, vs + 16, ve);
-    o[p++] = LF;
-    sink.commit(p, u.hi[k]!, u.lo[k]!, ts);
+    sink.reserve(length + 1);
+    sink.commit(rec.put(sink.buf, sink.pos), u.hi[k]!, u.lo[k]!, ts);
     return Verdict.Record;
   }
 
@@ -608,188 +599,250 @@ no output.`,
   },
   async run(ctx, o) {
     if (o.rejects) refuseOwnStreams('--rejects', o.rejects, ctx.inputPath);
-    let rejects: FileWriter | FifoWriter | null = null;
-    ctx.onExit(() => rejects?.abandon());
-    // The URL memory of each parsing thread comes out of the budget, not on top of it.
-    const urlMemory = hasUrlMemory(o) ? parsingThreads(o) * URL_MEMORY_BYTES : 0;
     // Spill directories of runs that were SIGKILLed (their own cleanup never ran) go before this one needs the space.
     removeStaleTemps(o.tmpDir, SPILL_PREFIX);
-    const sorter = new RecordSorter({ memoryBytes: o.memoryBytes - urlMemory, tmpDir: o.tmpDir });
-    ctx.onExit(() => sorter.dispose());
-    const maxLine = lineLimit(o.maxUrlBytes);
-    const byReason: Record<string, number> = {};
-    let linesIn = 0;
-    // Records of the batches applied whole (sorter.count may hold part of a failed one).
-    let recordsOut = 0;
-    let rejected = 0;
-    let headers = 0;
-    let empty = 0;
-    let lastLineUnterminated = false;
-    let outputDiscarded = false;
-    // Spilled runs as of the end of input (merging the runs adds files of its own).
-    let sortRuns: number | null = null;
-    ctx.reportCounts(() => ({
-      lines_in: linesIn,
-      records_out: recordsOut,
-      rejected,
-      skipped: headers + empty,
-      skipped_header: headers,
-      skipped_empty: empty,
-      rejected_by_reason: byReason,
-      sort_runs: sortRuns ?? sorter.spilledRuns,
-      ...(lastLineUnterminated ? { last_line_unterminated: true } : {}),
-      ...(outputDiscarded ? { output_discarded: true } : {}),
-    }));
-    if (o.rejects) {
-      // A FIFO is waited for and written without blocking (`--rejects fifo` with its
-      // reader late, or stalled): a signal must still stop the stage.
-      const held = await heldFifoWriter(o.rejects, () => ctx.log.info({ rejects: o.rejects }, 'waiting for a reader of the --rejects FIFO'));
-      rejects = held === null ? new FileWriter(o.rejects) : new FifoWriter(o.rejects, held);
-    }
-    // Back-pressure from a FIFO's reader: no more input is read while its rejects wait.
-    const rejectsTaken = () => (rejects instanceof FifoWriter ? rejects.ready() : undefined);
-
-    // Batches are applied strictly in input order, wherever they were analyzed:
-    // record order (ties in the sort), line numbers and the rejects file follow it.
-    // A batch is counted once both its records and its rejects went where they go: one
-    // whose spill or rejects write fails is counted in none of the counts.
-    const apply = (r: BatchResult, packed: PackedRecords) => {
-      const before = sorter.count;
-      sorter.addPacked(packed);
-      const x = r.rejects;
-      if (rejects) putRejects(rejects, x, linesIn);
-      recordsOut += sorter.count - before;
-      headers += r.headers;
-      empty += r.empty;
-      rejected += x.count;
-      for (const [why, n] of Object.entries(x.byReason)) byReason[why] = (byReason[why] ?? 0) + n;
-      linesIn += r.lines;
-    };
-    // Batches analyzed on this thread (no workers, an input smaller than one batch, or
-    // every worker two batches behind); made on first use.
-    let inline: BatchAnalyzer | null = null;
-    // Workers start with the first full batch; a small input is done before one could start.
-    const batcher = new LineBatcher(BATCH_BYTES, maxLine);
-    // Output buffers of applied batches, to fill again (recycling, not garbage).
-    const lend: Lent[] = [];
-    let pool = null as WorkerPool<AnalyzeJob, AnalyzeDone> | null;
-    let localBatches = 0;
-    let workerBatches = 0;
-    ctx.onExit(() => pool?.close());
-    // Batches parsed, in input order, waiting to be applied: one at a time, each once a
-    // --rejects FIFO's reader has taken the rejects before it. Applied as they came, the
-    // batches in flight when the reader stalled all went into the socket's queue, as
-    // rejects-file lines (a batch of 2-byte rejected lines, 24 MiB): 422 MiB at --memory
-    // 128M --threads 3. Held here, each keeps its packed rejects (6.5 MiB).
-    const parsed: AnalyzeDone[] = [];
-    const applyParsed = async () => {
-      for (let d = parsed.shift(); d !== undefined; d = parsed.shift()) {
-        await rejectsTaken();
-        apply(d.result, d.packed);
-        batcher.recycle(d.batch);
-        lend.push({ packed: d.packed, rejects: d.result.rejects });
-      }
-    };
-    const parseHere = async (batch: Buffer, reuse: Lent | undefined) => {
-      inline ??= new BatchAnalyzer(o, await loadUrlHash(), maxLine);
-      localBatches++;
-      return inline.run(batch, reuse);
-    };
-    // Batches each worker is given before a spill, and how many were queued since the
-    // sorter came near the end of its run.
-    const spillQueue = Math.min(MAX_SPILL_QUEUE, Math.ceil(sorter.runBytes / spillBytesPerBatch()));
-    const spillAhead = spillQueue >= WORKER_QUEUE + 2;
-    let queuedAhead = 0;
-    let spilledAhead = 0;
-    const submit = async (batch: Buffer, final: boolean) => {
-      if (o.threads === 0 || (pool === null && final)) {
-        const { result, packed } = await parseHere(batch, lend.pop());
-        apply(result, packed);
-        lend.push({ packed, rejects: result.rejects });
-        await rejectsTaken();
-        return;
-      }
-      pool ??= new WorkerPool<AnalyzeJob, AnalyzeDone>(
-        new URL('./analyze-dump-worker.js', import.meta.url),
-        { opts: o, maxLine },
-        o.threads,
-        (d) => parsed.push(d),
-      );
-      const reuse = lend.pop();
-      // Near the end of a sorted run, this thread neither parses nor applies: it queues
-      // batches for the workers, enough to keep them busy while it spills, then spills,
-      // then applies what they parsed meanwhile (into the next run: batches are still
-      // applied in input order). Near (RecordSorter.nearlyFull): within two blocks or two
-      // batches of its budget, more than is usually applied before the next look (one
-      // batch). A margin of three blocks and three batches made a run in ten more at 10M
-      // lines, and as slow as before.
-      const ahead = spillAhead && sorter.nearlyFull();
-      // Waiting for a worker would leave a core idle when there are as many workers as
-      // cores less one, the default: this thread parses the batch meanwhile. (One worker
-      // and this thread: as fast as two workers, with 0.25 CPU s and 30 MiB less: docs/performance.md.)
-      const queue = ahead ? WORKER_QUEUE + spillQueue : WORKER_QUEUE;
-      if (pool.offer({ batch, reuse }, [batch.buffer as ArrayBuffer, ...(reuse ? lentBuffers(reuse) : [])], queue)) {
-        workerBatches++;
-      } else {
-        const { result, packed } = await parseHere(batch, reuse);
-        pool.local({ result, packed, batch });
-      }
-      // (At the end of input, no spill: what is left may still fit, and then the output
-      // comes from memory.)
-      if (ahead && !final) {
-        // Counted, not waited for: with a slow input the workers may answer as fast as
-        // batches come, and the answers held here must stay bounded.
-        if (++queuedAhead < spillQueue * o.threads) return;
-        queuedAhead = 0;
-        sorter.spillNow();
-        spilledAhead++;
-      }
-      // At most as many batches in flight as the workers' queues hold (deeper right after a
-      // spill), and MAIN_AHEAD of this thread's: each holds its records and rejects (a batch
-      // of 2-byte rejected lines, 6.5 MiB).
-      await pool.settle(Math.max(WORKER_QUEUE * o.threads, pool.pending) + MAIN_AHEAD);
-      await applyParsed();
-      await rejectsTaken();
-    };
+    const parse = new ReflogParse(o);
+    ctx.onExit(() => parse.rejects?.abandon());
+    ctx.onExit(() => parse.sorter.dispose());
+    ctx.onExit(() => parse.close());
+    ctx.reportCounts(() => parse.counts.report(parse.sorter));
+    if (o.rejects) parse.rejects = await openRejects(ctx, o.rejects);
     await ctx.eachChunk(async (chunk) => {
-      for (const b of batcher.push(chunk)) await submit(b, false);
+      for (const b of parse.batcher.push(chunk)) await parse.submit(b, false);
     });
-    const last = batcher.end();
-    // Every batch but the last ends in LF; the last one ends as the input does.
-    const unterminated = last !== null && last[last.length - 1] !== LF;
-    if (last) await submit(last, true);
-    if (pool !== null) {
-      await pool.settle(0);
-      await applyParsed();
-      pool.close();
-    }
-    ctx.log.debug(
-      { batches_on_workers: workerBatches, batches_on_main_thread: localBatches, runs_spilled_ahead: spilledAhead },
-      'where the batches were parsed',
-    );
-
-    const records = sorter.count;
-    sortRuns = sorter.spilledRuns;
-    if (unterminated) {
-      // Processed like any line (some tools end a file without LF), but it is also what a
-      // reflog cut off mid-write looks like, and a cut inside hits or updatetag still parses.
-      lastLineUnterminated = true;
-      ctx.log.warn({ line: linesIn }, UNTERMINATED_WARNING);
-    }
-    await rejects?.close();
-    const total = records + rejected;
-    if (total > 0 && rejected / total > o.maxRejectRatio) {
-      outputDiscarded = true;
-      throw new DataError(
-        'REJECT_RATIO',
-        `rejected ${rejected} of ${total} records (${((100 * rejected) / total).toFixed(2)}%), more than --max-reject-ratio ${o.maxRejectRatio}; no records written`,
-        { file: ctx.inputName },
-      );
-    }
-    const out = ctx.out;
-    await sorter.drain((chunk) => {
-      out.writeBytes(chunk);
-      return out.flushIfFull();
-    });
+    const unterminated = await parse.end();
+    ctx.log.debug(parse.where(), 'where the batches were parsed');
+    await writeOutput(ctx, o, parse, unterminated);
   },
 };
+
+/**
+ * The rejects file: a FIFO is waited for and written without blocking (`--rejects fifo`
+ * with its reader late, or stalled): a signal must still stop the stage.
+ */
+async function openRejects(ctx: StageContext, file: string): Promise<FileWriter | FifoWriter> {
+  const held = await heldFifoWriter(file, () => ctx.log.info({ rejects: file }, 'waiting for a reader of the --rejects FIFO'));
+  return held === null ? new FileWriter(file) : new FifoWriter(file, held);
+}
+
+/**
+ * After the whole input: the warning for a last line without LF, the rejects file
+ * closed, the reject ratio checked (no output past it), then the sorted records out.
+ */
+async function writeOutput(ctx: StageContext, o: AnalyzeDumpOptions, parse: ReflogParse, unterminated: boolean): Promise<void> {
+  const { counts, sorter } = parse;
+  const records = sorter.count;
+  counts.sortRuns = sorter.spilledRuns;
+  if (unterminated) {
+    // Processed like any line (some tools end a file without LF), but it is also what a
+    // reflog cut off mid-write looks like, and a cut inside hits or updatetag still parses.
+    counts.lastLineUnterminated = true;
+    ctx.log.warn({ line: counts.linesIn }, UNTERMINATED_WARNING);
+  }
+  await parse.rejects?.close();
+  const rejected = counts.rejected;
+  const total = records + rejected;
+  if (total > 0 && rejected / total > o.maxRejectRatio) {
+    counts.outputDiscarded = true;
+    throw new DataError(
+      'REJECT_RATIO',
+      `rejected ${rejected} of ${total} records (${((100 * rejected) / total).toFixed(2)}%), more than --max-reject-ratio ${o.maxRejectRatio}; no records written`,
+      { file: ctx.inputName },
+    );
+  }
+  const out = ctx.out;
+  await sorter.drain((chunk) => {
+    out.writeBytes(chunk);
+    return out.flushIfFull();
+  });
+}
+
+/** The counts of a run, for its summary line. */
+class AnalyzeCounts {
+  readonly byReason: Record<string, number> = {};
+  linesIn = 0;
+  /** Records of the batches applied whole (sorter.count may hold part of a failed one). */
+  recordsOut = 0;
+  rejected = 0;
+  headers = 0;
+  empty = 0;
+  lastLineUnterminated = false;
+  outputDiscarded = false;
+  /** Spilled runs as of the end of input (merging the runs adds files of its own). */
+  sortRuns: number | null = null;
+
+  report(sorter: RecordSorter): Record<string, Count> {
+    return {
+      lines_in: this.linesIn,
+      records_out: this.recordsOut,
+      rejected: this.rejected,
+      skipped: this.headers + this.empty,
+      skipped_header: this.headers,
+      skipped_empty: this.empty,
+      rejected_by_reason: this.byReason,
+      sort_runs: this.sortRuns ?? sorter.spilledRuns,
+      ...(this.lastLineUnterminated ? { last_line_unterminated: true } : {}),
+      ...(this.outputDiscarded ? { output_discarded: true } : {}),
+    };
+  }
+}
+
+/**
+ * The input's batches parsed on the worker threads and this one, and applied strictly
+ * in input order, wherever they were parsed: record order (ties in the sort), line
+ * numbers and the rejects file follow it.
+ */
+class ReflogParse {
+  readonly counts = new AnalyzeCounts();
+  readonly sorter: RecordSorter;
+  rejects: FileWriter | FifoWriter | null = null;
+  /** Workers start with the first full batch; a small input is done before one could start. */
+  readonly batcher: LineBatcher;
+  private readonly maxLine: number;
+  /** Batches parsed on this thread (no workers, an input smaller than one batch, or every worker two batches behind); made on first use. */
+  private inline: BatchAnalyzer | null = null;
+  /** Output buffers of applied batches, to fill again (recycling, not garbage). */
+  private readonly lend: Lent[] = [];
+  private pool: WorkerPool<AnalyzeJob, AnalyzeDone> | null = null;
+  /**
+   * Batches parsed, in input order, waiting to be applied: one at a time, each once a
+   * --rejects FIFO's reader has taken the rejects before it. Applied as they came, the
+   * batches in flight when the reader stalled all went into the socket's queue, as
+   * rejects-file lines (a batch of 2-byte rejected lines, 24 MiB): 422 MiB at --memory
+   * 128M --threads 3. Held here, each keeps its packed rejects (6.5 MiB).
+   */
+  private readonly parsed: AnalyzeDone[] = [];
+  /** Batches each worker is given before a spill, and how many were queued since the sorter came near the end of its run. */
+  private readonly spillQueue: number;
+  private readonly spillAhead: boolean;
+  private queuedAhead = 0;
+  private spilledAhead = 0;
+  private localBatches = 0;
+  private workerBatches = 0;
+
+  constructor(private readonly o: AnalyzeDumpOptions) {
+    // The URL memory of each parsing thread comes out of the budget, not on top of it.
+    const urlMemory = hasUrlMemory(o) ? parsingThreads(o) * URL_MEMORY_BYTES : 0;
+    this.sorter = new RecordSorter({ memoryBytes: o.memoryBytes - urlMemory, tmpDir: o.tmpDir });
+    this.maxLine = lineLimit(o.maxUrlBytes);
+    this.batcher = new LineBatcher(BATCH_BYTES, this.maxLine);
+    this.spillQueue = Math.min(MAX_SPILL_QUEUE, Math.ceil(this.sorter.runBytes / spillBytesPerBatch()));
+    this.spillAhead = this.spillQueue >= WORKER_QUEUE + 2;
+  }
+
+  /** Parses a batch (the last one: `final`) here or on a worker, and applies what is ready to apply. */
+  async submit(batch: Buffer, final: boolean): Promise<void> {
+    const o = this.o;
+    if (o.threads === 0 || (this.pool === null && final)) {
+      const { result, packed } = await this.parseHere(batch, this.lend.pop());
+      this.apply(result, packed);
+      this.lend.push({ packed, rejects: result.rejects });
+      await this.rejectsTaken();
+      return;
+    }
+    this.pool ??= new WorkerPool<AnalyzeJob, AnalyzeDone>(
+      new URL('./analyze-dump-worker.js', import.meta.url),
+      { opts: o, maxLine: this.maxLine },
+      o.threads,
+      (d) => this.parsed.push(d),
+    );
+    const pool = this.pool;
+    const reuse = this.lend.pop();
+    // Near the end of a sorted run, this thread neither parses nor applies: it queues
+    // batches for the workers, enough to keep them busy while it spills, then spills,
+    // then applies what they parsed meanwhile (into the next run: batches are still
+    // applied in input order). Near (RecordSorter.nearlyFull): within two blocks or two
+    // batches of its budget, more than is usually applied before the next look (one
+    // batch). A margin of three blocks and three batches made a run in ten more at 10M
+    // lines, and as slow as before.
+    const ahead = this.spillAhead && this.sorter.nearlyFull();
+    // Waiting for a worker would leave a core idle when there are as many workers as
+    // cores less one, the default: this thread parses the batch meanwhile. (One worker
+    // and this thread are as fast as two workers, with less CPU and memory.)
+    const queue = ahead ? WORKER_QUEUE + this.spillQueue : WORKER_QUEUE;
+    if (pool.offer({ batch, reuse }, [batch.buffer as ArrayBuffer, ...(reuse ? lentBuffers(reuse) : [])], queue)) {
+      this.workerBatches++;
+    } else {
+      const { result, packed } = await this.parseHere(batch, reuse);
+      pool.local({ result, packed, batch });
+    }
+    // (At the end of input, no spill: what is left may still fit, and then the output
+    // comes from memory.)
+    if (ahead && !final) {
+      // Counted, not waited for: with a slow input the workers may answer as fast as
+      // batches come, and the answers held here must stay bounded.
+      if (++this.queuedAhead < this.spillQueue * o.threads) return;
+      this.queuedAhead = 0;
+      this.sorter.spillNow();
+      this.spilledAhead++;
+    }
+    // At most as many batches in flight as the workers' queues hold (deeper right after a
+    // spill), and MAIN_AHEAD of this thread's: each holds its records and rejects (a batch
+    // of 2-byte rejected lines, 6.5 MiB).
+    await pool.settle(Math.max(WORKER_QUEUE * o.threads, pool.pending) + MAIN_AHEAD);
+    await this.applyParsed();
+    await this.rejectsTaken();
+  }
+
+  /** Parses and applies the last batch and waits for every worker; returns whether the input's last line has no LF. */
+  async end(): Promise<boolean> {
+    const last = this.batcher.end();
+    // Every batch but the last ends in LF; the last one ends as the input does.
+    const unterminated = last !== null && last[last.length - 1] !== LF;
+    if (last) await this.submit(last, true);
+    if (this.pool !== null) {
+      await this.pool.settle(0);
+      await this.applyParsed();
+      this.pool.close();
+    }
+    return unterminated;
+  }
+
+  /** Where the batches were parsed, for the debug log. */
+  where(): Record<string, number> {
+    return { batches_on_workers: this.workerBatches, batches_on_main_thread: this.localBatches, runs_spilled_ahead: this.spilledAhead };
+  }
+
+  close(): void {
+    this.pool?.close();
+  }
+
+  /**
+   * Adds a parsed batch's records to the sorter and its rejects to the rejects file. A
+   * batch is counted once both went where they go: one whose spill or rejects write
+   * fails is counted in none of the counts.
+   */
+  private apply(r: BatchResult, packed: PackedRecords): void {
+    const c = this.counts;
+    const before = this.sorter.count;
+    this.sorter.addPacked(packed);
+    const x = r.rejects;
+    if (this.rejects) putRejects(this.rejects, x, c.linesIn);
+    c.recordsOut += this.sorter.count - before;
+    c.headers += r.headers;
+    c.empty += r.empty;
+    c.rejected += x.count;
+    for (const [why, n] of Object.entries(x.byReason)) c.byReason[why] = (c.byReason[why] ?? 0) + n;
+    c.linesIn += r.lines;
+  }
+
+  private async applyParsed(): Promise<void> {
+    for (let d = this.parsed.shift(); d !== undefined; d = this.parsed.shift()) {
+      await this.rejectsTaken();
+      this.apply(d.result, d.packed);
+      this.batcher.recycle(d.batch);
+      this.lend.push({ packed: d.packed, rejects: d.result.rejects });
+    }
+  }
+
+  private async parseHere(batch: Buffer, reuse: Lent | undefined): Promise<{ result: BatchResult; packed: PackedRecords }> {
+    this.inline ??= new BatchAnalyzer(this.o, await loadUrlHash(), this.maxLine);
+    this.localBatches++;
+    return this.inline.run(batch, reuse);
+  }
+
+  /** Back-pressure from a FIFO's reader: no more input is read while its rejects wait. */
+  private rejectsTaken(): Promise<void> | undefined {
+    return this.rejects instanceof FifoWriter ? this.rejects.ready() : undefined;
+  }
+}

@@ -1,11 +1,11 @@
 // filter-url: decide what to send this hour and write the next current_log.
 import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
-import { DASH, LF, TAB, compareBytes, putBytes, type ByteSink } from '../core/bytes.js';
+import { DASH, compareBytes, type ByteSink } from '../core/bytes.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { MAX_HITS_DIGITS, addHitsAt, hitsTooBig } from '../core/hits.js';
-import { IdOrder, LineRef, checkJoinedAt } from '../core/records.js';
+import { IdOrder, J_CHITS, J_CTAG, J_CTS, J_DOMAIN, J_IHITS, J_ITAG, J_ITS, J_URL, JOINED_RECORD, LineRef, TS_BYTES, UrlRecordWriter, checkJoinedAt } from '../core/records.js';
 import { formatTimestamp, isValidTimestamp, parseDuration, timestampMsAt, timestampToMs } from '../core/time.js';
-import { AtomicFileWriter } from '../core/tsv.js';
+import { AtomicFileWriter } from '../core/writers.js';
 
 /** --keep when not given: how long a URL that did not come again stays in current_log. */
 export const DEFAULT_KEEP = '1h';
@@ -27,8 +27,9 @@ export interface FilterUrlOptions extends FilterParams {
 /** Why a record was sent or not. */
 export type Outcome = 'new' | 'due' | 'changed' | 'held' | 'kept' | 'expired';
 
-/** The c+i hits sum (at most 31 digits); one per process, as the stage is one thread. */
+/** The c+i hits sum (at most 31 digits), and the record writer; one each per process, as the stage is one thread. */
 const sum = new Uint8Array(32);
+const record = new UrlRecordWriter();
 
 /**
  * The pure core: SPEC.md's filter rule for one joined line, checked by
@@ -37,63 +38,46 @@ const sum = new Uint8Array(32);
  */
 export function decide(l: LineRef, p: FilterParams, send: ByteSink, keep: ByteSink): Outcome {
   const b = l.buf;
-  const T = l.tabs;
-  // fields: id 0, domain 1, url 2, c_ts 3, i_ts 4, c_tag 5, i_tag 6, c_hits 7, i_hits 8
-  const cTs = T[2]! + 1;
-  const iTs = T[3]! + 1;
-  const cTag = T[4]! + 1;
-  const iTag = T[5]! + 1;
-  const cHits = T[6]! + 1;
-  const iHits = T[7]! + 1;
+  const cTs = l.fieldStart(J_CTS);
+  const iTs = l.fieldStart(J_ITS);
+  const cTag = l.fieldStart(J_CTAG);
+  const cTagEnd = l.fieldEnd(J_CTAG);
+  const iTag = l.fieldStart(J_ITAG);
+  const iTagEnd = l.fieldEnd(J_ITAG);
+  const cHits = l.fieldStart(J_CHITS);
+  const cHitsEnd = l.fieldEnd(J_CHITS);
+  const iHits = l.fieldStart(J_IHITS);
+  const r = record.setUrl(b, l.start, l.fieldStart(J_DOMAIN), l.fieldEnd(J_URL));
   if (b[cTs] === DASH) {
     timestampMsAt(b, iTs); // throws unless a real time: nothing else may enter current_log
-    putRecord(send, l, iTs, iTag, T[6]!, b, iHits, l.end);
-    putRecord(keep, l, iTs, iTag, T[6]!, b, iHits, l.end);
+    r.setValues(b, iTs, iTag, iTagEnd).setHits(b, iHits, l.end);
+    r.write(send);
+    r.write(keep);
     return 'new';
   }
   if (b[iTs] === DASH) {
     if (p.nowMs - timestampMsAt(b, cTs) >= p.keepMs) return 'expired';
-    putRecord(keep, l, cTs, cTag, T[5]!, b, cHits, T[7]!);
+    r.setValues(b, cTs, cTag, cTagEnd).setHits(b, cHits, cHitsEnd).write(keep);
     return 'kept';
   }
-  const n = addHitsAt(b, cHits, T[7]!, iHits, l.end, sum);
+  const n = addHitsAt(b, cHits, cHitsEnd, iHits, l.end, sum);
   if (n > MAX_HITS_DIGITS) throw new DataError('HITS_TOO_BIG', hitsTooBig(n));
-  const iTagLen = T[6]! - iTag;
+  const iTagLen = iTagEnd - iTag;
   const iTagEmpty = iTagLen === 0;
   const sinceMs = timestampMsAt(b, iTs) - timestampMsAt(b, cTs);
   // A late sighting (older than current_log's) is no news: never a change, never the tag.
-  const changed = !iTagEmpty && sinceMs >= 0 && (iTagLen !== T[5]! - cTag || compareBytes(b, iTag, b, cTag, iTagLen) !== 0);
+  const changed = !iTagEmpty && sinceMs >= 0 && (iTagLen !== cTagEnd - cTag || compareBytes(b, iTag, b, cTag, iTagLen) !== 0);
   const due = sinceMs >= p.resendAfterMs;
   if (due || changed) {
-    putRecord(send, l, iTs, iTag, T[6]!, b, iHits, l.end);
-    const ts = compareBytes(b, iTs, b, cTs, 14) > 0 ? iTs : cTs;
-    if (iTagEmpty) putRecord(keep, l, ts, cTag, T[5]!, sum, 0, n);
-    else putRecord(keep, l, ts, iTag, T[6]!, sum, 0, n);
+    r.setValues(b, iTs, iTag, iTagEnd).setHits(b, iHits, l.end).write(send);
+    const ts = compareBytes(b, iTs, b, cTs, TS_BYTES) > 0 ? iTs : cTs;
+    if (iTagEmpty) r.setValues(b, ts, cTag, cTagEnd);
+    else r.setValues(b, ts, iTag, iTagEnd);
+    r.setHits(sum, 0, n).write(keep);
     return due ? 'due' : 'changed';
   }
-  putRecord(keep, l, cTs, cTag, T[5]!, sum, 0, n);
+  r.setValues(b, cTs, cTag, cTagEnd).setHits(sum, 0, n).write(keep);
   return 'held';
-}
-
-/**
- * Writes the URL record "id ts tag hits domain url" LF of joined line `l` to `out`:
- * the timestamp at `ts`, the updatetag `b[tag, tagEnd)`, the hits `h[hits, hitsEnd)`.
- */
-function putRecord(out: ByteSink, l: LineRef, ts: number, tag: number, tagEnd: number, h: Uint8Array, hits: number, hitsEnd: number): void {
-  // The joined line holds every field of the record; only a hits sum can be longer, by 32 at most.
-  out.reserve(l.end - l.start + 40);
-  const o = out.buf;
-  const b = l.buf;
-  let p = putBytes(o, out.pos, b, l.start, l.start + 17); // id TAB
-  p = putBytes(o, p, b, ts, ts + 14);
-  o[p++] = TAB;
-  p = putBytes(o, p, b, tag, tagEnd);
-  o[p++] = TAB;
-  p = putBytes(o, p, h, hits, hitsEnd);
-  o[p++] = TAB;
-  p = putBytes(o, p, b, l.start + 17, l.tabs[2]!); // domain TAB url
-  o[p++] = LF;
-  out.pos = p;
 }
 
 export const filterUrl: StageDef<FilterUrlOptions> = {
@@ -170,7 +154,7 @@ Buffers: one record.`,
       // Records in the next current_log: none unless it was renamed into place.
       current_out: committed ? linesIn - n.expired : 0,
     }));
-    const l = new LineRef(8);
+    const l = new LineRef(JOINED_RECORD.length - 1);
     await ctx.eachLine((buf, start, end, lineNo) => {
       l.set(buf, start, end);
       const bad = checkJoinedAt(l) ?? order.check(buf, start);

@@ -1,48 +1,16 @@
 // join-current: full outer merge-join of incoming_log (stdin) with current_log.
 import * as os from 'node:os';
-import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
+import { pathOption, refuseOwnStreams, type Count, type StageDef } from '../cli/stage.js';
+import type { Output } from '../cli/output.js';
 import { DataError } from '../core/errors.js';
-import { DASH, LF, TAB, compareBytes, putBytes, type ByteSink } from '../core/bytes.js';
-import { IdOrder, LineRef, checkUrlRecordAt } from '../core/records.js';
-import { ByteLineSplitter, COPY_PREFIX, FileLineReader, regularFileFor, removeStaleTemps, type ByteLineFn } from '../core/tsv.js';
+import { compareBytes } from '../core/bytes.js';
+import { ID_BYTES, IdOrder, LineRef, URL_RECORD, checkUrlRecordAt, writeJoined } from '../core/records.js';
+import { ByteLineSplitter, FileLineReader, type ByteLineFn } from '../core/lines.js';
+import { COPY_PREFIX, regularFileFor } from '../core/fifos.js';
+import { removeStaleTemps } from '../core/temps.js';
 
 export interface JoinCurrentOptions {
   current: string;
-}
-
-/**
- * The pure core: writes the joined line (with its LF) for one id to `out`, from the
- * current side `c` and/or the incoming side `i` (URL-record lines checked by
- * checkUrlRecordAt; at least one side present).
- */
-export function writeJoined(out: ByteSink, c: LineRef | null, i: LineRef | null): void {
-  // Every byte comes from the input lines: both together are longer than the output.
-  out.reserve((c ? c.end - c.start : 0) + (i ? i.end - i.start : 0) + 8);
-  const o = out.buf;
-  let p = out.pos;
-  // "domain TAB url" is one range: the joined record carries both in that order.
-  const k = (i ?? c)!;
-  p = putBytes(o, p, k.buf, k.start, k.start + 17); // id TAB
-  p = putBytes(o, p, k.buf, k.tabs[3]! + 1, k.end);
-  o[p++] = TAB;
-  p = c ? putBytes(o, p, c.buf, c.start + 17, c.start + 31) : dash(o, p);
-  o[p++] = TAB;
-  p = i ? putBytes(o, p, i.buf, i.start + 17, i.start + 31) : dash(o, p);
-  o[p++] = TAB;
-  if (c) p = putBytes(o, p, c.buf, c.tabs[1]! + 1, c.tabs[2]!);
-  o[p++] = TAB;
-  if (i) p = putBytes(o, p, i.buf, i.tabs[1]! + 1, i.tabs[2]!);
-  o[p++] = TAB;
-  p = c ? putBytes(o, p, c.buf, c.tabs[2]! + 1, c.tabs[3]!) : dash(o, p);
-  o[p++] = TAB;
-  p = i ? putBytes(o, p, i.buf, i.tabs[2]! + 1, i.tabs[3]!) : dash(o, p);
-  o[p++] = LF;
-  out.pos = p;
-}
-
-function dash(o: Uint8Array, p: number): number {
-  o[p] = DASH;
-  return p + 1;
 }
 
 export const joinCurrent: StageDef<JoinCurrentOptions> = {
@@ -73,113 +41,152 @@ output.`,
   },
   async run(ctx, o) {
     refuseOwnStreams('--current', o.current, ctx.inputPath);
-    const out = ctx.out;
     // A FIFO is read through a copy: a blocking read of it would hold off SIGTERM. Copies
     // that SIGKILLed runs left (as big as a current_log) are removed first.
     removeStaleTemps(os.tmpdir(), COPY_PREFIX);
     const reader = FileLineReader.openIfExists(await regularFileFor(o.current, ctx.onExit), o.current);
     ctx.onExit(() => reader?.close());
-    const curOrder = new IdOrder();
-    const inOrder = new IdOrder();
-    let nIn = 0;
-    let nCur = 0;
-    let both = 0;
-    let onlyIn = 0;
-    let onlyCur = 0;
-    ctx.reportCounts(() => ({
-      incoming: nIn,
-      current: nCur,
-      current_missing: reader === null,
-      both,
-      incoming_only: onlyIn,
-      current_only: onlyCur,
-      records_out: both + onlyIn + onlyCur,
-    }));
-
-    // Records stay bytes; fields are ranges between the TABs a check found.
-    const inc = new LineRef(5);
-    const curLine = new LineRef(5);
-    let cur: LineRef | null = null;
-    const nextCurrent = (): void => {
-      cur = null;
-      if (!reader || !reader.next(curLine)) return;
-      const bad = checkUrlRecordAt(curLine) ?? curOrder.check(curLine.buf, curLine.start);
-      if (bad) throw new DataError('BAD_CURRENT', bad, { file: o.current, line: reader.lineNo });
-      nCur++;
-      cur = curLine;
-    };
-
-    nextCurrent();
-    /**
-     * Joins the incoming line `inc` (checked), first writing the current-only records
-     * before it, at most `room` of them; false when it stopped short for the reader.
-     */
-    const joinIncoming = (room: number): boolean => {
-      let d = 1;
-      while (cur !== null && (d = compareBytes(cur.buf, cur.start, inc.buf, inc.start, 16)) < 0) {
-        if (room-- === 0) return false;
-        writeJoined(out, cur, null);
-        onlyCur++;
-        nextCurrent();
-      }
-      // Counted once joined: an incoming line whose join fails (on a bad current_log line
-      // before it) is in none of the counts, so incoming = both + incoming_only in a failed run too.
-      nIn++;
-      if (cur !== null && d === 0) {
-        writeJoined(out, cur, inc);
-        both++;
-        nextCurrent();
-      } else {
-        writeJoined(out, null, inc);
-        onlyIn++;
-      }
-      return true;
-    };
-
-    // Incoming lines are joined as the splitter hands them over, unless the
-    // current-only records before one of them pass ROOM: that line and the rest of its
-    // chunk then wait, and are joined between waits for the reader. (A small hour
-    // against a big current_log has the whole file between two incoming lines: written
-    // in one go into a pipe whose reader is slower, it piled up in memory.)
-    const ROOM = 0x3fff;
+    const join = new MergeJoin(ctx.out, reader, o.current, ctx.inputName);
+    ctx.reportCounts(() => join.counts());
+    join.begin();
     const splitter = new ByteLineSplitter(ctx.inputName);
-    const checkIncoming = (buf: Buffer, start: number, end: number, lineNo: number) => {
-      inc.set(buf, start, end);
-      const bad = checkUrlRecordAt(inc) ?? inOrder.check(buf, start);
-      if (bad) throw new DataError('BAD_INCOMING', bad, { file: ctx.inputName, line: lineNo });
-    };
-    // The lines waiting, from the one that stopped short (checked, and partly joined).
-    const waiting: { buf: Buffer; start: number; end: number; lineNo: number }[] = [];
-    const onLine: ByteLineFn = (buf, start, end, lineNo) => {
-      if (waiting.length > 0) {
-        waiting.push({ buf, start, end, lineNo });
-        return;
-      }
-      checkIncoming(buf, start, end, lineNo);
-      if (!joinIncoming(ROOM)) waiting.push({ buf, start, end, lineNo });
-    };
-    await ctx.eachChunk(async (chunk) => {
-      let failed: unknown = null;
-      try {
-        splitter.push(chunk, onLine);
-      } catch (err) {
-        failed = err; // raised after the lines before it, which may hold an earlier error
-      }
-      for (let k = 0; k < waiting.length; k++) {
-        const w = waiting[k]!;
-        if (k === 0) inc.set(w.buf, w.start, w.end);
-        else checkIncoming(w.buf, w.start, w.end, w.lineNo);
-        while (!joinIncoming(ROOM)) await out.flushIfFull();
-      }
-      waiting.length = 0;
-      if (failed) throw failed;
-    });
+    await ctx.eachChunk((chunk) => join.feed(splitter, chunk));
     splitter.end();
-    while (cur !== null) {
-      writeJoined(out, cur, null);
-      onlyCur++;
-      nextCurrent();
-      if ((onlyCur & 0x3fff) === 0) await out.flushIfFull();
-    }
+    await join.finish();
   },
 };
+
+/** A line of the incoming side that waits for the current-only records before it to be written. */
+interface Waiting {
+  buf: Buffer;
+  start: number;
+  end: number;
+  lineNo: number;
+}
+
+/**
+ * The merge-join of one run: incoming lines as the splitter hands them over, against
+ * current_log read line by line (`reader`, null for a missing one). Records stay bytes;
+ * fields are ranges between the TABs a check found.
+ */
+class MergeJoin {
+  private readonly curOrder = new IdOrder();
+  private readonly inOrder = new IdOrder();
+  private readonly inc = new LineRef(URL_RECORD.length - 1);
+  private readonly curLine = new LineRef(URL_RECORD.length - 1);
+  private cur: LineRef | null = null;
+  /** The lines waiting, from the one that stopped short (checked, and partly joined). */
+  private readonly waiting: Waiting[] = [];
+  private readonly onLine: ByteLineFn = (buf, start, end, lineNo) => this.take(buf, start, end, lineNo);
+  private nIn = 0;
+  private nCur = 0;
+  private both = 0;
+  private onlyIn = 0;
+  private onlyCur = 0;
+
+  constructor(
+    private readonly out: Output,
+    private readonly reader: FileLineReader | null,
+    private readonly currentName: string,
+    private readonly inputName: string,
+  ) {}
+
+  /** Reads the first current_log line (a bad one is an error here, with the counts registered). */
+  begin(): void {
+    this.nextCurrent();
+  }
+
+  counts(): Record<string, Count> {
+    const { nIn, nCur, both, onlyIn, onlyCur } = this;
+    return { incoming: nIn, current: nCur, current_missing: this.reader === null, both, incoming_only: onlyIn, current_only: onlyCur, records_out: both + onlyIn + onlyCur };
+  }
+
+  /**
+   * Joins the lines of an input chunk as the splitter hands them over, unless the
+   * current-only records before one of them pass ROOM: that line and the rest of its
+   * chunk then wait, and are joined between waits for the output's reader. (A small
+   * hour against a big current_log has the whole file between two incoming lines:
+   * written in one go into a pipe whose reader is slower, it piled up in memory.)
+   */
+  async feed(splitter: ByteLineSplitter, chunk: Buffer): Promise<void> {
+    let failed: unknown = null;
+    try {
+      splitter.push(chunk, this.onLine);
+    } catch (err) {
+      failed = err; // raised after the lines before it, which may hold an earlier error
+    }
+    for (let k = 0; k < this.waiting.length; k++) {
+      const w = this.waiting[k]!;
+      if (k === 0) this.inc.set(w.buf, w.start, w.end);
+      else this.checkIncoming(w.buf, w.start, w.end, w.lineNo);
+      while (!this.joinIncoming(ROOM)) await this.out.flushIfFull();
+    }
+    this.waiting.length = 0;
+    if (failed) throw failed;
+  }
+
+  /** Writes the current-only records after the last incoming one. */
+  async finish(): Promise<void> {
+    while (this.cur !== null) {
+      writeJoined(this.out, this.cur, null);
+      this.onlyCur++;
+      this.nextCurrent();
+      if ((this.onlyCur & 0x3fff) === 0) await this.out.flushIfFull();
+    }
+  }
+
+  private take(buf: Buffer, start: number, end: number, lineNo: number): void {
+    if (this.waiting.length > 0) {
+      this.waiting.push({ buf, start, end, lineNo });
+      return;
+    }
+    this.checkIncoming(buf, start, end, lineNo);
+    if (!this.joinIncoming(ROOM)) this.waiting.push({ buf, start, end, lineNo });
+  }
+
+  private checkIncoming(buf: Buffer, start: number, end: number, lineNo: number): void {
+    this.inc.set(buf, start, end);
+    const bad = checkUrlRecordAt(this.inc) ?? this.inOrder.check(buf, start);
+    if (bad) throw new DataError('BAD_INCOMING', bad, { file: this.inputName, line: lineNo });
+  }
+
+  private nextCurrent(): void {
+    this.cur = null;
+    const l = this.curLine;
+    if (!this.reader || !this.reader.next(l)) return;
+    const bad = checkUrlRecordAt(l) ?? this.curOrder.check(l.buf, l.start);
+    if (bad) throw new DataError('BAD_CURRENT', bad, { file: this.currentName, line: this.reader.lineNo });
+    this.nCur++;
+    this.cur = l;
+  }
+
+  /**
+   * Joins the incoming line `inc` (checked), first writing the current-only records
+   * before it, at most `room` of them; false when it stopped short for the reader.
+   */
+  private joinIncoming(room: number): boolean {
+    const inc = this.inc;
+    let d = 1;
+    while (this.cur !== null && (d = compareBytes(this.cur.buf, this.cur.start, inc.buf, inc.start, ID_BYTES)) < 0) {
+      if (room-- === 0) return false;
+      writeJoined(this.out, this.cur, null);
+      this.onlyCur++;
+      this.nextCurrent();
+    }
+    // Counted once joined: an incoming line whose join fails (on a bad current_log line
+    // before it) is in none of the counts, so incoming = both + incoming_only in a failed run too.
+    this.nIn++;
+    if (this.cur !== null && d === 0) {
+      writeJoined(this.out, this.cur, inc);
+      this.both++;
+      this.nextCurrent();
+    } else {
+      writeJoined(this.out, null, inc);
+      this.onlyIn++;
+    }
+    return true;
+  }
+}
+
+/** The most current-only records written between two waits for the output's reader. */
+const ROOM = 0x3fff;

@@ -3,18 +3,8 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
-import {
-  LeastLoaded,
-  activeLoads,
-  dbError,
-  loadRendezvous,
-  missingOwnerError,
-  missingOwners,
-  openDb,
-  yacobotLoads,
-  type Db,
-  type RendezvousFn,
-} from '../core/db.js';
+import { loadRendezvous, missingOwnerError, type RendezvousFn } from '../core/db.js';
+import { addDbOptions, noActive, openStore, timeoutsOf, type Chooser, type CommitResult, type Timeouts } from '../core/store.js';
 import { mkdirEach } from '../core/dirs.js';
 import { DataError, UsageError, ioError, shellQuote } from '../core/errors.js';
 import { grown } from '../core/arrays.js';
@@ -22,18 +12,12 @@ import { BytesIndex } from '../core/bytesindex.js';
 import { LF, TAB, compareBytes, digitsValue, latin1, putBytes, putDecimal, putNumbered, utf8 } from '../core/bytes.js';
 import { LineRef, checkDomain, checkUrlRecordAt, isDomainAt, isYacobotIdAt } from '../core/records.js';
 import { formatTimestamp, isValidTimestamp } from '../core/time.js';
-import {
-  AtomicFileWriter,
-  DEFAULT_MAX_LINE,
-  FileLineReader,
-  FileWriter,
-  findTabsAt,
-  liveTempFiles,
-  ownedTempPrefix,
-  removeQuietly,
-  removeStaleTemps,
-  replaceableTarget,
-} from '../core/tsv.js';
+import { DEFAULT_MAX_LINE, FileLineReader, findTabsAt } from '../core/lines.js';
+import { AtomicFileWriter, FileWriter, replaceableTarget } from '../core/writers.js';
+import { liveTempFiles, ownedTempPrefix, removeQuietly, removeStaleTemps } from '../core/temps.js';
+
+/** The owner of a domain that waits for the database's answer. */
+const PENDING = -1;
 
 /** The prefix of the spool file in --tmp (see ownedTempPrefix). */
 export const SPOOL_PREFIX = '.upload-domains-';
@@ -42,6 +26,7 @@ export type AssignMode = 'least-loaded' | 'rendezvous';
 
 export interface UploadDomainsOptions {
   db: string;
+  timeouts: Timeouts;
   map: string | null;
   assign: AssignMode;
   now: string;
@@ -145,65 +130,12 @@ export function writeDomainMap(file: string, map: DomainMap, learned: ReadonlyMa
   }
 }
 
-/** What the final transaction decided for the new domains of a run. */
-export interface CommitResult {
-  owners: Map<string, number>;
-  assignedByUs: number;
-  lostRace: number;
-}
-
 /**
- * Assigns the new domains (in the given order) in one IMMEDIATE transaction: each is
- * re-read first (another process may have taken it since we looked), otherwise
- * chosen and inserted with ON CONFLICT DO NOTHING and read back, so the database's
- * answer is always the one returned. Loads are read inside the transaction.
- * `beforeCommit` is called inside it, just before COMMIT, with how many rows it
- * inserts and the first of their domains (null when none).
+ * The chooser of new domains' Yacobots for `mode`: least-loaded (counts grow as it
+ * picks) or weighted rendezvous over the active Yacobots.
  */
-export function commitNewDomains(
-  db: Db,
-  file: string,
-  domains: Iterable<string>,
-  mode: AssignMode,
-  rendezvous: RendezvousFn | null,
-  addedAt: string,
-  beforeCommit?: (inserted: number, witness: string | null) => void,
-): CommitResult {
-  const lookup = db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck();
-  const insert = db.prepare(
-    'INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES (?, ?, ?) ON CONFLICT(domain) DO NOTHING',
-  );
-  const owners = new Map<string, number>();
-  let assignedByUs = 0;
-  let lostRace = 0;
-  let witness: string | null = null;
-  const tx = db.transaction(() => {
-    const active = activeLoads(db);
-    if (active.length === 0) throw noActive(file, 'at commit time (disabled during the run?)');
-    const least = new LeastLoaded(active);
-    for (const d of domains) {
-      let owner = lookup.get(d) as number | undefined;
-      if (owner === undefined) {
-        const mine = mode === 'rendezvous' ? rendezvous!(d, active) : least.pick();
-        insert.run(d, mine, addedAt);
-        owner = lookup.get(d) as number;
-        if (owner === mine) {
-          assignedByUs++;
-          witness ??= d;
-        } else lostRace++;
-      } else {
-        lostRace++;
-      }
-      owners.set(d, owner);
-    }
-    beforeCommit?.(assignedByUs, witness);
-  });
-  try {
-    tx.immediate();
-  } catch (err) {
-    throw dbError(err, file);
-  }
-  return { owners, assignedByUs, lostRace };
+export function chooserFor(mode: AssignMode, rendezvous: RendezvousFn | null): Chooser {
+  return mode === 'rendezvous' ? (d, active) => rendezvous!(d, active) : (_d, _active, least) => least.pick();
 }
 
 /** How many inactive Yacobots the warning names, and gives a command for. */
@@ -226,14 +158,6 @@ export function inactiveWarning(domains: number, ids: Iterable<number>, db: stri
     { domains_of_inactive: domains, inactive_yacobots: all.length, yacobots: shown },
     `${domains} domain(s) belong to inactive Yacobot(s) ${which} and were routed to them; to move them to active ones: ${fix}`,
   ];
-}
-
-function noActive(file: string, when: string): DataError {
-  return new DataError(
-    'NO_ACTIVE_YACOBOT',
-    `no active Yacobot${when ? ' ' + when : ''}; add one with: partner-db --db ${shellQuote(file)} add NAME (or enable one)`,
-    { file },
-  );
 }
 
 export const uploadDomains: StageDef<UploadDomainsOptions> = {
@@ -266,13 +190,22 @@ any output. A domain found in neither is new: it is given an active Yacobot by
 All new assignments are written in ONE transaction at the end of the input
 (INSERT ... ON CONFLICT(domain) DO NOTHING, added_at = --now) and read back: if
 another process assigned a domain first, the database's answer wins and is the
-one written. Last, after every record has been written, --map is rewritten
-atomically (temporary file + rename), sorted bytewise, with every domain learned
-in this run merged in; a missing --map file is an empty map and is created.
+one written. On PostgreSQL (--db postgres://...) that transaction first takes
+an advisory lock every writer takes: masters sharing the database assign one
+at a time, so loads spread as one master's would, and a domain another master
+took first counts as lost_race. Last, after every record has been written,
+--map is rewritten atomically (temporary file + rename), sorted bytewise, with
+every domain learned in this run merged in; a missing --map file is an empty
+map and is created.
 
 Rule for "no active Yacobot": checked when the stage starts, before it reads
 any input - if no Yacobot is active it fails with no output at all, even if
 every domain would be known. (Checked again at commit time.)
+
+--db is a SQLite file or a PostgreSQL URI (PG* variables and ~/.pgpass fill in
+what it leaves out; messages show it without its password). Domains missing
+from --map are looked up in one batch per input chunk: the chunk's records
+from the first such domain on wait in memory for the answers.
 
 Buffers: records stream out as long as their domain is known. From the first
 record of a new domain on, every record (known or new) is spooled to a
@@ -280,8 +213,7 @@ temporary file in --tmp, because the new domain's Yacobot is final only after
 the commit; the spool is written out, in input order, after the commit. Memory
 holds --map and the distinct domains seen in this run.`,
   options(cmd) {
-    cmd
-      .requiredOption('--db <file>', 'the partner database (SQLite; required)')
+    addDbOptions(cmd)
       .option('--map <file>', 'domain_map file (from domains-from-db); updated with new assignments')
       .option('--assign <mode>', 'how new domains are assigned: least-loaded or rendezvous', 'least-loaded')
       .option('--now <YYYYMMDDhhmmss>', 'added_at of new assignments (default: the wall clock, local time)')
@@ -296,6 +228,7 @@ holds --map and the distinct domains seen in this run.`,
     if (!isValidTimestamp(now)) throw new UsageError(`--now wants a real time as YYYYMMDDhhmmss, got '${now}'`);
     return {
       db: pathOption('--db', raw.db),
+      timeouts: timeoutsOf(raw),
       map: raw.map === undefined ? null : pathOption('--map', raw.map),
       assign,
       now,
@@ -304,40 +237,26 @@ holds --map and the distinct domains seen in this run.`,
   },
   async run(ctx, o) {
     if (o.map) refuseOwnStreams('--map', o.map, ctx.inputPath);
-    const db = openDb(o.db);
-    ctx.onExit(() => db.close());
+    const store = await openStore(o.db, { timeouts: o.timeouts });
+    ctx.onExit(() => void store.close().catch(() => undefined));
+    const dbName = store.name;
     const file = ctx.inputName;
-    let active: Set<number>;
+    const all = await store.yacobotLoads();
+    const active = new Set(all.filter((y) => y.active).map((y) => y.id));
     // Every Yacobot: a domain the database gives to an id not among them is an error.
-    let exists: Set<number>;
-    try {
-      const all = yacobotLoads(db);
-      active = new Set(all.filter((y) => y.active).map((y) => y.id));
-      exists = new Set(all.map((y) => y.id));
-      // Rows written with foreign keys off: routed there, a domain would go to a queue no Yacobot reads.
-      const missing = missingOwners(db);
-      if (missing.length > 0) throw missingOwnerError(o.db, missing);
-    } catch (err) {
-      throw dbError(err, o.db);
-    }
-    if (active.size === 0) throw noActive(o.db, '');
+    const exists = new Set(all.map((y) => y.id));
+    // Rows written with foreign keys off: routed there, a domain would go to a queue no Yacobot reads.
+    const missing = await store.missingOwners();
+    if (missing.length > 0) throw missingOwnerError(dbName, missing);
+    if (active.size === 0) throw noActive(dbName, '', shellQuote(dbName));
     // Spools of runs that were SIGKILLed (their own cleanup never ran).
     removeStaleTemps(o.tmpDir, SPOOL_PREFIX);
     if (o.map) replaceableTarget(o.map); // the map is rewritten at the end: refuse /dev/null now, not after the commit
     const rendezvous = o.assign === 'rendezvous' ? await loadRendezvous() : null;
     const map = o.map ? loadDomainMap(o.map) : { domains: new BytesIndex(), owner: new Float64Array(0), existed: false };
-    // safeIntegers: an id past 2^53 - 1 would be read as another one.
-    const lookup = db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck().safeIntegers(true);
-    const yacobotExists = db.prepare('SELECT 1 FROM yacobot WHERE id = ?').pluck();
-    let wal: boolean;
-    try {
-      wal = db.pragma('journal_mode', { simple: true }) === 'wal';
-    } catch (err) {
-      throw dbError(err, o.db);
-    }
 
-    // Every distinct domain of this run, by its bytes: its Yacobot, or 0 while it is new,
-    // and how many records went out for it.
+    // Every distinct domain of this run, by its bytes: its Yacobot, 0 while it is new, or
+    // PENDING until the database has answered; and how many records went out for it.
     const domains = new BytesIndex();
     let owner: Float64Array = new Float64Array(1024);
     let emitted: Float64Array = new Float64Array(1024);
@@ -357,6 +276,8 @@ holds --map and the distinct domains seen in this run.`,
     const out = ctx.out;
     let spool: FileWriter | null = null;
     let spooled = 0;
+    // Counted as they are answered: a run that stops before the commit still reports them as new.
+    let newDomains = 0;
 
     /** Writes "yacobot_id TAB record LF" for domain `k`, the record being `b[start, end)`. */
     const emit = (k: number, b: Uint8Array, start: number, end: number) => {
@@ -365,46 +286,98 @@ holds --map and the distinct domains seen in this run.`,
       recordsOut++;
     };
 
-    /** The Yacobot of domain `k`, `b[start, end)`, seen for the first time: --map, else the database, else 0 (new). */
-    const firstOwner = (k: number, b: Uint8Array, start: number, end: number): number => {
-      const m = map.domains.find(b, start, end);
-      if (m >= 0 && active.has(map.owner[m]!)) {
-        fromMap++;
-        return map.owner[m]!;
-      }
-      const domain = domains.key(k);
-      let v: unknown;
-      try {
-        // The lookups share one read transaction (WAL: writers go on; its snapshot may miss a
-        // domain assigned since, which the commit re-reads anyway): alone, each lookup began
-        // and ended its own, 2.5 us against 0.3 us (7,704 lookups in the bench hour). Not
-        // with a rollback journal (a WAL the file system refused): there a reader's lock
-        // would hold every writer off until the end of the input.
-        if (wal && !db.inTransaction) db.exec('BEGIN');
-        v = lookup.get(domain);
-        // A row written with foreign keys off since the check at the start (a Yacobot added since is fine).
-        if (v !== undefined && !(typeof v === 'bigint' && exists.has(Number(v)))) {
-          if (typeof v === 'bigint' && v <= BigInt(Number.MAX_SAFE_INTEGER) && yacobotExists.get(v) !== undefined) exists.add(Number(v));
-          else throw missingOwnerError(o.db, [{ id: typeof v === 'bigint' ? String(v) : `'${String(v)}'`, domains: 1, first: domain }]);
+    /** Spools record `b[start, end)` of domain `k` as "domain number TAB record": its Yacobot is final after the commit. */
+    const toSpool = (k: number, b: Uint8Array, start: number, end: number) => {
+      if (spool === null) {
+        const name = path.join(o.tmpDir, `${ownedTempPrefix(SPOOL_PREFIX)}${Date.now()}.spool`);
+        try {
+          mkdirEach(o.tmpDir);
+        } catch (err) {
+          throw ioError(err, o.tmpDir, 'create directory');
         }
-      } catch (err) {
-        throw dbError(err, o.db);
+        // A --tmp that is a file fails here, as ENOTDIR (mkdir -p said EEXIST).
+        spool = new FileWriter(name, 'wx');
+        liveTempFiles.add(name);
+        const s = spool;
+        ctx.onExit(() => {
+          s.abandon();
+          removeQuietly(s.file);
+          liveTempFiles.delete(s.file);
+        });
       }
-      if (v === undefined) return 0;
+      putNumbered(spool, k, b, start, end);
+      spooled++;
+    };
+
+    /**
+     * Sends a record whose domain's Yacobot is known (or new) on: out while nothing is
+     * spooled, else to the spool. Counted once emitted or spooled: a line that fails (a
+     * database lookup, a --tmp that cannot take the spool) is in none of the counts, so
+     * records_in = records_out + spooled until the commit, in a failed run too.
+     */
+    const route = (k: number, b: Uint8Array, start: number, end: number) => {
+      if (owner[k] !== 0 && spool === null) emit(k, b, start, end);
+      else toSpool(k, b, start, end);
+      recordsIn++;
+    };
+
+    /** The database's answer `v` for `domain` (k), checked: its Yacobot, or the error to fail with at its first record. */
+    const answer = async (k: number, domain: string, v: unknown): Promise<DataError | null> => {
+      if (v === undefined) {
+        owner[k] = 0;
+        newDomains++;
+        return null;
+      }
+      // A row written with foreign keys off since the check at the start (a Yacobot added since is fine).
+      if (!(typeof v === 'bigint' && exists.has(Number(v)))) {
+        if (typeof v === 'bigint' && v <= BigInt(Number.MAX_SAFE_INTEGER) && (await store.yacobotExists(v))) exists.add(Number(v));
+        else return missingOwnerError(dbName, [{ id: typeof v === 'bigint' ? String(v) : `'${String(v)}'`, domains: 1, first: domain }]);
+      }
       const d = Number(v);
+      owner[k] = d;
       fromDb++;
       if (!active.has(d)) {
         ofInactive++;
         inactiveOwners.add(d);
       }
       learned.set(domain, d);
-      return d;
+      return null;
+    };
+
+    // The records of a chunk from its first domain that waits for the database on, held
+    // (the splitter never overwrites a line) until the chunk's domains are looked up in
+    // one batch: output keeps input order.
+    const held: { b: Uint8Array; start: number; end: number; k: number; line: number }[] = [];
+    const waiting: number[] = [];
+    const failedAt = new Map<number, unknown>();
+
+    /** Looks the chunk's waiting domains up in one batch, then sends the held records on, in order. */
+    const settle = async () => {
+      if (waiting.length === 0 && held.length === 0) return;
+      const names = waiting.map((k) => domains.key(k));
+      const { found, error } = await store.ownersOf(names);
+      let stop: unknown = null;
+      for (let i = 0; i < waiting.length; i++) {
+        const k = waiting[i]!;
+        if (stop === null && !found.has(names[i]!) && error !== null) stop = error;
+        if (stop !== null) {
+          failedAt.set(k, stop);
+          continue;
+        }
+        const bad = await answer(k, names[i]!, found.get(names[i]!));
+        if (bad) failedAt.set(k, (stop = bad));
+      }
+      waiting.length = 0;
+      // Taken off first: a record that fails here is not sent again by the settle after a failure.
+      for (const h of held.splice(0)) {
+        const err = failedAt.get(h.k);
+        if (err !== undefined) throw err instanceof DataError && !err.place ? new DataError(err.code, err.message, { file, line: h.line }) : err;
+        route(h.k, h.b, h.start, h.end);
+      }
     };
 
     // Domains new in this run (owner 0 at the end of input), and what the commit decided.
     const fresh: number[] = [];
-    // Counted as they are met: a run that stops before the commit still reports them as new.
-    let newDomains = 0;
     let result: CommitResult = { owners: new Map(), assignedByUs: 0, lostRace: 0 };
     ctx.reportCounts(() => {
       const perYacobot: Record<string, number> = {};
@@ -431,7 +404,7 @@ holds --map and the distinct domains seen in this run.`,
     });
 
     const l = new LineRef(5);
-    await ctx.eachLine((buf, start, end, lineNo) => {
+    const lines = ctx.eachLine((buf, start, end, lineNo) => {
       const bad = checkUrlRecordAt(l.set(buf, start, end));
       if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
       const k = domains.add(buf, l.tabs[3]! + 1, l.tabs[4]!);
@@ -440,47 +413,28 @@ holds --map and the distinct domains seen in this run.`,
           owner = grown(owner);
           emitted = grown(emitted);
         }
-        owner[k] = firstOwner(k, buf, l.tabs[3]! + 1, l.tabs[4]!);
-        if (owner[k] === 0) newDomains++;
-      }
-      // Counted once emitted or spooled: a line that fails (a database lookup, a --tmp that
-      // cannot take the spool) is in none of the counts, so records_in = records_out + spooled
-      // until the commit, in a failed run too.
-      if (owner[k] !== 0 && spool === null) {
-        emit(k, buf, start, end);
-        recordsIn++;
-        return;
-      }
-      if (spool === null) {
-        const name = path.join(o.tmpDir, `${ownedTempPrefix(SPOOL_PREFIX)}${Date.now()}.spool`);
-        try {
-          mkdirEach(o.tmpDir);
-        } catch (err) {
-          throw ioError(err, o.tmpDir, 'create directory');
+        const m = map.domains.find(buf, l.tabs[3]! + 1, l.tabs[4]!);
+        if (m >= 0 && active.has(map.owner[m]!)) {
+          fromMap++;
+          owner[k] = map.owner[m]!;
+        } else {
+          owner[k] = PENDING;
+          waiting.push(k);
         }
-        // A --tmp that is a file fails here, as ENOTDIR (mkdir -p said EEXIST).
-        spool = new FileWriter(name, 'wx');
-        liveTempFiles.add(name);
-        const s = spool;
-        ctx.onExit(() => {
-          s.abandon();
-          removeQuietly(s.file);
-          liveTempFiles.delete(s.file);
-        });
       }
-      // Spooled as "domain number TAB record": its Yacobot is looked up after the commit.
-      putNumbered(spool, k, buf, start, end);
-      spooled++;
-      recordsIn++;
-    });
-
-    // The lookups' read transaction ends before the commit's write transaction (nested, it would be a savepoint).
+      // Once records are spooled, all are, whatever their owner: nothing needs to wait.
+      if (spool === null && (held.length > 0 || owner[k] === PENDING)) held.push({ b: buf, start, end, k, line: lineNo });
+      else route(k, buf, start, end);
+    }, settle);
     try {
-      if (db.inTransaction) db.exec('COMMIT');
+      await lines;
     } catch (err) {
-      throw dbError(err, o.db);
+      // The lines before a bad one go out (and count) as they would have without the batch.
+      await settle().catch(() => undefined);
+      throw err;
     }
-    if (ofInactive > 0) ctx.log.warn(...inactiveWarning(ofInactive, inactiveOwners, o.db));
+
+    if (ofInactive > 0) ctx.log.warn(...inactiveWarning(ofInactive, inactiveOwners, dbName));
     // The spool's last writes first: a full --tmp fails the run before anything is assigned.
     if (spool !== null) (spool as FileWriter).close();
     for (let k = 0; k < domains.size; k++) if (owner[k] === 0) fresh.push(k);
@@ -489,7 +443,7 @@ holds --map and the distinct domains seen in this run.`,
       // Logged inside the transaction, just before its COMMIT, and again at once after it: a
       // run that dies in between leaves the first line only, and its witness (a domain this
       // transaction inserts, with added_at = --now) tells the runner whether COMMIT happened.
-      result = commitNewDomains(db, o.db, names, o.assign, rendezvous, o.now, (inserted, witness) =>
+      result = await store.assignNew(names, chooserFor(o.assign, rendezvous), o.now, (inserted, witness) =>
         ctx.log.info({ committing: inserted, witness, added_at: o.now }, 'committing new domains'),
       );
       // Logged at once: if the run dies before its summary, the runner still learns what it assigned.
@@ -523,12 +477,7 @@ holds --map and the distinct domains seen in this run.`,
     // between two Yacobots within a run. Not in silence: the operator who disabled it
     // expects nothing more to go there.
     {
-      let activeNow: Set<number>;
-      try {
-        activeNow = new Set(db.prepare('SELECT id FROM yacobot WHERE active = 1').pluck().all() as number[]);
-      } catch (err) {
-        throw dbError(err, o.db);
-      }
+      const activeNow = await store.activeIds();
       const gone = new Set<number>();
       let records = 0;
       for (let k = 0; k < domains.size; k++) {

@@ -3,19 +3,13 @@ import * as fs from 'node:fs';
 import { constants as bufferConstants, isUtf8 } from 'node:buffer';
 import type { Command } from 'commander';
 import { dashArguments } from '../cli/admin.js';
-import { addOwnerCommand } from '../admin/owner.js';
+import { addOwnerCommand } from './owner.js';
 import { CsvError, parse as parseCsv } from 'csv-parse/sync';
+import { findYacobotIn, initStore, openStore, timeoutsOf, type PartnerStore, type Sql, type Timeouts } from '../core/store.js';
 import {
   LeastLoaded,
-  dbError,
-  findYacobot,
-  initDb,
   missingOwnerError,
-  missingOwners,
   normalizeDomain,
-  openDb,
-  yacobotLoads,
-  type Db,
   type MissingOwner,
   type Yacobot,
   type YacobotLoad,
@@ -69,8 +63,8 @@ export function checkYacobotName(name: string): string | null {
 }
 
 /** Moves every domain of `from` to the other active Yacobots, least-loaded first; returns moves per target id. */
-function moveDomains(db: Db, from: Yacobot, others: YacobotLoad[]): Map<number, number> {
-  const domains = db.prepare('SELECT domain FROM partner_domain WHERE yacobot_id = ? ORDER BY domain').pluck().all(from.id) as string[];
+async function moveDomains(q: Sql, from: Yacobot, others: YacobotLoad[]): Promise<Map<number, number>> {
+  const domains = (await q.all('SELECT domain FROM partner_domain WHERE yacobot_id = ? ORDER BY domain', [from.id])).map((r) => r.domain as string);
   const moved = new Map<number, number>();
   if (domains.length === 0) return moved;
   if (others.length === 0) {
@@ -82,10 +76,9 @@ function moveDomains(db: Db, from: Yacobot, others: YacobotLoad[]): Map<number, 
     );
   }
   const least = new LeastLoaded(others);
-  const update = db.prepare('UPDATE partner_domain SET yacobot_id = ? WHERE domain = ?');
   for (const d of domains) {
     const to = least.pick();
-    update.run(to, d);
+    await q.run('UPDATE partner_domain SET yacobot_id = ? WHERE domain = ?', [to, d]);
     moved.set(to, (moved.get(to) ?? 0) + 1);
   }
   return moved;
@@ -293,7 +286,10 @@ stored as URL records carry them: registrable domains (example.co.uk), or whole
 hosts under analyze-dump --domain-mode host. A domain that starts with '-'
 goes after '--': assign -- -a-.com YACOBOT.`,
     )
-    .option('--db <file>', 'the partner database (SQLite); required')
+    .option('--db <db>', 'the partner database: a SQLite file or a postgres:// URI; required')
+    .option('--connect-timeout <s>', 'PostgreSQL: seconds to wait for a connection (0: no limit)')
+    .option('--statement-timeout <s>', 'PostgreSQL: seconds one statement may take (0: no limit)')
+    .option('--lock-timeout <s>', "PostgreSQL: seconds to wait for a lock, another writer's among them (0: no limit)")
     .addHelpText(
       'after',
       `
@@ -307,34 +303,26 @@ Example:
   partner-db --db state/partner.db stats`,
     );
 
-  const dbFile = (cmd: Command): string => {
+  const dbName = (cmd: Command): string => {
     const f = cmd.optsWithGlobals().db as string | undefined;
     if (f === undefined) throw new UsageError('--db FILE is required');
     if (f === '') throw new UsageError('--db wants a file name'); // as the stages' pathOption says it
     return f;
   };
-  /** Opens the checked database (`readonly` for list and stats: they need no write access), runs fn, closes; database errors name the file. */
-  const withDb = <T>(cmd: Command, fn: (db: Db, file: string) => T, opts: { readonly?: boolean } = {}): T => {
-    const file = dbFile(cmd);
-    const db = openDb(file, opts);
+  /** Opens the checked database (`readonly` for list and stats: they need no write access), runs fn, closes. */
+  const withDb = async <T>(cmd: Command, fn: (store: PartnerStore) => Promise<T>, opts: { readonly?: boolean } = {}): Promise<T> => {
+    const store = await openStore(dbName(cmd), { ...opts, timeouts: timeoutsOf(cmd.optsWithGlobals()) });
     try {
-      return fn(db, file);
-    } catch (err) {
-      throw dbError(err, file);
+      return await fn(store);
     } finally {
-      db.close();
+      await store.close();
     }
   };
 
   program
     .command('init')
-    .description('create the database file and its tables (safe to run again)')
-    .action((_o, cmd: Command) => {
-      const file = dbFile(cmd);
-      const { db, created } = initDb(file);
-      db.close();
-      say(created ? `initialized ${visibleName(file)}` : `${visibleName(file)} is already a partner database`);
-    });
+    .description('create the database (a SQLite file, or the tables in a PostgreSQL database) and its tables (safe to run again)')
+    .action((_o, cmd: Command) => initCommand(dbName(cmd), timeoutsOf(cmd.optsWithGlobals())));
 
   const add = program
     .command('add <name>')
@@ -346,39 +334,14 @@ Example:
     const bad = checkYacobotName(name);
     if (bad) throw new UsageError(`Yacobot name '${clipText(name)}' ${bad}`);
     const weight = parseWeight(o.weight);
-    withDb(cmd, (db, file) => {
-      if (db.prepare('SELECT 1 FROM yacobot WHERE name = ?').get(name)) {
-        throw new DataError('DUPLICATE', `a Yacobot named '${name}' already exists`, { file });
-      }
-      // SQLite numbers it after the largest id: past 2^53 - 1 (an id set by hand) the
-      // new one could not be told as it is, nor routed to (yacobotLoads refuses it).
-      const id = db.transaction(() => {
-        const r = db.prepare('INSERT INTO yacobot (name, weight, active) VALUES (?, ?, 1)').safeIntegers(true).run(name, weight);
-        const rowid = BigInt(r.lastInsertRowid);
-        if (rowid > BigInt(Number.MAX_SAFE_INTEGER)) {
-          throw new DataError('BAD_YACOBOT_ID', `the new Yacobot would get id ${rowid}, beyond the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}): an id set by hand is that high; give that Yacobot another`, { file });
-        }
-        return rowid;
-      })();
-      say(`added Yacobot ${id} (${name}), weight ${weight}`);
-    });
+    return withDb(cmd, (store) => addCommand(store, name, weight));
   });
 
   program
     .command('list')
     .description('list the Yacobots: id, name, weight, active')
     .option('--json', 'one JSON array for scripts')
-    .action((o: { json?: boolean }, cmd: Command) => {
-      withDb(cmd, (db) => {
-        const ys = yacobotLoads(db);
-        if (o.json) {
-          say(JSON.stringify(ys.map(({ id, name, weight, active }) => ({ id, name, weight, active }))));
-          return;
-        }
-        const rows = [['ID', 'NAME', 'WEIGHT', 'ACTIVE'], ...ys.map((y) => [String(y.id), y.name, String(y.weight), y.active ? 'yes' : 'no'])];
-        say(pad(rows, [true, false, true, false]));
-      }, { readonly: true });
-    });
+    .action((o: { json?: boolean }, cmd: Command) => withDb(cmd, (store) => listCommand(store, o.json ?? false), { readonly: true }));
 
   const setWeight = program
     .command('set-weight <yacobot> <w>')
@@ -390,11 +353,7 @@ Example:
   dashArguments(setWeight, (at, opt, count) => (at === 0 ? undefined : at === 1 && count === 2 ? { message: badWeight(opt) } : null));
   setWeight.action((ref: string, w: string, _o, cmd: Command) => {
     const weight = parseWeight(w);
-    withDb(cmd, (db) => {
-      const y = findYacobot(db, ref);
-      db.prepare('UPDATE yacobot SET weight = ? WHERE id = ?').run(weight, y.id);
-      say(`Yacobot ${label(y)}: weight ${y.weight} -> ${weight}`);
-    });
+    return withDb(cmd, (store) => setWeightCommand(store, ref, weight));
   });
 
   program
@@ -402,40 +361,12 @@ Example:
     .description(
       'stop giving domains to a Yacobot and move its domains to the remaining active ones, least-loaded first, in one transaction',
     )
-    .action((ref: string, _o, cmd: Command) => {
-      withDb(cmd, (db, file) => {
-        let message = '';
-        let noneLeft = false;
-        db.transaction(() => {
-          const y = findYacobot(db, ref);
-          // An already disabled Yacobot can still own domains (made so by hand, as
-          // upload-domains warns; its warning suggests this very command): move them.
-          const others = yacobotLoads(db).filter((o) => o.active && o.id !== y.id);
-          const moved = moveDomains(db, y, others);
-          if (y.active) db.prepare('UPDATE yacobot SET active = 0 WHERE id = ?').run(y.id);
-          const total = [...moved.values()].reduce((a, b) => a + b, 0);
-          const names = new Map(others.map((o) => [o.id, o]));
-          const parts = [...moved].sort((a, b) => a[0] - b[0]).map(([id, n]) => `${n} to ${label(names.get(id)!)}`);
-          const what = y.active ? `disabled Yacobot ${label(y)}` : `Yacobot ${label(y)} is already disabled`;
-          message = !y.active && total === 0 ? what : `${what}; moved ${total} domain(s)${parts.length ? ': ' + parts.join(', ') : ''}`;
-          noneLeft = others.length === 0;
-        }).immediate();
-        say(message);
-        // Allowed (it owned no domain), but every run fails from now on: say so while it is fresh.
-        if (noneLeft) warn(`no active Yacobot is left: upload-domains fails until one is added or enabled (partner-db --db ${shellQuote(file)} add NAME, or enable ID)`);
-      });
-    });
+    .action((ref: string, _o, cmd: Command) => withDb(cmd, (store) => disableCommand(store, ref)));
 
   program
     .command('enable <yacobot>')
     .description('let a Yacobot take new domains again (nothing is moved back to it)')
-    .action((ref: string, _o, cmd: Command) => {
-      withDb(cmd, (db) => {
-        const y = findYacobot(db, ref);
-        db.prepare('UPDATE yacobot SET active = 1 WHERE id = ?').run(y.id);
-        say(y.active ? `Yacobot ${label(y)} is already enabled` : `enabled Yacobot ${label(y)}`);
-      });
-    });
+    .action((ref: string, _o, cmd: Command) => withDb(cmd, (store) => enableCommand(store, ref)));
 
   program
     .command('assign <domain> <yacobot>')
@@ -443,29 +374,7 @@ Example:
     .action((domainArg: string, ref: string, _o, cmd: Command) => {
       const nd = normalizeDomain(domainArg);
       if ('error' in nd) throw new UsageError(nd.error);
-      withDb(cmd, (db, file) => {
-        // The check and the write in one write transaction: a disable between them
-        // would leave the domain on a disabled Yacobot.
-        const { y, prev } = db.transaction(() => {
-          const y = findYacobot(db, ref);
-          if (!y.active) throw new DataError('DISABLED', `Yacobot ${label(y)} is disabled; enable it first`, { file });
-          const prev = db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck().get(nd.domain) as number | undefined;
-          db.prepare(
-            `INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES (?, ?, ?)
-             ON CONFLICT(domain) DO UPDATE SET yacobot_id = excluded.yacobot_id`,
-          ).run(nd.domain, y.id, formatTimestamp(new Date()));
-          return { y, prev };
-        }).immediate();
-        const note = subdomainNote(nd.domain);
-        if (note) warn(note);
-        say(
-          prev === undefined
-            ? `assigned ${nd.domain} to Yacobot ${label(y)}`
-            : prev === y.id
-              ? `${nd.domain} already belongs to Yacobot ${label(y)}`
-              : `moved ${nd.domain} from Yacobot ${prev} to ${label(y)}`,
-        );
-      });
+      return withDb(cmd, (store) => assignCommand(store, nd.domain, ref));
     });
 
   program
@@ -474,106 +383,250 @@ Example:
       'assign domains from a CSV file of "domain,yacobot" rows (quoting as RFC 4180, optional header row); all rows or none',
     )
     .action((csvFile: string, _o, cmd: Command) => {
-      let text: string;
-      try {
-        // A file past the longest string V8 makes failed with ERR_STRING_TOO_LONG as its "read" error.
-        if (fs.statSync(csvFile).size > MAX_STRING_LENGTH) {
-          throw new DataError('CSV_TOO_BIG', `larger than ${MAX_STRING_LENGTH >> 20} MiB, the most one import can read; split it (each part is then all or nothing)`, { file: csvFile });
-        }
-        const bytes = fs.readFileSync(csvFile);
-        // Decoded as it was, a Latin-1 file's 'münchen.de' failed as "bad domain 'm\ufffdnchen.de'".
-        if (!isUtf8(bytes)) throw new DataError('BAD_CSV', 'not UTF-8 text (convert it first, e.g. iconv -f latin1 -t utf-8)', { file: csvFile, line: firstNonUtf8Line(bytes) });
-        text = bytes.toString('utf8');
-      } catch (err) {
-        if (err instanceof DataError) throw err;
-        throw ioError(err, csvFile, 'read');
-      }
-      withDb(cmd, (db) => {
-        const yacobots = yacobotLoads(db);
-        const { rows, errors, bad } = readImportCsv(text, csvFile, yacobots);
-        if (bad > 0) {
-          for (const e of errors) process.stderr.write(`${NAME}: ${visibleName(formatPlace(e.place ?? { file: csvFile }, e.message))}\n`);
-          const more = bad > errors.length ? ` (first ${errors.length} shown)` : '';
-          throw new DataError('BAD_CSV', `${bad} bad row(s)${more}; nothing imported`, { file: csvFile });
-        }
-        const now = formatTimestamp(new Date());
-        const get = db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck();
-        const upsert = db.prepare(
-          `INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES (?, ?, ?)
-           ON CONFLICT(domain) DO UPDATE SET yacobot_id = excluded.yacobot_id`,
-        );
-        let added = 0;
-        let moved = 0;
-        let same = 0;
-        db.transaction(() => {
-          // The file was checked before this write transaction (parsing can take
-          // seconds, too long to hold the lock); a Yacobot disabled since then fails
-          // the import here, so no domain lands on a disabled Yacobot.
-          const active = new Set(db.prepare('SELECT id FROM yacobot WHERE active = 1').pluck().all() as number[]);
-          for (const id of new Set(rows.ids)) {
-            if (!active.has(id)) {
-              const y = yacobots.find((x) => x.id === id)!;
-              throw new DataError('DISABLED', `Yacobot ${label(y)} was disabled while the file was read; nothing imported`, { file: csvFile });
-            }
-          }
-          rows.domains.forEach((domain, i) => {
-            const id = rows.ids[i]!;
-            const prev = get.get(domain) as number | undefined;
-            if (prev === id) {
-              same++;
-              return;
-            }
-            upsert.run(domain, id, now);
-            if (prev === undefined) added++;
-            else moved++;
-          });
-        }).immediate();
-        say(`imported ${rows.domains.length} domain(s) from ${visibleName(csvFile)}: ${added} new, ${moved} moved, ${same} unchanged`);
-        let notes = 0;
-        let first: string | null = null;
-        for (const domain of rows.domains) {
-          const note = subdomainNote(domain);
-          if (note === null) continue;
-          notes++;
-          first ??= note;
-        }
-        if (first !== null) warn(`${notes} row(s) name no registrable domain, e.g. ${first}`);
-      });
+      const text = readCsvText(csvFile);
+      return withDb(cmd, (store) => importCommand(store, csvFile, text));
     });
 
   program
     .command('stats')
     .description('per Yacobot: id, name, weight, active, domains, share of domains vs share of active weight')
     .option('--json', 'one JSON object for scripts')
-    .action((o: { json?: boolean }, cmd: Command) => {
-      withDb(cmd, (db, file) => {
-        const missing = missingOwners(db);
-        const s = statsOf(yacobotLoads(db), missing);
-        // upload-domains and domains-from-db refuse to start on such rows: say why, and the fix.
-        if (missing.length > 0) warn(missingOwnerError(file, missing).message);
-        if (o.json) {
-          say(JSON.stringify(s));
-          return;
-        }
-        const rows = [
-          ['ID', 'NAME', 'WEIGHT', 'ACTIVE', 'DOMAINS', 'DOMAIN_SHARE', 'WEIGHT_SHARE'],
-          ...s.yacobots.map((y) => [
-            String(y.id),
-            y.name,
-            String(y.weight),
-            y.active ? 'yes' : 'no',
-            String(y.domains),
-            pct(y.domain_share),
-            pct(y.weight_share),
-          ]),
-          ...s.missing_owners.map((m) => [m.id, '(no such Yacobot)', '-', '-', String(m.domains), pct(m.domain_share), '-']),
-        ];
-        say(pad(rows, [true, false, true, false, true, true, true]));
-        const orphans = s.missing_owners.reduce((n, m) => n + m.domains, 0);
-        const lost = orphans > 0 ? `; ${orphans} of them owned by ${s.missing_owners.length} id(s) that name no Yacobot (upload-domains and domains-from-db refuse to start)` : '';
-        say(`total: ${s.domains} domain(s), ${s.active} of ${s.yacobots.length} Yacobot(s) active${lost}`);
-      }, { readonly: true });
-    });
+    .action((o: { json?: boolean }, cmd: Command) => withDb(cmd, (store) => statsCommand(store, o.json ?? false), { readonly: true }));
 
-  addOwnerCommand(program, dbFile);
+  program
+    .command('copy <from> <to>')
+    .description('copy a whole partner database (SQLite file or postgres:// URI) into another, all or nothing; the target is made with init first')
+    .option('--force', 'replace what the target holds (by default a target with Yacobots or domains is refused)')
+    .action((from: string, to: string, o: { force?: boolean }, cmd: Command) => copyCommand(from, to, o.force ?? false, timeoutsOf(cmd.optsWithGlobals())));
+
+  addOwnerCommand(program, dbName);
+}
+
+/** init: creates the tables where missing. */
+async function initCommand(db: string, timeouts: Timeouts): Promise<void> {
+  const { store, created } = await initStore(db, { timeouts });
+  await store.close();
+  say(created ? `initialized ${visibleName(store.name)}` : `${visibleName(store.name)} is already a partner database`);
+}
+
+/** add: a new active Yacobot, numbered after the largest id. */
+async function addCommand(store: PartnerStore, name: string, weight: number): Promise<void> {
+  const file = store.name;
+  if ((await store.findYacobot(name).catch(() => null)) !== null) {
+    throw new DataError('DUPLICATE', `a Yacobot named '${name}' already exists`, { file });
+  }
+  // Numbered after the largest id: past 2^53 - 1 (an id set by hand) the new one could
+  // not be told as it is, nor routed to (yacobotLoads refuses it).
+  const id = await store.addYacobot(name, weight);
+  say(`added Yacobot ${id} (${name}), weight ${weight}`);
+}
+
+/** list: the Yacobots, as a table or JSON. */
+async function listCommand(store: PartnerStore, json: boolean): Promise<void> {
+  const ys = await store.yacobotLoads();
+  if (json) {
+    say(JSON.stringify(ys.map(({ id, name, weight, active }) => ({ id, name, weight, active }))));
+    return;
+  }
+  const rows = [['ID', 'NAME', 'WEIGHT', 'ACTIVE'], ...ys.map((y) => [String(y.id), y.name, String(y.weight), y.active ? 'yes' : 'no'])];
+  say(pad(rows, [true, false, true, false]));
+}
+
+/** set-weight: a Yacobot's new weight (its domains stay). */
+async function setWeightCommand(store: PartnerStore, ref: string, weight: number): Promise<void> {
+  const y = await store.findYacobot(ref);
+  await store.write((q) => q.run('UPDATE yacobot SET weight = ? WHERE id = ?', [weight, y.id]));
+  say(`Yacobot ${label(y)}: weight ${y.weight} -> ${weight}`);
+}
+
+/** disable: no new domains for a Yacobot, and its domains moved to the active ones, in one transaction. */
+async function disableCommand(store: PartnerStore, ref: string): Promise<void> {
+  let noneLeft = false;
+  const message = await store.write(async (q) => {
+    const y = await findYacobotIn(q, ref);
+    // An already disabled Yacobot can still own domains (made so by hand, as
+    // upload-domains warns; its warning suggests this very command): move them.
+    const others = (await store.yacobotLoads()).filter((o) => o.active && o.id !== y.id);
+    const moved = await moveDomains(q, y, others);
+    if (y.active) await q.run('UPDATE yacobot SET active = 0 WHERE id = ?', [y.id]);
+    const total = [...moved.values()].reduce((a, b) => a + b, 0);
+    const names = new Map(others.map((o) => [o.id, o]));
+    const parts = [...moved].sort((a, b) => a[0] - b[0]).map(([id, n]) => `${n} to ${label(names.get(id)!)}`);
+    const what = y.active ? `disabled Yacobot ${label(y)}` : `Yacobot ${label(y)} is already disabled`;
+    noneLeft = others.length === 0;
+    return !y.active && total === 0 ? what : `${what}; moved ${total} domain(s)${parts.length ? ': ' + parts.join(', ') : ''}`;
+  });
+  say(message);
+  // Allowed (it owned no domain), but every run fails from now on: say so while it is fresh.
+  if (noneLeft) warn(`no active Yacobot is left: upload-domains fails until one is added or enabled (partner-db --db ${shellQuote(store.name)} add NAME, or enable ID)`);
+}
+
+/** enable: a Yacobot takes new domains again. */
+async function enableCommand(store: PartnerStore, ref: string): Promise<void> {
+  const y = await store.findYacobot(ref);
+  await store.write((q) => q.run('UPDATE yacobot SET active = 1 WHERE id = ?', [y.id]));
+  say(y.active ? `Yacobot ${label(y)} is already enabled` : `enabled Yacobot ${label(y)}`);
+}
+
+/** The statement that gives a domain to a Yacobot, moving it if it had another. */
+const UPSERT = `INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES (?, ?, ?)
+  ON CONFLICT(domain) DO UPDATE SET yacobot_id = excluded.yacobot_id`;
+
+/** assign: one domain to an active Yacobot. */
+async function assignCommand(store: PartnerStore, domain: string, ref: string): Promise<void> {
+  const file = store.name;
+  // The check and the write in one write transaction: a disable between them would
+  // leave the domain on a disabled Yacobot.
+  const { y, prev } = await store.write(async (q) => {
+    const y = await findYacobotIn(q, ref);
+    if (!y.active) throw new DataError('DISABLED', `Yacobot ${label(y)} is disabled; enable it first`, { file });
+    const row = await q.get('SELECT yacobot_id FROM partner_domain WHERE domain = ?', [domain]);
+    await q.run(UPSERT, [domain, y.id, formatTimestamp(new Date())]);
+    return { y, prev: row === undefined ? undefined : Number(row.yacobot_id) };
+  });
+  const note = subdomainNote(domain);
+  if (note) warn(note);
+  say(
+    prev === undefined
+      ? `assigned ${domain} to Yacobot ${label(y)}`
+      : prev === y.id
+        ? `${domain} already belongs to Yacobot ${label(y)}`
+        : `moved ${domain} from Yacobot ${prev} to ${label(y)}`,
+  );
+}
+
+/** The text of a CSV file to import: UTF-8, of a size one string holds. */
+function readCsvText(csvFile: string): string {
+  try {
+    // A file past the longest string V8 makes failed with ERR_STRING_TOO_LONG as its "read" error.
+    if (fs.statSync(csvFile).size > MAX_STRING_LENGTH) {
+      throw new DataError('CSV_TOO_BIG', `larger than ${MAX_STRING_LENGTH >> 20} MiB, the most one import can read; split it (each part is then all or nothing)`, { file: csvFile });
+    }
+    const bytes = fs.readFileSync(csvFile);
+    // Decoded as it was, a Latin-1 file's 'münchen.de' failed as "bad domain 'm\ufffdnchen.de'".
+    if (!isUtf8(bytes)) throw new DataError('BAD_CSV', 'not UTF-8 text (convert it first, e.g. iconv -f latin1 -t utf-8)', { file: csvFile, line: firstNonUtf8Line(bytes) });
+    return bytes.toString('utf8');
+  } catch (err) {
+    if (err instanceof DataError) throw err;
+    throw ioError(err, csvFile, 'read');
+  }
+}
+
+/** import: every row of a checked CSV file in one write transaction, or none. */
+async function importCommand(store: PartnerStore, csvFile: string, text: string): Promise<void> {
+  const yacobots = await store.yacobotLoads();
+  const { rows, errors, bad } = readImportCsv(text, csvFile, yacobots);
+  if (bad > 0) {
+    for (const e of errors) process.stderr.write(`${NAME}: ${visibleName(formatPlace(e.place ?? { file: csvFile }, e.message))}\n`);
+    const more = bad > errors.length ? ` (first ${errors.length} shown)` : '';
+    throw new DataError('BAD_CSV', `${bad} bad row(s)${more}; nothing imported`, { file: csvFile });
+  }
+  const now = formatTimestamp(new Date());
+  const counts = await store.write(async (q) => {
+    // The file was checked before this write transaction (parsing can take seconds, too
+    // long to hold the lock); a Yacobot disabled since then fails the import here, so
+    // no domain lands on a disabled Yacobot.
+    const active = new Set((await q.all('SELECT id FROM yacobot WHERE active = 1')).map((r) => Number(r.id)));
+    for (const id of new Set(rows.ids)) {
+      if (!active.has(id)) {
+        const y = yacobots.find((x) => x.id === id)!;
+        throw new DataError('DISABLED', `Yacobot ${label(y)} was disabled while the file was read; nothing imported`, { file: csvFile });
+      }
+    }
+    const c = { added: 0, moved: 0, same: 0 };
+    for (let i = 0; i < rows.domains.length; i++) {
+      const domain = rows.domains[i]!;
+      const id = rows.ids[i]!;
+      const prev = await q.get('SELECT yacobot_id FROM partner_domain WHERE domain = ?', [domain]);
+      if (prev !== undefined && Number(prev.yacobot_id) === id) {
+        c.same++;
+        continue;
+      }
+      await q.run(UPSERT, [domain, id, now]);
+      if (prev === undefined) c.added++;
+      else c.moved++;
+    }
+    return c;
+  });
+  say(`imported ${rows.domains.length} domain(s) from ${visibleName(csvFile)}: ${counts.added} new, ${counts.moved} moved, ${counts.same} unchanged`);
+  let notes = 0;
+  let first: string | null = null;
+  for (const domain of rows.domains) {
+    const note = subdomainNote(domain);
+    if (note === null) continue;
+    notes++;
+    first ??= note;
+  }
+  if (first !== null) warn(`${notes} row(s) name no registrable domain, e.g. ${first}`);
+}
+
+/** stats: per Yacobot its domains and shares, as a table or JSON. */
+async function statsCommand(store: PartnerStore, json: boolean): Promise<void> {
+  const missing = await store.missingOwners();
+  const s = statsOf(await store.yacobotLoads(), missing);
+  // upload-domains and domains-from-db refuse to start on such rows: say why, and the fix.
+  if (missing.length > 0) warn(missingOwnerError(store.name, missing).message);
+  if (json) {
+    say(JSON.stringify(s));
+    return;
+  }
+  const rows = [
+    ['ID', 'NAME', 'WEIGHT', 'ACTIVE', 'DOMAINS', 'DOMAIN_SHARE', 'WEIGHT_SHARE'],
+    ...s.yacobots.map((y) => [String(y.id), y.name, String(y.weight), y.active ? 'yes' : 'no', String(y.domains), pct(y.domain_share), pct(y.weight_share)]),
+    ...s.missing_owners.map((m) => [m.id, '(no such Yacobot)', '-', '-', String(m.domains), pct(m.domain_share), '-']),
+  ];
+  say(pad(rows, [true, false, true, false, true, true, true]));
+  const orphans = s.missing_owners.reduce((n, m) => n + m.domains, 0);
+  const lost = orphans > 0 ? `; ${orphans} of them owned by ${s.missing_owners.length} id(s) that name no Yacobot (upload-domains and domains-from-db refuse to start)` : '';
+  say(`total: ${s.domains} domain(s), ${s.active} of ${s.yacobots.length} Yacobot(s) active${lost}`);
+}
+
+/** Rows per batch when copy writes the domains. */
+const COPY_BATCH = 10_000;
+
+/**
+ * copy: every Yacobot and domain of FROM into TO (made with init first), in one write
+ * transaction on TO: all or nothing. A TO that holds rows is refused unless `force`,
+ * which replaces them.
+ */
+async function copyCommand(fromDb: string, toDb: string, force: boolean, timeouts: Timeouts): Promise<void> {
+  const from = await openStore(fromDb, { readonly: true, timeouts });
+  try {
+    const { store: to } = await initStore(toDb, { timeouts });
+    try {
+      const ys = await from.read(async (q) => q.all('SELECT id, name, weight, active FROM yacobot ORDER BY id'));
+      let domains = 0;
+      await to.write(async (q) => {
+        const held = await q.get('SELECT (SELECT COUNT(*) FROM yacobot) AS y, (SELECT COUNT(*) FROM partner_domain) AS d');
+        if (!force && (Number(held!.y) > 0 || Number(held!.d) > 0)) {
+          throw new DataError('NOT_EMPTY', `the target holds ${Number(held!.y)} Yacobot(s) and ${Number(held!.d)} domain(s); nothing copied (--force replaces them)`, { file: to.name });
+        }
+        await q.run('DELETE FROM partner_domain');
+        await q.run('DELETE FROM yacobot');
+        await to.insertMany(q, 'yacobot', ['id', 'name', 'weight', 'active'], ys.map((y) => [y.id, y.name, y.weight, y.active]));
+        let batch: unknown[][] = [];
+        const flush = async () => {
+          await to.insertMany(q, 'partner_domain', ['domain', 'yacobot_id', 'added_at'], batch);
+          domains += batch.length;
+          batch = [];
+        };
+        await from.read(async (fq) => {
+          let last = '';
+          // Keyset pages: bounded memory on either backend.
+          for (;;) {
+            const page = await fq.all('SELECT domain, yacobot_id, added_at FROM partner_domain WHERE domain > ? ORDER BY domain LIMIT ?', [last, COPY_BATCH]);
+            for (const r of page) batch.push([r.domain, r.yacobot_id, r.added_at]);
+            if (batch.length > 0) await flush();
+            if (page.length < COPY_BATCH) break;
+            last = page[page.length - 1]!.domain as string;
+          }
+        });
+      });
+      say(`copied ${ys.length} Yacobot(s) and ${domains} domain(s) from ${visibleName(from.name)} to ${visibleName(to.name)}`);
+    } finally {
+      await to.close();
+    }
+  } finally {
+    await from.close();
+  }
 }

@@ -1,0 +1,360 @@
+// Line splitting for the streams and files the stages read: bytes cut into lines
+// (never decoded), checked as UTF-8, held to a longest line; the TAB positions of a line.
+// Lines end in LF; fields are separated by one TAB; no quoting.
+import { isAscii, isUtf8 } from 'node:buffer';
+import * as fs from 'node:fs';
+import { LF, TAB, latin1 } from './bytes.js';
+import { DataError, ioError } from './errors.js';
+
+/** Longest line a stage reading text lines buffers; a longer one is an error. */
+export const DEFAULT_MAX_LINE = 1 << 20;
+
+/**
+ * Cuts a byte stream into batches of whole lines of about `target` bytes (a last
+ * line without LF ends the final batch). A line that spans chunks and grows longer
+ * than `maxLine` is cut to `maxLine + 2` bytes, so memory stays bounded and the
+ * reader still sees it as too long, even after stripping a CR from its end (a line
+ * of `maxLine` bytes and a CR is kept whole); its last byte is made a TAB if the
+ * cut-off part had one, so whether the line has a TAB at all is kept. Nothing else
+ * changes: the lines of the batches are the lines of the input (their first
+ * `maxLine` bytes at least).
+ */
+export class LineBatcher {
+  private parts: Buffer[] = [];
+  private partsLen = 0;
+  /** Buffers handed back for reuse. */
+  private spare: Uint8Array[] = [];
+  /** The line in progress (no LF seen yet), at most maxLine + 2 bytes. */
+  private tail: Buffer[] = [];
+  private tailLen = 0;
+
+  constructor(
+    private readonly target: number,
+    private readonly maxLine: number,
+  ) {}
+
+  /** Takes a chunk; returns the batches it completed. */
+  push(chunk: Buffer): Buffer[] {
+    const lastLf = chunk.lastIndexOf(LF);
+    if (lastLf === -1) {
+      this.grow(chunk);
+      return [];
+    }
+    const firstLf = chunk.indexOf(LF);
+    this.grow(chunk.subarray(0, firstLf + 1));
+    this.parts.push(...this.tail);
+    this.partsLen += this.tailLen;
+    this.tail = [];
+    this.tailLen = 0;
+    if (lastLf > firstLf) {
+      this.parts.push(chunk.subarray(firstLf + 1, lastLf + 1));
+      this.partsLen += lastLf - firstLf;
+    }
+    if (lastLf + 1 < chunk.length) this.grow(Buffer.from(chunk.subarray(lastLf + 1)));
+    if (this.partsLen < this.target) return [];
+    return [this.flush()];
+  }
+
+  /** The final batch (whatever is left, with a last line that has no LF), or null. */
+  end(): Buffer | null {
+    this.parts.push(...this.tail);
+    this.partsLen += this.tailLen;
+    this.tail = [];
+    this.tailLen = 0;
+    return this.partsLen > 0 ? this.flush() : null;
+  }
+
+  /** Takes back a batch's buffer (one this batcher made) for a later batch. */
+  recycle(batch: Uint8Array): void {
+    if (this.spare.length < 8) this.spare.push(batch);
+  }
+
+  /** The batch: its own whole ArrayBuffer (never a shared pool), so it can be transferred. */
+  private flush(): Buffer {
+    const n = this.partsLen;
+    const i = this.spare.findIndex((b) => b.buffer.byteLength >= n);
+    // Rounded up to 512 KiB so that buffers handed back fit later batches.
+    const size = Math.ceil(n / (1 << 19)) * (1 << 19);
+    const b = i >= 0 ? Buffer.from(this.spare.splice(i, 1)[0]!.buffer, 0, n) : Buffer.allocUnsafeSlow(size).subarray(0, n);
+    let at = 0;
+    for (const p of this.parts) {
+      b.set(p, at);
+      at += p.length;
+    }
+    this.parts = [];
+    this.partsLen = 0;
+    return b;
+  }
+
+  /** Adds bytes to the line in progress, keeping at most maxLine + 2 of them (and its LF). */
+  private grow(piece: Buffer): void {
+    const endsLine = piece.length > 0 && piece[piece.length - 1] === LF;
+    const room = this.maxLine + 2 - this.tailLen;
+    if (piece.length - (endsLine ? 1 : 0) > room) {
+      if (room > 0) this.tail.push(Buffer.from(piece.subarray(0, room)));
+      this.tailLen += room;
+      // The last byte kept (past the maxLine a reader looks at) becomes a TAB when the
+      // dropped part had one: a line with no TAB at all is still told apart.
+      if (piece.subarray(room, piece.length - (endsLine ? 1 : 0)).indexOf(TAB) !== -1) this.markTab();
+      if (endsLine) {
+        this.tail.push(Buffer.from([LF]));
+        this.tailLen++;
+      }
+      return;
+    }
+    this.tail.push(piece);
+    this.tailLen += piece.length;
+  }
+
+  private markTab(): void {
+    const k = this.tail.length - 1;
+    if (k < 0) return;
+    // A copy: the last piece may be a view of a chunk the caller still holds.
+    const last = Buffer.from(this.tail[k]!);
+    last[last.length - 1] = TAB;
+    this.tail[k] = last;
+  }
+}
+
+/**
+ * Receives one line as the bytes `buf[start, end)` (no LF) and its 1-based number.
+ * ByteLineSplitter never writes into a buffer it has handed out, so a stage may keep
+ * a line past the call (join-current keeps those waiting for current_log).
+ */
+export type ByteLineFn = (buf: Buffer, start: number, end: number, lineNo: number) => void;
+
+/** A carry that holds nothing (the splitter's starting point, and after each line it hands out). */
+const EMPTY = Buffer.alloc(0);
+
+/**
+ * Splits a byte stream into lines without decoding them: the stages whose output
+ * is made of their input's bytes never turn a line into a string. Every line must
+ * end in LF: `end()` reports a last line without one.
+ */
+export class ByteLineSplitter {
+  /** The start of a line that continues in the next chunk: `carry[0, carried)`; a buffer of its own for each such line. */
+  private carry: Buffer = EMPTY;
+  private carried = 0;
+  lineNo = 0;
+
+  constructor(
+    private readonly file: string,
+    private readonly maxLine = DEFAULT_MAX_LINE,
+  ) {}
+
+  push(chunk: Buffer, onLine: ByteLineFn): void {
+    let from = 0;
+    // Streams are UTF-8: one native pass clears a chunk that is all ASCII (the usual case).
+    const ascii = isAscii(chunk);
+    if (this.carried > 0) {
+      const nl = chunk.indexOf(LF);
+      if (nl === -1) {
+        this.keep(chunk);
+        return;
+      }
+      this.keep(chunk.subarray(0, nl));
+      const line = this.carry;
+      const n = this.carried;
+      // Handed out for good, as a chunk is: a stage may keep a line past the call
+      // (join-current keeps the lines that wait for current_log), and the carry of the
+      // next line, in this same push, went into it (a record lost, exit 0).
+      this.carry = EMPTY;
+      this.carried = 0;
+      if (!isUtf8(line.subarray(0, n))) throw badUtf8(this.file, this.lineNo + 1);
+      onLine(line, 0, n, ++this.lineNo);
+      from = nl + 1;
+    }
+    for (let nl = chunk.indexOf(LF, from); nl !== -1; nl = chunk.indexOf(LF, from)) {
+      if (!ascii && !isUtf8(chunk.subarray(from, nl))) throw badUtf8(this.file, this.lineNo + 1);
+      onLine(chunk, from, nl, ++this.lineNo);
+      from = nl + 1;
+    }
+    if (from < chunk.length) this.keep(chunk.subarray(from));
+  }
+
+  /** Throws if the input ended inside a line (a cut-off file or a crashed producer). */
+  end(): void {
+    if (this.carried > 0) throw cutOff(this.file, this.lineNo + 1, 'input', this.carry.subarray(0, this.carried));
+  }
+
+  /**
+   * Adds `part` to the line carried over (a copy: chunks may be reused). The buffer
+   * doubles as it fills: a 1 MiB line arriving in 64 KiB pipe reads was built by a
+   * concat per read, 8 MiB of copies and garbage for each such line (logsaver
+   * reading 600 of them peaked at 297 MB).
+   */
+  private keep(part: Buffer): void {
+    const need = this.carried + part.length;
+    if (need > this.maxLine) throw lineTooLong(this.file, this.lineNo + 1, this.maxLine);
+    if (need > this.carry.length) {
+      const bigger = Buffer.allocUnsafe(Math.min(this.maxLine, Math.max(need, 2 * this.carry.length, 4096)));
+      this.carry.copy(bigger, 0, 0, this.carried);
+      this.carry = bigger;
+    }
+    part.copy(this.carry, this.carried);
+    this.carried = need;
+  }
+}
+
+const CUT_MARK_END = ': failed, output incomplete';
+
+/** The last line, without LF, a stage that did not finish ends its stdout in (src/cli/stage.ts); cutOff names it. */
+export function cutMark(stage: string): string {
+  return `${stage}${CUT_MARK_END}`;
+}
+
+/** The stages whose output another stage reads: a cut mark after a record names one of them. */
+const STREAM_WRITERS = ['analyze-dump', 'group-sum', 'join-current', 'filter-url', 'upload-domains', 'domains-from-db'];
+
+/**
+ * A last line without LF; `tail`, its bytes, may end in a failed stage's cut mark, which
+ * the message names. The mark is the whole line when the stage had written nothing;
+ * else it follows the last record it wrote, whose LF it held back (src/cli/output.ts).
+ */
+function cutOff(file: string, line: number, what: 'input' | 'file', tail: Uint8Array): DataError {
+  const n = Math.min(tail.length, 80);
+  const end = latin1(tail, tail.length - n, tail.length);
+  if (end.endsWith(CUT_MARK_END)) {
+    const before = end.slice(0, -CUT_MARK_END.length);
+    const stage = n === tail.length && /^[a-z][a-z0-9-]*$/.test(before) ? before : STREAM_WRITERS.find((s) => before.endsWith(s));
+    if (stage) return new DataError('TRUNCATED', `${what} cut off: it ends in "${cutMark(stage)}" (the stage that wrote it failed)`, { file, line });
+  }
+  return new DataError('TRUNCATED', `last line has no newline (${what} cut off?)`, { file, line });
+}
+
+function badUtf8(file: string, line: number): DataError {
+  return new DataError('BAD_UTF8', 'invalid UTF-8 (streams are UTF-8 text)', { file, line });
+}
+
+/** The error for a line longer than `max` bytes, at `line` of `file`. */
+export function lineTooLong(file: string, line: number, max: number): DataError {
+  return new DataError('LINE_TOO_LONG', `line longer than ${max} bytes`, { file, line });
+}
+
+/**
+ * Reads a regular file line by line, as bytes, synchronously, in large blocks: the
+ * second input of a merge-join, pulled one line at a time. Every line must end in LF.
+ */
+export class FileLineReader {
+  private fd: number;
+  private block: Buffer;
+  /** The whole lines of the last block read: data[0, dataEnd), the last one's LF excluded. */
+  private data: Buffer;
+  private dataEnd = 0;
+  /** Where the next line of `data` starts; past dataEnd once all are taken. */
+  private at = 1;
+  private carry: Buffer | null = null;
+  private eof = false;
+  /** Whether data[0, dataEnd) is all ASCII (then no line needs its own UTF-8 check). */
+  private ascii = true;
+  lineNo = 0;
+
+  /**
+   * Reads `source`; messages name it as `file` (a copy's reader names the original).
+   * A line longer than `maxLine` bytes is an error.
+   */
+  constructor(
+    source: string,
+    blockSize = 1 << 20,
+    readonly file = source,
+    private readonly maxLine = DEFAULT_MAX_LINE,
+  ) {
+    try {
+      this.fd = fs.openSync(source, 'r');
+    } catch (err) {
+      throw ioError(err, file, 'open');
+    }
+    this.block = Buffer.allocUnsafe(blockSize);
+    this.data = this.block;
+  }
+
+  /** Opens `file` (named `name` in messages), or returns null if it does not exist. */
+  static openIfExists(file: string, name = file): FileLineReader | null {
+    try {
+      return new FileLineReader(file, 1 << 20, name);
+    } catch (err) {
+      if (err instanceof DataError && /ENOENT/.test(err.message)) return null;
+      throw err;
+    }
+  }
+
+  /**
+   * Points `line` at the next line's bytes (no LF), valid until the next call;
+   * false at the end of the file.
+   */
+  next(line: { buf: Uint8Array; start: number; end: number }): boolean {
+    if (this.at > this.dataEnd) {
+      if (!this.fill()) return false;
+      this.at = 0;
+    }
+    let nl = this.data.indexOf(LF, this.at);
+    if (nl === -1 || nl > this.dataEnd) nl = this.dataEnd;
+    line.buf = this.data;
+    line.start = this.at;
+    line.end = nl;
+    this.lineNo++;
+    if (!this.ascii && !isUtf8(this.data.subarray(this.at, nl))) throw badUtf8(this.file, this.lineNo);
+    this.at = nl + 1;
+    return true;
+  }
+
+  close(): void {
+    if (this.fd >= 0) {
+      fs.closeSync(this.fd);
+      this.fd = -1;
+    }
+  }
+
+  /** Reads blocks until one completes a line; false at the end of the file. */
+  private fill(): boolean {
+    for (;;) {
+      if (this.eof) return false;
+      let n: number;
+      try {
+        n = fs.readSync(this.fd, this.block, 0, this.block.length, null);
+      } catch (err) {
+        throw ioError(err, this.file, 'read');
+      }
+      if (n === 0) {
+        this.eof = true;
+        this.close();
+        if (this.carry && this.carry.length) throw cutOff(this.file, this.lineNo + 1, 'file', this.carry);
+        return false;
+      }
+      const chunk = this.block.subarray(0, n);
+      const last = chunk.lastIndexOf(LF);
+      if (last === -1) {
+        this.carry = this.carry ? Buffer.concat([this.carry, chunk]) : Buffer.from(chunk);
+        if (this.carry.length > this.maxLine) throw lineTooLong(this.file, this.lineNo + 1, this.maxLine);
+        continue;
+      }
+      // A line begun in an earlier block ends here: it is held to the limit too.
+      if (this.carry && this.carry.length + chunk.indexOf(LF) > this.maxLine) throw lineTooLong(this.file, this.lineNo + 1, this.maxLine);
+      this.data = this.carry ? Buffer.concat([this.carry, chunk.subarray(0, last)]) : this.block;
+      this.dataEnd = this.carry ? this.carry.length + last : last;
+      this.ascii = isAscii(this.data.subarray(0, this.dataEnd));
+      this.carry = last + 1 < n ? Buffer.from(chunk.subarray(last + 1)) : null;
+      return true;
+    }
+  }
+}
+
+/**
+ * Finds the TAB positions of `buf[start, end)` into `at`; returns the number of
+ * fields, `at.length + 2` when the line has more fields than `at` can describe,
+ * or -1 when it holds a CR (no field of a stream may). Lets a stage take fields
+ * as ranges of the line instead of splitting it.
+ */
+export function findTabsAt(buf: Uint8Array, start: number, end: number, at: Int32Array): number {
+  let n = 0;
+  for (let i = start; i < end; i++) {
+    const c = buf[i]!;
+    if (c <= 13) {
+      if (c === TAB) {
+        if (n === at.length) return n + 2;
+        at[n++] = i;
+      } else if (c === 13) return -1;
+    }
+  }
+  return n + 1;
+}

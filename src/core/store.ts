@@ -1,0 +1,203 @@
+// The partner store: the one interface through which stages and partner-db reach the
+// partner database, whichever backend holds it (a SQLite file, or PostgreSQL for
+// several masters). Backends: store-sqlite.ts and store-pg.ts.
+import type { Command } from 'commander';
+import { DataError, UsageError, clipText } from './errors.js';
+import { parseCount, parseDecimal } from './numbers.js';
+import { LeastLoaded, type MissingOwner, type Yacobot, type YacobotLoad } from './db.js';
+
+/** A row as a query returns it: integers as numbers, text as strings. */
+export type Row = Record<string, unknown>;
+
+/**
+ * Portable SQL inside one transaction: `?` placeholders, the subset of SQL both
+ * SQLite and PostgreSQL read the same way.
+ */
+export interface Sql {
+  all(sql: string, params?: readonly unknown[]): Promise<Row[]>;
+  get(sql: string, params?: readonly unknown[]): Promise<Row | undefined>;
+  /** Runs a statement; returns how many rows it changed. */
+  run(sql: string, params?: readonly unknown[]): Promise<number>;
+}
+
+/** What one batched lookup found: each domain's owner as stored, and the error that stopped it (the domains after it unanswered). */
+export interface OwnerLookup {
+  found: Map<string, unknown>;
+  error: unknown;
+}
+
+/** What the assignment of a run's new domains decided. */
+export interface CommitResult {
+  owners: Map<string, number>;
+  assignedByUs: number;
+  lostRace: number;
+}
+
+/** Chooses the Yacobot of a new domain among the active ones (least-loaded picks count as they go). */
+export type Chooser = (domain: string, active: readonly YacobotLoad[], least: LeastLoaded) => number;
+
+/** Time limits of a PostgreSQL connection, in milliseconds (0: none); SQLite waits by its busy timeout. */
+export interface Timeouts {
+  connectMs: number;
+  statementMs: number;
+  lockMs: number;
+}
+
+export const DEFAULT_TIMEOUTS: Timeouts = { connectMs: 10_000, statementMs: 300_000, lockMs: 60_000 };
+
+export interface OpenOptions {
+  /** The caller only reads. */
+  readonly?: boolean;
+  timeouts?: Timeouts;
+}
+
+/** A row of the domain table, as dumped: already checked to fit a domain_map line. */
+export type DomainRow = [domain: string, yacobotId: number];
+
+export interface PartnerStore {
+  /** The database as messages name it: the file, or the URI without its password. */
+  readonly name: string;
+  readonly kind: 'sqlite' | 'postgresql';
+  close(): Promise<void>;
+  /** Every Yacobot with its domain count, by id (ids and weights checked, as db.ts's yacobotLoads). */
+  yacobotLoads(): Promise<YacobotLoad[]>;
+  /** The owner ids of partner_domain that name no Yacobot. */
+  missingOwners(): Promise<MissingOwner[]>;
+  /** A Yacobot by id (all digits) or name; a DataError if there is none. */
+  findYacobot(ref: string): Promise<Yacobot>;
+  /** The ids of the active Yacobots. */
+  activeIds(): Promise<Set<number>>;
+  /** Whether a Yacobot with this id exists. */
+  yacobotExists(id: bigint): Promise<boolean>;
+  /** The owners of `domains` that have one (ids as stored: bigint when integers), in one batch. */
+  ownersOf(domains: readonly string[]): Promise<OwnerLookup>;
+  /** The added_at of a domain's row, or undefined. */
+  addedAtOf(domain: string): Promise<string | undefined>;
+  /**
+   * Every (domain, owner) row in bytewise domain order, from one snapshot: each row is
+   * first given to `check` (which throws for a bad one) before any goes to `emit`.
+   */
+  dumpSorted(check: (domain: unknown, id: unknown) => void, emit: (row: DomainRow) => void | Promise<void>): Promise<void>;
+  /**
+   * Gives each of `domains` that has no owner one chosen by `choose`, inserting it if
+   * absent and reading back the winner, in one serialized write transaction;
+   * `beforeCommit` runs inside it, just before COMMIT.
+   */
+  assignNew(domains: readonly string[], choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void): Promise<CommitResult>;
+  /** Adds an active Yacobot numbered after the largest id; returns its id (a DataError past 2^53 - 1, nothing added). */
+  addYacobot(name: string, weight: number): Promise<bigint>;
+  /** Runs `fn` in one serialized write transaction (all or nothing). */
+  write<T>(fn: (q: Sql) => Promise<T>): Promise<T>;
+  /** Runs `fn` in one read snapshot. */
+  read<T>(fn: (q: Sql) => Promise<T>): Promise<T>;
+  /** Writes many rows in one statement per batch (copy): `rows` tuples for `table(columns)`. */
+  insertMany(q: Sql, table: string, columns: readonly string[], rows: readonly unknown[][]): Promise<void>;
+}
+
+/** Whether `db` names a PostgreSQL database (a URI) rather than a SQLite file. */
+export function isPgUri(db: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(db);
+}
+
+/** `db` as it may be shown: a URI without its password (a file path unchanged). */
+export function redactDb(db: string): string {
+  if (!isPgUri(db)) return db;
+  // user:password@ -> user:***@ (the userinfo ends at the last '@' before the path).
+  return db.replace(/^(postgres(?:ql)?:\/\/[^/?#]*?:)[^/?#]*(@[^/?#@]*(?:[/?#]|$))/i, '$1***$2').replace(/([?&]password=)[^&#]*/gi, '$1***');
+}
+
+/** Opens an existing partner database, schema checked; a DataError says what is wrong. */
+export async function openStore(db: string, opts: OpenOptions = {}): Promise<PartnerStore> {
+  if (isPgUri(db)) return (await import('./store-pg.js')).openPgStore(db, opts);
+  return (await import('./store-sqlite.js')).openSqliteStore(db, opts);
+}
+
+/** Creates the partner database's tables where missing (the file too, for SQLite); whether they were created now. */
+export async function initStore(db: string, opts: OpenOptions = {}): Promise<{ store: PartnerStore; created: boolean }> {
+  if (isPgUri(db)) return (await import('./store-pg.js')).initPgStore(db, opts);
+  return (await import('./store-sqlite.js')).initSqliteStore(db);
+}
+
+/**
+ * Finds a Yacobot by id (all digits) or by name; throws a DataError if there is none.
+ * Names are never all digits (partner-db add refuses them), so the two cannot clash.
+ */
+export async function findYacobotIn(q: Sql, ref: string): Promise<Yacobot> {
+  const byId = /^\d+$/.test(ref);
+  const row = await q.get(`SELECT id, name, weight, active FROM yacobot WHERE ${byId ? 'id' : 'name'} = ?`, [byId ? parseCount(ref) : ref]);
+  if (!row) throw new DataError('NO_YACOBOT', byId ? `no Yacobot with id ${ref}` : `no Yacobot named '${ref}'`);
+  return { id: Number(row.id), name: row.name as string, weight: Number(row.weight), active: Number(row.active) !== 0 };
+}
+
+/** The error for a new Yacobot whose id no stream could carry (the largest id, set by hand, is that high). */
+export function newIdTooBig(id: bigint, file: string): DataError | null {
+  if (id <= BigInt(Number.MAX_SAFE_INTEGER)) return null;
+  return new DataError('BAD_YACOBOT_ID', `the new Yacobot would get id ${id}, beyond the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}): an id set by hand is that high; give that Yacobot another`, { file });
+}
+
+/** The error when no Yacobot is active (`when` says at which point). */
+export function noActive(name: string, when: string, shellDb: string): DataError {
+  return new DataError('NO_ACTIVE_YACOBOT', `no active Yacobot${when ? ' ' + when : ''}; add one with: partner-db --db ${shellDb} add NAME (or enable one)`, { file: name });
+}
+
+/**
+ * The body of assignNew on any backend, inside its write transaction: loads read
+ * there, each domain re-read, chosen, inserted with ON CONFLICT DO NOTHING and read
+ * back, so the database's answer is always the one returned. `lookup` reads owners
+ * of a batch; `insert` inserts (domain, id) pairs if absent.
+ */
+export async function assignInTx(
+  loads: YacobotLoad[],
+  domains: readonly string[],
+  choose: Chooser,
+  io: { lookup(ds: readonly string[]): Promise<Map<string, number>>; insert(rows: [string, number][]): Promise<void> },
+  batch: number,
+): Promise<{ owners: Map<string, number>; assignedByUs: number; lostRace: number; witness: string | null; noActive: boolean }> {
+  const active = loads.filter((y) => y.active);
+  const owners = new Map<string, number>();
+  const out = { owners, assignedByUs: 0, lostRace: 0, witness: null as string | null, noActive: active.length === 0 };
+  if (out.noActive) return out;
+  const least = new LeastLoaded(active);
+  for (let i = 0; i < domains.length; i += batch) {
+    const part = domains.slice(i, i + batch);
+    const before = await io.lookup(part);
+    const mine = new Map<string, number>();
+    for (const d of part) if (!before.has(d)) mine.set(d, choose(d, active, least));
+    if (mine.size > 0) await io.insert([...mine]);
+    const after = mine.size > 0 ? await io.lookup([...mine.keys()]) : new Map<string, number>();
+    for (const d of part) {
+      const owner = before.get(d) ?? after.get(d)!;
+      if (mine.get(d) === owner) {
+        out.assignedByUs++;
+        out.witness ??= d;
+      } else out.lostRace++;
+      owners.set(d, owner);
+    }
+  }
+  return out;
+}
+
+/** Adds --db and the PostgreSQL time-out options to a command. */
+export function addDbOptions(cmd: Command, required = true): Command {
+  const what = 'the partner database: a SQLite file or a postgres:// URI';
+  (required ? cmd.requiredOption('--db <db>', `${what} (required)`) : cmd.option('--db <db>', what))
+    .option('--connect-timeout <s>', `PostgreSQL: seconds to wait for a connection (0: no limit)`, String(DEFAULT_TIMEOUTS.connectMs / 1000))
+    .option('--statement-timeout <s>', `PostgreSQL: seconds one statement may take (0: no limit)`, String(DEFAULT_TIMEOUTS.statementMs / 1000))
+    .option('--lock-timeout <s>', `PostgreSQL: seconds to wait for a lock, another master's commit among them (0: no limit)`, String(DEFAULT_TIMEOUTS.lockMs / 1000));
+  return cmd;
+}
+
+/** The time-outs of addDbOptions' options as parsed; a UsageError names a bad one. */
+export function timeoutsOf(raw: Record<string, unknown>): Timeouts {
+  const ms = (flag: string, v: unknown, dflt: number): number => {
+    if (v === undefined) return dflt;
+    const n = parseDecimal(String(v));
+    if (n === null || !(n >= 0 && n <= 86_400)) throw new UsageError(`${flag} wants seconds from 0 to 86400, got '${clipText(String(v))}'`);
+    return Math.round(n * 1000);
+  };
+  return {
+    connectMs: ms('--connect-timeout', raw.connectTimeout, DEFAULT_TIMEOUTS.connectMs),
+    statementMs: ms('--statement-timeout', raw.statementTimeout, DEFAULT_TIMEOUTS.statementMs),
+    lockMs: ms('--lock-timeout', raw.lockTimeout, DEFAULT_TIMEOUTS.lockMs),
+  };
+}
