@@ -708,7 +708,7 @@ test('--log-level debug counts every batch where it was parsed: with --threads 0
   }
   const none = where(['--threads', '0'], lines.join(''));
   assert.equal(none.workers, 0);
-  assert.ok(none.main >= 2, `every batch on the main thread: ${JSON.stringify(none)}`);
+  assert.ok(none.main !== undefined && none.main >= 2, `every batch on the main thread: ${JSON.stringify(none)}`);
   // A small input is parsed here before a worker could start.
   assert.deepEqual(where(['--threads', '1'], lines.slice(0, 3).join('')), { workers: 0, main: 1 });
   assert.deepEqual(where(['--threads', '0'], ''), { workers: 0, main: 0 });

@@ -562,7 +562,7 @@ test('stats: the warning about a domain written by hand with a newline, given to
 
 test('a domain typed with a control character is quoted with it escaped as \\n, \\t, \\xHH, as every message shows one', () => {
   const work = fresh('a');
-  for (const [typed, shown] of [['a\tb.com', 'a\\tb.com'], ['a\x01b.com', 'a\\x01b.com']]) {
+  for (const [typed, shown] of [['a\tb.com', 'a\\tb.com'], ['a\x01b.com', 'a\\x01b.com']] as [string, string][]) {
     const r = pdb(work, 'assign', typed, 'a');
     assert.equal(r.status, 2, r.stderr);
     assert.equal(r.stderr, `partner-db: bad domain '${shown}' (space or control character)\nTry 'partner-db --help' for more information.\n`);

@@ -192,12 +192,12 @@ export class LineRef {
    * small so that a stage's record writer inlines every field it reads.
    */
   fieldStart(k: number): number {
-    return this.tabs[k - 1] + 1;
+    return this.tabs[k - 1]! + 1;
   }
 
   /** Where field `k` ends in `buf`, at the TAB after it; not the last field, which ends at `end`. */
   fieldEnd(k: number): number {
-    return this.tabs[k];
+    return this.tabs[k]!;
   }
 
   /** The line as text (for messages). */

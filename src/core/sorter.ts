@@ -343,8 +343,8 @@ export class RecordSorter {
       if (this.order.length < m) this.order = new Uint32Array(Math.max(m, this.order.length * 2));
       const order = this.order;
       counts.fill(0);
-      for (let k = 0; k < m; k++) counts[((hi[k]! >>> shift) & 255) + 1]++;
-      for (let b = 0; b < 256; b++) counts[b + 1] += counts[b]!;
+      for (let k = 0; k < m; k++) counts[((hi[k]! >>> shift) & 255) + 1]!++;
+      for (let b = 0; b < 256; b++) counts[b + 1]! += counts[b]!;
       for (let k = 0; k < m; k++) order[counts[(hi[k]! >>> shift) & 255]!++] = k;
       // counts[b] is now where bucket b ends.
       for (let b = 0, from = 0; b < 256; from = counts[b++]!) sortRange(order, from, counts[b]!, hi, lo, ts);
@@ -496,11 +496,11 @@ export class RecordBatch implements RecordSink {
     byteAt.fill(0);
     for (let k = 0; k < n; k++) {
       const g = hi[k]! >>> shift;
-      counts[g + 1]++;
-      byteAt[g] += starts[k + 1]! - starts[k]!;
+      counts[g + 1]!++;
+      byteAt[g]! += starts[k + 1]! - starts[k]!;
     }
     for (let g = 0, at = 0; g < 1 << MAX_PART_BITS; g++) {
-      counts[g + 1] += counts[g]!;
+      counts[g + 1]! += counts[g]!;
       const groupBytes = byteAt[g]!;
       byteAt[g] = at;
       at += groupBytes;

@@ -282,7 +282,7 @@ holds --map and the distinct domains seen in this run.`,
     /** Writes "yacobot_id TAB record LF" for domain `k`, the record being `b[start, end)`. */
     const emit = (k: number, b: Uint8Array, start: number, end: number) => {
       putNumbered(out, owner[k]!, b, start, end);
-      emitted[k]++;
+      emitted[k]!++;
       recordsOut++;
     };
 
