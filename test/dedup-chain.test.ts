@@ -1,5 +1,5 @@
 // analyze-dump | group-sum | join-current | filter-url over random multi-batch
-// scenarios, held to an independent model of SPEC.md's rules written here.
+// scenarios, held to an independent model of the contract's rules written here.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';

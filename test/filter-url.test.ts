@@ -1,4 +1,4 @@
-// The rule table of filter-url (SPEC.md stage 4), branch by branch, at its boundaries.
+// The rule table of filter-url (docs/formats-and-rules.md), branch by branch, at its boundaries.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { decide, type FilterParams } from '../src/stages/filter-url.js';

@@ -1,4 +1,4 @@
-// group-sum: its core and its binary against the naive reading of SPEC.md's rule, on
+// group-sum: its core and its binary against the naive reading of the contract's rule, on
 // random sorted input (fast-check, fixed seed). Golden cases: fixtures/group-sum/.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,7 +11,7 @@ import { TextSink } from './lib/bytes.js';
 import { SEED, lineOf, sortedRecs, text, type Rec } from './lib/model.js';
 import { Grouper } from '../src/stages/group-sum.js';
 
-/** The naive reading of SPEC.md's group-sum rule. */
+/** The naive reading of the contract's group-sum rule. */
 function naiveGroup(rs: Rec[]): string {
   const out: string[] = [];
   const ids = [...new Set(rs.map((r) => r.id))];

@@ -1,5 +1,5 @@
 // join-current: its core and its binary against the naive full outer join of
-// SPEC.md, on random sorted inputs (fast-check, fixed seed). Golden cases:
+// the contract (docs/formats-and-rules.md), on random sorted inputs (fast-check, fixed seed). Golden cases:
 // fixtures/join-current/.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -20,7 +20,7 @@ const ROOT_DIR = scratch('ms-join-');
 let dirNo = 0;
 const freshDir = () => fs.mkdtempSync(path.join(ROOT_DIR, `${dirNo++}-`));
 
-/** The naive full outer join of SPEC.md, by looking every id up in both sides. */
+/** The naive full outer join of the contract (docs/formats-and-rules.md), by looking every id up in both sides. */
 function naiveJoin(cur: Rec[], inc: Rec[]): string {
   const c = new Map(cur.map((r) => [r.id, r]));
   const i = new Map(inc.map((r) => [r.id, r]));

@@ -1,5 +1,5 @@
 // Property-based tests (fast-check, fixed seeds, bounded runs) against small models
-// of SPEC.md's rules written here. The pure cores run in-process many times; the
+// of the contract's rules written here. The pure cores run in-process many times; the
 // real binaries run fewer times (a process costs ~130 ms).
 process.env.TZ = 'UTC'; // timestampToMs reads local time; the models use UTC
 import { test } from 'node:test';
@@ -34,7 +34,7 @@ test('the test\'s own XXH64 matches the specification vectors and the project\'s
 
 // --- filter-url ---------------------------------------------------------------------
 
-test('filter-url core (decide) equals the rule table of SPEC.md for random joined records', () => {
+test('filter-url core (decide) equals the rule table of the contract (docs/formats-and-rules.md) for random joined records', () => {
   const side = fc.option(fc.record({ ts: tsArb, tag: tagArb, hits: hitsArb }));
   // Times near the boundaries (exactly resend-after / keep apart, or one second off) half of the time.
   const near = fc.option(fc.tuple(fc.integer({ min: -1, max: 1 }), fc.integer({ min: -1, max: 1 })), { freq: 2 });
@@ -253,7 +253,7 @@ test('the chain analyze-dump | group-sum | join-current | filter-url over random
             inc.set(id, list);
           });
           fs.writeFileSync(path.join(dir, 'hour.reflog'), lines.map((l) => l + '\n').join(''));
-          // The model: group by (timestamp, input order), then SPEC.md's filter rule.
+          // The model: group by (timestamp, input order), then the contract's filter rule.
           const grouped = new Map<string, Rec>();
           for (const [id, list] of inc) {
             list.sort((x, y) => (x.rec.ts < y.rec.ts ? -1 : x.rec.ts > y.rec.ts ? 1 : x.seq - y.seq));

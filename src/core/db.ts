@@ -28,7 +28,7 @@ export function busyTimeoutMs(): number {
   return n;
 }
 
-/** The schema of SPEC.md, plus an index for per-Yacobot counts and moves. */
+/** The schema of the contract (docs/formats-and-rules.md), plus an index for per-Yacobot counts and moves. */
 export const SCHEMA_SQL = `
 CREATE TABLE IF NOT EXISTS yacobot (
   id INTEGER PRIMARY KEY,
@@ -275,7 +275,7 @@ export interface TableShape {
 }
 
 /**
- * Throws a DataError naming the first missing table or column of SPEC.md's schema;
+ * Throws a DataError naming the first missing table or column of the contract's schema;
  * with `missingTables`, only the tables that exist are checked (for init, which creates the rest).
  */
 export function checkSchema(db: Db, file: string, opts: { missingTables?: boolean } = {}): void {

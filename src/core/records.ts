@@ -1,4 +1,4 @@
-// The shared record formats of SPEC.md "Streams": field names and positions, checks
+// The shared record formats of docs/formats-and-rules.md "Streams": field names and positions, checks
 // on field arrays (for messages and the stages that split lines), and the same
 // checks on a line's bytes for the streaming stages, which never decode a line.
 import { isValidHits, isValidHitsAt } from './hits.js';

@@ -32,7 +32,7 @@ const WRITE_LOCK = 0x4d537064;
 /** Domains per statement in lookups and inserts. */
 const BATCH = 5000;
 
-/** The SQL of SPEC.md's schema for PostgreSQL; domains compare bytewise (collation "C"), as on SQLite. */
+/** The SQL of the contract's schema for PostgreSQL; domains compare bytewise (collation "C"), as on SQLite. */
 const SCHEMA_SQL = `
 CREATE TABLE IF NOT EXISTS yacobot (
   id BIGINT PRIMARY KEY,

@@ -32,7 +32,7 @@ const sum = new Uint8Array(32);
 const record = new UrlRecordWriter();
 
 /**
- * The pure core: SPEC.md's filter rule for one joined line, checked by
+ * The pure core: the contract's filter rule for one joined line, checked by
  * checkJoinedAt. Writes the URL record to send (with LF) to `send` and the one for
  * the next current_log to `keep`, when there are such; returns why.
  */

@@ -68,7 +68,7 @@ export const tsArb = fc.integer({ min: 0, max: 48 * 3600 }).map((s) => fmt(T0 + 
 /**
  * Updatetags of every length from 0 up, in bytes: empty often; 1 to 4 bytes of a few
  * characters ('ü' is 2), so that two records often carry the same one; now and then any
- * text without TAB, CR or LF (SPEC.md), up to past the 64 bytes group-sum keeps at first.
+ * text without TAB, CR or LF (docs/formats-and-rules.md), up to past the 64 bytes group-sum keeps at first.
  * (Its old constants had no 1-byte tag: a group-sum that dropped those passed.)
  */
 export const tagArb = fc.oneof(
