@@ -504,7 +504,8 @@ async function runEach(inv: Invocation): Promise<void> {
     }
     const replayed = sinceCommitted.has(name);
     const newest = mostForgetful(committedHere, o.keepMs, replayed ? (sinceCommitted.get(name) ?? null) : newestOfAll);
-    const r = await runOne(o, log, runPaths(o, name), inv.lockFd, inv.hooks, inv.rerun.has(name), () => inv.stop.signal !== null, newest, replayed);
+    const signalled = () => inv.stop.signal !== null;
+    const r = await runOne({ o, log, p: runPaths(o, name), lockFd: inv.lockFd, hooks: inv.hooks, isRerun: inv.rerun.has(name), signalled, newest, replayed });
     if (r === null) {
       inv.interrupted = name;
       break;
@@ -742,22 +743,49 @@ function witnessCommitted(file: string, domain: string, addedAt: string): boolea
   }
 }
 
-/**
- * Runs and commits one reflog; returns its record (status failed: nothing was
- * published), or null when a signal stopped it before its commit.
- */
-async function runOne(
-  o: RunnerOptions,
-  log: Logger,
-  p: RunPaths,
-  lockFd: number,
-  hooks: CommitHooks,
-  isRerun: boolean,
-  signalled: () => boolean,
-  newest: CommittedNow | null,
-  replayed: boolean,
-): Promise<RunRecord | null> {
+/** One run's context: the invocation's settings and what its place among the invocation's runs decides. */
+interface RunContext {
+  o: RunnerOptions;
+  log: Logger;
+  p: RunPaths;
+  lockFd: number;
+  hooks: CommitHooks;
+  /** A crash interrupted an earlier attempt of this run. */
+  isRerun: boolean;
+  signalled: () => boolean;
+  /** The committed run a replay is compared with (replayWarning). */
+  newest: CommittedNow | null;
+  replayed: boolean;
+}
+
+/** What the chain of one attempt left: the stages' outcomes and the reflog it read. */
+interface ChainResult {
+  outcomes: StageOutcome[];
+  reflogFile: ReflogIdentity | null;
+  reflogLink: ReflogIdentity | null | undefined;
+  head: Buffer | null;
+}
+
+/** Runs and commits one reflog; returns its record (status failed: nothing was published), or null when a signal stopped it before its commit. */
+async function runOne(run: RunContext): Promise<RunRecord | null> {
   const started = new Date();
+  const rj = startAttempt(run, started);
+  const chain = await runChain(run, rj);
+  const seconds = () => Math.round((Date.now() - started.getTime()) / 100) / 10;
+  const stages: Record<string, Record<string, unknown>> = {};
+  for (const s of chain.outcomes) stages[s.name] = stageCounts(s);
+  const record = newRecord(run, rj, started, stages);
+  // From here to the end of publish() nothing awaits: a later signal is seen after the commit.
+  if (run.signalled()) return null; // the caller stops; the staging area stays for the next invocation
+  const failed = (step: string, error: string) => failRun(run, rj, record, seconds, step, error);
+  const failure = chainFailure(run, chain, stages);
+  if (failure !== null) return failed(failure.step, failure.error);
+  warnStages(run, chain.outcomes, stages);
+  return commitRun(run, rj, record, chain, stages, seconds, failed);
+}
+
+/** Starts an attempt: its run.json (made or reused, attempts counted), a fresh work area, and its warnings. */
+function startAttempt({ o, log, p, newest, replayed }: RunContext, started: Date): RunJson {
   let rj = readRunJson(p);
   if (rj === null) {
     const { now, source } = resolveNow(p.name, o.now, started);
@@ -793,25 +821,25 @@ async function runOne(
     log.warn({ run: p.name, now: rj.now, newest_run: newest?.run, newest_now: newest?.now, keep_ms: newest?.keepMs ?? o.keepMs }, 'a committed run\'s now is its --keep or more ahead of this run\'s: the URLs current_log forgot are sent again');
     process.stderr.write(`${PROG}: warning: ${visibleName(replay)}\n`);
   }
+  return rj;
+}
 
+/** Runs the chain of stages (or fails it at current_log when that file has lost its memory), showing progress. */
+async function runChain({ o, log, p, lockFd, hooks, signalled }: RunContext, rj: RunJson): Promise<ChainResult> {
   const progress: Progress = { size: 0, read: () => -1 };
   const stopDisplay = showProgress(p.name, progress);
-  let outcomes: StageOutcome[];
-  let reflogFile: ReflogIdentity | null;
-  let reflogLink: ReflogIdentity | null | undefined;
-  let head: Buffer | null;
   const lost = memoryLost(o, log, p.name);
   try {
-    ({ outcomes, reflog: reflogFile, reflogLink, head } =
-      lost === null
-        ? await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain'))
-        : { outcomes: [{ name: 'current_log', exit: 1, summary: null, messages: [lost] }], reflog: null, reflogLink: undefined, head: null });
+    if (lost !== null) return { outcomes: [{ name: 'current_log', exit: 1, summary: null, messages: [lost] }], reflogFile: null, reflogLink: undefined, head: null };
+    const r = await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain'));
+    return { outcomes: r.outcomes, reflogFile: r.reflog, reflogLink: r.reflogLink, head: r.head };
   } finally {
     stopDisplay();
   }
-  const seconds = () => Math.round((Date.now() - started.getTime()) / 100) / 10;
-  const stages: Record<string, Record<string, unknown>> = {};
-  for (const s of outcomes) stages[s.name] = stageCounts(s);
+}
+
+/** The record of a run as it stands after its chain, before its outcome is known. */
+function newRecord({ o, p, isRerun }: RunContext, rj: RunJson, started: Date, stages: Record<string, Record<string, unknown>>): RunRecord {
   const record: RunRecord = {
     run: p.name,
     run_id: rj.run_id,
@@ -831,71 +859,81 @@ async function runOne(
     ...(rj.queue !== undefined && { queue_name: rj.queue }),
   };
   if (isRerun || rj.attempts > 1) record.recovered = 'rerun';
+  return record;
+}
 
-  // From here to the end of publish() nothing awaits: a later signal is seen after the commit.
-  if (signalled()) return null; // the caller stops; the staging area stays for the next invocation
-  /** Records the run as failed at `step`, keeps its rejects, drops its staging area: nothing is published. */
-  const failed = (step: string, error: string): RunRecord => {
-    record.status = 'failed';
-    record.failed_stage = step;
-    // Counted for the commit; a failed run published nothing.
-    record.sent = 0;
-    record.sent_per_yacobot = {};
-    record.error = error;
-    record.seconds = seconds();
-    // Assignments are not undone with the run: a stage killed mid-run still lets
-    // upload-domains commit, and its retry finds those domains already assigned.
-    record.new_domains = assignedByAttempt(p, o.db, log) + (rj.assigned_earlier ?? 0);
-    // The rejects explain a failed reject ratio: keep them, apart from a committed run's
-    // (a failed replay of a committed hour replaced or removed that run's); the next
-    // attempt replaces or removes them, and a commit of the name removes them.
-    if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) {
-      mkdirDurable(path.dirname(p.rejectsFailed));
-      try {
-        fs.renameSync(p.rejects, p.rejectsFailed);
-      } catch (err) {
-        throw ioError(err, p.rejectsFailed, 'rename into place');
-      }
-      record.rejects_file = p.rejectsFailed;
-    } else if (fs.existsSync(p.rejects)) {
-      // analyze-dump ran and rejected nothing: what an earlier attempt rejected would pass for this one's.
-      fs.rmSync(p.rejectsFailed, { force: true });
-    }
-    log.error({ run: p.name, stage: step, error }, 'run failed; nothing published');
+/** Records the run as failed at `step`, keeps its rejects, drops its staging area: nothing is published. */
+function failRun({ o, log, p, hooks }: RunContext, rj: RunJson, record: RunRecord, seconds: () => number, step: string, error: string): RunRecord {
+  record.status = 'failed';
+  record.failed_stage = step;
+  // Counted for the commit; a failed run published nothing.
+  record.sent = 0;
+  record.sent_per_yacobot = {};
+  record.error = error;
+  record.seconds = seconds();
+  // Assignments are not undone with the run: a stage killed mid-run still lets
+  // upload-domains commit, and its retry finds those domains already assigned.
+  record.new_domains = assignedByAttempt(p, o.db, log) + (rj.assigned_earlier ?? 0);
+  keepFailedRejects(p, record);
+  log.error({ run: p.name, stage: step, error }, 'run failed; nothing published');
+  try {
+    appendRecordOnce(path.join(o.state, 'runs.jsonl'), record);
+  } catch (err) {
+    // The record that keeps the stage's message is what failed: say it here. The run
+    // is redone next time, as after a crash (its staging area stays).
+    process.stderr.write(`${PROG}: run ${p.name} failed: ${visibleName(error)}\n`);
+    throw err;
+  }
+  hooks.beforeStep?.(p.name, 'failed:cleanup');
+  fs.rmSync(p.staging, { recursive: true, force: true });
+  fsyncPath(path.dirname(p.staging));
+  return record;
+}
+
+/** Moves a failed run's non-empty rejects beside the done ones (naming them in its record), or drops an earlier attempt's. */
+function keepFailedRejects(p: RunPaths, record: RunRecord): void {
+  // The rejects explain a failed reject ratio: keep them, apart from a committed run's
+  // (a failed replay of a committed hour replaced or removed that run's); the next
+  // attempt replaces or removes them, and a commit of the name removes them.
+  if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) {
+    mkdirDurable(path.dirname(p.rejectsFailed));
     try {
-      appendRecordOnce(path.join(o.state, 'runs.jsonl'), record);
+      fs.renameSync(p.rejects, p.rejectsFailed);
     } catch (err) {
-      // The record that keeps the stage's message is what failed: say it here. The run
-      // is redone next time, as after a crash (its staging area stays).
-      process.stderr.write(`${PROG}: run ${p.name} failed: ${visibleName(error)}\n`);
-      throw err;
+      throw ioError(err, p.rejectsFailed, 'rename into place');
     }
-    hooks.beforeStep?.(p.name, 'failed:cleanup');
-    fs.rmSync(p.staging, { recursive: true, force: true });
-    fsyncPath(path.dirname(p.staging));
-    return record;
-  };
-  const bad = outcomes.find((s) => s.exit !== 0);
+    record.rejects_file = p.rejectsFailed;
+  } else if (fs.existsSync(p.rejects)) {
+    // analyze-dump ran and rejected nothing: what an earlier attempt rejected would pass for this one's.
+    fs.rmSync(p.rejectsFailed, { force: true });
+  }
+}
+
+/** The step and message a run fails with after its chain (a stage failed, no reflog, a cut last line), or null. */
+function chainFailure({ o, p }: RunContext, chain: ChainResult, stages: Record<string, Record<string, unknown>>): { step: string; error: string } | null {
+  const { head } = chain;
+  const bad = chain.outcomes.find((s) => s.exit !== 0);
   const firstLine = () => head && firstHeaderLine(head, head.length >= REFLOG_HEAD_BYTES);
   // A gzip file never is a reflog (with a high --max-reject-ratio it would commit as rejects);
   // an HTML page with TABs fails on its rejects, which is no ratio to raise.
   const kind = head === null ? null : foreignKind(head);
-  if (kind === 'gzip' || (kind === 'html' && bad?.name === 'analyze-dump')) return failed('reflog', foreignReflog(p.reflog, kind, firstLine()));
-  if (bad) return failed(bad.name, failureMessage(bad));
+  if (kind === 'gzip' || (kind === 'html' && bad?.name === 'analyze-dump')) return { step: 'reflog', error: foreignReflog(p.reflog, kind, firstLine()) };
+  if (bad) return { step: bad.name, error: failureMessage(bad) };
   // Lines without a TAB and nothing else (an HTML page saved as the hour) are no reflog:
   // failed at step 'reflog', as a file that cannot be read is; the stages did their part.
   // Before the cut-last-line warning, which its message takes in.
   const archived = path.join(o.state, 'done', p.name + REFLOG_EXT);
-  const notReflog = notAReflog(
-    stages['analyze-dump'],
-    p.reflog,
-    firstLine(),
-    exists(archived) ? archived : undefined,
-  );
-  if (notReflog !== null) return failed('reflog', notReflog);
+  const notReflog = notAReflog(stages['analyze-dump'], p.reflog, firstLine(), exists(archived) ? archived : undefined);
+  if (notReflog !== null) return { step: 'reflog', error: notReflog };
+  if (stages['analyze-dump']?.last_line_unterminated === true && !o.allowUnterminated) {
+    return { step: 'reflog', error: unterminatedReflog(p.reflog, stages['analyze-dump']?.lines_in) };
+  }
+  return null;
+}
 
+/** Warns of a cut last line let through (--allow-unterminated) and repeats the stages' own warnings. */
+function warnStages({ log, p }: RunContext, outcomes: StageOutcome[], stages: Record<string, Record<string, unknown>>): void {
   if (stages['analyze-dump']?.last_line_unterminated === true) {
-    if (!o.allowUnterminated) return failed('reflog', unterminatedReflog(p.reflog, stages['analyze-dump']?.lines_in));
     log.warn({ run: p.name, reflog: p.reflog }, 'the reflog\'s last line has no newline; was it cut off?');
     process.stderr.write(
       `${PROG}: warning: ${p.name}: the reflog's last line has no newline; committed as it is (--allow-unterminated)\n`,
@@ -909,17 +947,19 @@ async function runOne(
     log.warn({ run: p.name, stage, warning }, 'stage warning');
     process.stderr.write(`${PROG}: warning: ${p.name}: ${stage}: ${visibleName(warning)}\n`);
   }
+}
 
-  // Success: gather what will be published, then commit.
-  const queue: CommitPlan['queue'] = [];
-  for (const id of fs.readdirSync(p.queue).sort((a, b) => Number(a) - Number(b))) {
-    const f = stagedQueueFile({ staging: p.staging, run: p.name, queueName: p.queueName }, id);
-    if (!fs.existsSync(f)) continue;
-    const urls = countLines(f);
-    queue.push({ yacobot: id, urls });
-    record.sent_per_yacobot[id] = urls;
-    record.sent += urls;
-  }
+/** Gathers what a run publishes, commits it and publishes it; a queue file that cannot be prepared fails the run. */
+function commitRun(
+  { o, p, hooks, log }: RunContext,
+  rj: RunJson,
+  record: RunRecord,
+  chain: ChainResult,
+  stages: Record<string, Record<string, unknown>>,
+  seconds: () => number,
+  failed: (step: string, error: string) => RunRecord,
+): RunRecord {
+  const queue = stagedQueue(p, record);
   const ud = stages['upload-domains'] ?? {};
   record.new_domains =
     (typeof ud.assigned_by_us === 'number' ? ud.assigned_by_us : typeof ud.domains_new === 'number' ? ud.domains_new : 0) +
@@ -935,8 +975,8 @@ async function runOne(
     staging: p.staging,
     state: o.state,
     reflog: p.reflog,
-    ...(reflogFile !== null && { reflogFile }),
-    ...(reflogLink !== undefined && { reflogLink }),
+    ...(chain.reflogFile !== null && { reflogFile: chain.reflogFile }),
+    ...(chain.reflogLink !== undefined && { reflogLink: chain.reflogLink }),
     queueDir: o.queueDir,
     ...(p.queueName !== p.name && { queueName: p.queueName }),
     backlogWarn: o.backlogWarn,
@@ -954,6 +994,20 @@ async function runOne(
   publish(plan, hooks);
   log.info({ run: p.name, sent: record.sent, sent_per_yacobot: record.sent_per_yacobot, new_domains: record.new_domains, seconds: record.seconds }, 'run committed');
   return record;
+}
+
+/** The staged queue files of a run, by Yacobot id, with their URLs counted into its record. */
+function stagedQueue(p: RunPaths, record: RunRecord): CommitPlan['queue'] {
+  const queue: CommitPlan['queue'] = [];
+  for (const id of fs.readdirSync(p.queue).sort((a, b) => Number(a) - Number(b))) {
+    const f = stagedQueueFile({ staging: p.staging, run: p.name, queueName: p.queueName }, id);
+    if (!fs.existsSync(f)) continue;
+    const urls = countLines(f);
+    queue.push({ yacobot: id, urls });
+    record.sent_per_yacobot[id] = urls;
+    record.sent += urls;
+  }
+  return queue;
 }
 
 /** Whether `file` is there (a dangling link too); false when it cannot be looked at. */
