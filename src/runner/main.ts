@@ -223,8 +223,61 @@ function isDirectoryOrUnreadable(p: string): boolean {
   }
 }
 
+/** What one invocation's steps share: its options, what recovery and planning found, and how its runs ended. */
+interface Invocation {
+  o: RunnerOptions;
+  log: Logger;
+  lockFd: number;
+  hooks: CommitHooks;
+  /** The first signal that asked the invocation to stop, once one came. */
+  stop: { signal: NodeJS.Signals | null };
+  /** The records of the runs this invocation recorded, in order. */
+  records: RunRecord[];
+  /** Prints a record's summary line, once. */
+  report: (r: RunRecord) => void;
+  /** The runs a crash interrupted, which run again. */
+  rerun: Set<string>;
+  /** The inbox's runs, in the order they run. */
+  runs: string[];
+  /** The *.reflog files of the inbox that were skipped with a warning (a bad name, an hour ahead). */
+  skippedFiles: number;
+  /** Of those, the names whose hour has not begun: planInbox counts them among its runs. */
+  waiting: Set<string>;
+  failed: RunRecord | null;
+  /** The re-sent reflogs set aside (setAsideResent). */
+  resentSetAside: number;
+  /** The run a signal cut short before its commit (nothing of it published), if any. */
+  interrupted: string | null;
+}
+
+/** One invocation: recover, plan the inbox, run each run, report; throws Stop for a signal or a failed run. */
 async function invocation(o: RunnerOptions, log: Logger, seen: Seen): Promise<void> {
   const t0 = Date.now();
+  const lockFd = openState(o, seen);
+  const inv = newInvocation(o, log, lockFd, watchSignals(o, log));
+  try {
+    await recover(inv);
+    planRuns(inv);
+    await runEach(inv);
+  } catch (err) {
+    // The runs committed before the error are done (their lines are in runs.jsonl): say so here too.
+    printSummary(inv);
+    throw err;
+  }
+  // A signal that came while the last run (or a roll forward with no run after it) was
+  // being published has its handler run only once the event loop polls: without this
+  // it went unseen, and the invocation exited 0 saying "N run(s) committed". (Not after
+  // a failed run: its failure is what the invocation reports, as for one before others.)
+  if (inv.failed === null) await pollOnce();
+  printSummary(inv);
+  const ok = inv.records.filter((r) => r.status === 'ok');
+  if (ok.length > 0 && o.keepDoneMs !== null) keepDone(o, log, o.keepDoneMs);
+  seen.committed = ok.map((r) => r.run);
+  reportEnd(inv, ((Date.now() - t0) / 1000).toFixed(1));
+}
+
+/** Checks the inbox and the state directory and takes the lock, returning its fd; throws before anything runs. */
+function openState(o: RunnerOptions, seen: Seen): number {
   // A wrong --inbox is a configuration error, found before anything is created under --state.
   if (!isDirectoryOrUnreadable(o.inbox)) throw new UsageError(`--inbox ${o.inbox}: is not an existing directory (check --inbox, or create it)`);
   // A committed run's last step moves its reflog out of the inbox. In an inbox that does
@@ -241,12 +294,16 @@ async function invocation(o: RunnerOptions, log: Logger, seen: Seen): Promise<vo
   seen.lock = true;
   checkRunsFile(path.join(o.state, 'runs.jsonl'));
   checkWritable(o);
+  return lock.fd;
+}
 
+/** Installs the SIGINT/SIGTERM/SIGHUP handlers that stop the stages; the returned object holds the first signal. */
+function watchSignals(o: RunnerOptions, log: Logger): { signal: NodeJS.Signals | null } {
   // The first signal asks the stages to stop (SIGTERM; they clean up and exit within
   // milliseconds). A stage that has not ended --kill-after later, or when a second
   // signal comes (a second Ctrl-C), is SIGKILLed: the runner must not wait forever on
   // a stuck stage, and a killed run is redone by the next invocation like any crash.
-  let signal: NodeJS.Signals | null = null;
+  const stop: { signal: NodeJS.Signals | null } = { signal: null };
   let killed = false;
   const kill = (why: string) => {
     if (killed) return;
@@ -257,16 +314,21 @@ async function invocation(o: RunnerOptions, log: Logger, seen: Seen): Promise<vo
     }
   };
   const onSignal = (sig: NodeJS.Signals) => {
-    if (signal !== null) {
+    if (stop.signal !== null) {
       kill(`${sig} again while the stages stop`);
       return;
     }
-    signal = sig;
+    stop.signal = sig;
     if (stopChildren('SIGTERM')) {
       setTimeout(() => kill(`the stages did not stop within ${o.killAfterMs / 1000}s of ${sig}`), o.killAfterMs).unref();
     }
   };
   for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(s, onSignal);
+  return stop;
+}
+
+/** A new invocation's state, with the commit hooks that record and report its runs. */
+function newInvocation(o: RunnerOptions, log: Logger, lockFd: number, stop: { signal: NodeJS.Signals | null }): Invocation {
   const records: RunRecord[] = [];
   /** The records whose summary line was printed: each is printed once. */
   const printed = new Set<RunRecord>();
@@ -275,7 +337,14 @@ async function invocation(o: RunnerOptions, log: Logger, seen: Seen): Promise<vo
     printed.add(r);
     process.stderr.write(`${PROG}: ${humanLine(r)}\n`);
   };
-  const hooks: CommitHooks = {
+  const hooks = commitHooks(o, log, records, report);
+  const found = { rerun: new Set<string>(), runs: [], skippedFiles: 0, waiting: new Set<string>() };
+  return { o, log, lockFd, hooks, stop, records, report, ...found, failed: null, resentSetAside: 0, interrupted: null };
+}
+
+/** The commit hooks of an invocation: they warn, push the records they are given and print finished runs' lines. */
+function commitHooks(o: RunnerOptions, log: Logger, records: RunRecord[], report: (r: RunRecord) => void): CommitHooks {
+  return {
     beforeStep: failpoint(),
     backlogWarn(id, b, limit) {
       log.warn({ yacobot: id, queue_files: b.files, urls: b.urls, limit }, 'backlog: Yacobot has more URLs waiting than --backlog-warn');
@@ -311,187 +380,196 @@ async function invocation(o: RunnerOptions, log: Logger, seen: Seen): Promise<vo
       );
     },
   };
+}
 
-  let runs: string[] = [];
-  /** The *.reflog files of the inbox that were skipped with a warning (a bad name, an hour ahead). */
-  let skippedFiles = 0;
-  /** Of those, the names whose hour has not begun: planInbox counts them among its runs. */
-  const waiting = new Set<string>();
-  let failed: RunRecord | null = null;
-  /** The re-sent reflogs set aside (setAsideResent). */
-  let resentSetAside = 0;
-  /** The run a signal cut short before its commit (nothing of it published), if any. */
-  let interrupted: string | null = null;
-  /** The lines of the committed runs not yet printed: those whose publish steps an error stopped. */
-  const summary = () => {
-    for (const r of records) {
-      if (r.status !== 'ok') continue;
-      report(r);
-      // Still committed, not finished (an error stopped its publish steps): its roll
-      // forward must know that this line was printed. Durable (only this path pays its
-      // fsyncs), or a power loss in the next seconds would have it printed again.
-      if (fs.existsSync(runPaths(o, r.run).commit)) {
-        try {
-          writeFileDurable(reportedMarker(o, r.run), '');
-        } catch {
-          /* printed again by the roll forward */
-        }
+/** Prints the lines of the committed runs not yet printed: those whose publish steps an error stopped. */
+function printSummary(inv: Invocation): void {
+  for (const r of inv.records) {
+    if (r.status !== 'ok') continue;
+    inv.report(r);
+    // Still committed, not finished (an error stopped its publish steps): its roll
+    // forward must know that this line was printed. Durable (only this path pays its
+    // fsyncs), or a power loss in the next seconds would have it printed again.
+    if (fs.existsSync(runPaths(inv.o, r.run).commit)) {
+      try {
+        writeFileDurable(reportedMarker(inv.o, r.run), '');
+      } catch {
+        /* printed again by the roll forward */
       }
     }
-  };
+  }
+}
+
+/** Crash recovery: finishes committed runs, discards the work of uncommitted ones, and notes those that run again. */
+async function recover(inv: Invocation): Promise<void> {
+  const { o, log } = inv;
+  for (const name of fs.readdirSync(path.join(o.state, 'staging')).sort()) {
+    const staging = path.join(o.state, 'staging', name);
+    // The runner makes only directories here. Not followed: a dangling symlink failed
+    // every start-up ('internal error: ENOENT'), and one to a directory had its work/ removed.
+    if (!fs.lstatSync(staging).isDirectory()) continue;
+    const plan = readCommit(staging);
+    if (plan) {
+      log.warn({ run: name }, 'found a committed run that was not fully published; rolling forward');
+      publish(plan, inv.hooks, true);
+      continue;
+    }
+    if (await recoverUncommitted(inv, name, staging)) inv.rerun.add(name);
+  }
+}
+
+/** Discards the work of an uncommitted run; true if it runs again (its reflog and run.json are there). */
+async function recoverUncommitted(inv: Invocation, name: string, staging: string): Promise<boolean> {
+  const { o, log } = inv;
+  // Not committed: the queue files an attempt killed after copying them beside their
+  // place will not be published from there (a rerun copies its own).
+  const p = runPaths(o, name);
+  const rj = readRunJson(p);
+  removePrepared(o.queueDir, name, rj?.queue);
+  const over = rj === null ? null : attemptRecorded(path.join(o.state, 'runs.jsonl'), rj);
+  if (over !== null) {
+    // Killed after its line and before its staging area was removed (a failed run, or a
+    // finished one in its cleanup, its COMMIT gone): the run is over, as if the removal
+    // had happened. Redone as the same run (a re-sent hour of that name in the inbox), it
+    // would count the earlier attempt's new domains a second time, under its run_id.
+    log.warn({ run: name, status: over }, `removing the staging area of a run that ${over === 'ok' ? 'finished' : 'failed'} (its line is in runs.jsonl)`);
+    fs.rmSync(staging, { recursive: true, force: true });
+    fsyncPath(path.dirname(staging));
+    return false;
+  }
+  if (rj !== null) await keepAssignments(p, rj, o, log);
+  fs.rmSync(p.work, { recursive: true, force: true });
+  if (fs.existsSync(p.reflog) && rj !== null) {
+    log.warn({ run: name }, 'found an interrupted run; its partial work was removed and it runs again');
+    return true;
+  }
+  fs.rmSync(staging, { recursive: true, force: true });
+  fsyncPath(path.dirname(staging));
+  return false;
+}
+
+/** Plans the inbox: the runs in the order they run, with a warning for each file skipped. */
+function planRuns(inv: Invocation): void {
+  const { o, log } = inv;
+  let entries: string[];
   try {
-    // Crash recovery: finish committed runs, discard the work of uncommitted ones.
-    const rerun = new Set<string>();
-    for (const name of fs.readdirSync(path.join(o.state, 'staging')).sort()) {
-      const staging = path.join(o.state, 'staging', name);
-      // The runner makes only directories here. Not followed: a dangling symlink failed
-      // every start-up ('internal error: ENOENT'), and one to a directory had its work/ removed.
-      if (!fs.lstatSync(staging).isDirectory()) continue;
-      const plan = readCommit(staging);
-      if (plan) {
-        log.warn({ run: name }, 'found a committed run that was not fully published; rolling forward');
-        publish(plan, hooks, true);
-        continue;
-      }
-      // Not committed: the queue files an attempt killed after copying them beside their
-      // place will not be published from there (a rerun copies its own).
-      const p = runPaths(o, name);
-      const rj = readRunJson(p);
-      removePrepared(o.queueDir, name, rj?.queue);
-      const over = rj === null ? null : attemptRecorded(path.join(o.state, 'runs.jsonl'), rj);
-      if (over !== null) {
-        // Killed after its line and before its staging area was removed (a failed run, or a
-        // finished one in its cleanup, its COMMIT gone): the run is over, as if the removal
-        // had happened. Redone as the same run (a re-sent hour of that name in the inbox), it
-        // would count the earlier attempt's new domains a second time, under its run_id.
-        log.warn({ run: name, status: over }, `removing the staging area of a run that ${over === 'ok' ? 'finished' : 'failed'} (its line is in runs.jsonl)`);
-        fs.rmSync(staging, { recursive: true, force: true });
-        fsyncPath(path.dirname(staging));
-        continue;
-      }
-      if (rj !== null) await keepAssignments(p, rj, o, log);
-      fs.rmSync(p.work, { recursive: true, force: true });
-      if (fs.existsSync(p.reflog) && rj !== null) {
-        log.warn({ run: name }, 'found an interrupted run; its partial work was removed and it runs again');
-        rerun.add(name);
-      } else {
-        fs.rmSync(staging, { recursive: true, force: true });
-        fsyncPath(path.dirname(staging));
-      }
-    }
-
-    let entries: string[];
-    try {
-      entries = fs.readdirSync(o.inbox);
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      throw new DataError('NO_INBOX', `cannot read the inbox: ${code ?? String(err)}`, { file: o.inbox });
-    }
-    const planned = planInbox(entries);
-    const skipped = planned.skipped;
-    // A name whose hour lies ahead, or that starts with digits that are no hour, would give
-    // its run a now that empties current_log. Not with --now (which decides), nor for an
-    // interrupted run (it keeps the now it started with).
-    const clock = new Date();
-    for (const r of o.now === null ? planned.runs : []) {
-      const why = rerun.has(r) ? null : (hourNotBegun(r, clock, o.keepMs) ?? notAnHour(r));
-      if (why === null) continue;
-      waiting.add(r);
-      skipped.push({ file: r + REFLOG_EXT, why });
-    }
-    const ready = planned.runs.filter((r) => !waiting.has(r));
-    // An interrupted run goes first: uninterrupted, it would have been over before a reflog
-    // with an older name that came since was looked at, and that one would run on its
-    // current_log (and after its assignments), not the other way round.
-    runs = [...ready.filter((r) => rerun.has(r)), ...ready.filter((r) => !rerun.has(r))];
-    skippedFiles = skipped.length;
-    for (const s of skipped) {
-      log.warn({ file: s.file }, `skipped: ${s.why}`);
-      process.stderr.write(`${PROG}: warning: skipping ${visibleName(path.join(o.inbox, s.file))}: ${s.why}\n`);
-    }
-    log.info({ inbox: o.inbox, state: o.state, db: redactDb(o.db), queue_dir: o.queueDir, config: o.config, reflogs: runs.length }, 'start');
-
-    // What a replay is compared with (replayWarning): the committed run whose forgetting
-    // reaches latest, of the last MiB of runs.jsonl (weeks of hourly lines; the file only grows) and of
-    // the runs this invocation commits; for a run of a name committed before, only of those
-    // after its last commit, which recorded its URLs again (a replay replayed again).
-    const past = tailRecords(path.join(o.state, 'runs.jsonl'));
-    const newestOfAll = mostForgetful(past, o.keepMs);
-    const sinceCommitted = mostForgetfulSince(past, o.keepMs);
-    if (runs.length > 0) checkSettings(o, log, past);
-    const committedHere: RunRecord[] = [];
-    for (const name of runs) {
-      await pollOnce();
-      if (signal) break;
-      if (!rerun.has(name) && setAsideResent(o, log, name)) {
-        resentSetAside++;
-        continue;
-      }
-      const replayed = sinceCommitted.has(name);
-      const newest = mostForgetful(committedHere, o.keepMs, replayed ? (sinceCommitted.get(name) ?? null) : newestOfAll);
-      const r = await runOne(o, log, runPaths(o, name), lock.fd, hooks, rerun.has(name), () => signal !== null, newest, replayed);
-      if (r === null) {
-        interrupted = name;
-        break;
-      }
-      if (r.status === 'failed') {
-        failed = r;
-        records.push(r);
-        break;
-      }
-      committedHere.push(r);
-    }
+    entries = fs.readdirSync(o.inbox);
   } catch (err) {
-    // The runs committed before the error are done (their lines are in runs.jsonl): say so here too.
-    summary();
-    throw err;
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new DataError('NO_INBOX', `cannot read the inbox: ${code ?? String(err)}`, { file: o.inbox });
   }
-  // A signal that came while the last run (or a roll forward with no run after it) was
-  // being published has its handler run only once the event loop polls: without this
-  // it went unseen, and the invocation exited 0 saying "N run(s) committed". (Not after
-  // a failed run: its failure is what the invocation reports, as for one before others.)
-  if (failed === null) await pollOnce();
+  const planned = planInbox(entries);
+  const skipped = planned.skipped;
+  // A name whose hour lies ahead, or that starts with digits that are no hour, would give
+  // its run a now that empties current_log. Not with --now (which decides), nor for an
+  // interrupted run (it keeps the now it started with).
+  const clock = new Date();
+  for (const r of o.now === null ? planned.runs : []) {
+    const why = inv.rerun.has(r) ? null : (hourNotBegun(r, clock, o.keepMs) ?? notAnHour(r));
+    if (why === null) continue;
+    inv.waiting.add(r);
+    skipped.push({ file: r + REFLOG_EXT, why });
+  }
+  const ready = planned.runs.filter((r) => !inv.waiting.has(r));
+  // An interrupted run goes first: uninterrupted, it would have been over before a reflog
+  // with an older name that came since was looked at, and that one would run on its
+  // current_log (and after its assignments), not the other way round.
+  inv.runs = [...ready.filter((r) => inv.rerun.has(r)), ...ready.filter((r) => !inv.rerun.has(r))];
+  inv.skippedFiles = skipped.length;
+  for (const s of skipped) {
+    log.warn({ file: s.file }, `skipped: ${s.why}`);
+    process.stderr.write(`${PROG}: warning: skipping ${visibleName(path.join(o.inbox, s.file))}: ${s.why}\n`);
+  }
+  log.info({ inbox: o.inbox, state: o.state, db: redactDb(o.db), queue_dir: o.queueDir, config: o.config, reflogs: inv.runs.length }, 'start');
+}
 
-  // The human summary.
-  summary();
-  const ok = records.filter((r) => r.status === 'ok');
-  if (ok.length > 0 && o.keepDoneMs !== null) keepDone(o, log, o.keepDoneMs);
-  seen.committed = ok.map((r) => r.run);
-  const secs = ((Date.now() - t0) / 1000).toFixed(1);
+/** Runs the planned runs in order until one fails, a signal comes or a run is interrupted. */
+async function runEach(inv: Invocation): Promise<void> {
+  const { o, log } = inv;
+  // What a replay is compared with (replayWarning): the committed run whose forgetting
+  // reaches latest, of the last MiB of runs.jsonl (weeks of hourly lines; the file only grows) and of
+  // the runs this invocation commits; for a run of a name committed before, only of those
+  // after its last commit, which recorded its URLs again (a replay replayed again).
+  const past = tailRecords(path.join(o.state, 'runs.jsonl'));
+  const newestOfAll = mostForgetful(past, o.keepMs);
+  const sinceCommitted = mostForgetfulSince(past, o.keepMs);
+  if (inv.runs.length > 0) checkSettings(o, log, past);
+  const committedHere: RunRecord[] = [];
+  for (const name of inv.runs) {
+    await pollOnce();
+    if (inv.stop.signal) break;
+    if (!inv.rerun.has(name) && setAsideResent(o, log, name)) {
+      inv.resentSetAside++;
+      continue;
+    }
+    const replayed = sinceCommitted.has(name);
+    const newest = mostForgetful(committedHere, o.keepMs, replayed ? (sinceCommitted.get(name) ?? null) : newestOfAll);
+    const signalled = () => inv.stop.signal !== null;
+    const r = await runOne({ o, log, p: runPaths(o, name), lockFd: inv.lockFd, hooks: inv.hooks, isRerun: inv.rerun.has(name), signalled, newest, replayed });
+    if (r === null) {
+      inv.interrupted = name;
+      break;
+    }
+    if (r.status === 'failed') {
+      inv.failed = r;
+      inv.records.push(r);
+      break;
+    }
+    committedHere.push(r);
+  }
+}
+
+/** The invocation's last line: throws Stop after a signal or a failed run, else says what was done in `secs` seconds. */
+function reportEnd(inv: Invocation, secs: string): void {
+  const { o } = inv;
   // Not the skipped ones, said apart below.
-  const inInbox = () => planInbox(fs.readdirSync(o.inbox)).runs.filter((r) => !waiting.has(r)).length;
+  const inInbox = () => planInbox(fs.readdirSync(o.inbox)).runs.filter((r) => !inv.waiting.has(r)).length;
   // The skipped ones stay too, each for the reason its warning gave.
-  const stay = (n: number) => `${n} reflog(s) stay in ${visibleName(o.inbox)}${skippedFiles > 0 ? `, and the ${skippedFiles} skipped` : ''}`;
-  if (signal) {
-    // A signal that arrives while a run is being published is seen after its commit: that run is done.
-    const last = ok.at(-1)?.run;
-    const what = interrupted
-      ? `nothing of the interrupted run ${interrupted} was published (the next invocation runs it again)`
-      : last
-        ? `after run ${last} was committed`
-        : 'before any run started';
-    log.warn({ signal, interrupted, committed: ok.map((r) => r.run) }, 'stopped by signal; the next invocation goes on from here');
-    process.stderr.write(`${PROG}: stopped by ${signal}; ${what}; ${stay(inInbox())}\n`);
-    throw new Stop(signalExitStatus(signal), `stopped by ${signal}`);
-  }
-  if (failed) {
-    const left = runs.length - runs.indexOf(failed.run);
+  const stay = (n: number) => `${n} reflog(s) stay in ${visibleName(o.inbox)}${inv.skippedFiles > 0 ? `, and the ${inv.skippedFiles} skipped` : ''}`;
+  if (inv.stop.signal) reportSignal(inv, inv.stop.signal, stay(inInbox()));
+  if (inv.failed) reportFailed(inv, inv.failed, stay(inv.runs.length - inv.runs.indexOf(inv.failed.run)));
+  reportDone(inv, secs);
+}
+
+/** Says where a signal stopped the invocation and throws its Stop. */
+function reportSignal(inv: Invocation, signal: NodeJS.Signals, stay: string): never {
+  const ok = inv.records.filter((r) => r.status === 'ok');
+  // A signal that arrives while a run is being published is seen after its commit: that run is done.
+  const last = ok.at(-1)?.run;
+  const what = inv.interrupted
+    ? `nothing of the interrupted run ${inv.interrupted} was published (the next invocation runs it again)`
+    : last
+      ? `after run ${last} was committed`
+      : 'before any run started';
+  inv.log.warn({ signal, interrupted: inv.interrupted, committed: ok.map((r) => r.run) }, 'stopped by signal; the next invocation goes on from here');
+  process.stderr.write(`${PROG}: stopped by ${signal}; ${what}; ${stay}\n`);
+  throw new Stop(signalExitStatus(signal), `stopped by ${signal}`);
+}
+
+/** Says which run failed, what stays and the operator's ways on, and throws Stop(1). */
+function reportFailed(inv: Invocation, failed: RunRecord, stay: string): never {
+  const { o } = inv;
+  process.stderr.write(
+    `${PROG}: run ${failed.run} failed: ${visibleName(failed.error ?? '')}\n` +
+      `${PROG}: nothing of it was published; ${stay} (see ${visibleName(path.join(o.state, 'runs.jsonl'))})\n`,
+  );
+  // The operator's two ways on from a reject ratio failure: the lines to look at, and the flag.
+  if (failed.failed_stage === 'analyze-dump' && failed.stages['analyze-dump']?.error_code === 'REJECT_RATIO' && failed.rejects_file) {
     process.stderr.write(
-      `${PROG}: run ${failed.run} failed: ${visibleName(failed.error ?? '')}\n` +
-        `${PROG}: nothing of it was published; ${stay(left)} (see ${visibleName(path.join(o.state, 'runs.jsonl'))})\n`,
+      `${PROG}: the rejected lines are in ${visibleName(failed.rejects_file)}; if the reflog is to go through anyway, run again with a higher --max-reject-ratio\n`,
     );
-    // The operator's two ways on from a reject ratio failure: the lines to look at, and the flag.
-    if (failed.failed_stage === 'analyze-dump' && failed.stages['analyze-dump']?.error_code === 'REJECT_RATIO' && failed.rejects_file) {
-      process.stderr.write(
-        `${PROG}: the rejected lines are in ${visibleName(failed.rejects_file)}; if the reflog is to go through anyway, run again with a higher --max-reject-ratio\n`,
-      );
-    }
-    // A database held by another process (partner-db, a sqlite3 shell) is no fault of the run.
-    if (failed.failed_stage !== undefined && failed.stages[failed.failed_stage]?.error_code === 'DB_BUSY') {
-      process.stderr.write(`${PROG}: the run is not lost: once the other process has let go of ${visibleName(redactDb(o.db))}, run again (or let the next invocation do it)\n`);
-    }
-    throw new Stop(1, `run ${failed.run} failed: ${failed.error ?? ''}`);
   }
+  // A database held by another process (partner-db, a sqlite3 shell) is no fault of the run.
+  if (failed.failed_stage !== undefined && failed.stages[failed.failed_stage]?.error_code === 'DB_BUSY') {
+    process.stderr.write(`${PROG}: the run is not lost: once the other process has let go of ${visibleName(redactDb(o.db))}, run again (or let the next invocation do it)\n`);
+  }
+  throw new Stop(1, `run ${failed.run} failed: ${failed.error ?? ''}`);
+}
+
+/** The line of an invocation that ended without a signal or a failure. */
+function reportDone(inv: Invocation, secs: string): void {
+  const { o, records, resentSetAside, skippedFiles } = inv;
+  const ok = records.filter((r) => r.status === 'ok');
   const aside = resentSetAside > 0 ? `; ${resentSetAside} re-sent reflog(s) set aside in ${visibleName(path.join(o.state, 'done'))}` : '';
   if (records.length === 0 && resentSetAside > 0) {
     process.stderr.write(`${PROG}: nothing run${aside} (see the warnings above)\n`);
@@ -663,22 +741,49 @@ async function witnessCommitted(o: RunnerOptions, domain: string, addedAt: strin
   }
 }
 
-/**
- * Runs and commits one reflog; returns its record (status failed: nothing was
- * published), or null when a signal stopped it before its commit.
- */
-async function runOne(
-  o: RunnerOptions,
-  log: Logger,
-  p: RunPaths,
-  lockFd: number,
-  hooks: CommitHooks,
-  isRerun: boolean,
-  signalled: () => boolean,
-  newest: CommittedNow | null,
-  replayed: boolean,
-): Promise<RunRecord | null> {
+/** One run's context: the invocation's settings and what its place among the invocation's runs decides. */
+interface RunContext {
+  o: RunnerOptions;
+  log: Logger;
+  p: RunPaths;
+  lockFd: number;
+  hooks: CommitHooks;
+  /** A crash interrupted an earlier attempt of this run. */
+  isRerun: boolean;
+  signalled: () => boolean;
+  /** The committed run a replay is compared with (replayWarning). */
+  newest: CommittedNow | null;
+  replayed: boolean;
+}
+
+/** What the chain of one attempt left: the stages' outcomes and the reflog it read. */
+interface ChainResult {
+  outcomes: StageOutcome[];
+  reflogFile: ReflogIdentity | null;
+  reflogLink: ReflogIdentity | null | undefined;
+  head: Buffer | null;
+}
+
+/** Runs and commits one reflog; returns its record (status failed: nothing was published), or null when a signal stopped it before its commit. */
+async function runOne(run: RunContext): Promise<RunRecord | null> {
   const started = new Date();
+  const rj = startAttempt(run, started);
+  const chain = await runChain(run, rj);
+  const seconds = () => Math.round((Date.now() - started.getTime()) / 100) / 10;
+  const stages: Record<string, Record<string, unknown>> = {};
+  for (const s of chain.outcomes) stages[s.name] = stageCounts(s);
+  const record = newRecord(run, rj, started, stages);
+  // From here to the end of publish() nothing awaits: a later signal is seen after the commit.
+  if (run.signalled()) return null; // the caller stops; the staging area stays for the next invocation
+  const failed = (step: string, error: string) => failRun(run, rj, record, seconds, step, error);
+  const failure = chainFailure(run, chain, stages);
+  if (failure !== null) return failed(failure.step, failure.error);
+  warnStages(run, chain.outcomes, stages);
+  return commitRun(run, rj, record, chain, stages, seconds, failed);
+}
+
+/** Starts an attempt: its run.json (made or reused, attempts counted), a fresh work area, and its warnings. */
+function startAttempt({ o, log, p, newest, replayed }: RunContext, started: Date): RunJson {
   let rj = readRunJson(p);
   if (rj === null) {
     const { now, source } = resolveNow(p.name, o.now, started);
@@ -714,25 +819,25 @@ async function runOne(
     log.warn({ run: p.name, now: rj.now, newest_run: newest?.run, newest_now: newest?.now, keep_ms: newest?.keepMs ?? o.keepMs }, 'a committed run\'s now is its --keep or more ahead of this run\'s: the URLs current_log forgot are sent again');
     process.stderr.write(`${PROG}: warning: ${visibleName(replay)}\n`);
   }
+  return rj;
+}
 
+/** Runs the chain of stages (or fails it at current_log when that file has lost its memory), showing progress. */
+async function runChain({ o, log, p, lockFd, hooks, signalled }: RunContext, rj: RunJson): Promise<ChainResult> {
   const progress: Progress = { size: 0, read: () => -1 };
   const stopDisplay = showProgress(p.name, progress);
-  let outcomes: StageOutcome[];
-  let reflogFile: ReflogIdentity | null;
-  let reflogLink: ReflogIdentity | null | undefined;
-  let head: Buffer | null;
   const lost = memoryLost(o, log, p.name);
   try {
-    ({ outcomes, reflog: reflogFile, reflogLink, head } =
-      lost === null
-        ? await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain'))
-        : { outcomes: [{ name: 'current_log', exit: 1, summary: null, messages: [lost] }], reflog: null, reflogLink: undefined, head: null });
+    if (lost !== null) return { outcomes: [{ name: 'current_log', exit: 1, summary: null, messages: [lost] }], reflogFile: null, reflogLink: undefined, head: null };
+    const r = await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain'));
+    return { outcomes: r.outcomes, reflogFile: r.reflog, reflogLink: r.reflogLink, head: r.head };
   } finally {
     stopDisplay();
   }
-  const seconds = () => Math.round((Date.now() - started.getTime()) / 100) / 10;
-  const stages: Record<string, Record<string, unknown>> = {};
-  for (const s of outcomes) stages[s.name] = stageCounts(s);
+}
+
+/** The record of a run as it stands after its chain, before its outcome is known. */
+function newRecord({ o, p, isRerun }: RunContext, rj: RunJson, started: Date, stages: Record<string, Record<string, unknown>>): RunRecord {
   const record: RunRecord = {
     run: p.name,
     run_id: rj.run_id,
@@ -752,71 +857,81 @@ async function runOne(
     ...(rj.queue !== undefined && { queue_name: rj.queue }),
   };
   if (isRerun || rj.attempts > 1) record.recovered = 'rerun';
+  return record;
+}
 
-  // From here to the end of publish() nothing awaits: a later signal is seen after the commit.
-  if (signalled()) return null; // the caller stops; the staging area stays for the next invocation
-  /** Records the run as failed at `step`, keeps its rejects, drops its staging area: nothing is published. */
-  const failed = async (step: string, error: string): Promise<RunRecord> => {
-    record.status = 'failed';
-    record.failed_stage = step;
-    // Counted for the commit; a failed run published nothing.
-    record.sent = 0;
-    record.sent_per_yacobot = {};
-    record.error = error;
-    record.seconds = seconds();
-    // Assignments are not undone with the run: a stage killed mid-run still lets
-    // upload-domains commit, and its retry finds those domains already assigned.
-    record.new_domains = (await assignedByAttempt(p, o, log)) + (rj.assigned_earlier ?? 0);
-    // The rejects explain a failed reject ratio: keep them, apart from a committed run's
-    // (a failed replay of a committed hour replaced or removed that run's); the next
-    // attempt replaces or removes them, and a commit of the name removes them.
-    if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) {
-      mkdirDurable(path.dirname(p.rejectsFailed));
-      try {
-        fs.renameSync(p.rejects, p.rejectsFailed);
-      } catch (err) {
-        throw ioError(err, p.rejectsFailed, 'rename into place');
-      }
-      record.rejects_file = p.rejectsFailed;
-    } else if (fs.existsSync(p.rejects)) {
-      // analyze-dump ran and rejected nothing: what an earlier attempt rejected would pass for this one's.
-      fs.rmSync(p.rejectsFailed, { force: true });
-    }
-    log.error({ run: p.name, stage: step, error }, 'run failed; nothing published');
+/** Records the run as failed at `step`, keeps its rejects, drops its staging area: nothing is published. */
+async function failRun({ o, log, p, hooks }: RunContext, rj: RunJson, record: RunRecord, seconds: () => number, step: string, error: string): Promise<RunRecord> {
+  record.status = 'failed';
+  record.failed_stage = step;
+  // Counted for the commit; a failed run published nothing.
+  record.sent = 0;
+  record.sent_per_yacobot = {};
+  record.error = error;
+  record.seconds = seconds();
+  // Assignments are not undone with the run: a stage killed mid-run still lets
+  // upload-domains commit, and its retry finds those domains already assigned.
+  record.new_domains = (await assignedByAttempt(p, o, log)) + (rj.assigned_earlier ?? 0);
+  keepFailedRejects(p, record);
+  log.error({ run: p.name, stage: step, error }, 'run failed; nothing published');
+  try {
+    appendRecordOnce(path.join(o.state, 'runs.jsonl'), record);
+  } catch (err) {
+    // The record that keeps the stage's message is what failed: say it here. The run
+    // is redone next time, as after a crash (its staging area stays).
+    process.stderr.write(`${PROG}: run ${p.name} failed: ${visibleName(error)}\n`);
+    throw err;
+  }
+  hooks.beforeStep?.(p.name, 'failed:cleanup');
+  fs.rmSync(p.staging, { recursive: true, force: true });
+  fsyncPath(path.dirname(p.staging));
+  return record;
+}
+
+/** Moves a failed run's non-empty rejects beside the done ones (naming them in its record), or drops an earlier attempt's. */
+function keepFailedRejects(p: RunPaths, record: RunRecord): void {
+  // The rejects explain a failed reject ratio: keep them, apart from a committed run's
+  // (a failed replay of a committed hour replaced or removed that run's); the next
+  // attempt replaces or removes them, and a commit of the name removes them.
+  if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) {
+    mkdirDurable(path.dirname(p.rejectsFailed));
     try {
-      appendRecordOnce(path.join(o.state, 'runs.jsonl'), record);
+      fs.renameSync(p.rejects, p.rejectsFailed);
     } catch (err) {
-      // The record that keeps the stage's message is what failed: say it here. The run
-      // is redone next time, as after a crash (its staging area stays).
-      process.stderr.write(`${PROG}: run ${p.name} failed: ${visibleName(error)}\n`);
-      throw err;
+      throw ioError(err, p.rejectsFailed, 'rename into place');
     }
-    hooks.beforeStep?.(p.name, 'failed:cleanup');
-    fs.rmSync(p.staging, { recursive: true, force: true });
-    fsyncPath(path.dirname(p.staging));
-    return record;
-  };
-  const bad = outcomes.find((s) => s.exit !== 0);
+    record.rejects_file = p.rejectsFailed;
+  } else if (fs.existsSync(p.rejects)) {
+    // analyze-dump ran and rejected nothing: what an earlier attempt rejected would pass for this one's.
+    fs.rmSync(p.rejectsFailed, { force: true });
+  }
+}
+
+/** The step and message a run fails with after its chain (a stage failed, no reflog, a cut last line), or null. */
+function chainFailure({ o, p }: RunContext, chain: ChainResult, stages: Record<string, Record<string, unknown>>): { step: string; error: string } | null {
+  const { head } = chain;
+  const bad = chain.outcomes.find((s) => s.exit !== 0);
   const firstLine = () => head && firstHeaderLine(head, head.length >= REFLOG_HEAD_BYTES);
   // A gzip file never is a reflog (with a high --max-reject-ratio it would commit as rejects);
   // an HTML page with TABs fails on its rejects, which is no ratio to raise.
   const kind = head === null ? null : foreignKind(head);
-  if (kind === 'gzip' || (kind === 'html' && bad?.name === 'analyze-dump')) return failed('reflog', foreignReflog(p.reflog, kind, firstLine()));
-  if (bad) return failed(bad.name, failureMessage(bad));
+  if (kind === 'gzip' || (kind === 'html' && bad?.name === 'analyze-dump')) return { step: 'reflog', error: foreignReflog(p.reflog, kind, firstLine()) };
+  if (bad) return { step: bad.name, error: failureMessage(bad) };
   // Lines without a TAB and nothing else (an HTML page saved as the hour) are no reflog:
   // failed at step 'reflog', as a file that cannot be read is; the stages did their part.
   // Before the cut-last-line warning, which its message takes in.
   const archived = path.join(o.state, 'done', p.name + REFLOG_EXT);
-  const notReflog = notAReflog(
-    stages['analyze-dump'],
-    p.reflog,
-    firstLine(),
-    exists(archived) ? archived : undefined,
-  );
-  if (notReflog !== null) return failed('reflog', notReflog);
+  const notReflog = notAReflog(stages['analyze-dump'], p.reflog, firstLine(), exists(archived) ? archived : undefined);
+  if (notReflog !== null) return { step: 'reflog', error: notReflog };
+  if (stages['analyze-dump']?.last_line_unterminated === true && !o.allowUnterminated) {
+    return { step: 'reflog', error: unterminatedReflog(p.reflog, stages['analyze-dump']?.lines_in) };
+  }
+  return null;
+}
 
+/** Warns of a cut last line let through (--allow-unterminated) and repeats the stages' own warnings. */
+function warnStages({ log, p }: RunContext, outcomes: StageOutcome[], stages: Record<string, Record<string, unknown>>): void {
   if (stages['analyze-dump']?.last_line_unterminated === true) {
-    if (!o.allowUnterminated) return failed('reflog', unterminatedReflog(p.reflog, stages['analyze-dump']?.lines_in));
     log.warn({ run: p.name, reflog: p.reflog }, 'the reflog\'s last line has no newline; was it cut off?');
     process.stderr.write(
       `${PROG}: warning: ${p.name}: the reflog's last line has no newline; committed as it is (--allow-unterminated)\n`,
@@ -830,17 +945,19 @@ async function runOne(
     log.warn({ run: p.name, stage, warning }, 'stage warning');
     process.stderr.write(`${PROG}: warning: ${p.name}: ${stage}: ${visibleName(warning)}\n`);
   }
+}
 
-  // Success: gather what will be published, then commit.
-  const queue: CommitPlan['queue'] = [];
-  for (const id of fs.readdirSync(p.queue).sort((a, b) => Number(a) - Number(b))) {
-    const f = stagedQueueFile({ staging: p.staging, run: p.name, queueName: p.queueName }, id);
-    if (!fs.existsSync(f)) continue;
-    const urls = countLines(f);
-    queue.push({ yacobot: id, urls });
-    record.sent_per_yacobot[id] = urls;
-    record.sent += urls;
-  }
+/** Gathers what a run publishes, commits it and publishes it; a queue file that cannot be prepared fails the run. */
+function commitRun(
+  { o, p, hooks, log }: RunContext,
+  rj: RunJson,
+  record: RunRecord,
+  chain: ChainResult,
+  stages: Record<string, Record<string, unknown>>,
+  seconds: () => number,
+  failed: (step: string, error: string) => Promise<RunRecord>,
+): RunRecord | Promise<RunRecord> {
+  const queue = stagedQueue(p, record);
   const ud = stages['upload-domains'] ?? {};
   record.new_domains =
     (typeof ud.assigned_by_us === 'number' ? ud.assigned_by_us : typeof ud.domains_new === 'number' ? ud.domains_new : 0) +
@@ -856,8 +973,8 @@ async function runOne(
     staging: p.staging,
     state: o.state,
     reflog: p.reflog,
-    ...(reflogFile !== null && { reflogFile }),
-    ...(reflogLink !== undefined && { reflogLink }),
+    ...(chain.reflogFile !== null && { reflogFile: chain.reflogFile }),
+    ...(chain.reflogLink !== undefined && { reflogLink: chain.reflogLink }),
     queueDir: o.queueDir,
     ...(p.queueName !== p.name && { queueName: p.queueName }),
     backlogWarn: o.backlogWarn,
@@ -875,6 +992,20 @@ async function runOne(
   publish(plan, hooks);
   log.info({ run: p.name, sent: record.sent, sent_per_yacobot: record.sent_per_yacobot, new_domains: record.new_domains, seconds: record.seconds }, 'run committed');
   return record;
+}
+
+/** The staged queue files of a run, by Yacobot id, with their URLs counted into its record. */
+function stagedQueue(p: RunPaths, record: RunRecord): CommitPlan['queue'] {
+  const queue: CommitPlan['queue'] = [];
+  for (const id of fs.readdirSync(p.queue).sort((a, b) => Number(a) - Number(b))) {
+    const f = stagedQueueFile({ staging: p.staging, run: p.name, queueName: p.queueName }, id);
+    if (!fs.existsSync(f)) continue;
+    const urls = countLines(f);
+    queue.push({ yacobot: id, urls });
+    record.sent_per_yacobot[id] = urls;
+    record.sent += urls;
+  }
+  return queue;
 }
 
 /** Whether `file` is there (a dangling link too); false when it cannot be looked at. */
