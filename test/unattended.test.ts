@@ -462,3 +462,26 @@ test('a state disk with no space at all: the message names the file the runner c
     spawnSync('umount', [state]);
   }
 });
+
+test('a late hour with an older updatetag sends nothing again and keeps the newer tag: the next hour does not send it either', () => {
+  const dir = fresh();
+  const x = 'http://late.example/x';
+  const sentIn = () =>
+    fs
+      .readdirSync(path.join(dir, 'var/queue'))
+      .flatMap((y) => fs.readdirSync(path.join(dir, 'var/queue', y)).map((f) => [f, fs.readFileSync(path.join(dir, 'var/queue', y, f), 'utf8')] as const))
+      .filter(([, text]) => text.includes(x))
+      .map(([f]) => f)
+      .sort();
+  const hourWith = (name: string, ts: string, tag: string, other: string) =>
+    fs.writeFileSync(path.join(dir, 'var/inbox', `${name}.reflog`), reflogText(ts, [x, other], tag));
+  hourWith('2011072814', '20110728141000', 'v2', 'http://a.example/');
+  assert.equal(run(dir, '--keep', '10h').status, 0);
+  hourWith('2011072813', '20110728133000', 'v1', 'http://b.example/'); // arrives late
+  assert.equal(run(dir, '--keep', '10h').status, 0);
+  const current = fs.readFileSync(path.join(dir, 'var/state/current_log'), 'utf8');
+  assert.match(current, /\t20110728141000\tv2\t2\tlate\.example\thttp:\/\/late\.example\/x\n/);
+  hourWith('2011072815', '20110728144500', 'v2', 'http://c.example/');
+  assert.equal(run(dir, '--keep', '10h').status, 0);
+  assert.deepEqual(sentIn(), ['2011072814.tsv']);
+});
