@@ -333,3 +333,12 @@ export function appendRecordOnce(file: string, record: { run_id: string; attempt
   if (created) fsyncPath(path.dirname(file));
   return true;
 }
+
+/** Whether `file` is there (a dangling link too); false when it cannot be looked at. */
+export function exists(file: string): boolean {
+  try {
+    return fs.lstatSync(file, { throwIfNoEntry: false }) !== undefined;
+  } catch {
+    return false;
+  }
+}

@@ -11,7 +11,7 @@ import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleN
 import { BIN_DIR as BIN } from '../core/root.js';
 import { fsyncPath } from '../core/dirs.js';
 import { openStore, redactDb } from '../core/store.js';
-import { countLines, appendRecordOnce, lastRecord, mkdirDurable, symlinkTarget, tailRecords, writeFileDurable } from './fsutil.js';
+import { countLines, appendRecordOnce, exists, lastRecord, mkdirDurable, symlinkTarget, tailRecords, writeFileDurable } from './fsutil.js';
 import { prepareQueues, publish, readCommit, removePrepared, writeCommit, stagedQueueFile, type CommitHooks, type CommitPlan } from './commit.js';
 import { acquireLock, Locked } from './lock.js';
 import { missingCurrentLog, settingsRefusal, storedSettings } from './settings.js';
@@ -1006,15 +1006,6 @@ function stagedQueue(p: RunPaths, record: RunRecord): CommitPlan['queue'] {
     record.sent += urls;
   }
   return queue;
-}
-
-/** Whether `file` is there (a dangling link too); false when it cannot be looked at. */
-function exists(file: string): boolean {
-  try {
-    return fs.lstatSync(file, { throwIfNoEntry: false }) !== undefined;
-  } catch {
-    return false;
-  }
 }
 
 /** On a terminal: a one-line progress display (how much of the reflog the chain has read); returns its stop function. */

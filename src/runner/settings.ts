@@ -4,6 +4,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { formatDuration } from '../core/time.js';
+import { exists } from './fsutil.js';
 import type { RunnerOptions } from './options.js';
 
 /** The settings of the last committed run, as STATE/settings.json holds them. */
@@ -115,13 +116,4 @@ export function missingCurrentLog(state: string, past: readonly unknown[]): stri
     `every URL would be sent again as new. ${restore[0]!.toUpperCase()}${restore.slice(1)}` +
     `to start the memory over, run with --reset-current-log (config key reset-current-log = yes)`
   );
-}
-
-/** Whether something is at `file` (a dangling link too). */
-function exists(file: string): boolean {
-  try {
-    return fs.lstatSync(file, { throwIfNoEntry: false }) !== undefined;
-  } catch {
-    return false;
-  }
 }
