@@ -511,62 +511,82 @@ function keepLink(file: string, link: string): void {
 /** The publish steps of a committed run, in the order above. */
 export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovered = false): Step[] {
   const work = path.join(plan.staging, 'work');
-  const steps: Step[] = [];
-  for (const q of plan.queue) {
-    steps.push({
-      name: `queue:${q.yacobot}`,
-      run() {
-        const dst = publishedQueueFile(plan, q.yacobot);
-        const prepared = preparedPath(dst);
-        const staged = stagedQueueFile(plan, q.yacobot);
-        const hasStaged = fs.existsSync(staged);
-        // The copy made before COMMIT is whole; a roll forward may also find the copy
-        // made below by an earlier roll forward, cut off where a crash stopped it.
-        if (fs.existsSync(prepared) && !(recovered && hasStaged && !sameCopy(staged, prepared))) renameIntoPlace(prepared, dst);
-        else if (hasStaged) {
-          // Renamed before a crash (copying again writes the same bytes), or a COMMIT of an older version.
-          mkdirDurable(path.dirname(dst));
-          publishCopy(staged, dst);
-        } else return; // published: its staged file goes only after that (runners before the uncommit step removed them before COMMIT)
-        try {
-          fs.rmSync(staged, { force: true });
-        } catch (err) {
-          throw ioError(err, staged, 'remove');
-        }
-        fsyncPath(path.dirname(staged));
-      },
-    });
-  }
-  const moveIntoPlace = (from: string, to: string): void => {
-    if (!fs.existsSync(from)) return; // renamed before a crash
-    mkdirDurable(path.dirname(to));
-    try {
-      fs.renameSync(from, to);
-    } catch (err) {
-      throw ioError(err, to, 'rename into place');
-    }
-    fsyncPath(path.dirname(to));
-  };
+  const steps: Step[] = plan.queue.map((q) => queueStep(plan, q.yacobot, recovered));
   const replace = (name: string, from: string, to: string): Step => ({ name, run: () => moveIntoPlace(from, to) });
-  steps.push({
+  steps.push(currentLogStep(plan, work), settingsStep(plan));
+  steps.push(replace('domain_map', path.join(work, 'domain_map'), path.join(plan.state, 'domain_map')));
+  steps.push(rejectsStep(plan, work), recordStep(plan, hooks, recovered), reflogStep(plan, hooks));
+  steps.push(uncommitStep(plan, hooks), cleanupStep(plan));
+  return steps;
+}
+
+/** Step queue:ID: publishes Yacobot `yacobot`'s queue file from its copy beside its place (or its staged file), then removes the staged file. */
+function queueStep(plan: CommitPlan, yacobot: string, recovered: boolean): Step {
+  return {
+    name: `queue:${yacobot}`,
+    run() {
+      const dst = publishedQueueFile(plan, yacobot);
+      const prepared = preparedPath(dst);
+      const staged = stagedQueueFile(plan, yacobot);
+      const hasStaged = fs.existsSync(staged);
+      // The copy made before COMMIT is whole; a roll forward may also find the copy
+      // made below by an earlier roll forward, cut off where a crash stopped it.
+      if (fs.existsSync(prepared) && !(recovered && hasStaged && !sameCopy(staged, prepared))) renameIntoPlace(prepared, dst);
+      else if (hasStaged) {
+        // Renamed before a crash (copying again writes the same bytes), or a COMMIT of an older version.
+        mkdirDurable(path.dirname(dst));
+        publishCopy(staged, dst);
+      } else return; // published: its staged file goes only after that (runners before the uncommit step removed them before COMMIT)
+      try {
+        fs.rmSync(staged, { force: true });
+      } catch (err) {
+        throw ioError(err, staged, 'remove');
+      }
+      fsyncPath(path.dirname(staged));
+    },
+  };
+}
+
+/** Renames `from` to `to` durably, making `to`'s directory if needed; nothing when `from` is gone (renamed before a crash). */
+function moveIntoPlace(from: string, to: string): void {
+  if (!fs.existsSync(from)) return; // renamed before a crash
+  mkdirDurable(path.dirname(to));
+  try {
+    fs.renameSync(from, to);
+  } catch (err) {
+    throw ioError(err, to, 'rename into place');
+  }
+  fsyncPath(path.dirname(to));
+}
+
+/** Step current_log: replaces STATE/current_log with the staged one and keeps its hard link. */
+function currentLogStep(plan: CommitPlan, work: string): Step {
+  return {
     name: 'current_log',
     run() {
       const current = path.join(plan.state, 'current_log');
       moveIntoPlace(path.join(work, 'current_log'), current);
       keepLink(current, currentLogLink(plan.state));
     },
-  });
-  steps.push({
+  };
+}
+
+/** Step settings: stores the run's --keep and --resend-after with the state. */
+function settingsStep(plan: CommitPlan): Step {
+  return {
     name: 'settings',
     run() {
       const { run, keep_ms, resend_after_ms } = plan.record;
       // A marker of a runner before keep_ms was recorded: the settings stay as they were.
       if (Number.isSafeInteger(keep_ms) && Number.isSafeInteger(resend_after_ms)) writeFileDurable(settingsFile(plan.state), settingsText({ run, keep_ms, resend_after_ms }));
     },
-  });
-  steps.push(replace('domain_map', path.join(work, 'domain_map'), path.join(plan.state, 'domain_map')));
+  };
+}
+
+/** Step rejects: keeps the run's rejects file in STATE/rejects/ (or removes one an earlier run left) and removes its failed attempts'. */
+function rejectsStep(plan: CommitPlan, work: string): Step {
   const rejects = keptRejects(plan.state, plan.run);
-  steps.push({
+  return {
     name: 'rejects',
     run() {
       // No rejects this time: a file an earlier run of the same name left (or a failed
@@ -575,8 +595,12 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
       else removeDurable(rejects);
       removeDurable(failedRejects(plan.state, plan.run));
     },
-  });
-  steps.push({
+  };
+}
+
+/** Step record: appends the run's line, with each Yacobot's backlog, to runs.jsonl (once). */
+function recordStep(plan: CommitPlan, hooks: CommitHooks, recovered: boolean): Step {
+  return {
     name: 'record',
     run() {
       const backlog = countBacklog(plan.queueDir);
@@ -588,63 +612,24 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
       const appended = appendRecordOnce(path.join(plan.state, 'runs.jsonl'), record);
       hooks.recorded?.(record, appended);
     },
-  });
-  steps.push({
+  };
+}
+
+/** Step reflog: moves the run's reflog from the inbox to done/, leaving a file renamed over it in the inbox. */
+function reflogStep(plan: CommitPlan, hooks: CommitHooks): Step {
+  return {
     name: 'reflog',
     run() {
-      const done = path.join(plan.state, 'done');
-      const to = path.join(done, plan.run + REFLOG_EXT);
       const parked = parkedPath(plan.reflog);
       let warned = false;
       const replaced = () => {
         if (!warned) hooks.reflogReplaced?.(plan.run, plan.reflog);
         warned = true;
       };
-      /** Moves what is parked to done/ if it is the run's reflog, else puts it back. */
-      const settle = () => {
-        const whose = reflogAt(plan, parked);
-        if (whose === 'gone') return; // moved before a crash
-        if (whose === 'other') {
-          // Renamed over the inbox name just before it was parked: the run's own reflog had
-          // already left, replaced; this one is unprocessed.
-          putBack(parked, plan.reflog);
-          replaced();
-          return;
-        }
-        mkdirDurable(done);
-        const here = statQuiet(parked, fs.lstatSync);
-        const there = statQuiet(to, fs.lstatSync);
-        // Followed too: the file each name leads to (a dangling link leads nowhere).
-        const hereFile = here?.isSymbolicLink() ? statQuiet(parked, fs.statSync) : here;
-        const thereFile = there?.isSymbolicLink() ? statQuiet(to, fs.statSync) : there;
-        const same = (a?: fs.BigIntStats, b?: fs.BigIntStats) => a !== undefined && b !== undefined && a.dev === b.dev && a.ino === b.ino;
-        if (same(here, there) || same(hereFile, thereFile)) {
-          // done/RUN.reflog already is, or leads to, the file the run read. A hard link of
-          // it (a replay made with ln, not mv): rename(2) of one link over another of the
-          // same file does nothing, and the reflog stayed in the inbox, run again at every
-          // invocation. A symlink to it (ln -s): moved there, it replaced the only copy of
-          // the hour with a link to itself.
-          try {
-            fs.unlinkSync(parked);
-          } catch (err) {
-            throw ioError(err, parked, 'remove (done/ holds the same file)');
-          }
-          fsyncPath(path.dirname(parked));
-          return;
-        }
-        // What an earlier run of this name archived (this one is a re-send, or a replay
-        // copied out of done/) is the record of what that run read: kept, not replaced.
-        // A directory in the way stays an error (see moveOut).
-        if (there !== undefined && !there.isDirectory()) {
-          const kept = keepArchived(parked, to);
-          if (kept !== null) hooks.archiveKept?.(plan.run, to, kept);
-        }
-        moveOut(parked, to);
-      };
-      /** settle(); on an error that may persist (a directory in the way in done/, done/ full), the reflog waits for the fix under its inbox name, if that is still free. */
+      /** settleParked(); on an error that may persist (a directory in the way in done/, done/ full), the reflog waits for the fix under its inbox name, if that is still free. */
       const settleOrUnpark = () => {
         try {
-          settle();
+          settleParked(plan, hooks, replaced);
         } catch (err) {
           unpark(parked, plan.reflog);
           throw err;
@@ -669,8 +654,62 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
       park(plan.reflog, parked);
       settleOrUnpark();
     },
-  });
-  steps.push({
+  };
+}
+
+/** Moves what is parked to done/ if it is the run's reflog (calling `replaced` otherwise, after putting it back). */
+function settleParked(plan: CommitPlan, hooks: CommitHooks, replaced: () => void): void {
+  const done = path.join(plan.state, 'done');
+  const to = path.join(done, plan.run + REFLOG_EXT);
+  const parked = parkedPath(plan.reflog);
+  const whose = reflogAt(plan, parked);
+  if (whose === 'gone') return; // moved before a crash
+  if (whose === 'other') {
+    // Renamed over the inbox name just before it was parked: the run's own reflog had
+    // already left, replaced; this one is unprocessed.
+    putBack(parked, plan.reflog);
+    replaced();
+    return;
+  }
+  mkdirDurable(done);
+  const there = statQuiet(to, fs.lstatSync);
+  if (sameFileAt(parked, to)) {
+    // done/RUN.reflog already is, or leads to, the file the run read. A hard link of
+    // it (a replay made with ln, not mv): rename(2) of one link over another of the
+    // same file does nothing, and the reflog stayed in the inbox, run again at every
+    // invocation. A symlink to it (ln -s): moved there, it replaced the only copy of
+    // the hour with a link to itself.
+    try {
+      fs.unlinkSync(parked);
+    } catch (err) {
+      throw ioError(err, parked, 'remove (done/ holds the same file)');
+    }
+    fsyncPath(path.dirname(parked));
+    return;
+  }
+  // What an earlier run of this name archived (this one is a re-send, or a replay
+  // copied out of done/) is the record of what that run read: kept, not replaced.
+  // A directory in the way stays an error (see moveOut).
+  if (there !== undefined && !there.isDirectory()) {
+    const kept = keepArchived(parked, to);
+    if (kept !== null) hooks.archiveKept?.(plan.run, to, kept);
+  }
+  moveOut(parked, to);
+}
+
+/** Whether names `a` and `b` are, or (as symlinks) lead to, the same file; a dangling link leads nowhere. */
+function sameFileAt(a: string, b: string): boolean {
+  const here = statQuiet(a, fs.lstatSync);
+  const there = statQuiet(b, fs.lstatSync);
+  const hereFile = here?.isSymbolicLink() ? statQuiet(a, fs.statSync) : here;
+  const thereFile = there?.isSymbolicLink() ? statQuiet(b, fs.statSync) : there;
+  const same = (x?: fs.BigIntStats, y?: fs.BigIntStats) => x !== undefined && y !== undefined && x.dev === y.dev && x.ino === y.ino;
+  return same(here, there) || same(hereFile, thereFile);
+}
+
+/** Step uncommit: removes the COMMIT marker (after telling hooks.finished), which ends the run's roll forward. */
+function uncommitStep(plan: CommitPlan, hooks: CommitHooks): Step {
+  return {
     name: 'uncommit',
     run() {
       // COMMIT goes first: while it is there, a roll forward needs every staged file.
@@ -679,15 +718,18 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
       fs.rmSync(path.join(plan.staging, 'COMMIT'), { force: true });
       fsyncPath(plan.staging);
     },
-  });
-  steps.push({
+  };
+}
+
+/** Step cleanup: removes the run's staging directory. */
+function cleanupStep(plan: CommitPlan): Step {
+  return {
     name: 'cleanup',
     run() {
       fs.rmSync(plan.staging, { recursive: true, force: true });
       fsyncPath(path.dirname(plan.staging));
     },
-  });
-  return steps;
+  };
 }
 
 /** What each publish step does, for a message on what still waits. */

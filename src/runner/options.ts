@@ -236,11 +236,53 @@ export function parseConfig(text: string, file: string): Map<Key, { value: strin
   return out;
 }
 
+/** Where each option was set: its value, the directory a relative path in it is from, and 'FILE:LINE: ' (config file) or '' (command line) for a message. */
+type Values = Map<Key, { value: string; base: string; at: string }>;
+
 /**
  * Parses argv (without node and script), merges the config file, validates.
  * Returns 'help' or 'version' when asked; throws UsageError on anything wrong.
  */
 export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions | 'help' | 'version' {
+  const cli = readArgv(argv);
+  if (cli === 'help' || cli === 'version') return cli;
+  const { values, configPath } = mergeConfig(cli.flags, cli.configFile, cwd);
+  const o = new OptionReader(values, cwd);
+  // The checks run in this order: with several wrong values, the first one is reported.
+  const state = o.pathOf('state', 'var/state');
+  const now = nowOption(o);
+  const backlogWarn = backlogWarnOption(o);
+  const { keep, resend } = keepOptions(o);
+  const stage = stageOptions(o);
+  const { db, dbArgs, dbTimeouts } = dbOptions(o, state);
+  return {
+    inbox: o.pathOf('inbox', 'var/inbox'),
+    state,
+    db,
+    dbArgs,
+    dbTimeouts,
+    queueDir: o.pathOf('queue-dir', 'var/queue'),
+    now,
+    backlogWarn,
+    keep: o.get('keep') ?? null,
+    keepMs: keep.ms,
+    resendAfter: o.get('resend-after') ?? null,
+    resendAfterMs: resend.ms,
+    maxRejectRatio: stage.maxRejectRatio,
+    memory: stage.memory,
+    logLevel: stage.logLevel,
+    killAfterMs: stage.killAfterMs,
+    config: configPath,
+    acceptSettingsChange: o.bool('accept-settings-change'),
+    allowUnterminated: o.bool('allow-unterminated'),
+    resetCurrentLog: o.bool('reset-current-log'),
+    keepDoneMs: stage.keepDoneMs,
+    metricsFile: values.has('metrics-file') ? o.pathOf('metrics-file', '') : null,
+  };
+}
+
+/** The command line's --key values and its --config file; 'help' or 'version' as soon as asked; throws UsageError on an unknown or incomplete option. */
+function readArgv(argv: readonly string[]): { flags: Map<Key, string>; configFile: string | null } | 'help' | 'version' {
   const flags = new Map<Key, string>();
   let configFile: string | null = null;
   for (let i = 0; i < argv.length; i++) {
@@ -260,10 +302,12 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     if (name === 'config') configFile = value;
     else flags.set(name as Key, value);
   }
+  return { flags, configFile };
+}
 
-  // Each value, the directory a relative path in it is from, and where it was set for a
-  // message: 'FILE:LINE: ' in the config file, '' on the command line (the key says it).
-  const values = new Map<Key, { value: string; base: string; at: string }>();
+/** The config file's values (if one is given) overridden by the command line's `flags`, and the config file's absolute path. */
+function mergeConfig(flags: Map<Key, string>, configFile: string | null, cwd: string): { values: Values; configPath: string | null } {
+  const values: Values = new Map();
   let configPath: string | null = null;
   if (configFile !== null) {
     if (configFile === '') throw new UsageError(`config is an empty path ('' is not the current directory)`);
@@ -277,28 +321,66 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     for (const [k, { value, line }] of parseConfig(text, configFile)) values.set(k, { value, base: path.dirname(configPath), at: `${configFile}:${line}: ` });
   }
   for (const [k, v] of flags) values.set(k, { value: v, base: cwd, at: '' });
+  return { values, configPath };
+}
 
-  const get = (k: Key): string | undefined => values.get(k)?.value;
+/** Reads the merged option values: raw, as paths, as switches; messages name where a value was set. */
+class OptionReader {
+  constructor(
+    private readonly values: Values,
+    private readonly cwd: string,
+  ) {}
+
+  /** The value of `k`, if set. */
+  get(k: Key): string | undefined {
+    return this.values.get(k)?.value;
+  }
+
   /** `k` as a message names it: after its config file's place when it was set there. */
-  const named = (k: Key): string => `${values.get(k)?.at ?? ''}${k}`;
-  const pathOf = (k: Key, dflt: string): string => {
-    const v = values.get(k);
-    if (v === undefined) return path.resolve(cwd, dflt);
-    // Not 'inbox is empty', which reads as an inbox without reflogs.
-    if (v.value === '') throw new UsageError(`${named(k)} is an empty path ('' is not the current directory)`);
-    return PATH_KEYS.has(k) ? path.resolve(v.base, v.value) : v.value;
-  };
+  named(k: Key): string {
+    return `${this.values.get(k)?.at ?? ''}${k}`;
+  }
 
-  const state = pathOf('state', 'var/state');
-  const now = get('now') ?? null;
-  if (now !== null && !isValidTimestamp(now)) throw new UsageError(`${named('now')} wants a real time as YYYYMMDDhhmmss, got '${clipText(now)}'`);
-  const bw = get('backlog-warn') ?? '1000000';
+  /** `k` resolved from where it was set (a path key), or `dflt` from the current directory; an empty value is a UsageError. */
+  pathOf(k: Key, dflt: string): string {
+    const v = this.values.get(k);
+    if (v === undefined) return path.resolve(this.cwd, dflt);
+    // Not 'inbox is empty', which reads as an inbox without reflogs.
+    if (v.value === '') throw new UsageError(`${this.named(k)} is an empty path ('' is not the current directory)`);
+    return PATH_KEYS.has(k) ? path.resolve(v.base, v.value) : v.value;
+  }
+
+  /** The switch `k`: false when unset; a value other than yes/no is a UsageError. */
+  bool(k: Key): boolean {
+    const v = this.get(k);
+    if (v === undefined) return false;
+    const b = parseSwitch(v);
+    if (b === null) throw new UsageError(`${this.named(k)} is yes or no (also true/false, 1/0), got '${clipText(v)}'`);
+    return b;
+  }
+}
+
+/** --now, checked as a real time, or null. */
+function nowOption(o: OptionReader): string | null {
+  const now = o.get('now') ?? null;
+  if (now !== null && !isValidTimestamp(now)) throw new UsageError(`${o.named('now')} wants a real time as YYYYMMDDhhmmss, got '${clipText(now)}'`);
+  return now;
+}
+
+/** --backlog-warn as a number of URLs. */
+function backlogWarnOption(o: OptionReader): number {
+  const bw = o.get('backlog-warn') ?? '1000000';
   const backlogWarn = parseGroupedCount(bw);
-  if (backlogWarn === null) throw new UsageError(`${named('backlog-warn')} wants a number of URLs, got '${clipText(bw)}'`);
+  if (backlogWarn === null) throw new UsageError(`${o.named('backlog-warn')} wants a number of URLs, got '${clipText(bw)}'`);
+  return backlogWarn;
+}
+
+/** --keep and --resend-after (filter-url's defaults when unset), each as given and in ms; keep may not be the shorter. */
+function keepOptions(o: OptionReader): { keep: { v: string; ms: number }; resend: { v: string; ms: number } } {
   const duration = (k: 'keep' | 'resend-after') => {
-    const v = get(k) ?? (k === 'keep' ? DEFAULT_KEEP : DEFAULT_RESEND_AFTER);
+    const v = o.get(k) ?? (k === 'keep' ? DEFAULT_KEEP : DEFAULT_RESEND_AFTER);
     const ms = parseDuration(v);
-    if (ms === null) throw new UsageError(`${named(k)} wants a duration like 90s, 30m, 1h, 10h, 1d or seconds (at most 3650d), got '${clipText(v)}'`);
+    if (ms === null) throw new UsageError(`${o.named(k)} wants a duration like 90s, 30m, 1h, 10h, 1d or seconds (at most 3650d), got '${clipText(v)}'`);
     return { v, ms };
   };
   const keep = duration('keep');
@@ -308,66 +390,46 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
   if (keep.ms < resend.ms) {
     throw new UsageError(`keep (${keep.v}) is shorter than resend-after (${resend.v}): a URL unseen for longer than keep would be sent again before resend-after; set keep at least as long`);
   }
-  const ratio = get('max-reject-ratio');
+  return { keep, resend };
+}
+
+/** --max-reject-ratio, --memory, --log-level, --kill-after and --keep-done, each checked as its reader would. */
+function stageOptions(o: OptionReader): Pick<RunnerOptions, 'maxRejectRatio' | 'memory' | 'logLevel' | 'killAfterMs' | 'keepDoneMs'> {
+  const ratio = o.get('max-reject-ratio');
   // Read as analyze-dump reads it: a value it would refuse would fail every run.
-  if (ratio !== undefined && parseRatio(ratio) === null) throw ratioError(named('max-reject-ratio'), clipText(ratio));
-  const memory = get('memory');
+  if (ratio !== undefined && parseRatio(ratio) === null) throw ratioError(o.named('max-reject-ratio'), clipText(ratio));
+  const memory = o.get('memory');
   const budget = memory === undefined ? 0 : parseBudget(memory);
-  if (typeof budget !== 'number') throw new UsageError(`${named('memory')} ${budget.error}`);
-  const logLevel = get('log-level') ?? 'info';
+  if (typeof budget !== 'number') throw new UsageError(`${o.named('memory')} ${budget.error}`);
+  const logLevel = o.get('log-level') ?? 'info';
   if (!['debug', 'info', 'warn', 'error', 'silent'].includes(logLevel)) {
-    throw new UsageError(`${named('log-level')} is one of debug, info, warn, error, silent; got '${clipText(logLevel)}'`);
+    throw new UsageError(`${o.named('log-level')} is one of debug, info, warn, error, silent; got '${clipText(logLevel)}'`);
   }
-  const ka = get('kill-after') ?? '10s';
+  const ka = o.get('kill-after') ?? '10s';
   const killAfterMs = parseDuration(ka);
   if (killAfterMs === null || killAfterMs > MAX_KILL_AFTER_MS) {
-    throw new UsageError(`${named('kill-after')} wants a duration like 5s, 1m or seconds, at most 1d; got '${clipText(ka)}'`);
+    throw new UsageError(`${o.named('kill-after')} wants a duration like 5s, 1m or seconds, at most 1d; got '${clipText(ka)}'`);
   }
-  const kd = get('keep-done');
+  const kd = o.get('keep-done');
   const keepDoneMs = kd === undefined ? null : parseDuration(kd);
-  if (keepDoneMs === null && kd !== undefined) throw new UsageError(`${named('keep-done')} wants a duration like 7d, 12h or seconds (at most 3650d), got '${clipText(kd)}'`);
-  const bool = (k: Key): boolean => {
-    const v = get(k);
-    if (v === undefined) return false;
-    const b = parseSwitch(v);
-    if (b === null) throw new UsageError(`${named(k)} is yes or no (also true/false, 1/0), got '${clipText(v)}'`);
-    return b;
-  };
-  const db = values.has('db') ? (isPgUri(get('db')!) ? get('db')! : pathOf('db', '')) : path.join(state, 'partner.db');
+  if (keepDoneMs === null && kd !== undefined) throw new UsageError(`${o.named('keep-done')} wants a duration like 7d, 12h or seconds (at most 3650d), got '${clipText(kd)}'`);
+  return { maxRejectRatio: ratio ?? null, memory: memory ?? null, logLevel, killAfterMs, keepDoneMs };
+}
+
+/** --db (STATE/partner.db by default; a postgres:// URI as it is) and the time-outs, as the stages take them. */
+function dbOptions(o: OptionReader, state: string): Pick<RunnerOptions, 'db' | 'dbArgs' | 'dbTimeouts'> {
+  const given = o.get('db');
+  const db = given !== undefined ? (isPgUri(given) ? given : o.pathOf('db', '')) : path.join(state, 'partner.db');
   const dbArgs = ['--db', db];
   const raw: Record<string, string> = {};
   for (const [k, opt] of [['connect-timeout', 'connectTimeout'], ['statement-timeout', 'statementTimeout'], ['lock-timeout', 'lockTimeout']] as const) {
-    const v = get(k);
+    const v = o.get(k);
     if (v === undefined) continue;
     raw[opt] = v;
     dbArgs.push(`--${k}`, v);
   }
   // Read as the stages read them: a value they would refuse would fail every run.
-  const dbTimeouts = timeoutsOf(raw);
-  return {
-    inbox: pathOf('inbox', 'var/inbox'),
-    state,
-    db,
-    dbArgs,
-    dbTimeouts,
-    queueDir: pathOf('queue-dir', 'var/queue'),
-    now,
-    backlogWarn,
-    keep: get('keep') ?? null,
-    keepMs: keep.ms,
-    resendAfter: get('resend-after') ?? null,
-    resendAfterMs: resend.ms,
-    maxRejectRatio: ratio ?? null,
-    memory: memory ?? null,
-    logLevel,
-    killAfterMs,
-    config: configPath,
-    acceptSettingsChange: bool('accept-settings-change'),
-    allowUnterminated: bool('allow-unterminated'),
-    resetCurrentLog: bool('reset-current-log'),
-    keepDoneMs,
-    metricsFile: values.has('metrics-file') ? pathOf('metrics-file', '') : null,
-  };
+  return { db, dbArgs, dbTimeouts: timeoutsOf(raw) };
 }
 
 /** A switch's value: true for yes/true/1, false for no/false/0 (any case), else null. */
