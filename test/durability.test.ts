@@ -3,7 +3,7 @@
 // upload-domains' --map) is fsynced before the rename, and its directory after it
 // (and the parent of a directory the stage made). Seen through strace, where the
 // machine has it and allows ptrace; the runner's own commit is checked in
-// reflog-to-yacobot-queue.test.ts.
+// runner-commit.test.ts and runner-recovery.test.ts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
