@@ -18,7 +18,7 @@
 //                 between the rename and the removal publishes it once more).
 //                 First, so that URLs are handed out before the state that says
 //                 they were sent (at-least-once even if the staging area were lost).
-//   2. current_log, 3. domain_map   rename staged file over STATE/<file>
+//   2. current_log  rename the staged file over STATE/current_log
 //                 (skipped when the staged file is gone: renamed before a crash);
 //                 STATE/current_log.last is made a hard link of the new current_log.
 //   2b. settings  write the run's --keep and --resend-after to STATE/settings.json.
@@ -564,7 +564,6 @@ export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovere
       if (Number.isSafeInteger(keep_ms) && Number.isSafeInteger(resend_after_ms)) writeFileDurable(settingsFile(plan.state), settingsText({ run, keep_ms, resend_after_ms }));
     },
   });
-  steps.push(replace('domain_map', path.join(work, 'domain_map'), path.join(plan.state, 'domain_map')));
   const rejects = keptRejects(plan.state, plan.run);
   steps.push({
     name: 'rejects',
@@ -696,7 +695,6 @@ function stepWork(step: string): string {
   const work: Record<string, string> = {
     current_log: 'replace current_log',
     settings: 'store its settings',
-    domain_map: 'replace domain_map',
     rejects: 'keep its rejects',
     record: 'append its runs.jsonl line',
     reflog: 'move its reflog to done/',
