@@ -13,7 +13,7 @@ import { ROOT, RUNNER, canRunAsNobody, hasStackTrace, lockHolder, partnerDb, run
 import { assertSameState, newDomains, runsJsonl, snapshot } from './lib/runner-state.js';
 import { UsageError } from '../src/core/errors.js';
 import { parseArgs, parseConfig } from '../src/runner/options.js';
-import { GATE_FD, NOT_STARTED, REFLOG_HEAD_BYTES, assignedInLog, pipelineScript, type RunPaths, hourNotBegun, notAnHour, failureMessage, firstHeaderLine, hourEndOf, mostForgetful, mostForgetfulSince, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, type RunRecord } from '../src/runner/plan.js';
+import { REFLOG_HEAD_BYTES, assignedInLog, pipelineScript, type RunPaths, hourNotBegun, notAnHour, failureMessage, firstHeaderLine, hourEndOf, mostForgetful, mostForgetfulSince, notAReflog, readStageLog, planInbox, repeatedWarnings, replayWarning, resolveNow, type RunRecord } from '../src/runner/plan.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { formatTimestamp } from '../src/core/time.js';
 import { HOST_TAG } from '../src/core/temps.js';
@@ -234,7 +234,7 @@ test('an uninterrupted run publishes every reflog and records it', async () => {
   }
   assert.ok(!Object.keys(snap).some((k) => k.startsWith('var/inbox/') || k.startsWith('var/state/staging/')), 'inbox and staging empty');
   assert.ok(snap['var/state/current_log']!.length > 0);
-  assert.equal(snap['var/state/domain_map']!.split('\n').length - 1, JSON.parse(snap['db:partner_domain']!).length);
+  assert.equal(snap['var/state/domain_map'], undefined, 'no domain_map: upload-domains asks the database');
   // The queue files are the URL records the run sent, 6 fields each.
   for (const line of snap['var/queue/1/2011072806.tsv']!.trimEnd().split('\n')) assert.equal(line.split('\t').length, 6);
 });
@@ -643,7 +643,7 @@ test('killed just before each commit step, the next run rolls forward or redoes 
   // the given steps; a clean run finishes. Together they cover every step of the commit order.
   const scenarios = [
     ['commit', 'current_log', 'record'],
-    ['queue:1', 'domain_map', 'reflog'],
+    ['queue:1', 'settings', 'reflog'],
     ['queue:3', 'rejects', 'cleanup'],
     // Inside writeCommit: the stage logs (what upload-domains assigned) must still be there.
     ['commit:marker', 'queue:2', 'uncommit'],
@@ -852,7 +852,7 @@ test('killed in the cleanup of a finished run, then the hour re-sent: a new run,
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
 });
 
-test('a SIGTERM that comes just as the chain would start (domains-from-db running beside) stops the run before the chain starts', async () => {
+test('a SIGTERM that comes just as the chain would start stops the run before the chain starts', async () => {
   // It once went unseen until the chain had run the whole hour.
   const { snap: want } = await ref();
   const names = RUNS.map((f) => f.replace(/\.reflog$/, ''));
@@ -861,7 +861,7 @@ test('a SIGTERM that comes just as the chain would start (domains-from-db runnin
   assert.equal(r.status, 143, r.stderr);
   assert.ok(r.stderr.includes(`stopped by SIGTERM; nothing of the interrupted run ${names[1]} was published (the next invocation runs it again); ${names.length - 1} reflog(s) stay in`), r.stderr);
   const logs = fs.readdirSync(path.join(dir, 'var/state/staging', names[1]!, 'work/log'));
-  assert.deepEqual(logs, ['0.domains-from-db.log'], 'no chain stage started');
+  assert.deepEqual(logs, [], 'no chain stage started');
   const final = await runner(dir);
   assert.equal(final.status, 0, final.stderr);
   assertSameState(snapshot(dir), want, 'then a rerun');
@@ -1705,7 +1705,7 @@ test('pure helpers: config parsing, option precedence, now, inbox order', () => 
     ],
     record: {} as RunRecord,
   }).map((st) => st.name);
-  assert.deepEqual(steps, ['queue:1', 'queue:3', 'current_log', 'settings', 'domain_map', 'rejects', 'record', 'reflog', 'uncommit', 'cleanup']);
+  assert.deepEqual(steps, ['queue:1', 'queue:3', 'current_log', 'settings', 'rejects', 'record', 'reflog', 'uncommit', 'cleanup']);
 });
 
 test('runs.jsonl append: a torn last line is cut, a retried record is not doubled', () => {
@@ -2092,7 +2092,7 @@ test('SIGTERM to the runner while bash starts the chain: no stage outlives the r
     assert.equal(r.status, 143, `${what}: ${r.stderr}`);
     assert.deepEqual(r.left, [], `${what}: no process of the run outlived the runner`);
     assert.ok(r.lockFree, `${what}: the lock was free when the runner exited`);
-    const finished = fs.existsSync(logs) ? fs.readdirSync(logs).filter((f) => f !== '0.domains-from-db.log' && /"status":"ok"/.test(fs.readFileSync(path.join(logs, f), 'utf8'))) : [];
+    const finished = fs.existsSync(logs) ? fs.readdirSync(logs).filter((f) => /"status":"ok"/.test(fs.readFileSync(path.join(logs, f), 'utf8'))) : [];
     // A stage reaching its end on the cut input of a stopped upstream is fine; one reading the whole reflog is not.
     const ad = path.join(logs, '1.analyze-dump.log');
     assert.ok(!(fs.existsSync(ad) && /"status":"ok"/.test(fs.readFileSync(ad, 'utf8'))), `${what}: analyze-dump was stopped (finished: ${finished.join(', ')})`);
@@ -2105,89 +2105,30 @@ test('SIGTERM to the runner while bash starts the chain: no stage outlives the r
   }
 });
 
-test('the chain\'s gated stage starts only after "go" on the gate; at the gate\'s end without it, it fails without starting', async () => {
-  const dir = scratch('ms-gate-');
-  const bin = path.join(dir, 'bin');
-  fs.mkdirSync(bin);
-  // Two stand-in stages: "first" passes its input on; "gated" leaves a mark when it starts.
-  // (and says whether it got the gate's descriptor, which is the gated stage's alone)
-  fs.writeFileSync(path.join(bin, 'first'), `#!/bin/sh\n[ -e /proc/$$/fd/${GATE_FD} ] && touch ${shellQuote(path.join(dir, 'first-has-gate'))}\nexec cat\n`, { mode: 0o755 });
-  fs.writeFileSync(path.join(bin, 'gated'), `#!/bin/sh\ntouch ${shellQuote(path.join(dir, 'started'))}\nexec cat\n`, { mode: 0o755 });
-  const script = pipelineScript([{ name: 'first', args: [] }, { name: 'gated', args: [] }], bin, { logs: dir } as RunPaths, 1, 'gated');
-  const run = (feed: (gate: NodeJS.WritableStream) => void) =>
-    new Promise<{ statuses: string; code: number | null }>((resolve) => {
-      const c = spawn('bash', ['-c', script], { stdio: ['pipe', 'pipe', 'inherit', 'ignore', 'pipe'] });
-      let statuses = '';
-      c.stdout!.setEncoding('utf8').on('data', (d: string) => (statuses += d));
-      c.on('close', (code) => resolve({ statuses: statuses.trim(), code }));
-      c.stdin!.end('line\n');
-      feed(c.stdio[GATE_FD] as NodeJS.WritableStream);
-    });
-  const gatedLog = path.join(dir, '2.gated.log');
-
-  // Held: not started while the gate stays open; started once "go" comes.
-  let ok!: Promise<{ statuses: string; code: number | null }>;
-  let gate!: NodeJS.WritableStream;
-  ok = run((g) => (gate = g));
-  await new Promise((resolve) => setTimeout(resolve, 500));
-  assert.equal(fs.existsSync(path.join(dir, 'started')), false, 'started before "go"');
-  gate.end('go\n');
-  assert.deepEqual(await ok, { statuses: '0 0', code: 0 });
-  assert.equal(fs.existsSync(path.join(dir, 'first-has-gate')), false, 'an ungated stage holds the gate');
-  assert.equal(fs.existsSync(path.join(dir, 'started')), true, 'started after "go"');
-
-  // The gate closed without "go" (the runner gone, or domains-from-db failed): not started, exit 1, said why.
-  for (const last of ['', 'no\n']) {
-    fs.rmSync(path.join(dir, 'started'), { force: true });
-    const r = await run((g) => g.end(last));
-    assert.equal(r.statuses.split(' ')[1], '1', `${JSON.stringify(last)}: ${r.statuses}`);
-    assert.equal(fs.existsSync(path.join(dir, 'started')), false, `${JSON.stringify(last)}: started without "go"`);
-    assert.equal(fs.readFileSync(gatedLog, 'utf8'), `gated: ${NOT_STARTED}\n`);
-  }
-});
-
-test('runStages: a staged domain_map that cannot be created is an error for the caller, not an unhandled rejection', async () => {
+test('runStages: a log directory that cannot take the chain\'s log is an error for the caller, not an unhandled rejection', async () => {
   const dir = scratch('ms-stages-');
-  const p = { mapNext: path.join(dir, 'missing', 'domain_map'), logs: dir } as RunPaths;
+  fs.writeFileSync(path.join(dir, 'R.reflog'), '');
+  const p = { reflog: path.join(dir, 'R.reflog'), logs: path.join(dir, 'missing') } as RunPaths;
   const o = { db: path.join(dir, 'p.db'), dbArgs: ['--db', path.join(dir, 'p.db')], killAfterMs: 1000 } as RunnerOptions;
   const progress = { size: 0, read: () => -1 };
   await assert.rejects(runStages(o, p, '20110728070000', 3, path.join(ROOT, 'bin'), progress), /ENOENT/);
 });
 
-test('upload-domains reads the whole domain_map, however long domains-from-db beside the chain takes (the gate)', async () => {
-  const { dir: after1 } = await ref1();
-  const dir = copyOf(after1);
-  fs.copyFileSync(path.join(REFLOGS, RUNS[1]!), path.join(dir, 'var/inbox', RUNS[1]!));
-  // 300,000 more rows, sorting before every real domain: domains-from-db writes them
-  // first and takes a while; a map read before it ended would lack the run's known domains.
-  const db = new Database(path.join(dir, 'var/state/partner.db'));
-  db.exec("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300000) INSERT INTO partner_domain SELECT '0filler' || i || '.com', 1, 'x' FROM n");
-  db.close();
-  const r = await runner(dir);
-  assert.equal(r.status, 0, r.stderr);
-  const ud = (runsJsonl(dir).at(-1)!.stages as Record<string, Record<string, unknown>>)['upload-domains']!;
-  assert.ok((ud.domains_known as number) > 0, JSON.stringify(ud));
-  assert.equal(ud.domains_from_db, 0, `every known domain came from the map: ${JSON.stringify(ud)}`);
-  assert.equal(ud.domains_from_map, ud.domains_known);
-});
-
-test('a failing domains-from-db stops the run before the chain: nothing assigned, no chain stage started', async () => {
+test('a database upload-domains refuses at its start fails the run: nothing published, nothing assigned', async () => {
   const dir = fresh();
   keepOnly(dir, '2011072806.reflog');
   const db = new Database(path.join(dir, 'var/state/partner.db'));
-  // A row only a hand edit makes: domains-from-db refuses it.
-  db.exec("INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES ('tab' || char(9) || 'x.com', 1, 'x')");
+  // A row only a hand edit with foreign keys off makes: it names a Yacobot that does not exist.
+  db.exec("INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES ('ghost.com', 99, 'x')");
   db.close();
   const r = await runner(dir);
   assert.equal(r.status, 1, r.stderr);
-  assert.match(r.stderr, /run 2011072806 failed: domains-from-db: .*bad domain/);
+  assert.match(r.stderr, /run 2011072806 failed: upload-domains: .*ghost\.com to Yacobot 99, which does not exist/);
   const rec = runsJsonl(dir).at(-1)!;
-  assert.equal(rec.failed_stage, 'domains-from-db');
-  assert.deepEqual(Object.keys(rec.stages as object), ['domains-from-db'], 'no chain stage ran');
+  assert.equal(rec.failed_stage, 'upload-domains');
   assert.equal(rec.new_domains, 0);
-  // The chain, started beside it, was stopped: what analyze-dump rejected so far is kept nowhere.
-  assert.equal(rec.rejects_file, undefined);
-  assert.equal(fs.existsSync(path.join(dir, 'var/state/rejects/failed')), false);
+  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/queue')).flatMap((y) => fs.readdirSync(path.join(dir, 'var/queue', y))), [], 'nothing published');
+  assert.ok(fs.existsSync(path.join(dir, 'var/inbox/2011072806.reflog')), 'the reflog stays');
   const after = new Database(path.join(dir, 'var/state/partner.db'), { readonly: true });
   try {
     assert.equal(after.prepare('SELECT COUNT(*) FROM partner_domain').pluck().get(), 1, 'upload-domains assigned nothing');
@@ -2513,9 +2454,13 @@ test('a replayed hour with untaken queue files at several Yacobots goes through 
   const run = RUN0;
   // One new URL on a domain of each Yacobot: the replay has a queue file for each of the three.
   const owned = new Map<string, string>();
-  for (const l of fs.readFileSync(path.join(dir, 'var/state/domain_map'), 'utf8').split('\n').filter(Boolean)) {
-    const [domain, id] = l.split('\t');
-    if (!owned.has(id!)) owned.set(id!, domain!);
+  const db = new Database(path.join(dir, 'var/state/partner.db'), { readonly: true });
+  try {
+    for (const [domain, id] of db.prepare('SELECT domain, yacobot_id FROM partner_domain ORDER BY domain').raw().all() as [string, number][]) {
+      if (!owned.has(String(id))) owned.set(String(id), domain);
+    }
+  } finally {
+    db.close();
   }
   assert.deepEqual([...owned.keys()].sort(), ['1', '2', '3']);
   const extra = [...owned.values()].map((d, i) => `1000\t0\t20110728063000\t${i}\thttp://${d}/replayed-${i}\t1\n`).join('');
