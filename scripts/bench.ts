@@ -1,9 +1,9 @@
 // npm run bench -- [--lines N] [--memory SIZE] [--repeat R] [--out DIR] [--tmp DIR] [--seed S] [--no-reference] [--no-floor]
 //
 // Generates a synthetic reflog for hour 1 and hour 2 (scripts/gen-reflog.ts), runs
-// the chain for hour 1 to build current_log and domain_map, then times hour 2 side
+// the chain for hour 1 to build current_log and the partner table, then times hour 2 side
 // by side in one run:
-//   (a) the seven stages: domains-from-db, beside analyze-dump | group-sum |
+//   (a) the chain as the cron runner runs it: analyze-dump | group-sum |
 //       join-current | filter-url | upload-domains | logsaver;
 //   (b) bench/reference.sh: LC_ALL=C sort + join + mawk doing the same step;
 //   (c) the floor: analyze-dump, then five Node processes that only copy bytes
@@ -27,7 +27,6 @@ import { BIN_DIR, PROJECT_ROOT as ROOT } from '../src/core/root.js';
 import { parseBudget } from '../src/core/size.js';
 import { countLines } from '../src/runner/fsutil.js';
 import { stageEnv } from '../src/runner/pipeline.js';
-import { GATE_FD, NOT_STARTED, gatedCommand } from '../src/runner/plan.js';
 import { shellQuote as q } from '../src/core/errors.js';
 import { countOption, generateReflog } from './gen-reflog.js';
 import { PgCluster, pgSkipReason } from '../test/lib/pg.js';
@@ -165,24 +164,24 @@ function stageCommands(dir: string, name: string, now: string, a: Args, logLevel
     { label: 'group-sum', cmd: `group-sum ${ll}` },
     { label: 'join-current', cmd: `join-current ${ll} --current ${d('current_log')}` },
     { label: 'filter-url', cmd: `filter-url ${ll} --current-out ${d('current_log.next')} --now ${now}` },
-    { label: 'upload-domains', cmd: `upload-domains ${ll} --db ${d('partner.db')} --map ${d('domain_map')} --now ${now} --tmp ${q(a.tmp)}` },
+    { label: 'upload-domains', cmd: `upload-domains ${ll} --db ${d('partner.db')} --now ${now} --tmp ${q(a.tmp)}` },
     { label: 'logsaver', cmd: `logsaver ${ll} --queue-dir ${d('queues')} --name ${name}` },
   ];
 }
 
 /**
- * The seven stages for one hour, as one bash script (each process under /usr/bin/time
- * when `times`), started as the cron runner starts them: domains-from-db beside the
- * chain, upload-domains held until it has ended well (the runner's gate, here a
- * process substitution).
+ * The chain for one hour, as one bash script (each process under /usr/bin/time when
+ * `times`), as the cron runner runs it: the six stages after domains-from-db, whose
+ * upload-domains looks the hour's domains up in the database (no --map).
  */
 function chainScript(dir: string, reflog: string, name: string, now: string, a: Args, times: string | null): string {
-  const [db, first, gs, jc, fu, ud, ls] = stageCommands(dir, name, now, a).map(({ label, cmd }) => (times ? timed(times, label, cmd) : cmd));
+  const [first, ...rest] = stageCommands(dir, name, now, a)
+    .slice(1)
+    .map(({ label, cmd }) => (times ? timed(times, label, cmd) : cmd));
   const d = (f: string) => q(path.join(dir, f));
   return [
     `cd ${q(dir)}`,
-    `exec ${GATE_FD}< <(${db} > ${d('domain_map')} && echo go)`,
-    [`${first} < ${q(reflog)}`, gs, jc, fu, gatedCommand(ud!, `upload-domains: ${NOT_STARTED}`), ls].join(' \\\n| '),
+    [`${first} < ${q(reflog)}`, ...rest].join(' \\\n| '),
     `mv ${d('current_log.next')} ${d('current_log')}`,
   ].join('\n');
 }
@@ -190,17 +189,17 @@ function chainScript(dir: string, reflog: string, name: string, now: string, a: 
 /**
  * The floor (c) for one hour: the seven stages with the five streaming ones replaced
  * by Node processes that only copy bytes (bench/copy-stage.mjs, started with the
- * stages' shebang flags): domains-from-db beside analyze-dump, as in the chain. The
+ * stages' shebang flags). The
  * copies' output goes to `out.tsv` in `dir`: analyze-dump's records, byte for byte.
  */
 function floorScript(dir: string, reflog: string, now: string, a: Args, times: string): string {
-  const [db, first] = stageCommands(dir, HOUR2_NAME, now, a).map(({ label, cmd }) => timed(times, label, cmd));
+  const first = stageCommands(dir, HOUR2_NAME, now, a)
+    .slice(1, 2)
+    .map(({ label, cmd }) => timed(times, label, cmd))[0]!;
   const copies = [1, 2, 3, 4, 5].map((k) => timed(times, `copy-${k}`, `node --single-threaded ${q(COPY_STAGE)}`));
   return [
     `cd ${q(dir)}`,
-    `${db} > domain_map &`,
     [`${first} < ${q(reflog)}`, ...copies].join(' \\\n| ') + ' > out.tsv',
-    'wait $!',
   ].join('\n');
 }
 
@@ -236,7 +235,7 @@ async function uploadOnPostgres(a: Args, ours1: string, solo: string): Promise<(
       fs.copyFileSync(path.join(ours1, 'domain_map'), path.join(dir, 'domain_map'));
       fs.rmSync(st, { force: true });
       sh(`partner-db copy --force ${q(path.join(ours1, 'partner.db'))} ${q(db)} > /dev/null`, 'partner-db copy to PostgreSQL');
-      const cmd = `upload-domains --log-level info --db ${q(db)} --map ${q(path.join(dir, 'domain_map'))} --now ${NOW2} --tmp ${q(a.tmp)}`;
+      const cmd = `upload-domains --log-level info --db ${q(db)} --now ${NOW2} --tmp ${q(a.tmp)}`;
       sh(`${timed(st, 'upload-domains', cmd)} < ${q(path.join(solo, 'f.tsv'))} > /dev/null 2> ${q(stageLog)}`, 'upload-domains on PostgreSQL');
       const x = readTimes(st)[0]!;
       if (!best || x.elapsed < best.elapsed) best = { ...x, ownMs: summaryMs(stageLog) };

@@ -67,7 +67,7 @@ function main(): void {
     }
   }
   process.stdout.write(
-    `\nState in ${rel(STATE)}: current_log, domain_map, done/, rejects/, runs.jsonl (one JSON line per run)\n` +
+    `\nState in ${rel(STATE)}: current_log, done/, rejects/, runs.jsonl (one JSON line per run)\n` +
       `Try:  head -3 ${rel(path.join(QUEUE, '1'))}/*.tsv\n` +
       `      bin/partner-db --db ${rel(DB)} stats\n` +
       `      tail -1 ${rel(path.join(STATE, 'runs.jsonl'))}\n`,

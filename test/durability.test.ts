@@ -132,12 +132,12 @@ test('the runner: everything staged is fsynced before COMMIT, and each publish s
     // Each staged file that will be published was fsynced (its last write done) before COMMIT.
     const queues = listFiles(v('queue')).filter((f) => f.endsWith(`/${run}.tsv`));
     assert.ok(queues.length >= 2, `queue files: ${queues}`);
-    for (const staged of ['current_log', 'domain_map', ...queues.map((q) => `queue/${q}`)]) {
+    for (const staged of ['current_log', ...queues.map((q) => `queue/${q}`)]) {
       const f = path.join(staging, 'work', staged);
       const last = calls.map((c, i) => (c.call === 'fsync' && c.paths[0] === f && i < committed ? i : -1)).reduce((a, b) => Math.max(a, b), -1);
       assert.ok(last >= 0, `${run}: staged ${staged} fsynced before COMMIT`);
     }
-    for (const f of [...queues.map((q) => `queue/${q}`), 'state/current_log', 'state/domain_map']) {
+    for (const f of [...queues.map((q) => `queue/${q}`), 'state/current_log']) {
       const published = calls.findIndex((c, i) => i > committed && c.call === 'rename' && c.paths[1] === v(f));
       inRun(published, f);
       assert.ok(calls.some((c, i) => i < published && c.call === 'fsync' && c.paths[0] === calls[published]!.paths[0]), `${run}: ${f}'s source fsynced before its rename`);

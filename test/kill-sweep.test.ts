@@ -6,7 +6,7 @@
 // directory under strace, which SIGKILLs the runner as it enters the chosen call (the
 // call is not made; the scenario checks that the call it died in is that one). Then a
 // plain run must end with the reference's files (queue files, current_log,
-// domain_map, rejects, done/, inbox, the database's assignments), its directories (no
+// rejects, done/, inbox, the database's assignments), its directories (no
 // temporary file or directory left), one runs.jsonl line per run with a plausible
 // `recovered`, the same new_domains, and a second run must change nothing.
 //
@@ -26,7 +26,7 @@
 //   the same way.
 // - A two-reflog inbox, in two halves from two templates: the first hour on a fresh
 //   state directory, the second on the state the first left. From the COMMIT's temp
-//   file on (commit, queue:<id> for each Yacobot, current_log, domain_map, rejects,
+//   file on (commit, queue:<id> for each Yacobot, current_log, rejects,
 //   record, reflog, uncommit, cleanup), the first half sweeps the first and the last
 //   call of each kind (system call) at each commit step: where a step repeats a call
 //   (per log file, per directory) the ones in between leave states of the same kind.
@@ -35,7 +35,7 @@
 //   two Yacobots' files is a state of its own (a roll forward that skipped Yacobot 2's
 //   file when Yacobot 1's was published showed only when killed before Yacobot 2's
 //   rename). The second half sweeps the first call of each step: each step on a state
-//   an earlier run left (current_log, domain_map, runs.jsonl and done/ already there).
+//   an earlier run left (current_log, runs.jsonl and done/ already there).
 //   The calls before the COMMIT leave a run that is redone from scratch, each
 //   scenario costing two chains: 4 of them are sampled in the first half and 1 in the
 //   second, spread evenly.
@@ -368,8 +368,8 @@ function only(ts: Target[], keep: (t: Target) => boolean): Target[] {
  * The commit step (docs/design.md, "The commit protocol") of each call of
  * `run` in `calls` from the COMMIT's temp file on: the steps start, in this order, at
  * the temp file, after the COMMIT's rename (the first Yacobot's queue file), at the
- * rename into place of each further Yacobot's, at the renames of current_log and
- * domain_map, after that, at the open of runs.jsonl, after its write, and at and after
+ * rename into place of each further Yacobot's, at the rename of current_log (its
+ * link and settings.json with it), after the rename of settings.json, at the open of runs.jsonl, after its write, and at and after
  * the removal of COMMIT. Each Yacobot's queue file is a step of its own, as in the
  * runner (`queue:<id>`): a roll forward decides for each what is left to do from what
  * it finds of it (published, prepared, staged), so the state it starts from differs
@@ -379,7 +379,7 @@ function only(ts: Target[], keep: (t: Target) => boolean): Target[] {
 function commitSteps(calls: Call[], run: string): (index: number) => string {
   const commitTmp = callIndex(calls, /^openat$/, `/staging/${run}/.COMMIT.tmp`);
   const commit = callIndex(calls, /^rename/, `/staging/${run}/COMMIT`, commitTmp);
-  const domainMap = callIndex(calls, /^rename/, '/state/domain_map', commit);
+  const settings = callIndex(calls, /^rename/, '/state/settings.json', commit);
   // Each Yacobot's prepared copy renamed to QUEUE/<id>/RUN.tsv (the staged files are removed, not renamed).
   const published = new RegExp(`/queue/(\\d+)/${run}\\.tsv$`);
   const queues = calls.flatMap((c, i): [string, number][] => {
@@ -392,8 +392,7 @@ function commitSteps(calls: Call[], run: string): (index: number) => string {
     [queues[0]![0], commit + 1],
     ...queues.slice(1),
     ['current_log', callIndex(calls, /^rename/, '/state/current_log', commit)],
-    ['domain_map', domainMap],
-    ['rejects', domainMap + 1],
+    ['rejects', settings + 1],
     ['record', callIndex(calls, /^openat$/, '/state/runs.jsonl', commit)],
     ['reflog', callIndex(calls, /^(write|pwrite64)$/, '/state/runs.jsonl', commit) + 1],
     ['uncommit', callIndex(calls, /^unlink/, `/staging/${run}/COMMIT`, commit)],
@@ -780,7 +779,7 @@ test('the start-up of a rerun killed before each of its calls (a second crash, b
   // From the first copy removed to run.json written for attempt 2 (the lock and the
   // directories of work/ are the main sweep's): the first copy removed, run.json
   // renamed into place (twice), and the first and last call of work/'s removal.
-  const chain = callIndex(ref.calls, /^openat$/, `/staging/${R1}/work/domain_map`);
+  const chain = callIndex(ref.calls, /^openat$/, `/staging/${R1}/work/log/bash.log`);
   const from = callIndex(ref.calls, /^unlink$/, '.tsv.publish');
   const rerunJson = ref.calls.reduce((last, c, i) => (i < chain && c.sys === 'rename' && c.paths[1]?.endsWith(`/staging/${R1}/run.json`) ? i : last), -1);
   const all = targets(ref.calls, ref.dir).filter((t) => t.index >= from && t.index <= rerunJson);

@@ -2,19 +2,19 @@
 // database, and the gate before upload-domains.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import { ROOT, hasStackTrace, lockHolder, runBin, scratch } from './lib/run.js';
 import { runsJsonl } from './lib/runner-state.js';
-import { GATE_FD, NOT_STARTED, pipelineScript, type RunPaths, failureMessage, readStageLog, repeatedWarnings } from '../src/runner/plan.js';
+import { runPaths, failureMessage, readStageLog, repeatedWarnings } from '../src/runner/plan.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { HOST_TAG } from '../src/core/temps.js';
 import { shellQuote } from '../src/core/errors.js';
 import { runStages, stageEnv } from '../src/runner/pipeline.js';
 import type { RunnerOptions } from '../src/runner/options.js';
-import { REFLOGS, RUNS, type Done, runner, fresh, keepOnly, RUN0, freshFirstOnly, copyOf, ref1, writeReflog, failingSecondHour } from './lib/runner.js';
+import { REFLOGS, type Done, runner, fresh, keepOnly, RUN0, freshFirstOnly, copyOf, ref1, writeReflog, failingSecondHour } from './lib/runner.js';
 
 describe('stage messages', () => {
   // A stage's warning reaches the runner's stderr (an inactive Yacobot that still owns domains), not only its log,
@@ -176,94 +176,34 @@ describe('database and gate', () => {
     assert.equal(set.MALLOC_TRIM_THRESHOLD_, '1048576');
   });
 
-  // The chain's gated stage starts only after "go" on the gate; at the gate's end without it, it fails without
-  // starting.
-  test('the gated stage waits for "go"', async () => {
-    const dir = scratch('ms-gate-');
-    const bin = path.join(dir, 'bin');
-    fs.mkdirSync(bin);
-    // Two stand-in stages: "first" passes its input on; "gated" leaves a mark when it starts.
-    // (and says whether it got the gate's descriptor, which is the gated stage's alone)
-    fs.writeFileSync(path.join(bin, 'first'), `#!/bin/sh\n[ -e /proc/$$/fd/${GATE_FD} ] && touch ${shellQuote(path.join(dir, 'first-has-gate'))}\nexec cat\n`, { mode: 0o755 });
-    fs.writeFileSync(path.join(bin, 'gated'), `#!/bin/sh\ntouch ${shellQuote(path.join(dir, 'started'))}\nexec cat\n`, { mode: 0o755 });
-    const script = pipelineScript([{ name: 'first', args: [] }, { name: 'gated', args: [] }], bin, { logs: dir } as RunPaths, 1, 'gated');
-    const run = (feed: (gate: NodeJS.WritableStream) => void) =>
-      new Promise<{ statuses: string; code: number | null }>((resolve) => {
-        const c = spawn('bash', ['-c', script], { stdio: ['pipe', 'pipe', 'inherit', 'ignore', 'pipe'] });
-        let statuses = '';
-        c.stdout!.setEncoding('utf8').on('data', (d: string) => (statuses += d));
-        c.on('close', (code) => resolve({ statuses: statuses.trim(), code }));
-        c.stdin!.end('line\n');
-        feed(c.stdio[GATE_FD] as NodeJS.WritableStream);
-      });
-    const gatedLog = path.join(dir, '2.gated.log');
-
-    // Held: not started while the gate stays open; started once "go" comes.
-    let ok!: Promise<{ statuses: string; code: number | null }>;
-    let gate!: NodeJS.WritableStream;
-    ok = run((g) => (gate = g));
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    assert.equal(fs.existsSync(path.join(dir, 'started')), false, 'started before "go"');
-    gate.end('go\n');
-    assert.deepEqual(await ok, { statuses: '0 0', code: 0 });
-    assert.equal(fs.existsSync(path.join(dir, 'first-has-gate')), false, 'an ungated stage holds the gate');
-    assert.equal(fs.existsSync(path.join(dir, 'started')), true, 'started after "go"');
-
-    // The gate closed without "go" (the runner gone, or domains-from-db failed): not started, exit 1, said why.
-    for (const last of ['', 'no\n']) {
-      fs.rmSync(path.join(dir, 'started'), { force: true });
-      const r = await run((g) => g.end(last));
-      assert.equal(r.statuses.split(' ')[1], '1', `${JSON.stringify(last)}: ${r.statuses}`);
-      assert.equal(fs.existsSync(path.join(dir, 'started')), false, `${JSON.stringify(last)}: started without "go"`);
-      assert.equal(fs.readFileSync(gatedLog, 'utf8'), `gated: ${NOT_STARTED}\n`);
-    }
-  });
-
-  // runStages: a staged domain_map that cannot be created is an error for the caller, not an unhandled rejection.
-  test('runStages: an uncreatable domain_map rejects', async () => {
+  // runStages: a log directory that cannot take the chain's log is an error for the caller, not an unhandled rejection.
+  test('runStages: an uncreatable log rejects', async () => {
     const dir = scratch('ms-stages-');
-    const p = { mapNext: path.join(dir, 'missing', 'domain_map'), logs: dir } as RunPaths;
-    const o = { db: path.join(dir, 'p.db'), dbArgs: ['--db', path.join(dir, 'p.db')], killAfterMs: 1000 } as RunnerOptions;
+    fs.writeFileSync(path.join(dir, 'R.reflog'), '');
+    const p = { ...runPaths({ inbox: dir, state: dir }, 'R'), logs: path.join(dir, 'missing') };
+    const o = { state: dir, dbArgs: ['--db', path.join(dir, 'p.db')], maxRejectRatio: null, memory: null, resendAfter: null, keep: null, killAfterMs: 1000 } as unknown as RunnerOptions;
     const progress = { size: 0, read: () => -1 };
     await assert.rejects(runStages(o, p, '20110728070000', 3, path.join(ROOT, 'bin'), progress), /ENOENT/);
   });
 
-  // upload-domains reads the whole domain_map, however long domains-from-db beside the chain takes (the gate).
-  test('upload-domains reads the whole domain_map', async () => {
-    const { dir: after1 } = await ref1();
-    const dir = copyOf(after1);
-    fs.copyFileSync(path.join(REFLOGS, RUNS[1]!), path.join(dir, 'var/inbox', RUNS[1]!));
-    // 300,000 more rows, sorting before every real domain: domains-from-db writes them
-    // first and takes a while; a map read before it ended would lack the run's known domains.
-    const db = new Database(path.join(dir, 'var/state/partner.db'));
-    db.exec("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300000) INSERT INTO partner_domain SELECT '0filler' || i || '.com', 1, 'x' FROM n");
-    db.close();
-    const r = await runner(dir);
-    assert.equal(r.status, 0, r.stderr);
-    const ud = (runsJsonl(dir).at(-1)!.stages as Record<string, Record<string, unknown>>)['upload-domains']!;
-    assert.ok((ud.domains_known as number) > 0, JSON.stringify(ud));
-    assert.equal(ud.domains_from_db, 0, `every known domain came from the map: ${JSON.stringify(ud)}`);
-    assert.equal(ud.domains_from_map, ud.domains_known);
-  });
-
-  // A failing domains-from-db stops the run before the chain: nothing assigned, no chain stage started.
-  test('a failing domains-from-db stops the run early', async () => {
+  // A database upload-domains refuses at its start fails the run: nothing published, nothing assigned.
+  test('a database upload-domains refuses fails the run', async () => {
     const dir = fresh();
     keepOnly(dir, '2011072806.reflog');
     const db = new Database(path.join(dir, 'var/state/partner.db'));
-    // A row only a hand edit makes: domains-from-db refuses it.
-    db.exec("INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES ('tab' || char(9) || 'x.com', 1, 'x')");
+    // A row only a hand edit with foreign keys off makes: it names a Yacobot that does not exist.
+    db.pragma('foreign_keys = OFF');
+    db.exec("INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES ('ghost.com', 99, 'x')");
     db.close();
     const r = await runner(dir);
     assert.equal(r.status, 1, r.stderr);
-    assert.match(r.stderr, /run 2011072806 failed: domains-from-db: .*bad domain/);
+    assert.match(r.stderr, /run 2011072806 failed: upload-domains: .*ghost\.com to Yacobot 99, which does not exist/);
     const rec = runsJsonl(dir).at(-1)!;
-    assert.equal(rec.failed_stage, 'domains-from-db');
-    assert.deepEqual(Object.keys(rec.stages as object), ['domains-from-db'], 'no chain stage ran');
+    assert.equal(rec.failed_stage, 'upload-domains');
     assert.equal(rec.new_domains, 0);
-    // The chain, started beside it, was stopped: what analyze-dump rejected so far is kept nowhere.
-    assert.equal(rec.rejects_file, undefined);
-    assert.equal(fs.existsSync(path.join(dir, 'var/state/rejects/failed')), false);
+    const queue = path.join(dir, 'var/queue');
+    assert.deepEqual(fs.existsSync(queue) ? fs.readdirSync(queue).flatMap((y) => fs.readdirSync(path.join(queue, y))) : [], [], 'nothing published');
+    assert.ok(fs.existsSync(path.join(dir, 'var/inbox/2011072806.reflog')), 'the reflog stays');
     const after = new Database(path.join(dir, 'var/state/partner.db'), { readonly: true });
     try {
       assert.equal(after.prepare('SELECT COUNT(*) FROM partner_domain').pluck().get(), 1, 'upload-domains assigned nothing');

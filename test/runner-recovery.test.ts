@@ -118,7 +118,7 @@ describe('SIGKILL at any instant', () => {
     // the given steps; a clean run finishes. Together they cover every step of the commit order.
     const scenarios = [
       ['commit', 'current_log', 'record'],
-      ['queue:1', 'domain_map', 'reflog'],
+      ['queue:1', 'settings', 'reflog'],
       ['queue:3', 'rejects', 'cleanup'],
       // Inside writeCommit: the stage logs (what upload-domains assigned) must still be there.
       ['commit:marker', 'queue:2', 'uncommit'],

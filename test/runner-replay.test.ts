@@ -4,6 +4,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import Database from 'better-sqlite3';
 import { hasStackTrace } from './lib/run.js';
 import { runsJsonl } from './lib/runner-state.js';
 import { mostForgetful, mostForgetfulSince, replayWarning } from '../src/runner/plan.js';
@@ -325,9 +326,13 @@ describe('replayed hours', () => {
     const run = RUN0;
     // One new URL on a domain of each Yacobot: the replay has a queue file for each of the three.
     const owned = new Map<string, string>();
-    for (const l of fs.readFileSync(path.join(dir, 'var/state/domain_map'), 'utf8').split('\n').filter(Boolean)) {
-      const [domain, id] = l.split('\t');
-      if (!owned.has(id!)) owned.set(id!, domain!);
+    const db = new Database(path.join(dir, 'var/state/partner.db'), { readonly: true });
+    try {
+      for (const [domain, id] of db.prepare('SELECT domain, yacobot_id FROM partner_domain ORDER BY domain').raw().all() as [string, number][]) {
+        if (!owned.has(String(id))) owned.set(String(id), domain);
+      }
+    } finally {
+      db.close();
     }
     assert.deepEqual([...owned.keys()].sort(), ['1', '2', '3']);
     const extra = [...owned.values()].map((d, i) => `1000\t0\t20110728063000\t${i}\thttp://${d}/replayed-${i}\t1\n`).join('');

@@ -10,7 +10,8 @@ import Database from 'better-sqlite3';
 import { BIN, madeDb, partnerDb, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 import { LeastLoaded, loadRendezvous, openDb } from '../src/core/db.js';
 import { DataError } from '../src/core/errors.js';
-import { SPOOL_PREFIX, chooserFor, loadDomainMap, writeDomainMap } from '../src/stages/upload-domains.js';
+import { SPOOL_PREFIX, chooserFor } from '../src/stages/upload-domains.js';
+import { loadDomainMap, writeDomainMap } from '../src/core/domain-map.js';
 import { SqliteStore } from '../src/core/store-sqlite.js';
 import { SQLITE, backends, type Backend } from './lib/backends.js';
 import { HOST_TAG, ownedTempPrefix } from '../src/core/temps.js';
@@ -368,7 +369,7 @@ test('no active Yacobot at commit time (all disabled while the input was read): 
   try {
     db.prepare('UPDATE yacobot SET active = 0').run();
     await assert.rejects(
-      store.assignNew(['new.com'], chooserFor('least-loaded', null), '20110728070000'),
+      store.assignNew({ count: 1, name: () => 'new.com', owner: () => undefined }, chooserFor('least-loaded', null), '20110728070000'),
       (e: unknown) => e instanceof DataError && /^no active Yacobot at commit time \(disabled during the run\?\)/.test(e.message) && e.place?.file === 'p.db',
     );
     assert.equal(db.prepare('SELECT count(*) FROM partner_domain').pluck().get(), 0);

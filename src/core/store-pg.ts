@@ -15,6 +15,7 @@ import {
   redactDb,
   type Chooser,
   type CommitResult,
+  type NewDomains,
   type DomainRow,
   type OpenOptions,
   type OwnerLookup,
@@ -180,7 +181,7 @@ export class PgStore implements PartnerStore {
     await this.query('CLOSE dump');
   }
 
-  async assignNew(domains: readonly string[], choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void): Promise<CommitResult> {
+  async assignNew(fresh: NewDomains, choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void): Promise<CommitResult> {
     const io = {
       lookup: (ds: readonly string[]) => this.lookup(ds),
       insert: async (rows: [string, number][]) => {
@@ -192,10 +193,10 @@ export class PgStore implements PartnerStore {
       },
     };
     return this.write(async () => {
-      const r = await assignInTx(await this.yacobotLoads(), domains, choose, io, BATCH);
+      const r = await assignInTx(await this.yacobotLoads(), fresh, choose, io, BATCH);
       if (r.noActive) throw noActive(this.name, 'at commit time (disabled during the run?)', shellQuote(this.name));
       beforeCommit?.(r.assignedByUs, r.witness);
-      return { owners: r.owners, assignedByUs: r.assignedByUs, lostRace: r.lostRace };
+      return { assignedByUs: r.assignedByUs, lostRace: r.lostRace };
     });
   }
 

@@ -10,10 +10,13 @@ import {
   yacobotLoads,
   type Db,
 } from './db.js';
-import { assignInTx, findYacobotIn, newIdTooBig, noActive, type Chooser, type CommitResult, type DomainRow, type OpenOptions, type OwnerLookup, type PartnerStore, type Row, type Sql } from './store.js';
+import { assignInTx, findYacobotIn, newIdTooBig, noActive, type Chooser, type CommitResult, type NewDomains, type DomainRow, type OpenOptions, type OwnerLookup, type PartnerStore, type Row, type Sql } from './store.js';
 import { shellQuote } from './errors.js';
 
 type Statement = BetterSqlite3.Statement;
+
+/** New domains per batch of assignNew: its lookups and rows held at once. */
+const ASSIGN_BATCH = 10_000;
 
 /** A SQLite partner store over one open connection. */
 export class SqliteStore implements PartnerStore {
@@ -132,7 +135,7 @@ export class SqliteStore implements PartnerStore {
     if (missing.length > 0) throw missingOwnerError(this.name, missing);
   }
 
-  async assignNew(domains: readonly string[], choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void): Promise<CommitResult> {
+  async assignNew(fresh: NewDomains, choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void): Promise<CommitResult> {
     const db = this.db;
     // The lookups' read transaction ends before the write transaction (nested, it would be a savepoint).
     this.guard(() => db.inTransaction && db.exec('COMMIT'));
@@ -152,10 +155,10 @@ export class SqliteStore implements PartnerStore {
       },
     };
     return this.write(async () => {
-      const r = await assignInTx(yacobotLoads(db), domains, choose, io, 1 << 30);
+      const r = await assignInTx(yacobotLoads(db), fresh, choose, io, ASSIGN_BATCH);
       if (r.noActive) throw noActive(this.name, 'at commit time (disabled during the run?)', shellQuote(this.name));
       beforeCommit?.(r.assignedByUs, r.witness);
-      return { owners: r.owners, assignedByUs: r.assignedByUs, lostRace: r.lostRace };
+      return { assignedByUs: r.assignedByUs, lostRace: r.lostRace };
     });
   }
 

@@ -26,11 +26,17 @@ export interface OwnerLookup {
   error: unknown;
 }
 
-/** What the assignment of a run's new domains decided. */
+/** What the assignment of a run's new domains decided (each one's owner went to NewDomains.owner). */
 export interface CommitResult {
-  owners: Map<string, number>;
   assignedByUs: number;
   lostRace: number;
+}
+
+/** A run's new domains, numbered 0 to count - 1: read by name, each told its owner once the database has it. */
+export interface NewDomains {
+  count: number;
+  name(i: number): string;
+  owner(i: number, id: number): void;
 }
 
 /** Chooses the Yacobot of a new domain among the active ones (least-loaded picks count as they go). */
@@ -79,11 +85,11 @@ export interface PartnerStore {
    */
   dumpSorted(check: (domain: unknown, id: unknown) => void, emit: (row: DomainRow) => void | Promise<void>): Promise<void>;
   /**
-   * Gives each of `domains` that has no owner one chosen by `choose`, inserting it if
-   * absent and reading back the winner, in one serialized write transaction;
-   * `beforeCommit` runs inside it, just before COMMIT.
+   * Gives each of `fresh` that has no owner one chosen by `choose`, inserting it if
+   * absent and reading back the winner (told to fresh.owner), in one serialized write
+   * transaction, a batch at a time; `beforeCommit` runs inside it, just before COMMIT.
    */
-  assignNew(domains: readonly string[], choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void): Promise<CommitResult>;
+  assignNew(fresh: NewDomains, choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void): Promise<CommitResult>;
   /** Adds an active Yacobot numbered after the largest id; returns its id (a DataError past 2^53 - 1, nothing added). */
   addYacobot(name: string, weight: number): Promise<bigint>;
   /** Runs `fn` in one serialized write transaction (all or nothing). */
@@ -143,36 +149,36 @@ export function noActive(name: string, when: string, shellDb: string): DataError
 /**
  * The body of assignNew on any backend, inside its write transaction: loads read
  * there, each domain re-read, chosen, inserted with ON CONFLICT DO NOTHING and read
- * back, so the database's answer is always the one returned. `lookup` reads owners
- * of a batch; `insert` inserts (domain, id) pairs if absent.
+ * back, `batch` domains at a time, so the database's answer is always the one given
+ * to fresh.owner. `lookup` reads owners of a batch; `insert` inserts (domain, id)
+ * pairs if absent.
  */
 export async function assignInTx(
   loads: YacobotLoad[],
-  domains: readonly string[],
+  fresh: NewDomains,
   choose: Chooser,
   io: { lookup(ds: readonly string[]): Promise<Map<string, number>>; insert(rows: [string, number][]): Promise<void> },
   batch: number,
-): Promise<{ owners: Map<string, number>; assignedByUs: number; lostRace: number; witness: string | null; noActive: boolean }> {
+): Promise<{ assignedByUs: number; lostRace: number; witness: string | null; noActive: boolean }> {
   const active = loads.filter((y) => y.active);
-  const owners = new Map<string, number>();
-  const out = { owners, assignedByUs: 0, lostRace: 0, witness: null as string | null, noActive: active.length === 0 };
+  const out = { assignedByUs: 0, lostRace: 0, witness: null as string | null, noActive: active.length === 0 };
   if (out.noActive) return out;
   const least = new LeastLoaded(active);
-  for (let i = 0; i < domains.length; i += batch) {
-    const part = domains.slice(i, i + batch);
+  for (let i = 0; i < fresh.count; i += batch) {
+    const part = Array.from({ length: Math.min(batch, fresh.count - i) }, (_, j) => fresh.name(i + j));
     const before = await io.lookup(part);
     const mine = new Map<string, number>();
     for (const d of part) if (!before.has(d)) mine.set(d, choose(d, active, least));
     if (mine.size > 0) await io.insert([...mine]);
     const after = mine.size > 0 ? await io.lookup([...mine.keys()]) : new Map<string, number>();
-    for (const d of part) {
+    part.forEach((d, j) => {
       const owner = before.get(d) ?? after.get(d)!;
       if (mine.get(d) === owner) {
         out.assignedByUs++;
         out.witness ??= d;
       } else out.lostRace++;
-      owners.set(d, owner);
-    }
+      fresh.owner(i + j, owner);
+    });
   }
   return out;
 }

@@ -18,18 +18,18 @@
 //                 between the rename and the removal publishes it once more).
 //                 First, so that URLs are handed out before the state that says
 //                 they were sent (at-least-once even if the staging area were lost).
-//   2. current_log, 3. domain_map   rename staged file over STATE/<file>
+//   2. current_log rename the staged file over STATE/current_log
 //                 (skipped when the staged file is gone: renamed before a crash);
 //                 STATE/current_log.last is made a hard link of the new current_log.
 //   2b. settings  write the run's --keep and --resend-after to STATE/settings.json.
-//   4. rejects    rename staged rejects to STATE/rejects/RUN.tsv; with none, remove
+//   3. rejects    rename staged rejects to STATE/rejects/RUN.tsv; with none, remove
 //                 a STATE/rejects/RUN.tsv an earlier commit of the name left (that
 //                 file is the last committed run's). Then remove the rejects of a
 //                 failed attempt, STATE/rejects/failed/RUN.tsv: this run explains
 //                 that reflog now. Each part is skipped when done before a crash.
-//   5. record     count the backlog, append the runs.jsonl line unless the last
+//   4. record     count the backlog, append the runs.jsonl line unless the last
 //                 line already is this run's (run_id); a torn last line is cut.
-//   6. reflog     move INBOX/RUN.reflog to STATE/done/, only while it is still the
+//   5. reflog     move INBOX/RUN.reflog to STATE/done/, only while it is still the
 //                 file the run read (reflogFile: device, inode, size, mtime). The
 //                 inbox is the to-do list: the reflog leaves it only after all of
 //                 the above are durable, and another file renamed over its name
@@ -40,10 +40,10 @@
 //                 a newcomer parked in its place is put back (putBack). A symlink
 //                 whose target went after the run read it is moved too when it is the
 //                 link the run read through (reflogLink: its own identity).
-//   7. uncommit   the run's summary line is printed (hooks.finished), then COMMIT is
+//   6. uncommit   the run's summary line is printed (hooks.finished), then COMMIT is
 //                 removed: from here a crash leaves a directory that start-up removes
 //                 (its reflog has left the inbox), and nothing would print that line.
-//   8. cleanup    remove the staging directory (staged files, run.json).
+//   7. cleanup    remove the staging directory (staged files, run.json).
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fsyncPath } from '../core/dirs.js';
@@ -512,9 +512,7 @@ function keepLink(file: string, link: string): void {
 export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovered = false): Step[] {
   const work = path.join(plan.staging, 'work');
   const steps: Step[] = plan.queue.map((q) => queueStep(plan, q.yacobot, recovered));
-  const replace = (name: string, from: string, to: string): Step => ({ name, run: () => moveIntoPlace(from, to) });
   steps.push(currentLogStep(plan, work), settingsStep(plan));
-  steps.push(replace('domain_map', path.join(work, 'domain_map'), path.join(plan.state, 'domain_map')));
   steps.push(rejectsStep(plan, work), recordStep(plan, hooks, recovered), reflogStep(plan, hooks));
   steps.push(uncommitStep(plan, hooks), cleanupStep(plan));
   return steps;
@@ -738,7 +736,6 @@ function stepWork(step: string): string {
   const work: Record<string, string> = {
     current_log: 'replace current_log',
     settings: 'store its settings',
-    domain_map: 'replace domain_map',
     rejects: 'keep its rejects',
     record: 'append its runs.jsonl line',
     reflog: 'move its reflog to done/',

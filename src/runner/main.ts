@@ -1034,10 +1034,9 @@ function showProgress(name: string, p: Progress): () => void {
 
 /**
  * Test hook: REFLOG_RUNNER_FAILPOINT="RUN:STEP" (or "*:STEP") makes the runner
- * SIGKILL itself just before that step (chain: the chain's start, just after
- * domains-from-db's; the commit steps: commit, commit:marker (COMMIT itself, after
- * the staged files were made durable), queue:<id>, current_log, domain_map,
- * rejects, record, reflog, uncommit, cleanup; failed:cleanup: a failed run's
+ * SIGKILL itself just before that step (chain: the chain's start; the commit
+ * steps: commit, commit:marker (COMMIT itself, after the staged files were made
+ * durable), queue:<id>, current_log, rejects, record, reflog, uncommit, cleanup; failed:cleanup: a failed run's
  * staging removal, after its runs.jsonl line), to prove each step recoverable;
  * REFLOG_RUNNER_FAILSIGNAL=SIGTERM sends that signal instead (it is handled once
  * the step's synchronous work is done).

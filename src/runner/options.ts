@@ -17,7 +17,7 @@ export interface RunnerOptions {
   inbox: string;
   state: string;
   db: string;
-  /** --db and the database time-outs, as domains-from-db and upload-domains take them. */
+  /** --db and the database time-outs, as upload-domains takes them. */
   dbArgs: string[];
   dbTimeouts: Timeouts;
   queueDir: string;
@@ -86,18 +86,19 @@ Processes every *.reflog in the inbox, oldest name first (bytewise order of the
 file names), each as one run named after its file (2011072806.reflog -> run
 2011072806, queue files <queue-dir>/<yacobot_id>/2011072806.tsv). For each run:
 
-  domains-from-db --db DB                       > staged domain_map
   analyze-dump < reflog | group-sum | join-current --current STATE/current_log
     | filter-url --current-out <staged current_log> --now NOW
-    | upload-domains --db DB --map <staged domain_map> --now NOW
+    | upload-domains --db DB --now NOW
     | logsaver --queue-dir <staged queue dir> --name RUN
+
+upload-domains looks the hour's distinct domains up in the partner database,
+in batches: the run's cost follows the hour, not the size of the partner table.
 
 Everything is written under STATE/staging/RUN/ first. Only when every stage
 exited 0, the reflog was one (lines without a TAB and nothing else, more than
 one of them or one without its newline, are not: an HTML page saved as the hour)
 and every queue file was copied beside its place does the run commit: publish
-the queue files, replace STATE/current_log and STATE/domain_map, keep the
-rejects in STATE/rejects/RUN.tsv, append a line to STATE/runs.jsonl, move the
+the queue files, replace STATE/current_log, keep the rejects in STATE/rejects/RUN.tsv, append a line to STATE/runs.jsonl, move the
 reflog to STATE/done/. A failed run publishes nothing and leaves the reflog
 in the inbox, its rejects in STATE/rejects/failed/RUN.tsv; later reflogs wait
 for it (exit 1). A run killed at any instant is finished or redone by the
@@ -122,7 +123,7 @@ Unattended runs:
 
 Options (each also a key of the --config file):
   --inbox DIR             where reflogs arrive (default ./var/inbox)
-  --state DIR             current_log, domain_map, done/, runs.jsonl, lock
+  --state DIR             current_log, done/, runs.jsonl, lock
                           (default ./var/state)
   --db DB                 partner database: a SQLite file or a postgres:// URI
                           (default STATE/partner.db)

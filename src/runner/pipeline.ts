@@ -1,6 +1,5 @@
 // Runs the stages of one run as child processes in the runner's own process group
-// (a SIGKILL to the group takes them all): domains-from-db and, beside it, the chain
-// as one bash pipeline, its upload-domains held until domains-from-db has ended; on a
+// (a SIGKILL to the group takes them all): the chain as one bash pipeline; on a
 // signal, stops them and lets the runner exit only after they have. Each stage's
 // stderr goes to its own log file; the lock descriptor is inherited as fd 3 so the
 // lock outlives a runner killed alone.
@@ -8,8 +7,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import type { Readable, Writable } from 'node:stream';
-import { GATE_FD, REFLOG_HEAD_BYTES, chainOf, pipelineScript, readStageLog, stageLog, stageText, type RunPaths, type StageOutcome } from './plan.js';
+import type { Readable } from 'node:stream';
+import { REFLOG_HEAD_BYTES, chainOf, pipelineScript, readStageLog, stageLog, stageText, type RunPaths, type StageOutcome } from './plan.js';
 import type { RunnerOptions } from './options.js';
 import { ioError } from '../core/errors.js';
 
@@ -207,15 +206,12 @@ function cannotOpen(file: string, err: unknown): string {
 }
 
 /**
- * Runs domains-from-db and, beside it, the chain of one run, whose upload-domains
- * starts only once domains-from-db has ended well. Returns each stage's outcome, in
- * chain order (domains-from-db first), and the identity of the reflog the chain
- * read (null when it did not run to its end) and of the inbox entry it was read
- * through (`reflogLink`, see linkRead), and its first REFLOG_HEAD_BYTES bytes
- * (`head`, null when they could not be read). When domains-from-db fails, or
- * `stopped()` (a signal came) by its end, the chain is stopped with upload-domains
- * never started, and domains-from-db's outcome is the only one. `beforeChain`: a
- * test hook, called just before the chain starts.
+ * Runs the chain of one run. Returns each stage's outcome, in chain order, and the
+ * identity of the reflog the chain read (null when it did not run to its end) and of
+ * the inbox entry it was read through (`reflogLink`, see linkRead), and its first
+ * REFLOG_HEAD_BYTES bytes (`head`, null when they could not be read). When
+ * `stopped()` (a signal came) before the chain starts, no stage runs and there is no
+ * outcome. `beforeChain`: a test hook, called just before the chain starts.
  */
 export async function runStages(
   o: RunnerOptions,
@@ -227,148 +223,87 @@ export async function runStages(
   stopped: () => boolean = () => false,
   beforeChain?: () => void,
 ): Promise<{ outcomes: StageOutcome[]; reflog: ReflogIdentity | null; reflogLink: ReflogIdentity | null | undefined; head: Buffer | null }> {
-  /** What each stage said on stderr (their last bytes), as the runner read it; index as stageLog's. */
-  const tails: StreamTail[] = [];
-  const readLog = (i: number, name: string, exit: number): StageOutcome => {
-    let text = '';
-    try {
-      text = fs.readFileSync(stageLog(p, i, name), 'utf8');
-    } catch {
-      /* the stage never started */
-    }
-    const t = tails[i];
-    return readStageLog(name, exit, t === undefined ? text : stageText(text, t.text(), t.cut));
-  };
-  const statusOf = (r: { code: number | null; signal: NodeJS.Signals | null }) =>
-    r.code ?? (r.signal ? 128 + (os.constants.signals[r.signal] ?? 0) : 1);
-
-  // 0: domains-from-db > staged domain_map. The chain starts beside it, with
-  // upload-domains (the map's reader) held at a gate until it has ended well: alone
-  // before the chain it kept a core idle for its whole run (0.17 s of the 1M hour).
-  // Opened and spawned here, not in the promise: an error (ENOSPC, EMFILE) goes to the
-  // caller as it did when domains-from-db ran alone, not to an unhandled rejection.
-  let dfdb: ChildProcess;
-  {
-    const out = openForWriting(p.mapNext);
-    try {
-      const err = openForWriting(stageLog(p, 0, 'domains-from-db'));
-      try {
-        // Its stderr through the runner, which writes the log and keeps the last of it:
-        // on a full disk the log cannot take the stage's message, and the runner's copy can.
-        dfdb = spawn(path.join(binDir, 'domains-from-db'), o.dbArgs, { stdio: ['ignore', out, 'pipe', lockFd], env: stageEnv() });
-      } catch (e) {
-        fs.closeSync(err);
-        throw e;
-      }
-      tails[0] = new StreamTail(dfdb.stderr!, err);
-    } finally {
-      fs.closeSync(out);
-    }
-  }
-  const mapDone: Promise<StageOutcome> = waitExit(dfdb, 'stage').then(async (r) => {
-    await tails[0]!.ended;
-    const s = readLog(0, 'domains-from-db', r.error ? 1 : statusOf(r));
-    if (r.error) s.messages.push(`domains-from-db: cannot start: ${r.error.message}`);
-    return s;
-  });
-  /** The outcome when the chain did not run (or was stopped because domains-from-db failed): domains-from-db's, then `more`. */
-  const without = async (...more: StageOutcome[]) => {
-    const s = await mapDone;
-    return { outcomes: s.exit === 0 ? [s, ...more] : [s], reflog: null, reflogLink: undefined, head: null };
-  };
+  const none = (...outcomes: StageOutcome[]) => ({ outcomes, reflog: null, reflogLink: undefined, head: null });
   beforeChain?.();
-  // A signal that came just now found only domains-from-db to stop: without this,
-  // the chain would run the whole hour before the runner saw it.
+  // A signal that came just now (its handler runs on a later turn) stops the run here:
+  // without this, the chain would run the whole hour before the runner saw it.
   for (let i = 0; i < 2; i++) await new Promise((resolve) => setImmediate(resolve));
-  if (stopped()) return without();
-
-  // 1..6: the chain. Its first stage reads the reflog itself, through a descriptor opened
-  // here and handed over as its stdin: if this process dies (a SIGKILL of the runner
-  // alone), the chain still reads the whole file, never a cut one that it would take
-  // for the full hour and act on (upload-domains commits assignments). The runner
-  // once copied the reflog into a pipe, and its death ended the chain's input early.
-  // Opened without blocking: a FIFO named *.reflog would otherwise hold the runner in
-  // open(2), deaf to SIGTERM and holding the lock, until some process wrote to it.
-  // Only a regular file can be read again, whole, by the rerun after a crash.
-  let inFd: number;
-  const linkBefore = lstatQuiet(p.reflog);
-  try {
-    inFd = fs.openSync(p.reflog, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
-  } catch (err) {
-    return without({ name: 'reflog', exit: 1, summary: null, messages: [cannotOpen(p.reflog, err)] });
-  }
-  const st = fs.fstatSync(inFd, { bigint: true });
-  if (!st.isFile()) {
-    fs.closeSync(inFd);
-    const what = st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : 'not a regular file';
-    return without({
-      name: 'reflog',
-      exit: 1,
-      summary: null,
-      messages: [`${p.reflog}: is ${what}: a reflog must be a complete regular file (write it under another name, then rename it into the inbox)`],
-    });
-  }
-  // A sender may rename another file over the inbox name while the chain reads this one.
-  const reflog = reflogIdentity(st);
-  const reflogLink = linkRead(p.reflog, linkBefore, st);
-  progress.size = Number(st.size);
+  if (stopped()) return none();
+  const input = openReflog(p);
+  if ('error' in input) return none({ name: 'reflog', exit: 1, summary: null, messages: [input.error] });
+  const { fd: inFd, reflog, reflogLink } = input;
+  progress.size = Number(input.size);
   progress.read = () => fileOffset(inFd);
   const chain = chainOf(o, p, now);
   const bashErr = path.join(p.logs, 'bash.log');
   const errFd = openForWriting(bashErr);
-  // The gate: the runner holds its only writing end, so if the runner dies, the gated
-  // stage reads the end of it and does not start.
   // Each stage's stderr goes to its log and, through tee, to a descriptor of its own
   // (TEE_FD + its index in the chain), whose last bytes the runner keeps (see StreamTail).
-  const child = spawn('bash', ['-c', pipelineScript(chain, binDir, p, 1, 'upload-domains', TEE_FD)], {
-    stdio: [inFd, 'pipe', errFd, lockFd, 'pipe', ...chain.map(() => 'pipe' as const)],
+  const child = spawn('bash', ['-c', pipelineScript(chain, binDir, p, 1, TEE_FD)], {
+    stdio: [inFd, 'pipe', errFd, lockFd, ...chain.map(() => 'pipe' as const)],
     env: stageEnv(),
   });
   fs.closeSync(errFd);
-  chain.forEach((_, i) => (tails[1 + i] = new StreamTail(child.stdio[TEE_FD + i] as Readable)));
-  const gate = child.stdio[GATE_FD] as Writable;
-  gate.on('error', () => {
-    /* the chain is gone already: its outcome says why */
-  });
+  const tails = chain.map((_, i) => new StreamTail(child.stdio[TEE_FD + i] as Readable));
   let statuses = '';
   child.stdout!.setEncoding('utf8').on('data', (d: string) => (statuses += d));
-  const ended = waitExit(child, 'shell');
-
-  const map = await mapDone;
-  const go = map.exit === 0 && !stopped();
-  let killer: NodeJS.Timeout | undefined;
-  if (go) gate.end('go\n');
-  else {
-    // Nothing of the chain may go on: upload-domains never started, the rest is stopped
-    // (a signal's stop has its own --kill-after; this one gets the same).
-    gate.destroy();
-    if (!stopped()) {
-      stopChildren('SIGTERM');
-      killer = setTimeout(() => stopChildren('SIGKILL'), o.killAfterMs);
-      killer.unref();
-    }
-  }
-  const r = await ended;
-  clearTimeout(killer);
+  const r = await waitExit(child, 'shell');
   progress.read = () => -1;
   // Through the chain's own descriptor: the file at the inbox name may be another by now.
   const head = readHead(inFd);
   fs.closeSync(inFd);
-  if (!go) {
-    // The chain stopped part way: what analyze-dump rejected so far is no run's rejects.
-    fs.rmSync(p.rejects, { force: true });
-    return { outcomes: [map], reflog: null, reflogLink: undefined, head: null };
-  }
-  const outcomes: StageOutcome[] = [map];
   const codes = statuses.trim().split(/\s+/).map(Number);
   const bashText = fs.readFileSync(bashErr, 'utf8').trim();
-  for (let i = 0; i < chain.length; i++) {
+  const outcomes = chain.map((stage, i) => {
     const known = codes.length === chain.length && Number.isInteger(codes[i]);
-    const s = readLog(i + 1, chain[i]!.name, known ? codes[i]! : 1);
-    if (!known) s.messages.push(`${chain[i]!.name}: no exit status (bash: ${r.error?.message ?? (bashText || statusOf(r))})`);
-    outcomes.push(s);
-  }
+    const s = readOutcome(p, i + 1, stage.name, known ? codes[i]! : 1, tails[i]!);
+    if (!known) s.messages.push(`${stage.name}: no exit status (bash: ${r.error?.message ?? (bashText || statusOf(r))})`);
+    return s;
+  });
   return { outcomes, reflog, reflogLink, head };
+}
+
+/** A process's exit status as a shell gives it (128 + the signal's number for a signal). */
+function statusOf(r: { code: number | null; signal: NodeJS.Signals | null }): number {
+  return r.code ?? (r.signal ? 128 + (os.constants.signals[r.signal] ?? 0) : 1);
+}
+
+/** What stage `name` (number `i` of the chain) said, from its log and the runner's copy of its stderr's end. */
+function readOutcome(p: RunPaths, i: number, name: string, exit: number, tail: StreamTail): StageOutcome {
+  let text = '';
+  try {
+    text = fs.readFileSync(stageLog(p, i, name), 'utf8');
+  } catch {
+    /* the stage never started */
+  }
+  return readStageLog(name, exit, stageText(text, tail.text(), tail.cut));
+}
+
+/**
+ * Opens the reflog for the chain, which reads it itself through this descriptor (its
+ * stdin): if the runner dies (a SIGKILL of the runner alone), the chain still reads
+ * the whole file, never a cut one that it would take for the full hour and act on
+ * (upload-domains commits assignments). Opened without blocking: a FIFO named *.reflog
+ * would otherwise hold the runner in open(2), deaf to SIGTERM and holding the lock,
+ * until some process wrote to it. Only a regular file can be read again, whole, by
+ * the rerun after a crash. The error is the message of a run that cannot read it.
+ */
+function openReflog(p: RunPaths): { fd: number; size: bigint; reflog: ReflogIdentity; reflogLink: ReflogIdentity | null | undefined } | { error: string } {
+  let fd: number;
+  const linkBefore = lstatQuiet(p.reflog);
+  try {
+    fd = fs.openSync(p.reflog, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+  } catch (err) {
+    return { error: cannotOpen(p.reflog, err) };
+  }
+  const st = fs.fstatSync(fd, { bigint: true });
+  if (!st.isFile()) {
+    fs.closeSync(fd);
+    const what = st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : 'not a regular file';
+    return { error: `${p.reflog}: is ${what}: a reflog must be a complete regular file (write it under another name, then rename it into the inbox)` };
+  }
+  // A sender may rename another file over the inbox name while the chain reads this one.
+  return { fd, size: st.size, reflog: reflogIdentity(st), reflogLink: linkRead(p.reflog, linkBefore, st) };
 }
 
 /** Opens `file` to write it anew (a DataError naming it when it cannot: a full disk). */
@@ -380,8 +315,8 @@ function openForWriting(file: string): number {
   }
 }
 
-/** The first descriptor of the chain's stages' stderr copies (after the gate's). */
-const TEE_FD = GATE_FD + 1;
+/** The first descriptor of the chain's stages' stderr copies (after the lock's, fd 3). */
+const TEE_FD = 4;
 
 /** How much of the end of a stage's stderr the runner keeps. */
 const TAIL_BYTES = 1 << 20;

@@ -195,7 +195,6 @@ export interface RunPaths {
   logs: string;
   queue: string;
   currentNext: string;
-  mapNext: string;
   rejects: string;
   /** STATE/rejects/RUN.tsv, where the staged rejects are kept. */
   rejectsKept: string;
@@ -219,7 +218,6 @@ export function runPaths(o: Pick<RunnerOptions, 'inbox' | 'state'>, name: string
     logs: path.join(work, 'log'),
     queue: path.join(work, 'queue'),
     currentNext: path.join(work, 'current_log'),
-    mapNext: path.join(work, 'domain_map'),
     rejects: path.join(work, 'rejects.tsv'),
     rejectsKept: keptRejects(o.state, name),
     rejectsFailed: failedRejects(o.state, name),
@@ -246,7 +244,11 @@ export interface StageCmd {
   args: string[];
 }
 
-/** The chain of one run, after domains-from-db (SPEC "Stages", staged outputs). */
+/**
+ * The chain of one run (SPEC "Stages", staged outputs). upload-domains gets no --map:
+ * the database's index answers the hour's distinct domains, so a run's cost follows
+ * the hour, not the partner table.
+ */
 export function chainOf(o: RunnerOptions, p: RunPaths, now: string): StageCmd[] {
   // The reflog comes on stdin (pipeline.ts); its messages name it.
   const ad = ['--input-name', p.reflog, '--rejects', p.rejects, '--tmp', p.tmp];
@@ -260,7 +262,7 @@ export function chainOf(o: RunnerOptions, p: RunPaths, now: string): StageCmd[] 
     { name: 'group-sum', args: [] },
     { name: 'join-current', args: ['--current', path.join(o.state, 'current_log')] },
     { name: 'filter-url', args: fu },
-    { name: 'upload-domains', args: [...o.dbArgs, '--map', p.mapNext, '--now', now, '--tmp', p.tmp] },
+    { name: 'upload-domains', args: [...o.dbArgs, '--now', now, '--tmp', p.tmp] },
     { name: 'logsaver', args: ['--queue-dir', p.queue, '--name', p.queueName] },
   ];
 }
@@ -270,39 +272,18 @@ export function stageLog(p: RunPaths, i: number, name: string): string {
   return path.join(p.logs, `${i}.${name}.log`);
 }
 
-/** The descriptor on which a chain's gated stage waits for "go" (see pipelineScript). */
-export const GATE_FD = 4;
-
-/** What a gated stage logs when the gate closed without a "go". */
-export const NOT_STARTED = 'not started: domains-from-db did not finish (this run failed or was stopped before it did)';
-
-/**
- * The shell command `cmd` (already quoted), started only once the line "go" can be
- * read from descriptor GATE_FD, which it then closes; at the end of that input
- * without it, `notStarted` goes to stderr and the command fails (exit 1) unstarted.
- */
-export function gatedCommand(cmd: string, notStarted: string): string {
-  const fd = GATE_FD;
-  return `{ IFS= read -r go <&${fd}; exec ${fd}<&-; if [ "$go" = go ]; then exec ${cmd}; fi; echo ${shellQuote(notStarted)} >&2; exit 1; }`;
-}
-
 /**
  * A bash script running `chain` as one pipeline: stdin of the script feeds the first
- * stage, each stage's stderr goes to its own log file, the last stage's stdout is
- * discarded, and the script prints the exit statuses (PIPESTATUS) on stdout. The
- * stage named `gated` starts only once the line "go" can be read from descriptor
- * GATE_FD; at the end of that input without it, it fails (exit 1) without starting.
+ * stage, each stage's stderr goes to its own log file (and, with `teeFd`, through tee
+ * to descriptor teeFd + its index too), the last stage's stdout is discarded, and the
+ * script prints the exit statuses (PIPESTATUS) on stdout.
  */
-export function pipelineScript(chain: readonly StageCmd[], binDir: string, p: RunPaths, firstIndex = 1, gated?: string, teeFd?: number): string {
+export function pipelineScript(chain: readonly StageCmd[], binDir: string, p: RunPaths, firstIndex = 1, teeFd?: number): string {
   const parts = chain.map((s, i) => {
     const cmd = [path.join(binDir, s.name), ...s.args].map(shellQuote).join(' ');
     const file = shellQuote(stageLog(p, firstIndex + i, s.name));
     // The copies' descriptors are the tees' alone (closed after the redirection that hands one over).
-    const log = teeFd === undefined ? ` 2>${file}` : ` 2> >(${teeCommand(file, teeFd + i)})${chain.map((_, j) => ` ${teeFd + j}>&-`).join('')}`;
-    // The gate's descriptor is the gated stage's alone: the runner waits for the shell's
-    // streams to close, and a stage holding it would count among them.
-    if (s.name !== gated) return cmd + (gated === undefined ? '' : ` ${GATE_FD}<&-`) + log;
-    return gatedCommand(cmd, `${s.name}: ${NOT_STARTED}`) + log;
+    return cmd + (teeFd === undefined ? ` 2>${file}` : ` 2> >(${teeCommand(file, teeFd + i)})${chain.map((_, j) => ` ${teeFd + j}>&-`).join('')}`);
   });
   return `${parts.join(' \\\n  | ')} >/dev/null\necho "\${PIPESTATUS[*]}"\n`;
 }
