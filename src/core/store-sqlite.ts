@@ -4,16 +4,22 @@ import {
   checkYacobotIds,
   dbError,
   initDb,
+  migrateDb,
   missingOwnerError,
   missingOwners,
   openDb,
   yacobotLoads,
   type Db,
+  type MigrateResult,
 } from './db.js';
 import { assignInTx, findYacobotIn, newIdTooBig, noActive, type Chooser, type CommitResult, type DomainRow, type OpenOptions, type OwnerLookup, type PartnerStore, type Row, type Sql } from './store.js';
 import { shellQuote } from './errors.js';
 
 type Statement = BetterSqlite3.Statement;
+
+/** Gives a domain to a Yacobot: inserted, or moved with its added_at kept. */
+const SET_OWNER = `INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES (?, ?, ?)
+  ON CONFLICT(domain) DO UPDATE SET yacobot_id = excluded.yacobot_id`;
 
 /** A SQLite partner store over one open connection. */
 export class SqliteStore implements PartnerStore {
@@ -136,17 +142,9 @@ export class SqliteStore implements PartnerStore {
     const db = this.db;
     // The lookups' read transaction ends before the write transaction (nested, it would be a savepoint).
     this.guard(() => db.inTransaction && db.exec('COMMIT'));
-    const lookup = this.db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck();
     const insert = this.db.prepare('INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES (?, ?, ?) ON CONFLICT(domain) DO NOTHING');
     const io = {
-      lookup: async (ds: readonly string[]) => {
-        const m = new Map<string, number>();
-        for (const d of ds) {
-          const v = lookup.get(d) as number | undefined;
-          if (v !== undefined) m.set(d, v);
-        }
-        return m;
-      },
+      lookup: (ds: readonly string[]) => this.ownersIn(ds),
       insert: async (rows: [string, number][]) => {
         for (const [d, id] of rows) insert.run(d, id, addedAt);
       },
@@ -157,6 +155,26 @@ export class SqliteStore implements PartnerStore {
       beforeCommit?.(r.assignedByUs, r.witness);
       return { owners: r.owners, assignedByUs: r.assignedByUs, lostRace: r.lostRace };
     });
+  }
+
+  async ownersIn(domains: readonly string[]): Promise<Map<string, number>> {
+    const lookup = this.prepared('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck();
+    const m = new Map<string, number>();
+    for (const d of domains) {
+      const v = lookup.get(d) as number | undefined;
+      if (v !== undefined) m.set(d, v);
+    }
+    return m;
+  }
+
+  async setOwners(rows: readonly (readonly [string, number])[], addedAt: string): Promise<void> {
+    // One statement per row: SQLite runs them in process, with no round trip to save.
+    const upsert = this.prepared(SET_OWNER);
+    for (const [d, id] of rows) upsert.run(d, id, addedAt);
+  }
+
+  async migrate(): Promise<MigrateResult> {
+    return this.guard(() => migrateDb(this.db, this.name));
   }
 
   async addYacobot(name: string, weight: number): Promise<bigint> {
@@ -200,7 +218,7 @@ export class SqliteStore implements PartnerStore {
 
 /** Opens an existing SQLite partner database (see db.ts's openDb). */
 export function openSqliteStore(file: string, opts: OpenOptions = {}): PartnerStore {
-  return new SqliteStore(openDb(file, { readonly: opts.readonly }), file);
+  return new SqliteStore(openDb(file, { readonly: opts.readonly, anyVersion: opts.anyVersion }), file);
 }
 
 /** Creates or completes a SQLite partner database (see db.ts's initDb). */
