@@ -17,9 +17,12 @@ import { shellQuote } from './errors.js';
 
 type Statement = BetterSqlite3.Statement;
 
-/** Gives a domain to a Yacobot: inserted, or moved with its added_at kept. */
-const SET_OWNER = `INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES (?, ?, ?)
-  ON CONFLICT(domain) DO UPDATE SET yacobot_id = excluded.yacobot_id`;
+/**
+ * Rows per statement where many are written: a statement per row that fires a
+ * trigger writes its pages to a statement journal each time, and 1M rows took
+ * several times as long.
+ */
+const ROWS_PER_STATEMENT = 500;
 
 /** A SQLite partner store over one open connection. */
 export class SqliteStore implements PartnerStore {
@@ -142,11 +145,10 @@ export class SqliteStore implements PartnerStore {
     const db = this.db;
     // The lookups' read transaction ends before the write transaction (nested, it would be a savepoint).
     this.guard(() => db.inTransaction && db.exec('COMMIT'));
-    const insert = this.db.prepare('INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES (?, ?, ?) ON CONFLICT(domain) DO NOTHING');
     const io = {
       lookup: (ds: readonly string[]) => this.ownersIn(ds),
       insert: async (rows: [string, number][]) => {
-        for (const [d, id] of rows) insert.run(d, id, addedAt);
+        this.runRows('INSERT INTO partner_domain (domain, yacobot_id, added_at)', 'ON CONFLICT(domain) DO NOTHING', rows, ([d, id]) => [d, id, addedAt]);
       },
     };
     return this.write(async () => {
@@ -168,9 +170,8 @@ export class SqliteStore implements PartnerStore {
   }
 
   async setOwners(rows: readonly (readonly [string, number])[], addedAt: string): Promise<void> {
-    // One statement per row: SQLite runs them in process, with no round trip to save.
-    const upsert = this.prepared(SET_OWNER);
-    for (const [d, id] of rows) upsert.run(d, id, addedAt);
+    const upsert = 'ON CONFLICT(domain) DO UPDATE SET yacobot_id = excluded.yacobot_id';
+    this.runRows('INSERT INTO partner_domain (domain, yacobot_id, added_at)', upsert, rows, ([d, id]) => [d, id, addedAt]);
   }
 
   async migrate(): Promise<MigrateResult> {
@@ -210,10 +211,19 @@ export class SqliteStore implements PartnerStore {
   }
 
   async insertMany(_q: Sql, table: string, columns: readonly string[], rows: readonly unknown[][]): Promise<void> {
-    // One statement per row: SQLite runs them in process, with no round trip to save.
-    const st = this.prepared(`INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`);
-    for (const r of rows) st.run(...r);
+    this.runRows(`INSERT INTO ${table} (${columns.join(', ')})`, '', rows, (r) => r);
   }
+
+  /** Runs `head VALUES (?, ...), ... tail` over the `cells` of each of `rows` (all of one length), ROWS_PER_STATEMENT rows per statement. */
+  private runRows<T>(head: string, tail: string, rows: readonly T[], cells: (row: T) => readonly unknown[]): void {
+    for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {
+      const part = rows.slice(i, i + ROWS_PER_STATEMENT).map(cells);
+      const sql = `${head} VALUES ${Array(part.length).fill(`(${part[0]!.map(() => '?').join(', ')})`).join(', ')} ${tail}`;
+      // Only full batches are kept prepared: the last one's length varies from call to call.
+      (part.length === ROWS_PER_STATEMENT ? this.prepared(sql) : this.db.prepare(sql)).run(...part.flat());
+    }
+  }
+
 }
 
 /** Opens an existing SQLite partner database (see db.ts's openDb). */
