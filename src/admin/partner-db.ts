@@ -5,9 +5,10 @@ import type { Command } from 'commander';
 import { dashArguments } from '../cli/admin.js';
 import { addOwnerCommand } from './owner.js';
 import { CsvError, parse as parseCsv } from 'csv-parse/sync';
-import { findYacobotIn, initStore, openStore, timeoutsOf, type PartnerStore, type Sql, type Timeouts } from '../core/store.js';
+import { findYacobotIn, initStore, openStore, timeoutsOf, type OpenOptions, type PartnerStore, type Sql, type Timeouts } from '../core/store.js';
 import {
   LeastLoaded,
+  SCHEMA_VERSION,
   missingOwnerError,
   normalizeDomain,
   type MissingOwner,
@@ -27,6 +28,8 @@ const MAX_REPORTED_ROWS = 20;
 const MAX_STRING_LENGTH = bufferConstants.MAX_STRING_LENGTH;
 /** The most distinct domains one import holds: V8's Maps stop at 2^24 entries. */
 const MAX_IMPORT_DOMAINS = 16_000_000;
+/** Domains an import looks up and writes per step (PostgreSQL: per statement). */
+const IMPORT_BATCH = 5000;
 
 const say = (text: string) => process.stdout.write(text + '\n');
 // One line, whatever it quotes (a domain written by hand may hold a newline).
@@ -63,7 +66,7 @@ export function checkYacobotName(name: string): string | null {
 }
 
 /** Moves every domain of `from` to the other active Yacobots, least-loaded first; returns moves per target id. */
-async function moveDomains(q: Sql, from: Yacobot, others: YacobotLoad[]): Promise<Map<number, number>> {
+async function moveDomains(store: PartnerStore, q: Sql, from: Yacobot, others: YacobotLoad[]): Promise<Map<number, number>> {
   const domains = (await q.all('SELECT domain FROM partner_domain WHERE yacobot_id = ? ORDER BY domain', [from.id])).map((r) => r.domain as string);
   const moved = new Map<number, number>();
   if (domains.length === 0) return moved;
@@ -76,11 +79,9 @@ async function moveDomains(q: Sql, from: Yacobot, others: YacobotLoad[]): Promis
     );
   }
   const least = new LeastLoaded(others);
-  for (const d of domains) {
-    const to = least.pick();
-    await q.run('UPDATE partner_domain SET yacobot_id = ? WHERE domain = ?', [to, d]);
-    moved.set(to, (moved.get(to) ?? 0) + 1);
-  }
+  const moves = domains.map((d) => [d, least.pick()] as const);
+  for (const [, to] of moves) moved.set(to, (moved.get(to) ?? 0) + 1);
+  await store.setOwners(moves, formatTimestamp(new Date()));
   return moved;
 }
 
@@ -309,8 +310,8 @@ Example:
     if (f === '') throw new UsageError('--db wants a file name'); // as the stages' pathOption says it
     return f;
   };
-  /** Opens the checked database (`readonly` for list and stats: they need no write access), runs fn, closes. */
-  const withDb = async <T>(cmd: Command, fn: (store: PartnerStore) => Promise<T>, opts: { readonly?: boolean } = {}): Promise<T> => {
+  /** Opens the checked database (`readonly` for list and stats: they need no write access; `anyVersion` for migrate), runs fn, closes. */
+  const withDb = async <T>(cmd: Command, fn: (store: PartnerStore) => Promise<T>, opts: Pick<OpenOptions, 'readonly' | 'anyVersion'> = {}): Promise<T> => {
     const store = await openStore(dbName(cmd), { ...opts, timeouts: timeoutsOf(cmd.optsWithGlobals()) });
     try {
       return await fn(store);
@@ -399,6 +400,13 @@ Example:
     .option('--force', 'replace what the target holds (by default a target with Yacobots or domains is refused)')
     .action((from: string, to: string, o: { force?: boolean }, cmd: Command) => copyCommand(from, to, o.force ?? false, timeoutsOf(cmd.optsWithGlobals())));
 
+  program
+    .command('migrate')
+    .description(
+      `upgrade the database to schema version ${SCHEMA_VERSION} (each Yacobot's domain count kept in partner_load by triggers), in one transaction; safe to run again`,
+    )
+    .action((_o, cmd: Command) => withDb(cmd, migrateCommand, { anyVersion: true }));
+
   addOwnerCommand(program, dbName);
 }
 
@@ -407,6 +415,20 @@ async function initCommand(db: string, timeouts: Timeouts): Promise<void> {
   const { store, created } = await initStore(db, { timeouts });
   await store.close();
   say(created ? `initialized ${visibleName(store.name)}` : `${visibleName(store.name)} is already a partner database`);
+}
+
+/** migrate: the database brought to this program's schema version, in one transaction. */
+async function migrateCommand(store: PartnerStore): Promise<void> {
+  const t0 = process.hrtime.bigint();
+  const r = await store.migrate();
+  const name = visibleName(store.name);
+  if (r.found === 'current') {
+    say(`${name} is already at schema version ${SCHEMA_VERSION}`);
+    return;
+  }
+  const seconds = (Number(process.hrtime.bigint() - t0) / 1e9).toFixed(1);
+  const what = r.found === 'version1' ? `upgraded ${name} from schema version 1 to ${SCHEMA_VERSION}` : `restored partner_load and its triggers in ${name}`;
+  say(`${what} in ${seconds} s: partner_load counts ${r.domains} domain(s) under ${r.owners} Yacobot id(s)`);
 }
 
 /** add: a new active Yacobot, numbered after the largest id. */
@@ -447,7 +469,7 @@ async function disableCommand(store: PartnerStore, ref: string): Promise<void> {
     // An already disabled Yacobot can still own domains (made so by hand, as
     // upload-domains warns; its warning suggests this very command): move them.
     const others = (await store.yacobotLoads()).filter((o) => o.active && o.id !== y.id);
-    const moved = await moveDomains(q, y, others);
+    const moved = await moveDomains(store, q, y, others);
     if (y.active) await q.run('UPDATE yacobot SET active = 0 WHERE id = ?', [y.id]);
     const total = [...moved.values()].reduce((a, b) => a + b, 0);
     const names = new Map(others.map((o) => [o.id, o]));
@@ -468,10 +490,6 @@ async function enableCommand(store: PartnerStore, ref: string): Promise<void> {
   say(y.active ? `Yacobot ${label(y)} is already enabled` : `enabled Yacobot ${label(y)}`);
 }
 
-/** The statement that gives a domain to a Yacobot, moving it if it had another. */
-const UPSERT = `INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES (?, ?, ?)
-  ON CONFLICT(domain) DO UPDATE SET yacobot_id = excluded.yacobot_id`;
-
 /** assign: one domain to an active Yacobot. */
 async function assignCommand(store: PartnerStore, domain: string, ref: string): Promise<void> {
   const file = store.name;
@@ -481,7 +499,7 @@ async function assignCommand(store: PartnerStore, domain: string, ref: string): 
     const y = await findYacobotIn(q, ref);
     if (!y.active) throw new DataError('DISABLED', `Yacobot ${label(y)} is disabled; enable it first`, { file });
     const row = await q.get('SELECT yacobot_id FROM partner_domain WHERE domain = ?', [domain]);
-    await q.run(UPSERT, [domain, y.id, formatTimestamp(new Date())]);
+    await store.setOwners([[domain, y.id]], formatTimestamp(new Date()));
     return { y, prev: row === undefined ? undefined : Number(row.yacobot_id) };
   });
   const note = subdomainNote(domain);
@@ -534,17 +552,23 @@ async function importCommand(store: PartnerStore, csvFile: string, text: string)
       }
     }
     const c = { added: 0, moved: 0, same: 0 };
-    for (let i = 0; i < rows.domains.length; i++) {
-      const domain = rows.domains[i]!;
-      const id = rows.ids[i]!;
-      const prev = await q.get('SELECT yacobot_id FROM partner_domain WHERE domain = ?', [domain]);
-      if (prev !== undefined && Number(prev.yacobot_id) === id) {
-        c.same++;
-        continue;
-      }
-      await q.run(UPSERT, [domain, id, now]);
-      if (prev === undefined) c.added++;
-      else c.moved++;
+    // Many domains per step: on PostgreSQL a statement per domain took a round trip
+    // each, and updated each Yacobot's partner_load row once per domain.
+    for (let i = 0; i < rows.domains.length; i += IMPORT_BATCH) {
+      const domains = rows.domains.slice(i, i + IMPORT_BATCH);
+      const prev = await store.ownersIn(domains);
+      const changed: [string, number][] = [];
+      domains.forEach((domain, j) => {
+        const id = rows.ids[i + j]!;
+        const p = prev.get(domain);
+        if (p === undefined) c.added++;
+        else if (Number(p) === id) {
+          c.same++;
+          return;
+        } else c.moved++;
+        changed.push([domain, id]);
+      });
+      await store.setOwners(changed, now);
     }
     return c;
   });
@@ -590,7 +614,8 @@ const COPY_BATCH = 10_000;
  * which replaces them.
  */
 async function copyCommand(fromDb: string, toDb: string, force: boolean, timeouts: Timeouts): Promise<void> {
-  const from = await openStore(fromDb, { readonly: true, timeouts });
+  // A source of schema version 1 is read as it is: copy reads only the contract's tables.
+  const from = await openStore(fromDb, { readonly: true, anyVersion: true, timeouts });
   try {
     const { store: to } = await initStore(toDb, { timeouts });
     try {

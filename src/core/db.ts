@@ -28,8 +28,11 @@ export function busyTimeoutMs(): number {
   return n;
 }
 
-/** The schema of the contract (docs/formats-and-rules.md), plus an index for per-Yacobot counts and moves. */
-export const SCHEMA_SQL = `
+/** The schema version this program reads, and `partner-db init` creates. */
+export const SCHEMA_VERSION = 2;
+
+/** The contract's tables (all of schema version 1), plus an index for moves and missingOwners. */
+const BASE_SQL = `
 CREATE TABLE IF NOT EXISTS yacobot (
   id INTEGER PRIMARY KEY,
   name TEXT UNIQUE NOT NULL,
@@ -44,12 +47,60 @@ CREATE TABLE IF NOT EXISTS partner_domain (
 CREATE INDEX IF NOT EXISTS partner_domain_yacobot ON partner_domain(yacobot_id);
 `;
 
+/** The triggers that keep partner_load, by name (each is created by LOAD_SQL). */
+const LOAD_TRIGGERS = ['partner_load_insert', 'partner_load_delete', 'partner_load_update'];
+
+/**
+ * What version 2 adds: partner_load, each yacobot_id value's number of partner_domain
+ * rows, kept by row triggers on every insert, delete and change of owner, whoever
+ * writes; and partner_meta, which holds the schema version. partner_load's key has
+ * partner_domain.yacobot_id's affinity and no foreign key, so a value written by hand
+ * with foreign keys off (an id of no Yacobot, even text) is counted under itself; a
+ * WITHOUT ROWID table, as an INTEGER PRIMARY KEY would refuse text.
+ */
+const LOAD_SQL = `
+CREATE TABLE IF NOT EXISTS partner_load (
+  yacobot_id INTEGER PRIMARY KEY,
+  domains INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TRIGGER IF NOT EXISTS partner_load_insert AFTER INSERT ON partner_domain BEGIN
+  INSERT INTO partner_load (yacobot_id, domains) VALUES (NEW.yacobot_id, 1)
+    ON CONFLICT (yacobot_id) DO UPDATE SET domains = domains + 1;
+END;
+CREATE TRIGGER IF NOT EXISTS partner_load_delete AFTER DELETE ON partner_domain BEGIN
+  UPDATE partner_load SET domains = domains - 1 WHERE yacobot_id = OLD.yacobot_id;
+END;
+CREATE TRIGGER IF NOT EXISTS partner_load_update AFTER UPDATE OF yacobot_id ON partner_domain
+  WHEN OLD.yacobot_id IS NOT NEW.yacobot_id BEGIN
+  UPDATE partner_load SET domains = domains - 1 WHERE yacobot_id = OLD.yacobot_id;
+  INSERT INTO partner_load (yacobot_id, domains) VALUES (NEW.yacobot_id, 1)
+    ON CONFLICT (yacobot_id) DO UPDATE SET domains = domains + 1;
+END;
+CREATE TABLE IF NOT EXISTS partner_meta (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+`;
+
+/** partner_load counted afresh from partner_domain (one GROUP BY), and the version recorded: the end of init and migrate. */
+export const RECOUNT_SQL = `
+DELETE FROM partner_load;
+INSERT INTO partner_load (yacobot_id, domains) SELECT yacobot_id, COUNT(*) FROM partner_domain GROUP BY yacobot_id;
+INSERT INTO partner_meta (key, value) VALUES ('schema_version', '${SCHEMA_VERSION}')
+  ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+`;
+
 const REQUIRED_COLUMNS: Record<string, string[]> = {
   yacobot: ['id', 'name', 'weight', 'active'],
   partner_domain: ['domain', 'yacobot_id', 'added_at'],
 };
+/** The tables version 2 adds, with their columns. */
+const DERIVED_COLUMNS: Record<string, string[]> = {
+  partner_load: ['yacobot_id', 'domains'],
+  partner_meta: ['key', 'value'],
+};
 /** Each table's PRIMARY KEY: a domain has one row (upload-domains' upsert relies on it). */
-const PRIMARY_KEYS: Record<string, string> = { yacobot: 'id', partner_domain: 'domain' };
+const PRIMARY_KEYS: Record<string, string> = { yacobot: 'id', partner_domain: 'domain', partner_load: 'yacobot_id', partner_meta: 'key' };
 
 /** A Yacobot row. */
 export interface Yacobot {
@@ -172,9 +223,10 @@ export function initHint(file: string): string {
  * keys on, schema checked. Never creates the file; a missing file or a wrong schema
  * is a DataError that says what to do. With `readonly` the caller only reads: the
  * journal mode is left as it is, and the connection is read-write only where this
- * user may write the file and its directory (see mayWrite).
+ * user may write the file and its directory (see mayWrite). With `anyVersion` a
+ * database of schema version 1 opens too (for migrate, and copy's source).
  */
-export function openDb(file: string, opts: { readonly?: boolean } = {}): Db {
+export function openDb(file: string, opts: { readonly?: boolean; anyVersion?: boolean } = {}): Db {
   let st: fs.Stats;
   try {
     st = fs.statSync(file);
@@ -198,7 +250,7 @@ export function openDb(file: string, opts: { readonly?: boolean } = {}): Db {
     db = new Database(file, { fileMustExist: true, timeout: busyTimeoutMs(), readonly });
     // Schema first: a file that is not a partner database is left exactly as it was
     // (switching it to WAL would rewrite its header and add -wal/-shm files).
-    checkSchema(db, file);
+    checkSchema(db, file, { anyVersion: opts.anyVersion });
     configure(db, !opts.readonly);
     return db;
   } catch (err) {
@@ -208,11 +260,11 @@ export function openDb(file: string, opts: { readonly?: boolean } = {}): Db {
 }
 
 /**
- * Creates the database file if needed and the tables if missing (idempotent). A
- * file that is not a partner database, or only half of one, is refused before
- * anything in it changes: tables of another application, or a table of ours with
- * the wrong columns, fail with the file exactly as it was (not switched to WAL).
- * Returns whether the tables were created now.
+ * Creates the database file if needed and the tables of schema version 2 if missing
+ * (idempotent). A file that is not a partner database, or only half of one, is refused
+ * before anything in it changes: tables of another application, a table of ours with
+ * the wrong columns, or a database of version 1 (which migrate upgrades) fail with the
+ * file exactly as it was (not switched to WAL). Returns whether the tables were created now.
  */
 export function initDb(file: string): { db: Db; created: boolean } {
   const dir = path.dirname(path.resolve(file));
@@ -238,20 +290,54 @@ export function initDb(file: string): { db: Db; created: boolean } {
   let db: Db | null = null;
   try {
     db = new Database(file, { timeout: busyTimeoutMs() });
-    const before = tableNames(db);
-    const foreign = foreignTables(before, file);
+    const facts = schemaFacts(db);
+    const foreign = foreignTables(facts.tables, file);
     if (foreign) throw foreign;
-    checkSchema(db, file, { missingTables: true });
+    checkShapes(facts.shapes, file, { missingTables: true });
+    // Domains already there: their counts are migrate's work, which the operator asks for.
+    const fresh = !facts.shapes.has('partner_domain');
+    if (!fresh) checkVersion(facts, LOAD_TRIGGERS, file);
     configure(db, true);
-    // One transaction: a crash leaves both tables or neither.
+    // One transaction: a crash leaves every table or none.
     const d = db;
-    d.transaction(() => d.exec(SCHEMA_SQL))();
+    d.transaction(() => d.exec(fresh ? BASE_SQL + LOAD_SQL + RECOUNT_SQL : BASE_SQL))();
     checkSchema(db, file);
-    return { db, created: !(before.has('yacobot') && before.has('partner_domain')) };
+    return { db, created: !(facts.shapes.has('yacobot') && facts.shapes.has('partner_domain')) };
   } catch (err) {
     db?.close();
     throw dbError(err, file);
   }
+}
+
+/** What a migration did: the schema it found, and what partner_load counts now. */
+export interface MigrateResult {
+  /** 'current': nothing to do; 'version1': upgraded; 'incomplete': version 2 with a part missing, restored. */
+  found: SchemaStanding;
+  /** The number of domains partner_load counts, and of yacobot_id values it counts them under. */
+  domains: number;
+  owners: number;
+}
+
+/**
+ * Brings a database opened with `anyVersion` to schema version 2 in one write
+ * transaction: partner_load and its triggers (re)made, counted with one GROUP BY,
+ * the version recorded. A database already at version 2, whole, is left as it is.
+ */
+export function migrateDb(db: Db, file: string): MigrateResult {
+  return db
+    .transaction((): MigrateResult => {
+      const facts = schemaFacts(db);
+      checkShapes(facts.shapes, file);
+      const found = schemaStanding(facts, LOAD_TRIGGERS, file).standing;
+      if (found !== 'current') {
+        for (const t of LOAD_TRIGGERS) db.exec(`DROP TRIGGER IF EXISTS ${t}`);
+        db.exec(`DROP TABLE IF EXISTS partner_load; ${LOAD_SQL} ${RECOUNT_SQL}`);
+        checkSchema(db, file);
+      }
+      const r = db.prepare('SELECT COALESCE(SUM(domains), 0) AS domains, COUNT(*) AS owners FROM partner_load WHERE domains <> 0').get() as { domains: number; owners: number };
+      return { found, domains: r.domains, owners: r.owners };
+    })
+    .immediate();
 }
 
 function configure(db: Db, writable: boolean): void {
@@ -262,6 +348,9 @@ function configure(db: Db, writable: boolean): void {
   // upload-domains' assignments being durable; an fsync per transaction costs nothing here.
   if (writable) db.pragma('synchronous = FULL');
   db.pragma('foreign_keys = ON');
+  // A row that INSERT OR REPLACE deletes fires the delete trigger only with this on:
+  // without it, partner_load would keep counting the replaced row.
+  db.pragma('recursive_triggers = ON');
 }
 
 function tableNames(db: Db): Set<string> {
@@ -274,21 +363,49 @@ export interface TableShape {
   pk: string[];
 }
 
-/**
- * Throws a DataError naming the first missing table or column of the contract's schema;
- * with `missingTables`, only the tables that exist are checked (for init, which creates the rest).
- */
-export function checkSchema(db: Db, file: string, opts: { missingTables?: boolean } = {}): void {
+/** What a database holds, as any backend reads it, for the schema checks. */
+export interface SchemaFacts {
+  /** Every table (another application's too). */
+  tables: ReadonlySet<string>;
+  /** The shapes of the tables of ours it holds, by name. */
+  shapes: ReadonlyMap<string, TableShape>;
+  /** partner_meta's schema_version; null without that table or row (version 1). */
+  version: string | null;
+  /** The names of partner_domain's triggers that fire. */
+  triggers: ReadonlySet<string>;
+}
+
+/** The tables of ours, whatever the version. */
+export const OUR_TABLES: readonly string[] = [...Object.keys(REQUIRED_COLUMNS), ...Object.keys(DERIVED_COLUMNS)];
+
+/** The SchemaFacts of a SQLite database. */
+function schemaFacts(db: Db): SchemaFacts {
+  const tables = tableNames(db);
   const shapes = new Map<string, TableShape>();
-  for (const table of tableNames(db)) {
-    if (!(table in REQUIRED_COLUMNS)) continue;
+  for (const table of OUR_TABLES) {
+    if (!tables.has(table)) continue;
     const info = db.prepare(`PRAGMA table_info(${table})`).all() as { name: string; pk: number }[];
     shapes.set(table, { columns: new Set(info.map((c) => c.name)), pk: info.filter((c) => c.pk > 0).map((c) => c.name) });
   }
-  checkShapes(shapes, file, opts);
+  const meta = shapes.get('partner_meta');
+  const version = meta?.columns.has('key') && meta.columns.has('value') ? (db.prepare("SELECT value FROM partner_meta WHERE key = 'schema_version'").pluck().get() as unknown) : undefined;
+  const triggers = new Set(db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'partner_domain'").pluck().all() as string[]);
+  return { tables, shapes, version: version === undefined || version === null ? null : String(version), triggers };
 }
 
-/** checkSchema's rule on the shapes of the tables a database holds (by name), for any backend. */
+/**
+ * Throws a DataError naming the first missing table or column of the contract's schema,
+ * or a schema version other than this program's (see checkVersion); with
+ * `missingTables`, only the tables that exist are checked (for init, which creates the
+ * rest), and no version; with `anyVersion`, no version.
+ */
+export function checkSchema(db: Db, file: string, opts: { missingTables?: boolean; anyVersion?: boolean } = {}): void {
+  const facts = schemaFacts(db);
+  checkShapes(facts.shapes, file, opts);
+  if (!opts.missingTables && !opts.anyVersion) checkVersion(facts, LOAD_TRIGGERS, file);
+}
+
+/** checkSchema's rule on the shapes of the contract's tables a database holds (by name), for any backend. */
 export function checkShapes(shapes: ReadonlyMap<string, TableShape>, file: string, opts: { missingTables?: boolean } = {}): void {
   for (const [table, cols] of Object.entries(REQUIRED_COLUMNS)) {
     const shape = shapes.get(table);
@@ -296,18 +413,64 @@ export function checkShapes(shapes: ReadonlyMap<string, TableShape>, file: strin
       if (opts.missingTables) continue;
       throw new DataError('BAD_SCHEMA', `not a partner database: missing table '${table}' (${initHint(file)})`, { file });
     }
-    for (const col of cols) {
-      if (!shape.columns.has(col)) throw new DataError('BAD_SCHEMA', `wrong schema: table '${table}' has no column '${col}'`, { file });
-    }
-    if (shape.pk.length !== 1 || shape.pk[0] !== PRIMARY_KEYS[table]) {
-      throw new DataError('BAD_SCHEMA', `wrong schema: the PRIMARY KEY of '${table}' is not '${PRIMARY_KEYS[table]}' alone`, { file });
-    }
+    const wrong = shapeError(table, shape, cols);
+    if (wrong) throw new DataError('BAD_SCHEMA', `wrong schema: ${wrong}`, { file });
+  }
+}
+
+/** What is wrong with a table of ours (a missing column, another PRIMARY KEY), or null. */
+function shapeError(table: string, shape: TableShape, cols: readonly string[]): string | null {
+  const col = cols.find((c) => !shape.columns.has(c));
+  if (col !== undefined) return `table '${table}' has no column '${col}'`;
+  if (shape.pk.length !== 1 || shape.pk[0] !== PRIMARY_KEYS[table]) return `the PRIMARY KEY of '${table}' is not '${PRIMARY_KEYS[table]}' alone`;
+  return null;
+}
+
+/** How a database with the contract's tables stands against this program's schema version. */
+export type SchemaStanding = 'current' | 'version1' | 'incomplete';
+
+/**
+ * Where `facts` stand (with `what`, the first part of version 2 missing when
+ * incomplete); a DataError for a version this program does not know.
+ */
+export function schemaStanding(facts: SchemaFacts, triggers: readonly string[], file: string): { standing: SchemaStanding; what?: string } {
+  if (facts.version === null) return { standing: 'version1' };
+  if (facts.version !== String(SCHEMA_VERSION)) {
+    throw new DataError('BAD_SCHEMA', `schema version '${clipText(facts.version)}', which this program does not know (it reads version ${SCHEMA_VERSION}): made by a newer release?`, { file });
+  }
+  for (const [table, cols] of Object.entries(DERIVED_COLUMNS)) {
+    const shape = facts.shapes.get(table);
+    const wrong = shape ? shapeError(table, shape, cols) : `table '${table}' is missing`;
+    if (wrong) return { standing: 'incomplete', what: wrong };
+  }
+  const trigger = triggers.find((t) => !facts.triggers.has(t));
+  if (trigger !== undefined) return { standing: 'incomplete', what: `trigger '${trigger}' on partner_domain is missing or disabled` };
+  return { standing: 'current' };
+}
+
+/** The command that upgrades `file` to this program's schema. */
+export function migrateHint(file: string): string {
+  return `partner-db --db ${shellQuote(file)} migrate`;
+}
+
+/**
+ * Throws unless `facts` are of schema version 2, whole: version 1 and a version 2
+ * with a part missing both name the command that mends them (never done behind the
+ * operator's back, as migrate rewrites a table).
+ */
+export function checkVersion(facts: SchemaFacts, triggers: readonly string[], file: string): void {
+  const { standing, what } = schemaStanding(facts, triggers, file);
+  if (standing === 'version1') {
+    throw new DataError('OLD_SCHEMA', `schema version 1: this program reads version ${SCHEMA_VERSION}, which keeps each Yacobot's domain count in partner_load; upgrade it (one transaction) with: ${migrateHint(file)}`, { file });
+  }
+  if (standing === 'incomplete') {
+    throw new DataError('BAD_SCHEMA', `schema version ${SCHEMA_VERSION}, but ${what} (changed by hand?); restore it with: ${migrateHint(file)}`, { file });
   }
 }
 
 /** The error for a database that holds tables of another application (init refuses to add ours). */
 export function foreignTables(tables: Iterable<string>, file: string): DataError | null {
-  const foreign = [...tables].filter((t) => !(t in REQUIRED_COLUMNS) && !t.startsWith('sqlite_'));
+  const foreign = [...tables].filter((t) => !OUR_TABLES.includes(t) && !t.startsWith('sqlite_'));
   if (foreign.length === 0) return null;
   return new DataError('BAD_SCHEMA', `not a partner database: it holds other tables (${foreign.sort().join(', ')}); init only creates one or completes its own`, { file });
 }
@@ -330,7 +493,8 @@ export function checkYacobotIds(db: Db): void {
 }
 
 /**
- * Every Yacobot with its domain count, by id. An id set by hand that no stream can
+ * Every Yacobot with its domain count (from partner_load: one row per Yacobot, not a
+ * count of the domains), by id. An id set by hand that no stream can
  * carry is a DataError: one above 2^53 - 1 read as a number became another id (its
  * domains were routed to a Yacobot that does not exist), 0 meant "new domain"; so
  * is a weight outside (0, MAX_WEIGHT].
@@ -338,9 +502,8 @@ export function checkYacobotIds(db: Db): void {
 export function yacobotLoads(db: Db): YacobotLoad[] {
   const rows = db
     .prepare(
-      `SELECT y.id, y.name, y.weight, y.active,
-              (SELECT COUNT(*) FROM partner_domain d WHERE d.yacobot_id = y.id) AS domains
-         FROM yacobot y ORDER BY y.id`,
+      `SELECT y.id, y.name, y.weight, y.active, COALESCE(l.domains, 0) AS domains
+         FROM yacobot y LEFT JOIN partner_load l ON l.yacobot_id = y.id ORDER BY y.id`,
     )
     .safeIntegers(true)
     .all() as { id: bigint; name: string; weight: number | bigint; active: number | bigint; domains: bigint }[];

@@ -4,8 +4,21 @@
 import { createRequire } from 'node:module';
 import type * as Pg from 'pg';
 import { DataError, shellQuote } from './errors.js';
-import { checkShapes, checkedLoad, foreignTables, type MissingOwner, type TableShape, type YacobotLoad } from './db.js';
-import { missingOwnerError } from './db.js';
+import {
+  OUR_TABLES,
+  RECOUNT_SQL,
+  checkShapes,
+  checkVersion,
+  checkedLoad,
+  foreignTables,
+  missingOwnerError,
+  schemaStanding,
+  type MigrateResult,
+  type MissingOwner,
+  type SchemaFacts,
+  type TableShape,
+  type YacobotLoad,
+} from './db.js';
 import {
   DEFAULT_TIMEOUTS,
   assignInTx,
@@ -33,8 +46,8 @@ const WRITE_LOCK = 0x4d537064;
 /** Domains per statement in lookups and inserts. */
 const BATCH = 5000;
 
-/** The SQL of the contract's schema for PostgreSQL; domains compare bytewise (collation "C"), as on SQLite. */
-const SCHEMA_SQL = `
+/** The contract's tables for PostgreSQL (all of schema version 1); domains compare bytewise (collation "C"), as on SQLite. */
+const BASE_SQL = `
 CREATE TABLE IF NOT EXISTS yacobot (
   id BIGINT PRIMARY KEY,
   name TEXT UNIQUE NOT NULL,
@@ -47,6 +60,51 @@ CREATE TABLE IF NOT EXISTS partner_domain (
   added_at TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS partner_domain_yacobot ON partner_domain(yacobot_id);
+`;
+
+/** The triggers that keep partner_load, by name (each is created by LOAD_SQL). */
+const LOAD_TRIGGERS = ['partner_load_insert', 'partner_load_delete', 'partner_load_update', 'partner_load_truncate'];
+
+/** The upsert that adds each yacobot_id's count in `source` (rows of yacobot_id, n) to partner_load, rows locked in id order. */
+const addCounts = (source: string) => `INSERT INTO partner_load AS l (yacobot_id, domains)
+    SELECT yacobot_id, SUM(n) FROM (${source}) c GROUP BY yacobot_id HAVING SUM(n) <> 0 ORDER BY yacobot_id
+    ON CONFLICT (yacobot_id) DO UPDATE SET domains = l.domains + EXCLUDED.domains`;
+
+/** A trigger function of partner_load that runs `body` and returns. */
+const loadFunction = (name: string, body: string) => `CREATE OR REPLACE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  ${body};
+  RETURN NULL;
+END $$;`;
+
+/**
+ * What version 2 adds on PostgreSQL: partner_load and partner_meta as on SQLite, kept
+ * by statement-level triggers that read the statement's rows from transition tables
+ * and add one count per yacobot_id: a counter row is updated once per statement, not
+ * once per domain (in one transaction each update of a row leaves a version that the
+ * next one walks past).
+ */
+const LOAD_SQL = `
+CREATE TABLE IF NOT EXISTS partner_load (
+  yacobot_id BIGINT PRIMARY KEY,
+  domains BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS partner_meta (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+${loadFunction('partner_load_insert', addCounts('SELECT yacobot_id, 1 AS n FROM new_rows'))}
+${loadFunction('partner_load_delete', addCounts('SELECT yacobot_id, -1 AS n FROM old_rows'))}
+${loadFunction('partner_load_update', addCounts('SELECT yacobot_id, 1 AS n FROM new_rows UNION ALL SELECT yacobot_id, -1 FROM old_rows'))}
+${loadFunction('partner_load_truncate', 'DELETE FROM partner_load')}
+CREATE TRIGGER partner_load_insert AFTER INSERT ON partner_domain
+  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION partner_load_insert();
+CREATE TRIGGER partner_load_delete AFTER DELETE ON partner_domain
+  REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION partner_load_delete();
+CREATE TRIGGER partner_load_update AFTER UPDATE ON partner_domain
+  REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION partner_load_update();
+CREATE TRIGGER partner_load_truncate AFTER TRUNCATE ON partner_domain
+  FOR EACH STATEMENT EXECUTE FUNCTION partner_load_truncate();
 `;
 
 /** An int8 as a number when it is one exactly, else a bigint. */
@@ -97,9 +155,8 @@ export class PgStore implements PartnerStore {
 
   async yacobotLoads(): Promise<YacobotLoad[]> {
     const { rows } = await this.query(
-      `SELECT y.id::text AS id, y.name, y.weight, y.active,
-              (SELECT COUNT(*) FROM partner_domain d WHERE d.yacobot_id = y.id)::text AS domains
-         FROM yacobot y ORDER BY y.id`,
+      `SELECT y.id::text AS id, y.name, y.weight, y.active, COALESCE(l.domains, 0)::text AS domains
+         FROM yacobot y LEFT JOIN partner_load l ON l.yacobot_id = y.id ORDER BY y.id`,
     );
     return rows.map((r) => checkedLoad({ id: BigInt(r.id as string), name: r.name as string, weight: r.weight as number, active: r.active as number, domains: BigInt(r.domains as string) }, this.name));
   }
@@ -135,7 +192,7 @@ export class PgStore implements PartnerStore {
   async ownersOf(domains: readonly string[]): Promise<OwnerLookup> {
     const found = new Map<string, unknown>();
     try {
-      for (const [d, id] of await this.lookup(domains)) found.set(d, BigInt(id));
+      for (const [d, id] of await this.ownersIn(domains)) found.set(d, BigInt(id));
     } catch (err) {
       return { found, error: err };
     }
@@ -143,7 +200,7 @@ export class PgStore implements PartnerStore {
   }
 
   /** The owners of those of `domains` that have one, BATCH domains per statement. */
-  private async lookup(domains: readonly string[]): Promise<Map<string, number>> {
+  async ownersIn(domains: readonly string[]): Promise<Map<string, number>> {
     const m = new Map<string, number>();
     for (let i = 0; i < domains.length; i += BATCH) {
       const { rows } = await this.query('SELECT domain, yacobot_id FROM partner_domain WHERE domain = ANY($1::text[])', [domains.slice(i, i + BATCH)]);
@@ -183,7 +240,7 @@ export class PgStore implements PartnerStore {
 
   async assignNew(fresh: NewDomains, choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void): Promise<CommitResult> {
     const io = {
-      lookup: (ds: readonly string[]) => this.lookup(ds),
+      lookup: (ds: readonly string[]) => this.ownersIn(ds),
       insert: async (rows: [string, number][]) => {
         await this.query(
           `INSERT INTO partner_domain (domain, yacobot_id, added_at)
@@ -208,6 +265,35 @@ export class PgStore implements PartnerStore {
       if (bad) throw bad;
       await this.query('INSERT INTO yacobot (id, name, weight, active) VALUES ($1, $2, $3, 1)', [String(id), name, weight]);
       return id;
+    });
+  }
+
+  async setOwners(rows: readonly (readonly [string, number])[], addedAt: string): Promise<void> {
+    for (let i = 0; i < rows.length; i += BATCH) {
+      const part = rows.slice(i, i + BATCH);
+      await this.query(
+        `INSERT INTO partner_domain (domain, yacobot_id, added_at)
+         SELECT d, y, $3 FROM unnest($1::text[], $2::bigint[]) AS t(d, y)
+         ON CONFLICT (domain) DO UPDATE SET yacobot_id = EXCLUDED.yacobot_id`,
+        [part.map((r) => r[0]), part.map((r) => r[1]), addedAt],
+      );
+    }
+  }
+
+  async migrate(): Promise<MigrateResult> {
+    return this.write(async () => {
+      const facts = await this.facts();
+      checkShapes(facts.shapes, this.name);
+      const found = schemaStanding(facts, LOAD_TRIGGERS, this.name).standing;
+      if (found !== 'current') {
+        // Disabled ones too: facts names only those that fire.
+        const { rows } = await this.query("SELECT tgname FROM pg_trigger WHERE tgrelid = 'partner_domain'::regclass AND tgname = ANY($1::text[])", [LOAD_TRIGGERS]);
+        for (const r of rows) await this.query(`DROP TRIGGER ${quoteIdent(r.tgname as string)} ON partner_domain`);
+        await this.query(`DROP TABLE IF EXISTS partner_load; ${LOAD_SQL} ${RECOUNT_SQL}`);
+        checkVersion(await this.facts(), LOAD_TRIGGERS, this.name);
+      }
+      const r = (await this.query('SELECT COALESCE(SUM(domains), 0)::text AS domains, COUNT(*)::int AS owners FROM partner_load WHERE domains <> 0')).rows[0]!;
+      return { found, domains: Number(r.domains), owners: r.owners as number };
     });
   }
 
@@ -242,10 +328,10 @@ export class PgStore implements PartnerStore {
     }
   }
 
-  /** The tables of the connection's schema, with the shapes of ours. */
-  async shapes(): Promise<{ tables: string[]; shapes: Map<string, TableShape> }> {
+  /** What the connection's schema holds, for the schema checks. */
+  async facts(): Promise<SchemaFacts> {
     const tables = (await this.query("SELECT table_name AS t FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'")).rows.map((r) => r.t as string);
-    const cols = await this.query("SELECT table_name AS t, column_name AS c FROM information_schema.columns WHERE table_schema = current_schema() AND table_name IN ('yacobot', 'partner_domain')");
+    const cols = await this.query('SELECT table_name AS t, column_name AS c FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ANY($1::text[])', [OUR_TABLES]);
     const pks = await this.query(
       `SELECT tc.table_name AS t, k.column_name AS c FROM information_schema.table_constraints tc
          JOIN information_schema.key_column_usage k ON k.constraint_name = tc.constraint_name AND k.table_schema = tc.table_schema
@@ -258,7 +344,13 @@ export class PgStore implements PartnerStore {
       shapes.get(t)!.columns.add(r.c as string);
     }
     for (const r of pks.rows) shapes.get(r.t as string)?.pk.push(r.c as string);
-    return { tables, shapes };
+    const meta = shapes.get('partner_meta');
+    const version = meta?.columns.has('key') && meta.columns.has('value') ? (await this.query("SELECT value FROM partner_meta WHERE key = 'schema_version'")).rows[0]?.value : undefined;
+    // 'O' and 'A' fire in a session of any replication role; 'D' is disabled, 'R' fires only on a replica.
+    const triggers = shapes.has('partner_domain')
+      ? (await this.query("SELECT tgname FROM pg_trigger WHERE tgrelid = 'partner_domain'::regclass AND tgenabled IN ('O', 'A')")).rows.map((r) => r.tgname as string)
+      : [];
+    return { tables: new Set(tables), shapes, version: version === undefined || version === null ? null : String(version), triggers: new Set(triggers) };
   }
 }
 
@@ -334,11 +426,13 @@ function newClient(uri: string, t: Timeouts, readonly: boolean): Pg.Client {
   });
 }
 
-/** Opens an existing PostgreSQL partner database, schema checked as SQLite's is. */
+/** Opens an existing PostgreSQL partner database, schema checked as SQLite's is (its version too, unless `anyVersion`). */
 export async function openPgStore(uri: string, opts: OpenOptions = {}): Promise<PartnerStore> {
   const store = await connect(uri, opts);
   try {
-    checkShapes((await store.shapes()).shapes, store.name);
+    const facts = await store.facts();
+    checkShapes(facts.shapes, store.name);
+    if (!opts.anyVersion) checkVersion(facts, LOAD_TRIGGERS, store.name);
   } catch (err) {
     await store.close();
     throw err;
@@ -346,22 +440,34 @@ export async function openPgStore(uri: string, opts: OpenOptions = {}): Promise<
   return store;
 }
 
-/** Creates the tables where missing (in one transaction, under the write lock); refuses a schema holding other tables. */
+/**
+ * Creates the tables of schema version 2 where missing (in one transaction, under the
+ * write lock); refuses a schema holding other tables, and one of version 1 (migrate's work).
+ */
 export async function initPgStore(uri: string, opts: OpenOptions = {}): Promise<{ store: PartnerStore; created: boolean }> {
   const store = await connect(uri, opts);
   try {
-    const created = await store.write(async (q) => {
-      const { tables, shapes } = await store.shapes();
-      const foreign = foreignTables(tables, store.name);
+    const created = await store.write(async () => {
+      const facts = await store.facts();
+      const foreign = foreignTables(facts.tables, store.name);
       if (foreign) throw foreign;
-      checkShapes(shapes, store.name, { missingTables: true });
-      for (const stmt of SCHEMA_SQL.split(';').filter((x) => x.trim())) await q.run(stmt);
-      checkShapes((await store.shapes()).shapes, store.name);
-      return !(shapes.has('yacobot') && shapes.has('partner_domain'));
+      checkShapes(facts.shapes, store.name, { missingTables: true });
+      const fresh = !facts.shapes.has('partner_domain');
+      if (!fresh) checkVersion(facts, LOAD_TRIGGERS, store.name);
+      await store.query(fresh ? BASE_SQL + LOAD_SQL + RECOUNT_SQL : BASE_SQL);
+      const after = await store.facts();
+      checkShapes(after.shapes, store.name);
+      checkVersion(after, LOAD_TRIGGERS, store.name);
+      return !(facts.shapes.has('yacobot') && facts.shapes.has('partner_domain'));
     });
     return { store, created };
   } catch (err) {
     await store.close();
     throw err;
   }
+}
+
+/** `name` as a PostgreSQL identifier, quoted. */
+function quoteIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
 }

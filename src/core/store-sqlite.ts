@@ -4,11 +4,13 @@ import {
   checkYacobotIds,
   dbError,
   initDb,
+  migrateDb,
   missingOwnerError,
   missingOwners,
   openDb,
   yacobotLoads,
   type Db,
+  type MigrateResult,
 } from './db.js';
 import { assignInTx, findYacobotIn, newIdTooBig, noActive, type Chooser, type CommitResult, type NewDomains, type DomainRow, type OpenOptions, type OwnerLookup, type PartnerStore, type Row, type Sql } from './store.js';
 import { shellQuote } from './errors.js';
@@ -17,6 +19,13 @@ type Statement = BetterSqlite3.Statement;
 
 /** New domains per batch of assignNew: its lookups and rows held at once. */
 const ASSIGN_BATCH = 10_000;
+
+/**
+ * Rows per statement where many are written: a statement per row that fires a
+ * trigger writes its pages to a statement journal each time, and 1M rows took
+ * several times as long.
+ */
+const ROWS_PER_STATEMENT = 500;
 
 /** A SQLite partner store over one open connection. */
 export class SqliteStore implements PartnerStore {
@@ -139,19 +148,10 @@ export class SqliteStore implements PartnerStore {
     const db = this.db;
     // The lookups' read transaction ends before the write transaction (nested, it would be a savepoint).
     this.guard(() => db.inTransaction && db.exec('COMMIT'));
-    const lookup = this.db.prepare('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck();
-    const insert = this.db.prepare('INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES (?, ?, ?) ON CONFLICT(domain) DO NOTHING');
     const io = {
-      lookup: async (ds: readonly string[]) => {
-        const m = new Map<string, number>();
-        for (const d of ds) {
-          const v = lookup.get(d) as number | undefined;
-          if (v !== undefined) m.set(d, v);
-        }
-        return m;
-      },
+      lookup: (ds: readonly string[]) => this.ownersIn(ds),
       insert: async (rows: [string, number][]) => {
-        for (const [d, id] of rows) insert.run(d, id, addedAt);
+        this.runRows('INSERT INTO partner_domain (domain, yacobot_id, added_at)', 'ON CONFLICT(domain) DO NOTHING', rows, ([d, id]) => [d, id, addedAt]);
       },
     };
     return this.write(async () => {
@@ -160,6 +160,25 @@ export class SqliteStore implements PartnerStore {
       beforeCommit?.(r.assignedByUs, r.witness);
       return { assignedByUs: r.assignedByUs, lostRace: r.lostRace };
     });
+  }
+
+  async ownersIn(domains: readonly string[]): Promise<Map<string, number>> {
+    const lookup = this.prepared('SELECT yacobot_id FROM partner_domain WHERE domain = ?').pluck();
+    const m = new Map<string, number>();
+    for (const d of domains) {
+      const v = lookup.get(d) as number | undefined;
+      if (v !== undefined) m.set(d, v);
+    }
+    return m;
+  }
+
+  async setOwners(rows: readonly (readonly [string, number])[], addedAt: string): Promise<void> {
+    const upsert = 'ON CONFLICT(domain) DO UPDATE SET yacobot_id = excluded.yacobot_id';
+    this.runRows('INSERT INTO partner_domain (domain, yacobot_id, added_at)', upsert, rows, ([d, id]) => [d, id, addedAt]);
+  }
+
+  async migrate(): Promise<MigrateResult> {
+    return this.guard(() => migrateDb(this.db, this.name));
   }
 
   async addYacobot(name: string, weight: number): Promise<bigint> {
@@ -195,15 +214,24 @@ export class SqliteStore implements PartnerStore {
   }
 
   async insertMany(_q: Sql, table: string, columns: readonly string[], rows: readonly unknown[][]): Promise<void> {
-    // One statement per row: SQLite runs them in process, with no round trip to save.
-    const st = this.prepared(`INSERT INTO ${table} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`);
-    for (const r of rows) st.run(...r);
+    this.runRows(`INSERT INTO ${table} (${columns.join(', ')})`, '', rows, (r) => r);
   }
+
+  /** Runs `head VALUES (?, ...), ... tail` over the `cells` of each of `rows` (all of one length), ROWS_PER_STATEMENT rows per statement. */
+  private runRows<T>(head: string, tail: string, rows: readonly T[], cells: (row: T) => readonly unknown[]): void {
+    for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {
+      const part = rows.slice(i, i + ROWS_PER_STATEMENT).map(cells);
+      const sql = `${head} VALUES ${Array(part.length).fill(`(${part[0]!.map(() => '?').join(', ')})`).join(', ')} ${tail}`;
+      // Only full batches are kept prepared: the last one's length varies from call to call.
+      (part.length === ROWS_PER_STATEMENT ? this.prepared(sql) : this.db.prepare(sql)).run(...part.flat());
+    }
+  }
+
 }
 
 /** Opens an existing SQLite partner database (see db.ts's openDb). */
 export function openSqliteStore(file: string, opts: OpenOptions = {}): PartnerStore {
-  return new SqliteStore(openDb(file, { readonly: opts.readonly }), file);
+  return new SqliteStore(openDb(file, { readonly: opts.readonly, anyVersion: opts.anyVersion }), file);
 }
 
 /** Creates or completes a SQLite partner database (see db.ts's initDb). */

@@ -4,7 +4,7 @@
 import type { Command } from 'commander';
 import { DataError, UsageError, clipText } from './errors.js';
 import { parseCount, parseDecimal } from './numbers.js';
-import { LeastLoaded, type MissingOwner, type Yacobot, type YacobotLoad } from './db.js';
+import { LeastLoaded, type MigrateResult, type MissingOwner, type Yacobot, type YacobotLoad } from './db.js';
 
 /** A row as a query returns it: integers as numbers, text as strings. */
 export type Row = Record<string, unknown>;
@@ -54,6 +54,8 @@ export const DEFAULT_TIMEOUTS: Timeouts = { connectMs: 10_000, statementMs: 300_
 export interface OpenOptions {
   /** The caller only reads. */
   readonly?: boolean;
+  /** A database of schema version 1 opens too (for migrate, and copy's source, which reads only the contract's tables). */
+  anyVersion?: boolean;
   timeouts?: Timeouts;
 }
 
@@ -90,6 +92,12 @@ export interface PartnerStore {
    * transaction, a batch at a time; `beforeCommit` runs inside it, just before COMMIT.
    */
   assignNew(fresh: NewDomains, choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void): Promise<CommitResult>;
+  /** Inside a write transaction: the owners of those of `domains` that have one. */
+  ownersIn(domains: readonly string[]): Promise<Map<string, number>>;
+  /** Inside a write transaction: gives each domain its Yacobot, inserted with added_at `addedAt` or moved (its added_at kept), many per statement. */
+  setOwners(rows: readonly (readonly [string, number])[], addedAt: string): Promise<void>;
+  /** Brings a store opened with anyVersion to this program's schema version, in one write transaction (see db.ts's migrateDb). */
+  migrate(): Promise<MigrateResult>;
   /** Adds an active Yacobot numbered after the largest id; returns its id (a DataError past 2^53 - 1, nothing added). */
   addYacobot(name: string, weight: number): Promise<bigint>;
   /** Runs `fn` in one serialized write transaction (all or nothing). */
