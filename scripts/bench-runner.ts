@@ -43,7 +43,12 @@ function log(msg: string): void {
 
 /** A commander parser for --domains: a comma-separated list of counts (100k,5M,20M), or a UsageError. */
 export function domainsOption(text: string): number[] {
-  const list = text.split(',').map((t) => countOption('--domains')(t));
+  let list: number[];
+  try {
+    list = text.split(',').map(countOption('--domains'));
+  } catch {
+    throw new UsageError(`--domains wants counts separated by commas, such as 100k,5M,20M, not '${text}'`);
+  }
   if (new Set(list).size !== list.length) throw new UsageError(`--domains names a count twice: '${text}'`);
   if (list.some((n) => n > 100_000_000)) throw new UsageError(`--domains counts go up to 100M, not '${text}'`);
   return list;
