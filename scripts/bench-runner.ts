@@ -253,6 +253,9 @@ const peak = (runs: HourRun[], stage: string) => {
   return v.length ? Math.max(...v) : undefined;
 };
 
+/** The output digest of an hour's runs: the same in each, or said otherwise. */
+const digestOf = (runs: HourRun[]) => (runs.every((h) => h.digest === runs[0]!.digest) ? runs[0]!.digest : `${runs[0]!.digest} (differs between runs!)`);
+
 /** The report: one row per partner-table size, the ratios of its wall to the smallest size's. */
 function report(a: DomainsArgs, results: SizeResult[]): string {
   const stages = [...new Set(results.flatMap((r) => r.hour2.flatMap((h) => Object.keys(h.record.stages))))];
@@ -262,7 +265,7 @@ function report(a: DomainsArgs, results: SizeResult[]): string {
   p();
   const head = ['N domains', 'fill s', 'run wall s', 'runs.jsonl s', 'x smallest', ...stages.map((s) => `${s} MiB`)];
   if (a.flood) head.push('flood wall s', 'flood upload-domains s', 'flood upload-domains MiB');
-  head.push('output digest');
+  head.push('output digest', ...(a.flood ? ['flood output digest'] : []));
   const rows = results.map((r) => {
     const b = bestOf(r.hour2);
     const row = [r.n.toLocaleString('en'), r.fillSeconds === null ? 'cached' : f1(r.fillSeconds), f2(b.wall), f2(b.record.seconds), f2(b.wall / bestOf(results[0]!.hour2).wall), ...stages.map((s) => f1(peak(r.hour2, s)))];
@@ -270,7 +273,7 @@ function report(a: DomainsArgs, results: SizeResult[]): string {
       const fb = bestOf(r.flood);
       row.push(f2(fb.wall), f2((fb.record.stages['upload-domains']?.ms ?? NaN) / 1000), f1(peak(r.flood, 'upload-domains')));
     }
-    row.push(r.hour2.every((h) => h.digest === b.digest) ? b.digest : `${b.digest} (differs between runs!)`);
+    row.push(digestOf(r.hour2), ...(a.flood ? [digestOf(r.flood)] : []));
     return row;
   });
   p(`| ${head.join(' | ')} |`);
