@@ -1,4 +1,5 @@
 // npm run bench -- [--lines N] [--memory SIZE] [--repeat R] [--out DIR] [--tmp DIR] [--seed S] [--no-reference] [--no-floor]
+// npm run bench -- --domains N[,N...] [--flood] [--lines N] [--memory SIZE] [--repeat R] [--out DIR] [--seed S]
 //
 // Generates a synthetic reflog for hour 1 and hour 2 (scripts/gen-reflog.ts), runs
 // the chain for hour 1 to build current_log and the partner table, then times hour 2 side
@@ -13,7 +14,9 @@
 // throughput. Prints wall seconds, lines/s, per-stage peak RSS and the ratio
 // (a)/(b). With PostgreSQL installed, upload-domains alone also runs on a throwaway
 // PostgreSQL cluster holding a copy of the same partner database, and the report
-// gives its ratio to SQLite. Not a test: nothing is asserted. Outputs go to --out (default bench/out/, gitignored).
+// gives its ratio to SQLite. With --domains, instead: hours 1 and 2 through the cron
+// runner with the partner table pre-filled with N domains, for each N
+// (scripts/bench-runner.ts). Not a test: nothing is asserted. Outputs go to --out (default bench/out/, gitignored).
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -28,7 +31,8 @@ import { parseBudget } from '../src/core/size.js';
 import { countLines } from '../src/runner/fsutil.js';
 import { stageEnv } from '../src/runner/pipeline.js';
 import { shellQuote as q } from '../src/core/errors.js';
-import { countOption, generateReflog } from './gen-reflog.js';
+import { countOption } from './gen-reflog.js';
+import { benchDomains, cachedReflog, domainsOption } from './bench-runner.js';
 import { PgCluster, pgSkipReason } from '../test/lib/pg.js';
 
 const BIN = BIN_DIR;
@@ -48,6 +52,8 @@ interface Args {
   reference: boolean;
   floor: boolean;
   tmp: string;
+  domains: number[] | null;
+  flood: boolean;
 }
 
 /** The options, or a UsageError (exit 2) naming the bad one. */
@@ -72,7 +78,9 @@ function buildProgram(p: Command, run: (a: Args) => Promise<void>): void {
     .option('--seed <S>', 'seed of the reflog generator', intOption('--seed', 0), 1)
     .option('--no-reference', 'do not time (b), the coreutils reference')
     .option('--no-floor', 'do not time (c), analyze-dump followed by five byte-copying Node processes')
-    .action((o: Args) => run({ ...o, memory: o.memory ?? null, out: path.resolve(o.out), tmp: path.resolve(o.tmp) }));
+    .option('--domains <N,...>', 'instead: hour 2 through the cron runner with the partner table pre-filled with N domains, for each N (100k,5M,20M)', domainsOption)
+    .option('--flood', 'with --domains: then an hour of --lines lines, each on a new domain of its own')
+    .action((o: Args) => run({ ...o, memory: o.memory ?? null, out: path.resolve(o.out), tmp: path.resolve(o.tmp), domains: o.domains ?? null, flood: o.flood ?? false }));
 }
 
 // The stages get the environment the cron runner gives them (stageEnv), so peak RSS is as in production.
@@ -129,21 +137,7 @@ function summaryMs(log: string): number {
 }
 
 function ensureReflogs(a: Args): [string, string] {
-  fs.mkdirSync(a.out, { recursive: true });
-  const files = [1, 2].map((hour) => path.join(a.out, `reflog-${a.lines}-s${a.seed}-h${hour}.reflog`));
-  files.forEach((file, i) => {
-    if (fs.existsSync(file)) return;
-    const t0 = Date.now();
-    const tmp = `${file}.tmp`;
-    const fd = fs.openSync(tmp, 'w');
-    const bad = generateReflog(fd, { lines: a.lines, hour: i + 1, seed: a.seed });
-    fs.closeSync(fd);
-    fs.renameSync(tmp, file);
-    const mib = (fs.statSync(file).size / 2 ** 20).toFixed(0);
-    const pct = ((100 * bad) / a.lines).toFixed(2);
-    log(`generated ${path.relative(ROOT, file)} (${mib} MiB, ${bad} bad lines = ${pct}%) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-  });
-  return files as [string, string];
+  return [cachedReflog(a.out, { lines: a.lines, hour: 1, seed: a.seed }), cachedReflog(a.out, { lines: a.lines, hour: 2, seed: a.seed })];
 }
 
 function log(msg: string): void {
@@ -248,6 +242,8 @@ async function uploadOnPostgres(a: Args, ours1: string, solo: string): Promise<(
 }
 
 async function main(a: Args): Promise<void> {
+  if (a.domains) return benchDomains({ ...a, domains: a.domains });
+  if (a.flood) throw new UsageError('--flood goes with --domains');
   if (!fs.existsSync('/usr/bin/time')) throw new DataError('NO_TIME', 'needs /usr/bin/time (GNU time) for peak RSS');
   const [h1, h2] = ensureReflogs(a);
   const work = path.join(a.out, `run-${a.lines}`);

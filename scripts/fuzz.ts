@@ -256,14 +256,14 @@ export function withThreads(c: FuzzCase, n: number): FuzzCase {
 }
 
 /**
- * The summary's fields but its timing and sort_runs: what must not depend on the threads.
+ * The summary's fields but its timing, peak RSS and sort_runs: what must not depend on the threads.
  * (Where a spill falls depends on where the batches end, which follows how the pipe's
  * reads happened to fall: one input gave 27 runs and 28 with the same --threads.)
  */
 function summaryCounts(stderr: string): string {
   const l = stderr.split('\n').find((x) => x.startsWith('{') && jsonLogLine(x)?.summary);
   if (!l) return '';
-  const { ms: _ms, time: _time, pid: _pid, sort_runs: _runs, ...rest } = jsonLogLine(l)!;
+  const { ms: _ms, time: _time, pid: _pid, sort_runs: _runs, peak_rss_mib: _rss, ...rest } = jsonLogLine(l)!;
   return JSON.stringify(rest);
 }
 

@@ -1,11 +1,11 @@
 // Synthetic reflog generator for the benchmark: reproducible (seeded), with the skew
 // of real ad-network traffic. Usage:
-//   node dist/scripts/gen-reflog.js --lines N --hour H [--seed S] [--out FILE]
+//   node dist/scripts/gen-reflog.js --lines N --hour H [--seed S] [--flood] [--out FILE]
 // Shape: Zipf-like domains and pages; about 40% of lines are long-tail pages seen
 // once; popular pages repeat within the hour and across hours (the page pool does
 // not depend on the hour); about 0.2% bad lines; a header line first; a share of
 // URLs that canonicalization changes (upper-case host, default port, fragment,
-// dot segments, IDN hosts).
+// dot segments, IDN hosts). With --flood, every line is on a new domain of its own.
 import * as fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { intOption, runAdmin } from '../src/cli/admin.js';
@@ -16,6 +16,8 @@ export interface GenOptions {
   /** 1-based hour of the run; hour 1 is 2011-07-28 05:00 local time. */
   hour: number;
   seed: number;
+  /** Every line on a domain of its own that no other hour or bench table holds (a flood of new domains). */
+  flood?: boolean;
 }
 
 /**
@@ -76,6 +78,15 @@ function domainOf(rank: number): string {
   return `${SUBS[(h >>> 8) % SUBS.length]}${base}.${SUFFIXES[(h >>> 12) % SUFFIXES.length]}`;
 }
 
+/**
+ * The domain of line `n` of a flood hour: a hashed label spread over the key space, and
+ * the hour after a '-' (no other hour's domain, nor the bench's pre-filled ones, has one).
+ */
+export function floodDomain(n: number, hour: number): string {
+  const h = mix(n ^ 0x6a09e667);
+  return `${WORDS[h % WORDS.length]}${mix(n).toString(16).padStart(8, '0')}-${hour}.${SUFFIXES[(h >>> 12) % SUFFIXES.length]}`;
+}
+
 /** The URL of popular page `i` (same in every hour), plus its canonicalization noise. */
 function pageUrl(i: number, rng: Rng): string {
   const h = mix(i ^ 0x2545f491);
@@ -130,7 +141,9 @@ export function generateReflog(fd: number, o: GenOptions): number {
     const kind = rng.next();
     let url: string;
     let tag = '';
-    if (kind < 0.4) {
+    if (o.flood) {
+      url = noisy('http', floodDomain(n, o.hour), `/${SECTIONS[n % SECTIONS.length]}/${n.toString(36)}`, rng);
+    } else if (kind < 0.4) {
       const dom = domainOf(zipf(rng.next(), N_DOMAINS));
       url = noisy('http', dom, `/${SECTIONS[longTail % SECTIONS.length]}/h${o.hour}-${(longTail++).toString(36)}-${rng.u32() % 1000}`, rng);
     } else {
@@ -178,6 +191,7 @@ function main(argv: string[]): Promise<never> {
       .option('--lines <N>', 'lines to write: 1000000, 1M, 500k', countOption('--lines'), 1_000_000)
       .option('--hour <H>', 'hour of the run, from 1 (hour 1 is 2011-07-28 05:00)', intOption('--hour', 1, 100_000), 1)
       .option('--seed <S>', 'seed of the generator', intOption('--seed', 0), 1)
+      .option('--flood', 'every line on a new domain of its own (an hour that floods the partner table)')
       .option('--out <FILE>', 'write here instead of stdout')
       .action((o: GenOptions & { out?: string }) => {
         const where = o.out ?? 'stdout';

@@ -300,6 +300,8 @@ test('the summary line is the last JSON line on stderr and stdout carries only d
   assert.equal(s.stage, 'analyze-dump');
   assert.equal(typeof s.ms, 'number');
   assert.equal(s.lines_in, 2);
+  // Its peak RSS, in MiB: a Node process with worker threads takes tens of MiB.
+  assert.ok(typeof s.peak_rss_mib === 'number' && s.peak_rss_mib > 20 && s.peak_rss_mib < 1024, JSON.stringify(s));
 });
 
 test('the byte-level stages on arbitrary bytes after valid lines: exit 0 or 1, the bad line named, no stack trace', () => {
@@ -348,6 +350,9 @@ const SCRIPT_CASES: { script: string; args: string[]; status: number; stdout?: R
   { script: 'bench', args: ['--lines', '1Q'], status: 2, stderr: /^bench: --lines must be a line count/ },
   { script: 'bench', args: ['--memory', 'lots'], status: 2, stderr: /^bench: --memory wants a size in bytes, K, M or G \(e\.g\. 64M, 1G\), got 'lots'\n/ },
   { script: 'bench', args: ['--bogus'], status: 2, stderr: /^bench: unknown option '--bogus'\nTry 'bench --help'/ },
+  { script: 'bench', args: ['--domains', '100k,x'], status: 2, stderr: /^bench: --domains wants counts separated by commas, such as 100k,5M,20M, not '100k,x'\nTry 'bench --help'/ },
+  { script: 'bench', args: ['--domains', '1M,1000k'], status: 2, stderr: /^bench: --domains names a count twice: '1M,1000k'\nTry 'bench --help'/ },
+  { script: 'bench', args: ['--flood'], status: 2, stderr: /^bench: --flood goes with --domains\nTry 'bench --help'/ },
   // --max-size is not the largest input: about one run in 7 takes 2 to 8 times it (scripts/fuzz.ts).
   { script: 'fuzz', args: ['--help'], status: 0, stdout: /^Usage: fuzz \[options\][^]*--iterations[^]*--max-size <BYTES> +inputs up to this size, bytes, but for about one run in 7/ },
   { script: 'fuzz', args: ['--seconds', '-1'], status: 2, stderr: /^fuzz: --seconds must be an integer from 1/ },
@@ -408,6 +413,44 @@ test('scripts/bench on a small hour reports (a), (b) and the floor (c), whose by
   assert.equal(r2.status, 0, r2.stderr);
   assert.match(r2.stdout, /\(a\) seven stages/);
   assert.doesNotMatch(r2.stdout, /\((b|c)\) |floor/);
+});
+
+test('scripts/bench --domains fills each partner table once, by weight and in key order, and reports hour 2 and a flood hour through the runner, with every stage\'s peak RSS', () => {
+  const work = scratch();
+  const out = path.join(work, 'out');
+  const bench = (...args: string[]) => spawnSync(process.execPath, [path.join(SCRIPTS, 'bench.js'), '--lines', '500', '--out', out, ...args], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  const r = bench('--domains', '2k,300', '--flood');
+  assert.equal(r.status, 0, r.stderr);
+  const table = r.stdout.split('\n').filter((l) => l.startsWith('| '));
+  const head = table[0]!.split(' | ');
+  const rows = table.filter((l) => /^\| [\d,]+ \|/.test(l)).map((l) => l.slice(2, -2).split(' | '));
+  assert.deepEqual(rows.map((x) => x[0]), ['300', '2,000'], 'smallest first');
+  for (const stage of ['analyze-dump', 'upload-domains', 'logsaver', 'flood upload-domains']) {
+    const col = head.indexOf(`${stage} MiB`);
+    assert.ok(col > 0, `a column for ${stage}: ${table[0]}`);
+    for (const row of rows) assert.ok(Number(row[col]) > 20 && Number(row[col]) < 2048, `${stage}: ${row[col]}`);
+  }
+  assert.equal(rows[0]![head.indexOf('x smallest')], '1.00');
+  // The filled table: its N domains spread over the Yacobots by weight (1, 1, 2), in key order, none of the hours' domains.
+  const db = new Database(fs.readdirSync(out).map((f) => path.join(out, f)).find((f) => /partners-2000-\w+\.db$/.test(f))!, { readonly: true });
+  assert.deepEqual(db.prepare('SELECT y.name, COUNT(*) AS n FROM partner_domain d JOIN yacobot y ON y.id = d.yacobot_id GROUP BY y.name ORDER BY y.name').raw().all(), [['yacobot-a', 500], ['yacobot-b', 500], ['yacobot-c', 1000]]);
+  const domains = db.prepare('SELECT domain FROM partner_domain ORDER BY rowid').pluck().all() as string[];
+  db.close();
+  assert.deepEqual(domains, [...new Set(domains)].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))));
+  const hour = fs.readFileSync(path.join(out, 'reflog-500-s1-h2.reflog'), 'latin1');
+  assert.ok(domains.every((d) => !hour.includes(`/${d}/`) && !hour.includes(`.${d}/`)), 'no pre-filled domain in the hour');
+  // Run again: the filled database is reused.
+  const again = bench('--domains', '300');
+  assert.equal(again.status, 0, again.stderr);
+  assert.match(again.stdout, /\n\| 300 \| cached \| \d+\.\d\d \|/);
+});
+
+test('gen-reflog --flood puts every line on a domain of its own', () => {
+  const r = spawnSync(process.execPath, [path.join(SCRIPTS, 'gen-reflog.js'), '--lines', '3000', '--hour', '3', '--flood'], { env: testEnv(), encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  const hosts = r.stdout.split('\n').slice(1, -1).map((l) => /\thttps?:\/\/([^/:]+)/.exec(l)?.[1]?.toLowerCase()).filter((h) => h !== undefined);
+  assert.ok(hosts.length > 2900, `${hosts.length} URLs`);
+  assert.equal(new Set(hosts).size, hosts.length);
 });
 
 test('an input file whose name is not UTF-8 is said to be unreachable by that name, not only "not found"', () => {

@@ -109,6 +109,7 @@ test('fuzz checker tells runs with other --threads apart (it can fail)', () => {
   });
   const a = run('r1\n', '2\tbad hits\tx\n', 2);
   assert.deepEqual(differences(a, { ...run('r1\n', '2\tbad hits\tx\n', 2), stderr: a.stderr.replace('"ms":2', '"ms":9').replace('"time":1', '"time":5').replace('"rejected"', '"sort_runs":3,"rejected"') }), [], 'timing and spills are no difference');
+  assert.deepEqual(differences(a, { ...a, stderr: a.stderr.replace('"ms":2', '"peak_rss_mib":81.5,"ms":2') }), [], 'peak RSS is no difference');
   const p = differences(a, run('r2\n', '3\tbad hits\tx\n', 3)).join('\n');
   for (const want of ['records differ', 'rejects differ', 'summaries differ']) assert.ok(p.includes(want), `checker misses "${want}":\n${p}`);
   const c: FuzzCase = { kind: 'x', bytes: Buffer.alloc(0), args: ['--threads', '2', '--rejects', 'r'] };

@@ -279,7 +279,7 @@ test('analyze-dump: byte-identical output with --memory 1M (spilling) and withou
     // --threads 3 under --memory 1M: the workers' cost (40 MiB each) left out of the check, so that it spills.
     const r = runBin('analyze-dump', [...args, '--rejects', rej], noisy, ROOT, { MASTER_SERVER_WORKER_BYTES: '0' });
     assert.equal(r.status, 0, r.stderr);
-    const { ms: _ms, time: _time, sort_runs: _runs, ...counts } = summaryOf(r.stderr);
+    const { ms: _ms, time: _time, sort_runs: _runs, peak_rss_mib: _rss, ...counts } = summaryOf(r.stderr);
     where.push(...r.stderr.split('\n').filter((l) => l.includes('batches_on_workers')).map((l) => JSON.parse(l)));
     return { out: r.stdoutBytes, rejects: fs.readFileSync(rej, 'utf8'), counts };
   });
@@ -314,7 +314,7 @@ test('analyze-dump: a spill prepared ahead (workers given batches to last it, th
     const rej = path.join(dir, `rejects-${args[1]}.tsv`);
     const r = runBin('analyze-dump', [...args, '--max-reject-ratio', '1', '--rejects', rej, '--log-level', 'debug'], input, ROOT, env);
     assert.equal(r.status, 0, r.stderr);
-    const { ms: _ms, time: _time, sort_runs: runs, ...counts } = summaryOf(r.stderr);
+    const { ms: _ms, time: _time, sort_runs: runs, peak_rss_mib: _rss, ...counts } = summaryOf(r.stderr);
     const where = JSON.parse(r.stderr.split('\n').find((l) => l.includes('batches_on_workers'))!) as Record<string, number>;
     return { out: r.stdoutBytes, rejects: fs.readFileSync(rej, 'utf8'), counts, runs: Number(runs), where };
   };

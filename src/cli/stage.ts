@@ -441,10 +441,14 @@ function systemFailure(err: unknown): unknown {
   return e.syscall === 'write' ? ioError(err, 'stdout', 'write output') : err;
 }
 
-/** Writes the run's one summary line: `fields` (status first, then counts) and the ms since `started`. */
+/**
+ * Writes the run's one summary line: `fields` (status first, then counts), the process's
+ * peak RSS so far in MiB (worker threads included) and the ms since `started`.
+ */
 function summary(log: Logger, level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, started: bigint): void {
   const ms = Number((process.hrtime.bigint() - started) / 1_000_000n);
-  log[level]({ summary: true, ...fields, ms }, 'summary');
+  const peakRssMib = Math.round(process.resourceUsage().maxRSS / 102.4) / 10;
+  log[level]({ summary: true, ...fields, peak_rss_mib: peakRssMib, ms }, 'summary');
 }
 
 /** Exits 2 with the message and the hint; `cut`: the stage writes a stream, which is marked as cut off (cutOutput). */
