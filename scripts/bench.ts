@@ -226,7 +226,6 @@ async function uploadOnPostgres(a: Args, ours1: string, solo: string): Promise<(
     const stageLog = path.join(dir, 'upload-domains.log');
     let best: (Proc & { ownMs: number }) | null = null;
     for (let r = 0; r < a.repeat; r++) {
-      fs.copyFileSync(path.join(ours1, 'domain_map'), path.join(dir, 'domain_map'));
       fs.rmSync(st, { force: true });
       sh(`partner-db copy --force ${q(path.join(ours1, 'partner.db'))} ${q(db)} > /dev/null`, 'partner-db copy to PostgreSQL');
       const cmd = `upload-domains --log-level info --db ${q(db)} --now ${NOW2} --tmp ${q(a.tmp)}`;
@@ -307,7 +306,7 @@ async function main(a: Args): Promise<void> {
   }
 
   // Each stage alone, on the previous stage's output file; --repeat times, each from
-  // the hour-1 state (upload-domains changes partner.db and domain_map), best kept.
+  // the hour-1 state (upload-domains changes partner.db), best kept.
   const solo = path.join(work, 'solo');
   // Each stage's input and output file, in chain order; the commands are the pipeline's.
   const files = [

@@ -276,6 +276,15 @@ export function statsOf(ys: YacobotLoad[], missing: readonly MissingOwner[] = []
 
 /** Adds partner-db's subcommands to the program (the runner owns parsing and exits). */
 export function buildPartnerDb(program: Command): void {
+  describeProgram(program);
+  addYacobotCommands(program);
+  addDomainCommands(program);
+  addDatabaseCommands(program);
+  addOwnerCommand(program, dbName);
+}
+
+/** The program's description, global options and closing help. */
+function describeProgram(program: Command): void {
   program
     .description(
       `Administer the partner database: Yacobots (crawler servers) with weights, and
@@ -303,28 +312,28 @@ Example:
   partner-db --db state/partner.db import partners.csv
   partner-db --db state/partner.db stats`,
     );
+}
 
-  const dbName = (cmd: Command): string => {
-    const f = cmd.optsWithGlobals().db as string | undefined;
-    if (f === undefined) throw new UsageError('--db FILE is required');
-    if (f === '') throw new UsageError('--db wants a file name'); // as the stages' pathOption says it
-    return f;
-  };
-  /** Opens the checked database (`readonly` for list and stats: they need no write access; `anyVersion` for migrate), runs fn, closes. */
-  const withDb = async <T>(cmd: Command, fn: (store: PartnerStore) => Promise<T>, opts: Pick<OpenOptions, 'readonly' | 'anyVersion'> = {}): Promise<T> => {
-    const store = await openStore(dbName(cmd), { ...opts, timeouts: timeoutsOf(cmd.optsWithGlobals()) });
-    try {
-      return await fn(store);
-    } finally {
-      await store.close();
-    }
-  };
+/** The --db a subcommand was given; a UsageError when there is none. */
+function dbName(cmd: Command): string {
+  const f = cmd.optsWithGlobals().db as string | undefined;
+  if (f === undefined) throw new UsageError('--db FILE is required');
+  if (f === '') throw new UsageError('--db wants a file name'); // as the stages' pathOption says it
+  return f;
+}
 
-  program
-    .command('init')
-    .description('create the database (a SQLite file, or the tables in a PostgreSQL database) and its tables (safe to run again)')
-    .action((_o, cmd: Command) => initCommand(dbName(cmd), timeoutsOf(cmd.optsWithGlobals())));
+/** Opens the checked database (`readonly` for list and stats: they need no write access; `anyVersion` for migrate), runs fn, closes. */
+async function withDb<T>(cmd: Command, fn: (store: PartnerStore) => Promise<T>, opts: Pick<OpenOptions, 'readonly' | 'anyVersion'> = {}): Promise<T> {
+  const store = await openStore(dbName(cmd), { ...opts, timeouts: timeoutsOf(cmd.optsWithGlobals()) });
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
+}
 
+/** add, list, set-weight, disable, enable: the Yacobots. */
+function addYacobotCommands(program: Command): void {
   const add = program
     .command('add <name>')
     .description('add an active Yacobot; prints its id')
@@ -368,7 +377,10 @@ Example:
     .command('enable <yacobot>')
     .description('let a Yacobot take new domains again (nothing is moved back to it)')
     .action((ref: string, _o, cmd: Command) => withDb(cmd, (store) => enableCommand(store, ref)));
+}
 
+/** assign, import, stats: the domains. */
+function addDomainCommands(program: Command): void {
   program
     .command('assign <domain> <yacobot>')
     .description('give a domain to an active Yacobot (moving it if it had another)')
@@ -393,6 +405,14 @@ Example:
     .description('per Yacobot: id, name, weight, active, domains, share of domains vs share of active weight')
     .option('--json', 'one JSON object for scripts')
     .action((o: { json?: boolean }, cmd: Command) => withDb(cmd, (store) => statsCommand(store, o.json ?? false), { readonly: true }));
+}
+
+/** init, copy, migrate: the database itself. */
+function addDatabaseCommands(program: Command): void {
+  program
+    .command('init')
+    .description('create the database (a SQLite file, or the tables in a PostgreSQL database) and its tables (safe to run again)')
+    .action((_o, cmd: Command) => initCommand(dbName(cmd), timeoutsOf(cmd.optsWithGlobals())));
 
   program
     .command('copy <from> <to>')
@@ -406,8 +426,6 @@ Example:
       `upgrade the database to schema version ${SCHEMA_VERSION} (each Yacobot's domain count kept in partner_load by triggers), in one transaction; safe to run again`,
     )
     .action((_o, cmd: Command) => withDb(cmd, migrateCommand, { anyVersion: true }));
-
-  addOwnerCommand(program, dbName);
 }
 
 /** init: creates the tables where missing. */

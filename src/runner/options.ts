@@ -98,8 +98,9 @@ Everything is written under STATE/staging/RUN/ first. Only when every stage
 exited 0, the reflog was one (lines without a TAB and nothing else, more than
 one of them or one without its newline, are not: an HTML page saved as the hour)
 and every queue file was copied beside its place does the run commit: publish
-the queue files, replace STATE/current_log, keep the rejects in STATE/rejects/RUN.tsv, append a line to STATE/runs.jsonl, move the
-reflog to STATE/done/. A failed run publishes nothing and leaves the reflog
+the queue files, replace STATE/current_log, keep the rejects in
+STATE/rejects/RUN.tsv, append a line to STATE/runs.jsonl, move the reflog to
+STATE/done/. A failed run publishes nothing and leaves the reflog
 in the inbox, its rejects in STATE/rejects/failed/RUN.tsv; later reflogs wait
 for it (exit 1). A run killed at any instant is finished or redone by the
 next invocation, with the same result (a queue file may be published twice,
