@@ -58,6 +58,14 @@ function rowsOf(work: string, sql: string): string[][] {
   return (pgDbs.get(work)?.be ?? SQLITE).rows(work, dbOf(work), sql);
 }
 
+/** Runs `sql` (a change) on the database of `work`. */
+function execOn(work: string, sql: string): void {
+  (pgDbs.get(work)?.be ?? SQLITE).exec(work, dbOf(work), sql);
+}
+
+/** `s` as a regular expression matching it literally. */
+const literally = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
 function owners(work: string): Map<string, number> {
   return new Map(rowsOf(work, 'SELECT domain, yacobot_id FROM partner_domain').map(([d, id]) => [d!, Number(id)]));
 }
@@ -350,17 +358,18 @@ for (const be of BACKENDS) {
   });
 }
 
-test('no active Yacobot: fails before any output even when every domain is known', () => {
-  const work = newDb([['a', 1]]);
-  pdb(work, 'assign', 'k.com', 'a');
-  const db = new Database(path.join(work, 'p.db'));
-  db.prepare('UPDATE yacobot SET active = 0').run();
-  db.close();
-  const r = runBin('upload-domains', ['--db', 'p.db'], filtered(['k.com']), work);
-  assert.equal(r.status, 1);
-  assert.equal(r.stdout, failedOutput('upload-domains'));
-  assert.match(r.stderr, /upload-domains: p\.db: no active Yacobot; add one with: partner-db --db p\.db add NAME/);
-});
+for (const be of BACKENDS) {
+  test(`no active Yacobot: fails before any output even when every domain is known [${be.name}]`, () => {
+    const work = newDbOn(be, [['a', 1]]);
+    pdb(work, 'assign', 'k.com', 'a');
+    execOn(work, 'UPDATE yacobot SET active = 0');
+    const db = literally(dbOf(work));
+    const r = runBin('upload-domains', ['--db', dbOf(work)], filtered(['k.com']), work);
+    assert.equal(r.status, 1);
+    assert.equal(r.stdout, failedOutput('upload-domains'));
+    assert.match(r.stderr, new RegExp(`upload-domains: ${db}: no active Yacobot; add one with: partner-db --db ${db} add NAME`));
+  });
+}
 
 test('no active Yacobot at commit time (all disabled while the input was read): an error saying so, and no row written', async () => {
   const work = newDb([['a', 1]]);
@@ -418,20 +427,21 @@ test('--map: a repeated, out-of-order or malformed domain is an error naming the
   assert.equal(owners(work).size, 0, 'nothing committed');
 });
 
-test('a domain the database gives to an inactive Yacobot (set so by hand) is routed there, with a warning and a count', () => {
-  const work = newDb([['a', 1], ['b', 1]]);
-  pdb(work, 'assign', 'old.com', 'b');
-  const db = new Database(path.join(work, 'p.db'));
-  db.prepare('UPDATE yacobot SET active = 0 WHERE id = 2').run(); // by hand, not partner-db disable
-  db.close();
-  fs.writeFileSync(path.join(work, 'map'), 'old.com\t2\n');
-  const r = runBin('upload-domains', ['--db', 'p.db', '--map', 'map', '--now', '20110727210000'], filtered(['old.com', 'new.com']), work);
-  assert.equal(r.status, 0, r.stderr);
-  assert.deepEqual(r.stdout.trimEnd().split('\n').map((l) => l.split('\t')[0]), ['2', '1']);
-  const s = summaryOf(r.stderr);
-  assert.equal(s.domains_of_inactive, 1);
-  assert.match(r.stderr, /1 domain\(s\) belong to inactive Yacobot\(s\) 2 and were routed to them; to move them to active ones: partner-db --db p\.db disable 2/);
-});
+for (const be of BACKENDS) {
+  test(`a domain the database gives to an inactive Yacobot (set so by hand) is routed there, with a warning and a count [${be.name}]`, () => {
+    const work = newDbOn(be, [['a', 1], ['b', 1]]);
+    pdb(work, 'assign', 'old.com', 'b');
+    execOn(work, 'UPDATE yacobot SET active = 0 WHERE id = 2'); // by hand, not partner-db disable
+    fs.writeFileSync(path.join(work, 'map'), 'old.com\t2\n');
+    const r = runBin('upload-domains', ['--db', dbOf(work), '--map', 'map', '--now', '20110727210000'], filtered(['old.com', 'new.com']), work);
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(r.stdout.trimEnd().split('\n').map((l) => l.split('\t')[0]), ['2', '1']);
+    const s = summaryOf(r.stderr);
+    assert.equal(s.domains_of_inactive, 1);
+    const db = literally(dbOf(work));
+    assert.match(r.stderr, new RegExp(`1 domain\\(s\\) belong to inactive Yacobot\\(s\\) 2 and were routed to them; to move them to active ones: partner-db --db ${db} disable 2`));
+  });
+}
 
 test('least-loaded: weights written with different numbers of decimals (1 and 0.5, 2.25 and 3) and tiny ones (1e-7) share by their values', () => {
   const spread = (ys: { id: number; weight: number }[], n: number) => {
@@ -479,16 +489,19 @@ test('a record of the longest line the input allows (1 MiB) is written out after
   assert.equal(r.stdout, `1\t${input}`);
 });
 
-test('a run that fails before the commit still counts its new domains as new, not known', () => {
-  const work = newDb([['a', 1]]);
-  pdb(work, 'assign', 'k.com', 'a');
-  const r = runBin('upload-domains', ['--db', 'p.db'], filtered(['k.com', 'n1.com', 'n2.com']) + 'bad line\n', work);
-  assert.equal(r.status, 1, r.stderr);
-  assert.match(r.stderr, /upload-domains: -:4: /);
-  const s = summaryOf(r.stderr) as Record<string, number>;
-  assert.equal(s.status, 'failed');
-  assert.deepEqual([s.domains_known, s.domains_from_db, s.domains_new], [1, 1, 2]);
-});
+for (const be of BACKENDS) {
+  test(`a run that fails before the commit still counts its new domains as new, not known [${be.name}]`, () => {
+    const work = newDbOn(be, [['a', 1]]);
+    pdb(work, 'assign', 'k.com', 'a');
+    const r = runBin('upload-domains', ['--db', dbOf(work)], filtered(['k.com', 'n1.com', 'n2.com']) + 'bad line\n', work);
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, /upload-domains: -:4: /);
+    const s = summaryOf(r.stderr) as Record<string, number>;
+    assert.equal(s.status, 'failed');
+    assert.deepEqual([s.domains_known, s.domains_from_db, s.domains_new], [1, 1, 2]);
+    assert.equal(rowsOf(work, "SELECT count(*) FROM partner_domain WHERE domain LIKE 'n%'")[0]![0], '0', 'nothing assigned');
+  });
+}
 
 test('a Yacobot id set by hand beyond 2^53 - 1 is an error naming it, not a route to another id', () => {
   const work = newDb([['a', 1]]);
@@ -639,33 +652,35 @@ test('the warning about inactive Yacobots names each of them and the command for
   assert.deepEqual([all.yacobots, all.inactive_yacobots], [[2, 3, 4, 5, 6], 8]);
 });
 
-test('a Yacobot disabled while the input is read: its domains stay with it for this run (one owner per run), with a warning and a count, not silently', async () => {
-  const work = newDb([['a', 1], ['b', 1]]);
-  pdb(work, 'assign', 'old.com', 'b');
-  pdb(work, 'assign', 'mapped.com', 'b');
-  fs.writeFileSync(path.join(work, 'map'), 'mapped.com\t2\n');
-  const input = filtered(['old.com', 'mapped.com', 'new.com', 'old.com']);
-  let go!: () => void;
-  const release = new Promise<void>((r) => (go = r));
-  const p = startUpload(work, ['--db', 'p.db', '--map', 'map', '--now', '20110728070000'], input, release);
-  // Every domain looked up (new.com's record spooled), then the disable commits, then the input ends.
-  const deadline = Date.now() + 60_000;
-  while (!waitsWithAllLookedUp(p.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-  assert.match(pdb(work, 'disable', 'b'), /^disabled Yacobot 2 \(b\); moved 2 domain\(s\): 2 to 1 \(a\)/);
-  go();
-  const r = await p.done;
-  assert.equal(r.status, 0, r.stderr);
-  assert.deepEqual(r.stdout.trimEnd().split('\n').map((l) => l.split('\t')[0]), ['2', '2', '1', '2'], 'one owner per domain in a run: the one it had when looked up');
-  const s = summaryOf(r.stderr);
-  assert.equal(s.domains_of_disabled_during_run, 2);
-  assert.equal(s.domains_of_inactive, 0);
-  const w = r.stderr.split('\n').find((l) => l.includes('during the run'));
-  assert.ok(w, r.stderr);
-  const j = JSON.parse(w) as { level: number; msg: string; yacobots: number[]; records_to_disabled: number };
-  assert.equal(j.level, 40);
-  assert.deepEqual([j.yacobots, j.records_to_disabled], [[2], 3]);
-  assert.match(j.msg, /^Yacobot\(s\) 2 stopped being active during the run \(partner-db disable\?\): the 2 domain\(s\) they owned when looked up were routed to them all the same \(3 record\(s\)\)/);
-});
+for (const be of BACKENDS) {
+  test(`a Yacobot disabled while the input is read: its domains stay with it for this run (one owner per run), with a warning and a count, not silently [${be.name}]`, async () => {
+    const work = newDbOn(be, [['a', 1], ['b', 1]]);
+    pdb(work, 'assign', 'old.com', 'b');
+    pdb(work, 'assign', 'mapped.com', 'b');
+    fs.writeFileSync(path.join(work, 'map'), 'mapped.com\t2\n');
+    const input = filtered(['old.com', 'mapped.com', 'new.com', 'old.com']);
+    let go!: () => void;
+    const release = new Promise<void>((r) => (go = r));
+    const p = startUpload(work, ['--db', dbOf(work), '--map', 'map', '--now', '20110728070000'], input, release);
+    // Every domain looked up (new.com's record spooled), then the disable commits, then the input ends.
+    const deadline = Date.now() + 60_000;
+    while (!waitsWithAllLookedUp(p.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    assert.match(pdb(work, 'disable', 'b'), /^disabled Yacobot 2 \(b\); moved 2 domain\(s\): 2 to 1 \(a\)/);
+    go();
+    const r = await p.done;
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(r.stdout.trimEnd().split('\n').map((l) => l.split('\t')[0]), ['2', '2', '1', '2'], 'one owner per domain in a run: the one it had when looked up');
+    const s = summaryOf(r.stderr);
+    assert.equal(s.domains_of_disabled_during_run, 2);
+    assert.equal(s.domains_of_inactive, 0);
+    const w = r.stderr.split('\n').find((l) => l.includes('during the run'));
+    assert.ok(w, r.stderr);
+    const j = JSON.parse(w) as { level: number; msg: string; yacobots: number[]; records_to_disabled: number };
+    assert.equal(j.level, 40);
+    assert.deepEqual([j.yacobots, j.records_to_disabled], [[2], 3]);
+    assert.match(j.msg, /^Yacobot\(s\) 2 stopped being active during the run \(partner-db disable\?\): the 2 domain\(s\) they owned when looked up were routed to them all the same \(3 record\(s\)\)/);
+  });
+}
 
 for (const be of BACKENDS) {
   test(`after a new domain (records spooled from then on), a domain only the database knows still goes to its owner, in input order [${be.name}]`, () => {
