@@ -59,9 +59,10 @@ interface Args {
 /** The options, or a UsageError (exit 2) naming the bad one. */
 function buildProgram(p: Command, run: (a: Args) => Promise<void>): void {
   p.description(
-    'Times the hourly step on a synthetic reflog: the seven stages against the\n' +
-      'coreutils reference (bench/reference.sh), side by side; then each stage alone.\n' +
-      'Prints a report on stdout (progress on stderr). Not a test: nothing is asserted.',
+    'Times the hourly step on a synthetic reflog: the chain, as the runner runs it,\n' +
+      'against the coreutils reference (bench/reference.sh), side by side; then each\n' +
+      'stage alone. Prints a report on stdout (progress on stderr). Not a test:\n' +
+      'nothing is asserted.',
   )
     .option('--lines <N>', 'reflog lines per hour: 1000000, 1M, 10M, 500k', countOption('--lines'), 1_000_000)
     // Checked by analyze-dump's own rule, here at once: a budget it refuses (beyond this
@@ -361,7 +362,7 @@ async function main(a: Args): Promise<void> {
   /** The ratio of `runs` to the reference's runs, best to best and run by run. */
   const ratio = (name: string, runs: Run[], ref: Run) =>
     p(`  ratio ${name}/(b) wall: ${f2(best(runs).wall / ref.wall)}   (each run: ${runs.map((o, i) => f2(o.wall / refRuns[i]!.wall)).join(', ')})`);
-  whole('(a) seven stages', ob);
+  whole('(a) the chain (as the runner)', ob);
   if (rb) whole('(b) coreutils reference (sort+join+mawk)', rb);
   if (fb) whole('(c) floor: analyze-dump, then 5 copying procs', fb);
   if (rb) ratio('(a)', oursRuns, rb);
