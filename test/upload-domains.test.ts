@@ -576,6 +576,52 @@ test('a row naming a Yacobot that does not exist, written (foreign keys off) aft
   assert.doesNotMatch(stdout, /(^|\n)99\t/, 'no record routed to the missing Yacobot');
 });
 
+// A lookup that fails once records are being spooled fails the run at its record, as
+// before the spool: the record does not go out with no Yacobot.
+test('a missing owner found after the spool began fails the run', async () => {
+  const work = newDb([['a', 1]]);
+  const child = spawn(path.join(BIN, 'upload-domains'), ['--db', 'p.db'], { cwd: work, env: testEnv() });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (b) => (stdout += b));
+  child.stderr.on('data', (b) => (stderr += b));
+  const done = new Promise<number | null>((resolve) => child.on('close', resolve));
+  child.stdin.write(filtered(['fresh.com']));
+  const deadline = Date.now() + 60_000;
+  while (!waitsWithAllLookedUp(child.pid!) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  const db = new Database(path.join(work, 'p.db'));
+  db.pragma('foreign_keys = OFF');
+  db.prepare("INSERT INTO partner_domain VALUES ('zzznew.com', 99, 'x')").run();
+  db.close();
+  child.stdin.end(filtered(['zzznew.com']));
+  assert.equal(await done, 1, stderr);
+  assert.match(stderr, /^upload-domains: p\.db: partner_domain gives zzznew\.com to Yacobot 99, which does not exist/m);
+  assert.equal(stdout, failedOutput('upload-domains'), 'nothing routed');
+});
+
+// A new domain another writer took first is read back at the commit: one naming a
+// Yacobot that does not exist (foreign keys off) fails the run, as a looked-up one does.
+test('a read-back owner that does not exist fails the run', async () => {
+  const work = newDb([['a', 1]]);
+  const child = spawn(path.join(BIN, 'upload-domains'), ['--db', 'p.db'], { cwd: work, env: testEnv() });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (b) => (stdout += b));
+  child.stderr.on('data', (b) => (stderr += b));
+  const done = new Promise<number | null>((resolve) => child.on('close', resolve));
+  child.stdin.write(filtered(['ghost.com']));
+  const deadline = Date.now() + 60_000;
+  while (!waitsWithAllLookedUp(child.pid!) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  const db = new Database(path.join(work, 'p.db'));
+  db.pragma('foreign_keys = OFF');
+  db.prepare("INSERT INTO partner_domain VALUES ('ghost.com', 99, 'x')").run();
+  db.close();
+  child.stdin.end();
+  assert.equal(await done, 1, stderr);
+  assert.match(stderr, /^upload-domains: p\.db: partner_domain gives ghost\.com to Yacobot 99, which does not exist/m);
+  assert.doesNotMatch(stdout, /(^|\n)99\t/, 'no record routed to the missing Yacobot');
+});
+
 test('a --map line naming a Yacobot that does not exist is ignored: the database answers, and the map is rewritten with its answer', () => {
   const work = newDb([['a', 1]]);
   pdb(work, 'assign', 'known.com', 'a');

@@ -301,8 +301,9 @@ class Router {
         const bad = checkUrlRecordAt(l.set(buf, start, end));
         if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
         const k = this.domainOf(buf, l.fieldStart(U_DOMAIN), l.fieldEnd(U_DOMAIN));
-        // Once records are spooled, all are, whatever their owner: nothing needs to wait.
-        if (!this.spool.started && (this.held.length > 0 || this.owner[k] === PENDING)) this.held.push({ b: buf, start, end, k, line: lineNo });
+        // Held even once records are spooled: a lookup that fails must fail the run at its
+        // record, not let the record go to the spool with no Yacobot.
+        if (this.held.length > 0 || this.owner[k] === PENDING) this.held.push({ b: buf, start, end, k, line: lineNo });
         else this.route(k, buf, start, end);
       },
       () => this.settle(),
@@ -428,8 +429,23 @@ class Router {
     );
     this.assignedByUs = r.assignedByUs;
     this.lostRace = r.lostRace;
+    await this.checkOwners(fresh);
     // Logged at once: if the run dies before its summary, the runner still learns what it assigned.
     this.ctx.log.info({ domains_new: n, assigned_by_us: r.assignedByUs, lost_race: r.lostRace }, 'new domains committed');
+  }
+
+  /**
+   * Fails the run when a domain the commit found taken (another writer's row, read
+   * back) names a Yacobot that does not exist (a row written with foreign keys off).
+   */
+  private async checkOwners(fresh: Int32Array): Promise<void> {
+    const { store, exists } = this.db;
+    for (const k of fresh) {
+      const id = this.owner[k]!;
+      if (exists.has(id)) continue;
+      if (Number.isSafeInteger(id) && id > 0 && (await store.yacobotExists(BigInt(id)))) exists.add(id);
+      else throw missingOwnerError(store.name, [{ id: String(id), domains: 1, first: this.domains.key(k) }]);
+    }
   }
 
   /** Writes the spooled records out, in input order, now that every Yacobot is final. */
