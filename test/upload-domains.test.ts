@@ -232,14 +232,14 @@ test('rendezvous shares follow the weights over many domains', async () => {
 });
 
 /** Runs upload-domains with stdin held open until `release` resolves; `pid` to watch it meanwhile. */
-function startUpload(work: string, args: string[], input: string, release: Promise<void>) {
+function startUpload(work: string, args: string[], input: string, release: Promise<void>, tail = '') {
   const child = spawn(path.join(BIN, 'upload-domains'), args, { cwd: work, env: testEnv() });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (b) => (stdout += b));
   child.stderr.on('data', (b) => (stderr += b));
   child.stdin.write(input);
-  void release.then(() => child.stdin.end());
+  void release.then(() => child.stdin.end(tail));
   const done = new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) =>
     child.on('close', (status) => resolve({ status, stdout, stderr })),
   );
@@ -576,50 +576,41 @@ test('a row naming a Yacobot that does not exist, written (foreign keys off) aft
   assert.doesNotMatch(stdout, /(^|\n)99\t/, 'no record routed to the missing Yacobot');
 });
 
+/**
+ * Runs upload-domains on `work`'s p.db with `first` as its input, then, once it has
+ * looked that up (and spooled it), writes a row naming Yacobot 99, which does not
+ * exist (foreign keys off), for `ghost`, and ends the input with `tail`.
+ */
+async function ghostMidRun(work: string, first: string[], ghost: string, tail: string[]) {
+  let go!: () => void;
+  const release = new Promise<void>((r) => (go = r));
+  const p = startUpload(work, ['--db', 'p.db'], filtered(first), release, tail.length > 0 ? filtered(tail) : '');
+  const deadline = Date.now() + 60_000;
+  while (!waitsWithAllLookedUp(p.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  const db = new Database(path.join(work, 'p.db'));
+  db.pragma('foreign_keys = OFF');
+  db.prepare("INSERT INTO partner_domain VALUES (?, 99, 'x')").run(ghost);
+  db.close();
+  go();
+  return p.done;
+}
+
 // A lookup that fails once records are being spooled fails the run at its record, as
 // before the spool: the record does not go out with no Yacobot.
 test('a missing owner found after the spool began fails the run', async () => {
-  const work = newDb([['a', 1]]);
-  const child = spawn(path.join(BIN, 'upload-domains'), ['--db', 'p.db'], { cwd: work, env: testEnv() });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (b) => (stdout += b));
-  child.stderr.on('data', (b) => (stderr += b));
-  const done = new Promise<number | null>((resolve) => child.on('close', resolve));
-  child.stdin.write(filtered(['fresh.com']));
-  const deadline = Date.now() + 60_000;
-  while (!waitsWithAllLookedUp(child.pid!) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-  const db = new Database(path.join(work, 'p.db'));
-  db.pragma('foreign_keys = OFF');
-  db.prepare("INSERT INTO partner_domain VALUES ('zzznew.com', 99, 'x')").run();
-  db.close();
-  child.stdin.end(filtered(['zzznew.com']));
-  assert.equal(await done, 1, stderr);
-  assert.match(stderr, /^upload-domains: p\.db: partner_domain gives zzznew\.com to Yacobot 99, which does not exist/m);
-  assert.equal(stdout, failedOutput('upload-domains'), 'nothing routed');
+  const r = await ghostMidRun(newDb([['a', 1]]), ['fresh.com'], 'zzznew.com', ['zzznew.com']);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /^upload-domains: p\.db: partner_domain gives zzznew\.com to Yacobot 99, which does not exist/m);
+  assert.equal(r.stdout, failedOutput('upload-domains'), 'nothing routed');
 });
 
 // A new domain another writer took first is read back at the commit: one naming a
 // Yacobot that does not exist (foreign keys off) fails the run, as a looked-up one does.
 test('a read-back owner that does not exist fails the run', async () => {
-  const work = newDb([['a', 1]]);
-  const child = spawn(path.join(BIN, 'upload-domains'), ['--db', 'p.db'], { cwd: work, env: testEnv() });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (b) => (stdout += b));
-  child.stderr.on('data', (b) => (stderr += b));
-  const done = new Promise<number | null>((resolve) => child.on('close', resolve));
-  child.stdin.write(filtered(['ghost.com']));
-  const deadline = Date.now() + 60_000;
-  while (!waitsWithAllLookedUp(child.pid!) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-  const db = new Database(path.join(work, 'p.db'));
-  db.pragma('foreign_keys = OFF');
-  db.prepare("INSERT INTO partner_domain VALUES ('ghost.com', 99, 'x')").run();
-  db.close();
-  child.stdin.end();
-  assert.equal(await done, 1, stderr);
-  assert.match(stderr, /^upload-domains: p\.db: partner_domain gives ghost\.com to Yacobot 99, which does not exist/m);
-  assert.doesNotMatch(stdout, /(^|\n)99\t/, 'no record routed to the missing Yacobot');
+  const r = await ghostMidRun(newDb([['a', 1]]), ['ghost.com'], 'ghost.com', []);
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /^upload-domains: p\.db: partner_domain gives ghost\.com to Yacobot 99, which does not exist/m);
+  assert.doesNotMatch(r.stdout, /(^|\n)99\t/, 'no record routed to the missing Yacobot');
 });
 
 test('a --map line naming a Yacobot that does not exist is ignored: the database answers, and the map is rewritten with its answer', () => {
