@@ -239,7 +239,7 @@ export async function runStages(
   const errFd = openForWriting(bashErr);
   // Each stage's stderr goes to its log and, through tee, to a descriptor of its own
   // (TEE_FD + its index in the chain), whose last bytes the runner keeps (see StreamTail).
-  const child = spawn('bash', ['-c', pipelineScript(chain, binDir, p, 1, TEE_FD)], {
+  const child = spawn('bash', ['-c', pipelineScript(chain, binDir, p, TEE_FD)], {
     stdio: [inFd, 'pipe', errFd, lockFd, ...chain.map(() => 'pipe' as const)],
     env: stageEnv(),
   });
@@ -321,27 +321,14 @@ const TEE_FD = 4;
 /** How much of the end of a stage's stderr the runner keeps. */
 const TAIL_BYTES = 1 << 20;
 
-/**
- * The last TAIL_BYTES of a stream (a stage's stderr), and, when given `fd`, a copy of all
- * of it written there (closed at the end) for as long as writes succeed.
- */
+/** The last TAIL_BYTES of a stream (a stage's stderr, as its tee copies it). */
 class StreamTail {
   private chunks: Buffer[] = [];
   private size = 0;
   /** Bytes were dropped from the start. */
   cut = false;
-  readonly ended: Promise<void>;
-  constructor(stream: Readable, fd?: number) {
-    let file = fd;
+  constructor(stream: Readable) {
     stream.on('data', (b: Buffer) => {
-      if (file !== undefined) {
-        try {
-          fs.writeSync(file, b);
-        } catch {
-          fs.closeSync(file); // a full disk: the copy here still has it
-          file = undefined;
-        }
-      }
       this.chunks.push(b);
       this.size += b.length;
       while (this.size - this.chunks[0]!.length >= TAIL_BYTES) {
@@ -349,12 +336,6 @@ class StreamTail {
         this.cut = true;
       }
     });
-    this.ended = new Promise((resolve) =>
-      stream.on('close', () => {
-        if (file !== undefined) fs.closeSync(file);
-        resolve();
-      }),
-    );
     stream.on('error', () => undefined);
   }
   /** What was kept, or null when the stream said nothing. */

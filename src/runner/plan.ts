@@ -274,16 +274,16 @@ export function stageLog(p: RunPaths, i: number, name: string): string {
 
 /**
  * A bash script running `chain` as one pipeline: stdin of the script feeds the first
- * stage, each stage's stderr goes to its own log file (and, with `teeFd`, through tee
- * to descriptor teeFd + its index too), the last stage's stdout is discarded, and the
- * script prints the exit statuses (PIPESTATUS) on stdout.
+ * stage, each stage's stderr goes through tee to its own log file (stageLog, numbered
+ * from 1) and to descriptor teeFd + its index, the last stage's stdout is discarded,
+ * and the script prints the exit statuses (PIPESTATUS) on stdout.
  */
-export function pipelineScript(chain: readonly StageCmd[], binDir: string, p: RunPaths, firstIndex = 1, teeFd?: number): string {
+export function pipelineScript(chain: readonly StageCmd[], binDir: string, p: RunPaths, teeFd: number): string {
   const parts = chain.map((s, i) => {
     const cmd = [path.join(binDir, s.name), ...s.args].map(shellQuote).join(' ');
-    const file = shellQuote(stageLog(p, firstIndex + i, s.name));
+    const file = shellQuote(stageLog(p, i + 1, s.name));
     // The copies' descriptors are the tees' alone (closed after the redirection that hands one over).
-    return cmd + (teeFd === undefined ? ` 2>${file}` : ` 2> >(${teeCommand(file, teeFd + i)})${chain.map((_, j) => ` ${teeFd + j}>&-`).join('')}`);
+    return `${cmd} 2> >(${teeCommand(file, teeFd + i)})${chain.map((_, j) => ` ${teeFd + j}>&-`).join('')}`;
   });
   return `${parts.join(' \\\n  | ')} >/dev/null\necho "\${PIPESTATUS[*]}"\n`;
 }
