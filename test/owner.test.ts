@@ -21,8 +21,26 @@ test('partner-db owner: a domain, a URL (its registrable domain), and a domain n
   partnerDb(dir, 'p.db', 'assign', 'third.com', 'y1');
   assert.equal(
     partnerDb(dir, 'p.db', 'owner', 'SHOP.com.', 'new.org'),
-    'SHOP.com.: shop.com: Yacobot 2 (y2)\nnew.org: no owner; least-loaded would give it to Yacobot 2 (y2)\n',
+    'SHOP.com. -> shop.com: Yacobot 2 (y2)\nnew.org: no owner; least-loaded would give it to Yacobot 2 (y2)\n',
   );
+});
+
+test('partner-db owner: a host goes to its registrable domain as analyze-dump takes it, and the line says so', () => {
+  const dir = scratch('ms-owner-host-');
+  madeDb(dir, 'p.db', [['add', 'y1'], ['add', 'y2']]);
+  partnerDb(dir, 'p.db', 'assign', 'site1004.ru', 'y1');
+  partnerDb(dir, 'p.db', 'assign', 'example.co.uk', 'y2');
+  const hosts = ['www.site1004.ru', 'WWW.Site1004.RU.', 'a.b.example.co.uk', 'sub.blogspot.com', 'co.uk', '192.168.0.1'];
+  const json = JSON.parse(partnerDb(dir, 'p.db', 'owner', '--json', ...hosts)) as OwnerAnswer[];
+  // What analyze-dump writes for a URL on each host.
+  const reflog = hosts.map((h, i) => `1\t1\t2011072806000${i}\t1\thttp://${h}/\t1\n`).join('');
+  const ad = runBin('analyze-dump', [], reflog, dir);
+  assert.equal(ad.status, 0, ad.stderr);
+  const domains = new Map(ad.stdout.split('\n').filter(Boolean).map((l) => l.split('\t')).map((f) => [Number(f[1]!.slice(-1)), f[4]!]));
+  assert.deepEqual(json.map((a) => a.domain), hosts.map((_, i) => domains.get(i)));
+  assert.deepEqual(json.map((a) => a.domain), ['site1004.ru', 'site1004.ru', 'example.co.uk', 'sub.blogspot.com', 'co.uk', '192.168.0.1']);
+  assert.deepEqual(json.map((a) => a.owner?.id ?? null), [1, 1, 2, null, null, null]);
+  assert.equal(partnerDb(dir, 'p.db', 'owner', 'www.site1004.ru', 'site1004.ru'), 'www.site1004.ru -> site1004.ru: Yacobot 1 (y1)\nsite1004.ru: Yacobot 1 (y1)\n');
 });
 
 test('partner-db owner: bad arguments are usage errors, a missing database says how to make one', () => {

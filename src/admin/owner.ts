@@ -1,11 +1,11 @@
-// partner-db owner URL|DOMAIN...: which Yacobot owns a domain, or a URL's domain as
-// analyze-dump takes it; for a domain nobody owns, the Yacobot least-loaded assignment
-// would give it now. Reads only.
+// partner-db owner URL|HOST...: which Yacobot owns the registrable domain of a URL or a
+// host, taken as analyze-dump takes it; for a domain nobody owns, the Yacobot
+// least-loaded assignment would give it now. Reads only.
 import type { Command } from 'commander';
 import { normalizeDomain } from '../core/db.js';
 import { UsageError } from '../core/errors.js';
 import { timeoutsOf, type Timeouts } from '../core/store.js';
-import { loadUrlHash } from '../core/url.js';
+import { domainOfHost, loadUrlHash } from '../core/url.js';
 import { canonicalOf } from '../runner/explain.js';
 import { PartnerView, type YacobotRef } from '../runner/partners.js';
 
@@ -18,7 +18,11 @@ export interface OwnerAnswer {
   pick: YacobotRef | null;
 }
 
-/** The domain of each argument: a URL's (anything with "://") as analyze-dump computes it, else the domain as partner-db assign reads it; throws UsageError for one that is neither. */
+/**
+ * The domain of each argument as analyze-dump computes it: a URL's (anything with "://"),
+ * else the registrable domain of a host (spelled as partner-db assign reads it:
+ * www.Site.ru. is site.ru); throws UsageError for one that is neither.
+ */
 export async function domainsOf(inputs: readonly string[]): Promise<string[]> {
   const hash = inputs.some((i) => i.includes('://')) ? await loadUrlHash() : null;
   return inputs.map((input) => {
@@ -29,7 +33,7 @@ export async function domainsOf(inputs: readonly string[]): Promise<string[]> {
     }
     const nd = normalizeDomain(input);
     if ('error' in nd) throw new UsageError(nd.error);
-    return nd.domain;
+    return domainOfHost(nd.domain);
   });
 }
 
@@ -49,18 +53,18 @@ export async function ownersOf(db: string, inputs: readonly string[], domains: r
   }
 }
 
-/** One answer for a person. */
+/** One answer for a person: `DOMAIN: WHO`, or `INPUT -> DOMAIN: WHO` when the input is spelled otherwise or is a subdomain or a URL. */
 export function ownerLine(a: OwnerAnswer): string {
   const name = (y: YacobotRef) => `Yacobot ${y.id}${y.name ? ` (${y.name})` : ''}`;
   const who = a.owner !== null ? name(a.owner) : `no owner; least-loaded would give it to ${a.pick ? name(a.pick) : 'no Yacobot (none is active)'}`;
-  return a.input === a.domain ? `${a.domain}: ${who}` : `${a.input}: ${a.domain}: ${who}`;
+  return a.input === a.domain ? `${a.domain}: ${who}` : `${a.input} -> ${a.domain}: ${who}`;
 }
 
 /** Adds the owner command to partner-db; `dbFile` gives the --db of the command line. */
 export function addOwnerCommand(program: Command, dbFile: (cmd: Command) => string): void {
   program
-    .command('owner <url-or-domain...>')
-    .description("which Yacobot owns a domain, or a URL's domain (or which one a new domain would get now)")
+    .command('owner <url-or-host...>')
+    .description("which Yacobot owns the registrable domain of a URL or host, as analyze-dump takes it (or which one a new domain would get now)")
     .option('--json', 'one JSON array for scripts')
     .action(async (inputs: string[], o: { json?: boolean }, cmd: Command) => {
       const file = dbFile(cmd);
