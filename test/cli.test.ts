@@ -20,6 +20,7 @@ import { groupSum } from '../src/stages/group-sum.js';
 import { joinCurrent } from '../src/stages/join-current.js';
 import { logsaver } from '../src/stages/logsaver.js';
 import { uploadDomains } from '../src/stages/upload-domains.js';
+import { limitDomains } from '../src/stages/limit-domains.js';
 import { USAGE as RUNNER_USAGE } from '../src/runner/options.js';
 
 // The options each stage needs to get as far as reading its input.
@@ -28,6 +29,7 @@ const REQUIRED: Record<string, string[]> = {
   'group-sum': [],
   'join-current': ['--current', 'none'],
   'filter-url': ['--current-out', 'out', '--now', '20110727210000'],
+  'limit-domains': ['--max-per-domain', '1', '--carry', 'none', '--carry-out', 'carry-out', '--now', '20110727210000'],
 };
 const STAGES = Object.keys(REQUIRED).filter((s) => fs.existsSync(path.join(BIN, s)));
 
@@ -60,7 +62,7 @@ for (const stage of STAGES) {
 
 test('usage texts fit 80 columns: commander wraps a longer line on its own, leaving a short line in the middle of a paragraph', () => {
   const texts: [string, string][] = [
-    ...[analyzeDump, domainsFromDb, filterUrl, groupSum, joinCurrent, logsaver, uploadDomains].map((d): [string, string] => [d.name, `${d.summary}\n\n${d.usage}`]),
+    ...[analyzeDump, domainsFromDb, filterUrl, groupSum, joinCurrent, limitDomains, logsaver, uploadDomains].map((d): [string, string] => [d.name, `${d.summary}\n\n${d.usage}`]),
     ['reflog-to-yacobot-queue', RUNNER_USAGE],
   ];
   for (const [name, text] of texts) {
@@ -584,7 +586,7 @@ test('a stop signal while a stage\'s modules load gets what a later one gets: th
   const preload = `--import=${pathToFileURL(path.join(ROOT, 'dist/test/lib/signal-on-load.js')).href}`;
   const numbers: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 };
   const stages = fs.readdirSync(BIN).filter((s) => !s.startsWith('.') && fs.readFileSync(path.join(BIN, s), 'utf8').includes('runStage('));
-  assert.equal(stages.length, 7, `the stages: ${stages}`);
+  assert.equal(stages.length, 8, `the stages: ${stages}`);
   const one = (stage: string, sig: string) =>
     new Promise<void>((resolve, reject) => {
       // stdin stays open: the stage cannot end before the signal is acted on.

@@ -204,7 +204,7 @@ export function cutMark(stage: string): string {
 }
 
 /** The stages whose output another stage reads: a cut mark after a record names one of them. */
-const STREAM_WRITERS = ['analyze-dump', 'group-sum', 'join-current', 'filter-url', 'upload-domains', 'domains-from-db'];
+const STREAM_WRITERS = ['analyze-dump', 'group-sum', 'join-current', 'filter-url', 'limit-domains', 'upload-domains', 'domains-from-db'];
 
 /**
  * A last line without LF; `tail`, its bytes, may end in a failed stage's cut mark, which

@@ -392,3 +392,72 @@ function isIdAt(b: Uint8Array, from: number): boolean {
 export function isYacobotIdAt(b: Uint8Array, start: number, end: number): boolean {
   return end - start <= 18 && b[start] !== 48 && isDigitsAt(b, start, end);
 }
+
+// --- the carry of limit-domains ------------------------------------------------------
+
+/**
+ * Carry record: a URL record and, as its seventh field, `decided`: the --now of the
+ * run that first decided to send the URL (14 digits). Sorted by id, unique. The URL
+ * record is the line up to its last TAB; a URL decided again keeps its `decided`.
+ */
+export const CARRY_RECORD = [...URL_RECORD, 'decided'] as const;
+export const C_DECIDED = 6;
+/** The bytes `TAB decided` that end a carry record. */
+export const DECIDED_TAIL_BYTES = TS_BYTES + 1;
+
+/** Checks the seven fields of a carry record; returns what is wrong, or null. */
+export function checkCarryRecord(f: string[]): string | null {
+  if (f.length !== CARRY_RECORD.length) return `expected ${CARRY_RECORD.length} fields (${CARRY_RECORD.join(' ')}), got ${f.length}`;
+  const d = f[C_DECIDED]!;
+  if (!isTs(d) || !isValidTimestamp(d)) return `bad decided '${clip(d)}' (want a real time as YYYYMMDDhhmmss)`;
+  return checkUrlRecord(f.slice(0, URL_RECORD.length));
+}
+
+/**
+ * Checks a carry-record line as checkCarryRecord does, filling `l.tabs` (5 slots)
+ * for its URL record, which is `l.buf[l.start, l.end - DECIDED_TAIL_BYTES)`; returns
+ * checkCarryRecord's message for a bad line, or null.
+ */
+export function checkCarryRecordAt(l: LineRef): string | null {
+  const b = l.buf;
+  const tab = l.end - DECIDED_TAIL_BYTES;
+  const end = l.end;
+  let ok = tab > l.start && b[tab] === TAB && timestampKey(b, tab + 1, end) >= 0;
+  if (ok) {
+    l.end = tab;
+    ok = checkUrlRecordAt(l) === null;
+    l.end = end;
+  }
+  return ok ? null : (checkCarryRecord(l.text().split('\t')) ?? 'malformed record');
+}
+
+/** Writes the URL record `b[start, end)` (no LF) with `decided` (14 bytes at `d[at]`) as a carry record, with LF, to `out`. */
+export function writeCarry(out: ByteSink, b: Uint8Array, start: number, end: number, d: Uint8Array, at: number): void {
+  out.reserve(end - start + DECIDED_TAIL_BYTES + 1);
+  let p = putBytes(out.buf, out.pos, b, start, end);
+  out.buf[p++] = TAB;
+  p = putBytes(out.buf, p, d, at, at + TS_BYTES);
+  out.buf[p++] = LF;
+  out.pos = p;
+}
+
+/**
+ * Rank line: how limit-domains orders a domain's records (a temporary file's line,
+ * sorted by RecordSorter on its first 31 characters): `group TAB rank TAB id TAB
+ * domain`. `group` is a 64-bit hash of the domain as 16 hex digits (records of one
+ * domain are together; a collision puts two domains in one group, told apart by
+ * `domain`); `rank` is 14 digits, smaller first.
+ */
+export const RANK_LINE = ['group', 'rank', 'id', 'domain'] as const;
+/** Where the id starts in a rank line. */
+export const RANK_ID_AT = ID_BYTES + 1 + TS_BYTES + 1;
+/** Where the domain starts in a rank line. */
+export const RANK_DOMAIN_AT = RANK_ID_AT + ID_BYTES + 1;
+
+/**
+ * Ranked carry record (limit-domains' spool, a temporary file): `rank TAB` and a
+ * carry record, the rank as in a rank line.
+ */
+export const RANKED_PREFIX_BYTES = TS_BYTES + 1;
+/** Where the updatetag starts in a ranked carry record. */
+export const RANKED_TAG_AT = RANKED_PREFIX_BYTES + ID_BYTES + 1 + TS_BYTES + 1;

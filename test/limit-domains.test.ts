@@ -1,0 +1,231 @@
+// limit-domains against a model of its rule (docs/formats-and-rules.md, "Politeness"),
+// over random inputs small and large (spilling), and its errors and carry file.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import fc from 'fast-check';
+import { runBin, scratch, summaryOf, failedOutput, hasStackTrace } from './lib/run.js';
+import { SEED } from './lib/model.js';
+import { carriedRank, freshRank } from '../src/stages/limit-domains.js';
+import { timestampToMs } from '../src/core/time.js';
+
+process.env.TZ = 'UTC';
+const NOW = '20110727210000';
+const H = 3600_000;
+
+interface Url {
+  id: string;
+  ts: string;
+  tag: string;
+  hits: string;
+  domain: string;
+  url: string;
+}
+interface Carried extends Url {
+  decided: string;
+}
+
+const id = (n: number) => n.toString(16).padStart(16, '0');
+const urlLine = (r: Url) => [r.id, r.ts, r.tag, r.hits, r.domain, r.url].join('\t') + '\n';
+const carryLine = (r: Carried) => [r.id, r.ts, r.tag, r.hits, r.domain, r.url, r.decided].join('\t') + '\n';
+const parseCarry = (text: string): Carried[] =>
+  text
+    .split('\n')
+    .filter((l) => l)
+    .map((l) => {
+      const [id, ts, tag, hits, domain, url, decided] = l.split('\t') as [string, string, string, string, string, string, string];
+      return { id, ts, tag, hits, domain, url, decided };
+    });
+
+/** The rule, written plainly: what goes out (URL lines, by id) and what is carried (by id), and the counts. */
+function model(filtered: Url[], carry: Carried[], cap: number, now: string, keepMs: number) {
+  const byId = new Map<string, { r: Carried; carried: boolean }>();
+  let expired = 0;
+  const fresh = new Set(filtered.map((r) => r.id));
+  for (const c of carry) {
+    if (!fresh.has(c.id) && timestampToMs(now) - timestampToMs(c.decided) >= keepMs) expired++;
+    else byId.set(c.id, { r: c, carried: true });
+  }
+  for (const f of filtered) {
+    const c = byId.get(f.id);
+    byId.set(f.id, { r: { ...f, decided: c ? c.r.decided : now }, carried: c !== undefined });
+  }
+  const byDomain = new Map<string, { r: Carried; carried: boolean }[]>();
+  for (const e of byId.values()) {
+    if (!byDomain.has(e.r.domain)) byDomain.set(e.r.domain, []);
+    byDomain.get(e.r.domain)!.push(e);
+  }
+  const sent: Carried[] = [];
+  const kept: Carried[] = [];
+  for (const list of byDomain.values()) {
+    list.sort((a, b) => {
+      if (a.carried !== b.carried) return a.carried ? -1 : 1;
+      if (a.carried && a.r.decided !== b.r.decided) return a.r.decided < b.r.decided ? -1 : 1;
+      if (!a.carried && a.r.hits !== b.r.hits) return BigInt(b.r.hits) > BigInt(a.r.hits) ? 1 : -1;
+      return a.r.id < b.r.id ? -1 : 1;
+    });
+    sent.push(...list.slice(0, cap).map((e) => e.r));
+    kept.push(...list.slice(cap).map((e) => e.r));
+  }
+  const byIdOrder = (a: Url, b: Url) => (a.id < b.id ? -1 : 1);
+  const capped = [...byDomain].filter(([, list]) => list.length > cap).map(([d]) => d);
+  return { out: sent.sort(byIdOrder).map(urlLine).join(''), carry: kept.sort(byIdOrder).map(carryLine).join(''), expired, capped };
+}
+
+function run(dir: string, filtered: Url[], carry: Carried[] | null, cap: number, extra: string[] = [], now = NOW) {
+  const c = path.join(dir, 'carry');
+  if (carry === null) fs.rmSync(c, { force: true });
+  else fs.writeFileSync(c, carry.map(carryLine).join(''));
+  const r = runBin('limit-domains', ['--max-per-domain', String(cap), '--carry', c, '--carry-out', c, '--now', now, '--tmp', dir, ...extra], filtered.map(urlLine).join(''), dir);
+  return { ...r, carryOut: fs.existsSync(c) ? fs.readFileSync(c, 'utf8') : null, summary: summaryOf(r.stderr) };
+}
+
+const hour = (h: number) => `201107${String(27 + Math.floor(h / 24)).padStart(2, '0')}${String(h % 24).padStart(2, '0')}0000`;
+const scenarioArb = fc.record({
+  cap: fc.integer({ min: 1, max: 4 }),
+  // ids 1..40, each either filtered this hour, carried, both or neither
+  recs: fc.array(
+    fc.record({
+      n: fc.integer({ min: 1, max: 40 }),
+      domain: fc.constantFrom('a.com', 'b.org', 'c.net', 'x.y.example'),
+      hits: fc.constantFrom('0', '1', '3', '7', '1000000000000000000000', '99999999999999'),
+      tag: fc.constantFrom('', 'v1', 'v2'),
+      inFiltered: fc.boolean(),
+      decidedHour: fc.option(fc.integer({ min: 0, max: 20 }), { nil: null }),
+    }),
+    { maxLength: 40 },
+  ),
+});
+
+test('random hours: the stage sends and carries what the model does', () => {
+  const dir = scratch('ms-ld-');
+  fc.assert(
+    fc.property(scenarioArb, ({ cap, recs }) => {
+      const seen = new Map<number, (typeof recs)[number]>();
+      for (const r of recs) seen.set(r.n, r);
+      const filtered: Url[] = [];
+      const carry: Carried[] = [];
+      for (const [n, r] of [...seen].sort((a, b) => a[0] - b[0])) {
+        const u: Url = { id: id(n), ts: '20110727200000', tag: r.tag, hits: r.hits, domain: r.domain, url: `http://${r.domain}/${n}` };
+        if (r.inFiltered) filtered.push(u);
+        if (r.decidedHour !== null) carry.push({ ...u, ts: '20110727100000', tag: 'old', hits: '5', decided: hour(r.decidedHour) });
+      }
+      const got = run(dir, filtered, carry, cap, ['--carry-keep', '6h']);
+      const want = model(filtered, carry, cap, NOW, 6 * H);
+      assert.equal(got.status, 0, got.stderr);
+      assert.equal(got.stdout, want.out);
+      assert.equal(got.carryOut, want.carry);
+      assert.equal(got.summary.carry_expired, want.expired);
+      const s = got.summary as Record<string, number>;
+      assert.equal(s.filtered_in! + s.carried_in! - s.carried_again!, s.sent! + s.carried_out! + s.carry_expired!);
+    }),
+    { seed: SEED, numRuns: 30 },
+  );
+});
+
+test('a big hour, one domain holding half of it, in 1M of memory: the spool and the sorts spill to --tmp, and the result is the model\'s', () => {
+  const dir = scratch('ms-ld-big-');
+  const filtered: Url[] = [];
+  const carry: Carried[] = [];
+  let x = 12345;
+  const rnd = (m: number) => ((x = (Math.imul(x, 1103515245) + 12345) >>> 0) % m);
+  for (let n = 1; n <= 30_000; n++) {
+    const domain = n % 2 === 0 ? 'big.com' : `d${rnd(300)}.com`;
+    const u: Url = { id: id(n * 7919), ts: '20110727200000', tag: '', hits: String(rnd(50)), domain, url: `http://${domain}/${n}` };
+    if (rnd(4) > 0) filtered.push(u);
+    else carry.push({ ...u, decided: hour(15 + rnd(6)) });
+  }
+  filtered.sort((a, b) => (a.id < b.id ? -1 : 1));
+  carry.sort((a, b) => (a.id < b.id ? -1 : 1));
+  const got = run(dir, filtered, carry, 100, ['--memory', '1M', '--carry-keep', '24h', '--log-level', 'debug']);
+  const want = model(filtered, carry, 100, NOW, 24 * H);
+  assert.equal(got.status, 0, got.stderr);
+  assert.ok(got.stdout === want.out, 'stdout is the model\'s');
+  assert.ok(got.carryOut === want.carry, 'the carry is the model\'s');
+  const s = got.summary;
+  assert.equal(s.spool_spilled, true);
+  assert.ok((s.sort_runs as number) > 1, `sort runs: ${s.sort_runs}`);
+  assert.equal(s.capped_domains_total, want.capped.length);
+  assert.ok(want.capped.length > 10, 'more domains over the cap than the summary names');
+  const top = Object.entries(s.capped_domains as Record<string, number>);
+  assert.equal(top.length, 10);
+  assert.deepEqual(top[0], ['big.com', 15_000 - 100]);
+  assert.deepEqual(fs.readdirSync(dir).sort(), ['carry'], 'no temporary file left in --tmp');
+});
+
+test('no domain over its cap: the input goes out as it came, and the carry is empty', () => {
+  const dir = scratch('ms-ld-');
+  const filtered = [1, 2, 3].map((n): Url => ({ id: id(n), ts: '20110727200000', tag: '', hits: '1', domain: `d${n}.com`, url: `http://d${n}.com/` }));
+  const got = run(dir, filtered, null, 1);
+  assert.equal(got.status, 0, got.stderr);
+  assert.equal(got.stdout, filtered.map(urlLine).join(''));
+  assert.equal(got.carryOut, '');
+  assert.deepEqual([got.summary.carried_in, got.summary.sent, got.summary.carried_out], [0, 3, 0]);
+});
+
+test('a URL decided again while it waits goes out once, with the new values and its first decision\'s place in line', () => {
+  const dir = scratch('ms-ld-');
+  const u = (n: number, tag: string, hits: string): Url => ({ id: id(n), ts: '20110727200000', tag, hits, domain: 'a.com', url: `http://a.com/${n}` });
+  // Carried since 18:00 with tag v1; decided again now with v2; a fresh one with more hits.
+  const carry = [{ ...u(2, 'v1', '1'), ts: '20110727170000', decided: '20110727180000' }];
+  const got = run(dir, [u(1, '', '500'), u(2, 'v2', '3')], carry, 1);
+  assert.equal(got.status, 0, got.stderr);
+  assert.equal(got.stdout, urlLine(u(2, 'v2', '3')));
+  assert.equal(got.carryOut, carryLine({ ...u(1, '', '500'), decided: NOW }));
+  assert.equal(got.summary.carried_again, 1);
+});
+
+test('a carried record --carry-keep old is dropped and counted, unless decided again', () => {
+  const dir = scratch('ms-ld-');
+  const c = (n: number, decided: string): Carried => ({ id: id(n), ts: '20110727000000', tag: '', hits: '1', domain: 'a.com', url: `http://a.com/${n}`, decided });
+  const carry = [c(1, '20110727110000'), c(2, '20110727110001'), c(3, '20110727100000')];
+  const again: Url = { ...c(3, ''), ts: '20110727200000' };
+  const got = run(dir, [again], carry, 5, ['--carry-keep', '10h']);
+  assert.equal(got.status, 0, got.stderr);
+  // 1 is exactly 10h old: dropped; 2 is a second younger; 3 is older but decided again.
+  assert.equal(got.stdout, urlLine(c(2, '')) + urlLine(again));
+  assert.equal(got.summary.carry_expired, 1);
+});
+
+test('ranks: carried before fresh, older before newer; fresh by hits, most first', () => {
+  const b = (s: string) => Buffer.from(s);
+  const early = carriedRank(timestampToMs('20110727100000'));
+  const late = carriedRank(timestampToMs('20110727110000'));
+  assert.ok(early < late);
+  const hits = (h: string) => freshRank(b(h), 0, h.length);
+  assert.ok(late < hits('999999999999999999999'));
+  assert.ok(hits('10') < hits('9'));
+  assert.ok(hits('0') <= 1e14 - 1);
+  assert.equal(hits('99000000000000'), hits('1000000000000000000000000'));
+});
+
+test('errors name the place: a bad carry line, unsorted input; the carry is left as it was and no temporary file stays', () => {
+  const dir = scratch('ms-ld-');
+  const good: Url = { id: id(1), ts: '20110727200000', tag: '', hits: '1', domain: 'a.com', url: 'http://a.com/' };
+  const c = path.join(dir, 'carry');
+  fs.writeFileSync(c, carryLine({ ...good, decided: '20110727200000' }) + urlLine({ ...good, id: id(2) }));
+  const before = fs.readFileSync(c);
+  const r = runBin('limit-domains', ['--max-per-domain', '1', '--carry', c, '--carry-out', c, '--now', NOW, '--tmp', dir], urlLine(good), dir);
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, new RegExp(`^limit-domains: ${c}:2: expected 7 fields`, 'm'));
+  assert.ok(!hasStackTrace(r.stderr));
+  assert.equal(r.stdout, failedOutput('limit-domains'));
+  assert.deepEqual(fs.readFileSync(c), before);
+  const u = runBin('limit-domains', ['--max-per-domain', '1', '--carry', 'none', '--carry-out', c, '--now', NOW, '--tmp', dir], urlLine({ ...good, id: id(2) }) + urlLine(good), dir);
+  assert.equal(u.status, 1);
+  assert.match(u.stderr, /^limit-domains: -:2: id 0000000000000001 is out of order after 0000000000000002/m);
+  assert.deepEqual(fs.readdirSync(dir).sort(), ['carry']);
+});
+
+test('usage errors: --max-per-domain 0, a bad --carry-keep, a missing --carry-out', () => {
+  for (const [args, msg] of [
+    [['--max-per-domain', '0', '--carry', 'c', '--carry-out', 'c'], '--max-per-domain'],
+    [['--max-per-domain', '5', '--carry', 'c', '--carry-out', 'c', '--carry-keep', 'soon'], '--carry-keep wants a duration'],
+    [['--max-per-domain', '5', '--carry', 'c'], "required option '--carry-out"],
+  ] as const) {
+    const r = runBin('limit-domains', [...args], '', scratch());
+    assert.equal(r.status, 2, r.stderr);
+    assert.ok(r.stderr.includes(msg), r.stderr);
+  }
+});
