@@ -16,14 +16,15 @@ export class OutputClosed extends Error {
  * Gathers output, text or bytes, in a buffer and hands it to the stream in large
  * writes (64 KiB). Stages call `write()` freely, or write bytes straight into
  * `buf` after `reserve()` (it is a ByteSink); between input chunks they `await
- * flushIfFull()`, which waits only when the stream asked for a pause. On Linux,
- * stdout writes to pipes and files are synchronous, so memory stays bounded even
- * within one chunk.
+ * flushIfFull()`, which waits only while the stream asks for a pause. Whether it
+ * does is asked of the stream at that moment (`writableNeedDrain`), never
+ * remembered from a write: a pipe (non-blocking, written asynchronously) may drain
+ * while the stage awaits something else, such as a database's answer, and the
+ * 'drain' it then emits is not emitted again.
  */
 export class Output implements ByteSink {
   buf: Buffer;
   pos = 0;
-  private needDrain = false;
   private error: Error | null = null;
   closed = false;
 
@@ -66,14 +67,15 @@ export class Output implements ByteSink {
   /** Call between input chunks: waits only if the stream is full. */
   flushIfFull(): Promise<void> | undefined {
     if (this.error || this.closed) this.check();
-    return this.needDrain ? this.flush() : undefined;
+    return this.stream.writableNeedDrain ? this.flush() : undefined;
   }
 
   /** Writes out everything gathered, waiting for the stream to drain if it is full. */
   async flush(): Promise<void> {
     this.check();
     this.hand();
-    if (this.needDrain) {
+    // Asked now: a 'drain' that came before this call does not come again.
+    while (this.stream.writableNeedDrain && !this.closed && !this.error) {
       await new Promise<void>((resolve) => {
         const done = () => {
           this.stream.off('drain', done);
@@ -85,7 +87,6 @@ export class Output implements ByteSink {
         this.stream.on('error', done);
         this.stream.on('close', done);
       });
-      this.needDrain = false;
     }
     this.check();
   }
@@ -125,7 +126,7 @@ export class Output implements ByteSink {
 
   private send(bytes: Buffer): void {
     if (this.closed || bytes.length === 0) return;
-    if (!this.stream.write(bytes)) this.needDrain = true;
+    this.stream.write(bytes);
   }
 
   private check(): void {
