@@ -55,7 +55,10 @@ test('explain: a sent URL, then held once its queue file is taken, a new one and
   assert.equal(sent!.domain, domain);
   assert.equal(sent!.owner?.id, Number(y));
   assert.ok(sent!.sent_in.includes(queueFile), JSON.stringify(sent!.sent_in));
-  assert.match(sent!.verdict, new RegExp(`^sent in 2011072807 to Yacobot ${y}\\b`));
+  // The job's now is hour 07's (the end of its hour): the URL, seen in it, is held back.
+  assert.deepEqual(sent!.as_of, { run: '2011072807', now: '20110728080000' });
+  assert.equal(sent!.sent_timestamp, firstRecord(queueFile)[1]);
+  assert.equal(sent!.verdict, `sent in 2011072807 to Yacobot ${y}; held back in 2011072807; due again at ${plus(firstRecord(queueFile)[1]!, 3600)}`);
 
   // The Yacobots take their queue files away: current_log still holds the URL.
   fs.rmSync(path.join(dir, 'var/queue'), { recursive: true });
@@ -65,7 +68,7 @@ test('explain: a sent URL, then held once its queue file is taken, a new one and
   assert.equal(held!.current?.timestamp, current[1]);
   assert.equal(held!.current?.hits, current[3]);
   assert.equal(held!.current?.due_at, plus(current[1]!, 3600));
-  assert.equal(held!.verdict, `held until ${plus(current[1]!, 3600)}`);
+  assert.equal(held!.verdict, `held back in 2011072807; due again at ${plus(current[1]!, 3600)}`);
 
   // A URL never seen, on a domain without owner and on one with.
   const db = new Database(path.join(dir, 'var/state/partner.db'), { readonly: true });
@@ -81,6 +84,67 @@ test('explain: a sent URL, then held once its queue file is taken, a new one and
   assert.equal(ownedNew!.owner?.id, owned.yacobot_id);
   assert.equal(ownedNew!.pick, null);
   assert.match(ownedNew!.verdict, new RegExp(`^new: goes out when next seen, to Yacobot ${owned.yacobot_id} `));
+});
+
+/** A URL of hour 06's queue files that hour 07 did not send, with its queue file and the record's timestamp. */
+function sentOnlyIn06(dir: string): { url: string; file: string; ts: string; y: string } {
+  const queue = path.join(dir, 'var/queue');
+  const in07 = new Set<string>();
+  for (const y of fs.readdirSync(queue)) {
+    const f = path.join(queue, y, '2011072807.tsv');
+    if (fs.existsSync(f)) for (const l of fs.readFileSync(f, 'utf8').split('\n').filter(Boolean)) in07.add(l.split('\t')[0]!);
+  }
+  for (const y of fs.readdirSync(queue).sort()) {
+    const file = path.join(queue, y, '2011072806.tsv');
+    const rec = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => l.split('\t')).find((f) => !in07.has(f[0]!));
+    if (rec) return { url: rec[5]!, file, ts: rec[1]!, y };
+  }
+  throw new Error('every URL of hour 06 came again in hour 07');
+}
+
+test('explain: verdicts as of the job now: due again once its time has passed, then forgotten, with the time', () => {
+  const dir = newJob('ms-explain-now-');
+  deliver(dir, '2011072806');
+  deliver(dir, '2011072807');
+  assert.equal(runJob(dir, ['--keep', '10h']).status, 0);
+  const a = sentOnlyIn06(dir);
+  // Hour 07's now (08:00:00) is past the URL's due time (its 06 timestamp + 1h) and before it is forgotten (+ 10h).
+  const [due] = explain(dir, [a.url]);
+  assert.equal(due!.current?.due_at, plus(a.ts, 3600));
+  assert.equal(due!.current?.kept_until, plus(a.ts, 36000));
+  assert.equal(due!.verdict, `sent in 2011072806 to Yacobot ${a.y}; due again since ${plus(a.ts, 3600)}: its next sighting is sent`);
+
+  // Hour 18 (now 19:00:00) forgets what was last seen before 09:00:00.
+  fs.writeFileSync(path.join(dir, 'var/inbox/2011072818.reflog'), '1\t1\t20110728180000\t1\thttp://hour18.example/\t1\n');
+  assert.equal(runJob(dir, ['--keep', '10h']).status, 0);
+  const [gone] = explain(dir, [a.url]);
+  assert.equal(gone!.current, null);
+  assert.deepEqual(gone!.as_of, { run: '2011072818', now: '20110728190000' });
+  assert.equal(gone!.verdict, `sent in 2011072806 to Yacobot ${a.y}; forgotten at ${plus(a.ts, 36000)}: its next sighting is sent as new`);
+});
+
+test('explain: a URL analyze-dump refuses that no reflog brought: never seen; would be rejected', () => {
+  const dir = twoHours('ms-explain-never-');
+  const [never, tab] = explain(dir, ['ftp://never.example/x', 'http://a.example/\tx']);
+  assert.deepEqual(never!.rejected_in, []);
+  assert.equal(never!.verdict, 'never seen; would be rejected: unsupported scheme: ftp');
+  assert.equal(tab!.verdict, 'never seen; would be rejected: bad URL: contains a TAB or a line break');
+});
+
+test('explain: a URL rejected on many lines lists the first 10 and counts the rest', () => {
+  const dir = newJob('ms-explain-cap-');
+  const bad = Array.from({ length: 25 }, (_, i) => `1\t1\t20110728069${String(i).padStart(3, '0')}\t1\thttp://broken/\t1\n`);
+  fs.writeFileSync(path.join(dir, 'var/inbox/2011072806.reflog'), '1\t1\t20110728060000\t1\thttp://fine.example/\t1\n' + bad.join(''));
+  assert.equal(runJob(dir, ['--max-reject-ratio', '1']).status, 0);
+  const [e] = explain(dir, ['http://broken/']);
+  assert.equal(e!.rejected_in.length, 10);
+  assert.deepEqual(e!.rejected_in.map((r) => r.line), [2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+  assert.equal(e!.rejected_more, 15);
+  assert.match(e!.verdict, /^rejected: bad timestamp/);
+  const human = runRunner(dir, ['explain', 'http://broken/']);
+  assert.equal(human.status, 0, human.stderr);
+  assert.equal(human.stdout.match(/^  rejected in: .*:\d+: bad timestamp/gm)?.length, 10);
+  assert.match(human.stdout, /\n  rejected in: 15 more line\(s\) not listed\n  verdict: rejected: bad timestamp/);
 });
 
 test('explain: a rejected URL names the rejects file, line and reason; a URL analyze-dump refuses says why', () => {
@@ -123,7 +187,7 @@ test('explain: reads only, takes no lock: the same files after it, and it answer
     const r = runRunner(dir, ['explain', 'http://example.com/', 'ftp://x/']);
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stdout, /^http:\/\/example\.com\/\n  url: http:\/\/example\.com\/\n/);
-    assert.match(r.stdout, /  verdict: rejected: unsupported scheme: ftp\n$/);
+    assert.match(r.stdout, /  verdict: never seen; would be rejected: unsupported scheme: ftp\n$/);
   } finally {
     process.kill(-holder.pid!, 'SIGKILL');
   }

@@ -5,12 +5,16 @@ import * as path from 'node:path';
 import { DEFAULT_MAX_URL_BYTES, loadUrlHash, type UrlHash, type UrlOptions } from '../core/url.js';
 import { analyzeLine } from '../stages/analyze-dump.js';
 import { formatTimestamp, timestampToMs } from '../core/time.js';
-import { eachReject, findById, idsInFile } from './find-url.js';
+import { jobNow, verdictOf, yacobotName, type JobNow } from './explain-verdict.js';
+import { eachReject, findById, idsInFile, recordById } from './find-url.js';
 import { lastCommittedRun } from './last-invocation.js';
 import { PROG, type RunnerOptions } from './options.js';
 import { PartnerView, type YacobotRef } from './partners.js';
 import type { Timeouts } from '../core/store.js';
 import type { SubArgs } from './subcommand.js';
+
+/** The rejected lines listed per URL; the rest are counted. */
+export const MAX_REJECT_LINES = 10;
 
 export const EXPLAIN_USAGE = `Usage: ${PROG} explain [--json] [options] URL...
 
@@ -24,11 +28,17 @@ For each URL, what the job knows of it:
                     forgotten (kept_until: timestamp + keep), or null
   sent_in           the queue files still on disk that hold it
   rejected_in       the rejects files (STATE/rejects/) that hold its line,
-                    with the reflog line number and the reason
-  verdict           one line: sent in RUN to Yacobot N / held until T (a
-                    sighting before T is held, one from T on or with a new
-                    updatetag is sent) / new: goes out when next seen /
-                    rejected: REASON
+                    with the reflog line number and the reason: the first
+                    ${MAX_REJECT_LINES}, and rejected_more: how many more
+  as_of             the job's now: the committed run current_log stands at
+                    (run, now), or null before the first
+  verdict           one line, as of the job's now: sent in RUN to Yacobot N;
+                    then held back in RUN; due again at T (a sighting before
+                    T is held, one from T on or with a new updatetag is sent)
+                    / due again since T: its next sighting is sent /
+                    forgotten at T: its next sighting is sent as new; else
+                    new: goes out when next seen / rejected: REASON /
+                    never seen; would be rejected: REASON
 
 Reads only and takes no lock: safe beside a running invocation. Times are
 YYYYMMDDhhmmss in local time, as in the reflog.
@@ -61,7 +71,13 @@ export interface Explained {
   pick: YacobotRef | null;
   current: CurrentEntry | null;
   sent_in: string[];
+  /** The timestamp of its record in the newest of sent_in, or null. */
+  sent_timestamp: string | null;
+  /** The first MAX_REJECT_LINES rejected lines that hold it. */
   rejected_in: { file: string; line: number; reason: string }[];
+  /** How many more rejected lines hold it. */
+  rejected_more: number;
+  as_of: JobNow | null;
   verdict: string;
 }
 
@@ -88,16 +104,17 @@ export async function explainUrls(o: RunnerOptions, raws: readonly string[]): Pr
   const hash = await loadUrlHash();
   const last = lastCommittedRun(o.state);
   const settings = { keepMs: last?.keep_ms ?? o.keepMs, resendMs: last?.resend_after_ms ?? o.resendAfterMs };
+  const asOf = jobNow(o.state, settings.keepMs);
   const out: Explained[] = raws.map((input) => {
     const c = canonicalOf(input, hash);
     const known = 'invalid' in c ? { url: null, id: null, domain: null, invalid: c.invalid } : { url: c.url, id: c.id, domain: c.domain, invalid: null };
-    return { input, ...known, owner: null, pick: null, current: null, sent_in: [], rejected_in: [], verdict: '' };
+    return { input, ...known, owner: null, pick: null, current: null, sent_in: [], sent_timestamp: null, rejected_in: [], rejected_more: 0, as_of: asOf, verdict: '' };
   });
   await withOwners(o.db, out, o.dbTimeouts);
   for (const e of out) if (e.id !== null) e.current = currentEntry(path.join(o.state, 'current_log'), e.id, settings);
   findSent(o.queueDir, out);
   await findRejected(path.join(o.state, 'rejects'), out, hash);
-  for (const e of out) e.verdict = verdictOf(e);
+  for (const e of out) e.verdict = verdictOf(e, asOf, settings.keepMs);
   return out;
 }
 
@@ -141,6 +158,18 @@ function findSent(queueDir: string, out: Explained[]): void {
     }
   }
   for (const e of out) e.sent_in.sort((a, b) => (path.basename(a) < path.basename(b) ? -1 : path.basename(a) > path.basename(b) ? 1 : 0));
+  for (const e of out) e.sent_timestamp = sentTimestamp(e);
+}
+
+/** The timestamp of the URL's record in the newest queue file that holds it, or null. */
+function sentTimestamp(e: Explained): string | null {
+  const newest = e.sent_in.at(-1);
+  if (newest === undefined || e.id === null) return null;
+  try {
+    return recordById(newest, e.id)?.[1] ?? null;
+  } catch {
+    return null; // taken away by its Yacobot meanwhile
+  }
 }
 
 /** The entries of directory `dir`, sorted; none when it cannot be read. */
@@ -152,7 +181,7 @@ function dirNames(dir: string): string[] {
   }
 }
 
-/** Fills rejected_in: the lines of STATE/rejects/*.tsv and rejects/failed/*.tsv whose URL is the input or has its id. */
+/** Fills rejected_in (the first MAX_REJECT_LINES) and rejected_more: the lines of STATE/rejects/*.tsv and rejects/failed/*.tsv whose URL is the input or has its id. */
 async function findRejected(dir: string, out: Explained[], hash: UrlHash): Promise<void> {
   const files = [...dirNames(dir).map((f) => path.join(dir, f)), ...dirNames(path.join(dir, 'failed')).map((f) => path.join(dir, 'failed', f))];
   const ids = new Map<string, string | null>();
@@ -161,7 +190,8 @@ async function findRejected(dir: string, out: Explained[], hash: UrlHash): Promi
       if (r.url === null) return;
       for (const e of out) {
         if (r.url !== e.input && (e.id === null || idOfReject(r.url, ids, hash) !== e.id)) continue;
-        e.rejected_in.push({ file, line: r.line, reason: r.reason });
+        if (e.rejected_in.length < MAX_REJECT_LINES) e.rejected_in.push({ file, line: r.line, reason: r.reason });
+        else e.rejected_more++;
       }
     });
   }
@@ -178,27 +208,6 @@ function idOfReject(url: string, seen: Map<string, string | null>, hash: UrlHash
   return id;
 }
 
-/** The one-line verdict. */
-export function verdictOf(e: Explained): string {
-  // A sighting before due_at is held, one from due_at on (or with a new updatetag) is sent.
-  const held = e.current === null ? null : `held until ${e.current.due_at}`;
-  const newest = e.sent_in.at(-1);
-  if (newest !== undefined) {
-    const sent = `sent in ${path.basename(newest, '.tsv')} to Yacobot ${path.basename(path.dirname(newest))}`;
-    return held ? `${sent}; ${held}` : sent;
-  }
-  if (held !== null) return held;
-  const rejected = e.invalid ?? e.rejected_in.at(-1)?.reason;
-  if (rejected !== undefined) return `rejected: ${rejected}`;
-  const to = (y: YacobotRef | null) => (y === null ? 'no active Yacobot' : yacobotName(y));
-  return `new: goes out when next seen, to ${e.owner !== null ? to(e.owner) : `${to(e.pick)} (least-loaded pick now)`}`;
-}
-
-/** "Yacobot ID (NAME)". */
-function yacobotName(y: YacobotRef): string {
-  return `Yacobot ${y.id}${y.name ? ` (${y.name})` : ''}`;
-}
-
 /** The explanation for a person, one field a line. */
 export function humanExplained(e: Explained): string {
   const lines = [`${e.input}`];
@@ -209,6 +218,7 @@ export function humanExplained(e: Explained): string {
   lines.push(c ? `  current: ${c.timestamp}, updatetag '${c.updatetag}', ${c.hits} hits; due again ${c.due_at}, forgotten ${c.kept_until}` : '  current: not in current_log');
   for (const f of e.sent_in) lines.push(`  sent in: ${f}`);
   for (const r of e.rejected_in) lines.push(`  rejected in: ${r.file}:${r.line}: ${r.reason}`);
+  if (e.rejected_more > 0) lines.push(`  rejected in: ${e.rejected_more} more line(s) not listed`);
   lines.push(`  verdict: ${e.verdict}`);
   return lines.join('\n') + '\n';
 }

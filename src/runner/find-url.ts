@@ -89,6 +89,29 @@ export function idsInFile(file: string, ids: readonly string[]): Set<string> {
   return found;
 }
 
+/** The fields of the first line of `file` (a stream of URL records, any order) whose id is `id`, or null; read in chunks. */
+export function recordById(file: string, id: string): string[] | null {
+  const needle = Buffer.from(`\n${id}\t`, 'latin1');
+  const fd = fs.openSync(file, 'r');
+  try {
+    // From the last LF read on (the file's first line counts as one after an LF).
+    let window = Buffer.from('\n');
+    const buf = Buffer.alloc(1 << 20);
+    for (;;) {
+      const got = fs.readSync(fd, buf, 0, buf.length, null);
+      window = Buffer.concat([window, buf.subarray(0, got)]);
+      const at = window.indexOf(needle);
+      const end = at < 0 ? -1 : window.indexOf(10, at + 1);
+      if (at >= 0 && (end >= 0 || got === 0)) return window.subarray(at + 1, end >= 0 ? end : window.length).toString('utf8').split('\t');
+      if (got === 0) return null;
+      // Not found, or found with its line not yet whole: keep from the last LF before it.
+      if (at < 0) window = window.subarray(window.lastIndexOf(10));
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 /** One line of a rejects file: its reflog line number, the reason, and the URL field of the original line. */
 export interface RejectLine {
   line: number;

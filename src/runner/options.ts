@@ -201,7 +201,7 @@ wrong), which status reads:
   explain   what the job knows of each URL: canonical form, id, domain, owner
             (or the Yacobot least-loaded would pick now), current_log's entry
             and when it is due again, the queue files and rejects files that
-            hold it, and a one-line verdict; --json prints an array
+            hold it, and a verdict as of the last run; --json for an array
 Both take the options above (--config too) after their name, read only, and
 take no lock: safe beside a running invocation.
 
