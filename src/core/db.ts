@@ -7,7 +7,7 @@ import { domainToASCII } from 'node:url';
 import type BetterSqlite3 from 'better-sqlite3';
 import { DataError, clipText, ioError, shellQuote } from './errors.js';
 import { parseCount } from './numbers.js';
-import { withoutTrailingDot } from './host.js';
+import { domainTooLong, withoutTrailingDot } from './host.js';
 import { loadBetterSqlite3 } from './cjs.js';
 
 const Database = loadBetterSqlite3();
@@ -589,7 +589,7 @@ function trimBlanks(s: string): string {
  * records carry: drops the spaces and tabs at its ends, then parses it as the URL
  * parser parses a host, and drops one trailing dot as canonicalize does. Every domain
  * a record can carry comes back unchanged. Returns the domain, or an error message
- * for something that is no host.
+ * for something that is no host or is longer than MAX_DOMAIN_BYTES.
  */
 export function normalizeDomain(text: string): { domain: string } | { error: string } {
   // Not trim(): it also drops a no-break space (or U+3000, ...), and '\u00a0.de', which
@@ -610,7 +610,9 @@ export function normalizeDomain(text: string): { domain: string } | { error: str
   const ascii = /[/?#\\]/.test(d) ? '' : domainToASCII(d);
   if (ascii === '') return { error: `bad domain '${clipText(d)}'` };
   // After the mapping: a trailing '。' is a trailing dot too.
-  return { domain: withoutTrailingDot(ascii) };
+  const domain = withoutTrailingDot(ascii);
+  const long = domainTooLong(domain);
+  return long === null ? { domain } : { error: `domain too long (${long}): '${clipText(domain)}'` };
 }
 
 /**

@@ -12,3 +12,16 @@ export function withoutTrailingDot(host: string): string {
   const n = host.length;
   return n > 1 && host.charCodeAt(n - 1) === 46 && host.charCodeAt(n - 2) !== 46 ? host.slice(0, -1) : host;
 }
+
+/**
+ * The longest domain a record may carry and the partner database stores, in bytes
+ * (ASCII: hosts are punycode): DNS's limit for a host name. The same on both
+ * backends, well under PostgreSQL's btree key limit (2704 bytes), which a longer
+ * key failed every retry of its hour with.
+ */
+export const MAX_DOMAIN_BYTES = 253;
+
+/** Why `domain` cannot be stored, or null: longer than MAX_DOMAIN_BYTES. */
+export function domainTooLong(domain: string): string | null {
+  return domain.length > MAX_DOMAIN_BYTES ? `${domain.length} bytes, max ${MAX_DOMAIN_BYTES}` : null;
+}

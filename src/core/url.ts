@@ -4,7 +4,7 @@ import xxhash from 'xxhash-wasm';
 import { TAB, putHex32 } from './bytes.js';
 import { BytesIndex } from './bytesindex.js';
 import { loadTldts } from './cjs.js';
-import { withoutTrailingDot } from './host.js';
+import { domainTooLong, withoutTrailingDot } from './host.js';
 
 const { getDomain } = loadTldts();
 
@@ -37,7 +37,7 @@ export const DEFAULT_MAX_URL_BYTES = 8192;
  * Canonical form of an absolute http(s) URL: WHATWG serialization without the
  * fragment, with the optional query rewriting; and its domain (domainOfHost, or with
  * domainMode 'host' the host less one trailing dot). Returns a Reject for anything
- * that is not such a URL.
+ * that is not such a URL, and for a domain over MAX_DOMAIN_BYTES.
  */
 export function canonicalize(raw: string, opts: UrlOptions): CanonicalUrl | Reject {
   if (raw.length > opts.maxUrlBytes || (raw.length * 3 > opts.maxUrlBytes && Buffer.byteLength(raw) > opts.maxUrlBytes)) {
@@ -74,7 +74,10 @@ export function canonicalize(raw: string, opts: UrlOptions): CanonicalUrl | Reje
     // The serialization is ASCII (WHATWG percent-encodes the rest), so length is bytes.
     return { reason: 'URL too long', detail: `canonical form ${url.length} bytes, max ${opts.maxUrlBytes}` };
   }
-  return { url, domain: opts.domainMode === 'host' ? withoutTrailingDot(host) : domainOfHost(host) };
+  const domain = opts.domainMode === 'host' ? withoutTrailingDot(host) : domainOfHost(host);
+  const long = domainTooLong(domain);
+  if (long !== null) return { reason: 'domain too long', detail: long };
+  return { url, domain };
 }
 
 /**
