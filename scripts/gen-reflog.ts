@@ -1,15 +1,19 @@
 // Synthetic reflog generator for the benchmark: reproducible (seeded), with the skew
 // of real ad-network traffic. Usage:
-//   node dist/scripts/gen-reflog.js --lines N --hour H [--seed S] [--flood] [--out FILE]
+//   node dist/scripts/gen-reflog.js --lines N --hour H [--seed S] [--flood | --messy] [--out FILE]
 // Shape: Zipf-like domains and pages; about 40% of lines are long-tail pages seen
 // once; popular pages repeat within the hour and across hours (the page pool does
 // not depend on the hour); about 0.2% bad lines; a header line first; a share of
 // URLs that canonicalization changes (upper-case host, default port, fragment,
-// dot segments, IDN hosts). With --flood, every line is on a new domain of its own.
+// dot segments, IDN hosts). With --flood, every line is on a new domain of its own. With
+// --messy, the URLs are spelled every way URL parsers of different releases may disagree
+// on (IDNA deviation characters, every ASCII punctuation mark, percent-encodings, odd
+// hosts), drawn from a pool that does not depend on the hour.
 import * as fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { intOption, runAdmin } from '../src/cli/admin.js';
 import { UsageError, ioError } from '../src/core/errors.js';
+import { prng } from './prng.js';
 
 export interface GenOptions {
   lines: number;
@@ -18,6 +22,8 @@ export interface GenOptions {
   seed: number;
   /** Every line on a domain of its own that no other hour or bench table holds (a flood of new domains). */
   flood?: boolean;
+  /** Messy URLs (messyUrl) instead of the benchmark's pages. */
+  messy?: boolean;
 }
 
 /**
@@ -109,6 +115,42 @@ function noisy(scheme: string, host: string, path: string, rng: Rng): string {
   return url;
 }
 
+const MESSY_LABELS = ['shop', 'straße', 'STRAẞE', 'faß', 'ẞ', 'ss', 'σοφός', 'ΣΟΦΟΣ', 'a\u200db', 'ab\u200c', 'क्\u200d', 'пример', 'ПРИМЕР', 'xn--strae-oqa', 'xn--zca', 'xn--ab', '١٢٣', 'a٠', 'ǅ', 'ﬀ', '①', 'Ⅸ', 'é', 'e\u0301', 'a_b', 'a~b', '-x', 'x-', 'ab--c', '例え', '😀'];
+const MESSY_TLDS = ['de', 'com', 'ru', 'рф', 'gr', 'co.uk', 'DE', 'xn--p1ai', 'com.', 'blogspot.com'];
+const MESSY_PATH = ['é', 'ẞ', 'ß', '\u00a0', '%', '%41', '%7e', '%zz', '%C3%9F', '..', '.', '%2e', '%2E%2e', '\\', ' ', '"', "'", '<', '>', '`', '{', '}', '|', '^', '[', ']', '@', ':', ';', '=', '&', '+', ',', '$', '!', '*', '(', ')', '~', '_', '-'];
+
+/** A seeded choice in a list. */
+const pickOf = <T>(r: () => number, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
+
+/** A text of 1 to 4 pieces of `xs` and letters. */
+function messyText(r: () => number, xs: readonly string[]): string {
+  let s = '';
+  for (let k = 1 + Math.floor(r() * 4); k > 0; k--) s += r() < 0.5 ? pickOf(r, xs) : String.fromCharCode(97 + Math.floor(r() * 26));
+  return s;
+}
+
+/** The percent-encoding of `s`'s UTF-8 bytes. */
+const percentAll = (s: string) => [...Buffer.from(s)].map((b) => `%${b.toString(16).toUpperCase().padStart(2, '0')}`).join('');
+
+/** Messy URL `i` of the pool (the same in every hour): an odd host, path, query and fragment. */
+function messyUrl(i: number): string {
+  const r = prng(mix(i ^ 0x3c6ef372));
+  let host = `${pickOf(r, MESSY_LABELS)}${r() < 0.5 ? i % 97 : ''}`;
+  if (r() < 0.3) host = `${pickOf(r, MESSY_LABELS)}.${host}`;
+  host = `${host}.${pickOf(r, MESSY_TLDS)}`;
+  if (r() < 0.1) host = percentAll(host);
+  else if (r() < 0.1) host = host.toUpperCase();
+  const scheme = r() < 0.1 ? 'HTTP' : r() < 0.3 ? 'https' : 'http';
+  const slashes = r() < 0.05 ? ':\\\\' : '://';
+  const user = r() < 0.03 ? 'u:p@' : '';
+  const port = r() < 0.05 ? ':80' : r() < 0.05 ? ':8080' : '';
+  let path = '';
+  for (let k = Math.floor(r() * 4); k > 0; k--) path += `/${messyText(r, MESSY_PATH)}`;
+  const query = r() < 0.4 ? `?${messyText(r, MESSY_PATH)}=${messyText(r, MESSY_PATH)}` : '';
+  const frag = r() < 0.1 ? `#${messyText(r, MESSY_PATH)}` : '';
+  return `${scheme}${slashes}${user}${host}${port}${path}${query}${frag}`.replace(/[\t\r\n]/g, '');
+}
+
 const BAD = [
   (ts: string, url: string) => `1\t5\t${ts.slice(0, 13)}x\t7\t${url}\t1`,
   (ts: string, url: string) => `1\t5\t${ts}\t7\t${url}\t-3`,
@@ -141,7 +183,9 @@ export function generateReflog(fd: number, o: GenOptions): number {
     const kind = rng.next();
     let url: string;
     let tag = '';
-    if (o.flood) {
+    if (o.messy) {
+      url = messyUrl(zipf(rng.next(), pool));
+    } else if (o.flood) {
       url = noisy('http', floodDomain(n, o.hour), `/${SECTIONS[n % SECTIONS.length]}/${n.toString(36)}`, rng);
     } else if (kind < 0.4) {
       const dom = domainOf(zipf(rng.next(), N_DOMAINS));
@@ -192,6 +236,7 @@ function main(argv: string[]): Promise<never> {
       .option('--hour <H>', 'hour of the run, from 1 (hour 1 is 2011-07-28 05:00)', intOption('--hour', 1, 100_000), 1)
       .option('--seed <S>', 'seed of the generator', intOption('--seed', 0), 1)
       .option('--flood', 'every line on a new domain of its own (an hour that floods the partner table)')
+      .option('--messy', 'messy URLs, spelled every way URL parsers of different releases may disagree on')
       .option('--out <FILE>', 'write here instead of stdout')
       .action((o: GenOptions & { out?: string }) => {
         const where = o.out ?? 'stdout';

@@ -10,6 +10,7 @@ import { pathToFileURL } from 'node:url';
 import { spawnSync } from 'node:child_process';
 import { ROOT, RUNNER, madeDb, runRunner, scratch, hasStackTrace, testEnv } from './lib/run.js';
 import { runsJsonl, snapshot } from './lib/runner-state.js';
+import { keyedByHere } from '../src/runner/rekey.js';
 
 const YACOBOTS = [
   ['add', 'alpha'],
@@ -63,6 +64,7 @@ test('settings are state: a run without the cron\'s --keep exits 2 before any st
     keep: '10h',
     resend_after: '1h',
     run: '2011072808',
+    keyed_by: keyedByHere(),
   });
   hour(dir, '2011072809', 20, 900);
   const before = state(dir);

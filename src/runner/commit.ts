@@ -21,7 +21,8 @@
 //   2. current_log rename the staged file over STATE/current_log
 //                 (skipped when the staged file is gone: renamed before a crash);
 //                 STATE/current_log.last is made a hard link of the new current_log.
-//   2b. settings  write the run's --keep and --resend-after to STATE/settings.json.
+//   2b. settings  write the run's --keep and --resend-after to STATE/settings.json,
+//                 with what keyed its URLs (the parser and keying options, rekey.ts).
 //   3. rejects    rename staged rejects to STATE/rejects/RUN.tsv; with none, remove
 //                 a STATE/rejects/RUN.tsv an earlier commit of the name left (that
 //                 file is the last committed run's). Then remove the rejects of a
@@ -67,6 +68,7 @@ import {
 import { REFLOG_EXT, failedRejects, keptRejects, type RunRecord } from './plan.js';
 import { reflogIdentity, sameFile, type ReflogIdentity } from './pipeline.js';
 import { currentLogLink, settingsFile, settingsText } from './settings.js';
+import type { KeyedBy } from './rekey.js';
 
 /** Everything the publish needs, recorded in the COMMIT marker (absolute paths). */
 export interface CommitPlan {
@@ -90,6 +92,8 @@ export interface CommitPlan {
   /** Staged queue files: QUEUE/<yacobot>/<RUN>.tsv comes from <staging>/work/queue/<yacobot>/<RUN>.tsv. */
   queue: { yacobot: string; urls: number }[];
   record: RunRecord;
+  /** What keyed the run's URLs (rekey.ts), stored with its settings; absent in markers of runners before it. */
+  keyedBy?: KeyedBy;
 }
 
 /** A named, idempotent publish step. */
@@ -576,7 +580,7 @@ function settingsStep(plan: CommitPlan): Step {
     run() {
       const { run, keep_ms, resend_after_ms } = plan.record;
       // A marker of a runner before keep_ms was recorded: the settings stay as they were.
-      if (Number.isSafeInteger(keep_ms) && Number.isSafeInteger(resend_after_ms)) writeFileDurable(settingsFile(plan.state), settingsText({ run, keep_ms, resend_after_ms }));
+      if (Number.isSafeInteger(keep_ms) && Number.isSafeInteger(resend_after_ms)) writeFileDurable(settingsFile(plan.state), settingsText({ run, keep_ms, resend_after_ms, keyed_by: plan.keyedBy }));
     },
   };
 }

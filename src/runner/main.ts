@@ -15,6 +15,7 @@ import { countLines, appendRecordOnce, exists, lastRecord, mkdirDurable, symlink
 import { prepareQueues, publish, readCommit, removePrepared, writeCommit, stagedQueueFile, type CommitHooks, type CommitPlan } from './commit.js';
 import { acquireLock, Locked } from './lock.js';
 import { missingCurrentLog, settingsRefusal, storedSettings } from './settings.js';
+import { keyedByHere, rekeyBeforeHour, type RekeyReport } from './rekey.js';
 import { queueNameFor, resentOf, setAside } from './resent.js';
 import { removeOld } from './retention.js';
 import { formatDuration } from '../core/time.js';
@@ -762,6 +763,8 @@ interface ChainResult {
   reflogFile: ReflogIdentity | null;
   reflogLink: ReflogIdentity | null | undefined;
   head: Buffer | null;
+  /** current_log re-keyed before the chain (rekey.ts). */
+  rekeyed?: RekeyReport;
 }
 
 /** Runs and commits one reflog; returns its record (status failed: nothing was published), or null when a signal stopped it before its commit. */
@@ -773,6 +776,7 @@ async function runOne(run: RunContext): Promise<RunRecord | null> {
   const stages: Record<string, Record<string, unknown>> = {};
   for (const s of chain.outcomes) stages[s.name] = stageCounts(s);
   const record = newRecord(run, rj, started, stages);
+  if (chain.rekeyed !== undefined) record.rekeyed = chain.rekeyed;
   // From here to the end of publish() nothing awaits: a later signal is seen after the commit.
   if (run.signalled()) return null; // the caller stops; the staging area stays for the next invocation
   const failed = (step: string, error: string) => failRun(run, rj, record, seconds, step, error);
@@ -829,8 +833,11 @@ async function runChain({ o, log, p, lockFd, hooks, signalled }: RunContext, rj:
   const lost = memoryLost(o, log, p.name);
   try {
     if (lost !== null) return { outcomes: [{ name: 'current_log', exit: 1, summary: null, messages: [lost] }], reflogFile: null, reflogLink: undefined, head: null };
+    const rekey = await rekeyBeforeHour(o, log, p);
+    if (rekey !== null && 'error' in rekey) return { outcomes: [{ name: 'rekey', exit: 1, summary: null, messages: [rekey.error] }], reflogFile: null, reflogLink: undefined, head: null };
+    hooks.beforeStep?.(p.name, 'rekey');
     const r = await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain'));
-    return { outcomes: r.outcomes, reflogFile: r.reflog, reflogLink: r.reflogLink, head: r.head };
+    return { outcomes: r.outcomes, reflogFile: r.reflog, reflogLink: r.reflogLink, head: r.head, ...(rekey !== null && { rekeyed: rekey.report }) };
   } finally {
     stopDisplay();
   }
@@ -980,6 +987,7 @@ function commitRun(
     backlogWarn: o.backlogWarn,
     queue,
     record,
+    keyedBy: keyedByHere(),
   };
   try {
     prepareQueues(plan);

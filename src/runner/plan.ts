@@ -2,6 +2,7 @@
 // and "now"; the stage command lines; reading stage logs; the runs.jsonl record
 // and the human summary. No processes, no file system.
 import * as path from 'node:path';
+import type { RekeyReport } from './rekey.js';
 import { clipText, hasControl, shellQuote, visibleName } from '../core/errors.js';
 import { formatDuration, formatTimestamp, isValidTimestamp, timestampToMs } from '../core/time.js';
 import { UNTERMINATED_WARNING } from '../core/records.js';
@@ -195,6 +196,8 @@ export interface RunPaths {
   logs: string;
   queue: string;
   currentNext: string;
+  /** The current_log join-current reads: STATE/current_log, or its re-keyed copy in work/ (rekey.ts). */
+  currentIn: string;
   rejects: string;
   /** STATE/rejects/RUN.tsv, where the staged rejects are kept. */
   rejectsKept: string;
@@ -218,6 +221,7 @@ export function runPaths(o: Pick<RunnerOptions, 'inbox' | 'state'>, name: string
     logs: path.join(work, 'log'),
     queue: path.join(work, 'queue'),
     currentNext: path.join(work, 'current_log'),
+    currentIn: path.join(o.state, 'current_log'),
     rejects: path.join(work, 'rejects.tsv'),
     rejectsKept: keptRejects(o.state, name),
     rejectsFailed: failedRejects(o.state, name),
@@ -260,7 +264,7 @@ export function chainOf(o: RunnerOptions, p: RunPaths, now: string): StageCmd[] 
   return [
     { name: 'analyze-dump', args: ad },
     { name: 'group-sum', args: [] },
-    { name: 'join-current', args: ['--current', path.join(o.state, 'current_log')] },
+    { name: 'join-current', args: ['--current', p.currentIn] },
     { name: 'filter-url', args: fu },
     { name: 'upload-domains', args: [...o.dbArgs, '--now', now, '--tmp', p.tmp] },
     { name: 'logsaver', args: ['--queue-dir', p.queue, '--name', p.queueName] },
@@ -571,6 +575,8 @@ export interface RunRecord {
   backlog_warn?: string[];
   /** The name of the queue files when it is not the run's: a replay beside untaken files of the run's name. */
   queue_name?: string;
+  /** current_log re-keyed before the hour for another URL parser (rekey.ts). */
+  rekeyed?: RekeyReport;
 }
 
 /**

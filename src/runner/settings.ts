@@ -25,10 +25,13 @@ export function currentLogLink(state: string): string {
   return path.join(state, 'current_log.last');
 }
 
-/** The text of settings.json (one JSON line) for the settings a committed run used. */
-export function settingsText(record: { run: string; keep_ms: number; resend_after_ms: number }): string {
-  const { run, keep_ms, resend_after_ms } = record;
-  return JSON.stringify({ keep_ms, resend_after_ms, keep: formatDuration(keep_ms), resend_after: formatDuration(resend_after_ms), run }) + '\n';
+/**
+ * The text of settings.json (one JSON line) for the settings a committed run used, and
+ * what keyed its URLs (rekey.ts's KeyedBy; absent from a marker of a runner before it).
+ */
+export function settingsText(record: { run: string; keep_ms: number; resend_after_ms: number; keyed_by?: unknown }): string {
+  const { run, keep_ms, resend_after_ms, keyed_by } = record;
+  return JSON.stringify({ keep_ms, resend_after_ms, keep: formatDuration(keep_ms), resend_after: formatDuration(resend_after_ms), run, keyed_by }) + '\n';
 }
 
 /** `x` as StoredSettings when it carries both durations as whole non-negative ms, else null. */
