@@ -3,7 +3,7 @@
 import { after, before } from 'node:test';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
-import { PgCluster, pgSkipReason } from './pg.js';
+import { FAST_SUITE, PgCluster, pgSkipReason } from './pg.js';
 
 export interface Backend {
   readonly name: 'sqlite' | 'postgresql';
@@ -55,9 +55,11 @@ function postgresql(cluster: () => PgCluster): Backend {
  * The backends this test file runs its parametrized tests on. With PostgreSQL, its
  * cluster starts before the file's first test and is removed after its last; without,
  * SQLite alone (postgresql.test.ts says so; a failure under MASTER_SERVER_REQUIRE_PG=1).
+ * The fast suite runs SQLite alone, except in the one file that asks `inFastSuite`.
  */
-export function backends(): Backend[] {
+export function backends({ inFastSuite = false } = {}): Backend[] {
   if (pgSkipReason() !== null) return [sqlite]; // said once, by postgresql.test.ts
+  if (FAST_SUITE && !inFastSuite) return [sqlite];
   let c: PgCluster | null = null;
   before(async () => {
     c = await PgCluster.start();

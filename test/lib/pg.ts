@@ -34,10 +34,16 @@ export function pgSkipReason(): string | null {
 }
 
 /**
- * `test` when PostgreSQL is here; else nothing is registered, and the suite's one
- * skipped test (postgresql.test.ts) says why.
+ * True in the fast suite (`npm test`, MASTER_SERVER_SUITE=fast): PostgreSQL variants
+ * run in one file only (routing-chain.test.ts), the rest in `npm run test:all`.
  */
-export const pgTest = (pgSkipReason() === null ? test : () => undefined) as typeof test;
+export const FAST_SUITE = process.env.MASTER_SERVER_SUITE === 'fast';
+
+/**
+ * `test` when PostgreSQL is here and the suite is the whole one; else nothing is
+ * registered (postgresql.test.ts says why when PostgreSQL is missing).
+ */
+export const pgTest = (pgSkipReason() === null && !FAST_SUITE ? test : () => undefined) as typeof test;
 
 /** A free TCP port on 127.0.0.1 (free when asked; the server takes it right after). */
 export async function freePort(): Promise<number> {
