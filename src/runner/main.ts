@@ -23,7 +23,8 @@ import { PROG, USAGE, parseArgs, type RunnerOptions } from './options.js';
 import { recordEnd } from './invocation-end.js';
 import { stateOfRefused, type Seen } from './last-invocation.js';
 import { SUBCOMMANDS, subcommand } from './subcommand.js';
-import { runStages, stopChildren, type Progress, type ReflogIdentity } from './pipeline.js';
+import { runStages, runningChain, stopChildren, type Progress, type ReflogIdentity } from './pipeline.js';
+import { Deadline } from './deadline.js';
 import {
   REFLOG_EXT,
   REFLOG_HEAD_BYTES,
@@ -249,13 +250,16 @@ interface Invocation {
   resentSetAside: number;
   /** The run a signal cut short before its commit (nothing of it published), if any. */
   interrupted: string | null;
+  /** --max-run-time, counted from when the lock was taken. */
+  deadline: Deadline;
 }
 
 /** One invocation: recover, plan the inbox, run each run, report; throws Stop for a signal or a failed run. */
 async function invocation(o: RunnerOptions, log: Logger, seen: Seen): Promise<void> {
   const t0 = Date.now();
   const lockFd = openState(o, seen);
-  const inv = newInvocation(o, log, lockFd, watchSignals(o, log));
+  const deadline = new Deadline(o.maxRunTimeMs, o.killAfterMs, log, runningChain, BIN);
+  const inv = newInvocation(o, log, lockFd, watchSignals(o, log), deadline);
   try {
     await recover(inv);
     planRuns(inv);
@@ -329,7 +333,7 @@ function watchSignals(o: RunnerOptions, log: Logger): { signal: NodeJS.Signals |
 }
 
 /** A new invocation's state, with the commit hooks that record and report its runs. */
-function newInvocation(o: RunnerOptions, log: Logger, lockFd: number, stop: { signal: NodeJS.Signals | null }): Invocation {
+function newInvocation(o: RunnerOptions, log: Logger, lockFd: number, stop: { signal: NodeJS.Signals | null }, deadline: Deadline): Invocation {
   const records: RunRecord[] = [];
   /** The records whose summary line was printed: each is printed once. */
   const printed = new Set<RunRecord>();
@@ -340,7 +344,7 @@ function newInvocation(o: RunnerOptions, log: Logger, lockFd: number, stop: { si
   };
   const hooks = commitHooks(o, log, records, report);
   const found = { rerun: new Set<string>(), runs: [], skippedFiles: 0, waiting: new Set<string>() };
-  return { o, log, lockFd, hooks, stop, records, report, ...found, failed: null, resentSetAside: 0, interrupted: null };
+  return { o, log, lockFd, hooks, stop, records, report, ...found, failed: null, resentSetAside: 0, interrupted: null, deadline };
 }
 
 /** The commit hooks of an invocation: they warn, push the records they are given and print finished runs' lines. */
@@ -498,7 +502,7 @@ async function runEach(inv: Invocation): Promise<void> {
   const committedHere: RunRecord[] = [];
   for (const name of inv.runs) {
     await pollOnce();
-    if (inv.stop.signal) break;
+    if (inv.stop.signal || inv.deadline.expired) break;
     if (!inv.rerun.has(name) && setAsideResent(o, log, name)) {
       inv.resentSetAside++;
       continue;
@@ -506,7 +510,8 @@ async function runEach(inv: Invocation): Promise<void> {
     const replayed = sinceCommitted.has(name);
     const newest = mostForgetful(committedHere, o.keepMs, replayed ? (sinceCommitted.get(name) ?? null) : newestOfAll);
     const signalled = () => inv.stop.signal !== null;
-    const r = await runOne({ o, log, p: runPaths(o, name), lockFd: inv.lockFd, hooks: inv.hooks, isRerun: inv.rerun.has(name), signalled, newest, replayed });
+    const overTime = () => inv.deadline.failure;
+    const r = await runOne({ o, log, p: runPaths(o, name), lockFd: inv.lockFd, hooks: inv.hooks, isRerun: inv.rerun.has(name), signalled, overTime, newest, replayed });
     if (r === null) {
       inv.interrupted = name;
       break;
@@ -529,6 +534,9 @@ function reportEnd(inv: Invocation, secs: string): void {
   const stay = (n: number) => `${n} reflog(s) stay in ${visibleName(o.inbox)}${inv.skippedFiles > 0 ? `, and the ${inv.skippedFiles} skipped` : ''}`;
   if (inv.stop.signal) reportSignal(inv, inv.stop.signal, stay(inInbox()));
   if (inv.failed) reportFailed(inv, inv.failed, stay(inv.runs.length - inv.runs.indexOf(inv.failed.run)));
+  if (inv.deadline.expired && inInbox() > 0) {
+    process.stderr.write(`${PROG}: --max-run-time ${formatDuration(o.maxRunTimeMs)} reached between runs: no further run started; ${stay(inInbox())}\n`);
+  }
   reportDone(inv, secs);
 }
 
@@ -752,6 +760,8 @@ interface RunContext {
   /** A crash interrupted an earlier attempt of this run. */
   isRerun: boolean;
   signalled: () => boolean;
+  /** Set once --max-run-time stopped the chain: the run fails with it. */
+  overTime: () => { step: string; error: string } | null;
   /** The committed run a replay is compared with (replayWarning). */
   newest: CommittedNow | null;
   replayed: boolean;
@@ -780,7 +790,7 @@ async function runOne(run: RunContext): Promise<RunRecord | null> {
   // From here to the end of publish() nothing awaits: a later signal is seen after the commit.
   if (run.signalled()) return null; // the caller stops; the staging area stays for the next invocation
   const failed = (step: string, error: string) => failRun(run, rj, record, seconds, step, error);
-  const failure = chainFailure(run, chain, stages);
+  const failure = run.overTime() ?? chainFailure(run, chain, stages);
   if (failure !== null) return failed(failure.step, failure.error);
   warnStages(run, chain.outcomes, stages);
   return commitRun(run, rj, record, chain, stages, seconds, failed);

@@ -36,6 +36,8 @@ export interface RunnerOptions {
   logLevel: string;
   /** After a signal, how long the stages get to stop before they are SIGKILLed. */
   killAfterMs: number;
+  /** --max-run-time: how long one invocation may run before it stops its chain (see deadline.ts). */
+  maxRunTimeMs: number;
   /** The config file read, if any (absolute). */
   config: string | null;
   /** Run with --keep / --resend-after other than those stored with the state, and store these. */
@@ -64,6 +66,7 @@ export const KEYS = [
   'memory',
   'log-level',
   'kill-after',
+  'max-run-time',
   'keep-done',
   'accept-settings-change',
   'allow-unterminated',
@@ -148,6 +151,11 @@ Options (each also a key of the --config file):
                           get to stop before they are SIGKILLed (default 10s,
                           at most 1d; 0: at once); a second signal SIGKILLs
                           them at once
+  --max-run-time DURATION the longest an invocation runs (default 50m, at
+                          most 1d): a run still going then is stopped and
+                          fails (exit 1, nothing published, the reflog
+                          stays), naming the stage still running; no run
+                          starts after it
   --keep-done DURATION    after an invocation that committed a run, remove the
                           reflogs in STATE/done/ and the rejects files in
                           STATE/rejects/ (and failed/) last changed or moved
@@ -214,7 +222,10 @@ stage's message is printed), 2 usage or config error, 75 locked, 130, 143 or
 redone by the next invocation).
 `;
 
-/** The longest --kill-after: a day (a timer cannot wait beyond about 24 days). */
+/** --max-run-time when unset. */
+export const DEFAULT_MAX_RUN_TIME = '50m';
+
+/** The longest --kill-after and --max-run-time: a day (a timer cannot wait beyond about 24 days). */
 const MAX_KILL_AFTER_MS = 86400 * 1000;
 
 /** Parses a config file's text into key -> value and the line (from 1) it is on; throws UsageError naming the line. */
@@ -274,6 +285,7 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     memory: stage.memory,
     logLevel: stage.logLevel,
     killAfterMs: stage.killAfterMs,
+    maxRunTimeMs: maxRunTimeOption(o),
     config: configPath,
     acceptSettingsChange: o.bool('accept-settings-change'),
     allowUnterminated: o.bool('allow-unterminated'),
@@ -416,6 +428,14 @@ function stageOptions(o: OptionReader): Pick<RunnerOptions, 'maxRejectRatio' | '
   const keepDoneMs = kd === undefined ? null : parseDuration(kd);
   if (keepDoneMs === null && kd !== undefined) throw new UsageError(`${o.named('keep-done')} wants a duration like 7d, 12h or seconds (at most 3650d), got '${clipText(kd)}'`);
   return { maxRejectRatio: ratio ?? null, memory: memory ?? null, logLevel, killAfterMs, keepDoneMs };
+}
+
+/** --max-run-time in ms: a duration above 0, at most a day (50m when unset: an hourly job ends before the next hour's). */
+function maxRunTimeOption(o: OptionReader): number {
+  const v = o.get('max-run-time') ?? DEFAULT_MAX_RUN_TIME;
+  const ms = parseDuration(v);
+  if (ms === null || ms === 0 || ms > MAX_KILL_AFTER_MS) throw new UsageError(`${o.named('max-run-time')} wants a duration like 50m, 2h or seconds, above 0 and at most 1d; got '${clipText(v)}'`);
+  return ms;
 }
 
 /** --db (STATE/partner.db by default; a postgres:// URI as it is) and the time-outs, as the stages take them. */

@@ -11,6 +11,7 @@ import type { Readable } from 'node:stream';
 import { REFLOG_HEAD_BYTES, chainOf, pipelineScript, readStageLog, stageLog, stageText, type RunPaths, type StageOutcome } from './plan.js';
 import type { RunnerOptions } from './options.js';
 import { ioError } from '../core/errors.js';
+import type { RunningChain } from './deadline.js';
 
 /**
  * The stages' environment: `base` plus glibc's MALLOC_MMAP_THRESHOLD_ held at its
@@ -46,6 +47,10 @@ const liveChildren = new Map<ChildProcess, 'stage' | 'shell'>();
 
 /** Shells whose children are being stopped: the timer that repeats it until the shell exits. */
 const stopping = new Map<ChildProcess, NodeJS.Timeout>();
+
+/** The chain that runs now (its bash and its stages' names), for --max-run-time's message (deadline.ts). */
+let chainNow: RunningChain | null = null;
+export const runningChain = (): RunningChain | null => chainNow;
 
 /** The signal the stages are being stopped with, once a stop began (SIGTERM, then SIGKILL). */
 let stopSignal: NodeJS.Signals = 'SIGTERM';
@@ -247,7 +252,9 @@ export async function runStages(
   const tails = chain.map((_, i) => new StreamTail(child.stdio[TEE_FD + i] as Readable));
   let statuses = '';
   child.stdout!.setEncoding('utf8').on('data', (d: string) => (statuses += d));
+  chainNow = child.pid === undefined ? null : { pid: child.pid, stages: chain.map((s) => s.name) };
   const r = await waitExit(child, 'shell');
+  chainNow = null;
   progress.read = () => -1;
   // Through the chain's own descriptor: the file at the inbox name may be another by now.
   const head = readHead(inFd);
