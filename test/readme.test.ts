@@ -1,4 +1,5 @@
-// The README's examples, run as printed, and the relative links of README.md and docs/*.md.
+// The README's examples (then those of docs/*.md), run as printed, and the relative links of
+// README.md and docs/*.md.
 //
 // Convention for examples: a fenced block opened with ```console holds commands and their
 // output. A line starting with "$ " is a command; a command line ending in "\" goes on
@@ -8,7 +9,9 @@
 // that holds symbolic links to the checkout's fixtures/ and scripts/, under bash with
 // bin/ on PATH, TZ=UTC and LC_ALL=C; it must exit 0 (an example that shows a failure
 // ends in `; echo "exit $?"`). The scratch directory's path is removed from the output,
-// as the README shortens the absolute paths the runner prints.
+// as the README shortens the absolute paths the runner prints. The console blocks of
+// docs/*.md run after the README's, in the same directory, file by file in name order, so
+// they can show what the README's examples left (its job after two hours).
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -65,14 +68,20 @@ export function mismatches(expected: string[], actual: string[]): string[] {
   return problems;
 }
 
-/** Runs one example's command in `dir`; returns its stdout as lines, with `dir/` removed. */
-function run(ex: Example, dir: string): string[] {
+/** Runs one example's command (of `file`) in `dir`; returns its stdout as lines, with `dir/` removed. */
+function run(ex: Example, dir: string, file: string): string[] {
   const r = spawnSync('bash', ['-c', ex.command], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 120_000 });
-  assert.equal(r.status, 0, `README.md:${ex.line}: \`${ex.command}\` exited ${r.status}: ${r.stderr}`);
+  assert.equal(r.status, 0, `${file}:${ex.line}: \`${ex.command}\` exited ${r.status}: ${r.stderr}`);
   const out = r.stdout.split(`${dir}/`).join('').split(`${fs.realpathSync(dir)}/`).join('');
   const lines = out.split('\n');
   if (lines[lines.length - 1] === '') lines.pop();
   return lines;
+}
+
+/** The console examples of README.md, then of docs/*.md in name order, each with its file. */
+function allExamples(): { file: string; ex: Example }[] {
+  const docs = fs.readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`);
+  return ['README.md', ...docs].flatMap((file) => examplesOf(fs.readFileSync(path.join(ROOT, file), 'utf8')).map((ex) => ({ file, ex })));
 }
 
 describe('README examples', () => {
@@ -85,18 +94,18 @@ describe('README examples', () => {
     }
   });
 
-  test('each example prints what the README shows', (t) => {
+  test('each example prints what the README (and docs/*.md) shows', (t) => {
     const dir = scratch('ms-readme-');
     for (const d of ['fixtures', 'scripts']) fs.symlinkSync(path.join(ROOT, d), path.join(dir, d));
     const hasJq = spawnSync('jq', ['--version']).status === 0;
-    for (const ex of examples) {
+    for (const { file, ex } of allExamples()) {
       // jq only reads what the runner wrote; without it, that example alone is left out.
       if (!hasJq && /\bjq\b/.test(ex.command)) {
-        t.diagnostic(`README.md:${ex.line}: skipped, jq is not installed`);
+        t.diagnostic(`${file}:${ex.line}: skipped, jq is not installed`);
         continue;
       }
-      const problems = mismatches(ex.expected, run(ex, dir));
-      assert.deepEqual(problems, [], `README.md:${ex.line}: \`${ex.command}\``);
+      const problems = mismatches(ex.expected, run(ex, dir, file));
+      assert.deepEqual(problems, [], `${file}:${ex.line}: \`${ex.command}\``);
     }
   });
 

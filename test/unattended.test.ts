@@ -11,6 +11,7 @@ import { spawnSync } from 'node:child_process';
 import { ROOT, RUNNER, madeDb, runRunner, scratch, hasStackTrace, testEnv } from './lib/run.js';
 import { runsJsonl, snapshot } from './lib/runner-state.js';
 import { keyedByHere } from '../src/runner/rekey.js';
+import { unterminatedReflog } from '../src/runner/plan.js';
 
 const YACOBOTS = [
   ['add', 'alpha'],
@@ -137,6 +138,9 @@ test('a reflog cut mid-line fails its run (exit 1, nothing published, it stays i
   const r = run(dir);
   assert.equal(r.status, 1, r.stderr);
   assert.match(r.stderr, new RegExp(`run 2011072806 failed: ${f.replace(/[.]/g, '\\.')}: its last line has no newline: cut off after \\d+ line\\(s\\)`));
+  assert.match(r.stderr, /\); not committed: that would lose the rest of the hour for good\. It stays in the inbox/);
+  // docs/operations.md shows the message as it is.
+  assert.ok(fs.readFileSync(path.join(ROOT, 'docs/operations.md'), 'utf8').includes(`run 2011072806 failed: ${unterminatedReflog('INBOX/2011072806.reflog', 9735)}\n`));
   assert.match(r.stderr, /run again with --allow-unterminated \(config key allow-unterminated = yes\)/);
   assert.match(r.stderr, /nothing of it was published; 2 reflog\(s\) stay in/);
   assert.deepEqual(queueFiles(dir), []);

@@ -512,14 +512,14 @@ export function foreignReflog(file: string, kind: 'gzip' | 'html', first: string
 }
 
 /**
- * Why a run whose reflog's last line has no LF fails (SPEC "Runs"): committed, the
- * part of the hour after the cut would be lost for good.
+ * Why a run whose reflog's last line has no LF fails (SPEC "Runs"): were it
+ * committed, the part of the hour after the cut would be lost for good.
  */
 export function unterminatedReflog(file: string, linesIn: unknown): string {
   const read = typeof linesIn === 'number' ? ` after ${linesIn} line(s)` : '';
   return (
     `${file}: its last line has no newline: cut off${read} (a broken download renamed into the inbox, or a file still being written?); ` +
-    `committed, the rest of the hour would be lost. It stays in the inbox: put the whole hour in its place, or, if the file is whole as it is, ` +
+    `not committed: that would lose the rest of the hour for good. It stays in the inbox: put the whole hour in its place, or, if the file is whole as it is, ` +
     `run again with --allow-unterminated (config key allow-unterminated = yes), which commits it, its last line included`
   );
 }
