@@ -9,6 +9,7 @@ import * as path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { ROOT, madeDb, partnerDb, runBin, scratch, summaryOf } from './lib/run.js';
 import { prng } from '../scripts/prng.js';
+import { PARSER, byParser } from './lib/parser.js';
 import { normalizeDomain } from '../src/core/db.js';
 import { canonicalize, domainOfHost, type DomainMode, type UrlOptions } from '../src/core/url.js';
 
@@ -53,6 +54,8 @@ function recordDomains(typed: string[]): { typed: string; registrable: string; h
   for (const h of typed) {
     const r = canonicalize(`http://${h}/p`, opts('registrable'));
     const w = canonicalize(`http://${h}/p`, opts('host'));
+    // A host past 253 bytes is a reject in host mode only, where it is the domain.
+    if ('domain' in r && 'reason' in w && w.reason === 'domain too long') continue;
     assert.equal('domain' in r, 'domain' in w, h);
     if ('domain' in r && 'domain' in w) out.push({ typed: h, registrable: r.domain, host: w.domain });
   }
@@ -97,7 +100,7 @@ test('host mode: a host with and without its one trailing dot has one domain, as
   assert.ok('domain' in two && two.domain === 'www.example.com..', JSON.stringify(two));
 });
 
-test('normalizeDomain still refuses what is no host: empty, spaces and controls, a path, a port, userinfo, what the URL parser refuses', () => {
+test(`normalizeDomain still refuses what is no host: empty, spaces and controls, a path, a port, userinfo, what the URL parser refuses (${PARSER})`, () => {
   for (const [typed, error] of [
     ['', 'empty domain'],
     ['  ', 'empty domain'],
@@ -108,13 +111,15 @@ test('normalizeDomain still refuses what is no host: empty, spaces and controls,
     ['user@a.com', "bad domain 'user@a.com'"],
     ['a<b', "bad domain 'a<b'"],
     ['a%2fb', "bad domain 'a%2fb'"],
-    ['xn--zz.com', "bad domain 'xn--zz.com'"],
     ['example.123', "bad domain 'example.123'"],
     ['1.2.3.09', "bad domain '1.2.3.09'"],
     ['[1::2::3]', "bad domain '[1::2::3]'"],
   ] as const) {
     assert.deepEqual(normalizeDomain(typed), { error }, JSON.stringify(typed));
   }
+  // An empty punycode label: refused by ada 2 (Node 20, 22), a host to ada 4 (Node 24, 26).
+  const xn = byParser({ 2: { error: "bad domain 'xn--zz.com'" }, 4: { domain: 'xn--zz.com' } });
+  assert.deepEqual(normalizeDomain('xn--zz.com'), xn);
 });
 
 test('partner-db assign and import take every domain analyze-dump writes, exactly, and upload-domains then routes its records there', () => {
