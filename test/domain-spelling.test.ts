@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { ROOT, madeDb, partnerDb, runBin, scratch, summaryOf } from './lib/run.js';
 import { prng } from '../scripts/prng.js';
 import { PARSER, byParser } from './lib/parser.js';
-import { normalizeDomain } from '../src/core/db.js';
+import { normalizeDomain } from '../src/core/store/domains.js';
 import { canonicalize, domainOfHost, type DomainMode, type UrlOptions } from '../src/core/url.js';
 
 const opts = (domainMode: DomainMode): UrlOptions => ({ maxUrlBytes: 8192, dropParams: null, sortQuery: false, domainMode });

@@ -8,7 +8,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import { BIN, canRunAsNobody, madeDb, partnerDb, runAsNobody, runBin, scratch, testEnv, failedOutput } from './lib/run.js';
-import { dbError } from '../src/core/db.js';
+import { dbError } from '../src/core/store/sqlite-db.js';
 import { DataError, shellQuote } from '../src/core/errors.js';
 import { backends, type Backend } from './lib/backends.js';
 

@@ -9,7 +9,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
-import { dbError } from '../src/core/db.js';
+import { dbError } from '../src/core/store/sqlite-db.js';
 import { DataError } from '../src/core/errors.js';
 import { HOST_TAG } from '../src/core/temps.js';
 import { BIN, ROOT, hasStackTrace, listFiles, lockHolder, madeDb, runBin, runRunner, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';

@@ -8,11 +8,12 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import { BIN, madeDb, partnerDb, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
-import { LeastLoaded, loadRendezvous, openDb } from '../src/core/db.js';
+import { LeastLoaded, loadRendezvous } from '../src/core/store/assign.js';
+import { SqliteStore } from '../src/core/store/sqlite.js';
+import { openDb } from '../src/core/store/sqlite-db.js';
 import { DataError } from '../src/core/errors.js';
 import { SPOOL_PREFIX, chooserFor } from '../src/stages/upload-domains.js';
 import { loadDomainMap, writeDomainMap } from '../src/core/domain-map.js';
-import { SqliteStore } from '../src/core/store-sqlite.js';
 import { SQLITE, backends, type Backend } from './lib/backends.js';
 import { HOST_TAG, ownedTempPrefix } from '../src/core/temps.js';
 

@@ -2,9 +2,9 @@
 // host, taken as analyze-dump takes it; for a domain nobody owns, the Yacobot
 // least-loaded assignment would give it now. Reads only.
 import type { Command } from 'commander';
-import { normalizeDomain } from '../core/db.js';
+import { normalizeDomain } from '../core/store/domains.js';
+import { timeoutsOf, type Timeouts } from '../core/store/store.js';
 import { UsageError } from '../core/errors.js';
-import { timeoutsOf, type Timeouts } from '../core/store.js';
 import { domainOfHost, loadUrlHash } from '../core/url.js';
 import { canonicalOf } from '../runner/explain.js';
 import { PartnerView, type YacobotRef } from '../runner/partners.js';

@@ -5,17 +5,12 @@ import type { Command } from 'commander';
 import { dashArguments } from '../cli/admin.js';
 import { addOwnerCommand } from './owner.js';
 import { CsvError, parse as parseCsv } from 'csv-parse/sync';
-import { findYacobotIn, initStore, openStore, timeoutsOf, type OpenOptions, type PartnerStore, type Sql, type Timeouts } from '../core/store.js';
-import {
-  LeastLoaded,
-  SCHEMA_VERSION,
-  missingOwnerError,
-  normalizeDomain,
-  type MissingOwner,
-  type Yacobot,
-  type YacobotLoad,
-  MAX_WEIGHT,
-} from '../core/db.js';
+import { LeastLoaded } from '../core/store/assign.js';
+import { normalizeDomain } from '../core/store/domains.js';
+import { initStore, openStore } from '../core/store/open.js';
+import { SCHEMA_VERSION } from '../core/store/schema.js';
+import { findYacobotIn, timeoutsOf, type OpenOptions, type PartnerStore, type Sql, type Timeouts } from '../core/store/store.js';
+import { missingOwnerError, MAX_WEIGHT, type MissingOwner, type Yacobot, type YacobotLoad } from '../core/store/yacobots.js';
 import { DataError, UsageError, clipText, formatPlace, hasControl, ioError, shellQuote, visibleName } from '../core/errors.js';
 import { parseCount, parseDecimal } from '../core/numbers.js';
 import { formatTimestamp } from '../core/time.js';

@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 import { DataError, formatPlace, visibleName } from '../core/errors.js';
-import { openStore } from '../core/store.js';
+import { openStore } from '../core/store/open.js';
 import { PROG, type RunnerOptions } from './options.js';
 import { type NowSource, type RunPaths, assignedInLog } from './plan.js';
 

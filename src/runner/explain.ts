@@ -10,7 +10,7 @@ import { eachReject, findById, idsInFile, recordById } from './find-url.js';
 import { lastCommittedRun } from './last-invocation.js';
 import { PROG, type RunnerOptions } from './options.js';
 import { PartnerView, type YacobotRef } from './partners.js';
-import type { Timeouts } from '../core/store.js';
+import type { Timeouts } from '../core/store/store.js';
 import type { SubArgs } from './subcommand.js';
 
 /** The rejected lines listed per URL; the rest are counted. */

@@ -2,7 +2,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { signalExitStatus, visibleName } from '../core/errors.js';
-import { redactDb } from '../core/store.js';
+import { redactDb } from '../core/store/store.js';
 import { formatDuration } from '../core/time.js';
 import type { Invocation } from './invocation.js';
 import { PROG } from './options.js';

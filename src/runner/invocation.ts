@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import type { Logger } from 'pino';
 import { DataError, visibleName } from '../core/errors.js';
 import { BIN_DIR as BIN } from '../core/root.js';
-import { redactDb } from '../core/store.js';
+import { redactDb } from '../core/store/store.js';
 import type { CommitHooks } from './commit.js';
 import { Deadline } from './deadline.js';
 import { tailRecords, writeFileDurable } from './fsutil.js';

@@ -8,7 +8,7 @@ import { parseGroupedCount, parseRatio, ratioError } from '../core/numbers.js';
 import { parseBudget } from '../core/size.js';
 import { isValidTimestamp, parseDuration } from '../core/time.js';
 import { DEFAULT_KEEP, DEFAULT_RESEND_AFTER } from '../stages/filter-url.js';
-import { isPgUri, timeoutsOf, type Timeouts } from '../core/store.js';
+import { isPgUri, timeoutsOf, type Timeouts } from '../core/store/store.js';
 
 export const PROG = 'reflog-to-yacobot-queue';
 

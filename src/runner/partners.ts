@@ -1,7 +1,9 @@
 // Reading the partner database for explain and partner-db owner: who owns a domain,
 // and which Yacobot least-loaded assignment would pick for a new one now. Read only.
-import { LeastLoaded, type YacobotLoad } from '../core/db.js';
-import { openStore, type PartnerStore, type Timeouts } from '../core/store.js';
+import { LeastLoaded } from '../core/store/assign.js';
+import { openStore } from '../core/store/open.js';
+import type { PartnerStore, Timeouts } from '../core/store/store.js';
+import type { YacobotLoad } from '../core/store/yacobots.js';
 
 /** A Yacobot as explain and owner name it. */
 export interface YacobotRef {

@@ -1,6 +1,7 @@
 // domains-from-db: the partner database's domain -> Yacobot table as a domain_map.
 import { pathOption, type StageDef } from '../cli/stage.js';
-import { addDbOptions, openStore, timeoutsOf, type Timeouts } from '../core/store.js';
+import { openStore } from '../core/store/open.js';
+import { addDbOptions, timeoutsOf, type Timeouts } from '../core/store/store.js';
 import { DataError, clipText } from '../core/errors.js';
 import { checkDomain } from '../core/records.js';
 

@@ -2,8 +2,10 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { pathOption, refuseOwnStreams, type Count, type StageContext, type StageDef } from '../cli/stage.js';
-import { loadRendezvous, missingOwnerError, type RendezvousFn } from '../core/db.js';
-import { addDbOptions, noActive, openStore, timeoutsOf, type Chooser, type NewDomains, type PartnerStore, type Timeouts } from '../core/store.js';
+import { loadRendezvous, type RendezvousFn, type Chooser, type NewDomains } from '../core/store/assign.js';
+import { openStore } from '../core/store/open.js';
+import { addDbOptions, timeoutsOf, type PartnerStore, type Timeouts } from '../core/store/store.js';
+import { missingOwnerError, noActive } from '../core/store/yacobots.js';
 import { mkdirEach } from '../core/dirs.js';
 import { DataError, UsageError, ioError, shellQuote } from '../core/errors.js';
 import { grown } from '../core/arrays.js';

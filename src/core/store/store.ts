@@ -1,10 +1,12 @@
 // The partner store: the one interface through which stages and partner-db reach the
 // partner database, whichever backend holds it (a SQLite file, or PostgreSQL for
-// several masters). Backends: store-sqlite.ts and store-pg.ts.
+// several masters). Backends: sqlite.ts and pg.ts, opened by open.ts.
 import type { Command } from 'commander';
-import { DataError, UsageError, clipText } from './errors.js';
-import { parseCount, parseDecimal } from './numbers.js';
-import { LeastLoaded, type MigrateResult, type MissingOwner, type Yacobot, type YacobotLoad } from './db.js';
+import { DataError, UsageError, clipText } from '../errors.js';
+import { parseCount, parseDecimal } from '../numbers.js';
+import type { Chooser, NewDomains } from './assign.js';
+import type { MigrateResult } from './schema.js';
+import type { MissingOwner, Yacobot, YacobotLoad } from './yacobots.js';
 
 /** A row as a query returns it: integers as numbers, text as strings. */
 export type Row = Record<string, unknown>;
@@ -32,16 +34,6 @@ export interface CommitResult {
   lostRace: number;
 }
 
-/** A run's new domains, numbered 0 to count - 1: read by name, each told its owner once the database has it. */
-export interface NewDomains {
-  count: number;
-  name(i: number): string;
-  owner(i: number, id: number): void;
-}
-
-/** Chooses the Yacobot of a new domain among the active ones (least-loaded picks count as they go). */
-export type Chooser = (domain: string, active: readonly YacobotLoad[], least: LeastLoaded) => number;
-
 /** Time limits of a PostgreSQL connection, in milliseconds (0: none); SQLite waits by its busy timeout. */
 export interface Timeouts {
   connectMs: number;
@@ -67,7 +59,7 @@ export interface PartnerStore {
   readonly name: string;
   readonly kind: 'sqlite' | 'postgresql';
   close(): Promise<void>;
-  /** Every Yacobot with its domain count, by id (ids and weights checked, as db.ts's yacobotLoads). */
+  /** Every Yacobot with its domain count, by id (ids and weights checked, as sqlite-db.ts's yacobotLoads). */
   yacobotLoads(): Promise<YacobotLoad[]>;
   /** The owner ids of partner_domain that name no Yacobot. */
   missingOwners(): Promise<MissingOwner[]>;
@@ -96,7 +88,7 @@ export interface PartnerStore {
   ownersIn(domains: readonly string[]): Promise<Map<string, number>>;
   /** Inside a write transaction: gives each domain its Yacobot, inserted with added_at `addedAt` or moved (its added_at kept), many per statement. */
   setOwners(rows: readonly (readonly [string, number])[], addedAt: string): Promise<void>;
-  /** Brings a store opened with anyVersion to this program's schema version, in one write transaction (see db.ts's migrateDb). */
+  /** Brings a store opened with anyVersion to this program's schema version, in one write transaction (see sqlite-db.ts's migrateDb). */
   migrate(): Promise<MigrateResult>;
   /** Adds an active Yacobot numbered after the largest id; returns its id (a DataError past 2^53 - 1, nothing added). */
   addYacobot(name: string, weight: number): Promise<bigint>;
@@ -120,18 +112,6 @@ export function redactDb(db: string): string {
   return db.replace(/^(postgres(?:ql)?:\/\/[^/?#]*?:)[^/?#]*(@[^/?#@]*(?:[/?#]|$))/i, '$1***$2').replace(/([?&]password=)[^&#]*/gi, '$1***');
 }
 
-/** Opens an existing partner database, schema checked; a DataError says what is wrong. */
-export async function openStore(db: string, opts: OpenOptions = {}): Promise<PartnerStore> {
-  if (isPgUri(db)) return (await import('./store-pg.js')).openPgStore(db, opts);
-  return (await import('./store-sqlite.js')).openSqliteStore(db, opts);
-}
-
-/** Creates the partner database's tables where missing (the file too, for SQLite); whether they were created now. */
-export async function initStore(db: string, opts: OpenOptions = {}): Promise<{ store: PartnerStore; created: boolean }> {
-  if (isPgUri(db)) return (await import('./store-pg.js')).initPgStore(db, opts);
-  return (await import('./store-sqlite.js')).initSqliteStore(db);
-}
-
 /**
  * Finds a Yacobot by id (all digits) or by name; throws a DataError if there is none.
  * Names are never all digits (partner-db add refuses them), so the two cannot clash.
@@ -141,54 +121,6 @@ export async function findYacobotIn(q: Sql, ref: string): Promise<Yacobot> {
   const row = await q.get(`SELECT id, name, weight, active FROM yacobot WHERE ${byId ? 'id' : 'name'} = ?`, [byId ? parseCount(ref) : ref]);
   if (!row) throw new DataError('NO_YACOBOT', byId ? `no Yacobot with id ${ref}` : `no Yacobot named '${ref}'`);
   return { id: Number(row.id), name: row.name as string, weight: Number(row.weight), active: Number(row.active) !== 0 };
-}
-
-/** The error for a new Yacobot whose id no stream could carry (the largest id, set by hand, is that high). */
-export function newIdTooBig(id: bigint, file: string): DataError | null {
-  if (id <= BigInt(Number.MAX_SAFE_INTEGER)) return null;
-  return new DataError('BAD_YACOBOT_ID', `the new Yacobot would get id ${id}, beyond the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}): an id set by hand is that high; give that Yacobot another`, { file });
-}
-
-/** The error when no Yacobot is active (`when` says at which point). */
-export function noActive(name: string, when: string, shellDb: string): DataError {
-  return new DataError('NO_ACTIVE_YACOBOT', `no active Yacobot${when ? ' ' + when : ''}; add one with: partner-db --db ${shellDb} add NAME (or enable one)`, { file: name });
-}
-
-/**
- * The body of assignNew on any backend, inside its write transaction: loads read
- * there, each domain re-read, chosen, inserted with ON CONFLICT DO NOTHING and read
- * back, `batch` domains at a time, so the database's answer is always the one given
- * to fresh.owner. `lookup` reads owners of a batch; `insert` inserts (domain, id)
- * pairs if absent.
- */
-export async function assignInTx(
-  loads: YacobotLoad[],
-  fresh: NewDomains,
-  choose: Chooser,
-  io: { lookup(ds: readonly string[]): Promise<Map<string, number>>; insert(rows: [string, number][]): Promise<void> },
-  batch: number,
-): Promise<{ assignedByUs: number; lostRace: number; witness: string | null; noActive: boolean }> {
-  const active = loads.filter((y) => y.active);
-  const out = { assignedByUs: 0, lostRace: 0, witness: null as string | null, noActive: active.length === 0 };
-  if (out.noActive) return out;
-  const least = new LeastLoaded(active);
-  for (let i = 0; i < fresh.count; i += batch) {
-    const part = Array.from({ length: Math.min(batch, fresh.count - i) }, (_, j) => fresh.name(i + j));
-    const before = await io.lookup(part);
-    const mine = new Map<string, number>();
-    for (const d of part) if (!before.has(d)) mine.set(d, choose(d, active, least));
-    if (mine.size > 0) await io.insert([...mine]);
-    const after = mine.size > 0 ? await io.lookup([...mine.keys()]) : new Map<string, number>();
-    part.forEach((d, j) => {
-      const owner = before.get(d) ?? after.get(d)!;
-      if (mine.get(d) === owner) {
-        out.assignedByUs++;
-        out.witness ??= d;
-      } else out.lostRace++;
-      fresh.owner(i + j, owner);
-    });
-  }
-  return out;
 }
 
 /** Adds --db and the PostgreSQL time-out options to a command. */

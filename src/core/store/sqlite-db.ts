@@ -1,14 +1,15 @@
-// The partner database (SQLite through better-sqlite3): who the Yacobots are and
-// which domain belongs to which. Stages open an existing database and check its
-// schema; only `partner-db init` creates tables.
+// The partner database on a SQLite file (better-sqlite3), connection level: opening,
+// creating and migrating the file, its errors, and the reads the SQLite store makes
+// of it. Stages open an existing database and check its schema; only `partner-db
+// init` creates tables. The rules both backends share are in schema.ts and yacobots.ts.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { domainToASCII } from 'node:url';
 import type BetterSqlite3 from 'better-sqlite3';
-import { DataError, clipText, ioError, shellQuote } from './errors.js';
-import { parseCount } from './numbers.js';
-import { domainTooLong, withoutTrailingDot } from './host.js';
-import { loadBetterSqlite3 } from './cjs.js';
+import { DataError, clipText, ioError, shellQuote } from '../errors.js';
+import { parseCount } from '../numbers.js';
+import { loadBetterSqlite3 } from '../cjs.js';
+import { OUR_TABLES, RECOUNT_SQL, checkShapes, checkVersion, foreignTables, initHint, schemaStanding, type MigrateResult, type SchemaFacts, type TableShape } from './schema.js';
+import { badYacobotId, checkedLoad, type MissingOwner, type YacobotLoad } from './yacobots.js';
 
 const Database = loadBetterSqlite3();
 
@@ -27,9 +28,6 @@ export function busyTimeoutMs(): number {
   if (n === null || n > 0x7fffffff) throw new DataError('BAD_ENV', `MASTER_SERVER_BUSY_TIMEOUT_MS wants a whole number of milliseconds from 0 to 2147483647, got '${clipText(v)}'`);
   return n;
 }
-
-/** The schema version this program reads, and `partner-db init` creates. */
-export const SCHEMA_VERSION = 2;
 
 /** The contract's tables (all of schema version 1), plus an index for moves and missingOwners. */
 const BASE_SQL = `
@@ -81,39 +79,6 @@ CREATE TABLE IF NOT EXISTS partner_meta (
   value TEXT NOT NULL
 );
 `;
-
-/** partner_load counted afresh from partner_domain (one GROUP BY), and the version recorded: the end of init and migrate. */
-export const RECOUNT_SQL = `
-DELETE FROM partner_load;
-INSERT INTO partner_load (yacobot_id, domains) SELECT yacobot_id, COUNT(*) FROM partner_domain GROUP BY yacobot_id;
-INSERT INTO partner_meta (key, value) VALUES ('schema_version', '${SCHEMA_VERSION}')
-  ON CONFLICT (key) DO UPDATE SET value = excluded.value;
-`;
-
-const REQUIRED_COLUMNS: Record<string, string[]> = {
-  yacobot: ['id', 'name', 'weight', 'active'],
-  partner_domain: ['domain', 'yacobot_id', 'added_at'],
-};
-/** The tables version 2 adds, with their columns. */
-const DERIVED_COLUMNS: Record<string, string[]> = {
-  partner_load: ['yacobot_id', 'domains'],
-  partner_meta: ['key', 'value'],
-};
-/** Each table's PRIMARY KEY: a domain has one row (upload-domains' upsert relies on it). */
-const PRIMARY_KEYS: Record<string, string> = { yacobot: 'id', partner_domain: 'domain', partner_load: 'yacobot_id', partner_meta: 'key' };
-
-/** A Yacobot row. */
-export interface Yacobot {
-  id: number;
-  name: string;
-  weight: number;
-  active: boolean;
-}
-
-/** A Yacobot with the number of domains it owns. */
-export interface YacobotLoad extends Yacobot {
-  domains: number;
-}
 
 /**
  * Turns an error thrown by better-sqlite3 into a DataError naming the database
@@ -213,11 +178,6 @@ function mayWrite(file: string): boolean {
   return writable(file) && writable(path.dirname(path.resolve(file)));
 }
 
-/** The hint every "no database" message carries. */
-export function initHint(file: string): string {
-  return `create one with: partner-db --db ${shellQuote(file)} init`;
-}
-
 /**
  * Opens an existing partner database for a stage: WAL mode, busy timeout, foreign
  * keys on, schema checked. Never creates the file; a missing file or a wrong schema
@@ -309,15 +269,6 @@ export function initDb(file: string): { db: Db; created: boolean } {
   }
 }
 
-/** What a migration did: the schema it found, and what partner_load counts now. */
-export interface MigrateResult {
-  /** 'current': nothing to do; 'version1': upgraded; 'incomplete': version 2 with a part missing, restored. */
-  found: SchemaStanding;
-  /** The number of domains partner_load counts, and of yacobot_id values it counts them under. */
-  domains: number;
-  owners: number;
-}
-
 /**
  * Brings a database opened with `anyVersion` to schema version 2 in one write
  * transaction: partner_load and its triggers (re)made, counted with one GROUP BY,
@@ -357,27 +308,6 @@ function tableNames(db: Db): Set<string> {
   return new Set(db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").pluck().all() as string[]);
 }
 
-/** What a backend tells of a table: its columns and its PRIMARY KEY's columns. */
-export interface TableShape {
-  columns: Set<string>;
-  pk: string[];
-}
-
-/** What a database holds, as any backend reads it, for the schema checks. */
-export interface SchemaFacts {
-  /** Every table (another application's too). */
-  tables: ReadonlySet<string>;
-  /** The shapes of the tables of ours it holds, by name. */
-  shapes: ReadonlyMap<string, TableShape>;
-  /** partner_meta's schema_version; null without that table or row (version 1). */
-  version: string | null;
-  /** The names of partner_domain's triggers that fire. */
-  triggers: ReadonlySet<string>;
-}
-
-/** The tables of ours, whatever the version. */
-export const OUR_TABLES: readonly string[] = [...Object.keys(REQUIRED_COLUMNS), ...Object.keys(DERIVED_COLUMNS)];
-
 /** The SchemaFacts of a SQLite database. */
 function schemaFacts(db: Db): SchemaFacts {
   const tables = tableNames(db);
@@ -403,84 +333,6 @@ export function checkSchema(db: Db, file: string, opts: { missingTables?: boolea
   const facts = schemaFacts(db);
   checkShapes(facts.shapes, file, opts);
   if (!opts.missingTables && !opts.anyVersion) checkVersion(facts, LOAD_TRIGGERS, file);
-}
-
-/** checkSchema's rule on the shapes of the contract's tables a database holds (by name), for any backend. */
-export function checkShapes(shapes: ReadonlyMap<string, TableShape>, file: string, opts: { missingTables?: boolean } = {}): void {
-  for (const [table, cols] of Object.entries(REQUIRED_COLUMNS)) {
-    const shape = shapes.get(table);
-    if (!shape) {
-      if (opts.missingTables) continue;
-      throw new DataError('BAD_SCHEMA', `not a partner database: missing table '${table}' (${initHint(file)})`, { file });
-    }
-    const wrong = shapeError(table, shape, cols);
-    if (wrong) throw new DataError('BAD_SCHEMA', `wrong schema: ${wrong}`, { file });
-  }
-}
-
-/** What is wrong with a table of ours (a missing column, another PRIMARY KEY), or null. */
-function shapeError(table: string, shape: TableShape, cols: readonly string[]): string | null {
-  const col = cols.find((c) => !shape.columns.has(c));
-  if (col !== undefined) return `table '${table}' has no column '${col}'`;
-  if (shape.pk.length !== 1 || shape.pk[0] !== PRIMARY_KEYS[table]) return `the PRIMARY KEY of '${table}' is not '${PRIMARY_KEYS[table]}' alone`;
-  return null;
-}
-
-/** How a database with the contract's tables stands against this program's schema version. */
-export type SchemaStanding = 'current' | 'version1' | 'incomplete';
-
-/**
- * Where `facts` stand (with `what`, the first part of version 2 missing when
- * incomplete); a DataError for a version this program does not know.
- */
-export function schemaStanding(facts: SchemaFacts, triggers: readonly string[], file: string): { standing: SchemaStanding; what?: string } {
-  if (facts.version === null) return { standing: 'version1' };
-  if (facts.version !== String(SCHEMA_VERSION)) {
-    throw new DataError('BAD_SCHEMA', `schema version '${clipText(facts.version)}', which this program does not know (it reads version ${SCHEMA_VERSION}): made by a newer release?`, { file });
-  }
-  for (const [table, cols] of Object.entries(DERIVED_COLUMNS)) {
-    const shape = facts.shapes.get(table);
-    const wrong = shape ? shapeError(table, shape, cols) : `table '${table}' is missing`;
-    if (wrong) return { standing: 'incomplete', what: wrong };
-  }
-  const trigger = triggers.find((t) => !facts.triggers.has(t));
-  if (trigger !== undefined) return { standing: 'incomplete', what: `trigger '${trigger}' on partner_domain is missing or disabled` };
-  return { standing: 'current' };
-}
-
-/** The command that upgrades `file` to this program's schema. */
-export function migrateHint(file: string): string {
-  return `partner-db --db ${shellQuote(file)} migrate`;
-}
-
-/**
- * Throws unless `facts` are of schema version 2, whole: version 1 and a version 2
- * with a part missing both name the command that mends them (never done behind the
- * operator's back, as migrate rewrites a table).
- */
-export function checkVersion(facts: SchemaFacts, triggers: readonly string[], file: string): void {
-  const { standing, what } = schemaStanding(facts, triggers, file);
-  if (standing === 'version1') {
-    throw new DataError('OLD_SCHEMA', `schema version 1: this program reads version ${SCHEMA_VERSION}, which keeps each Yacobot's domain count in partner_load; upgrade it (one transaction) with: ${migrateHint(file)}`, { file });
-  }
-  if (standing === 'incomplete') {
-    throw new DataError('BAD_SCHEMA', `schema version ${SCHEMA_VERSION}, but ${what} (changed by hand?); restore it with: ${migrateHint(file)}`, { file });
-  }
-}
-
-/** The error for a database that holds tables of another application (init refuses to add ours). */
-export function foreignTables(tables: Iterable<string>, file: string): DataError | null {
-  const foreign = [...tables].filter((t) => !OUR_TABLES.includes(t) && !t.startsWith('sqlite_'));
-  if (foreign.length === 0) return null;
-  return new DataError('BAD_SCHEMA', `not a partner database: it holds other tables (${foreign.sort().join(', ')}); init only creates one or completes its own`, { file });
-}
-
-/** The largest weight partner-db accepts; weights are relative, so this is no limit in practice. */
-export const MAX_WEIGHT = 1_000_000;
-
-/** A Yacobot id set by hand that a JavaScript number cannot hold (or not positive): read as one, it would become another id. */
-export function badYacobotId(file: string, y: { id: bigint; name: string }): DataError {
-  return new DataError('BAD_YACOBOT_ID', `Yacobot '${clipText(y.name)}' has id ${y.id}, outside the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}); give it another`, { file });
 }
 
 /** Throws badYacobotId's error for the first Yacobot whose id is out of range (for readers that need no loads). */
@@ -511,29 +363,6 @@ export function yacobotLoads(db: Db): YacobotLoad[] {
 }
 
 /**
- * A Yacobot row with its domain count as a YacobotLoad, or a DataError for an id no
- * stream can carry or a weight outside (0, MAX_WEIGHT] (both set by hand).
- */
-export function checkedLoad(r: { id: bigint; name: string; weight: number | bigint; active: number | bigint; domains: bigint }, file: string): YacobotLoad {
-  if (r.id > BigInt(Number.MAX_SAFE_INTEGER) || r.id < 1n) throw badYacobotId(file, r);
-  const weight = Number(r.weight);
-  // The schema's CHECK (weight > 0) lets Infinity through (9e999 typed into SQLite),
-  // and a load of n / Infinity made every such Yacobot tie at 0.
-  if (!(weight > 0 && weight <= MAX_WEIGHT)) {
-    throw new DataError('BAD_WEIGHT', `Yacobot '${clipText(r.name)}' has weight ${weight}, outside 0 to ${MAX_WEIGHT} (set by hand?); fix that row`, { file });
-  }
-  return { id: Number(r.id), name: r.name, weight, active: Number(r.active) !== 0, domains: Number(r.domains) };
-}
-
-/** A yacobot_id of partner_domain that names no Yacobot: its rows' count and first domain. */
-export interface MissingOwner {
-  /** The value as SQLite holds it (an integer, exactly, or whatever else was written). */
-  id: string;
-  domains: number;
-  first: string;
-}
-
-/**
  * The yacobot_id values of partner_domain that name no row of yacobot (written with
  * foreign keys off), by value. One index seek per distinct value, not a scan of the
  * domains.
@@ -552,145 +381,7 @@ export function missingOwners(db: Db): MissingOwner[] {
   return out;
 }
 
-/**
- * The error for partner_domain rows that name Yacobots that do not exist: the first
- * such domain and its id, how many there are, and the partner-db command that gives
- * a domain to a Yacobot that does.
- */
-export function missingOwnerError(file: string, missing: readonly MissingOwner[]): DataError {
-  const m = missing[0]!;
-  const rows = missing.reduce((n, x) => n + x.domains, 0);
-  const also = rows > 1 ? ` (${rows} domains name ${missing.length === 1 ? 'it' : `${missing.length} such ids: ${missing.slice(0, 5).map((x) => x.id).join(', ')}${missing.length > 5 ? ', ...' : ''}`})` : '';
-  return new DataError(
-    'NO_SUCH_YACOBOT',
-    `partner_domain gives ${m.first} to Yacobot ${m.id}, which does not exist${also} (written with foreign keys off?); ` +
-      `give ${rows > 1 ? 'each such domain' : 'it'} to an existing Yacobot with: partner-db --db ${shellQuote(file)} assign ${shellQuote(m.first)} YACOBOT` +
-      (rows > 1 ? ` (or all at once: partner-db --db ${shellQuote(file)} import FILE.csv)` : ''),
-    { file },
-  );
-}
-
 /** The active Yacobots with their domain counts, by id. */
 export function activeLoads(db: Db): YacobotLoad[] {
   return yacobotLoads(db).filter((y) => y.active);
-}
-
-/** `s` without the spaces and tabs at its ends (and nothing else: not String.prototype.trim's Unicode spaces). */
-function trimBlanks(s: string): string {
-  let a = 0;
-  let b = s.length;
-  while (a < b && (s[a] === ' ' || s[a] === '\t')) a++;
-  while (b > a && (s[b - 1] === ' ' || s[b - 1] === '\t')) b--;
-  return s.slice(a, b);
-}
-
-/**
- * Normalizes a domain typed by a person (CSV import, assign) to the spelling URL
- * records carry: drops the spaces and tabs at its ends, then parses it as the URL
- * parser parses a host, and drops one trailing dot as canonicalize does. Every domain
- * a record can carry comes back unchanged. Returns the domain, or an error message
- * for something that is no host or is longer than MAX_DOMAIN_BYTES.
- */
-export function normalizeDomain(text: string): { domain: string } | { error: string } {
-  // Not trim(): it also drops a no-break space (or U+3000, ...), and '\u00a0.de', which
-  // the parser refuses, was stored as the domain '.de'.
-  const d = trimBlanks(text);
-  if (d === '') return { error: 'empty domain' };
-  // Checked before IDN conversion, which would silently drop tabs and newlines.
-  if (/[\x00-\x20\x7f]/.test(d)) return { error: `bad domain '${clipText(d)}' (space or control character)` };
-  // The host as the URL records carry it (WHATWG host parsing, as analyze-dump's URL
-  // parser): lower case and IDN to punycode by its own mapping (not toLowerCase, which
-  // makes capital sharp s a ß where the parser has "ss"), an IPv4 address in any form
-  // (0xC0.0xA8.0.1, 3232235521) to dotted decimal, an IPv6 literal compressed. Another
-  // spelling would be stored and reported as assigned, but never match a record. No
-  // rule of its own beyond that: what the parser takes (`a*b.com`, a label of 64
-  // characters, `-a-.com`, `a..b.com`) records carry, and upload-domains assigns.
-  // (The parser would take 'a/b' or 'a?b' for the host 'a' with more after it;
-  // domainToASCII refuses a port or userinfo.)
-  const ascii = /[/?#\\]/.test(d) ? '' : domainToASCII(d);
-  if (ascii === '') return { error: `bad domain '${clipText(d)}'` };
-  // After the mapping: a trailing '。' is a trailing dot too.
-  const domain = withoutTrailingDot(ascii);
-  const long = domainTooLong(domain);
-  return long === null ? { domain } : { error: `domain too long (${long}): '${clipText(domain)}'` };
-}
-
-/**
- * A weight as the exact decimal it was typed as: `m / 10^k`, from the shortest
- * decimal that reads back as the same double (0.3 is 3/10, not 0.2999...).
- */
-function decimalOf(w: number): { m: bigint; k: number } {
-  const [mant, exp] = String(w).split('e') as [string, string | undefined];
-  const [int, frac = ''] = mant.split('.') as [string, string | undefined];
-  let k = frac.length - Number(exp ?? 0);
-  let m = BigInt(int + frac);
-  for (; k < 0; k++) m *= 10n;
-  return { m, k };
-}
-
-/**
- * Least-loaded choice over a fixed set of Yacobots: load = domains / weight, ties to
- * the smallest id; every pick counts, so a batch of picks spreads by weight. Loads
- * are compared exactly, with weights as the decimals the operator typed: in binary,
- * 3 x 0.1 is not 1 x 0.3, and the tie of 3 domains at 0.3 and 1 at 0.1 went to the
- * wrong Yacobot.
- */
-export class LeastLoaded {
-  /** Each weight as an integer: the weight times 10^k, one k for all (the most decimals any has). */
-  private readonly ys: { id: number; domains: number; w: bigint }[];
-
-  constructor(yacobots: readonly { id: number; weight: number; domains: number }[]) {
-    const ds = yacobots.map((y) => decimalOf(y.weight));
-    const k = Math.max(0, ...ds.map((d) => d.k));
-    this.ys = yacobots
-      .map((y, i) => ({ id: y.id, domains: y.domains, w: ds[i]!.m * 10n ** BigInt(k - ds[i]!.k) }))
-      .sort((a, b) => a.id - b.id);
-  }
-
-  get size(): number {
-    return this.ys.length;
-  }
-
-  /** The id of the least-loaded Yacobot, whose count then grows by one. Throws if there is none. */
-  pick(): number {
-    let best = this.ys[0];
-    if (!best) throw new Error('LeastLoaded.pick with no Yacobots');
-    for (let i = 1; i < this.ys.length; i++) {
-      const y = this.ys[i]!;
-      // y.domains / y.w < best.domains / best.w, cross-multiplied in integers; strict <
-      // keeps the smaller id on ties.
-      if (BigInt(y.domains) * best.w < BigInt(best.domains) * y.w) best = y;
-    }
-    best.domains++;
-    return best.id;
-  }
-}
-
-/** Weighted rendezvous choice: the same domain and Yacobot list give the same answer everywhere. */
-export type RendezvousFn = (domain: string, yacobots: readonly { id: number; weight: number }[]) => number;
-
-const TWO_53 = 2 ** 53;
-
-/**
- * Loads the hash and returns the weighted rendezvous chooser: for each Yacobot,
- * score = -weight / ln(h), h = the top 53 bits of XXH64("domain TAB id") mapped into
- * (0,1); the highest score wins, ties to the smallest id.
- */
-export async function loadRendezvous(): Promise<RendezvousFn> {
-  // Loaded here: only --assign rendezvous hashes domains.
-  const { h64 } = await (await import('xxhash-wasm')).default();
-  return (domain, yacobots) => {
-    let bestId = -1;
-    let bestScore = -Infinity;
-    for (const y of yacobots) {
-      const h = (Number(h64(`${domain}\t${y.id}`) >> 11n) + 0.5) / TWO_53;
-      const score = -y.weight / Math.log(h);
-      if (score > bestScore || (score === bestScore && y.id < bestId)) {
-        bestScore = score;
-        bestId = y.id;
-      }
-    }
-    if (bestId < 0) throw new Error('rendezvous with no Yacobots');
-    return bestId;
-  };
 }

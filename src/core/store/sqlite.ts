@@ -1,19 +1,11 @@
 // The partner store on a SQLite file (better-sqlite3): the embedded default.
 import type BetterSqlite3 from 'better-sqlite3';
-import {
-  checkYacobotIds,
-  dbError,
-  initDb,
-  migrateDb,
-  missingOwnerError,
-  missingOwners,
-  openDb,
-  yacobotLoads,
-  type Db,
-  type MigrateResult,
-} from './db.js';
-import { assignInTx, findYacobotIn, newIdTooBig, noActive, type Chooser, type CommitResult, type NewDomains, type DomainRow, type OpenOptions, type OwnerLookup, type PartnerStore, type Row, type Sql } from './store.js';
-import { shellQuote } from './errors.js';
+import { shellQuote } from '../errors.js';
+import { assignInTx, type Chooser, type NewDomains } from './assign.js';
+import type { MigrateResult } from './schema.js';
+import { checkYacobotIds, dbError, initDb, migrateDb, missingOwners, openDb, yacobotLoads, type Db } from './sqlite-db.js';
+import { findYacobotIn, type CommitResult, type DomainRow, type OpenOptions, type OwnerLookup, type PartnerStore, type Row, type Sql } from './store.js';
+import { missingOwnerError, newIdTooBig, noActive } from './yacobots.js';
 
 type Statement = BetterSqlite3.Statement;
 
@@ -229,12 +221,12 @@ export class SqliteStore implements PartnerStore {
 
 }
 
-/** Opens an existing SQLite partner database (see db.ts's openDb). */
+/** Opens an existing SQLite partner database (see sqlite-db.ts's openDb). */
 export function openSqliteStore(file: string, opts: OpenOptions = {}): PartnerStore {
   return new SqliteStore(openDb(file, { readonly: opts.readonly, anyVersion: opts.anyVersion }), file);
 }
 
-/** Creates or completes a SQLite partner database (see db.ts's initDb). */
+/** Creates or completes a SQLite partner database (see sqlite-db.ts's initDb). */
 export function initSqliteStore(file: string): { store: PartnerStore; created: boolean } {
   const { db, created } = initDb(file);
   return { store: new SqliteStore(db, file), created };

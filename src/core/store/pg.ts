@@ -3,32 +3,24 @@
 // (upload-domains of any master, partner-db) run one at a time, as on SQLite.
 import { createRequire } from 'node:module';
 import type * as Pg from 'pg';
-import { DataError, shellQuote } from './errors.js';
+import { DataError, shellQuote } from '../errors.js';
+import { assignInTx, type Chooser, type NewDomains } from './assign.js';
 import {
   OUR_TABLES,
   RECOUNT_SQL,
   checkShapes,
   checkVersion,
-  checkedLoad,
   foreignTables,
-  missingOwnerError,
   schemaStanding,
   type MigrateResult,
-  type MissingOwner,
   type SchemaFacts,
   type TableShape,
-  type YacobotLoad,
-} from './db.js';
+} from './schema.js';
 import {
   DEFAULT_TIMEOUTS,
-  assignInTx,
   findYacobotIn,
-  newIdTooBig,
-  noActive,
   redactDb,
-  type Chooser,
   type CommitResult,
-  type NewDomains,
   type DomainRow,
   type OpenOptions,
   type OwnerLookup,
@@ -37,6 +29,7 @@ import {
   type Sql,
   type Timeouts,
 } from './store.js';
+import { checkedLoad, missingOwnerError, newIdTooBig, noActive, type MissingOwner, type YacobotLoad } from './yacobots.js';
 
 const require = createRequire(import.meta.url);
 const pg = require('pg') as typeof Pg;
