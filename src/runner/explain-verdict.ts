@@ -48,9 +48,9 @@ export function verdictOf(e: VerdictFacts, at: JobNow | null, keepMs: number): s
   return `new: goes out when next seen, to ${e.owner !== null ? to(e.owner) : `${to(e.pick)} (least-loaded pick now)`}`;
 }
 
-/** A URL current_log holds: held back until `due` (a sighting before it is not sent), or due again since it by the job's now. */
+/** A URL current_log holds: held back until `due` (a sighting before it is not sent), or due again since it by the job's now (unknown: neither). */
 function heldOrDue(due: string, at: JobNow | null): string {
-  if (at === null) return `held back; due again at ${due}`;
+  if (at === null) return `due again at ${due}`;
   return at.now < due ? `held back in ${at.run}; due again at ${due}` : `due again since ${due}: its next sighting is sent`;
 }
 
