@@ -4,11 +4,12 @@
 //
 // fixtures/rekey/node20-state is the state release 9182091 left on Node.js 20.20.2 (ada
 // 2.9.2) after the messy hour `gen-reflog --messy --lines 4000 --seed 7 --hour 1`, run
-// with --keep 10h --resend-after 10h --max-reject-ratio 1; 2011072806.reflog is hour 2 of
-// the same. held-by-node20.txt and sent-by-node20.txt list the distinct URLs of hour 2
-// (as written in the reflog) that the same release on Node.js 20 held back and sent in
-// that hour, from that state. The assertions hold on any runtime: what they compare is
-// computed with the runtime's own parser.
+// with --keep 10h --resend-after 10h --max-reject-ratio 1; 2011072806.reflog and
+// 2011072807.reflog are hours 2 and 3 of the same. held-by-node20.RUN.txt and
+// sent-by-node20.RUN.txt list the distinct URLs of each hour (as written in the reflog)
+// that the same release on Node.js 20 held back and sent in that hour, run on after
+// that state. The assertions hold on any runtime: what they compare is computed with
+// the runtime's own parser.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
@@ -18,10 +19,11 @@ import { runner, sub } from './lib/runner.js';
 import { runsJsonl, snapshot, assertSameState } from './lib/runner-state.js';
 import { DataError } from '../src/core/errors.js';
 import { canonicalize, loadUrlHash } from '../src/core/url.js';
-import { RUNNER_URL_OPTIONS, UNKNOWN_KEYING, keyedByHere, lostCharacters, rekeyLog, sameKeying, storedKeying } from '../src/runner/rekey.js';
+import { RUNNER_URL_OPTIONS, UNKNOWN_KEYING, keyedByHere, keyingToStore, lostCharacters, rekeyLog, sameKeying, storedKeying, type KeyedBy } from '../src/runner/rekey.js';
 
 const FIX = path.join(ROOT, 'fixtures', 'rekey');
 const RUN = '2011072806';
+const RUN2 = '2011072807';
 const ARGS = ['--keep', '10h', '--resend-after', '10h', '--max-reject-ratio', '1'];
 
 /** This runtime's canonical URL of `raw`, or null when it refuses it. */
@@ -33,24 +35,24 @@ function canon(raw: string): string | null {
 /** The lines of a fixture list. */
 const listOf = (name: string) => fs.readFileSync(path.join(FIX, name), 'utf8').split('\n').filter(Boolean);
 
-/** A scratch runner directory holding the Node 20 state, the hour in its inbox, and a database with one Yacobot. */
-function node20State(): string {
+/** A scratch runner directory holding the Node 20 state, the hours `runs` in its inbox, and a database with one Yacobot. */
+function node20State(...runs: string[]): string {
   const dir = sub('rekey-');
   const state = path.join(dir, 'var/state');
   fs.mkdirSync(path.join(dir, 'var/inbox'), { recursive: true });
   fs.cpSync(path.join(FIX, 'node20-state'), state, { recursive: true });
-  fs.copyFileSync(path.join(FIX, `${RUN}.reflog`), path.join(dir, 'var/inbox', `${RUN}.reflog`));
+  for (const run of runs) fs.copyFileSync(path.join(FIX, `${run}.reflog`), path.join(dir, 'var/inbox', `${run}.reflog`));
   partnerDb(dir, path.join(state, 'partner.db'), 'init');
   partnerDb(dir, path.join(state, 'partner.db'), 'add', 'a');
   return dir;
 }
 
-/** The canonical URLs the run published. */
-function sentUrls(dir: string): Set<string> {
+/** The canonical URLs run `run` published. */
+function sentUrls(dir: string, run: string): Set<string> {
   const out = new Set<string>();
   const queue = path.join(dir, 'var/queue');
   for (const id of fs.existsSync(queue) ? fs.readdirSync(queue) : []) {
-    const f = path.join(queue, id, `${RUN}.tsv`);
+    const f = path.join(queue, id, `${run}.tsv`);
     if (!fs.existsSync(f)) continue;
     for (const l of fs.readFileSync(f, 'utf8').split('\n').filter(Boolean)) out.add(l.split('\t')[5]!);
   }
@@ -118,42 +120,55 @@ test('rekeyLog: a malformed entry fails it, naming its line', async () => {
   await assert.rejects(rekeyLog(input, input + '.out', new Map(), hash, 1 << 20, path.dirname(input)), (err) => err instanceof DataError && err.place?.line === 2);
 });
 
-test('a state written on Node.js 20 by the release before: the next hour holds back all the old release held back, and says it re-keyed', async () => {
-  const dir = node20State();
+test('a state written on Node.js 20 by the release before: the next two hours hold back all the old release held back, and the first says it re-keyed', async () => {
+  const dir = node20State(RUN, RUN2);
   const r = await runner(dir, ARGS);
   assert.equal(r.status, 0, r.stderr);
   const urls = listOf('node20-state/current_log').length;
   assert.match(r.stderr, new RegExp(`warning: ${RUN}: current_log was keyed by an unrecorded parser .* re-keyed its ${urls} URLs before the hour`));
-  const sent = sentUrls(dir);
-  const held = listOf('held-by-node20.txt').map(canon).filter((u): u is string => u !== null);
-  const heldBack = held.filter((u) => !sent.has(u));
-  assert.ok(held.length > 400, `${held.length} URLs held back by the old release that this runtime takes`);
-  assert.deepEqual(held.filter((u) => sent.has(u)), [], 'every URL the old release held back is held back');
-  assert.equal(heldBack.length, held.length);
-  const wasSent = listOf('sent-by-node20.txt').map(canon).filter((u): u is string => u !== null);
-  assert.deepEqual(wasSent.filter((u) => !sent.has(u)), [], 'and what it sent is sent');
-  const rec = runsJsonl(dir).at(-1)!;
-  const rk = rec.rekeyed as Record<string, unknown>;
+  assert.equal(r.stderr.match(/: warning: .*re-keyed/g)?.length, 1, 'said once');
+  for (const run of [RUN, RUN2]) {
+    const sent = sentUrls(dir, run);
+    const held = listOf(`held-by-node20.${run}.txt`).map(canon).filter((u): u is string => u !== null);
+    assert.ok(held.length > 400, `${run}: ${held.length} URLs held back by the old release that this runtime takes`);
+    assert.deepEqual(held.filter((u) => sent.has(u)), [], `${run}: every URL the old release held back is held back`);
+    const wasSent = listOf(`sent-by-node20.${run}.txt`).map(canon).filter((u): u is string => u !== null);
+    assert.deepEqual(wasSent.filter((u) => !sent.has(u)), [], `${run}: and what it sent is sent`);
+  }
+  const [first, second] = runsJsonl(dir);
+  const rk = first!.rekeyed as Record<string, unknown>;
   assert.equal(rk.urls, urls);
+  assert.equal(rk.aliases_only, undefined);
   assert.deepEqual(rk.from, { ada: 'unknown', icu: 'unknown', unicode: 'unknown', node: 'unknown' });
   assert.equal((rk.to as { ada: string }).ada, process.versions.ada);
   for (const k of ['changed', 'merged', 'dropped', 'aliased', 'domains_changed', 'entries_out']) assert.ok(Number.isSafeInteger(rk[k]), k);
-  const settings = JSON.parse(fs.readFileSync(path.join(dir, 'var/state/settings.json'), 'utf8')) as { keyed_by: unknown };
-  assert.deepEqual(settings.keyed_by, keyedByHere(), 'the state now records this runtime');
-  // The next hour is keyed alike: no re-key.
-  fs.copyFileSync(path.join(FIX, `${RUN}.reflog`), path.join(dir, 'var/inbox', '2011072807.reflog'));
-  const again = await runner(dir, ARGS);
-  assert.equal(again.status, 0, again.stderr);
-  assert.doesNotMatch(again.stderr, /re-keyed/);
-  assert.equal(runsJsonl(dir).at(-1)!.rekeyed, undefined);
+  // The second hour is keyed alike: at most the copies for the characters the old parser lost.
+  assert.ok(second!.rekeyed === undefined || (second!.rekeyed as { aliases_only?: boolean }).aliases_only === true);
+  const { legacy, ...keyedBy } = (JSON.parse(fs.readFileSync(path.join(dir, 'var/state/settings.json'), 'utf8')) as { keyed_by: KeyedBy }).keyed_by;
+  assert.deepEqual(keyedBy, keyedByHere(), 'the state now records this runtime');
+  const lost = lostCharacters(UNKNOWN_KEYING, keyedByHere()).size > 0;
+  assert.deepEqual(legacy, lost ? { idna: UNKNOWN_KEYING.idna, until: '20110728170000' } : undefined, "the old parser's probes, until the re-key run's now plus --keep");
+});
+
+test('keyingToStore: a re-key from a parser that lost characters leaves a legacy for --keep; later runs carry it until then', () => {
+  const state = sub('rekey-keying-');
+  const here = keyedByHere();
+  const lost = lostCharacters(UNKNOWN_KEYING, here).size > 0;
+  const stored = keyingToStore(state, '20110728070000', 3_600_000, true);
+  assert.deepEqual(stored.legacy, lost ? { idna: UNKNOWN_KEYING.idna, until: '20110728080000' } : undefined);
+  fs.writeFileSync(path.join(state, 'settings.json'), JSON.stringify({ keep_ms: 3_600_000, resend_after_ms: 3_600_000, keyed_by: stored }) + '\n');
+  assert.deepEqual(keyingToStore(state, '20110728075959', 3_600_000, false).legacy, stored.legacy);
+  assert.equal(keyingToStore(state, '20110728080000', 3_600_000, false).legacy, undefined);
+  // A state that was never re-keyed gets none, whatever its parser.
+  assert.equal(keyingToStore(sub('rekey-fresh-'), '20110728070000', 3_600_000, false).legacy, undefined);
 });
 
 test('the re-key is crash-safe: killed after it (before the chain), or between the commit steps current_log and settings, the rerun ends where an uninterrupted run does', async () => {
-  const reference = node20State();
+  const reference = node20State(RUN);
   assert.equal((await runner(reference, ARGS)).status, 0);
   const want = snapshot(reference);
   for (const step of ['rekey', 'settings']) {
-    const dir = node20State();
+    const dir = node20State(RUN);
     const killed = await runner(dir, ARGS, { env: { REFLOG_RUNNER_FAILPOINT: `${RUN}:${step}` } });
     assert.equal(killed.signal, 'SIGKILL', `killed before ${step}: ${killed.stderr}`);
     const settings = fs.readFileSync(path.join(dir, 'var/state/settings.json'), 'utf8');

@@ -24,6 +24,7 @@ import { FileLineReader } from '../core/lines.js';
 import { U_DOMAIN, U_HITS, U_TAG, U_TS, U_URL, checkUrlRecord } from '../core/records.js';
 import { addHits } from '../core/hits.js';
 import { parseSize } from '../core/size.js';
+import { formatTimestamp, timestampToMs } from '../core/time.js';
 import { RecordBatch, RecordSorter } from '../core/sorter.js';
 import { FileWriter } from '../core/writers.js';
 import { DEFAULT_MAX_URL_BYTES, canonicalize, idText, loadUrlHash, type UrlHash, type UrlOptions } from '../core/url.js';
@@ -47,6 +48,11 @@ export interface KeyedBy {
   max_url_bytes: number;
   /** The host the parser makes of `x<c>x.de` for each IDNA deviation character c (null: refused). */
   idna: Record<string, string | null>;
+  /**
+   * After a re-key from a parser that lost characters: its probes, and until when
+   * current_log may still hold entries it keyed (the re-key run's now plus --keep).
+   */
+  legacy?: { idna: Record<string, string | null>; until: string };
 }
 
 /**
@@ -132,6 +138,27 @@ export function lostCharacters(from: KeyedBy, to: KeyedBy): Map<string, string> 
   return lost;
 }
 
+/**
+ * What a run committed at `now` with --keep `keepMs` stores as keyed_by: this runtime's
+ * keying, and a legacy (KeyedBy.legacy) when the run re-keyed from a parser that lost
+ * characters, or the state's own while it lasts.
+ */
+export function keyingToStore(state: string, now: string, keepMs: number, rekeyed: boolean): KeyedBy {
+  const here = keyedByHere();
+  const stored = storedKeying(state);
+  if (rekeyed && lostCharacters(stored, here).size > 0) {
+    return { ...here, legacy: { idna: stored.idna, until: formatTimestamp(new Date(timestampToMs(now) + keepMs)) } };
+  }
+  const legacy = sameKeying(stored, here) ? liveLegacy(stored, now) : null;
+  return legacy === null ? here : { ...here, legacy };
+}
+
+/** The legacy `k` carries if it lasts beyond `now`, else null. */
+function liveLegacy(k: KeyedBy, now: string): NonNullable<KeyedBy['legacy']> | null {
+  const l = k.legacy;
+  return l !== undefined && typeof l.until === 'string' && typeof l.idna === 'object' && l.idna !== null && now < l.until ? l : null;
+}
+
 /** The `rekeyed` member of a run's record. */
 export interface RekeyReport {
   /** Entries of current_log read. */
@@ -144,6 +171,8 @@ export interface RekeyReport {
   dropped: number;
   /** Copies made under the new form of an hour's URL whose host had a character the old parser lost. */
   aliased: number;
+  /** Only copies were made (a later run while KeyedBy.legacy lasts): `from` and `to` are the same parser. */
+  aliases_only?: true;
   /** Distinct domains spelled otherwise than before: new to the partner database. */
   domains_changed: number;
   entries_out: number;
@@ -381,25 +410,51 @@ function warnRekeyed(log: Logger, run: string, r: RekeyReport, from: KeyedBy, to
   if (skipped > 0) process.stderr.write(`${PROG}: warning: ${visibleName(run)}: more than ${MAX_ALIASES} URLs of this hour have a host the old parser spelled otherwise; ${skipped} of them may be sent again\n`);
 }
 
+/** Whether some entry of the current_log `file` has one of the ids `ids` holds. */
+function anyIdIn(file: string, ids: Map<string, unknown>): boolean {
+  if (ids.size === 0) return false;
+  const reader = new FileLineReader(file);
+  const line = { buf: Buffer.alloc(0) as Uint8Array, start: 0, end: 0 };
+  try {
+    while (reader.next(line)) if (ids.has(Buffer.from(line.buf.buffer, line.buf.byteOffset + line.start, 16).toString('latin1'))) return true;
+  } finally {
+    reader.close();
+  }
+  return false;
+}
+
 /**
- * Before run `p`'s hour: when STATE/current_log was keyed otherwise than this process
- * keys (keyedByHere; a state with no record counts as UNKNOWN_KEYING), re-keys it into
- * the run's work area, where join-current reads it (p.currentIn), and says so. Null
- * when there was nothing to re-key; else the report, or the error that fails the run.
+ * The aliases of the hour `reflog` for the characters `from` lost and `to` keeps (none
+ * when the reflog cannot be read: the chain fails on it, naming it).
  */
-export async function rekeyBeforeHour(o: RunnerOptions, log: Logger, p: RunPaths): Promise<{ report: RekeyReport } | { error: string } | null> {
+function aliasesOf(reflog: string, from: KeyedBy, to: KeyedBy, hash: UrlHash): ReturnType<typeof hourAliases> {
+  try {
+    return hourAliases(reflog, lostCharacters(from, to), hash);
+  } catch {
+    return { aliases: new Map(), skipped: 0 };
+  }
+}
+
+/**
+ * Before run `p`'s hour (its now `now`): when STATE/current_log was keyed otherwise
+ * than this process keys (keyedByHere; a state with no record counts as
+ * UNKNOWN_KEYING), re-keys it into the run's work area, where join-current reads it
+ * (p.currentIn), and says so; while a legacy lasts (KeyedBy.legacy), does so for the
+ * copies alone when the hour has URLs whose old form current_log holds. Null when there
+ * was nothing to do; else the report, or the error that fails the run.
+ */
+export async function rekeyBeforeHour(o: RunnerOptions, log: Logger, p: RunPaths, now: string): Promise<{ report: RekeyReport } | { error: string } | null> {
   const current = path.join(o.state, 'current_log');
-  const from = storedKeying(o.state);
+  const stored = storedKeying(o.state);
   const to = keyedByHere();
-  if (sameKeying(from, to) || !fs.existsSync(current)) return null;
+  const same = sameKeying(stored, to);
+  const legacy = same ? liveLegacy(stored, now) : null;
+  if ((same && legacy === null) || !fs.existsSync(current)) return null;
+  const from = legacy === null ? stored : { ...stored, idna: legacy.idna };
   const t0 = Date.now();
   const hash = await loadUrlHash();
-  let found: ReturnType<typeof hourAliases> = { aliases: new Map(), skipped: 0 };
-  try {
-    found = hourAliases(p.reflog, lostCharacters(from, to), hash);
-  } catch {
-    /* the reflog cannot be read: the chain fails on it, naming it */
-  }
+  const found = aliasesOf(p.reflog, from, to, hash);
+  if (same && !anyIdIn(current, found.aliases)) return null;
   const staged = path.join(p.work, 'current_log.rekeyed');
   let counts: RekeyCounts;
   try {
@@ -409,7 +464,8 @@ export async function rekeyBeforeHour(o: RunnerOptions, log: Logger, p: RunPaths
     return { error: `re-keying current_log for this runtime's URL parser: ${formatPlace(err.place, err.message)}` };
   }
   p.currentIn = staged;
-  const report: RekeyReport = { ...counts, from: versionsOf(from), to: versionsOf(to), seconds: Math.round((Date.now() - t0) / 100) / 10 };
-  warnRekeyed(log, p.name, report, from, to, found.skipped);
+  const report: RekeyReport = { ...counts, ...(same && { aliases_only: true as const }), from: versionsOf(stored), to: versionsOf(to), seconds: Math.round((Date.now() - t0) / 100) / 10 };
+  if (same) log.info({ run: p.name, rekeyed: report, aliases_skipped: found.skipped }, 'current_log entries of the earlier parser copied for this hour\'s URLs');
+  else warnRekeyed(log, p.name, report, stored, to, found.skipped);
   return { report };
 }

@@ -8,7 +8,7 @@ import { type CommitPlan, prepareQueues, publish, stagedQueueFile, writeCommit }
 import { appendRecordOnce, countLines, exists, mkdirDurable, tailRecords } from './fsutil.js';
 import { PROG } from './options.js';
 import { REFLOG_EXT, REFLOG_HEAD_BYTES, type RunPaths, type RunRecord, type StageOutcome, failedAttemptsAssigned, failureMessage, firstHeaderLine, foreignKind, foreignReflog, notAReflog, repeatedWarnings, unterminatedReflog } from './plan.js';
-import { keyedByHere } from './rekey.js';
+import { keyingToStore } from './rekey.js';
 import type { ChainResult, RunContext } from './run-one.js';
 
 /** Records the run as failed at `step`, keeps its rejects, drops its staging area: nothing is published. */
@@ -131,7 +131,7 @@ export function commitRun(
     backlogWarn: o.backlogWarn,
     queue,
     record,
-    keyedBy: keyedByHere(),
+    keyedBy: keyingToStore(o.state, rj.now, o.keepMs, record.rekeyed !== undefined && record.rekeyed.aliases_only === undefined),
   };
   try {
     prepareQueues(plan);

@@ -107,7 +107,7 @@ async function runChain({ o, log, p, lockFd, hooks, signalled }: RunContext, rj:
   const lost = memoryLost(o, log, p.name);
   try {
     if (lost !== null) return { outcomes: [{ name: 'current_log', exit: 1, summary: null, messages: [lost] }], reflogFile: null, reflogLink: undefined, head: null };
-    const rekey = await rekeyBeforeHour(o, log, p);
+    const rekey = await rekeyBeforeHour(o, log, p, rj.now);
     if (rekey !== null && 'error' in rekey) return { outcomes: [{ name: 'rekey', exit: 1, summary: null, messages: [rekey.error] }], reflogFile: null, reflogLink: undefined, head: null };
     hooks.beforeStep?.(p.name, 'rekey');
     const r = await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain'));
