@@ -15,6 +15,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ROOT, partnerDb } from './lib/run.js';
+import { FAST_SUITE } from './lib/pg.js';
 import { runner, sub } from './lib/runner.js';
 import { runsJsonl, snapshot, assertSameState } from './lib/runner-state.js';
 import { DataError } from '../src/core/errors.js';
@@ -163,7 +164,7 @@ test('keyingToStore: a re-key from a parser that lost characters leaves a legacy
   assert.equal(keyingToStore(sub('rekey-fresh-'), '20110728070000', 3_600_000, false).legacy, undefined);
 });
 
-test('the re-key is crash-safe: killed after it (before the chain), or between the commit steps current_log and settings, the rerun ends where an uninterrupted run does', async () => {
+test('the re-key is crash-safe: killed after it (before the chain), or between the commit steps current_log and settings, the rerun ends where an uninterrupted run does', { skip: FAST_SUITE && 'a kill sweep (npm run test:all)' }, async () => {
   const reference = node20State(RUN);
   assert.equal((await runner(reference, ARGS)).status, 0);
   const want = snapshot(reference);
