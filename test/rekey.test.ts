@@ -98,7 +98,7 @@ test('rekeyLog: URLs re-canonicalized and re-hashed, entries that now share an i
   assert.deepEqual({ urls: c.urls, changed: c.changed, merged: c.merged, dropped: c.dropped, out: c.entries_out }, { urls: 3, changed: encodes ? 1 : 0, merged: encodes ? 1 : 0, dropped: 1, out: encodes ? 1 : 2 });
   const lines = fs.readFileSync(out, 'utf8').split('\n').filter(Boolean);
   if (encodes) assert.deepEqual(lines, [[hash('http://h.com/a%5Eb').toString(16).padStart(16, '0'), '20110728053000', 'v1', '5', 'h.com', 'http://h.com/a%5Eb'].join('\t')]);
-  else assert.deepEqual(lines, fs.readFileSync(input, 'utf8').split('\n').filter(Boolean).slice(0, 2).sort());
+  else assert.deepEqual(lines, fs.readFileSync(input, 'utf8').split('\n').filter((l) => l !== '' && !l.endsWith('no URL at all')).sort());
 });
 
 test('rekeyLog: a log bigger than its memory is spilled and merged, and comes out as the one sorted in memory', async () => {
