@@ -15,7 +15,9 @@
 // by comparing the stored parser's answers for probe hosts with this one's), the
 // re-key reads the hour's reflog: each URL whose host has one gets, besides its own
 // canonical form, the old parser's (the character replaced as the old parser did),
-// and a current_log entry under that old form is copied to the new form.
+// and a current_log entry under that old form is copied to the new form. keyed_by
+// keeps the old parser's probes for --keep after the re-key (`legacy`), and the runs
+// until then make the same copies for their hours, when current_log holds such an entry.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
