@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import { Writable } from 'node:stream';
 import { Output } from '../src/cli/output.js';
 import { BIN, scratch, partnerDb, testEnv } from './lib/run.js';
-import { PgCluster, pgSkipReason, pgTest } from './lib/pg.js';
+import { FAST_SUITE, PgCluster, pgSkipReason, pgTest } from './lib/pg.js';
 import { DelayProxy } from './lib/delay-proxy.js';
 
 /** A stream that takes a write on the next turn of the event loop and asks for a pause above 1 KiB. */
@@ -77,7 +77,7 @@ test('flushIfFull still waits while the stream asks for a pause, and ends once i
 
 let cluster: PgCluster | null = null;
 before(async () => {
-  if (pgSkipReason() === null) cluster = await PgCluster.start();
+  if (pgSkipReason() === null && !FAST_SUITE) cluster = await PgCluster.start();
 });
 after(() => cluster?.remove());
 
