@@ -2,9 +2,9 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
-import { DataError, formatPlace, visibleName } from '../core/errors.js';
+import { DataError, formatPlace } from '../core/errors.js';
 import { openStore } from '../core/store/open.js';
-import { PROG, type RunnerOptions } from './options.js';
+import type { RunnerOptions } from './options.js';
 import { type NowSource, type RunPaths, assignedInLog } from './plan.js';
 
 /** STATE/staging/RUN/run.json: fixed when a run is first attempted, reused by reruns after a crash. */
@@ -48,10 +48,10 @@ export async function assignedByAttempt(p: RunPaths, o: RunnerOptions, log: Logg
   try {
     committed = await witnessCommitted(o, pending.witness, pending.added_at);
   } catch (err) {
+    // Counted as 0, they would be missing from new_domains for good once that COMMIT lands:
+    // the attempt's logs stay, and the next invocation asks again.
     const message = err instanceof DataError ? formatPlace(err.place, err.message) : String((err as Error)?.message ?? err);
-    log.warn({ run: p.name, rows: pending.rows, error: message }, 'cannot tell whether a dead upload-domains committed; not counted in new_domains');
-    process.stderr.write(`${PROG}: warning: ${p.name}: cannot tell whether upload-domains committed ${pending.rows} new domain(s) before it died (${visibleName(message)}); new_domains does not count them\n`);
-    return 0;
+    throw new DataError('COMMIT_UNDECIDED', `cannot tell whether upload-domains of run ${p.name} committed ${pending.rows} new domain(s) before it died (${message}); nothing was published, and the next invocation asks again and runs the hour`);
   }
   log.warn({ run: p.name, rows: pending.rows, witness: pending.witness, committed }, 'upload-domains died during its commit; the database tells whether it happened');
   return committed ? pending.rows : 0;

@@ -6,6 +6,12 @@ import * as net from 'node:net';
 export class DelayProxy {
   /** Milliseconds added to every chunk the server sends (0: none). */
   delayMs = 0;
+  /**
+   * Sees each chunk a client sends before it goes on to the server, with the local port
+   * of the proxy's connection to the server (pg_stat_activity's client_port of the
+   * backend that serves it): a test may stop that backend before it gets the chunk.
+   */
+  gate: ((chunk: Buffer, serverSidePort: number) => void) | null = null;
   private readonly server: net.Server;
   private readonly sockets = new Set<net.Socket>();
 
@@ -37,7 +43,11 @@ export class DelayProxy {
       s.on('error', () => undefined);
       s.on('close', () => this.sockets.delete(s));
     }
-    client.pipe(upstream);
+    client.on('data', (chunk: Buffer) => {
+      this.gate?.(chunk, upstream.localPort ?? 0);
+      upstream.write(chunk);
+    });
+    client.on('end', () => upstream.end());
     let last = 0;
     upstream.on('data', (chunk: Buffer) => {
       // Never earlier than the chunk before it, whatever the delay was then.
@@ -46,7 +56,8 @@ export class DelayProxy {
       setTimeout(() => client.write(chunk), at - Date.now());
     });
     upstream.on('end', () => setTimeout(() => client.end(), Math.max(0, last - Date.now())));
-    client.on('close', () => upstream.destroy());
+    // Ended, not destroyed: what the client sent last (a COMMIT) still reaches a stopped server.
+    client.on('close', () => upstream.end());
   }
 
   /** The URI `uri` (one of the cluster's) through this proxy. */

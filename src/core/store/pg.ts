@@ -30,6 +30,7 @@ import {
   type Timeouts,
 } from './store.js';
 import { checkedLoad, missingOwnerError, newIdTooBig, noActive, type MissingOwner, type YacobotLoad } from './yacobots.js';
+import { clientBounds, closeBounded, isNoAnswer, noAnswerError } from './pg-waits.js';
 
 const require = createRequire(import.meta.url);
 const pg = require('pg') as typeof Pg;
@@ -122,6 +123,7 @@ export class PgStore implements PartnerStore {
     private readonly client: Pg.Client,
     readonly name: string,
     private readonly where: string,
+    private readonly timeouts: Timeouts = DEFAULT_TIMEOUTS,
   ) {
     // A connection that drops while idle is an 'error' event: the next query fails with it.
     client.on('error', (err) => (this.broken ??= err));
@@ -138,12 +140,14 @@ export class PgStore implements PartnerStore {
     try {
       return await this.client.query<Row>(text, params as unknown[]);
     } catch (err) {
+      // The connection's statement is still out there: it is good for nothing more.
+      if (isNoAnswer(err)) throw (this.broken = noAnswerError(this.name, this.where, this.timeouts));
       throw pgError(err, this.name, this.where);
     }
   }
 
   async close(): Promise<void> {
-    await this.client.end().catch(() => undefined);
+    await closeBounded(this.client);
   }
 
   async yacobotLoads(): Promise<YacobotLoad[]> {
@@ -202,8 +206,12 @@ export class PgStore implements PartnerStore {
     return m;
   }
 
+  /**
+   * Read under the write lock: a write transaction whose client died while its COMMIT was
+   * on its way still holds it, and the server decides it (commits or rolls back) first.
+   */
   async addedAtOf(domain: string): Promise<string | undefined> {
-    return (await this.query('SELECT added_at FROM partner_domain WHERE domain = $1', [domain])).rows[0]?.added_at as string | undefined;
+    return this.tx('BEGIN', async (q) => (await q.get('SELECT added_at FROM partner_domain WHERE domain = ?', [domain]))?.added_at as string | undefined, true);
   }
 
   async dumpSorted(check: (domain: unknown, id: unknown) => void, emit: (row: DomainRow) => void | Promise<void>): Promise<void> {
@@ -307,7 +315,8 @@ export class PgStore implements PartnerStore {
       await this.query('COMMIT');
       return v;
     } catch (err) {
-      await this.client.query('ROLLBACK').catch(() => undefined);
+      // Not on a connection whose statement got no answer: it would wait as long again.
+      if (!this.broken) await this.client.query('ROLLBACK').catch(() => undefined);
       throw err;
     }
   }
@@ -400,10 +409,10 @@ async function connect(uri: string, opts: OpenOptions): Promise<PgStore> {
   try {
     await client.connect();
   } catch (err) {
-    await client.end().catch(() => undefined);
+    await closeBounded(client);
     throw pgError(err, name, where);
   }
-  return new PgStore(client, name, where);
+  return new PgStore(client, name, where, t);
 }
 
 /** A client for `uri` with the time-outs (read-only transactions for a reader), its int8 values as numbers when exact. */
@@ -414,6 +423,7 @@ function newClient(uri: string, t: Timeouts, readonly: boolean): Pg.Client {
     connectionTimeoutMillis: t.connectMs,
     statement_timeout: t.statementMs,
     lock_timeout: t.lockMs,
+    ...clientBounds(t),
     application_name: 'master-server',
     types: { getTypeParser: ((oid: number, format?: string) => (oid === 20 ? int8 : pg.types.getTypeParser(oid, format as 'text'))) as typeof pg.types.getTypeParser },
   });

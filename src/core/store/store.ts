@@ -71,7 +71,7 @@ export interface PartnerStore {
   yacobotExists(id: bigint): Promise<boolean>;
   /** The owners of `domains` that have one (ids as stored: bigint when integers), in one batch. */
   ownersOf(domains: readonly string[]): Promise<OwnerLookup>;
-  /** The added_at of a domain's row, or undefined. */
+  /** The added_at of a domain's row, or undefined, once every write transaction begun before has ended. */
   addedAtOf(domain: string): Promise<string | undefined>;
   /**
    * Every (domain, owner) row in bytewise domain order, from one snapshot: each row is
