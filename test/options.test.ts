@@ -101,7 +101,7 @@ test('runner: --db may be a PostgreSQL URI, on the command line or in the config
   const flag = parseArgs(['--db', uri, '--lock-timeout', '5'], '/w');
   assert.ok(typeof flag === 'object');
   assert.equal(flag.db, uri);
-  assert.deepEqual(flag.dbArgs, ['--db', uri, '--lock-timeout', '5']);
+  assert.deepEqual(flag.dbArgs, ['--lock-timeout', '5']);
   assert.deepEqual(flag.dbTimeouts, { connectMs: 10_000, statementMs: 300_000, lockMs: 5000 });
   const dir = scratch();
   const conf = path.join(dir, 'runner.conf');
@@ -109,7 +109,7 @@ test('runner: --db may be a PostgreSQL URI, on the command line or in the config
   const fromFile = parseArgs(['--config', conf], '/w');
   assert.ok(typeof fromFile === 'object');
   assert.equal(fromFile.db, uri);
-  assert.deepEqual(fromFile.dbArgs, ['--db', uri, '--connect-timeout', '2.5']);
+  assert.deepEqual(fromFile.dbArgs, ['--connect-timeout', '2.5']);
   // A file name is still one, from the config file's directory.
   fs.writeFileSync(conf, 'db = p.db\n');
   const file = parseArgs(['--config', conf], '/w');

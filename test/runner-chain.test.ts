@@ -181,7 +181,7 @@ describe('database and gate', () => {
     const dir = scratch('ms-stages-');
     fs.writeFileSync(path.join(dir, 'R.reflog'), '');
     const p = { ...runPaths({ inbox: dir, state: dir }, 'R'), logs: path.join(dir, 'missing') };
-    const o = { state: dir, dbArgs: ['--db', path.join(dir, 'p.db')], maxRejectRatio: null, memory: null, resendAfter: null, keep: null, killAfterMs: 1000 } as unknown as RunnerOptions;
+    const o = { state: dir, db: path.join(dir, 'p.db'), dbArgs: [], maxRejectRatio: null, memory: null, resendAfter: null, keep: null, killAfterMs: 1000 } as unknown as RunnerOptions;
     const progress = { size: 0, read: () => -1 };
     await assert.rejects(runStages(o, p, '20110728070000', 3, path.join(ROOT, 'bin'), progress), /ENOENT/);
   });

@@ -239,15 +239,18 @@ describe('options', () => {
     fs.mkdirSync(path.join(dir, 'etc'));
     fs.writeFileSync(
       path.join(dir, 'etc/runner.conf'),
-      "inbox = in\nstate = '../st'\ndb = \"p.db\"\nqueue-dir = \"q'\nmax-reject-ratio = 0.5\nbacklog-warn = 7\n",
+      "inbox = in\nstate = '../st'\ndb = \"p.db\"\nqueue-dir = q'\"\nmax-reject-ratio = 0.5\nbacklog-warn = 7\n",
     );
     const c = parseArgs(['--config', 'etc/runner.conf', '--db', 'flag.db'], dir);
     assert.ok(typeof c === 'object');
     assert.deepEqual(
       [c.inbox, c.state, c.db, c.queueDir, c.maxRejectRatio, c.backlogWarn, c.config],
-      [path.join(dir, 'etc/in'), path.join(dir, 'st'), path.join(dir, 'flag.db'), path.join(dir, 'etc', '"q\''), '0.5', 7, path.join(dir, 'etc/runner.conf')],
+      [path.join(dir, 'etc/in'), path.join(dir, 'st'), path.join(dir, 'flag.db'), path.join(dir, 'etc', 'q\'"'), '0.5', 7, path.join(dir, 'etc/runner.conf')],
     );
     assert.equal((parseArgs(['--config', 'etc/runner.conf'], dir) as { db: string }).db, path.join(dir, 'etc/p.db'));
+    // A quote that opens a value and is never closed (a URI with its password cut short, once taken for a file name).
+    fs.writeFileSync(path.join(dir, 'etc/open.conf'), 'inbox = in\nqueue-dir = "q\'\n');
+    usage(['--config', path.join(dir, 'etc/open.conf')], /^\/.*\/etc\/open\.conf:2: queue-dir: the " that opens the value is never closed$/);
     fs.writeFileSync(path.join(dir, 'etc/empty.conf'), 'inbox =\n');
     usage(['--config', path.join(dir, 'etc/empty.conf')], /^\/.*\/etc\/empty\.conf:1: inbox is an empty path /);
 

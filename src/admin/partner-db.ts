@@ -15,6 +15,7 @@ import { DataError, UsageError, clipText, formatPlace, hasControl, ioError, shel
 import { parseCount, parseDecimal } from '../core/numbers.js';
 import { formatTimestamp } from '../core/time.js';
 import { domainOfHost } from '../core/url.js';
+import { DB_ENV } from '../core/secrets.js';
 
 const NAME = 'partner-db';
 /** At most this many bad CSV rows are listed before the import gives up. */
@@ -291,7 +292,7 @@ stored as URL records carry them: registrable domains (example.co.uk), or whole
 hosts under analyze-dump --domain-mode host. A domain that starts with '-'
 goes after '--': assign -- -a-.com YACOBOT.`,
     )
-    .option('--db <db>', 'the partner database: a SQLite file or a postgres:// URI; required')
+    .option('--db <db>', `the partner database: a SQLite file or a postgres:// URI; required, unless ${DB_ENV} holds it (which keeps a password off the command line)`)
     .option('--connect-timeout <s>', 'PostgreSQL: seconds to wait for a connection (0: no limit)')
     .option('--statement-timeout <s>', 'PostgreSQL: seconds one statement may take (0: no limit)')
     .option('--lock-timeout <s>', "PostgreSQL: seconds to wait for a lock, another writer's among them (0: no limit)")
@@ -311,8 +312,8 @@ Example:
 
 /** The --db a subcommand was given; a UsageError when there is none. */
 function dbName(cmd: Command): string {
-  const f = cmd.optsWithGlobals().db as string | undefined;
-  if (f === undefined) throw new UsageError('--db FILE is required');
+  const f = (cmd.optsWithGlobals().db as string | undefined) ?? process.env[DB_ENV];
+  if (f === undefined) throw new UsageError(`--db FILE is required (or ${DB_ENV} in the environment)`);
   if (f === '') throw new UsageError('--db wants a file name'); // as the stages' pathOption says it
   return f;
 }

@@ -15,6 +15,7 @@ import { liveTempFiles, removeQuietly, staleTemps } from '../core/temps.js';
 import { Output, OutputClosed } from './output.js';
 import { onStopSignal } from './signals.js';
 import { loadCommander, loadPino } from '../core/cjs.js';
+import { REDACTING_HOOKS, guardOutput } from '../core/secrets.js';
 
 /** Values that may appear in the summary line. */
 export type Count = number | string | boolean | Record<string, number>;
@@ -129,8 +130,9 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   // stage's module (and so this one) for its core, and have no use for them.
   const commander = loadCommander();
   const pino = loadPino();
+  guardOutput(false); // stderr only: stdout is the stream
   const args = parseCommandLine(def, argv, commander);
-  const log = pino({ name: def.name, level: args.logLevel, base: { stage: def.name } }, pino.destination({ fd: 2, sync: true }));
+  const log = pino({ name: def.name, level: args.logLevel, base: { stage: def.name }, hooks: REDACTING_HOOKS }, pino.destination({ fd: 2, sync: true }));
   staleTemps.report = (p) => log.warn({ removed: p }, `removed ${p}, left by a run that was killed (its process has ended)`);
   const out = new Output(process.stdout);
   const end: RunEnd = new RunEnd(def.name, def.writesStdout !== false, log, started);

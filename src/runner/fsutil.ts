@@ -5,6 +5,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fsyncPath, mkdirEach } from '../core/dirs.js';
 import { ioError } from '../core/errors.js';
+import { redactDeep } from '../core/secrets.js';
 
 /** Creates `dir` (and parents); fsyncs the parent of every directory it created. */
 export function mkdirDurable(dir: string): void {
@@ -279,7 +280,7 @@ export function tailRecords(file: string, maxBytes = 1 << 20): unknown[] {
  * Appends one JSON line to `file` unless its last line already carries the same
  * `run_id` and `attempt` (a retried commit; a failed attempt's line and the next
  * attempt's are both kept). A partial last line left by a crash is cut off first.
- * The append is fsynced.
+ * The append is fsynced; no credential is written (redactDeep).
  */
 export function appendRecordOnce(file: string, record: { run_id: string; attempt?: number }): boolean {
   let fd: number;
@@ -311,7 +312,7 @@ export function appendRecordOnce(file: string, record: { run_id: string; attempt
         /* a foreign or damaged line: append after it */
       }
     }
-    const data = Buffer.from(JSON.stringify(record) + '\n');
+    const data = Buffer.from(JSON.stringify(redactDeep(record)) + '\n');
     try {
       // A nearly full disk takes part of the line and says so only on the next write:
       // one writeSync would leave a torn line that the next append cuts off, record lost.

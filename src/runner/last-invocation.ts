@@ -5,6 +5,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { UsageError } from '../core/errors.js';
+import { redactDeep } from '../core/secrets.js';
 import { writeFileDurable, tailRecords } from './fsutil.js';
 import { parseArgs, parseConfig } from './options.js';
 import type { RunRecord } from './plan.js';
@@ -73,7 +74,7 @@ export function invocationRecord(state: string, seen: Seen, exit: number, error:
 /** Writes `rec` to STATE/last-invocation.json (temp file and rename); false, saying nothing, when the state directory is missing. */
 export function writeLastInvocation(state: string, rec: LastInvocation): boolean {
   if (!fs.statSync(state, { throwIfNoEntry: false })?.isDirectory()) return false;
-  writeFileDurable(path.join(state, LAST_INVOCATION), JSON.stringify(rec) + '\n');
+  writeFileDurable(path.join(state, LAST_INVOCATION), JSON.stringify(redactDeep(rec)) + '\n');
   return true;
 }
 

@@ -4,6 +4,7 @@
 import { packageVersion } from '../cli/stage.js';
 import { loadPino } from '../core/cjs.js';
 import { DataError, UsageError, formatPlace, visibleName } from '../core/errors.js';
+import { REDACTING_HOOKS } from '../core/secrets.js';
 import { recordEnd } from './invocation-end.js';
 import { Stop } from './invocation-report.js';
 import { invocation } from './invocation.js';
@@ -37,7 +38,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<neve
     }
     throw err;
   }
-  const log = pino({ name: PROG, level: o.logLevel, base: { prog: PROG } }, pino.destination({ fd: 2, sync: true }));
+  const log = pino({ name: PROG, level: o.logLevel, base: { prog: PROG }, hooks: REDACTING_HOOKS }, pino.destination({ fd: 2, sync: true }));
   const end = (code: number, error: string | null) => recordEnd(o, o.state, seen, code, error);
   try {
     await invocation(o, log, seen);

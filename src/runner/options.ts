@@ -9,6 +9,8 @@ import { parseBudget } from '../core/size.js';
 import { isValidTimestamp, parseDuration } from '../core/time.js';
 import { DEFAULT_KEEP, DEFAULT_RESEND_AFTER } from '../stages/filter-url.js';
 import { isPgUri, timeoutsOf, type Timeouts } from '../core/store/store.js';
+import { looksLikeUri, pgUriProblem } from '../core/db-uri.js';
+import { rememberSecretsIn } from '../core/secrets.js';
 
 export const PROG = 'reflog-to-yacobot-queue';
 
@@ -17,7 +19,7 @@ export interface RunnerOptions {
   inbox: string;
   state: string;
   db: string;
-  /** --db and the database time-outs, as upload-domains takes them. */
+  /** The database time-outs, as upload-domains takes them (the database itself goes in MASTER_SERVER_DB: never on an argv, which `ps` shows). */
   dbArgs: string[];
   dbTimeouts: Timeouts;
   queueDir: string;
@@ -240,10 +242,14 @@ export function parseConfig(text: string, file: string): Map<Key, { value: strin
     if (eq < 0) throw new UsageError(`${file}:${i + 1}: want "key = value", got '${clipText(t)}'`);
     const key = t.slice(0, eq).trim();
     let value = t.slice(eq + 1).trim();
+    // Before any check: a message about this line must not show a password in it.
+    rememberSecretsIn(value);
     if (!(KEYS as readonly string[]).includes(key)) {
       throw new UsageError(`${file}:${i + 1}: unknown key '${clipText(key)}' (known: ${KEYS.join(', ')})`);
     }
-    if (value.length >= 2 && (value[0] === '"' || value[0] === "'") && value.endsWith(value[0]!)) value = value.slice(1, -1);
+    const quote = value[0] === '"' || value[0] === "'" ? value[0] : null;
+    if (quote !== null && (value.length < 2 || !value.endsWith(quote))) throw new UsageError(`${file}:${i + 1}: ${key}: the ${quote} that opens the value is never closed`);
+    if (quote !== null) value = value.slice(1, -1);
     out.set(key as Key, { value, line: i + 1 });
   }
   return out;
@@ -438,11 +444,13 @@ function maxRunTimeOption(o: OptionReader): number {
   return ms;
 }
 
-/** --db (STATE/partner.db by default; a postgres:// URI as it is) and the time-outs, as the stages take them. */
+/** --db (STATE/partner.db by default; a postgres:// URI as it is, a URI-like one that is no PostgreSQL URI refused) and the time-outs, as the stages take them. */
 function dbOptions(o: OptionReader, state: string): Pick<RunnerOptions, 'db' | 'dbArgs' | 'dbTimeouts'> {
   const given = o.get('db');
+  const problem = given !== undefined && looksLikeUri(given) ? pgUriProblem(given) : null;
+  if (problem !== null) throw new UsageError(`${o.named('db')} is not a PostgreSQL URI: ${problem}`);
   const db = given !== undefined ? (isPgUri(given) ? given : o.pathOf('db', '')) : path.join(state, 'partner.db');
-  const dbArgs = ['--db', db];
+  const dbArgs: string[] = [];
   const raw: Record<string, string> = {};
   for (const [k, opt] of [['connect-timeout', 'connectTimeout'], ['statement-timeout', 'statementTimeout'], ['lock-timeout', 'lockTimeout']] as const) {
     const v = o.get(k);

@@ -8,6 +8,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Readable } from 'node:stream';
+import { DB_ENV } from '../core/secrets.js';
 import { REFLOG_HEAD_BYTES, chainOf, pipelineScript, readStageLog, stageLog, stageText, type RunPaths, type StageOutcome } from './plan.js';
 import type { RunnerOptions } from './options.js';
 import { ioError } from '../core/errors.js';
@@ -246,7 +247,8 @@ export async function runStages(
   // (TEE_FD + its index in the chain), whose last bytes the runner keeps (see StreamTail).
   const child = spawn('bash', ['-c', pipelineScript(chain, binDir, p, TEE_FD)], {
     stdio: [inFd, 'pipe', errFd, lockFd, ...chain.map(() => 'pipe' as const)],
-    env: stageEnv(),
+    // The database by the environment, not on an argv (bash's or upload-domains'), which `ps` shows.
+    env: { ...stageEnv(), [DB_ENV]: o.db },
   });
   fs.closeSync(errFd);
   const tails = chain.map((_, i) => new StreamTail(child.stdio[TEE_FD + i] as Readable));

@@ -1,15 +1,18 @@
 // Opening the partner store: the backend a --db value names, loaded only when used
 // (a SQLite file, or a postgres:// URI).
+import { checkDbName } from '../db-uri.js';
 import { isPgUri, type OpenOptions, type PartnerStore } from './store.js';
 
-/** Opens an existing partner database, schema checked; a DataError says what is wrong. */
+/** Opens an existing partner database, schema checked; a DataError says what is wrong (a URI-like name that is no PostgreSQL URI too). */
 export async function openStore(db: string, opts: OpenOptions = {}): Promise<PartnerStore> {
+  checkDbName(db);
   if (isPgUri(db)) return (await import('./pg.js')).openPgStore(db, opts);
   return (await import('./sqlite.js')).openSqliteStore(db, opts);
 }
 
 /** Creates the partner database's tables where missing (the file too, for SQLite); whether they were created now. */
 export async function initStore(db: string, opts: OpenOptions = {}): Promise<{ store: PartnerStore; created: boolean }> {
+  checkDbName(db);
   if (isPgUri(db)) return (await import('./pg.js')).initPgStore(db, opts);
   return (await import('./sqlite.js')).initSqliteStore(db);
 }

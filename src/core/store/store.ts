@@ -1,9 +1,10 @@
 // The partner store: the one interface through which stages and partner-db reach the
 // partner database, whichever backend holds it (a SQLite file, or PostgreSQL for
 // several masters). Backends: sqlite.ts and pg.ts, opened by open.ts.
-import type { Command } from 'commander';
+import { Option, type Command } from 'commander';
 import { DataError, UsageError, clipText } from '../errors.js';
 import { parseCount, parseDecimal } from '../numbers.js';
+import { DB_ENV, redactSecrets } from '../secrets.js';
 import type { Chooser, NewDomains } from './assign.js';
 import type { MigrateResult } from './schema.js';
 import type { MissingOwner, Yacobot, YacobotLoad } from './yacobots.js';
@@ -107,9 +108,7 @@ export function isPgUri(db: string): boolean {
 
 /** `db` as it may be shown: a URI without its password (a file path unchanged). */
 export function redactDb(db: string): string {
-  if (!isPgUri(db)) return db;
-  // user:password@ -> user:***@ (the userinfo ends at the last '@' before the path).
-  return db.replace(/^(postgres(?:ql)?:\/\/[^/?#]*?:)[^/?#]*(@[^/?#@]*(?:[/?#]|$))/i, '$1***$2').replace(/([?&]password=)[^&#]*/gi, '$1***');
+  return redactSecrets(db);
 }
 
 /**
@@ -125,8 +124,9 @@ export async function findYacobotIn(q: Sql, ref: string): Promise<Yacobot> {
 
 /** Adds --db and the PostgreSQL time-out options to a command. */
 export function addDbOptions(cmd: Command, required = true): Command {
-  const what = 'the partner database: a SQLite file or a postgres:// URI';
-  (required ? cmd.requiredOption('--db <db>', `${what} (required)`) : cmd.option('--db <db>', what))
+  const what = `the partner database: a SQLite file or a postgres:// URI${required ? ' (required)' : ''}; ${DB_ENV} when not given (the runner hands it so: never on an argv, which ps shows)`;
+  cmd
+    .addOption(new Option('--db <db>', what).env(DB_ENV).makeOptionMandatory(required))
     .option('--connect-timeout <s>', `PostgreSQL: seconds to wait for a connection (0: no limit)`, String(DEFAULT_TIMEOUTS.connectMs / 1000))
     .option('--statement-timeout <s>', `PostgreSQL: seconds one statement may take (0: no limit)`, String(DEFAULT_TIMEOUTS.statementMs / 1000))
     .option('--lock-timeout <s>', `PostgreSQL: seconds to wait for a lock, another master's commit among them (0: no limit)`, String(DEFAULT_TIMEOUTS.lockMs / 1000));
