@@ -229,3 +229,41 @@ test('usage errors: --max-per-domain 0, a bad --carry-keep, a missing --carry-ou
     assert.ok(r.stderr.includes(msg), r.stderr);
   }
 });
+
+test('properties over random multi-hour scenarios: no run sends more than N of a domain; once the carry drains, every URL decided was sent, and none that was not', () => {
+  const dir = scratch('ms-ld-hours-');
+  const hoursArb = fc.array(
+    fc.array(fc.record({ n: fc.integer({ min: 1, max: 30 }), domain: fc.constantFrom('a.com', 'b.org', 'c.net'), hits: fc.nat(20), tag: fc.constantFrom('', 'v1', 'v2') }), { maxLength: 14 }),
+    { minLength: 1, maxLength: 4 },
+  );
+  fc.assert(
+    fc.property(fc.integer({ min: 1, max: 3 }), hoursArb, (cap, hours) => {
+      const c = path.join(dir, 'carry');
+      fs.rmSync(c, { force: true });
+      const decided = new Set<string>();
+      const sent: string[] = [];
+      // The busy hours, then empty ones until nothing waits.
+      for (let h = 0; h < 40; h++) {
+        const recs = new Map<string, Url>();
+        for (const r of hours[h] ?? []) {
+          // A URL keeps its domain: the id is the URL's.
+          const u = `http://${r.domain}/${r.n}`;
+          recs.set(id(r.n * 4 + ['a.com', 'b.org', 'c.net'].indexOf(r.domain)), { id: '', ts: hour(h).slice(0, 10) + '3000', tag: r.tag, hits: String(r.hits), domain: r.domain, url: u });
+        }
+        const filtered = [...recs].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([k, r]) => ({ ...r, id: k }));
+        for (const r of filtered) decided.add(r.id);
+        const got = runBin('limit-domains', ['--max-per-domain', String(cap), '--carry', c, '--carry-out', c, '--now', hour(h + 1), '--carry-keep', '10d', '--tmp', dir], filtered.map(urlLine).join(''), dir);
+        assert.equal(got.status, 0, got.stderr);
+        const out = got.stdout.split('\n').filter((l) => l);
+        const perDomain = new Map<string, number>();
+        for (const l of out) perDomain.set(l.split('\t')[4]!, (perDomain.get(l.split('\t')[4]!) ?? 0) + 1);
+        assert.ok([...perDomain.values()].every((n) => n <= cap), `hour ${h}: ${[...perDomain]}`);
+        sent.push(...out.map((l) => l.split('\t')[0]!));
+        if (h >= hours.length && fs.readFileSync(c, 'utf8') === '') break;
+      }
+      assert.equal(fs.readFileSync(c, 'utf8'), '', 'the carry drained');
+      assert.deepEqual(new Set(sent), decided);
+    }),
+    { seed: SEED, numRuns: 12 },
+  );
+});

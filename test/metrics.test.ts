@@ -130,9 +130,10 @@ test('metrics text: label values are escaped (promtool accepts them)', async (t)
     sent: 2, sent_per_yacobot: { '1': 2 }, new_domains: 1, keep_ms: 1, resend_after_ms: 1,
   } as RunRecord;
   const invocation = { result: 'committed', success: true, exit: 0, at: '2011-07-28T06:00:02.000Z', started: '', seconds: 2, pid: 1, runs: ['r'], error: null, last_success: { run: 'r', at: '2011-07-28T06:00:02.000Z', seconds: 2 } } as LastInvocation;
-  const text = await metricsText({ invocation, outside: { inbox: { reflogs: 0, oldest_age_seconds: null }, backlog: {}, lock: { held: false, pid: null, host: null, since: null }, current_log_urls: null }, run });
+  const text = await metricsText({ invocation, outside: { inbox: { reflogs: 0, oldest_age_seconds: null }, backlog: {}, lock: { held: false, pid: null, host: null, since: null }, current_log_urls: null, carry: { urls: 7, oldest_decided: '20110728050000', oldest_age_seconds: 7200, capped_domains: { 'a.com': 7 } } }, run });
   assert.ok(text.includes('master_server_run_rejected_lines{reason="bad \\"quoted\\" \\\\ reason\\nsecond line"} 1'), text);
   assert.equal(samples(text).get('master_server_last_success_timestamp_seconds'), Date.parse('2011-07-28T06:00:02Z') / 1000);
+  assert.deepEqual([samples(text).get('master_server_carry_urls'), samples(text).get('master_server_carry_oldest_age_seconds')], [7, 7200]);
   checkMetrics(t, text);
 });
 

@@ -72,6 +72,12 @@ test('the runner reads its numbers as the stages do: flags and config values ali
   for (const v of [' 1h', '0x10', '1e3']) usage(['--keep', v, '--resend-after', '1'], /^keep wants a duration/);
   for (const v of [' 5s', '0x5']) usage(['--kill-after', v], /^kill-after wants a duration/);
   for (const v of [' 64M', '0x40M']) usage(['--memory', v], /^memory wants a size/);
+  for (const v of ['0', '-1', 'x', '1.5', '2147483649']) usage(['--max-per-domain', v], /^max-per-domain wants a number of URLs from 1/);
+  for (const v of ['soon', ' 1h']) usage(['--carry-keep', v], /^carry-keep wants a duration/);
+  assert.deepEqual(
+    [(parseArgs(['--max-per-domain', '1,000'], '/w') as { maxPerDomain: number }).maxPerDomain, (parseArgs([], '/w') as { maxPerDomain: null }).maxPerDomain],
+    [1000, null],
+  );
   const o = parseArgs(['--max-reject-ratio', '.5', '--backlog-warn', '2,000,000'], '/w');
   assert.ok(typeof o === 'object');
   assert.deepEqual([o.maxRejectRatio, o.backlogWarn], ['.5', 2_000_000]);

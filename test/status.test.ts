@@ -19,6 +19,7 @@ interface StatusJson {
   backlog: Record<string, { files: number; urls: number }>;
   lock: { held: boolean; pid: number | null };
   current_log_urls: number | null;
+  carry: unknown;
 }
 
 /** Runs `status --json ARGS`; its exit code and parsed output. */
@@ -47,7 +48,8 @@ test('status: exit code and JSON after a committed, a nothing-to-do and a failed
   deliver(dir, '2011072806');
   assert.equal(runJob(dir).status, 0);
   const committed = status(dir);
-  assert.deepEqual(Object.keys(committed.s).sort(), ['backlog', 'current_log_urls', 'healthy', 'inbox', 'last_invocation', 'last_success', 'lock'].sort());
+  assert.deepEqual(Object.keys(committed.s).sort(), ['backlog', 'carry', 'current_log_urls', 'healthy', 'inbox', 'last_invocation', 'last_success', 'lock'].sort());
+  assert.equal(committed.s.carry, null, 'no cap, no carry');
   assert.equal(committed.code, 0);
   assert.equal(committed.s.healthy, true);
   assert.equal(committed.s.last_invocation?.result, 'committed');

@@ -69,6 +69,7 @@ import { REFLOG_EXT, failedRejects, keptRejects, type RunRecord } from './plan.j
 import { reflogIdentity, sameFile, type ReflogIdentity } from './pipeline.js';
 import { currentLogLink, settingsFile, settingsText } from './settings.js';
 import type { KeyedBy } from './rekey.js';
+import { carryFile, stagedCarry } from './carry.js';
 
 /** Everything the publish needs, recorded in the COMMIT marker (absolute paths). */
 export interface CommitPlan {
@@ -516,7 +517,7 @@ function keepLink(file: string, link: string): void {
 export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovered = false): Step[] {
   const work = path.join(plan.staging, 'work');
   const steps: Step[] = plan.queue.map((q) => queueStep(plan, q.yacobot, recovered));
-  steps.push(currentLogStep(plan, work), settingsStep(plan));
+  steps.push(currentLogStep(plan, work), carryStep(plan, work), settingsStep(plan));
   steps.push(rejectsStep(plan, work), recordStep(plan, hooks, recovered), reflogStep(plan, hooks));
   steps.push(uncommitStep(plan, hooks), cleanupStep(plan));
   return steps;
@@ -573,14 +574,30 @@ function currentLogStep(plan: CommitPlan, work: string): Step {
   };
 }
 
-/** Step settings: stores the run's --keep and --resend-after with the state. */
+/**
+ * Step carry: replaces STATE/carry with the staged one (a run with limit-domains in its
+ * chain; none without). After current_log's: both are the state this run leaves, and a
+ * crash between the two is rolled forward.
+ */
+function carryStep(plan: CommitPlan, work: string): Step {
+  return {
+    name: 'carry',
+    run() {
+      moveIntoPlace(stagedCarry({ work }), carryFile(plan.state));
+    },
+  };
+}
+
+/** Step settings: stores the run's --keep, --resend-after and cap with the state. */
 function settingsStep(plan: CommitPlan): Step {
   return {
     name: 'settings',
     run() {
-      const { run, keep_ms, resend_after_ms } = plan.record;
+      const { run, keep_ms, resend_after_ms, max_per_domain, carry_keep_ms } = plan.record;
       // A marker of a runner before keep_ms was recorded: the settings stay as they were.
-      if (Number.isSafeInteger(keep_ms) && Number.isSafeInteger(resend_after_ms)) writeFileDurable(settingsFile(plan.state), settingsText({ run, keep_ms, resend_after_ms, keyed_by: plan.keyedBy }));
+      if (Number.isSafeInteger(keep_ms) && Number.isSafeInteger(resend_after_ms)) {
+        writeFileDurable(settingsFile(plan.state), settingsText({ run, keep_ms, resend_after_ms, max_per_domain, carry_keep_ms, keyed_by: plan.keyedBy }));
+      }
     },
   };
 }

@@ -23,6 +23,9 @@ export interface VerdictFacts {
   /** The timestamp of the URL's record in the newest of sent_in, when it was read. */
   sent_timestamp?: string | null;
   rejected_in: { reason: string }[];
+  /** Waiting in the carry (a per-domain cap): decided by run since_run (or at decided), its domain over the cap. */
+  domain?: string | null;
+  carried?: { decided: string; since_run: string | null; cap: number | null } | null;
 }
 
 /** The job's now from STATE/runs.jsonl (its last MiB; `keepMs` for lines without keep_ms), or null when it holds no committed run. */
@@ -37,6 +40,8 @@ export function jobNow(state: string, keepMs: number): JobNow | null {
  * rejected, or rejected, or new.
  */
 export function verdictOf(e: VerdictFacts, at: JobNow | null, keepMs: number): string {
+  const c = e.carried;
+  if (c) return `carried over since ${c.since_run ?? c.decided}: ${e.domain} is over its cap of ${c.cap ?? '?'}`;
   const newest = e.sent_in.at(-1);
   const sent = newest === undefined ? null : `sent in ${path.basename(newest, '.tsv')} to Yacobot ${path.basename(path.dirname(newest))}`;
   const memory = e.current !== null ? heldOrDue(e.current.due_at, at) : sent !== null ? forgotten(e.sent_timestamp ?? null, at, keepMs) : null;

@@ -8,6 +8,9 @@ import { formatTimestamp, timestampToMs } from '../core/time.js';
 import { jobNow, verdictOf, yacobotName, type JobNow } from './explain-verdict.js';
 import { eachReject, findById, idsInFile, recordById } from './find-url.js';
 import { lastCommittedRun } from './last-invocation.js';
+import { carryFile } from './carry.js';
+import { tailRecords } from './fsutil.js';
+import type { RunRecord } from './plan.js';
 import { PROG, type RunnerOptions } from './options.js';
 import { PartnerView, type YacobotRef } from './partners.js';
 import type { Timeouts } from '../core/store/store.js';
@@ -30,9 +33,12 @@ For each URL, what the job knows of it:
   rejected_in       the rejects files (STATE/rejects/) that hold its line,
                     with the reflog line number and the reason: the first
                     ${MAX_REJECT_LINES}, and rejected_more: how many more
+  carried           with a per-domain cap, when the URL waits in the carry:
+                    when it was decided and by which run, or null
   as_of             the job's now: the committed run current_log stands at
                     (run, now), or null before the first
-  verdict           one line, as of the job's now: sent in RUN to Yacobot N;
+  verdict           one line, as of the job's now: carried over since RUN:
+                    DOMAIN is over its cap of N / sent in RUN to Yacobot N;
                     then held back in RUN; due again at T (a sighting before
                     T is held, one from T on or with a new updatetag is sent)
                     / due again since T: its next sighting is sent /
@@ -59,6 +65,13 @@ export interface CurrentEntry {
   kept_until: string;
 }
 
+/** A URL waiting in the carry: when it was decided, by which run (null: not in runs.jsonl's tail), under which cap. */
+export interface CarriedEntry {
+  decided: string;
+  since_run: string | null;
+  cap: number | null;
+}
+
 /** What explain says of one URL. */
 export interface Explained {
   input: string;
@@ -70,6 +83,8 @@ export interface Explained {
   owner: YacobotRef | null;
   pick: YacobotRef | null;
   current: CurrentEntry | null;
+  /** Waiting in STATE/carry (its domain over --max-per-domain), or null. */
+  carried: CarriedEntry | null;
   sent_in: string[];
   /** The timestamp of its record in the newest of sent_in, or null. */
   sent_timestamp: string | null;
@@ -108,8 +123,10 @@ export async function explainUrls(o: RunnerOptions, raws: readonly string[]): Pr
   const out: Explained[] = raws.map((input) => {
     const c = canonicalOf(input, hash);
     const known = 'invalid' in c ? { url: null, id: null, domain: null, invalid: c.invalid } : { url: c.url, id: c.id, domain: c.domain, invalid: null };
-    return { input, ...known, owner: null, pick: null, current: null, sent_in: [], sent_timestamp: null, rejected_in: [], rejected_more: 0, as_of: asOf, verdict: '' };
+    return { input, ...known, owner: null, pick: null, current: null, carried: null, sent_in: [], sent_timestamp: null, rejected_in: [], rejected_more: 0, as_of: asOf, verdict: '' };
   });
+  const cap = last?.max_per_domain ?? o.maxPerDomain;
+  for (const e of out) if (e.id !== null) e.carried = carriedEntry(o.state, e.id, cap);
   await withOwners(o.db, out, o.dbTimeouts);
   for (const e of out) if (e.id !== null) e.current = currentEntry(path.join(o.state, 'current_log'), e.id, settings);
   findSent(o.queueDir, out);
@@ -139,6 +156,16 @@ function currentEntry(file: string, id: string, s: { keepMs: number; resendMs: n
   if (f === null) return null;
   const ts = timestampToMs(f[1]!);
   return { timestamp: f[1]!, updatetag: f[2]!, hits: f[3]!, due_at: formatTimestamp(new Date(ts + s.resendMs)), kept_until: formatTimestamp(new Date(ts + s.keepMs)) };
+}
+
+/** The carry's record of `id`, with the committed run whose now is its decision, or null when it does not wait. */
+function carriedEntry(state: string, id: string, cap: number | null): CarriedEntry | null {
+  const f = findById(carryFile(state), id);
+  if (f === null || f.length < 7) return null;
+  const decided = f[6]!;
+  const runs = tailRecords(path.join(state, 'runs.jsonl')) as Partial<RunRecord>[];
+  const by = runs.find((r) => r.status === 'ok' && r.now === decided && typeof r.run === 'string');
+  return { decided, since_run: by?.run ?? null, cap };
 }
 
 /** Fills sent_in: the queue files (QUEUE/<yacobot>/<run>.tsv, newest run last) whose records include each URL's id. */
@@ -216,6 +243,7 @@ export function humanExplained(e: Explained): string {
   if (e.url !== null) lines.push(`  owner: ${e.owner ? yacobotName(e.owner) : `none (least-loaded would pick ${e.pick ? yacobotName(e.pick) : 'no active Yacobot'})`}`);
   const c = e.current;
   lines.push(c ? `  current: ${c.timestamp}, updatetag '${c.updatetag}', ${c.hits} hits; due again ${c.due_at}, forgotten ${c.kept_until}` : '  current: not in current_log');
+  if (e.carried !== null) lines.push(`  carried: waiting in the carry, decided at ${e.carried.decided}${e.carried.since_run ? ` by run ${e.carried.since_run}` : ''}`);
   for (const f of e.sent_in) lines.push(`  sent in: ${f}`);
   for (const r of e.rejected_in) lines.push(`  rejected in: ${r.file}:${r.line}: ${r.reason}`);
   if (e.rejected_more > 0) lines.push(`  rejected in: ${e.rejected_more} more line(s) not listed`);

@@ -37,6 +37,11 @@ export async function metricsText(m: MetricsInput): Promise<string> {
     files.set({ yacobot: id }, b.files);
   }
   if (m.outside.current_log_urls !== null) gauge('current_log_urls', 'URLs current_log remembers (sent recently or seen again).').set(m.outside.current_log_urls);
+  const carry = m.outside.carry;
+  if (carry !== null) {
+    gauge('carry_urls', 'URLs waiting in the carry for a later run (domains over --max-per-domain).').set(carry.urls);
+    gauge('carry_oldest_age_seconds', 'How long ago the oldest URL waiting in the carry was decided (0: none waiting).').set(carry.oldest_age_seconds ?? 0);
+  }
   if (m.run !== null) runGauges(m.run, gauge);
   return registry.metrics();
 }

@@ -8,6 +8,7 @@ import { parseGroupedCount, parseRatio, ratioError } from '../core/numbers.js';
 import { parseBudget } from '../core/size.js';
 import { isValidTimestamp, parseDuration } from '../core/time.js';
 import { DEFAULT_KEEP, DEFAULT_RESEND_AFTER } from '../stages/filter-url.js';
+import { DEFAULT_CARRY_KEEP } from '../stages/limit-domains.js';
 import { isPgUri, timeoutsOf, type Timeouts } from '../core/store/store.js';
 import { looksLikeUri, pgUriProblem } from '../core/db-uri.js';
 import { rememberSecretsIn } from '../core/secrets.js';
@@ -33,6 +34,10 @@ export interface RunnerOptions {
   resendAfter: string | null;
   /** filter-url's --resend-after in ms: `resendAfter`, else filter-url's default. */
   resendAfterMs: number;
+  /** limit-domains' --max-per-domain, or null: no cap, no limit-domains in the chain (see carry.ts). */
+  maxPerDomain: number | null;
+  /** limit-domains' --carry-keep in ms (its default when unset). */
+  carryKeepMs: number;
   maxRejectRatio: string | null;
   memory: string | null;
   logLevel: string;
@@ -64,6 +69,8 @@ export const KEYS = [
   'backlog-warn',
   'keep',
   'resend-after',
+  'max-per-domain',
+  'carry-keep',
   'max-reject-ratio',
   'memory',
   'log-level',
@@ -120,8 +127,9 @@ Unattended runs:
     hour on purpose, move (mv, or ln) its reflog from done/ into the inbox.
   - A run whose name still has queue files in a Yacobot's directory (not
     taken yet) writes its own as RUN.replay-YYYYMMDDhhmmss.tsv.
-  - --keep and --resend-after are stored with the state (STATE/settings.json);
-    other values make the invocation exit 2 (see --accept-settings-change).
+  - --keep, --resend-after, --max-per-domain and --carry-keep are stored with
+    the state (STATE/settings.json); other values make the invocation exit 2
+    (see --accept-settings-change).
   - STATE/current_log missing after runs were committed fails the run (exit
     1); STATE/current_log.last, a hard link the commit keeps, restores it.
   - STATE/runs.jsonl is opened by name for each line: logrotate may rotate
@@ -145,8 +153,15 @@ Options (each also a key of the --config file):
   --keep DURATION         filter-url --keep (default ${DEFAULT_KEEP}; production: 10h);
                           at least --resend-after
   --resend-after DURATION filter-url --resend-after (default ${DEFAULT_RESEND_AFTER})
+  --max-per-domain N      send at most N URLs of a domain per run; the rest
+                          wait in STATE/carry for the next runs (limit-domains
+                          between filter-url and upload-domains; default: no
+                          cap, and no such stage)
+  --carry-keep DURATION   drop a URL that waited in the carry this long
+                          (default ${DEFAULT_CARRY_KEEP})
   --max-reject-ratio R    analyze-dump --max-reject-ratio (default 0.01)
-  --memory SIZE           analyze-dump --memory (default 256M)
+  --memory SIZE           analyze-dump and limit-domains --memory (default
+                          256M)
   --log-level LEVEL       JSON log lines on stderr: debug, info, warn, error,
                           silent (default info)
   --kill-after DURATION   after SIGINT, SIGTERM or SIGHUP, how long the stages
@@ -272,6 +287,7 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
   const now = nowOption(o);
   const backlogWarn = backlogWarnOption(o);
   const { keep, resend } = keepOptions(o);
+  const cap = capOptions(o);
   const stage = stageOptions(o);
   const { db, dbArgs, dbTimeouts } = dbOptions(o, state);
   return {
@@ -287,6 +303,7 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     keepMs: keep.ms,
     resendAfter: o.get('resend-after') ?? null,
     resendAfterMs: resend.ms,
+    ...cap,
     maxRejectRatio: stage.maxRejectRatio,
     memory: stage.memory,
     logLevel: stage.logLevel,
@@ -411,6 +428,19 @@ function keepOptions(o: OptionReader): { keep: { v: string; ms: number }; resend
     throw new UsageError(`keep (${keep.v}) is shorter than resend-after (${resend.v}): a URL unseen for longer than keep would be sent again before resend-after; set keep at least as long`);
   }
   return { keep, resend };
+}
+
+/** --max-per-domain (none when unset) and --carry-keep (limit-domains' default when unset). */
+function capOptions(o: OptionReader): Pick<RunnerOptions, 'maxPerDomain' | 'carryKeepMs'> {
+  const m = o.get('max-per-domain');
+  const maxPerDomain = m === undefined ? null : parseGroupedCount(m);
+  if (maxPerDomain === 0 || (maxPerDomain === null && m !== undefined) || (maxPerDomain ?? 0) > 2 ** 31) {
+    throw new UsageError(`${o.named('max-per-domain')} wants a number of URLs from 1 to 2147483648, got '${clipText(m!)}'`);
+  }
+  const ck = o.get('carry-keep') ?? DEFAULT_CARRY_KEEP;
+  const carryKeepMs = parseDuration(ck);
+  if (carryKeepMs === null) throw new UsageError(`${o.named('carry-keep')} wants a duration like 10h, 1d or seconds (at most 3650d), got '${clipText(ck)}'`);
+  return { maxPerDomain, carryKeepMs };
 }
 
 /** --max-reject-ratio, --memory, --log-level, --kill-after and --keep-done, each checked as its reader would. */

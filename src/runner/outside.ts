@@ -6,6 +6,7 @@ import * as path from 'node:path';
 import { countBacklog, type Backlog } from './commit.js';
 import { countLines } from './fsutil.js';
 import { planInbox, type RunRecord } from './plan.js';
+import { isValidTimestamp, timestampToMs } from '../core/time.js';
 
 /** The reflogs waiting in the inbox: how many, and the age of the oldest (by its mtime) in seconds. */
 export interface Inbox {
@@ -27,6 +28,18 @@ export interface Outside {
   backlog: Backlog;
   lock: LockState;
   current_log_urls: number | null;
+  /** With a per-domain cap: the URLs waiting in STATE/carry; null without one. */
+  carry: CarryNow | null;
+}
+
+/** The carry as the last committed run left it (only a commit replaces it). */
+export interface CarryNow {
+  urls: number;
+  /** When the oldest waiting URL was decided (a run's now), and how long ago, in seconds. */
+  oldest_decided: string | null;
+  oldest_age_seconds: number | null;
+  /** The domains over their cap in that run: domain -> URLs held back (the 10 that held back most). */
+  capped_domains: Record<string, number>;
 }
 
 /**
@@ -40,6 +53,19 @@ export function lookFromOutside(o: { inbox: string; state: string; queueDir: str
     backlog: countBacklog(o.queueDir),
     lock: lockNow(path.join(o.state, 'lock')),
     current_log_urls: currentLogUrls(path.join(o.state, 'current_log'), run),
+    carry: carryNow(run, now),
+  };
+}
+
+/** What `run` (the last committed run) left in the carry, or null when limit-domains did not run in it. */
+function carryNow(run: RunRecord | null, now: number): CarryNow | null {
+  if (run === null || typeof run.carried_out !== 'number') return null;
+  const oldest = run.carried_out > 0 && typeof run.carry_oldest_decided === 'string' && isValidTimestamp(run.carry_oldest_decided) ? run.carry_oldest_decided : null;
+  return {
+    urls: run.carried_out,
+    oldest_decided: oldest,
+    oldest_age_seconds: oldest === null ? null : Math.max(0, Math.round((now - timestampToMs(oldest)) / 1000)),
+    capped_domains: run.capped_domains ?? {},
   };
 }
 

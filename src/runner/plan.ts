@@ -7,6 +7,7 @@ import { clipText, hasControl, shellQuote, visibleName } from '../core/errors.js
 import { formatDuration, formatTimestamp, isValidTimestamp, timestampToMs } from '../core/time.js';
 import { UNTERMINATED_WARNING } from '../core/records.js';
 import type { RunnerOptions } from './options.js';
+import { limitStage } from './carry.js';
 
 export const REFLOG_EXT = '.reflog';
 
@@ -261,11 +262,13 @@ export function chainOf(o: RunnerOptions, p: RunPaths, now: string): StageCmd[] 
   const fu = ['--current-out', p.currentNext, '--now', now];
   if (o.resendAfter !== null) fu.push('--resend-after', o.resendAfter);
   if (o.keep !== null) fu.push('--keep', o.keep);
+  const limit = limitStage(o, p, now);
   return [
     { name: 'analyze-dump', args: ad },
     { name: 'group-sum', args: [] },
     { name: 'join-current', args: ['--current', p.currentIn] },
     { name: 'filter-url', args: fu },
+    ...(limit === null ? [] : [limit]),
     { name: 'upload-domains', args: [...o.dbArgs, '--now', now, '--tmp', p.tmp] },
     { name: 'logsaver', args: ['--queue-dir', p.queue, '--name', p.queueName] },
   ];
@@ -568,6 +571,16 @@ export interface RunRecord {
   /** filter-url's --keep and --resend-after in this run, in ms. */
   keep_ms: number;
   resend_after_ms: number;
+  /** With --max-per-domain: the cap and limit-domains' --carry-keep (ms), stored with the state. */
+  max_per_domain?: number;
+  carry_keep_ms?: number;
+  /** limit-domains' counts, when it ran (see carry.ts). */
+  carried_in?: number;
+  carried_out?: number;
+  carry_expired?: number;
+  capped_domains?: Record<string, number>;
+  /** The oldest `decided` among the URLs carried out. */
+  carry_oldest_decided?: string;
   rejects_file?: string;
   failed_stage?: string;
   error?: string;
@@ -605,9 +618,10 @@ export function humanLine(r: RunRecord): string {
     .map(([id, n]) => `#${id} ${n}`)
     .join(', ');
   const held = typeof fu.held === 'number' ? `, ${fu.held} held back` : '';
+  const carried = r.carried_out === undefined ? '' : `, ${r.carried_out} carried over`;
   return (
     `${r.run}: ${ad.lines_in ?? '?'} lines, ${ad.records_out ?? '?'} records, ${ad.rejected ?? '?'} rejected, ` +
-    `${ad.skipped ?? '?'} skipped; ${r.sent} URLs sent${per ? ` (${per})` : ''}${held}; ` +
+    `${ad.skipped ?? '?'} skipped; ${r.sent} URLs sent${per ? ` (${per})` : ''}${held}${carried}; ` +
     `${r.new_domains} new domains${r.new_domains_failed_attempts ? ` (and ${r.new_domains_failed_attempts} by its failed attempts)` : ''}; ${r.seconds.toFixed(1)} s${r.recovered ? ` (${RECOVERED[r.recovered]})` : ''}` +
     (r.queue_name === undefined ? '' : `; queue files named ${r.queue_name}.tsv`)
   );

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { ioError, visibleName } from '../core/errors.js';
 import { BIN_DIR as BIN } from '../core/root.js';
 import { type RunJson, readRunJson } from './attempt.js';
+import { carryRecord } from './carry.js';
 import type { CommitHooks } from './commit.js';
 import { mkdirDurable, writeFileDurable } from './fsutil.js';
 import { PROG, type RunnerOptions } from './options.js';
@@ -135,6 +136,7 @@ function newRecord({ o, p, isRerun }: RunContext, rj: RunJson, started: Date, st
     new_domains: 0,
     keep_ms: o.keepMs,
     resend_after_ms: o.resendAfterMs,
+    ...carryRecord(o, stages),
     ...(rj.queue !== undefined && { queue_name: rj.queue }),
   };
   if (isRerun || rj.attempts > 1) record.recovered = 'rerun';

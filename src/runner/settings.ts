@@ -11,6 +11,9 @@ import type { RunnerOptions } from './options.js';
 export interface StoredSettings {
   keep_ms: number;
   resend_after_ms: number;
+  /** With a cap: limit-domains' --max-per-domain and --carry-keep (ms); absent: no cap. */
+  max_per_domain?: number;
+  carry_keep_ms?: number;
   /** The run that stored them. */
   run?: string;
 }
@@ -26,12 +29,14 @@ export function currentLogLink(state: string): string {
 }
 
 /**
- * The text of settings.json (one JSON line) for the settings a committed run used, and
- * what keyed its URLs (rekey.ts's KeyedBy; absent from a marker of a runner before it).
+ * The text of settings.json (one JSON line) for the settings a committed run used (the
+ * cap's only with one), and what keyed its URLs (rekey.ts's KeyedBy; absent from a marker
+ * of a runner before it).
  */
-export function settingsText(record: { run: string; keep_ms: number; resend_after_ms: number; keyed_by?: unknown }): string {
-  const { run, keep_ms, resend_after_ms, keyed_by } = record;
-  return JSON.stringify({ keep_ms, resend_after_ms, keep: formatDuration(keep_ms), resend_after: formatDuration(resend_after_ms), run, keyed_by }) + '\n';
+export function settingsText(record: { run: string; keep_ms: number; resend_after_ms: number; max_per_domain?: number | undefined; carry_keep_ms?: number | undefined; keyed_by?: unknown }): string {
+  const { run, keep_ms, resend_after_ms, max_per_domain, carry_keep_ms, keyed_by } = record;
+  const cap = max_per_domain === undefined ? {} : { max_per_domain, carry_keep_ms, carry_keep: formatDuration(carry_keep_ms ?? 0) };
+  return JSON.stringify({ keep_ms, resend_after_ms, keep: formatDuration(keep_ms), resend_after: formatDuration(resend_after_ms), ...cap, run, keyed_by }) + '\n';
 }
 
 /** `x` as StoredSettings when it carries both durations as whole non-negative ms, else null. */
@@ -39,7 +44,9 @@ function asSettings(x: unknown): StoredSettings | null {
   const { keep_ms, resend_after_ms, run } = (x ?? {}) as { keep_ms?: unknown; resend_after_ms?: unknown; run?: unknown };
   const ok = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
   if (!ok(keep_ms) || !ok(resend_after_ms)) return null;
-  return typeof run === 'string' ? { keep_ms, resend_after_ms, run } : { keep_ms, resend_after_ms };
+  const { max_per_domain, carry_keep_ms } = x as { max_per_domain?: unknown; carry_keep_ms?: unknown };
+  const cap = ok(max_per_domain) && ok(carry_keep_ms) ? { max_per_domain, carry_keep_ms } : {};
+  return { keep_ms, resend_after_ms, ...cap, ...(typeof run === 'string' && { run }) };
 }
 
 /**
@@ -77,13 +84,17 @@ export function storedSettings(state: string, past: readonly unknown[]): { setti
  * The refusal when this invocation's --keep or --resend-after differs from the stored
  * settings (naming both values and the way on), or null when they agree.
  */
-export function settingsRefusal(o: Pick<RunnerOptions, 'keepMs' | 'resendAfterMs'>, stored: { settings: StoredSettings; from: string }): string | null {
+export function settingsRefusal(o: Pick<RunnerOptions, 'keepMs' | 'resendAfterMs' | 'maxPerDomain' | 'carryKeepMs'>, stored: { settings: StoredSettings; from: string }): string | null {
   const diffs: string[] = [];
   const differ = (flag: string, here: number, there: number) => {
     if (here !== there) diffs.push(`${flag} ${formatDuration(here)} here, ${formatDuration(there)} stored`);
   };
   differ('--keep', o.keepMs, stored.settings.keep_ms);
   differ('--resend-after', o.resendAfterMs, stored.settings.resend_after_ms);
+  const cap = (n: number | null | undefined) => (n === null || n === undefined ? 'none' : String(n));
+  const storedCap = stored.settings.max_per_domain;
+  if (cap(o.maxPerDomain) !== cap(storedCap)) diffs.push(`--max-per-domain ${cap(o.maxPerDomain)} here, ${cap(storedCap)} stored`);
+  else if (storedCap !== undefined) differ('--carry-keep', o.carryKeepMs, stored.settings.carry_keep_ms!);
   if (diffs.length === 0) return null;
   const by = stored.settings.run === undefined ? '' : `, by run ${stored.settings.run}`;
   return (

@@ -17,10 +17,12 @@ no invocation recorded yet). Usable as a monitoring check as it stands.
 Shows the last invocation (result, time, error), the last committed run (run,
 time, seconds), the reflogs waiting in the inbox (count, oldest age), each
 Yacobot's backlog now, the lock (held, by which process) and current_log's
-size. Reads only, takes no lock: safe beside a running invocation.
+size, and with a per-domain cap the URLs waiting in the carry. Reads only,
+takes no lock: safe beside a running invocation.
 
   --json                  one JSON object: healthy, last_success, last_invocation,
-                          inbox, backlog, lock, current_log_urls
+                          inbox, backlog, lock, current_log_urls, carry (with
+                          --max-per-domain; else null)
   --max-age DURATION      unhealthy also when the last committed run is older
                           (90m, 2h, 1d or seconds)
   options                 the runner's (--config, --state, --inbox, --queue-dir, ...)
@@ -35,6 +37,7 @@ export interface Status {
   backlog: Outside['backlog'];
   lock: Outside['lock'];
   current_log_urls: number | null;
+  carry: Outside['carry'];
 }
 
 /** Prints the status and returns the exit status (0 healthy, 1 not). */
@@ -62,6 +65,13 @@ function when(iso: string, now: number): string {
   return `${iso} (${formatDuration(Math.max(0, now - Date.parse(iso)))} ago)`;
 }
 
+/** The carry for a person: how many URLs wait, since when, and the domains over their cap. */
+function carryLine(c: NonNullable<Status['carry']>): string {
+  const since = c.oldest_decided === null ? '' : `, the oldest decided at ${c.oldest_decided} (${formatDuration((c.oldest_age_seconds ?? 0) * 1000)} ago)`;
+  const over = Object.entries(c.capped_domains).map(([d, n]) => `${d} ${n}`);
+  return `carry: ${c.urls} URLs waiting for a later run${since}${over.length > 0 ? `; over the cap in the last run: ${over.join(', ')}` : ''}`;
+}
+
 /** The status for a person, one fact a line. */
 export function humanStatus(s: Status, why: string | null, now: number): string {
   const lines = [why === null ? 'healthy' : `NOT healthy: ${why}`];
@@ -80,5 +90,6 @@ export function humanStatus(s: Status, why: string | null, now: number): string 
   const l = s.lock;
   lines.push(l.held ? `lock: held by process ${l.pid ?? '?'}${l.host ? ` on ${l.host}` : ''}${l.since ? ` since ${l.since}` : ''}` : 'lock: free');
   lines.push(`current_log: ${s.current_log_urls === null ? 'missing' : `${s.current_log_urls} URLs`}`);
+  if (s.carry !== null) lines.push(carryLine(s.carry));
   return lines.join('\n') + '\n';
 }

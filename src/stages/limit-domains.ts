@@ -134,6 +134,14 @@ class LimitCounts {
   committed = false;
   spoolSpilled = false;
   sortRuns = 0;
+  /** The oldest `decided` of the records carried out (14 bytes), when there are any. */
+  readonly oldest = new Uint8Array(TS_BYTES);
+
+  /** Counts a record carried out, decided at `b[at, at + 14)`. */
+  carried(b: Uint8Array, at: number): void {
+    if (this.carriedOut === 0 || compareBytes(b, at, this.oldest, 0, TS_BYTES) < 0) this.oldest.set(b.subarray(at, at + TS_BYTES));
+    this.carriedOut++;
+  }
 
   /** Notes a domain that held back `held` records, keeping the TOP_CAPPED that held back most. */
   noteCapped(domain: string, held: number): void {
@@ -159,6 +167,7 @@ class LimitCounts {
       carried_out: this.committed ? this.carriedOut : 0,
       capped_domains: Object.fromEntries(top),
       capped_domains_total: this.cappedTotal,
+      ...(this.committed && this.carriedOut > 0 && { carry_oldest_decided: latin1(this.oldest, 0, TS_BYTES) }),
       spool_spilled: this.spoolSpilled,
       sort_runs: this.sortRuns,
     };
@@ -468,7 +477,7 @@ class Dispatch {
       this.n.sent++;
     } else {
       writeLine(this.carry, b, from, end);
-      this.n.carriedOut++;
+      this.n.carried(b, end - TS_BYTES);
     }
     this.have = this.spool.next(this.line);
     if ((++this.k & 0x3fff) === 0) await this.out.flushIfFull();
