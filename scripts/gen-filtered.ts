@@ -3,7 +3,8 @@
 // Usage: node dist/scripts/gen-filtered.js --lines N --out FILE
 import * as fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { intOption, runAdmin } from '../src/cli/admin.js';
+import { runAdmin } from '../src/cli/admin.js';
+import { countOption } from './gen-reflog.js';
 import { ioError } from '../src/core/errors.js';
 
 /** Writes `lines` records to descriptor `fd` (the same bytes for the same count). */
@@ -30,7 +31,7 @@ function main(argv: string[]): Promise<never> {
     (p) =>
       p
         .description('Writes a filtered_log with one domain holding half of it (limit-domains\' memory measure) to --out or stdout.')
-        .option('--lines <N>', 'records to write', intOption('--lines', 0, 100_000_000), 10_000_000)
+        .option('--lines <N>', 'records to write: 10000000, 10M, 500k', countOption('--lines'), 10_000_000)
         .option('--out <FILE>', 'write here instead of stdout')
         .action((o: { lines: number; out?: string }) => {
           try {

@@ -18,6 +18,7 @@ export const SLOW: readonly string[] = [
   'faults',
   'fuzz',
   'kill-sweep',
+  'politeness',
   'properties',
   'runner-signals',
   'unattended',
