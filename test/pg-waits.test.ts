@@ -94,7 +94,7 @@ test('the client waits for an answer --statement-timeout and a margin: a tenth, 
   assert.equal(answerTimeoutMs({ ...DEFAULT_TIMEOUTS, statementMs: 0 }), 0);
 });
 
-pgTest('upload-domains: its backend stopped (SIGSTOP) as a statement reaches it, it fails within the client time-out', { timeout: 120_000 }, async () => {
+pgTest('upload-domains: its backend stopped (SIGSTOP) as a statement reaches it, it fails within the client time-out', { timeout: 240_000 }, async () => {
   const work = scratch('ms-pgw-');
   const { proxied } = newPartners(work);
   try {
@@ -106,13 +106,13 @@ pgTest('upload-domains: its backend stopped (SIGSTOP) as a statement reaches it,
     assert.match(r.stderr, NO_ANSWER);
     assert.ok(!hasStackTrace(r.stderr), r.stderr);
     const waited = r.end - stop.at;
-    assert.ok(waited >= 3000 && waited < 4000 + 6000, `ended ${waited} ms after its backend stopped`);
+    assert.ok(waited >= 3000 && waited < 4000 + 11_000, `ended ${waited} ms after its backend stopped`);
   } finally {
     continueAll();
   }
 });
 
-pgTest('partner-db: its backend stopped as a statement reaches it, it fails within the client time-out', { timeout: 120_000 }, async () => {
+pgTest('partner-db: its backend stopped as a statement reaches it, it fails within the client time-out', { timeout: 240_000 }, async () => {
   const work = scratch('ms-pgw-');
   const { proxied } = newPartners(work);
   try {
@@ -122,7 +122,7 @@ pgTest('partner-db: its backend stopped as a statement reaches it, it fails with
     assert.equal(r.status, 1, r.stderr);
     assert.match(r.stderr, NO_ANSWER);
     const waited = r.end - stop.at;
-    assert.ok(waited >= 3000 && waited < 4000 + 6000, `ended ${waited} ms after its backend stopped`);
+    assert.ok(waited >= 3000 && waited < 4000 + 11_000, `ended ${waited} ms after its backend stopped`);
   } finally {
     continueAll();
   }
@@ -137,7 +137,7 @@ function counts(dir: string, direct: string): { sum: number; owned: number } {
   return { sum, owned };
 }
 
-pgTest("the runner's check of a dead upload-domains' COMMIT, its backend stopped: exit 1 within the client time-out, and the next invocation counts", { timeout: 180_000 }, async () => {
+pgTest("the runner's check of a dead upload-domains' COMMIT, its backend stopped: exit 1 within the client time-out, and the next invocation counts", { timeout: 300_000 }, async () => {
   const dir = freshFirstOnly();
   const { direct, proxied } = newPartners(dir);
   const args = ['--db', proxied, '--statement-timeout', '2'];
@@ -161,7 +161,7 @@ pgTest("the runner's check of a dead upload-domains' COMMIT, its backend stopped
   assert.equal(sum, owned, 'new_domains over runs.jsonl: the domains assigned');
 });
 
-pgTest('the runner killed while its COMMIT waits on a stopped backend: the next invocation waits for that COMMIT before counting', { timeout: 180_000 }, async () => {
+pgTest('the runner killed while its COMMIT waits on a stopped backend: the next invocation waits for that COMMIT before counting', { timeout: 300_000 }, async () => {
   const dir = freshFirstOnly();
   const { direct, proxied } = newPartners(dir);
   let runnerPid = 0;
