@@ -5,7 +5,10 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import fc from 'fast-check';
-import { runBin, scratch, summaryOf, failedOutput, hasStackTrace } from './lib/run.js';
+import { spawn } from 'node:child_process';
+import { BIN, runBin, scratch, summaryOf, failedOutput, hasStackTrace, testEnv } from './lib/run.js';
+import { generateFiltered } from '../scripts/gen-filtered.js';
+import { SPOOL_PREFIX } from '../src/core/spool.js';
 import { SEED } from './lib/model.js';
 import { carriedRank, freshRank } from '../src/stages/limit-domains.js';
 import { timestampToMs } from '../src/core/time.js';
@@ -266,4 +269,25 @@ test('properties over random multi-hour scenarios: no run sends more than N of a
     }),
     { seed: SEED, numRuns: 12 },
   );
+});
+
+test('stopped by SIGTERM in the middle of a big hour: exit 143, no temporary file (spool, sort runs) left in --tmp, no carry written', async () => {
+  const dir = scratch('ms-ld-term-');
+  const input = path.join(dir, 'in.tsv');
+  const fd = fs.openSync(input, 'w');
+  generateFiltered(fd, 400_000);
+  fs.closeSync(fd);
+  const tmp = fs.mkdtempSync(path.join(dir, 'tmp-'));
+  const child = spawn(path.join(BIN, 'limit-domains'), ['--max-per-domain', '5', '--carry', 'none', '--carry-out', path.join(dir, 'carry'), '--now', NOW, '--memory', '1M', '--tmp', tmp, input], { env: testEnv(), stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  child.stderr!.on('data', (d: Buffer) => (err += d));
+  const done = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  // Once the merged records went to a file, the long passes have begun.
+  while (!fs.readdirSync(tmp).some((f) => f.startsWith(SPOOL_PREFIX))) await new Promise((r) => setTimeout(r, 20));
+  await new Promise((r) => setTimeout(r, 300));
+  child.kill('SIGTERM');
+  const code = await done;
+  assert.equal(code, 143, err);
+  assert.deepEqual(fs.readdirSync(tmp), [], 'no spool or sort run left');
+  assert.ok(!fs.existsSync(path.join(dir, 'carry')));
 });

@@ -347,19 +347,23 @@ class DomainRanking {
   }
 
   /** Reads the spool and ranks the records of the domains that may be over their cap. */
-  async rank(spool: LineSource, pause: () => Promise<void> | undefined): Promise<void> {
+  async rank(spool: LineSource): Promise<void> {
     const line = { buf: EMPTY as Uint8Array, start: 0, end: 0 };
     for (let k = 1; spool.next(line); k++) {
       const { buf: b, start, end } = line;
       domainOf(b, start, end, this.at);
       const [from, to] = [this.at[0]!, this.at[1]!];
       if (this.domains.over(b, from, to)) this.addRanked(b, start, from, to);
-      if ((k & 0xffff) === 0) await pause();
+      if ((k & 0xffff) === 0) await turn();
     }
     spool.close();
     this.ranked.flush();
     this.n.sortRuns += this.ranked.sorter.spilledRuns;
-    await this.ranked.sorter.drain((chunk) => this.choose(chunk));
+    let chunks = 0;
+    await this.ranked.sorter.drain((chunk) => {
+      this.choose(chunk);
+      return (++chunks & 15) === 0 ? turn() : undefined;
+    });
     this.closeGroup();
     this.chosen.flush();
     this.n.sortRuns += this.chosen.sorter.spilledRuns;
@@ -435,6 +439,11 @@ class DomainRanking {
 
 const EMPTY = new Uint8Array(0);
 
+/** One turn of the event loop: a stop signal that came during the long synchronous passes is acted on. */
+function turn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
 /**
  * Pass three: the spool read in id order; a record goes to stdout unless its domain
  * may be over its cap and it was not chosen, and then to the carry.
@@ -481,6 +490,7 @@ class Dispatch {
     }
     this.have = this.spool.next(this.line);
     if ((++this.k & 0x3fff) === 0) await this.out.flushIfFull();
+    if ((this.k & 0xffff) === 0) await turn();
   }
 }
 
@@ -598,7 +608,7 @@ async function limitOutput(ctx: StageContext, o: LimitDomainsOptions, spool: Spo
   }
   const ranking = new DomainRanking(o, domains, n);
   ctx.onExit(() => ranking.dispose());
-  await ranking.rank(spool.reader(), () => out.flushIfFull());
+  await ranking.rank(spool.reader());
   const dispatch = new Dispatch(spool.reader(), domains, out, next, n);
   await ranking.chosen.sorter.drain(async (chunk) => {
     for (let s = 0; s < chunk.length; s += ID_BYTES + 1 + TS_BYTES + 1) await dispatch.upTo(chunk, s);
