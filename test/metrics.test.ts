@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { ROOT, runRunner } from './lib/run.js';
 import { deliver, deliverBad, newJob, runJob } from './lib/job.js';
@@ -68,6 +69,8 @@ test('metrics file: after a committed, a nothing-to-do, a failed and a lock-busy
   assert.equal(m.get('master_server_run_lines'), ad.lines_in);
   assert.equal(m.get('master_server_run_held_urls'), rec.stages['filter-url']!.held);
   assert.equal(m.get('master_server_run_new_domains'), rec.new_domains);
+  assert.equal(m.get('master_server_run_published_by_other'), 0, 'this master published its hour');
+  assert.equal(m.get(`master_server_run_published_by{master="${os.hostname()}"}`), 1);
   for (const [y, n] of Object.entries(rec.sent_per_yacobot)) {
     assert.equal(m.get(`master_server_run_sent_urls{yacobot="${y}"}`), n);
     const queued = fs.readdirSync(path.join(dir, 'var/queue', y)).reduce((s, f) => s + countLines(path.join(dir, 'var/queue', y, f)), 0);

@@ -70,6 +70,7 @@ import { reflogIdentity, sameFile, type ReflogIdentity } from './pipeline.js';
 import { currentLogLink, settingsFile, settingsText } from './settings.js';
 import type { KeyedBy } from './rekey.js';
 import { carryFile, stagedCarry } from './carry.js';
+import type { HourClaimRef } from '../core/store/claims.js';
 
 /** Everything the publish needs, recorded in the COMMIT marker (absolute paths). */
 export interface CommitPlan {
@@ -95,6 +96,8 @@ export interface CommitPlan {
   record: RunRecord;
   /** What keyed the run's URLs (rekey.ts), stored with its settings; absent in markers of runners before it. */
   keyedBy?: KeyedBy;
+  /** The run's claim of its hour, confirmed before the queue files are published (runner/claims.ts); absent: nothing to confirm. */
+  claim?: HourClaimRef;
 }
 
 /** A named, idempotent publish step. */

@@ -22,6 +22,8 @@ export interface VerdictFacts {
   sent_in: string[];
   /** The timestamp of the URL's record in the newest of sent_in, when it was read. */
   sent_timestamp?: string | null;
+  /** The run that sent it when another master published that run's hour (this master remembered it). */
+  sent_by?: { run: string; master: string } | null;
   rejected_in: { reason: string }[];
   /** Waiting in the carry (a per-domain cap): decided by run since_run (or at decided), its domain over the cap. */
   domain?: string | null;
@@ -43,7 +45,8 @@ export function verdictOf(e: VerdictFacts, at: JobNow | null, keepMs: number): s
   const c = e.carried;
   if (c) return `carried over since ${c.since_run ?? c.decided}: ${e.domain} is over its cap of ${c.cap ?? '?'}`;
   const newest = e.sent_in.at(-1);
-  const sent = newest === undefined ? null : `sent in ${path.basename(newest, '.tsv')} to Yacobot ${path.basename(path.dirname(newest))}`;
+  const byOther = e.sent_by ? `sent in ${e.sent_by.run} by master ${e.sent_by.master}` : null;
+  const sent = newest === undefined ? byOther : `sent in ${path.basename(newest, '.tsv')} to Yacobot ${path.basename(path.dirname(newest))}`;
   const memory = e.current !== null ? heldOrDue(e.current.due_at, at) : sent !== null ? forgotten(e.sent_timestamp ?? null, at, keepMs) : null;
   if (memory !== null) return sent !== null ? `${sent}; ${memory}` : memory;
   if (e.invalid !== null) return e.rejected_in.length > 0 ? `rejected: ${e.invalid}` : `never seen; would be rejected: ${e.invalid}`;

@@ -7,6 +7,8 @@ import { analyzeLine } from '../stages/analyze-dump.js';
 import { formatTimestamp, timestampToMs } from '../core/time.js';
 import { jobNow, verdictOf, yacobotName, type JobNow } from './explain-verdict.js';
 import { eachReject, findById, idsInFile, recordById } from './find-url.js';
+import { sentByOther } from './claims.js';
+import { tailRecords } from './fsutil.js';
 import { lastCommittedRun } from './last-invocation.js';
 import { carryFile } from './carry.js';
 import { tailRecords } from './fsutil.js';
@@ -30,6 +32,9 @@ For each URL, what the job knows of it:
                     it is due again (due_at: timestamp + resend-after) and
                     forgotten (kept_until: timestamp + keep), or null
   sent_in           the queue files still on disk that hold it
+  sent_by           the run that sent it and the master that published it,
+                    when another master published that hour (this one
+                    remembered it): {run, master}, or null
   rejected_in       the rejects files (STATE/rejects/) that hold its line,
                     with the reflog line number and the reason: the first
                     ${MAX_REJECT_LINES}, and rejected_more: how many more
@@ -38,7 +43,8 @@ For each URL, what the job knows of it:
   as_of             the job's now: the committed run current_log stands at
                     (run, now), or null before the first
   verdict           one line, as of the job's now: carried over since RUN:
-                    DOMAIN is over its cap of N / sent in RUN to Yacobot N;
+                    DOMAIN is over its cap of N / sent in RUN to Yacobot N
+                    (or sent in RUN by master B);
                     then held back in RUN; due again at T (a sighting before
                     T is held, one from T on or with a new updatetag is sent)
                     / due again since T: its next sighting is sent /
@@ -88,6 +94,8 @@ export interface Explained {
   sent_in: string[];
   /** The timestamp of its record in the newest of sent_in, or null. */
   sent_timestamp: string | null;
+  /** The run that sent it when another master published that run's hour (this master remembered it, runner/claims.ts), else null. */
+  sent_by: { run: string; master: string } | null;
   /** The first MAX_REJECT_LINES rejected lines that hold it. */
   rejected_in: { file: string; line: number; reason: string }[];
   /** How many more rejected lines hold it. */
@@ -129,6 +137,8 @@ export async function explainUrls(o: RunnerOptions, raws: readonly string[]): Pr
   for (const e of out) if (e.id !== null) e.carried = carriedEntry(o.state, e.id, cap);
   await withOwners(o.db, out, o.dbTimeouts);
   for (const e of out) if (e.id !== null) e.current = currentEntry(path.join(o.state, 'current_log'), e.id, settings);
+  const records = tailRecords(path.join(o.state, 'runs.jsonl'));
+  for (const e of out) if (e.current !== null) e.sent_by = sentByOther(records, e.current.timestamp);
   findSent(o.queueDir, out);
   await findRejected(path.join(o.state, 'rejects'), out, hash);
   for (const e of out) e.verdict = verdictOf(e, asOf, settings.keepMs);
@@ -245,6 +255,7 @@ export function humanExplained(e: Explained): string {
   lines.push(c ? `  current: ${c.timestamp}, updatetag '${c.updatetag}', ${c.hits} hits; due again ${c.due_at}, forgotten ${c.kept_until}` : '  current: not in current_log');
   if (e.carried !== null) lines.push(`  carried: waiting in the carry, decided at ${e.carried.decided}${e.carried.since_run ? ` by run ${e.carried.since_run}` : ''}`);
   for (const f of e.sent_in) lines.push(`  sent in: ${f}`);
+  if (e.sent_by !== null) lines.push(`  sent by: master ${e.sent_by.master} in ${e.sent_by.run} (this master remembered the hour, published nothing)`);
   for (const r of e.rejected_in) lines.push(`  rejected in: ${r.file}:${r.line}: ${r.reason}`);
   if (e.rejected_more > 0) lines.push(`  rejected in: ${e.rejected_more} more line(s) not listed`);
   lines.push(`  verdict: ${e.verdict}`);

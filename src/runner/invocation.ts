@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { DataError, visibleName } from '../core/errors.js';
 import { BIN_DIR as BIN } from '../core/root.js';
 import { redactDb } from '../core/store/store.js';
+import { warnMissedHours } from './claims.js';
 import type { CommitHooks } from './commit.js';
 import { Deadline } from './deadline.js';
 import { tailRecords, writeFileDurable } from './fsutil.js';
@@ -228,6 +229,7 @@ async function runEach(inv: Invocation): Promise<void> {
   const newestOfAll = mostForgetful(past, o.keepMs);
   const sinceCommitted = mostForgetfulSince(past, o.keepMs);
   if (inv.runs.length > 0) checkSettings(o, log, past);
+  await warnMissedHours(o, log, past, inv.runs);
   const committedHere: RunRecord[] = [];
   for (const name of inv.runs) {
     await pollOnce();
@@ -270,9 +272,9 @@ function reportedMarker(o: RunnerOptions, run: string): string {
 
 /**
  * Test hook: REFLOG_RUNNER_FAILPOINT="RUN:STEP" (or "*:STEP") makes the runner
- * SIGKILL itself just before that step (chain: the chain's start; the commit
- * steps: commit, commit:marker (COMMIT itself, after the staged files were made
- * durable), queue:<id>, current_log, rejects, record, reflog, uncommit, cleanup; failed:cleanup: a failed run's
+ * SIGKILL itself just before that step (chain: the chain's start; claim: the claim
+ * of the hour; the commit steps: commit, commit:marker (COMMIT itself, after the staged files were made
+ * durable), confirm (the claim's confirmation, after COMMIT), queue:<id>, current_log, rejects, record, reflog, uncommit, cleanup; failed:cleanup: a failed run's
  * staging removal, after its runs.jsonl line), to prove each step recoverable;
  * REFLOG_RUNNER_FAILSIGNAL=SIGTERM sends that signal instead (it is handled once
  * the step's synchronous work is done).

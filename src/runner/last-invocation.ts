@@ -20,6 +20,8 @@ export interface LastSuccess {
   run: string;
   at: string;
   seconds: number;
+  /** Another master published the run's hour: this master remembered it, published nothing. */
+  published_by?: string;
 }
 
 /** The content of STATE/last-invocation.json. */
@@ -103,7 +105,7 @@ export function lastSuccess(state: string, previous: LastInvocation | null): Las
   const r = lastCommittedRun(state);
   if (r === null) return previous?.last_success ?? null;
   const at = new Date(Date.parse(r.start) + r.seconds * 1000).toISOString();
-  return { run: r.run, at, seconds: r.seconds };
+  return { run: r.run, at, seconds: r.seconds, ...(typeof r.published_by === 'string' && { published_by: r.published_by }) };
 }
 
 /**

@@ -64,6 +64,9 @@ function runGauges(r: RunRecord, gauge: GaugeOf): void {
   const stage = gauge('run_stage_seconds', 'Seconds each stage of the last committed run took.', ['stage']);
   for (const [name, s] of Object.entries(r.stages)) if (typeof s.ms === 'number') stage.set({ stage: name }, s.ms / 1000);
   gauge('run_seconds', 'Seconds the last committed run took, from its start to its commit.').set(r.seconds);
+  const by = r.published_by ?? r.master;
+  if (by !== undefined) gauge('run_published_by', 'The master that published the hour of the last committed run (1; another than this one: remembered here, not published).', ['master']).set({ master: by }, 1);
+  gauge('run_published_by_other', 'Whether another master published the hour of the last committed run (1: remembered here, published nothing).').set(r.published_by === undefined ? 0 : 1);
 }
 
 /** Replaces `file` with the metrics (temp file in its directory, then rename). */

@@ -2,6 +2,7 @@
 // (the same names as the flags; flags win), defaults under ./var/. Pure: no I/O
 // except reading the config file.
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { UsageError, clipText } from '../core/errors.js';
 import { parseGroupedCount, parseRatio, ratioError } from '../core/numbers.js';
@@ -57,6 +58,10 @@ export interface RunnerOptions {
   keepDoneMs: number | null;
   /** Where the Prometheus textfile goes after every invocation that takes the lock, or null. */
   metricsFile: string | null;
+  /** This master's name in the claims of hours (--master-name, default the host name). */
+  masterName: string;
+  /** How long another master's unconfirmed claim of an hour holds before this one may take it over (ms). */
+  claimLeaseMs: number;
 }
 
 /** The keys a config file may set; each is also a --flag taking a value. */
@@ -81,6 +86,8 @@ export const KEYS = [
   'allow-unterminated',
   'reset-current-log',
   'metrics-file',
+  'master-name',
+  'claim-lease',
   'connect-timeout',
   'statement-timeout',
   'lock-timeout',
@@ -193,6 +200,14 @@ Options (each also a key of the --config file):
                           FILE (atomically) with the job's metrics in the
                           Prometheus text format, for node_exporter's textfile
                           collector (FILE ends in .prom)
+  --master-name NAME      this master's name in the partner database's claims
+                          of hours (default: the host name); with several
+                          masters on one PostgreSQL database, each run claims
+                          its hour before it publishes, and an hour another
+                          master published is remembered, not published
+  --claim-lease DURATION  how long another master's claim of an hour, not yet
+                          confirmed by its publish, holds before this master
+                          takes it over (default 2m)
   --config FILE           read options from FILE: "key = value" lines with the
                           names above (no dashes in front), "#" comment lines;
                           the switches (accept-settings-change, ...) take yes
@@ -315,6 +330,7 @@ export function parseArgs(argv: readonly string[], cwd: string): RunnerOptions |
     resetCurrentLog: o.bool('reset-current-log'),
     keepDoneMs: stage.keepDoneMs,
     metricsFile: values.has('metrics-file') ? o.pathOf('metrics-file', '') : null,
+    ...masterOptions(o),
   };
 }
 
@@ -402,6 +418,16 @@ function nowOption(o: OptionReader): string | null {
   const now = o.get('now') ?? null;
   if (now !== null && !isValidTimestamp(now)) throw new UsageError(`${o.named('now')} wants a real time as YYYYMMDDhhmmss, got '${clipText(now)}'`);
   return now;
+}
+
+/** --master-name (printable, no spaces; default the host name) and --claim-lease. */
+function masterOptions(o: OptionReader): Pick<RunnerOptions, 'masterName' | 'claimLeaseMs'> {
+  const masterName = o.get('master-name') ?? os.hostname();
+  if (!/^[\x21-\x7e]{1,200}$/.test(masterName)) throw new UsageError(`${o.named('master-name')} wants a name of 1 to 200 printable ASCII characters without spaces, got '${clipText(masterName)}'`);
+  const cl = o.get('claim-lease') ?? '2m';
+  const claimLeaseMs = parseDuration(cl);
+  if (claimLeaseMs === null) throw new UsageError(`${o.named('claim-lease')} wants a duration like 2m, 90s or seconds, got '${clipText(cl)}'`);
+  return { masterName, claimLeaseMs };
 }
 
 /** --backlog-warn as a number of URLs. */

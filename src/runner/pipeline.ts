@@ -11,6 +11,7 @@ import type { Readable } from 'node:stream';
 import { DB_ENV } from '../core/secrets.js';
 import { REFLOG_HEAD_BYTES, chainOf, pipelineScript, readStageLog, stageLog, stageText, type RunPaths, type StageOutcome } from './plan.js';
 import type { RunnerOptions } from './options.js';
+import { digestOfFd } from './digest.js';
 import { ioError } from '../core/errors.js';
 import type { RunningChain } from './deadline.js';
 
@@ -215,7 +216,8 @@ function cannotOpen(file: string, err: unknown): string {
  * Runs the chain of one run. Returns each stage's outcome, in chain order, and the
  * identity of the reflog the chain read (null when it did not run to its end) and of
  * the inbox entry it was read through (`reflogLink`, see linkRead), and its first
- * REFLOG_HEAD_BYTES bytes (`head`, null when they could not be read). When
+ * REFLOG_HEAD_BYTES bytes (`head`, null when they could not be read) and SHA-256
+ * (`digest`, null when the chain failed). When
  * `stopped()` (a signal came) before the chain starts, no stage runs and there is no
  * outcome. `beforeChain`: a test hook, called just before the chain starts.
  */
@@ -228,8 +230,8 @@ export async function runStages(
   progress: Progress,
   stopped: () => boolean = () => false,
   beforeChain?: () => void,
-): Promise<{ outcomes: StageOutcome[]; reflog: ReflogIdentity | null; reflogLink: ReflogIdentity | null | undefined; head: Buffer | null }> {
-  const none = (...outcomes: StageOutcome[]) => ({ outcomes, reflog: null, reflogLink: undefined, head: null });
+): Promise<{ outcomes: StageOutcome[]; reflog: ReflogIdentity | null; reflogLink: ReflogIdentity | null | undefined; head: Buffer | null; digest: string | null }> {
+  const none = (...outcomes: StageOutcome[]) => ({ outcomes, reflog: null, reflogLink: undefined, head: null, digest: null });
   beforeChain?.();
   // A signal that came just now (its handler runs on a later turn) stops the run here:
   // without this, the chain would run the whole hour before the runner saw it.
@@ -260,6 +262,8 @@ export async function runStages(
   progress.read = () => -1;
   // Through the chain's own descriptor: the file at the inbox name may be another by now.
   const head = readHead(inFd);
+  // What names the hour in the claims of hours: the bytes the chain read.
+  const digest = r.code === 0 ? digestOfFd(inFd) : null;
   fs.closeSync(inFd);
   const codes = statuses.trim().split(/\s+/).map(Number);
   const bashText = fs.readFileSync(bashErr, 'utf8').trim();
@@ -269,7 +273,7 @@ export async function runStages(
     if (!known) s.messages.push(`${stage.name}: no exit status (bash: ${r.error?.message ?? (bashText || statusOf(r))})`);
     return s;
   });
-  return { outcomes, reflog, reflogLink, head };
+  return { outcomes, reflog, reflogLink, head, digest };
 }
 
 /** A process's exit status as a shell gives it (128 + the signal's number for a signal). */

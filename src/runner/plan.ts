@@ -590,6 +590,12 @@ export interface RunRecord {
   queue_name?: string;
   /** current_log re-keyed before the hour for another URL parser (rekey.ts). */
   rekeyed?: RekeyReport;
+  /** The master that ran it (--master-name). */
+  master?: string;
+  /** Another master published this hour: this one remembered it (current_log) and published nothing. */
+  published_by?: string;
+  /** With published_by: the URLs this master's queue files held, not published. */
+  not_published?: number;
 }
 
 /**
@@ -623,7 +629,8 @@ export function humanLine(r: RunRecord): string {
     `${r.run}: ${ad.lines_in ?? '?'} lines, ${ad.records_out ?? '?'} records, ${ad.rejected ?? '?'} rejected, ` +
     `${ad.skipped ?? '?'} skipped; ${r.sent} URLs sent${per ? ` (${per})` : ''}${held}${carried}; ` +
     `${r.new_domains} new domains${r.new_domains_failed_attempts ? ` (and ${r.new_domains_failed_attempts} by its failed attempts)` : ''}; ${r.seconds.toFixed(1)} s${r.recovered ? ` (${RECOVERED[r.recovered]})` : ''}` +
-    (r.queue_name === undefined ? '' : `; queue files named ${r.queue_name}.tsv`)
+    (r.queue_name === undefined ? '' : `; queue files named ${r.queue_name}.tsv`) +
+    (r.published_by === undefined ? '' : `; master ${r.published_by} published this hour: ${r.not_published ?? 0} URLs remembered, not published`)
   );
 }
 

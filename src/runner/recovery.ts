@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import type { Logger } from 'pino';
 import { fsyncPath } from '../core/dirs.js';
 import { type RunJson, assignedByAttempt, readRunJson } from './attempt.js';
+import { settleClaim } from './claims.js';
 import { publish, readCommit, removePrepared } from './commit.js';
 import { lastRecord, writeFileDurable } from './fsutil.js';
 import type { Invocation } from './invocation.js';
@@ -21,6 +22,7 @@ export async function recover(inv: Invocation): Promise<void> {
     const plan = readCommit(staging);
     if (plan) {
       log.warn({ run: name }, 'found a committed run that was not fully published; rolling forward');
+      await settleClaim(o, log, plan, inv.hooks);
       publish(plan, inv.hooks, true);
       continue;
     }

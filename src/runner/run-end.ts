@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { fsyncPath } from '../core/dirs.js';
 import { DataError, formatPlace, ioError, visibleName } from '../core/errors.js';
 import { type RunJson, assignedByAttempt } from './attempt.js';
+import { claimForCommit, settleClaim } from './claims.js';
 import { type CommitPlan, prepareQueues, publish, stagedQueueFile, writeCommit } from './commit.js';
 import { appendRecordOnce, countLines, exists, mkdirDurable, tailRecords } from './fsutil.js';
 import { PROG } from './options.js';
@@ -98,16 +99,21 @@ export function warnStages({ log, p }: RunContext, outcomes: StageOutcome[], sta
   }
 }
 
-/** Gathers what a run publishes, commits it and publishes it; a queue file that cannot be prepared fails the run. */
-export function commitRun(
-  { o, p, hooks, log }: RunContext,
+/**
+ * Gathers what a run publishes, claims its hour, commits it and publishes it (or, when
+ * another master published the hour, commits it publishing nothing); a claim that
+ * cannot be had or a queue file that cannot be prepared fails the run. Null: a signal
+ * came during the claim, before COMMIT.
+ */
+export async function commitRun(
+  { o, p, hooks, log, signalled }: RunContext,
   rj: RunJson,
   record: RunRecord,
   chain: ChainResult,
   stages: Record<string, Record<string, unknown>>,
   seconds: () => number,
   failed: (step: string, error: string) => Promise<RunRecord>,
-): RunRecord | Promise<RunRecord> {
+): Promise<RunRecord | null> {
   const queue = stagedQueue(p, record);
   const ud = stages['upload-domains'] ?? {};
   record.new_domains =
@@ -117,7 +123,7 @@ export function commitRun(
   if (byFailed > 0) record.new_domains_failed_attempts = byFailed;
   // An empty rejects file stays staged (the cleanup removes it): the commit publishes none.
   if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) record.rejects_file = p.rejectsKept;
-  record.seconds = seconds();
+  record.master = o.masterName;
   const plan: CommitPlan = {
     version: 1,
     run: p.name,
@@ -133,6 +139,10 @@ export function commitRun(
     record,
     keyedBy: keyingToStore(o.state, rj.now, o.keepMs, record.rekeyed !== undefined && record.rekeyed.aliases_only === undefined),
   };
+  const unclaimed = await claimForCommit(o, log, hooks, plan, rj.run_id, chain.digest);
+  if (unclaimed !== null) return failed('claim', unclaimed);
+  if (signalled()) return null;
+  record.seconds = seconds();
   try {
     prepareQueues(plan);
   } catch (err) {
@@ -141,6 +151,7 @@ export function commitRun(
   }
   hooks.beforeStep?.(p.name, 'commit');
   writeCommit(plan, hooks);
+  await settleClaim(o, log, plan, hooks);
   publish(plan, hooks);
   log.info({ run: p.name, sent: record.sent, sent_per_yacobot: record.sent_per_yacobot, new_domains: record.new_domains, seconds: record.seconds }, 'run committed');
   return record;

@@ -38,6 +38,8 @@ export interface ChainResult {
   reflogFile: ReflogIdentity | null;
   reflogLink: ReflogIdentity | null | undefined;
   head: Buffer | null;
+  /** The reflog's SHA-256, null when the chain did not read it to its end. */
+  digest: string | null;
   /** current_log re-keyed before the chain (rekey.ts). */
   rekeyed?: RekeyReport;
 }
@@ -52,7 +54,8 @@ export async function runOne(run: RunContext): Promise<RunRecord | null> {
   for (const s of chain.outcomes) stages[s.name] = stageCounts(s);
   const record = newRecord(run, rj, started, stages);
   if (chain.rekeyed !== undefined) record.rekeyed = chain.rekeyed;
-  // From here to the end of publish() nothing awaits: a later signal is seen after the commit.
+  // From here to COMMIT only the claim of the hour awaits (a signal then stops the run
+  // before it); after COMMIT only its confirmation: a later signal is seen after the commit.
   if (run.signalled()) return null; // the caller stops; the staging area stays for the next invocation
   const failed = (step: string, error: string) => failRun(run, rj, record, seconds, step, error);
   const failure = run.overTime() ?? chainFailure(run, chain, stages);
@@ -107,12 +110,12 @@ async function runChain({ o, log, p, lockFd, hooks, signalled }: RunContext, rj:
   const stopDisplay = showProgress(p.name, progress);
   const lost = memoryLost(o, log, p.name);
   try {
-    if (lost !== null) return { outcomes: [{ name: 'current_log', exit: 1, summary: null, messages: [lost] }], reflogFile: null, reflogLink: undefined, head: null };
+    if (lost !== null) return { outcomes: [{ name: 'current_log', exit: 1, summary: null, messages: [lost] }], reflogFile: null, reflogLink: undefined, head: null, digest: null };
     const rekey = await rekeyBeforeHour(o, log, p, rj.now);
-    if (rekey !== null && 'error' in rekey) return { outcomes: [{ name: 'rekey', exit: 1, summary: null, messages: [rekey.error] }], reflogFile: null, reflogLink: undefined, head: null };
+    if (rekey !== null && 'error' in rekey) return { outcomes: [{ name: 'rekey', exit: 1, summary: null, messages: [rekey.error] }], reflogFile: null, reflogLink: undefined, head: null, digest: null };
     hooks.beforeStep?.(p.name, 'rekey');
     const r = await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain'));
-    return { outcomes: r.outcomes, reflogFile: r.reflog, reflogLink: r.reflogLink, head: r.head, ...(rekey !== null && { rekeyed: rekey.report }) };
+    return { outcomes: r.outcomes, reflogFile: r.reflog, reflogLink: r.reflogLink, head: r.head, digest: r.digest, ...(rekey !== null && { rekeyed: rekey.report }) };
   } finally {
     stopDisplay();
   }

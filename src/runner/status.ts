@@ -82,7 +82,8 @@ export function humanStatus(s: Status, why: string | null, now: number): string 
     if (inv.error) lines.push(`  error: ${visibleName(inv.error)}`);
   } else lines.push('last invocation: none recorded');
   const ok = s.last_success;
-  lines.push(ok ? `last success: run ${ok.run}, committed at ${when(ok.at, now)}, in ${ok.seconds} s` : 'last success: no run committed yet');
+  const by = ok?.published_by === undefined ? '' : `; published by master ${ok.published_by} (remembered here, not published)`;
+  lines.push(ok ? `last success: run ${ok.run}, committed at ${when(ok.at, now)}, in ${ok.seconds} s${by}` : 'last success: no run committed yet');
   const age = s.inbox.oldest_age_seconds;
   lines.push(`inbox: ${s.inbox.reflogs} reflog(s) waiting${age !== null ? `, the oldest for ${formatDuration(age * 1000)}` : ''}`);
   const backlog = Object.entries(s.backlog).map(([id, b]) => `Yacobot ${id}: ${b.urls} URLs in ${b.files} file(s)`);

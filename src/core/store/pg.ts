@@ -10,6 +10,7 @@ import {
   RECOUNT_SQL,
   checkShapes,
   checkVersion,
+  claimTableSql,
   foreignTables,
   schemaStanding,
   type MigrateResult,
@@ -100,6 +101,9 @@ CREATE TRIGGER partner_load_update AFTER UPDATE ON partner_domain
 CREATE TRIGGER partner_load_truncate AFTER TRUNCATE ON partner_domain
   FOR EACH STATEMENT EXECUTE FUNCTION partner_load_truncate();
 `;
+
+/** Version 3's hour_claim; run names compare bytewise (collation "C"), as on SQLite. */
+const CLAIM_SQL = claimTableSql(' COLLATE "C"');
 
 /** An int8 as a number when it is one exactly, else a bigint. */
 function int8(text: string): number | bigint {
@@ -290,7 +294,7 @@ export class PgStore implements PartnerStore {
         // Disabled ones too: facts names only those that fire.
         const { rows } = await this.query("SELECT tgname FROM pg_trigger WHERE tgrelid = 'partner_domain'::regclass AND tgname = ANY($1::text[])", [LOAD_TRIGGERS]);
         for (const r of rows) await this.query(`DROP TRIGGER ${quoteIdent(r.tgname as string)} ON partner_domain`);
-        await this.query(`DROP TABLE IF EXISTS partner_load; ${LOAD_SQL} ${RECOUNT_SQL}`);
+        await this.query(`DROP TABLE IF EXISTS partner_load; ${LOAD_SQL} ${CLAIM_SQL} ${RECOUNT_SQL}`);
         checkVersion(await this.facts(), LOAD_TRIGGERS, this.name);
       }
       const r = (await this.query('SELECT COALESCE(SUM(domains), 0)::text AS domains, COUNT(*)::int AS owners FROM partner_load WHERE domains <> 0')).rows[0]!;
@@ -444,8 +448,8 @@ export async function openPgStore(uri: string, opts: OpenOptions = {}): Promise<
 }
 
 /**
- * Creates the tables of schema version 2 where missing (in one transaction, under the
- * write lock); refuses a schema holding other tables, and one of version 1 (migrate's work).
+ * Creates the tables of this schema version where missing (in one transaction, under the
+ * write lock); refuses a schema holding other tables, and one of an older version (migrate's work).
  */
 export async function initPgStore(uri: string, opts: OpenOptions = {}): Promise<{ store: PartnerStore; created: boolean }> {
   const store = await connect(uri, opts);
@@ -457,7 +461,7 @@ export async function initPgStore(uri: string, opts: OpenOptions = {}): Promise<
       checkShapes(facts.shapes, store.name, { missingTables: true });
       const fresh = !facts.shapes.has('partner_domain');
       if (!fresh) checkVersion(facts, LOAD_TRIGGERS, store.name);
-      await store.query(fresh ? BASE_SQL + LOAD_SQL + RECOUNT_SQL : BASE_SQL);
+      await store.query(fresh ? BASE_SQL + LOAD_SQL + CLAIM_SQL + RECOUNT_SQL : BASE_SQL);
       const after = await store.facts();
       checkShapes(after.shapes, store.name);
       checkVersion(after, LOAD_TRIGGERS, store.name);

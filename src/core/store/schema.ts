@@ -4,7 +4,7 @@
 import { DataError, clipText, shellQuote } from '../errors.js';
 
 /** The schema version this program reads, and `partner-db init` creates. */
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 /** partner_load counted afresh from partner_domain (one GROUP BY), and the version recorded: the end of init and migrate. */
 export const RECOUNT_SQL = `
@@ -18,13 +18,40 @@ const REQUIRED_COLUMNS: Record<string, string[]> = {
   yacobot: ['id', 'name', 'weight', 'active'],
   partner_domain: ['domain', 'yacobot_id', 'added_at'],
 };
-/** The tables version 2 adds, with their columns. */
+/** The tables versions 2 (partner_load, partner_meta) and 3 (hour_claim) add, with their columns. */
 const DERIVED_COLUMNS: Record<string, string[]> = {
   partner_load: ['yacobot_id', 'domains'],
   partner_meta: ['key', 'value'],
+  hour_claim: ['run', 'digest', 'master', 'run_id', 'claimed_at', 'published_at'],
 };
-/** Each table's PRIMARY KEY: a domain has one row (upload-domains' upsert relies on it). */
-const PRIMARY_KEYS: Record<string, string> = { yacobot: 'id', partner_domain: 'domain', partner_load: 'yacobot_id', partner_meta: 'key' };
+/** Each table's PRIMARY KEY: a domain has one row (upload-domains' upsert relies on it), an hour's reflog one claim. */
+const PRIMARY_KEYS: Record<string, readonly string[]> = {
+  yacobot: ['id'],
+  partner_domain: ['domain'],
+  partner_load: ['yacobot_id'],
+  partner_meta: ['key'],
+  hour_claim: ['run', 'digest'],
+};
+
+/**
+ * What version 3 adds: hour_claim, one row per hour (run name) and reflog (its
+ * SHA-256): the master that claimed it to publish it, that master's run id, when, and
+ * when it was published (NULL while only claimed). `collate` is the run column's
+ * collation clause (bytewise order on both backends).
+ */
+export function claimTableSql(collate: string): string {
+  return `
+CREATE TABLE IF NOT EXISTS hour_claim (
+  run TEXT${collate} NOT NULL,
+  digest TEXT NOT NULL,
+  master TEXT NOT NULL,
+  run_id TEXT NOT NULL,
+  claimed_at TEXT NOT NULL,
+  published_at TEXT,
+  PRIMARY KEY (run, digest)
+);
+`;
+}
 
 /** The hint every "no database" message carries. */
 export function initHint(file: string): string {
@@ -33,7 +60,7 @@ export function initHint(file: string): string {
 
 /** What a migration did: the schema it found, and what partner_load counts now. */
 export interface MigrateResult {
-  /** 'current': nothing to do; 'version1': upgraded; 'incomplete': version 2 with a part missing, restored. */
+  /** 'current': nothing to do; 'version1', 'version2': upgraded; 'incomplete': this version with a part missing, restored. */
   found: SchemaStanding;
   /** The number of domains partner_load counts, and of yacobot_id values it counts them under. */
   domains: number;
@@ -78,19 +105,21 @@ export function checkShapes(shapes: ReadonlyMap<string, TableShape>, file: strin
 function shapeError(table: string, shape: TableShape, cols: readonly string[]): string | null {
   const col = cols.find((c) => !shape.columns.has(c));
   if (col !== undefined) return `table '${table}' has no column '${col}'`;
-  if (shape.pk.length !== 1 || shape.pk[0] !== PRIMARY_KEYS[table]) return `the PRIMARY KEY of '${table}' is not '${PRIMARY_KEYS[table]}' alone`;
+  const pk = PRIMARY_KEYS[table]!;
+  if (shape.pk.length !== pk.length || !pk.every((c) => shape.pk.includes(c))) return `the PRIMARY KEY of '${table}' is not (${pk.join(', ')})${pk.length === 1 ? ' alone' : ''}`;
   return null;
 }
 
 /** How a database with the contract's tables stands against this program's schema version. */
-export type SchemaStanding = 'current' | 'version1' | 'incomplete';
+export type SchemaStanding = 'current' | 'version1' | 'version2' | 'incomplete';
 
 /**
- * Where `facts` stand (with `what`, the first part of version 2 missing when
+ * Where `facts` stand (with `what`, the first part of this version missing when
  * incomplete); a DataError for a version this program does not know.
  */
 export function schemaStanding(facts: SchemaFacts, triggers: readonly string[], file: string): { standing: SchemaStanding; what?: string } {
   if (facts.version === null) return { standing: 'version1' };
+  if (facts.version === '2') return { standing: 'version2' };
   if (facts.version !== String(SCHEMA_VERSION)) {
     throw new DataError('BAD_SCHEMA', `schema version '${clipText(facts.version)}', which this program does not know (it reads version ${SCHEMA_VERSION}): made by a newer release?`, { file });
   }
@@ -110,14 +139,17 @@ export function migrateHint(file: string): string {
 }
 
 /**
- * Throws unless `facts` are of schema version 2, whole: version 1 and a version 2
- * with a part missing both name the command that mends them (never done behind the
+ * Throws unless `facts` are of this schema version, whole: an older version and this
+ * one with a part missing name the command that mends them (never done behind the
  * operator's back, as migrate rewrites a table).
  */
 export function checkVersion(facts: SchemaFacts, triggers: readonly string[], file: string): void {
   const { standing, what } = schemaStanding(facts, triggers, file);
   if (standing === 'version1') {
-    throw new DataError('OLD_SCHEMA', `schema version 1: this program reads version ${SCHEMA_VERSION}, which keeps each Yacobot's domain count in partner_load; upgrade it (one transaction) with: ${migrateHint(file)}`, { file });
+    throw new DataError('OLD_SCHEMA', `schema version 1: this program reads version ${SCHEMA_VERSION}, which keeps each Yacobot's domain count in partner_load and the masters' claims of hours in hour_claim; upgrade it (one transaction) with: ${migrateHint(file)}`, { file });
+  }
+  if (standing === 'version2') {
+    throw new DataError('OLD_SCHEMA', `schema version 2: this program reads version ${SCHEMA_VERSION}, which records the masters' claims of hours in hour_claim; upgrade it (one transaction) with: ${migrateHint(file)}`, { file });
   }
   if (standing === 'incomplete') {
     throw new DataError('BAD_SCHEMA', `schema version ${SCHEMA_VERSION}, but ${what} (changed by hand?); restore it with: ${migrateHint(file)}`, { file });

@@ -8,7 +8,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { DataError, clipText, ioError, shellQuote } from '../errors.js';
 import { parseCount } from '../numbers.js';
 import { loadBetterSqlite3 } from '../cjs.js';
-import { OUR_TABLES, RECOUNT_SQL, checkShapes, checkVersion, foreignTables, initHint, schemaStanding, type MigrateResult, type SchemaFacts, type TableShape } from './schema.js';
+import { OUR_TABLES, RECOUNT_SQL, checkShapes, claimTableSql, checkVersion, foreignTables, initHint, schemaStanding, type MigrateResult, type SchemaFacts, type TableShape } from './schema.js';
 import { badYacobotId, checkedLoad, type MissingOwner, type YacobotLoad } from './yacobots.js';
 
 const Database = loadBetterSqlite3();
@@ -79,6 +79,9 @@ CREATE TABLE IF NOT EXISTS partner_meta (
   value TEXT NOT NULL
 );
 `;
+
+/** Version 3's hour_claim (run names compare bytewise: SQLite's BINARY collation). */
+const CLAIM_SQL = claimTableSql('');
 
 /**
  * Turns an error thrown by better-sqlite3 into a DataError naming the database
@@ -220,7 +223,7 @@ export function openDb(file: string, opts: { readonly?: boolean; anyVersion?: bo
 }
 
 /**
- * Creates the database file if needed and the tables of schema version 2 if missing
+ * Creates the database file if needed and the tables of this schema version if missing
  * (idempotent). A file that is not a partner database, or only half of one, is refused
  * before anything in it changes: tables of another application, a table of ours with
  * the wrong columns, or a database of version 1 (which migrate upgrades) fail with the
@@ -260,7 +263,7 @@ export function initDb(file: string): { db: Db; created: boolean } {
     configure(db, true);
     // One transaction: a crash leaves every table or none.
     const d = db;
-    d.transaction(() => d.exec(fresh ? BASE_SQL + LOAD_SQL + RECOUNT_SQL : BASE_SQL))();
+    d.transaction(() => d.exec(fresh ? BASE_SQL + LOAD_SQL + CLAIM_SQL + RECOUNT_SQL : BASE_SQL))();
     checkSchema(db, file);
     return { db, created: !(facts.shapes.has('yacobot') && facts.shapes.has('partner_domain')) };
   } catch (err) {
@@ -270,9 +273,10 @@ export function initDb(file: string): { db: Db; created: boolean } {
 }
 
 /**
- * Brings a database opened with `anyVersion` to schema version 2 in one write
+ * Brings a database opened with `anyVersion` to this schema version in one write
  * transaction: partner_load and its triggers (re)made, counted with one GROUP BY,
- * the version recorded. A database already at version 2, whole, is left as it is.
+ * hour_claim made where missing, the version recorded. A database already at this
+ * version, whole, is left as it is.
  */
 export function migrateDb(db: Db, file: string): MigrateResult {
   return db
@@ -282,7 +286,7 @@ export function migrateDb(db: Db, file: string): MigrateResult {
       const found = schemaStanding(facts, LOAD_TRIGGERS, file).standing;
       if (found !== 'current') {
         for (const t of LOAD_TRIGGERS) db.exec(`DROP TRIGGER IF EXISTS ${t}`);
-        db.exec(`DROP TABLE IF EXISTS partner_load; ${LOAD_SQL} ${RECOUNT_SQL}`);
+        db.exec(`DROP TABLE IF EXISTS partner_load; ${LOAD_SQL} ${CLAIM_SQL} ${RECOUNT_SQL}`);
         checkSchema(db, file);
       }
       const r = db.prepare('SELECT COALESCE(SUM(domains), 0) AS domains, COUNT(*) AS owners FROM partner_load WHERE domains <> 0').get() as { domains: number; owners: number };
