@@ -9,7 +9,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { RUNNER, partnerDb, scratch, testEnv } from './lib/run.js';
-import { PgCluster, pgSkipReason, pgTest } from './lib/pg.js';
+import { FAST_SUITE, PgCluster, pgSkipReason, pgTest } from './lib/pg.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
 
 const SKIP = pgSkipReason();
@@ -17,7 +17,8 @@ let cluster: PgCluster | null = null;
 const pg = (): PgCluster => cluster!;
 
 before(async () => {
-  if (SKIP === null) cluster = await PgCluster.start();
+  // Its tests are the whole suite's (pgTest): no cluster for the fast one.
+  if (SKIP === null && !FAST_SUITE) cluster = await PgCluster.start();
 });
 after(() => cluster?.remove());
 

@@ -8,7 +8,6 @@ import { formatTimestamp, timestampToMs } from '../core/time.js';
 import { jobNow, verdictOf, yacobotName, type JobNow } from './explain-verdict.js';
 import { eachReject, findById, idsInFile, recordById } from './find-url.js';
 import { sentByOther } from './claims.js';
-import { tailRecords } from './fsutil.js';
 import { lastCommittedRun } from './last-invocation.js';
 import { carryFile } from './carry.js';
 import { tailRecords } from './fsutil.js';
@@ -131,7 +130,7 @@ export async function explainUrls(o: RunnerOptions, raws: readonly string[]): Pr
   const out: Explained[] = raws.map((input) => {
     const c = canonicalOf(input, hash);
     const known = 'invalid' in c ? { url: null, id: null, domain: null, invalid: c.invalid } : { url: c.url, id: c.id, domain: c.domain, invalid: null };
-    return { input, ...known, owner: null, pick: null, current: null, carried: null, sent_in: [], sent_timestamp: null, rejected_in: [], rejected_more: 0, as_of: asOf, verdict: '' };
+    return { input, ...known, owner: null, pick: null, current: null, carried: null, sent_in: [], sent_timestamp: null, sent_by: null, rejected_in: [], rejected_more: 0, as_of: asOf, verdict: '' };
   });
   const cap = last?.max_per_domain ?? o.maxPerDomain;
   for (const e of out) if (e.id !== null) e.carried = carriedEntry(o.state, e.id, cap);
