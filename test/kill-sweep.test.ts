@@ -92,8 +92,12 @@ function parseTrace(log: string, cwd: string): Call[] {
     const paths: string[] = [];
     // Descriptors (-y): `19</a/b>`; AT_FDCWD, which -P does not match, is left out.
     for (const d of args.matchAll(/(?:^|, )(AT_FDCWD)?(?:\d+)?<([^>]*)>/g)) if (!d[1]) paths.push(d[2]!);
-    // Path strings (write's data is a string too: it names no path here, and is skipped).
-    if (!/^(write|pwrite64|writev|pwritev)$/.test(sys)) for (const s of args.matchAll(/"((?:[^"\\]|\\.)*)"/g)) paths.push(path.resolve(cwd, s[1]!));
+    // Path strings (write's data is a string too: it names no path here, and is skipped),
+    // each relative one made absolute against the directory descriptor just before it
+    // (`unlinkat(7</s/R1>, "run.json", 0)`, as Node 24's rmSync calls it) or the cwd.
+    if (!/^(write|pwrite64|writev|pwritev)$/.test(sys)) {
+      for (const s of args.matchAll(/(?:(?:^|, )(?:AT_FDCWD|\d+<([^>]*)>), )?"((?:[^"\\]|\\.)*)"/g)) paths.push(path.resolve(s[1] ?? cwd, s[2]!));
+    }
     calls.push({ sys, paths, ok: ret === '?' || Number(ret) >= 0, text: line });
   }
   return calls;
