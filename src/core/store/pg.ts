@@ -32,6 +32,7 @@ import {
 } from './store.js';
 import { checkedLoad, missingOwnerError, newIdTooBig, noActive, type MissingOwner, type YacobotLoad } from './yacobots.js';
 import { clientBounds, closeBounded, isNoAnswer, noAnswerError } from './pg-waits.js';
+import { passwordFromFile } from './pgpass.js';
 
 const require = createRequire(import.meta.url);
 const pg = require('pg') as typeof Pg;
@@ -391,13 +392,15 @@ export function pgError(err: unknown, name: string, where: string): unknown {
       ? `${text} (another process held the lock longer than --lock-timeout)`
       : code === '57014'
         ? `${text} (past --statement-timeout?)`
-        : net && !/^[0-9A-Z]{5}$/.test(code)
-          ? `cannot reach PostgreSQL at ${where}: ${text}${code && !text.includes(code) ? ` (${code})` : ''}`
-          : `${code ? `${code}: ` : ''}${text}`;
+        : /^57P0[123]$/.test(code)
+          ? `${code}: ${text} (the server is shutting down or restarting: run again once it is back; a runner's run is not lost, the next invocation redoes it)`
+          : net && !/^[0-9A-Z]{5}$/.test(code)
+            ? `cannot reach PostgreSQL at ${where}: ${text}${code && !text.includes(code) ? ` (${code})` : ''}`
+            : `${code ? `${code}: ` : ''}${text}`;
   return new DataError(code === '55P03' ? 'DB_BUSY' : 'DB', `database error: ${what}`, { file: name });
 }
 
-/** Connects to `uri` with the time-outs; PG* variables and ~/.pgpass fill in what it leaves out (node-postgres does). */
+/** Connects to `uri` with the time-outs; PG* variables (node-postgres reads them) and the password file fill in what it leaves out. */
 async function connect(uri: string, opts: OpenOptions): Promise<PgStore> {
   const t = opts.timeouts ?? DEFAULT_TIMEOUTS;
   const name = redactDb(uri);
@@ -409,6 +412,7 @@ async function connect(uri: string, opts: OpenOptions): Promise<PgStore> {
     throw new DataError('BAD_DB_URI', `not a PostgreSQL URI node-postgres can read: ${String((err as Error)?.message ?? err)}`, { file: name });
   }
   const where = whereOf(client);
+  givePasswordFile(client, name);
   client.on('error', () => undefined); // until the store listens
   try {
     await client.connect();
@@ -417,6 +421,14 @@ async function connect(uri: string, opts: OpenOptions): Promise<PgStore> {
     throw pgError(err, name, where);
   }
   return new PgStore(client, name, where, t);
+}
+
+/** When neither the URI nor PGPASSWORD gives a password: the password file's, read by pgpass.ts (a missing one said as such). */
+function givePasswordFile(client: Pg.Client, name: string): void {
+  const c = client as unknown as { password: unknown; host: string; port: number; database: string; user: string };
+  if (c.password !== null && c.password !== undefined && c.password !== '') return;
+  const host = c.host.startsWith('/') ? 'localhost' : c.host; // a Unix socket, as libpq matches it
+  c.password = passwordFromFile({ host, port: c.port, database: c.database, user: c.user }, name);
 }
 
 /** A client for `uri` with the time-outs (read-only transactions for a reader), its int8 values as numbers when exact. */
