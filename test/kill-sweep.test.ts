@@ -26,7 +26,7 @@
 //   the same way.
 // - A two-reflog inbox, in two halves from two templates: the first hour on a fresh
 //   state directory, the second on the state the first left. From the COMMIT's temp
-//   file on (commit, queue:<id> for each Yacobot, current_log, rejects,
+//   file on (commit, queue:<id> for each Yacobot, current_log, memory, rejects,
 //   record, reflog, uncommit, cleanup), the first half sweeps the first and the last
 //   call of each kind (system call) at each commit step: where a step repeats a call
 //   (per log file, per directory) the ones in between leave states of the same kind.
@@ -374,7 +374,8 @@ function only(ts: Target[], keep: (t: Target) => boolean): Target[] {
  * `run` in `calls` from the COMMIT's temp file on: the steps start, in this order, at
  * the temp file, after the COMMIT's rename (the first Yacobot's queue file), at the
  * rename into place of each further Yacobot's, at the rename of current_log (its
- * link and settings.json with it), after the rename of settings.json, at the open of runs.jsonl, after its write, and at and after
+ * copy current_log.last and settings.json with it), after the rename of settings.json
+ * (memory.json), after the rename of memory.json, at the open of runs.jsonl, after its write, and at and after
  * the removal of COMMIT. Each Yacobot's queue file is a step of its own, as in the
  * runner (`queue:<id>`): a roll forward decides for each what is left to do from what
  * it finds of it (published, prepared, staged), so the state it starts from differs
@@ -387,6 +388,7 @@ function commitSteps(calls: Call[], run: string): (index: number) => string {
   const settings = callIndex(calls, /^rename/, '/state/settings.json', commit);
   // A capped run's carry, renamed into place after current_log (none without a cap).
   const carry = callIndex(calls, /^rename/, '/state/carry', commit);
+  const memory = callIndex(calls, /^rename/, '/state/memory.json', commit);
   // Each Yacobot's prepared copy renamed to QUEUE/<id>/RUN.tsv (the staged files are removed, not renamed).
   const published = new RegExp(`/queue/(\\d+)/${run}\\.tsv$`);
   const queues = calls.flatMap((c, i): [string, number][] => {
@@ -400,7 +402,8 @@ function commitSteps(calls: Call[], run: string): (index: number) => string {
     ...queues.slice(1),
     ['current_log', callIndex(calls, /^rename/, '/state/current_log', commit)],
     ...(carry > 0 ? [['carry', carry] as [string, number]] : []),
-    ['rejects', settings + 1],
+    ['memory', settings + 1],
+    ['rejects', memory + 1],
     ['record', callIndex(calls, /^openat$/, '/state/runs.jsonl', commit)],
     ['reflog', callIndex(calls, /^(write|pwrite64)$/, '/state/runs.jsonl', commit) + 1],
     ['uncommit', callIndex(calls, /^unlink/, `/staging/${run}/COMMIT`, commit)],

@@ -200,7 +200,7 @@ describe('options', () => {
       ],
       record: {} as RunRecord,
     }).map((st) => st.name);
-    assert.deepEqual(steps, ['queue:1', 'queue:3', 'current_log', 'settings', 'rejects', 'record', 'reflog', 'uncommit', 'cleanup']);
+    assert.deepEqual(steps, ['queue:1', 'queue:3', 'current_log', 'carry', 'settings', 'memory', 'rejects', 'record', 'reflog', 'uncommit', 'cleanup']);
   });
 
   // Option values are checked up front (usage errors), and a config file's relative paths are relative to its own

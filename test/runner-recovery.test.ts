@@ -122,7 +122,7 @@ describe('SIGKILL at any instant', () => {
       ['queue:3', 'rejects', 'cleanup'],
       // Inside writeCommit: the stage logs (what upload-domains assigned) must still be there.
       ['commit:marker', 'queue:2', 'uncommit'],
-      ['settings', 'commit', 'settings'],
+      ['settings', 'commit', 'memory'],
     ];
     const names = RUNS.map((f) => f.replace(/\.reflog$/, ''));
     const one = async (steps: string[]) => {

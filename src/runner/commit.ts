@@ -18,11 +18,15 @@
 //                 between the rename and the removal publishes it once more).
 //                 First, so that URLs are handed out before the state that says
 //                 they were sent (at-least-once even if the staging area were lost).
-//   2. current_log rename the staged file over STATE/current_log
-//                 (skipped when the staged file is gone: renamed before a crash);
-//                 STATE/current_log.last is made a hard link of the new current_log.
+//   2. current_log rename the staged file over STATE/current_log, then the staged
+//                 copy of it (made before COMMIT) over STATE/current_log.last, the
+//                 backup (each skipped when the staged file is gone: renamed before a
+//                 crash; a marker of a runner before the copy makes the backup a hard link).
 //   2b. settings  write the run's --keep and --resend-after to STATE/settings.json,
 //                 with what keyed its URLs (the parser and keying options, rekey.ts).
+//   2c. memory    write current_log's identity (size, URL count, SHA-256) and the
+//                 replay warning's reference to STATE/memory.json (memory.ts): the next
+//                 run checks current_log against it before reading it.
 //   3. rejects    rename staged rejects to STATE/rejects/RUN.tsv; with none, remove
 //                 a STATE/rejects/RUN.tsv an earlier commit of the name left (that
 //                 file is the last committed run's). Then remove the rejects of a
@@ -67,6 +71,7 @@ import {
 } from './fsutil.js';
 import { REFLOG_EXT, failedRejects, keptRejects, type RunRecord } from './plan.js';
 import { reflogIdentity, sameFile, type ReflogIdentity } from './pipeline.js';
+import { memoryFile, stagedBackup, type MemoryRecord } from './memory.js';
 import { currentLogLink, settingsFile, settingsText } from './settings.js';
 import type { KeyedBy } from './rekey.js';
 import { carryFile, stagedCarry } from './carry.js';
@@ -98,6 +103,8 @@ export interface CommitPlan {
   keyedBy?: KeyedBy;
   /** The run's claim of its hour, confirmed before the queue files are published (runner/claims.ts); absent: nothing to confirm. */
   claim?: HourClaimRef;
+  /** What STATE/memory.json records after the commit; absent in markers of runners before it was recorded. */
+  memory?: MemoryRecord;
 }
 
 /** A named, idempotent publish step. */
@@ -520,7 +527,7 @@ function keepLink(file: string, link: string): void {
 export function publishSteps(plan: CommitPlan, hooks: CommitHooks = {}, recovered = false): Step[] {
   const work = path.join(plan.staging, 'work');
   const steps: Step[] = plan.queue.map((q) => queueStep(plan, q.yacobot, recovered));
-  steps.push(currentLogStep(plan, work), carryStep(plan, work), settingsStep(plan));
+  steps.push(currentLogStep(plan, work), carryStep(plan, work), settingsStep(plan), memoryStep(plan));
   steps.push(rejectsStep(plan, work), recordStep(plan, hooks, recovered), reflogStep(plan, hooks));
   steps.push(uncommitStep(plan, hooks), cleanupStep(plan));
   return steps;
@@ -565,14 +572,25 @@ function moveIntoPlace(from: string, to: string): void {
   fsyncPath(path.dirname(to));
 }
 
-/** Step current_log: replaces STATE/current_log with the staged one and keeps its hard link. */
+/** Step current_log: replaces STATE/current_log with the staged one, then the backup with its staged copy. */
 function currentLogStep(plan: CommitPlan, work: string): Step {
   return {
     name: 'current_log',
     run() {
       const current = path.join(plan.state, 'current_log');
       moveIntoPlace(path.join(work, 'current_log'), current);
-      keepLink(current, currentLogLink(plan.state));
+      if (plan.memory !== undefined) moveIntoPlace(stagedBackup(plan.staging), currentLogLink(plan.state));
+      else keepLink(current, currentLogLink(plan.state));
+    },
+  };
+}
+
+/** Step memory: records the new current_log's identity and the replay reference in STATE/memory.json. */
+function memoryStep(plan: CommitPlan): Step {
+  return {
+    name: 'memory',
+    run() {
+      if (plan.memory !== undefined) writeFileDurable(memoryFile(plan.state), JSON.stringify(plan.memory) + '\n');
     },
   };
 }
@@ -760,6 +778,7 @@ function stepWork(step: string): string {
   const work: Record<string, string> = {
     current_log: 'replace current_log',
     settings: 'store its settings',
+    memory: "record current_log's identity",
     rejects: 'keep its rejects',
     record: 'append its runs.jsonl line',
     reflog: 'move its reflog to done/',

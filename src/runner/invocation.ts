@@ -15,6 +15,7 @@ import { tailRecords, writeFileDurable } from './fsutil.js';
 import { reportEnd } from './invocation-report.js';
 import { keepDone } from './keep-done.js';
 import type { Seen } from './last-invocation.js';
+import { storedForgetful } from './memory.js';
 import { openState } from './open-state.js';
 import { PROG, type RunnerOptions } from './options.js';
 import { runningChain, stopChildren } from './pipeline.js';
@@ -222,11 +223,12 @@ function planRuns(inv: Invocation): void {
 async function runEach(inv: Invocation): Promise<void> {
   const { o, log } = inv;
   // What a replay is compared with (replayWarning): the committed run whose forgetting
-  // reaches latest, of the last MiB of runs.jsonl (weeks of hourly lines; the file only grows) and of
+  // reaches latest, of the one memory.json keeps (runs.jsonl may have been rotated), of the
+  // last MiB of runs.jsonl (weeks of hourly lines) and of
   // the runs this invocation commits; for a run of a name committed before, only of those
   // after its last commit, which recorded its URLs again (a replay replayed again).
   const past = tailRecords(path.join(o.state, 'runs.jsonl'));
-  const newestOfAll = mostForgetful(past, o.keepMs);
+  const newestOfAll = mostForgetful(past, o.keepMs, storedForgetful(o.state));
   const sinceCommitted = mostForgetfulSince(past, o.keepMs);
   if (inv.runs.length > 0) checkSettings(o, log, past);
   await warnMissedHours(o, log, past, inv.runs);
@@ -274,7 +276,7 @@ function reportedMarker(o: RunnerOptions, run: string): string {
  * Test hook: REFLOG_RUNNER_FAILPOINT="RUN:STEP" (or "*:STEP") makes the runner
  * SIGKILL itself just before that step (chain: the chain's start; claim: the claim
  * of the hour; the commit steps: commit, commit:marker (COMMIT itself, after the staged files were made
- * durable), confirm (the claim's confirmation, after COMMIT), queue:<id>, current_log, rejects, record, reflog, uncommit, cleanup; failed:cleanup: a failed run's
+ * durable), confirm (the claim's confirmation, after COMMIT), queue:<id>, current_log, carry, settings, memory, rejects, record, reflog, uncommit, cleanup; failed:cleanup: a failed run's
  * staging removal, after its runs.jsonl line), to prove each step recoverable;
  * REFLOG_RUNNER_FAILSIGNAL=SIGTERM sends that signal instead (it is handled once
  * the step's synchronous work is done).

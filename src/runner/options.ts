@@ -137,8 +137,10 @@ Unattended runs:
   - --keep, --resend-after, --max-per-domain and --carry-keep are stored with
     the state (STATE/settings.json); other values make the invocation exit 2
     (see --accept-settings-change).
-  - STATE/current_log missing after runs were committed fails the run (exit
-    1); STATE/current_log.last, a hard link the commit keeps, restores it.
+  - STATE/current_log missing, or not what the last commit left (emptied,
+    cut, edited, an older copy: STATE/memory.json holds its size, URL count
+    and SHA-256), fails the run (exit 1); STATE/current_log.last, a copy the
+    commit keeps, restores it.
   - STATE/runs.jsonl is opened by name for each line: logrotate may rotate
     it by rename (create, the safer) or copytruncate.
 
@@ -195,7 +197,9 @@ Options (each also a key of the --config file):
                           the reflog stays in the inbox): a cut download
   --reset-current-log     start the memory of sent URLs over when
                           STATE/current_log is missing after runs were
-                          committed; without it such a run fails (exit 1)
+                          committed, or go on with it as it is when it is
+                          not what the last commit left (emptied, cut,
+                          edited); without it such a run fails (exit 1)
   --metrics-file FILE     after every invocation that takes the lock, replace
                           FILE (atomically) with the job's metrics in the
                           Prometheus text format, for node_exporter's textfile

@@ -7,6 +7,7 @@ import { type RunJson, assignedByAttempt } from './attempt.js';
 import { claimForCommit, settleClaim } from './claims.js';
 import { type CommitPlan, prepareQueues, publish, stagedQueueFile, writeCommit } from './commit.js';
 import { appendRecordOnce, countLines, exists, mkdirDurable, tailRecords } from './fsutil.js';
+import { stageMemory } from './memory.js';
 import { PROG } from './options.js';
 import { REFLOG_EXT, REFLOG_HEAD_BYTES, type RunPaths, type RunRecord, type StageOutcome, failedAttemptsAssigned, failureMessage, firstHeaderLine, foreignKind, foreignReflog, notAReflog, repeatedWarnings, unterminatedReflog } from './plan.js';
 import { keyingToStore } from './rekey.js';
@@ -144,6 +145,7 @@ export async function commitRun(
   if (signalled()) return null;
   record.seconds = seconds();
   try {
+    plan.memory = stageMemory(o.state, p.staging, p.currentNext, record);
     prepareQueues(plan);
   } catch (err) {
     if (!(err instanceof DataError)) throw err;

@@ -13,7 +13,7 @@ import { type CommittedNow, type RunPaths, type RunRecord, type StageOutcome, re
 import { type RekeyReport, rekeyBeforeHour } from './rekey.js';
 import { queueNameFor } from './resent.js';
 import { chainFailure, commitRun, failRun, warnStages } from './run-end.js';
-import { memoryLost } from './settings-check.js';
+import { memoryDiffers, memoryLost } from './settings-check.js';
 
 /** One run's context: the invocation's settings and what its place among the invocation's runs decides. */
 export interface RunContext {
@@ -104,11 +104,11 @@ function startAttempt({ o, log, p, newest, replayed }: RunContext, started: Date
   return rj;
 }
 
-/** Runs the chain of stages (or fails it at current_log when that file has lost its memory), showing progress. */
+/** Runs the chain of stages (or fails it at current_log when that file has lost its memory or is not what the last commit left), showing progress. */
 async function runChain({ o, log, p, lockFd, hooks, signalled }: RunContext, rj: RunJson): Promise<ChainResult> {
   const progress: Progress = { size: 0, read: () => -1 };
   const stopDisplay = showProgress(p.name, progress);
-  const lost = memoryLost(o, log, p.name);
+  const lost = memoryLost(o, log, p.name) ?? memoryDiffers(o, log, p.name);
   try {
     if (lost !== null) return { outcomes: [{ name: 'current_log', exit: 1, summary: null, messages: [lost] }], reflogFile: null, reflogLink: undefined, head: null, digest: null };
     const rekey = await rekeyBeforeHour(o, log, p, rj.now);

@@ -1,10 +1,11 @@
-// The checks a run makes on the state before it runs: settings stored with the state, a missing current_log.
+// The checks a run makes on the state before it runs: settings stored with the state, a missing or changed current_log.
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 import { UsageError, visibleName } from '../core/errors.js';
 import { formatDuration } from '../core/time.js';
 import { tailRecords } from './fsutil.js';
 import { PROG, type RunnerOptions } from './options.js';
+import { memoryChanged } from './memory.js';
 import { missingCurrentLog, settingsRefusal, storedSettings } from './settings.js';
 
 /**
@@ -37,5 +38,17 @@ export function memoryLost(o: RunnerOptions, log: Logger, run: string): string |
   if (lost === null || !o.resetCurrentLog) return lost;
   log.warn({ run, current_log: path.join(o.state, 'current_log') }, 'current_log is missing; starting the memory of sent URLs over (--reset-current-log)');
   process.stderr.write(`${PROG}: warning: ${visibleName(run)}: ${visibleName(path.join(o.state, 'current_log'))} is missing; starting the memory of sent URLs over (--reset-current-log): every URL of this run is sent as new\n`);
+  return null;
+}
+
+/**
+ * The failure of run `run` when STATE/current_log is not what the last commit left
+ * (memoryChanged), else null; with --reset-current-log, says that the run goes on with it as it is.
+ */
+export function memoryDiffers(o: RunnerOptions, log: Logger, run: string): string | null {
+  const changed = memoryChanged(o.state);
+  if (changed === null || !o.resetCurrentLog) return changed;
+  log.warn({ run, current_log: path.join(o.state, 'current_log') }, 'current_log is not what the last commit left; going on with it as it is (--reset-current-log)');
+  process.stderr.write(`${PROG}: warning: ${visibleName(run)}: ${visibleName(path.join(o.state, 'current_log'))} is not what the last commit left; going on with it as it is (--reset-current-log): the URLs it lost are sent as new\n`);
   return null;
 }

@@ -23,7 +23,7 @@ export function settingsFile(state: string): string {
   return path.join(state, 'settings.json');
 }
 
-/** Where the commit keeps a hard link of the last committed current_log. */
+/** Where the commit keeps a copy of the last committed current_log. */
 export function currentLogLink(state: string): string {
   return path.join(state, 'current_log.last');
 }
