@@ -105,7 +105,15 @@ test('metrics file: after a committed, a nothing-to-do, a failed and a lock-busy
   try {
     await new Promise((r) => setTimeout(r, 300));
     assert.equal(runJob(dir, args).status, 75);
-    assert.equal(fs.readFileSync(file, 'utf8'), failedText, 'an invocation that did not take the lock leaves the file alone');
+    // Written beside the holder: status's verdict (an exit 75 beside a run that is not stuck is healthy; the
+    // failed run before it is not), the lock's age, and the run_* series as they were.
+    const busy = samples(fs.readFileSync(file, 'utf8'));
+    assert.equal(busy.get('master_server_last_invocation_exit_code'), 75);
+    assert.equal(busy.get('master_server_healthy'), 1);
+    assert.equal(busy.get('master_server_lock_stuck'), 0);
+    assert.ok(busy.get('master_server_lock_held_seconds')! >= 0);
+    assert.equal(busy.get('master_server_run_lines'), ad.lines_in);
+    assert.ok(!fs.readdirSync(path.dirname(file)).some((f) => f.endsWith('.tmp')), 'no temp file left');
   } finally {
     process.kill(-holder.pid!, 'SIGKILL');
   }
@@ -121,8 +129,16 @@ test('metrics file: set in the config file (relative to it); an unwritable place
 
   const gone = runJob(dir, ['--metrics-file', 'no/such/dir/job.prom']);
   assert.equal(gone.status, 0, 'the invocation had nothing to do, and says so');
-  assert.match(gone.stderr, /warning: cannot record how this invocation ended: .*no\/such\/dir\/job\.prom/);
+  const where = path.join(dir, 'no/such/dir/job.prom');
+  assert.ok(gone.stderr.includes(`warning: cannot write the metrics file: ${where}: cannot write: ENOENT`), gone.stderr);
   assert.doesNotMatch(gone.stderr, /\n\s+at /, 'no stack trace');
+  // status is not healthy, and names the file.
+  const s = runRunner(dir, ['status', '--metrics-file', 'no/such/dir/job.prom']);
+  assert.equal(s.status, 1, s.stdout);
+  assert.ok(s.stdout.startsWith(`NOT healthy: the metrics file cannot be written: ${where}: cannot write: ENOENT`), s.stdout);
+  // Written again, healthy again.
+  assert.equal(runJob(dir, ['--config', 'etc/job.conf']).status, 0);
+  assert.equal(runRunner(dir, ['status']).status, 0);
 });
 
 test('metrics text: label values are escaped (promtool accepts them)', async (t) => {
@@ -144,9 +160,16 @@ test('alert rules example: promtool check rules accepts it', (t) => {
   const r = promtool(t, ['check', 'rules', path.join(ROOT, 'docs', 'prometheus-alerts.yml')]);
   if (r === null) return;
   assert.equal(r.status, 0, r.out);
-  assert.match(r.out, /SUCCESS: 5 rules found/);
+  assert.match(r.out, /SUCCESS: 9 rules found/);
   const rules = fs.readFileSync(path.join(ROOT, 'docs', 'prometheus-alerts.yml'), 'utf8');
   for (const name of ['master_server_last_success_timestamp_seconds', 'master_server_last_invocation_success == 0', 'master_server_backlog_urls >']) assert.ok(rules.includes(name), name);
+});
+
+test('alert rules: promtool test rules (one stop by a signal is no outage; stuck, interrupted, failed, stale and absent metrics)', (t) => {
+  const r = promtool(t, ['test', 'rules', path.join(ROOT, 'test', 'alerts', 'prometheus-alerts.test.yml')]);
+  if (r === null) return;
+  assert.equal(r.status, 0, r.out);
+  assert.match(r.out, /SUCCESS/);
 });
 
 test('runner --help names --metrics-file, status and explain', () => {

@@ -39,6 +39,8 @@ export interface LastInvocation {
   runs: string[];
   error: string | null;
   last_success: LastSuccess | null;
+  /** Why its --metrics-file could not be written (naming the file); absent or null when it was, or none was asked for. */
+  metrics_error?: string | null;
 }
 
 /** What main() learns while an invocation goes: whether it took the lock, which runs it committed. */

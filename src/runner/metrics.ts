@@ -1,8 +1,12 @@
 // The metrics file (--metrics-file): the job's state in the Prometheus text format, for
 // node_exporter's textfile collector, replaced atomically after every invocation that
-// took the lock. prom-client writes the format (HELP, TYPE, label escaping).
+// took the lock or found it held (exit 75). prom-client writes the format (HELP, TYPE,
+// label escaping).
+import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { Gauge, Registry } from 'prom-client';
-import { writeFileDurable } from './fsutil.js';
+import { fsyncPath } from '../core/dirs.js';
+import { ioError } from '../core/errors.js';
 import type { LastInvocation } from './last-invocation.js';
 import type { Outside } from './outside.js';
 import type { RunRecord } from './plan.js';
@@ -13,6 +17,18 @@ export interface MetricsInput {
   outside: Outside;
   /** The last committed run, whose counts the run_* metrics show; null: none known. */
   run: RunRecord | null;
+  /** status's verdict, seen at the end of the invocation. */
+  health?: Health;
+}
+
+/** What the health gauges show: status's verdict and what it is made of. */
+export interface Health {
+  healthy: boolean;
+  stuck: boolean;
+  /** How long another process has held the lock (0: free). */
+  lockAgeSeconds: number;
+  /** Runs a killed invocation left in STATE/staging/. */
+  interrupted: number;
 }
 
 const seconds = (iso: string) => Date.parse(iso) / 1000;
@@ -42,11 +58,20 @@ export async function metricsText(m: MetricsInput): Promise<string> {
     gauge('carry_urls', 'URLs waiting in the carry for a later run (domains over --max-per-domain).').set(carry.urls);
     gauge('carry_oldest_age_seconds', 'How long ago the oldest URL waiting in the carry was decided (0: none waiting).').set(carry.oldest_age_seconds ?? 0);
   }
+  if (m.health !== undefined) healthGauges(m.health, gauge);
   if (m.run !== null) runGauges(m.run, gauge);
   return registry.metrics();
 }
 
 type GaugeOf = (name: string, help: string, labelNames?: string[]) => Gauge;
+
+/** The health gauges: the verdict status gives, and what it is made of. */
+function healthGauges(h: Health, gauge: GaugeOf): void {
+  gauge('healthy', 'Whether the job is healthy as reflog-to-yacobot-queue status says (1) or not (0).').set(h.healthy ? 1 : 0);
+  gauge('lock_stuck', 'Whether another process has held the lock for longer than --max-run-time (1) or not (0).').set(h.stuck ? 1 : 0);
+  gauge('lock_held_seconds', 'How long another process has held the lock (0: free).').set(h.lockAgeSeconds);
+  gauge('interrupted_runs', 'Runs a killed invocation left unfinished in STATE/staging/ (the next invocation finishes or reruns them).').set(h.interrupted);
+}
 
 /** The run_* gauges: the counts of the last committed run. */
 function runGauges(r: RunRecord, gauge: GaugeOf): void {
@@ -69,7 +94,30 @@ function runGauges(r: RunRecord, gauge: GaugeOf): void {
   gauge('run_published_by_other', 'Whether another master published the hour of the last committed run (1: remembered here, published nothing).').set(r.published_by === undefined ? 0 : 1);
 }
 
-/** Replaces `file` with the metrics (temp file in its directory, then rename). */
+/**
+ * Replaces `file` with the metrics: a temp file of this process in its directory
+ * (`.NAME.PID.tmp`: an exit 75 may write beside the holder), fsync, rename. A DataError
+ * naming `file` when it cannot.
+ */
 export async function writeMetrics(file: string, m: MetricsInput): Promise<void> {
-  writeFileDurable(file, await metricsText(m));
+  const text = await metricsText(m);
+  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.tmp`);
+  try {
+    fs.writeFileSync(tmp, text, { mode: 0o644 });
+    const fd = fs.openSync(tmp, 'r');
+    try {
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+    fs.renameSync(tmp, file);
+  } catch (err) {
+    try {
+      fs.rmSync(tmp, { force: true });
+    } catch {
+      /* never made */
+    }
+    throw ioError(err, file, 'write');
+  }
+  fsyncPath(path.dirname(file));
 }

@@ -3,6 +3,7 @@
 import { formatDuration } from '../core/time.js';
 import { visibleName } from '../core/errors.js';
 import { PROG } from './options.js';
+import { interruptedRuns, isStuck, lockAgeMs, maxRunTimeOf, unhealthy, type Interrupted } from './health.js';
 import { lastCommittedRun, lastSuccess, readLastInvocation, type LastInvocation, type LastSuccess } from './last-invocation.js';
 import { lookFromOutside, type Outside } from './outside.js';
 import type { SubArgs } from './subcommand.js';
@@ -10,9 +11,11 @@ import type { SubArgs } from './subcommand.js';
 export const STATUS_USAGE = `Usage: ${PROG} status [--json] [--max-age DURATION] [options]
 
 Says whether the job is healthy: exit 0 when the last invocation committed its
-runs or had nothing to do (and, with --max-age, the last committed run is no
-older than DURATION), 1 otherwise (a failed run, a busy lock, a config error,
-no invocation recorded yet). Usable as a monitoring check as it stands.
+runs or had nothing to do, or found the lock held by a run that is not stuck
+(and, with --max-age, the last committed run is no older than DURATION), 1
+otherwise (a failed run, a lock held past --max-run-time, a run a killed
+invocation left unfinished, a metrics file that cannot be written, a config
+error, no invocation recorded yet). Usable as a monitoring check as it stands.
 
 Shows the last invocation (result, time, error), the last committed run (run,
 time, seconds), the reflogs waiting in the inbox (count, oldest age), each
@@ -20,8 +23,9 @@ Yacobot's backlog now, the lock (held, by which process) and current_log's
 size, and with a per-domain cap the URLs waiting in the carry. Reads only,
 takes no lock: safe beside a running invocation.
 
-  --json                  one JSON object: healthy, last_success, last_invocation,
-                          inbox, backlog, lock, current_log_urls, carry (with
+  --json                  one JSON object: healthy, reason, last_success,
+                          last_invocation, inbox, backlog, lock, lock_age_seconds,
+                          stuck, interrupted, current_log_urls, carry (with
                           --max-per-domain; else null)
   --max-age DURATION      unhealthy also when the last committed run is older
                           (90m, 2h, 1d or seconds)
@@ -31,11 +35,19 @@ takes no lock: safe beside a running invocation.
 /** What status reports, as its JSON has it. */
 export interface Status {
   healthy: boolean;
+  /** Why it is not healthy; null when it is. */
+  reason: string | null;
   last_success: LastSuccess | null;
   last_invocation: LastInvocation | null;
   inbox: Outside['inbox'];
   backlog: Outside['backlog'];
   lock: Outside['lock'];
+  /** How long the lock's holder has held it; null when it is free. */
+  lock_age_seconds: number | null;
+  /** The lock is held past --max-run-time. */
+  stuck: boolean;
+  /** Runs a killed invocation left in STATE/staging/ (those of a live holder included). */
+  interrupted: Interrupted[];
   current_log_urls: number | null;
   carry: Outside['carry'];
 }
@@ -44,20 +56,24 @@ export interface Status {
 export function status(a: SubArgs, now = Date.now()): number {
   const last = readLastInvocation(a.o.state);
   const success = lastSuccess(a.o.state, last);
-  const why = unhealthy(last, success, a.maxAgeMs, now);
-  const s: Status = { healthy: why === null, last_success: success, last_invocation: last, ...lookFromOutside(a.o, lastCommittedRun(a.o.state), now) };
+  const { lock, current_log_urls, ...outside } = lookFromOutside(a.o, lastCommittedRun(a.o.state), now);
+  const h = { last, success, lock, interrupted: interruptedRuns(a.o.state), maxAgeMs: a.maxAgeMs, maxRunMs: maxRunTimeOf(a.o), now };
+  const why = unhealthy(h);
+  const age = lockAgeMs(lock, now);
+  const s: Status = {
+    healthy: why === null,
+    reason: why,
+    last_success: success,
+    last_invocation: last,
+    ...outside,
+    lock,
+    lock_age_seconds: age === null ? null : Math.round(age / 1000),
+    stuck: isStuck(h),
+    interrupted: h.interrupted,
+    current_log_urls,
+  };
   process.stdout.write(a.json ? JSON.stringify(s, null, 2) + '\n' : humanStatus(s, why, now));
   return s.healthy ? 0 : 1;
-}
-
-/** Why the job is not healthy, or null when it is. */
-export function unhealthy(last: LastInvocation | null, success: LastSuccess | null, maxAgeMs: number | null, now: number): string | null {
-  if (last === null) return 'no invocation recorded yet (STATE/last-invocation.json is missing or unreadable)';
-  if (!last.success) return `the last invocation ended with exit ${last.exit} (${last.result})`;
-  if (maxAgeMs === null) return null;
-  if (success === null) return 'no run was ever committed';
-  const age = now - Date.parse(success.at);
-  return age > maxAgeMs ? `the last committed run is ${formatDuration(age)} old, more than --max-age ${formatDuration(maxAgeMs)}` : null;
 }
 
 /** `iso` and how long ago it was. */
@@ -89,7 +105,9 @@ export function humanStatus(s: Status, why: string | null, now: number): string 
   const backlog = Object.entries(s.backlog).map(([id, b]) => `Yacobot ${id}: ${b.urls} URLs in ${b.files} file(s)`);
   lines.push(`backlog: ${backlog.length > 0 ? backlog.join('; ') : 'no queue files waiting'}`);
   const l = s.lock;
-  lines.push(l.held ? `lock: held by process ${l.pid ?? '?'}${l.host ? ` on ${l.host}` : ''}${l.since ? ` since ${l.since}` : ''}` : 'lock: free');
+  const held = s.lock_age_seconds === null ? '' : ` (${formatDuration(s.lock_age_seconds * 1000)}${s.stuck ? ', stuck' : ''})`;
+  lines.push(l.held ? `lock: held by process ${l.pid ?? '?'}${l.host ? ` on ${l.host}` : ''}${l.since ? ` since ${l.since}` : ''}${held}` : 'lock: free');
+  for (const r of s.interrupted) lines.push(`staging: run ${r.run} ${r.committed ? 'committed, not fully published' : 'not committed'}`);
   lines.push(`current_log: ${s.current_log_urls === null ? 'missing' : `${s.current_log_urls} URLs`}`);
   if (s.carry !== null) lines.push(carryLine(s.carry));
   return lines.join('\n') + '\n';
