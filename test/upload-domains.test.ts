@@ -721,6 +721,36 @@ for (const be of BACKENDS) {
 }
 
 for (const be of BACKENDS) {
+  for (const how of ['assign', 'import'] as const) {
+    test(`a domain moved by ${how} while the input is read: it stays with its owner for this run, with a warning, as disable's [${be.name}]`, async () => {
+      const work = newDbOn(be, [['a', 1], ['b', 1]]);
+      pdb(work, 'assign', 'old.com', 'b');
+      pdb(work, 'assign', 'stay.com', 'b');
+      const input = filtered(['old.com', 'stay.com', 'new.com', 'old.com']);
+      let go!: () => void;
+      const release = new Promise<void>((r) => (go = r));
+      const p = startUpload(work, ['--db', dbOf(work), '--now', '20110728070000'], input, release);
+      const deadline = Date.now() + 60_000;
+      while (!waitsWithAllLookedUp(p.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      if (how === 'assign') assert.match(pdb(work, 'assign', 'old.com', 'a'), /^moved old\.com from Yacobot 2 to 1 \(a\)/);
+      else {
+        fs.writeFileSync(path.join(work, 'm.csv'), 'old.com,a\nstay.com,b\n');
+        assert.match(pdb(work, 'import', 'm.csv'), /1 moved, 1 unchanged/);
+      }
+      go();
+      const r = await p.done;
+      assert.equal(r.status, 0, r.stderr);
+      assert.deepEqual(r.stdout.trimEnd().split('\n').map((l) => l.split('\t')[0]), ['2', '2', '1', '2'], 'one owner per domain in a run: the one it had when looked up');
+      const w = r.stderr.split('\n').find((l) => l.includes('during the run'));
+      assert.ok(w, r.stderr);
+      const j = JSON.parse(w) as { level: number; msg: string; domains_moved_during_run: number; records_to_former_owner: number };
+      assert.deepEqual([j.level, j.domains_moved_during_run, j.records_to_former_owner], [40, 1, 2]);
+      assert.match(j.msg, /^1 domain\(s\) were given to another Yacobot during the run \(partner-db assign or import\?\): their 2 record\(s\) of this run went to the Yacobot that owned them when looked up/);
+    });
+  }
+}
+
+for (const be of BACKENDS) {
   test(`after a new domain (records spooled from then on), a domain only the database knows still goes to its owner, in input order [${be.name}]`, () => {
     const work = newDbOn(be, [
       ['a', 1],

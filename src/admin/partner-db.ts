@@ -7,6 +7,7 @@ import { addOwnerCommand } from './owner.js';
 import { CsvError, parse as parseCsv } from 'csv-parse/sync';
 import { LeastLoaded } from '../core/store/assign.js';
 import { normalizeDomain } from '../core/store/domains.js';
+import { countMove } from '../core/store/moves.js';
 import { initStore, openStore } from '../core/store/open.js';
 import { SCHEMA_VERSION } from '../core/store/schema.js';
 import { findYacobotIn, timeoutsOf, type OpenOptions, type PartnerStore, type Row, type Sql, type Timeouts } from '../core/store/store.js';
@@ -514,6 +515,7 @@ async function assignCommand(store: PartnerStore, domain: string, ref: string): 
     if (!y.active) throw new DataError('DISABLED', `Yacobot ${label(y)} is disabled; enable it first`, { file });
     const row = await q.get('SELECT yacobot_id FROM partner_domain WHERE domain = ?', [domain]);
     await store.setOwners([[domain, y.id]], formatTimestamp(new Date()));
+    if (row !== undefined && Number(row.yacobot_id) !== y.id) await countMove(q); // a run under way warns of it
     return { y, prev: row === undefined ? undefined : Number(row.yacobot_id) };
   });
   const note = subdomainNote(domain);
@@ -584,6 +586,7 @@ async function importCommand(store: PartnerStore, csvFile: string, text: string)
       });
       await store.setOwners(changed, now);
     }
+    if (c.moved > 0) await countMove(q); // a run under way warns of it
     return c;
   });
   say(`imported ${rows.domains.length} domain(s) from ${visibleName(csvFile)}: ${counts.added} new, ${counts.moved} moved, ${counts.same} unchanged`);

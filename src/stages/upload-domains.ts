@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { pathOption, refuseOwnStreams, type Count, type StageContext, type StageDef } from '../cli/stage.js';
 import { loadRendezvous, type RendezvousFn, type Chooser, type NewDomains } from '../core/store/assign.js';
 import { openStore } from '../core/store/open.js';
+import { movedSince, movesSoFar, type Routed } from '../core/store/moves.js';
 import { addDbOptions, timeoutsOf, type PartnerStore, type Timeouts } from '../core/store/store.js';
 import { missingOwnerError, noActive } from '../core/store/yacobots.js';
 import { mkdirEach } from '../core/dirs.js';
@@ -487,6 +488,25 @@ class Router {
     );
   }
 
+  /**
+   * Warns when domains this run routed were moved to another Yacobot meanwhile
+   * (partner-db assign or import, which count their moves: `before` is the count when
+   * the run began): their records went to the owner they had when looked up.
+   */
+  async warnMovedDuringRun(before: string): Promise<void> {
+    if ((await movesSoFar(this.db.store)) === before) return;
+    const routed: Routed[] = [];
+    for (let k = 0; k < this.domains.size; k++) if (this.emitted[k]! > 0) routed.push({ name: this.domains.key(k), owner: this.owner[k]!, records: this.emitted[k]! });
+    const moved = await movedSince(this.db.store, routed);
+    if (moved.domains === 0) return;
+    this.ctx.log.warn(
+      { domains_moved_during_run: moved.domains, records_to_former_owner: moved.records },
+      `${moved.domains} domain(s) were given to another Yacobot during the run (partner-db assign or import?): ` +
+        `their ${moved.records} record(s) of this run went to the Yacobot that owned them when looked up; ` +
+        'from the next run on they go to the Yacobot the database gives them now',
+    );
+  }
+
   /** The summary line's counts. */
   counts(): Record<string, Count> {
     const perYacobot: Record<string, number> = {};
@@ -518,6 +538,7 @@ class Router {
 async function route(ctx: StageContext, o: UploadDomainsOptions): Promise<void> {
   const db = await openPartners(ctx, o);
   const map = o.map ? loadDomainMap(o.map) : emptyDomainMap();
+  const movesBefore = await movesSoFar(db.store);
   const r = new Router(ctx, o, db, map);
   ctx.reportCounts(() => r.counts());
   await r.readInput();
@@ -526,6 +547,7 @@ async function route(ctx: StageContext, o: UploadDomainsOptions): Promise<void> 
   await r.assignFresh();
   await r.replaySpool();
   await r.warnDisabledDuringRun();
+  await r.warnMovedDuringRun(movesBefore);
   // After the records: the map (a copy of the database, which already holds every
   // assignment) is written, with its fsync, while logsaver works on them, not before.
   if (o.map && (r.learned!.size > 0 || !map.existed)) {

@@ -188,6 +188,8 @@ export class SqliteStore implements PartnerStore {
   }
 
   async read<T>(fn: (q: Sql) => Promise<T>): Promise<T> {
+    // A snapshot of its own: the lookups' read transaction ends first (nested, BEGIN would fail).
+    this.guard(() => this.db.inTransaction && this.db.exec('COMMIT'));
     return this.tx('BEGIN', fn);
   }
 
