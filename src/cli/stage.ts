@@ -145,6 +145,9 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   const input = openInput(def, args, end);
   // A signal that came while the modules loaded (bin/<stage> catches them first) is acted on here.
   onStopSignal((sig) => end.interrupted(sig));
+  // One turn of the event loop: a signal delivered during the load is dispatched at its
+  // poll (Node 22+ may load without one), so it stops the stage before any work.
+  await new Promise((resolve) => setImmediate(resolve));
   // Every way out of a run ends in process.exit: an event loop left with nothing to wait
   // for while the run is pending (a promise no one will settle, e.g. a job handed to a
   // worker thread that ended) would otherwise exit 0 with no output and no summary.
@@ -152,6 +155,9 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   try {
     await def.run(stageContext(def, args, input, out, end), args.opts);
     await out.end();
+    // A signal already delivered is acted on at the loop's next poll: a run that did all
+    // its work without one (an empty database) must not end 'ok' before it.
+    await new Promise((resolve) => setImmediate(resolve));
   } catch (err) {
     if (err instanceof OutputClosed) end.exit('output closed');
     end.fail(systemFailure(err));
