@@ -66,7 +66,7 @@ export class Output implements ByteSink {
 
   /** Call between input chunks: waits only if the stream is full. */
   flushIfFull(): Promise<void> | undefined {
-    if (this.error || this.closed) this.check();
+    if (this.error || this.closed || this.stream.errored) this.check();
     return this.stream.writableNeedDrain ? this.flush() : undefined;
   }
 
@@ -130,6 +130,9 @@ export class Output implements ByteSink {
   }
 
   private check(): void {
+    // A write that failed at once (a file on a full device is written synchronously)
+    // marks the stream errored now and emits 'error' only later: asked of the stream too.
+    this.error ??= this.stream.errored;
     // Named as stdout's: thrown from the input loop, it would pass for a read error.
     if (this.error) throw ioError(this.error, 'stdout', 'write output');
     if (this.closed) throw new OutputClosed();
