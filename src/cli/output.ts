@@ -33,10 +33,13 @@ export class Output implements ByteSink {
     private readonly highWater = 1 << 16,
   ) {
     this.buf = Buffer.allocUnsafeSlow(highWater);
-    stream.on('error', (err: NodeJS.ErrnoException) => {
-      if (err.code === 'EPIPE' || err.code === 'ERR_STREAM_DESTROYED') this.closed = true;
-      else this.error = err;
-    });
+    stream.on('error', (err: NodeJS.ErrnoException) => this.failed(err));
+  }
+
+  /** Takes a write's failure: a reader gone (EPIPE) closes the output, anything else is an error. */
+  private failed(err: NodeJS.ErrnoException): void {
+    if (err.code === 'EPIPE' || err.code === 'ERR_STREAM_DESTROYED') this.closed = true;
+    else this.error ??= err;
   }
 
   write(text: string): void {
@@ -132,7 +135,7 @@ export class Output implements ByteSink {
   private check(): void {
     // A write that failed at once (a file on a full device is written synchronously)
     // marks the stream errored now and emits 'error' only later: asked of the stream too.
-    this.error ??= this.stream.errored;
+    if (this.stream.errored && !this.closed && !this.error) this.failed(this.stream.errored as NodeJS.ErrnoException);
     // Named as stdout's: thrown from the input loop, it would pass for a read error.
     if (this.error) throw ioError(this.error, 'stdout', 'write output');
     if (this.closed) throw new OutputClosed();
