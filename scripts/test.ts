@@ -20,6 +20,10 @@ export const SLOW: readonly string[] = [
   'kill-sweep',
   'politeness',
   'properties',
+  'runner-commit',
+  'runner-done',
+  'runner-recovery',
+  'runner-replay',
   'runner-signals',
   'unattended',
 ];
