@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import { BIN, runBin, scratch, summaryOf, failedOutput, hasStackTrace, testEnv } from './lib/run.js';
 import { generateFiltered } from '../scripts/gen-filtered.js';
 import { SPOOL_PREFIX } from '../src/core/spool.js';
-import { SEED } from './lib/model.js';
+import { SEED, type Rec } from './lib/model.js';
 import { carriedRank, freshRank } from '../src/stages/limit-domains.js';
 import { timestampToMs } from '../src/core/time.js';
 
@@ -17,14 +17,8 @@ process.env.TZ = 'UTC';
 const NOW = '20110727210000';
 const H = 3600_000;
 
-interface Url {
-  id: string;
-  ts: string;
-  tag: string;
-  hits: string;
-  domain: string;
-  url: string;
-}
+/** A URL record, as the chain model names its fields. */
+type Url = Rec;
 interface Carried extends Url {
   decided: string;
 }
