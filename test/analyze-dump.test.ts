@@ -10,7 +10,7 @@ import { prng } from '../scripts/prng.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
 import { watchPeakRss } from '../scripts/peak-rss.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
-import { MAX_RECORD_BYTES, analyzeLine } from '../src/stages/analyze-dump.js';
+import { MAX_RECORD_BYTES, analyzeLine } from '../src/core/reflog.js';
 import { HOST_TAG, ownedTempPrefix } from '../src/core/temps.js';
 import { parseBudget, parseSize } from '../src/core/size.js';
 

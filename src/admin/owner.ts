@@ -6,7 +6,7 @@ import { normalizeDomain } from '../core/store/domains.js';
 import { timeoutsOf, type Timeouts } from '../core/store/store.js';
 import { UsageError } from '../core/errors.js';
 import { domainOfHost, loadUrlHash } from '../core/url.js';
-import { canonicalOf } from '../runner/explain.js';
+import { urlIdentity } from '../core/reflog.js';
 import { PartnerView, type YacobotRef } from '../runner/partners.js';
 
 /** The answer for one argument. */
@@ -27,7 +27,7 @@ export async function domainsOf(inputs: readonly string[]): Promise<string[]> {
   const hash = inputs.some((i) => i.includes('://')) ? await loadUrlHash() : null;
   return inputs.map((input) => {
     if (hash !== null && input.includes('://')) {
-      const c = canonicalOf(input, hash);
+      const c = urlIdentity(input, hash);
       if ('invalid' in c) throw new UsageError(`'${input}': ${c.invalid}`);
       return c.domain;
     }

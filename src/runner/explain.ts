@@ -2,8 +2,8 @@
 // (no lock, no database writes): safe beside a running invocation.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { DEFAULT_MAX_URL_BYTES, loadUrlHash, type UrlHash, type UrlOptions } from '../core/url.js';
-import { analyzeLine } from '../stages/analyze-dump.js';
+import { loadUrlHash, type UrlHash } from '../core/url.js';
+import { urlIdentity } from '../core/reflog.js';
 import { formatTimestamp, timestampToMs } from '../core/time.js';
 import { jobNow, verdictOf, yacobotName, type JobNow } from './explain-verdict.js';
 import { eachReject, findById, idsInFile, recordById } from './find-url.js';
@@ -58,9 +58,6 @@ YYYYMMDDhhmmss in local time, as in the reflog.
   options                 the runner's (--config, --state, --db, --queue-dir, ...)
 `;
 
-/** The runner's analyze-dump runs with its default URL options. */
-const URL_OPTIONS: UrlOptions = { maxUrlBytes: DEFAULT_MAX_URL_BYTES, dropParams: null, sortQuery: false, domainMode: 'registrable' };
-
 /** current_log's entry of a URL, with when it is due again and when it is forgotten. */
 export interface CurrentEntry {
   timestamp: string;
@@ -110,17 +107,6 @@ export async function explain(a: SubArgs): Promise<number> {
   return 0;
 }
 
-/** One URL as analyze-dump sees it: its canonical url, id and domain, or why it is rejected. */
-export function canonicalOf(raw: string, hash: UrlHash): { url: string; id: string; domain: string } | { invalid: string } {
-  if (/[\t\r\n]/.test(raw)) return { invalid: 'bad URL: contains a TAB or a line break' };
-  const line = Buffer.from(`0\t0\t20000101000000\t0\t${raw}\t1`);
-  const v = analyzeLine(line, 0, line.length, false, URL_OPTIONS, hash);
-  if (v.kind === 'reject') return { invalid: v.detail ? `${v.reason}: ${v.detail}` : v.reason };
-  if (v.kind !== 'record') return { invalid: 'bad URL' };
-  const f = v.record.split('\t');
-  return { id: f[0]!, domain: f[4]!, url: f[5]! };
-}
-
 /** Explains every URL of `raws` against the state, queue and database of `o`. */
 export async function explainUrls(o: RunnerOptions, raws: readonly string[]): Promise<Explained[]> {
   const hash = await loadUrlHash();
@@ -128,7 +114,7 @@ export async function explainUrls(o: RunnerOptions, raws: readonly string[]): Pr
   const settings = { keepMs: last?.keep_ms ?? o.keepMs, resendMs: last?.resend_after_ms ?? o.resendAfterMs };
   const asOf = jobNow(o.state, settings.keepMs);
   const out: Explained[] = raws.map((input) => {
-    const c = canonicalOf(input, hash);
+    const c = urlIdentity(input, hash);
     const known = 'invalid' in c ? { url: null, id: null, domain: null, invalid: c.invalid } : { url: c.url, id: c.id, domain: c.domain, invalid: null };
     return { input, ...known, owner: null, pick: null, current: null, carried: null, sent_in: [], sent_timestamp: null, sent_by: null, rejected_in: [], rejected_more: 0, as_of: asOf, verdict: '' };
   });
@@ -237,7 +223,7 @@ async function findRejected(dir: string, out: Explained[], hash: UrlHash): Promi
 function idOfReject(url: string, seen: Map<string, string | null>, hash: UrlHash): string | null {
   let id = seen.get(url);
   if (id === undefined) {
-    const c = canonicalOf(url, hash);
+    const c = urlIdentity(url, hash);
     id = 'invalid' in c ? null : c.id;
     if (seen.size < 100_000) seen.set(url, id);
   }

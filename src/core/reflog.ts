@@ -1,0 +1,178 @@
+// The reflog line parser: fields, timestamp, hits, the URL's canonical form, id and
+// domain, and the reasons a line is rejected; free of I/O. analyze-dump runs it over
+// batches; explain and partner-db owner ask it about one URL.
+import { isUtf8 } from 'node:buffer';
+import { isDigitsAt } from './bytes.js';
+import { MAX_REFLOG_HITS_DIGITS } from './hits.js';
+import { DEFAULT_MAX_LINE } from './lines.js';
+import { ID_BYTES, UrlRecordWriter, clip } from './records.js';
+import type { RecordSink } from './sorter.js';
+import { timestampKey } from './time.js';
+import { DEFAULT_MAX_URL_BYTES, UrlResolver, type UrlHash, type UrlOptions } from './url.js';
+
+// Reflog fields (0-based): batch_id priority timestamp page_id url hits [updatetag].
+const R_TS = 2;
+const R_URL = 4;
+const R_HITS = 5;
+/** Lines longer than this cannot hold a valid record (URL limit plus generous fields). */
+export const lineLimit = (maxUrl: number) => maxUrl + 65536;
+/**
+ * The longest URL record written (without its LF). The record streams carry lines of
+ * at most 1 MiB, and a joined record (join-current) holds one URL and domain with two
+ * updatetags, this hour's and the one current_log kept: from records of at most this
+ * size, a joined line has at most 2 x 524,224 + 40 bytes (hits sums of 30 digits
+ * included). Only a --max-url-bytes far above the default makes a record this long.
+ */
+export const MAX_RECORD_BYTES = (DEFAULT_MAX_LINE - 128) / 2;
+
+/** Everything analyze-dump decides about one reflog line. */
+export type LineVerdict =
+  | { kind: 'record'; record: string }
+  | { kind: 'skip'; what: 'header' | 'empty' }
+  | { kind: 'reject'; reason: string; detail: string };
+
+/** What `ReflogAnalyzer.line()` found. */
+export const enum Verdict {
+  Record,
+  Header,
+  Empty,
+  Reject,
+}
+
+/**
+ * The core of analyze-dump, free of I/O: classifies reflog lines (bytes, LF
+ * removed) and writes each valid one to a sink as the URL record
+ * `id ts updatetag hits domain url` LF, keyed by (id, timestamp).
+ */
+export class ReflogAnalyzer {
+  /** Why the last line was rejected (set with Verdict.Reject). */
+  reason = '';
+  detail = '';
+  private readonly tabs = new Int32Array(7);
+  private readonly record = new UrlRecordWriter();
+
+  constructor(
+    private readonly urls: UrlResolver,
+    private readonly sink: RecordSink,
+  ) {}
+
+  line(buf: Buffer, start: number, end: number, overlong: boolean): Verdict {
+    if (overlong) return this.reject('line too long', `more than ${lineLimit(this.urls.opts.maxUrlBytes)} bytes`);
+    if (end > start && buf[end - 1] === 13) end--;
+    if (end === start) return Verdict.Empty;
+    // One pass finds the TABs, the last CR and whether the line is plain ASCII.
+    const t = this.tabs;
+    let nt = 0;
+    let high = 0;
+    let cr = -1;
+    for (let p = start; p < end; p++) {
+      const c = buf[p]!;
+      if (c === 9) {
+        if (nt < 7) t[nt] = p;
+        nt++;
+      } else if (c === 13) cr = p;
+      high |= c;
+    }
+    if (nt === 0) return Verdict.Header;
+    if (high >= 128 && !isUtf8(buf.subarray(start, end))) return this.reject('invalid UTF-8', '');
+    if (nt !== 5 && nt !== 6) return this.reject('bad field count', `${nt + 1} fields, want 6 or 7`);
+    const tsAt = t[R_TS - 1]! + 1;
+    const ts = timestampKey(buf, tsAt, t[R_TS]!);
+    if (ts < 0) return this.reject('bad timestamp', clip(buf.toString('utf8', tsAt, t[R_TS]!)));
+    const hitsAt = t[R_HITS - 1]! + 1;
+    const hitsEnd = nt === 6 ? t[R_HITS]! : end;
+    // Any number of leading zeros: only the significant digits are bounded (below).
+    if (!isDigitsAt(buf, hitsAt, hitsEnd)) {
+      return this.reject('bad hits', hitsEnd === hitsAt ? 'empty' : clip(buf.toString('utf8', hitsAt, hitsEnd)));
+    }
+    let h = hitsAt;
+    while (h < hitsEnd - 1 && buf[h] === 48) h++; // canonical decimal: no leading zeros
+    if (hitsEnd - h > MAX_REFLOG_HITS_DIGITS) return this.reject('bad hits', `more than ${MAX_REFLOG_HITS_DIGITS} digits`);
+    const tagAt = nt === 6 ? hitsEnd + 1 : end;
+    if (cr >= tagAt) return this.reject('bad updatetag', 'contains CR');
+    const urlAt = t[R_URL - 1]! + 1;
+    // WHATWG would drop it and answer for a URL that is not the one in the line (`cr`
+    // is the last CR: one after the URL has been rejected above).
+    if (cr >= urlAt) return this.reject('bad URL', 'contains CR');
+    // The URL's bytes decide its answer: they are UTF-8 when the line has high bytes, else ASCII.
+    const u = this.urls;
+    const k = u.resolve(buf, urlAt, t[R_URL]!, high >= 128);
+    const bad = u.rejected(k);
+    if (bad) return this.reject(bad.reason, bad.detail);
+
+    // The resolver holds the id and "domain TAB url" as bytes, one after the other.
+    const vs = u.start[k]!;
+    const rec = this.record.setUrl(u.bytes, vs, vs + ID_BYTES, u.end[k]!).setValues(buf, tsAt, tagAt, end).setHits(buf, h, hitsEnd);
+    const length = rec.length();
+    if (length > MAX_RECORD_BYTES) return this.reject('record too long', `${length} bytes, max ${MAX_RECORD_BYTES}`);
+    const sink = this.sink;
+    sink.reserve(length + 1);
+    sink.commit(rec.put(sink.buf, sink.pos), u.hi[k]!, u.lo[k]!, ts);
+    return Verdict.Record;
+  }
+
+  private reject(reason: string, detail: string): Verdict {
+    this.reason = reason;
+    this.detail = detail;
+    return Verdict.Reject;
+  }
+}
+
+/** Holds the one record an analyzer writes, for `analyzeLine`. */
+class OneRecord implements RecordSink {
+  buf = Buffer.alloc(0);
+  pos = 0;
+  record = '';
+  reserve(max: number): void {
+    if (this.buf.length < max) this.buf = Buffer.alloc(max);
+    this.pos = 0;
+  }
+  commit(end: number): void {
+    this.record = this.buf.toString('utf8', 0, end - 1);
+  }
+}
+
+/**
+ * The core on one line (bytes, LF removed): its verdict and, for a valid record,
+ * the URL record line `id ts updatetag hits domain url` (no LF).
+ */
+export function analyzeLine(
+  buf: Buffer,
+  start: number,
+  end: number,
+  overlong: boolean,
+  opts: UrlOptions,
+  hash: UrlHash,
+): LineVerdict {
+  const one = new OneRecord();
+  // One line: a resolver without memory (a remembering one takes 4 MiB and more).
+  const a = new ReflogAnalyzer(new UrlResolver(opts, hash, 0, 0), one);
+  const v = a.line(buf, start, end, overlong);
+  if (v === Verdict.Record) return { kind: 'record', record: one.record };
+  if (v === Verdict.Reject) return { kind: 'reject', reason: a.reason, detail: a.detail };
+  return { kind: 'skip', what: v === Verdict.Header ? 'header' : 'empty' };
+}
+
+/** analyze-dump's URL options by default (the runner's). */
+export const DEFAULT_URL_OPTIONS: UrlOptions = { maxUrlBytes: DEFAULT_MAX_URL_BYTES, dropParams: null, sortQuery: false, domainMode: 'registrable' };
+
+/** A URL as analyze-dump records it: canonical form, id (16 hex digits) and domain. */
+export interface UrlIdentity {
+  url: string;
+  id: string;
+  domain: string;
+}
+
+/** The canonical form, id and domain of one URL as analyze-dump computes them in a reflog line, or why it rejects it. */
+export function urlIdentity(raw: string, hash: UrlHash, opts: UrlOptions = DEFAULT_URL_OPTIONS): UrlIdentity | { invalid: string } {
+  if (/[\t\r\n]/.test(raw)) return { invalid: 'bad URL: contains a TAB or a line break' };
+  const buf = Buffer.from(raw);
+  // One URL: a resolver without memory (a remembering one takes 4 MiB and more).
+  const u = new UrlResolver(opts, hash, 0, 0);
+  const k = u.resolve(buf, 0, buf.length, buf.length !== raw.length);
+  const bad = u.rejected(k);
+  if (bad) return { invalid: bad.detail ? `${bad.reason}: ${bad.detail}` : bad.reason };
+  const s = u.start[k]!;
+  const [domain, url] = u.bytes.toString('latin1', s + ID_BYTES, u.end[k]!).split('\t') as [string, string];
+  return { id: u.bytes.toString('latin1', s, s + ID_BYTES), domain, url };
+}
