@@ -139,6 +139,7 @@ function messyUrl(i: number): string {
   if (r() < 0.3) host = `${pickOf(r, MESSY_LABELS)}.${host}`;
   host = `${host}.${pickOf(r, MESSY_TLDS)}`;
   if (r() < 0.1) host = percentAll(host);
+  // biome-ignore lint/suspicious/noDuplicateElseIf: each r() is a new random draw
   else if (r() < 0.1) host = host.toUpperCase();
   const scheme = r() < 0.1 ? 'HTTP' : r() < 0.3 ? 'https' : 'http';
   const slashes = r() < 0.05 ? ':\\\\' : '://';

@@ -217,7 +217,7 @@ pgTest('issue scenario: 5 hours, 3 to both at once, a failover with A killed ins
   counts.push(checkHour(a, b, solo, runName(5)));
   assert.equal(memory(a), memoryAfter.get(5), "A's memory is the one of a master that ran every hour");
   assert.equal(memory(b), memoryAfter.get(4), "B's memory is the one of a master that ran hours 1 to 4");
-  const held = (m: Master, run: string) => (records(m).get(run)?.stages as Record<string, Record<string, number>>)['filter-url']!.held;
+  const held = (m: Master, run: string) => (records(m).get(run)!.stages as Record<string, Record<string, number>>)['filter-url']!.held;
   assert.equal(held(a, runName(5)), held(solo, runName(5)), 'A held back in hour 5 what a master alone holds back');
   process.stdout.write(`# scenario counts (URLs published per hour: by A, by B, by both, by a master alone):\n`);
   for (const c of counts) process.stdout.write(`#   ${c.run}: A ${c.a}, B ${c.b}, both ${c.both}, alone ${c.solo}\n`);
