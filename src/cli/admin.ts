@@ -3,7 +3,7 @@
 // -- "<tool>: message" errors, exit 0/1/2, "Try '<tool> --help'", help on stdout,
 // no stack traces -- around a commander program instead of one stdin->stdout stage.
 import type { Command } from 'commander';
-import { loadCommander } from '../core/cjs.js';
+import { loadCommander } from './commander.js';
 import { DataError, UsageError, formatPlace, ioError, visibleName } from '../core/errors.js';
 import { parseCount } from '../core/numbers.js';
 import { packageVersion } from './stage.js';

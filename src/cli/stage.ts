@@ -14,7 +14,8 @@ import { readStreamFor } from '../core/fifos.js';
 import { liveTempFiles, removeQuietly, staleTemps } from '../core/temps.js';
 import { Output, OutputClosed } from './output.js';
 import { onStopSignal } from './signals.js';
-import { loadCommander, loadPino } from '../core/cjs.js';
+import { loadPino } from '../core/cjs.js';
+import { loadCommander } from './commander.js';
 import { REDACTING_HOOKS, guardOutput } from '../core/secrets.js';
 
 /** Values that may appear in the summary line. */

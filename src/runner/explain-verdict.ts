@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { formatTimestamp, timestampToMs } from '../core/time.js';
 import { tailRecords } from './fsutil.js';
 import { mostForgetful } from './plan.js';
-import type { YacobotRef } from './partners.js';
+import type { YacobotRef } from '../core/store/partner-view.js';
 
 /** The job's now: the committed run current_log stands at, and its now. */
 export interface JobNow {

@@ -13,7 +13,7 @@ import { carryFile } from './carry.js';
 import { tailRecords } from './fsutil.js';
 import type { RunRecord } from './plan.js';
 import { PROG, type RunnerOptions } from './options.js';
-import { PartnerView, type YacobotRef } from './partners.js';
+import { PartnerView, type YacobotRef } from '../core/store/partner-view.js';
 import type { Timeouts } from '../core/store/store.js';
 import type { SubArgs } from './subcommand.js';
 

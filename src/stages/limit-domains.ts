@@ -24,6 +24,7 @@ import {
   checkUrlRecordAt,
   RANKED_TAG_AT,
 } from '../core/records.js';
+import { DEFAULT_CARRY_KEEP } from '../core/defaults.js';
 import { parseBudget } from '../core/size.js';
 import { RecordBatch, RecordSorter, SPILL_PREFIX, type PackedRecords } from '../core/sorter.js';
 import { SPOOL_PREFIX, Spool, type LineSource } from '../core/spool.js';
@@ -31,8 +32,6 @@ import { removeStaleTemps } from '../core/temps.js';
 import { formatTimestamp, isValidTimestamp, parseDuration, timestampMsAt, timestampToMs } from '../core/time.js';
 import { AtomicFileWriter } from '../core/writers.js';
 
-/** --carry-keep when not given: how long a URL may wait in the carry. */
-export const DEFAULT_CARRY_KEEP = '10h';
 /** How many of the capped domains the summary names (those that held back the most). */
 export const TOP_CAPPED = 10;
 

@@ -1,9 +1,9 @@
-// Reading the partner database for explain and partner-db owner: who owns a domain,
-// and which Yacobot least-loaded assignment would pick for a new one now. Read only.
-import { LeastLoaded } from '../core/store/assign.js';
-import { openStore } from '../core/store/open.js';
-import type { PartnerStore, Timeouts } from '../core/store/store.js';
-import type { YacobotLoad } from '../core/store/yacobots.js';
+// Reading the partner database for the runner's explain and partner-db owner: who owns
+// a domain, and which Yacobot least-loaded assignment would pick for a new one now. Read only.
+import { LeastLoaded } from './assign.js';
+import { openStore } from './open.js';
+import type { PartnerStore, Timeouts } from './store.js';
+import type { YacobotLoad } from './yacobots.js';
 
 /** A Yacobot as explain and owner name it. */
 export interface YacobotRef {
