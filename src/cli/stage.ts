@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { Readable } from 'node:stream';
 import type { Command } from 'commander';
 import type { Logger } from 'pino';
-import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleName } from '../core/errors.js';
+import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleName, type ErrorCode } from '../core/errors.js';
 import { growPipe } from '../core/pipes.js';
 import { PROJECT_ROOT } from '../core/root.js';
 import { ByteLineSplitter, cutMark, type ByteLineFn } from '../core/lines.js';
@@ -355,7 +355,7 @@ class RunEnd {
   fail(err: unknown): never {
     this.cleanupFailed();
     let message: string;
-    let code: string;
+    let code: ErrorCode;
     if (err instanceof DataError) {
       message = formatPlace(err.place, err.message);
       code = err.code;

@@ -1,4 +1,7 @@
 import * as os from 'node:os';
+import type { ErrorCode } from './error-codes.js';
+
+export type { ErrorCode };
 
 /** Where a problem was found: a file name ("-" for stdin) and a 1-based line number. */
 export interface Place {
@@ -11,9 +14,9 @@ export interface Place {
  * `<stage>: <file>:<line>: <message>`. `code` is a stable machine-readable name.
  */
 export class DataError extends Error {
-  readonly code: string;
+  readonly code: ErrorCode;
   readonly place: Place | undefined;
-  constructor(code: string, message: string, place?: Place) {
+  constructor(code: ErrorCode, message: string, place?: Place) {
     super(message);
     this.name = 'DataError';
     this.code = code;
