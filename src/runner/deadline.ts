@@ -4,10 +4,9 @@
 // Either way the lock is let go in bounded time, and the next invocation goes on.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Logger } from 'pino';
 import { formatDuration } from '../core/time.js';
 import { stopChildren } from './pipeline.js';
-import { PROG } from './options.js';
+import type { Say } from './say.js';
 
 /** The chain that runs now: its bash's pid and its stages' names in chain order. */
 export interface RunningChain {
@@ -30,7 +29,7 @@ export class Deadline {
   constructor(
     readonly ms: number,
     private readonly killAfterMs: number,
-    private readonly log: Logger,
+    private readonly say: Say,
     private readonly chain: () => RunningChain | null,
     private readonly binDir: string,
   ) {
@@ -45,10 +44,13 @@ export class Deadline {
     const live = chain === null ? [] : stagesStillRunning(chain, this.binDir);
     if (!stopChildren('SIGTERM')) return;
     this.failure = overTime(this.ms, live);
-    this.log.error({ max_run_time_ms: this.ms, still_running: live.map((s) => s.name) }, 'max-run-time reached; stopping the stages');
-    process.stderr.write(`${PROG}: ${this.failure.error}; stopping the stages\n`);
+    this.say.tell(`${this.failure.error}; stopping the stages`, {
+      level: 'error',
+      fields: { max_run_time_ms: this.ms, still_running: live.map((s) => s.name) },
+      msg: 'max-run-time reached; stopping the stages',
+    });
     setTimeout(() => {
-      if (stopChildren('SIGKILL')) process.stderr.write(`${PROG}: the stages did not stop within ${formatDuration(this.killAfterMs)} of --max-run-time: killing them (SIGKILL)\n`);
+      if (stopChildren('SIGKILL')) this.say.tell(`the stages did not stop within ${formatDuration(this.killAfterMs)} of --max-run-time: killing them (SIGKILL)`);
     }, this.killAfterMs).unref();
   }
 }

@@ -5,8 +5,9 @@ import { interruptedRuns, isStuck, lockAgeMs, maxRunTimeOf, unhealthy, type Heal
 import { invocationRecord, writeLastInvocation, type LastInvocation, type Seen } from './last-invocation.js';
 import { lastRunKept } from './last-run.js';
 import { writeMetrics, type Health } from './metrics.js';
-import { PROG, type RunnerOptions } from './options.js';
+import type { RunnerOptions } from './options.js';
 import { lookFromOutside, type Outside } from './outside.js';
+import { sayTo } from './say.js';
 
 /**
  * Records how the invocation ends (`exit`, `error`): the metrics file when `o` asks for
@@ -39,7 +40,7 @@ async function recordMetrics(o: RunnerOptions, file: string, rec: LastInvocation
     return null;
   } catch (err) {
     const message = err instanceof DataError ? formatPlace(err.place, err.message) : `${file}: ${String((err as Error)?.message ?? err)}`;
-    process.stderr.write(`${PROG}: warning: cannot write the metrics file: ${visibleName(message)}\n`);
+    sayTo(null).warn(`cannot write the metrics file: ${visibleName(message)}`);
     return message;
   }
 }
@@ -56,5 +57,5 @@ function healthOf(o: RunnerOptions, rec: LastInvocation, outside: Outside): Heal
 /** Says on stderr that how this invocation ended could not be recorded, and why. */
 function warnNotRecorded(err: unknown): void {
   const message = err instanceof DataError ? formatPlace(err.place, err.message) : String((err as Error)?.message ?? err);
-  process.stderr.write(`${PROG}: warning: cannot record how this invocation ended: ${visibleName(message)}\n`);
+  sayTo(null).warn(`cannot record how this invocation ended: ${visibleName(message)}`);
 }

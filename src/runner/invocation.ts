@@ -17,18 +17,20 @@ import { keepDone } from './keep-done.js';
 import type { Seen } from './last-invocation.js';
 import { storedForgetful } from './memory.js';
 import { openState } from './open-state.js';
-import { PROG, type RunnerOptions } from './options.js';
+import type { RunnerOptions } from './options.js';
 import { runningChain, stopChildren } from './pipeline.js';
 import { REFLOG_EXT, type RunRecord, hourNotBegun, humanLine, mostForgetful, mostForgetfulSince, notAnHour, planInbox, runPaths } from './plan.js';
 import { recover } from './recovery.js';
 import { setAsideResent } from './resent-hour.js';
 import { runOne } from './run-one.js';
+import type { Say } from './say.js';
 import { checkSettings } from './settings-check.js';
 
 /** What one invocation's steps share: its options, what recovery and planning found, and how its runs ended. */
 export interface Invocation {
   o: RunnerOptions;
   log: Logger;
+  say: Say;
   lockFd: number;
   hooks: CommitHooks;
   /** The first signal that asked the invocation to stop, once one came. */
@@ -55,11 +57,11 @@ export interface Invocation {
 }
 
 /** One invocation: recover, plan the inbox, run each run, report; throws Stop for a signal or a failed run. */
-export async function invocation(o: RunnerOptions, log: Logger, seen: Seen): Promise<void> {
+export async function invocation(o: RunnerOptions, say: Say, seen: Seen): Promise<void> {
   const t0 = Date.now();
   const lockFd = openState(o, seen);
-  const deadline = new Deadline(o.maxRunTimeMs, o.killAfterMs, log, runningChain, BIN);
-  const inv = newInvocation(o, log, lockFd, watchSignals(o, log), deadline);
+  const deadline = new Deadline(o.maxRunTimeMs, o.killAfterMs, say, runningChain, BIN);
+  const inv = newInvocation(o, say, lockFd, watchSignals(o.killAfterMs, say), deadline);
   try {
     await recover(inv);
     planRuns(inv);
@@ -76,13 +78,13 @@ export async function invocation(o: RunnerOptions, log: Logger, seen: Seen): Pro
   if (inv.failed === null) await pollOnce();
   printSummary(inv);
   const ok = inv.records.filter((r) => r.status === 'ok');
-  if (ok.length > 0 && o.keepDoneMs !== null) keepDone(o, log, o.keepDoneMs);
+  if (ok.length > 0 && o.keepDoneMs !== null) keepDone(o.state, o.keepDoneMs, say);
   seen.committed = ok.map((r) => r.run);
   reportEnd(inv, ((Date.now() - t0) / 1000).toFixed(1));
 }
 
 /** Installs the SIGINT/SIGTERM/SIGHUP handlers that stop the stages; the returned object holds the first signal. */
-function watchSignals(o: RunnerOptions, log: Logger): { signal: NodeJS.Signals | null } {
+function watchSignals(killAfterMs: number, say: Say): { signal: NodeJS.Signals | null } {
   // The first signal asks the stages to stop (SIGTERM; they clean up and exit within
   // milliseconds). A stage that has not ended --kill-after later, or when a second
   // signal comes (a second Ctrl-C), is SIGKILLed: the runner must not wait forever on
@@ -92,10 +94,7 @@ function watchSignals(o: RunnerOptions, log: Logger): { signal: NodeJS.Signals |
   const kill = (why: string) => {
     if (killed) return;
     killed = true;
-    if (stopChildren('SIGKILL')) {
-      log.warn({ why }, 'killing the stages (SIGKILL)');
-      process.stderr.write(`${PROG}: ${why}: killing them (SIGKILL)\n`);
-    }
+    if (stopChildren('SIGKILL')) say.tell(`${why}: killing them (SIGKILL)`, { level: 'warn', fields: { why }, msg: 'killing the stages (SIGKILL)' });
   };
   const onSignal = (sig: NodeJS.Signals) => {
     if (stop.signal !== null) {
@@ -104,7 +103,7 @@ function watchSignals(o: RunnerOptions, log: Logger): { signal: NodeJS.Signals |
     }
     stop.signal = sig;
     if (stopChildren('SIGTERM')) {
-      setTimeout(() => kill(`the stages did not stop within ${o.killAfterMs / 1000}s of ${sig}`), o.killAfterMs).unref();
+      setTimeout(() => kill(`the stages did not stop within ${killAfterMs / 1000}s of ${sig}`), killAfterMs).unref();
     }
   };
   for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(s, onSignal);
@@ -112,27 +111,29 @@ function watchSignals(o: RunnerOptions, log: Logger): { signal: NodeJS.Signals |
 }
 
 /** A new invocation's state, with the commit hooks that record and report its runs. */
-function newInvocation(o: RunnerOptions, log: Logger, lockFd: number, stop: { signal: NodeJS.Signals | null }, deadline: Deadline): Invocation {
+function newInvocation(o: RunnerOptions, say: Say, lockFd: number, stop: { signal: NodeJS.Signals | null }, deadline: Deadline): Invocation {
   const records: RunRecord[] = [];
   /** The records whose summary line was printed: each is printed once. */
   const printed = new Set<RunRecord>();
   const report = (r: RunRecord) => {
     if (printed.has(r)) return;
     printed.add(r);
-    process.stderr.write(`${PROG}: ${humanLine(r)}\n`);
+    say.tell(humanLine(r));
   };
-  const hooks = commitHooks(o, log, records, report);
+  const hooks = commitHooks(o, say, records, report);
   const found = { rerun: new Set<string>(), runs: [], skippedFiles: 0, waiting: new Set<string>() };
-  return { o, log, lockFd, hooks, stop, records, report, ...found, failed: null, resentSetAside: 0, interrupted: null, deadline };
+  return { o, log: say.log!, say, lockFd, hooks, stop, records, report, ...found, failed: null, resentSetAside: 0, interrupted: null, deadline };
 }
 
 /** The commit hooks of an invocation: they warn, push the records they are given and print finished runs' lines. */
-function commitHooks(o: RunnerOptions, log: Logger, records: RunRecord[], report: (r: RunRecord) => void): CommitHooks {
+function commitHooks(o: RunnerOptions, say: Say, records: RunRecord[], report: (r: RunRecord) => void): CommitHooks {
   return {
     beforeStep: failpoint(),
     backlogWarn(id, b, limit) {
-      log.warn({ yacobot: id, queue_files: b.files, urls: b.urls, limit }, 'backlog: Yacobot has more URLs waiting than --backlog-warn');
-      process.stderr.write(`${PROG}: warning: Yacobot ${id} has ${b.urls} URLs in ${b.files} queue files not taken away (more than ${limit})\n`);
+      say.warn(`Yacobot ${id} has ${b.urls} URLs in ${b.files} queue files not taken away (more than ${limit})`, {
+        fields: { yacobot: id, queue_files: b.files, urls: b.urls, limit },
+        msg: 'backlog: Yacobot has more URLs waiting than --backlog-warn',
+      });
     },
     recorded(r, appended) {
       // A roll forward of a run whose line an earlier invocation wrote and whose summary
@@ -142,8 +143,10 @@ function commitHooks(o: RunnerOptions, log: Logger, records: RunRecord[], report
         records.push(r);
         return;
       }
-      log.info({ run: r.run }, 'already recorded and reported by an earlier invocation; finishing its publish steps');
-      process.stderr.write(`${PROG}: run ${visibleName(r.run)}: already recorded and reported by an earlier invocation; finishing its publish steps\n`);
+      say.tell(`run ${visibleName(r.run)}: already recorded and reported by an earlier invocation; finishing its publish steps`, {
+        fields: { run: r.run },
+        msg: 'already recorded and reported by an earlier invocation; finishing its publish steps',
+      });
     },
     finished(run) {
       // Printed now, not at the end: once COMMIT is gone, an invocation killed later
@@ -151,17 +154,17 @@ function commitHooks(o: RunnerOptions, log: Logger, records: RunRecord[], report
       for (const r of records) if (r.run === run && r.status === 'ok') report(r);
     },
     reflogReplaced(run, file) {
-      log.warn({ run, reflog: file }, 'another file was renamed over the reflog while its run was in progress; left in the inbox');
-      process.stderr.write(
-        `${PROG}: warning: ${visibleName(file)} is not the file run ${visibleName(run)} read (another file was renamed over it meanwhile); ` +
-          `it stays in the inbox and the next invocation processes it as a re-sent hour\n`,
+      say.warn(
+        `${visibleName(file)} is not the file run ${visibleName(run)} read (another file was renamed over it meanwhile); ` +
+          `it stays in the inbox and the next invocation processes it as a re-sent hour`,
+        { fields: { run, reflog: file }, msg: 'another file was renamed over the reflog while its run was in progress; left in the inbox' },
       );
     },
     archiveKept(run, archived, kept) {
-      log.warn({ run, archived, kept }, 'the reflog an earlier run of this name archived is kept under another name');
-      process.stderr.write(
-        `${PROG}: warning: ${visibleName(run)}: ${visibleName(archived)}, the reflog an earlier run of this name read, is kept as ${visibleName(path.basename(kept))} (this run's takes its name)\n`,
-      );
+      say.warn(`${visibleName(run)}: ${visibleName(archived)}, the reflog an earlier run of this name read, is kept as ${visibleName(path.basename(kept))} (this run's takes its name)`, {
+        fields: { run, archived, kept },
+        msg: 'the reflog an earlier run of this name archived is kept under another name',
+      });
     },
   };
 }
@@ -186,7 +189,7 @@ function printSummary(inv: Invocation): void {
 
 /** Plans the inbox: the runs in the order they run, with a warning for each file skipped. */
 function planRuns(inv: Invocation): void {
-  const { o, log } = inv;
+  const { o, say } = inv;
   let entries: string[];
   try {
     entries = fs.readdirSync(o.inbox);
@@ -212,11 +215,8 @@ function planRuns(inv: Invocation): void {
   // current_log (and after its assignments), not the other way round.
   inv.runs = [...ready.filter((r) => inv.rerun.has(r)), ...ready.filter((r) => !inv.rerun.has(r))];
   inv.skippedFiles = skipped.length;
-  for (const s of skipped) {
-    log.warn({ file: s.file }, `skipped: ${s.why}`);
-    process.stderr.write(`${PROG}: warning: skipping ${visibleName(path.join(o.inbox, s.file))}: ${s.why}\n`);
-  }
-  log.info({ inbox: o.inbox, state: o.state, db: redactDb(o.db), queue_dir: o.queueDir, config: o.config, reflogs: inv.runs.length }, 'start');
+  for (const s of skipped) say.warn(`skipping ${visibleName(path.join(o.inbox, s.file))}: ${s.why}`, { fields: { file: s.file }, msg: `skipped: ${s.why}` });
+  say.log?.info({ inbox: o.inbox, state: o.state, db: redactDb(o.db), queue_dir: o.queueDir, config: o.config, reflogs: inv.runs.length }, 'start');
 }
 
 /** Runs the planned runs in order until one fails, a signal comes or a run is interrupted. */
@@ -236,7 +236,7 @@ async function runEach(inv: Invocation): Promise<void> {
   for (const name of inv.runs) {
     await pollOnce();
     if (inv.stop.signal || inv.deadline.expired) break;
-    if (!inv.rerun.has(name) && setAsideResent(o, log, name)) {
+    if (!inv.rerun.has(name) && setAsideResent(o, inv.say, name)) {
       inv.resentSetAside++;
       continue;
     }

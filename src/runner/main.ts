@@ -10,7 +10,8 @@ import { Stop } from './invocation-report.js';
 import { invocation } from './invocation.js';
 import { type Seen, stateOfRefused } from './last-invocation.js';
 import { Locked } from './lock.js';
-import { PROG, type RunnerOptions, USAGE, parseArgs } from './options.js';
+import { type RunnerOptions, USAGE, parseArgs } from './options.js';
+import { PROG, sayTo } from './say.js';
 import { SUBCOMMANDS, subcommand } from './subcommand.js';
 
 const pino = loadPino();
@@ -39,9 +40,10 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<neve
     throw err;
   }
   const log = pino({ name: PROG, level: o.logLevel, base: { prog: PROG }, hooks: REDACTING_HOOKS }, pino.destination({ fd: 2, sync: true }));
+  const say = sayTo(log);
   const end = (code: number, error: string | null) => recordEnd(o, o.state, seen, code, error);
   try {
-    await invocation(o, log, seen);
+    await invocation(o, say, seen);
     await end(0, null);
     process.exit(0);
   } catch (err) {
@@ -55,20 +57,20 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<neve
     }
     if (err instanceof Locked) {
       await end(75, `another run holds the lock: ${err.message}`);
-      process.stderr.write(`${PROG}: another run holds the lock: ${visibleName(err.message)}; exiting (75)\n`);
+      say.tell(`another run holds the lock: ${visibleName(err.message)}; exiting (75)`);
       process.exit(75);
     }
     const message =
       err instanceof DataError ? formatPlace(err.place, err.message) : `internal error: ${(err as Error)?.message ?? String(err)}`;
     if (!(err instanceof DataError) && process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${(err as Error)?.stack}\n`);
-    log.error({ error: message }, 'failed');
-    process.stderr.write(`${PROG}: ${visibleName(message)}\n`); // one line, whatever names it quotes
+    say.tell(visibleName(message), { level: 'error', fields: { error: message }, msg: 'failed' }); // one line, whatever names it quotes
     await end(1, message);
     process.exit(1);
   }
 }
 
 function usageExit(message: string): never {
-  process.stderr.write(`${PROG}: ${visibleName(message)}\nTry '${PROG} --help' for more information.\n`);
+  sayTo(null).tell(visibleName(message));
+  process.stderr.write(`Try '${PROG} --help' for more information.\n`);
   process.exit(2);
 }

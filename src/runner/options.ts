@@ -12,8 +12,9 @@ import { DEFAULT_CARRY_KEEP, DEFAULT_KEEP, DEFAULT_RESEND_AFTER } from '../core/
 import { isPgUri, timeoutsOf, type Timeouts } from '../core/store/store.js';
 import { looksLikeUri, pgUriProblem } from '../core/db-uri.js';
 import { rememberSecretsIn } from '../core/secrets.js';
+import { PROG } from './say.js';
 
-export const PROG = 'reflog-to-yacobot-queue';
+export { PROG };
 
 /** Everything a runner invocation needs, normalized; paths are absolute. */
 export interface RunnerOptions {
