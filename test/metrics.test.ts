@@ -11,7 +11,7 @@ import { ROOT, runRunner } from './lib/run.js';
 import { deliver, deliverBad, newJob, runJob } from './lib/job.js';
 import { promtool } from './lib/promtool.js';
 import { runsJsonl } from './lib/runner-state.js';
-import { countLines } from '../src/runner/fsutil.js';
+import { countLines } from '../src/core/lines.js';
 import { metricsText } from '../src/runner/metrics.js';
 import type { RunRecord } from '../src/runner/plan.js';
 import type { LastInvocation } from '../src/runner/last-invocation.js';

@@ -11,7 +11,7 @@ import { assignedInLog, hourEndOf, planInbox, resolveNow, type RunRecord } from 
 import { shellQuote } from '../src/core/errors.js';
 import { checkQueueName } from '../src/stages/logsaver.js';
 import { publishSteps } from '../src/runner/commit.js';
-import { countLines } from '../src/runner/fsutil.js';
+import { countLines } from '../src/core/lines.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
 import { type Done, runner, sub, fresh, keepOnly, writeReflog } from './lib/runner.js';
 

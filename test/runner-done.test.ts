@@ -10,7 +10,7 @@ import { ROOT, hasStackTrace } from './lib/run.js';
 import { runsJsonl } from './lib/runner-state.js';
 import type { RunRecord } from '../src/runner/plan.js';
 import { publishSteps } from '../src/runner/commit.js';
-import { countLines } from '../src/runner/fsutil.js';
+import { countLines } from '../src/core/lines.js';
 import { REFLOGS, RUNS, type Done, runner, sub, fresh, keepOnly, RUN0, freshFirstOnly, copyOf, ref1, takeQueueFiles, warningLines } from './lib/runner.js';
 
 /**

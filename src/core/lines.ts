@@ -358,3 +358,26 @@ export function findTabsAt(buf: Uint8Array, start: number, end: number, at: Int3
   }
   return n + 1;
 }
+
+/** Number of LF-terminated lines in a file (plus one for a last line without LF). */
+export function countLines(file: string): number {
+  const fd = fs.openSync(file, 'r');
+  const buf = Buffer.allocUnsafe(1 << 20);
+  let n = 0;
+  let last = 10;
+  try {
+    for (;;) {
+      const got = fs.readSync(fd, buf, 0, buf.length, null);
+      if (got === 0) break;
+      let i = buf.indexOf(10, 0);
+      while (i !== -1 && i < got) {
+        n++;
+        i = buf.indexOf(10, i + 1);
+      }
+      last = buf[got - 1]!;
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+  return last === 10 ? n : n + 1;
+}

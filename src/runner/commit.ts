@@ -53,22 +53,10 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fsyncPath } from '../core/dirs.js';
 import { DataError, ioError } from '../core/errors.js';
-import {
-  appendRecordOnce,
-  countLines,
-  fsyncTree,
-  mkdirDurable,
-  moveDurable,
-  parkedPath,
-  prepareCopy,
-  preparedPath,
-  publishCopy,
-  relinkDurable,
-  renameIntoPlace,
-  sameBytes,
-  symlinkTarget,
-  writeFileDurable,
-} from './fsutil.js';
+import { appendRecordOnce } from './state/runs-log.js';
+import { countLines } from '../core/lines.js';
+import { fsyncTree, mkdirDurable, moveDurable, prepareCopy, preparedPath, publishCopy, relinkDurable, renameIntoPlace, sameBytes, symlinkTarget, writeFileDurable } from '../core/durable.js';
+import { parkedPath } from './fsutil.js';
 import { REFLOG_EXT, failedRejects, keptRejects, type RunRecord } from './plan.js';
 import { reflogIdentity, sameFile, type ReflogIdentity } from './pipeline.js';
 import { memoryFile, stagedBackup, type MemoryRecord } from './memory.js';

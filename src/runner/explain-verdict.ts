@@ -3,7 +3,7 @@
 // which is where current_log stands until the next run.
 import * as path from 'node:path';
 import { formatTimestamp, timestampToMs } from '../core/time.js';
-import { tailRecords } from './fsutil.js';
+import { tailRecords } from './state/runs-log.js';
 import { mostForgetful } from './plan.js';
 import type { YacobotRef } from '../core/store/partner-view.js';
 

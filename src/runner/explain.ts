@@ -10,7 +10,7 @@ import { eachReject, findById, idsInFile, recordById } from './find-url.js';
 import { sentByOther } from './claims.js';
 import { lastCommittedRun } from './last-invocation.js';
 import { carryFile } from './carry.js';
-import { tailRecords } from './fsutil.js';
+import { tailRecords } from './state/runs-log.js';
 import type { RunRecord } from './plan.js';
 import { PROG, type RunnerOptions } from './options.js';
 import { PartnerView, type YacobotRef } from '../core/store/partner-view.js';

@@ -6,7 +6,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { UsageError } from '../core/errors.js';
 import { redactDeep } from '../core/secrets.js';
-import { writeFileDurable, tailRecords } from './fsutil.js';
+import { writeFileDurable } from '../core/durable.js';
+import { tailRecords } from './state/runs-log.js';
 import { parseArgs, parseConfig } from './options.js';
 import type { RunRecord } from './plan.js';
 

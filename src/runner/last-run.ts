@@ -3,7 +3,7 @@
 // of runs.jsonl (an invocation with nothing to do after it finds no committed line there).
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { writeFileDurable } from './fsutil.js';
+import { writeFileDurable } from '../core/durable.js';
 import { lastCommittedRun } from './last-invocation.js';
 import type { RunRecord } from './plan.js';
 

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { ioError } from '../core/errors.js';
-import { exists } from './fsutil.js';
+import { exists } from '../core/durable.js';
 import { mostForgetful, type CommittedNow, type RunRecord } from './plan.js';
 import { currentLogLink } from './settings.js';
 

@@ -2,7 +2,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DataError, UsageError } from '../core/errors.js';
-import { mkdirDurable, symlinkTarget } from './fsutil.js';
+import { mkdirDurable, symlinkTarget } from '../core/durable.js';
 import type { Seen } from './last-invocation.js';
 import { acquireLock } from './lock.js';
 import type { RunnerOptions } from './options.js';

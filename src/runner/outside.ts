@@ -4,7 +4,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { countBacklog, type Backlog } from './commit.js';
-import { countLines } from './fsutil.js';
+import { countLines } from '../core/lines.js';
 import { planInbox, type RunRecord } from './plan.js';
 import { isValidTimestamp, timestampToMs } from '../core/time.js';
 

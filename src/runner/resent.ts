@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { ioError } from '../core/errors.js';
 import { formatTimestamp } from '../core/time.js';
 import { fsyncPath } from '../core/dirs.js';
-import { mkdirDurable, moveDurable, sameBytes } from './fsutil.js';
+import { mkdirDurable, moveDurable, sameBytes } from '../core/durable.js';
 import { queueNameTaken } from './commit.js';
 import { REFLOG_EXT } from './plan.js';
 

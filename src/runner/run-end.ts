@@ -6,7 +6,9 @@ import { DataError, formatPlace, ioError, visibleName } from '../core/errors.js'
 import { type RunJson, assignedByAttempt } from './attempt.js';
 import { claimForCommit, settleClaim } from './claims.js';
 import { type CommitPlan, prepareQueues, publish, stagedQueueFile, writeCommit } from './commit.js';
-import { appendRecordOnce, countLines, exists, mkdirDurable, tailRecords } from './fsutil.js';
+import { appendRecordOnce, tailRecords } from './state/runs-log.js';
+import { countLines } from '../core/lines.js';
+import { exists, mkdirDurable } from '../core/durable.js';
 import { stageMemory } from './memory.js';
 import { PROG } from './options.js';
 import { REFLOG_EXT, REFLOG_HEAD_BYTES, type RunPaths, type RunRecord, type StageOutcome, failedAttemptsAssigned, failureMessage, firstHeaderLine, foreignKind, foreignReflog, notAReflog, repeatedWarnings, unterminatedReflog } from './plan.js';

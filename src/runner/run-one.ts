@@ -6,7 +6,7 @@ import { BIN_DIR as BIN } from '../core/root.js';
 import { type RunJson, readRunJson } from './attempt.js';
 import { carryRecord } from './carry.js';
 import type { CommitHooks } from './commit.js';
-import { mkdirDurable, writeFileDurable } from './fsutil.js';
+import { mkdirDurable, writeFileDurable } from '../core/durable.js';
 import { PROG, type RunnerOptions } from './options.js';
 import { type Progress, type ReflogIdentity, runStages } from './pipeline.js';
 import { type CommittedNow, type RunPaths, type RunRecord, type StageOutcome, replayWarning, resolveNow, stageCounts } from './plan.js';

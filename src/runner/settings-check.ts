@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import type { Logger } from 'pino';
 import { UsageError, visibleName } from '../core/errors.js';
 import { formatDuration } from '../core/time.js';
-import { tailRecords } from './fsutil.js';
+import { tailRecords } from './state/runs-log.js';
 import { PROG, type RunnerOptions } from './options.js';
 import { memoryChanged } from './memory.js';
 import { missingCurrentLog, settingsRefusal, storedSettings } from './settings.js';

@@ -4,7 +4,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { formatDuration } from '../core/time.js';
-import { exists } from './fsutil.js';
+import { exists } from '../core/durable.js';
 import type { RunnerOptions } from './options.js';
 
 /** The settings of the last committed run, as STATE/settings.json holds them. */
