@@ -116,8 +116,15 @@ function withoutClocks(v: unknown): unknown {
   return out;
 }
 
-/** Each line normalized: a JSON line without its clocks (keys sorted), a plain one by normalizeText. */
+/** A JSON text without its clocks (keys sorted); else each line so, a plain one by normalizeText. */
 function normalizeLines(text: string, roots: readonly [string, string][]): string {
+  if (/^[[{]/.test(text)) {
+    try {
+      return normalizeText(JSON.stringify(withoutClocks(JSON.parse(text)), null, 1), roots);
+    } catch {
+      /* lines of their own */
+    }
+  }
   return text
     .split('\n')
     .map((l) => {
