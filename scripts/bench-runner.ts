@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import { DataError, UsageError } from '../src/core/errors.js';
 import { BIN_DIR, PROJECT_ROOT as ROOT } from '../src/core/root.js';
-import { stageEnv } from '../src/runner/pipeline.js';
+import { stageEnv } from '../src/runner/run/pipeline.js';
 import { countOption, generateReflog } from './gen-reflog.js';
 
 const RUNNER = path.join(ROOT, 'scripts', 'reflog-to-yacobot-queue');

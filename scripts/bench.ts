@@ -29,7 +29,7 @@ import { PIPE_BYTES, PIPESIZE_ADDON } from '../src/core/pipes.js';
 import { BIN_DIR, PROJECT_ROOT as ROOT } from '../src/core/root.js';
 import { parseBudget } from '../src/core/size.js';
 import { countLines } from '../src/core/lines.js';
-import { stageEnv } from '../src/runner/pipeline.js';
+import { stageEnv } from '../src/runner/run/pipeline.js';
 import { shellQuote as q } from '../src/core/errors.js';
 import { countOption } from './gen-reflog.js';
 import { benchDomains, cachedReflog, domainsOption } from './bench-runner.js';

@@ -11,7 +11,7 @@ import { runBin, runRunner } from './lib/run.js';
 import { deliver, newJob, runJob } from './lib/job.js';
 import { idOf } from './lib/model.js';
 import { snapshot } from './lib/runner-state.js';
-import type { Explained } from '../src/runner/explain.js';
+import type { Explained } from '../src/runner/views/explain.js';
 
 /** A job after the fixture hours 06 and 07 were committed. */
 function twoHours(prefix: string): string {

@@ -12,7 +12,7 @@ import { runPaths, failureMessage, readStageLog, repeatedWarnings } from '../src
 import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { HOST_TAG } from '../src/core/temps.js';
 import { shellQuote } from '../src/core/errors.js';
-import { runStages, stageEnv } from '../src/runner/pipeline.js';
+import { runStages, stageEnv } from '../src/runner/run/pipeline.js';
 import type { RunnerOptions } from '../src/runner/options.js';
 import { REFLOGS, type Done, runner, fresh, keepOnly, RUN0, freshFirstOnly, copyOf, ref1, writeReflog, failingSecondHour } from './lib/runner.js';
 

@@ -58,7 +58,7 @@ import { countLines } from '../core/lines.js';
 import { fsyncTree, mkdirDurable, moveDurable, prepareCopy, preparedPath, publishCopy, relinkDurable, renameIntoPlace, sameBytes, symlinkTarget, writeFileDurable } from '../core/durable.js';
 import { parkedPath } from './fsutil.js';
 import { REFLOG_EXT, failedRejects, keptRejects, type RunRecord } from './plan.js';
-import { reflogIdentity, sameFile, type ReflogIdentity } from './pipeline.js';
+import { reflogIdentity, sameFile, type ReflogIdentity } from './state/inbox.js';
 import { memoryFile, stagedBackup, type MemoryRecord } from './memory.js';
 import { currentLogLink, settingsFile, settingsText } from './settings.js';
 import type { KeyedBy } from './rekey.js';

@@ -4,7 +4,7 @@ import * as path from 'node:path';
 import { signalExitStatus, visibleName } from '../core/errors.js';
 import { redactDb } from '../core/store/store.js';
 import { formatDuration } from '../core/time.js';
-import type { Invocation } from './invocation.js';
+import type { Invocation } from './invocation/context.js';
 import { PROG } from './options.js';
 import { type RunRecord, planInbox } from './plan.js';
 

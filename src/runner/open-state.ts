@@ -3,8 +3,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DataError, UsageError } from '../core/errors.js';
 import { mkdirDurable, symlinkTarget } from '../core/durable.js';
-import type { Seen } from './last-invocation.js';
-import { acquireLock } from './lock.js';
+import type { Seen } from './state/last-invocation.js';
+import { acquireLock } from './state/lock.js';
 import type { RunnerOptions } from './options.js';
 
 /**

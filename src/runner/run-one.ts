@@ -8,10 +8,12 @@ import { carryRecord } from './carry.js';
 import type { CommitHooks } from './commit.js';
 import { mkdirDurable, writeFileDurable } from '../core/durable.js';
 import { PROG, type RunnerOptions } from './options.js';
-import { type Progress, type ReflogIdentity, runStages } from './pipeline.js';
+import { runStages } from './run/pipeline.js';
+import type { Progress } from './run/progress.js';
+import type { ReflogIdentity } from './state/inbox.js';
 import { type CommittedNow, type RunPaths, type RunRecord, type StageOutcome, replayWarning, resolveNow, stageCounts } from './plan.js';
 import { type RekeyReport, rekeyBeforeHour } from './rekey.js';
-import { queueNameFor } from './resent.js';
+import { queueNameFor } from './run/start.js';
 import { chainFailure, commitRun, failRun, warnStages } from './run-end.js';
 import { memoryDiffers, memoryLost } from './settings-check.js';
 

@@ -4,8 +4,8 @@ import { DataError, UsageError, formatPlace, visibleName } from '../core/errors.
 import { parseDuration } from '../core/time.js';
 import { packageVersion } from '../cli/stage.js';
 import { PROG, KEYS, parseArgs, type RunnerOptions } from './options.js';
-import { EXPLAIN_USAGE, explain } from './explain.js';
-import { STATUS_USAGE, status } from './status.js';
+import { EXPLAIN_USAGE, explain } from './views/explain.js';
+import { STATUS_USAGE, status } from './views/status.js';
 
 export const SUBCOMMANDS: ReadonlySet<string> = new Set(['status', 'explain']);
 

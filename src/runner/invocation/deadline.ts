@@ -2,23 +2,9 @@
 // chain's stages are stopped (SIGTERM, then SIGKILL --kill-after later) and its run
 // fails, naming the stage still running; reached between runs, no further run starts.
 // Either way the lock is let go in bounded time, and the next invocation goes on.
-import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { formatDuration } from '../core/time.js';
-import { stopChildren } from './pipeline.js';
-import type { Say } from './say.js';
-
-/** The chain that runs now: its bash's pid and its stages' names in chain order. */
-export interface RunningChain {
-  pid: number;
-  stages: readonly string[];
-}
-
-/** A stage process still running: its name, and whether it is stopped (SIGSTOP, Ctrl-Z). */
-export interface LiveStage {
-  name: string;
-  stopped: boolean;
-}
+import { formatDuration } from '../../core/time.js';
+import { type LiveStage, type RunningChain, stagesStillRunning, stopChildren } from '../run/processes.js';
+import type { Say } from '../say.js';
 
 /** The invocation's time limit; `failure` is the step and message of the run it stopped, if it stopped one. */
 export class Deadline {
@@ -70,63 +56,3 @@ export function overTime(ms: number, live: readonly LiveStage[]): { step: string
   return { step: culprit.name, error: `${limit} while ${culprit.name} was still running${how}${also}` };
 }
 
-/** The stages of `chain` whose processes still run (descendants of its bash), in chain order. */
-export function stagesStillRunning(chain: RunningChain, binDir: string): LiveStage[] {
-  const found = new Map<string, LiveStage>();
-  for (const pid of descendants(chain.pid)) {
-    const st = procStat(pid);
-    const args = procArgs(pid);
-    if (st === null || args === null) continue;
-    const name = chain.stages.find((s) => args.includes(path.join(binDir, s)));
-    if (name === undefined) continue;
-    const prev = found.get(name);
-    found.set(name, { name, stopped: (prev?.stopped ?? false) || st.state === 'T' || st.state === 't' });
-  }
-  return chain.stages.filter((s) => found.has(s)).map((s) => found.get(s)!);
-}
-
-/** The pids of every process below `root` (its children, theirs, ...), from /proc. */
-function descendants(root: number): number[] {
-  const children = new Map<number, number[]>();
-  let entries: string[] = [];
-  try {
-    entries = fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e));
-  } catch {
-    return [];
-  }
-  for (const e of entries) {
-    const st = procStat(Number(e));
-    if (st === null) continue;
-    const list = children.get(st.ppid) ?? [];
-    list.push(Number(e));
-    children.set(st.ppid, list);
-  }
-  const out: number[] = [];
-  for (let todo = [root]; todo.length > 0; ) {
-    const next: number[] = [];
-    for (const p of todo) for (const c of children.get(p) ?? []) (out.push(c), next.push(c));
-    todo = next;
-  }
-  return out;
-}
-
-/** A process's state letter and parent pid (/proc/PID/stat), or null once it is gone. */
-function procStat(pid: number): { state: string; ppid: number } | null {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The fields after the command name, which is in parentheses and may hold spaces.
-    const [state, ppid] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { state: state ?? '', ppid: Number(ppid) };
-  } catch {
-    return null;
-  }
-}
-
-/** A process's arguments (/proc/PID/cmdline), or null once it is gone. */
-function procArgs(pid: number): string[] | null {
-  try {
-    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-  } catch {
-    return null;
-  }
-}

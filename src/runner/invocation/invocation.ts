@@ -1,61 +1,33 @@
 // One invocation of the runner: takes the state directory's lock, finishes or discards
 // what a crashed invocation left in STATE/staging/, then runs every reflog of the inbox,
 // oldest name first, committing each run only when all its stages succeeded (see
-// commit.ts for the commit order).
+// commit.ts for the commit order), and says how it ended.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Logger } from 'pino';
-import { DataError, visibleName } from '../core/errors.js';
-import { BIN_DIR as BIN } from '../core/root.js';
-import { redactDb } from '../core/store/store.js';
-import { warnMissedHours } from './claims.js';
-import type { CommitHooks } from './commit.js';
+import { writeFileDurable } from '../../core/durable.js';
+import { DataError, visibleName } from '../../core/errors.js';
+import { BIN_DIR as BIN } from '../../core/root.js';
+import { redactDb } from '../../core/store/store.js';
+import { warnMissedHours } from '../claims.js';
+import { reportEnd } from '../invocation-report.js';
+import { storedForgetful } from '../memory.js';
+import { openState } from '../open-state.js';
+import type { RunnerOptions } from '../options.js';
+import { REFLOG_EXT, type RunRecord, hourNotBegun, humanLine, mostForgetful, mostForgetfulSince, notAnHour, planInbox, runPaths } from '../plan.js';
+import { runOne } from '../run-one.js';
+import { runningChain } from '../run/processes.js';
+import type { Say } from '../say.js';
+import { checkSettings } from '../settings-check.js';
+import type { Seen } from '../state/last-invocation.js';
+import { stagingDir, stagingLayout, stateLayout } from '../state/layout.js';
+import { tailRecords } from '../state/runs-log.js';
+import type { Invocation } from './context.js';
 import { Deadline } from './deadline.js';
-import { tailRecords } from './state/runs-log.js';
-import { writeFileDurable } from '../core/durable.js';
-import { reportEnd } from './invocation-report.js';
-import { keepDone } from './keep-done.js';
-import type { Seen } from './last-invocation.js';
-import { storedForgetful } from './memory.js';
-import { openState } from './open-state.js';
-import type { RunnerOptions } from './options.js';
-import { runningChain, stopChildren } from './pipeline.js';
-import { REFLOG_EXT, type RunRecord, hourNotBegun, humanLine, mostForgetful, mostForgetfulSince, notAnHour, planInbox, runPaths } from './plan.js';
+import { commitHooks, reportedMarker } from './hooks.js';
 import { recover } from './recovery.js';
-import { setAsideResent } from './resent-hour.js';
-import { runOne } from './run-one.js';
-import type { Say } from './say.js';
-import { checkSettings } from './settings-check.js';
-
-/** What one invocation's steps share: its options, what recovery and planning found, and how its runs ended. */
-export interface Invocation {
-  o: RunnerOptions;
-  log: Logger;
-  say: Say;
-  lockFd: number;
-  hooks: CommitHooks;
-  /** The first signal that asked the invocation to stop, once one came. */
-  stop: { signal: NodeJS.Signals | null };
-  /** The records of the runs this invocation recorded, in order. */
-  records: RunRecord[];
-  /** Prints a record's summary line, once. */
-  report: (r: RunRecord) => void;
-  /** The runs a crash interrupted, which run again. */
-  rerun: Set<string>;
-  /** The inbox's runs, in the order they run. */
-  runs: string[];
-  /** The *.reflog files of the inbox that were skipped with a warning (a bad name, an hour ahead). */
-  skippedFiles: number;
-  /** Of those, the names whose hour has not begun: planInbox counts them among its runs. */
-  waiting: Set<string>;
-  failed: RunRecord | null;
-  /** The re-sent reflogs set aside (setAsideResent). */
-  resentSetAside: number;
-  /** The run a signal cut short before its commit (nothing of it published), if any. */
-  interrupted: string | null;
-  /** --max-run-time, counted from when the lock was taken. */
-  deadline: Deadline;
-}
+import { setAsideResent } from './resent.js';
+import { keepDone } from './retention.js';
+import { watchSignals } from './signals.js';
 
 /** One invocation: recover, plan the inbox, run each run, report; throws Stop for a signal or a failed run. */
 export async function invocation(o: RunnerOptions, say: Say, seen: Seen): Promise<void> {
@@ -84,33 +56,6 @@ export async function invocation(o: RunnerOptions, say: Say, seen: Seen): Promis
   reportEnd(inv, ((Date.now() - t0) / 1000).toFixed(1));
 }
 
-/** Installs the SIGINT/SIGTERM/SIGHUP handlers that stop the stages; the returned object holds the first signal. */
-function watchSignals(killAfterMs: number, say: Say): { signal: NodeJS.Signals | null } {
-  // The first signal asks the stages to stop (SIGTERM; they clean up and exit within
-  // milliseconds). A stage that has not ended --kill-after later, or when a second
-  // signal comes (a second Ctrl-C), is SIGKILLed: the runner must not wait forever on
-  // a stuck stage, and a killed run is redone by the next invocation like any crash.
-  const stop: { signal: NodeJS.Signals | null } = { signal: null };
-  let killed = false;
-  const kill = (why: string) => {
-    if (killed) return;
-    killed = true;
-    if (stopChildren('SIGKILL')) say.tell(`${why}: killing them (SIGKILL)`, { level: 'warn', fields: { why }, msg: 'killing the stages (SIGKILL)' });
-  };
-  const onSignal = (sig: NodeJS.Signals) => {
-    if (stop.signal !== null) {
-      kill(`${sig} again while the stages stop`);
-      return;
-    }
-    stop.signal = sig;
-    if (stopChildren('SIGTERM')) {
-      setTimeout(() => kill(`the stages did not stop within ${killAfterMs / 1000}s of ${sig}`), killAfterMs).unref();
-    }
-  };
-  for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(s, onSignal);
-  return stop;
-}
-
 /** A new invocation's state, with the commit hooks that record and report its runs. */
 function newInvocation(o: RunnerOptions, say: Say, lockFd: number, stop: { signal: NodeJS.Signals | null }, deadline: Deadline): Invocation {
   const records: RunRecord[] = [];
@@ -126,50 +71,6 @@ function newInvocation(o: RunnerOptions, say: Say, lockFd: number, stop: { signa
   return { o, log: say.log!, say, lockFd, hooks, stop, records, report, ...found, failed: null, resentSetAside: 0, interrupted: null, deadline };
 }
 
-/** The commit hooks of an invocation: they warn, push the records they are given and print finished runs' lines. */
-function commitHooks(o: RunnerOptions, say: Say, records: RunRecord[], report: (r: RunRecord) => void): CommitHooks {
-  return {
-    beforeStep: failpoint(),
-    backlogWarn(id, b, limit) {
-      say.warn(`Yacobot ${id} has ${b.urls} URLs in ${b.files} queue files not taken away (more than ${limit})`, {
-        fields: { yacobot: id, queue_files: b.files, urls: b.urls, limit },
-        msg: 'backlog: Yacobot has more URLs waiting than --backlog-warn',
-      });
-    },
-    recorded(r, appended) {
-      // A roll forward of a run whose line an earlier invocation wrote and whose summary
-      // line it printed (an error after the commit that persists: every invocation rolls
-      // it forward) says so, instead of printing that run's summary line once more.
-      if (appended || !fs.existsSync(reportedMarker(o, r.run))) {
-        records.push(r);
-        return;
-      }
-      say.tell(`run ${visibleName(r.run)}: already recorded and reported by an earlier invocation; finishing its publish steps`, {
-        fields: { run: r.run },
-        msg: 'already recorded and reported by an earlier invocation; finishing its publish steps',
-      });
-    },
-    finished(run) {
-      // Printed now, not at the end: once COMMIT is gone, an invocation killed later
-      // (in the next run's chain) left the run's line unprinted, and nothing rolled it forward.
-      for (const r of records) if (r.run === run && r.status === 'ok') report(r);
-    },
-    reflogReplaced(run, file) {
-      say.warn(
-        `${visibleName(file)} is not the file run ${visibleName(run)} read (another file was renamed over it meanwhile); ` +
-          `it stays in the inbox and the next invocation processes it as a re-sent hour`,
-        { fields: { run, reflog: file }, msg: 'another file was renamed over the reflog while its run was in progress; left in the inbox' },
-      );
-    },
-    archiveKept(run, archived, kept) {
-      say.warn(`${visibleName(run)}: ${visibleName(archived)}, the reflog an earlier run of this name read, is kept as ${visibleName(path.basename(kept))} (this run's takes its name)`, {
-        fields: { run, archived, kept },
-        msg: 'the reflog an earlier run of this name archived is kept under another name',
-      });
-    },
-  };
-}
-
 /** Prints the lines of the committed runs not yet printed: those whose publish steps an error stopped. */
 function printSummary(inv: Invocation): void {
   for (const r of inv.records) {
@@ -178,7 +79,7 @@ function printSummary(inv: Invocation): void {
     // Still committed, not finished (an error stopped its publish steps): its roll
     // forward must know that this line was printed. Durable (only this path pays its
     // fsyncs), or a power loss in the next seconds would have it printed again.
-    if (fs.existsSync(runPaths(inv.o, r.run).commit)) {
+    if (fs.existsSync(stagingLayout(stagingDir(inv.o.state, r.run)).commit)) {
       try {
         writeFileDurable(reportedMarker(inv.o, r.run), '');
       } catch {
@@ -228,7 +129,7 @@ async function runEach(inv: Invocation): Promise<void> {
   // last MiB of runs.jsonl (weeks of hourly lines) and of
   // the runs this invocation commits; for a run of a name committed before, only of those
   // after its last commit, which recorded its URLs again (a replay replayed again).
-  const past = tailRecords(path.join(o.state, 'runs.jsonl'));
+  const past = tailRecords(stateLayout(o.state).runs);
   const newestOfAll = mostForgetful(past, o.keepMs, storedForgetful(o.state));
   const sinceCommitted = mostForgetfulSince(past, o.keepMs);
   if (inv.runs.length > 0) checkSettings(o, log, past);
@@ -266,27 +167,4 @@ async function runEach(inv: Invocation): Promise<void> {
  */
 async function pollOnce(): Promise<void> {
   for (let i = 0; i < 2; i++) await new Promise((resolve) => setImmediate(resolve));
-}
-
-/** STATE/staging/RUN/reported: the summary line of committed run RUN was printed. */
-function reportedMarker(o: RunnerOptions, run: string): string {
-  return path.join(runPaths(o, run).staging, 'reported');
-}
-
-/**
- * Test hook: REFLOG_RUNNER_FAILPOINT="RUN:STEP" (or "*:STEP") makes the runner
- * SIGKILL itself just before that step (chain: the chain's start; claim: the claim
- * of the hour; the commit steps: commit, commit:marker (COMMIT itself, after the staged files were made
- * durable), confirm (the claim's confirmation, after COMMIT), queue:<id>, current_log, carry, settings, memory, rejects, record, reflog, uncommit, cleanup; failed:cleanup: a failed run's
- * staging removal, after its runs.jsonl line), to prove each step recoverable;
- * REFLOG_RUNNER_FAILSIGNAL=SIGTERM sends that signal instead (it is handled once
- * the step's synchronous work is done).
- */
-function failpoint(): ((run: string, step: string) => void) | undefined {
-  const fp = process.env.REFLOG_RUNNER_FAILPOINT;
-  if (!fp) return undefined;
-  const sig = (process.env.REFLOG_RUNNER_FAILSIGNAL ?? 'SIGKILL') as NodeJS.Signals;
-  return (run, step) => {
-    if (fp === `${run}:${step}` || fp === `*:${step}`) process.kill(process.pid, sig);
-  };
 }

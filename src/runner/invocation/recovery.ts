@@ -2,21 +2,22 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
-import { fsyncPath } from '../core/dirs.js';
-import { type RunJson, assignedByAttempt, readRunJson } from './attempt.js';
-import { settleClaim } from './claims.js';
-import { publish, readCommit, removePrepared } from './commit.js';
-import { lastRecord } from './state/runs-log.js';
-import { writeFileDurable } from '../core/durable.js';
-import type { Invocation } from './invocation.js';
-import type { RunnerOptions } from './options.js';
-import { type RunPaths, runPaths } from './plan.js';
+import { fsyncPath } from '../../core/dirs.js';
+import { type RunJson, assignedByAttempt, readRunJson } from '../attempt.js';
+import { settleClaim } from '../claims.js';
+import { publish, readCommit, removePrepared } from '../commit.js';
+import { writeFileDurable } from '../../core/durable.js';
+import { stagingDir, stateLayout } from '../state/layout.js';
+import { lastRecord } from '../state/runs-log.js';
+import type { Invocation } from './context.js';
+import type { RunnerOptions } from '../options.js';
+import { type RunPaths, runPaths } from '../plan.js';
 
 /** Crash recovery: finishes committed runs, discards the work of uncommitted ones, and notes those that run again. */
 export async function recover(inv: Invocation): Promise<void> {
   const { o, log } = inv;
-  for (const name of fs.readdirSync(path.join(o.state, 'staging')).sort()) {
-    const staging = path.join(o.state, 'staging', name);
+  for (const name of fs.readdirSync(stateLayout(o.state).staging).sort()) {
+    const staging = stagingDir(o.state, name);
     // The runner makes only directories here. Not followed: a dangling symlink failed
     // every start-up ('internal error: ENOENT'), and one to a directory had its work/ removed.
     if (!fs.lstatSync(staging).isDirectory()) continue;
@@ -39,7 +40,7 @@ async function recoverUncommitted(inv: Invocation, name: string, staging: string
   const p = runPaths(o, name);
   const rj = readRunJson(p);
   removePrepared(o.queueDir, name, rj?.queue);
-  const over = rj === null ? null : attemptRecorded(path.join(o.state, 'runs.jsonl'), rj);
+  const over = rj === null ? null : attemptRecorded(stateLayout(o.state).runs, rj);
   if (over !== null) {
     // Killed after its line and before its staging area was removed (a failed run, or a
     // finished one in its cleanup, its COMMIT gone): the run is over, as if the removal

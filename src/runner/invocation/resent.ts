@@ -1,14 +1,14 @@
 // Re-sent hours: a reflog byte-identical to one a committed run of its name archived in
-// STATE/done/ is set aside there, unprocessed; a run whose name still has queue files a
-// Yacobot has not taken gets queue files of a name of its own.
+// STATE/done/ is set aside there, unprocessed, with a warning.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { ioError } from '../core/errors.js';
-import { formatTimestamp } from '../core/time.js';
-import { fsyncPath } from '../core/dirs.js';
-import { mkdirDurable, moveDurable, sameBytes } from '../core/durable.js';
-import { queueNameTaken } from './commit.js';
-import { REFLOG_EXT } from './plan.js';
+import { ioError, visibleName } from '../../core/errors.js';
+import { fsyncPath } from '../../core/dirs.js';
+import { mkdirDurable, moveDurable, sameBytes } from '../../core/durable.js';
+import type { RunnerOptions } from '../options.js';
+import { REFLOG_EXT } from '../plan.js';
+import type { Say } from '../say.js';
+import { stateLayout } from '../state/layout.js';
 
 /** The reflogs committed runs of `name` archived: done/NAME.reflog and its numbered backups done/NAME.reflog.~N~. */
 function archivedReflogs(done: string, name: string): string[] {
@@ -27,7 +27,7 @@ function archivedReflogs(done: string, name: string): string[] {
  * inbox, not a link) repeats byte for byte, or null. A file that is the archived one
  * itself (a replay made with ln) is no re-send.
  */
-export function resentOf(file: string, done: string, name: string): { archived: string; st: fs.Stats } | null {
+function resentOf(file: string, done: string, name: string): { archived: string; st: fs.Stats } | null {
   let st: fs.Stats;
   try {
     st = fs.lstatSync(file);
@@ -52,7 +52,7 @@ export function resentOf(file: string, done: string, name: string): { archived: 
  * done/NAME.reflog.resent.~N~ (N one more than the highest there) and returns that path.
  * Should another file have been renamed over the inbox name since, that one is put back.
  */
-export function setAside(file: string, before: fs.Stats, done: string, name: string): string {
+function setAside(file: string, before: fs.Stats, done: string, name: string): string {
   const prefix = `${name}${REFLOG_EXT}.resent.~`;
   let last = 0;
   for (const f of fs.readdirSync(done)) {
@@ -77,17 +77,20 @@ export function setAside(file: string, before: fs.Stats, done: string, name: str
 }
 
 /**
- * The name of the queue files of a new run of `name` started at `started`: the run's,
- * unless files of that name are still in a Yacobot's directory (a replay or a re-sent
- * hour whose earlier run's files were not taken yet): then NAME.replay-YYYYMMDDhhmmss,
- * with -2, -3... if that is there too. Publishing over them would replace URLs that
- * current_log records as sent.
+ * When INBOX/NAME.reflog repeats byte for byte a reflog a committed run of NAME archived:
+ * sets it aside in done/ with a warning, and returns true (nothing else is done with it).
  */
-export function queueNameFor(queueDir: string, name: string, started: Date): string {
-  if (!queueNameTaken(queueDir, name)) return name;
-  const base = `${name}.replay-${formatTimestamp(started)}`;
-  for (let k = 1; ; k++) {
-    const candidate = k === 1 ? base : `${base}-${k}`;
-    if (!queueNameTaken(queueDir, candidate)) return candidate;
-  }
+export function setAsideResent(o: Pick<RunnerOptions, 'inbox' | 'state'>, say: Say, name: string): boolean {
+  const file = path.join(o.inbox, name + REFLOG_EXT);
+  const done = stateLayout(o.state).done;
+  const same = resentOf(file, done, name);
+  if (same === null) return false;
+  const to = setAside(file, same.st, done, name);
+  if (to === file) return false; // another file came under its name meanwhile: it runs
+  say.warn(
+    `${visibleName(file)}: the same bytes as ${visibleName(same.archived)}, which a committed run of ${visibleName(name)} read: ` +
+      `a re-sent hour, set aside as ${visibleName(to)}; nothing was run (to replay the hour, move the reflog from done/ into the inbox)`,
+    { fields: { run: name, reflog: file, archived: same.archived, set_aside: to }, msg: 're-sent hour set aside' },
+  );
+  return true;
 }

@@ -3,15 +3,20 @@
 // invocation that committed a run.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { fsyncPath } from '../core/dirs.js';
+import { fsyncPath } from '../../core/dirs.js';
+import { visibleName } from '../../core/errors.js';
+import { formatDuration } from '../../core/time.js';
+import type { Say } from '../say.js';
+import { stateLayout } from '../state/layout.js';
 
 /** The files --keep-done looks at: each directory and which of its entries. */
 function retained(state: string): { dir: string; keep: (name: string) => boolean }[] {
   const tsv = (n: string) => n.endsWith('.tsv');
+  const L = stateLayout(state);
   return [
-    { dir: path.join(state, 'done'), keep: () => true },
-    { dir: path.join(state, 'rejects'), keep: tsv },
-    { dir: path.join(state, 'rejects', 'failed'), keep: tsv },
+    { dir: L.done, keep: () => true },
+    { dir: L.rejects, keep: tsv },
+    { dir: L.rejectsFailed, keep: tsv },
   ];
 }
 
@@ -47,4 +52,16 @@ export function removeOld(state: string, keepMs: number, now: number): { removed
     if (changed) fsyncPath(dir);
   }
   return { removed, failed };
+}
+
+/** --keep-done: removes done/ and rejects files older than `keepMs`, saying how many; what cannot be removed is warned about. */
+export function keepDone(state: string, keepMs: number, say: Say): void {
+  const { removed, failed } = removeOld(state, keepMs, Date.now());
+  if (removed.length > 0) {
+    say.tell(`removed ${removed.length} file(s) of done/ and rejects/ older than ${formatDuration(keepMs)} (--keep-done)`, {
+      fields: { removed: removed.length, keep_done_ms: keepMs },
+      msg: 'removed processed reflogs and rejects files older than --keep-done',
+    });
+  }
+  for (const f of failed) say.warn(`cannot remove ${visibleName(f)} (older than --keep-done)`, { fields: { error: f }, msg: 'cannot remove a file older than --keep-done' });
 }

@@ -1,19 +1,21 @@
 // Runs the stages of one run as child processes in the runner's own process group
-// (a SIGKILL to the group takes them all): the chain as one bash pipeline; on a
-// signal, stops them and lets the runner exit only after they have. Each stage's
-// stderr goes to its own log file; the lock descriptor is inherited as fd 3 so the
-// lock outlives a runner killed alone.
-import { spawn, type ChildProcess } from 'node:child_process';
+// (a SIGKILL to the group takes them all): the chain as one bash pipeline, counted
+// among the live children that a signal stops (processes.ts). Each stage's stderr
+// goes to its own log file; the lock descriptor is inherited as fd 3 so the lock
+// outlives a runner killed alone. The reflog is opened here, and read by the chain.
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Readable } from 'node:stream';
-import { DB_ENV } from '../core/secrets.js';
-import { REFLOG_HEAD_BYTES, chainOf, pipelineScript, readStageLog, stageLog, stageText, type RunPaths, type StageOutcome } from './plan.js';
-import type { RunnerOptions } from './options.js';
+import { DB_ENV } from '../../core/secrets.js';
+import { REFLOG_HEAD_BYTES, chainOf, pipelineScript, readStageLog, stageLog, stageText, type RunPaths, type StageOutcome } from '../plan.js';
+import type { RunnerOptions } from '../options.js';
 import { digestOfFd } from './digest.js';
-import { ioError } from '../core/errors.js';
-import type { RunningChain } from './deadline.js';
+import { ioError } from '../../core/errors.js';
+import { chainRunning, waitExit } from './processes.js';
+import type { Progress } from './progress.js';
+import { type ReflogIdentity, reflogIdentity, sameFile } from '../state/inbox.js';
 
 /**
  * The stages' environment: `base` plus glibc's MALLOC_MMAP_THRESHOLD_ held at its
@@ -39,136 +41,6 @@ export function stageEnv(base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessE
     MALLOC_MMAP_THRESHOLD_: base.MALLOC_MMAP_THRESHOLD_ ?? String(128 << 10),
     MALLOC_TRIM_THRESHOLD_: base.MALLOC_TRIM_THRESHOLD_ ?? String(8 << 20),
   };
-}
-
-/**
- * Children currently running, so a signal handler can stop them: a stage itself, or
- * the bash that runs the chain (whose children are the stages).
- */
-const liveChildren = new Map<ChildProcess, 'stage' | 'shell'>();
-
-/** Shells whose children are being stopped: the timer that repeats it until the shell exits. */
-const stopping = new Map<ChildProcess, NodeJS.Timeout>();
-
-/** The chain that runs now (its bash and its stages' names), for --max-run-time's message (deadline.ts). */
-let chainNow: RunningChain | null = null;
-export const runningChain = (): RunningChain | null => chainNow;
-
-/** The signal the stages are being stopped with, once a stop began (SIGTERM, then SIGKILL). */
-let stopSignal: NodeJS.Signals = 'SIGTERM';
-
-/**
- * Sends `sig` to every live stage: a stage the runner started, at once; the stages
- * of a chain, through /proc as the children of its bash, again every 10 ms until
- * that bash has exited (with the latest `sig`: a SIGKILL after a SIGTERM replaces
- * it). Each also gets a SIGCONT, as systemd does: a stopped stage (Ctrl-Z, a
- * debugger gone) would otherwise hold its SIGTERM pending, and a stopped bash
- * would never reap its killed stages and end. The shell itself is left to end when
- * its pipeline has ended: a bash killed while still forking the pipeline would
- * orphan a stage forked after the scan, out of reach of the next one, and that
- * stage would run the whole hour on (commit assignments included) after the runner
- * had exited 143. Kept alive, bash keeps every stage it forks its child, so the
- * next scan finds it. Returns whether anything was running.
- */
-export function stopChildren(sig: NodeJS.Signals = 'SIGTERM'): boolean {
-  stopSignal = sig;
-  for (const [c, kind] of liveChildren) {
-    if (c.pid === undefined) continue;
-    if (kind === 'stage') {
-      stop(c.pid, sig);
-      continue;
-    }
-    const pid = c.pid;
-    const sweep = () => {
-      for (const k of childPids(pid)) stop(k, stopSignal);
-      tryKill(pid, 'SIGCONT');
-    };
-    sweep();
-    if (!stopping.has(c)) stopping.set(c, setInterval(sweep, 10));
-  }
-  return liveChildren.size > 0;
-}
-
-/** `sig`, then SIGCONT so that a stopped process acts on it (SIGKILL needs none). */
-function stop(pid: number, sig: NodeJS.Signals): void {
-  tryKill(pid, sig);
-  if (sig !== 'SIGKILL') tryKill(pid, 'SIGCONT');
-}
-
-function tryKill(pid: number, sig: NodeJS.Signals): void {
-  try {
-    process.kill(pid, sig);
-  } catch {
-    /* already gone */
-  }
-}
-
-function childPids(parent: number): number[] {
-  const out: number[] = [];
-  let entries: string[] = [];
-  try {
-    entries = fs.readdirSync('/proc').filter((e) => /^\d+$/.test(e));
-  } catch {
-    return out;
-  }
-  for (const e of entries) {
-    try {
-      const stat = fs.readFileSync(`/proc/${e}/stat`, 'utf8');
-      // Field 4 (ppid) follows the parenthesized command name, which may contain spaces.
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === parent) out.push(Number(e));
-    } catch {
-      /* exited meanwhile */
-    }
-  }
-  return out;
-}
-
-function waitExit(child: ChildProcess, kind: 'stage' | 'shell'): Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }> {
-  liveChildren.set(child, kind);
-  return new Promise((resolve) => {
-    let error: Error | undefined;
-    child.on('error', (e) => {
-      error = e;
-    });
-    child.on('close', (code, signal) => {
-      liveChildren.delete(child);
-      clearInterval(stopping.get(child));
-      stopping.delete(child);
-      resolve({ code, signal, error });
-    });
-  });
-}
-
-/**
- * Progress of the reflog read, for the terminal display: its size, and how far the
- * chain has read it (the offset of the open file the chain reads, or -1 unknown).
- */
-export interface Progress {
-  size: number;
-  read: () => number;
-}
-
-/**
- * Which file a run read as its reflog (st_dev, st_ino, and size and mtime as a
- * sanity check against a number reused after an unlink), as decimal strings: the
- * commit moves the file at the inbox name to done/ only while it is still this one.
- */
-export interface ReflogIdentity {
-  dev: string;
-  ino: string;
-  size: string;
-  mtime_ns: string;
-}
-
-/** The identity of an open file or of a stat result (bigint stats). */
-export function reflogIdentity(st: fs.BigIntStats): ReflogIdentity {
-  return { dev: String(st.dev), ino: String(st.ino), size: String(st.size), mtime_ns: String(st.mtimeNs) };
-}
-
-/** Whether two identities are of the same file, unchanged. */
-export function sameFile(a: ReflogIdentity, b: ReflogIdentity): boolean {
-  return a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtime_ns === b.mtime_ns;
 }
 
 /** `lstat(file)` (bigint), or undefined when it cannot be had. */
@@ -256,9 +128,9 @@ export async function runStages(
   const tails = chain.map((_, i) => new StreamTail(child.stdio[TEE_FD + i] as Readable));
   let statuses = '';
   child.stdout!.setEncoding('utf8').on('data', (d: string) => (statuses += d));
-  chainNow = child.pid === undefined ? null : { pid: child.pid, stages: chain.map((s) => s.name) };
+  chainRunning(child.pid === undefined ? null : { pid: child.pid, stages: chain.map((s) => s.name) });
   const r = await waitExit(child, 'shell');
-  chainNow = null;
+  chainRunning(null);
   progress.read = () => -1;
   // Through the chain's own descriptor: the file at the inbox name may be another by now.
   const head = readHead(inFd);

@@ -1,11 +1,12 @@
 // One invocation per state directory: flock(2) on STATE/lock, taken through the
 // util-linux flock(1) tool on a descriptor this process keeps open. The kernel
 // drops the lock when the last holder of that descriptor dies, however it dies;
-// the stages inherit it, so stray stages of a killed runner keep it too.
+// the stages inherit it, so stray stages of a killed runner keep it too. Seen from
+// outside (status, the metrics), without taking it: lockNow.
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
-import { ioError } from '../core/errors.js';
+import { ioError } from '../../core/errors.js';
 
 /** A held lock: the open descriptor to pass to children as fd 3. */
 export interface Lock {
@@ -87,4 +88,49 @@ function describeHolder(file: string): { text: string; live: boolean } {
     `process ${pid}${host ? ` on ${host}` : ''}${started ? `, running since ${started}` : ''}` +
     (gone ? ' (that process has ended; stages it started still hold the lock)' : '');
   return { text: says, live: !gone };
+}
+
+/** Whether a process holds STATE/lock, and what the lock file says of it. */
+export interface LockState {
+  held: boolean;
+  pid: number | null;
+  host: string | null;
+  since: string | null;
+}
+
+/**
+ * Whether `file` is flock'ed now, from /proc/locks (read only: trying the lock would
+ * take it for a moment, and a runner starting then would exit 75), and its holder as
+ * the lock file names it. Without /proc/locks: whether the pid it names is alive.
+ */
+export function lockNow(file: string): LockState {
+  let text = '';
+  let st: fs.Stats | undefined;
+  try {
+    st = fs.statSync(file, { throwIfNoEntry: false });
+    if (st !== undefined) text = fs.readFileSync(file, 'utf8');
+  } catch {
+    /* unreadable: not held as far as can be told */
+  }
+  const pidText = /pid=(\d+)/.exec(text)?.[1];
+  const pid = pidText === undefined ? null : Number(pidText);
+  const holder = { pid, host: /host=(\S+)/.exec(text)?.[1] ?? null, since: /started=(\S+)/.exec(text)?.[1] ?? null };
+  if (st === undefined) return { held: false, pid: null, host: null, since: null };
+  const held = flockedNow(st) ?? (pid !== null && fs.existsSync(`/proc/${pid}`));
+  return held ? { held, ...holder } : { held, pid: null, host: null, since: null };
+}
+
+/** Whether /proc/locks lists a FLOCK on the file of `st`; null when /proc/locks cannot be read. */
+function flockedNow(st: fs.Stats): boolean | null {
+  let locks: string;
+  try {
+    locks = fs.readFileSync('/proc/locks', 'utf8');
+  } catch {
+    return null;
+  }
+  // major:minor:inode, major and minor in hex (the kernel's encoding of st_dev).
+  const major = ((st.dev >> 8) & 0xfff).toString(16).padStart(2, '0');
+  const minor = ((st.dev & 0xff) | ((st.dev >> 12) & 0xfff00)).toString(16).padStart(2, '0');
+  const id = `${major}:${minor}:${st.ino}`;
+  return locks.split('\n').some((l) => l.includes(' FLOCK ') && l.split(/\s+/).includes(id));
 }

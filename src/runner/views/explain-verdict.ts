@@ -2,10 +2,9 @@
 // committed run that made current_log forget latest (with one --keep, the latest now),
 // which is where current_log stands until the next run.
 import * as path from 'node:path';
-import { formatTimestamp, timestampToMs } from '../core/time.js';
-import { tailRecords } from './state/runs-log.js';
-import { mostForgetful } from './plan.js';
-import type { YacobotRef } from '../core/store/partner-view.js';
+import { formatTimestamp, timestampToMs } from '../../core/time.js';
+import { mostForgetful } from '../plan.js';
+import type { YacobotRef } from '../../core/store/partner-view.js';
 
 /** The job's now: the committed run current_log stands at, and its now. */
 export interface JobNow {
@@ -30,9 +29,9 @@ export interface VerdictFacts {
   carried?: { decided: string; since_run: string | null; cap: number | null } | null;
 }
 
-/** The job's now from STATE/runs.jsonl (its last MiB; `keepMs` for lines without keep_ms), or null when it holds no committed run. */
-export function jobNow(state: string, keepMs: number): JobNow | null {
-  const most = mostForgetful(tailRecords(path.join(state, 'runs.jsonl')), keepMs);
+/** The job's now from `records`, runs.jsonl's tail (`keepMs` for lines without keep_ms), or null when it holds no committed run. */
+export function jobNow(records: readonly unknown[], keepMs: number): JobNow | null {
+  const most = mostForgetful(records, keepMs);
   return most === null ? null : { run: most.run, now: most.now };
 }
 

@@ -2,20 +2,20 @@
 // (no lock, no database writes): safe beside a running invocation.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { loadUrlHash, type UrlHash } from '../core/url.js';
-import { urlIdentity } from '../core/reflog.js';
-import { formatTimestamp, timestampToMs } from '../core/time.js';
+import { loadUrlHash, type UrlHash } from '../../core/url.js';
+import { urlIdentity } from '../../core/reflog.js';
+import { formatTimestamp, timestampToMs } from '../../core/time.js';
 import { jobNow, verdictOf, yacobotName, type JobNow } from './explain-verdict.js';
 import { eachReject, findById, idsInFile, recordById } from './find-url.js';
-import { sentByOther } from './claims.js';
-import { lastCommittedRun } from './last-invocation.js';
-import { carryFile } from './carry.js';
-import { tailRecords } from './state/runs-log.js';
-import type { RunRecord } from './plan.js';
-import { PROG, type RunnerOptions } from './options.js';
-import { PartnerView, type YacobotRef } from '../core/store/partner-view.js';
-import type { Timeouts } from '../core/store/store.js';
-import type { SubArgs } from './subcommand.js';
+import { sentByOther } from '../claims.js';
+import { stateLayout } from '../state/layout.js';
+import { lastCommitted } from '../state/run-history.js';
+import { tailRecords } from '../state/runs-log.js';
+import type { RunRecord } from '../plan.js';
+import { PROG, type RunnerOptions } from '../options.js';
+import { PartnerView, type YacobotRef } from '../../core/store/partner-view.js';
+import type { Timeouts } from '../../core/store/store.js';
+import type { SubArgs } from '../subcommand.js';
 
 /** The rejected lines listed per URL; the rest are counted. */
 export const MAX_REJECT_LINES = 10;
@@ -110,22 +110,23 @@ export async function explain(a: SubArgs): Promise<number> {
 /** Explains every URL of `raws` against the state, queue and database of `o`. */
 export async function explainUrls(o: RunnerOptions, raws: readonly string[]): Promise<Explained[]> {
   const hash = await loadUrlHash();
-  const last = lastCommittedRun(o.state);
+  const L = stateLayout(o.state);
+  const runs = tailRecords(L.runs);
+  const last = lastCommitted(runs);
   const settings = { keepMs: last?.keep_ms ?? o.keepMs, resendMs: last?.resend_after_ms ?? o.resendAfterMs };
-  const asOf = jobNow(o.state, settings.keepMs);
+  const asOf = jobNow(runs, settings.keepMs);
   const out: Explained[] = raws.map((input) => {
     const c = urlIdentity(input, hash);
     const known = 'invalid' in c ? { url: null, id: null, domain: null, invalid: c.invalid } : { url: c.url, id: c.id, domain: c.domain, invalid: null };
     return { input, ...known, owner: null, pick: null, current: null, carried: null, sent_in: [], sent_timestamp: null, sent_by: null, rejected_in: [], rejected_more: 0, as_of: asOf, verdict: '' };
   });
   const cap = last?.max_per_domain ?? o.maxPerDomain;
-  for (const e of out) if (e.id !== null) e.carried = carriedEntry(o.state, e.id, cap);
+  for (const e of out) if (e.id !== null) e.carried = carriedEntry(L.carry, runs, e.id, cap);
   await withOwners(o.db, out, o.dbTimeouts);
-  for (const e of out) if (e.id !== null) e.current = currentEntry(path.join(o.state, 'current_log'), e.id, settings);
-  const records = tailRecords(path.join(o.state, 'runs.jsonl'));
-  for (const e of out) if (e.current !== null) e.sent_by = sentByOther(records, e.current.timestamp);
+  for (const e of out) if (e.id !== null) e.current = currentEntry(L.currentLog, e.id, settings);
+  for (const e of out) if (e.current !== null) e.sent_by = sentByOther(runs, e.current.timestamp);
   findSent(o.queueDir, out);
-  await findRejected(path.join(o.state, 'rejects'), out, hash);
+  await findRejected(L.rejects, out, hash);
   for (const e of out) e.verdict = verdictOf(e, asOf, settings.keepMs);
   return out;
 }
@@ -153,13 +154,12 @@ function currentEntry(file: string, id: string, s: { keepMs: number; resendMs: n
   return { timestamp: f[1]!, updatetag: f[2]!, hits: f[3]!, due_at: formatTimestamp(new Date(ts + s.resendMs)), kept_until: formatTimestamp(new Date(ts + s.keepMs)) };
 }
 
-/** The carry's record of `id`, with the committed run whose now is its decision, or null when it does not wait. */
-function carriedEntry(state: string, id: string, cap: number | null): CarriedEntry | null {
-  const f = findById(carryFile(state), id);
+/** The carry's record of `id` (`carry`: STATE/carry), with the committed run of `records` whose now is its decision, or null when it does not wait. */
+function carriedEntry(carry: string, records: readonly unknown[], id: string, cap: number | null): CarriedEntry | null {
+  const f = findById(carry, id);
   if (f === null || f.length < 7) return null;
   const decided = f[6]!;
-  const runs = tailRecords(path.join(state, 'runs.jsonl')) as Partial<RunRecord>[];
-  const by = runs.find((r) => r.status === 'ok' && r.now === decided && typeof r.run === 'string');
+  const by = (records as Partial<RunRecord>[]).find((r) => r.status === 'ok' && r.now === decided && typeof r.run === 'string');
   return { decided, since_run: by?.run ?? null, cap };
 }
 

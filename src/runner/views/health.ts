@@ -2,10 +2,10 @@
 // Beside how the last invocation ended, it looks at what is there now: a lock held past
 // --max-run-time (stuck), and a run a killed invocation left in STATE/staging/.
 import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { formatDuration } from '../core/time.js';
-import type { LastInvocation, LastSuccess } from './last-invocation.js';
-import type { LockState } from './outside.js';
+import { formatDuration } from '../../core/time.js';
+import type { LastInvocation, LastSuccess } from '../state/last-invocation.js';
+import { stagingDir, stagingLayout, stateLayout } from '../state/layout.js';
+import type { LockState } from '../state/lock.js';
 
 /** --max-run-time's default: a run that has not finished within it is stuck. */
 export const DEFAULT_MAX_RUN_MS = 50 * 60_000;
@@ -35,7 +35,7 @@ export function maxRunTimeOf(o: object): number {
 
 /** The runs left in `state`/staging/ (a directory with run.json or COMMIT), by name. */
 export function interruptedRuns(state: string): Interrupted[] {
-  const dir = path.join(state, 'staging');
+  const dir = stateLayout(state).staging;
   let names: string[];
   try {
     names = fs.readdirSync(dir).sort();
@@ -44,9 +44,9 @@ export function interruptedRuns(state: string): Interrupted[] {
   }
   const out: Interrupted[] = [];
   for (const run of names) {
-    const has = (f: string) => fs.existsSync(path.join(dir, run, f));
-    if (has('COMMIT')) out.push({ run, committed: true });
-    else if (has('run.json')) out.push({ run, committed: false });
+    const staged = stagingLayout(stagingDir(state, run));
+    if (fs.existsSync(staged.commit)) out.push({ run, committed: true });
+    else if (fs.existsSync(staged.runJson)) out.push({ run, committed: false });
   }
   return out;
 }

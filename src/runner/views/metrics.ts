@@ -5,11 +5,11 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Gauge, Registry } from 'prom-client';
-import { fsyncPath } from '../core/dirs.js';
-import { ioError } from '../core/errors.js';
-import type { LastInvocation } from './last-invocation.js';
+import { fsyncPath } from '../../core/dirs.js';
+import { ioError } from '../../core/errors.js';
+import type { LastInvocation } from '../state/last-invocation.js';
 import type { Outside } from './outside.js';
-import type { RunRecord } from './plan.js';
+import type { RunRecord } from '../plan.js';
 
 /** What one metrics file shows. */
 export interface MetricsInput {

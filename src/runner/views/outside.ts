@@ -3,23 +3,17 @@
 // status and the metrics file.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { countBacklog, type Backlog } from './commit.js';
-import { countLines } from '../core/lines.js';
-import { planInbox, type RunRecord } from './plan.js';
-import { isValidTimestamp, timestampToMs } from '../core/time.js';
+import { countBacklog, type Backlog } from '../commit.js';
+import { countLines } from '../../core/lines.js';
+import { stateLayout } from '../state/layout.js';
+import { type LockState, lockNow } from '../state/lock.js';
+import { planInbox, type RunRecord } from '../plan.js';
+import { isValidTimestamp, timestampToMs } from '../../core/time.js';
 
 /** The reflogs waiting in the inbox: how many, and the age of the oldest (by its mtime) in seconds. */
 export interface Inbox {
   reflogs: number;
   oldest_age_seconds: number | null;
-}
-
-/** Whether a process holds STATE/lock, and what the lock file says of it. */
-export interface LockState {
-  held: boolean;
-  pid: number | null;
-  host: string | null;
-  since: string | null;
 }
 
 /** Everything status and the metrics file show beside the last invocation. */
@@ -51,8 +45,8 @@ export function lookFromOutside(o: { inbox: string; state: string; queueDir: str
   return {
     inbox: inboxNow(o.inbox, now),
     backlog: countBacklog(o.queueDir),
-    lock: lockNow(path.join(o.state, 'lock')),
-    current_log_urls: currentLogUrls(path.join(o.state, 'current_log'), run),
+    lock: lockNow(stateLayout(o.state).lock),
+    current_log_urls: currentLogUrls(stateLayout(o.state).currentLog, run),
     carry: carryNow(run, now),
   };
 }
@@ -97,41 +91,4 @@ function currentLogUrls(file: string, run: RunRecord | null): number | null {
   } catch {
     return null;
   }
-}
-
-/**
- * Whether `file` is flock'ed now, from /proc/locks (read only: trying the lock would
- * take it for a moment, and a runner starting then would exit 75), and its holder as
- * the lock file names it. Without /proc/locks: whether the pid it names is alive.
- */
-export function lockNow(file: string): LockState {
-  let text = '';
-  let st: fs.Stats | undefined;
-  try {
-    st = fs.statSync(file, { throwIfNoEntry: false });
-    if (st !== undefined) text = fs.readFileSync(file, 'utf8');
-  } catch {
-    /* unreadable: not held as far as can be told */
-  }
-  const pidText = /pid=(\d+)/.exec(text)?.[1];
-  const pid = pidText === undefined ? null : Number(pidText);
-  const holder = { pid, host: /host=(\S+)/.exec(text)?.[1] ?? null, since: /started=(\S+)/.exec(text)?.[1] ?? null };
-  if (st === undefined) return { held: false, pid: null, host: null, since: null };
-  const held = flockedNow(st) ?? (pid !== null && fs.existsSync(`/proc/${pid}`));
-  return held ? { held, ...holder } : { held, pid: null, host: null, since: null };
-}
-
-/** Whether /proc/locks lists a FLOCK on the file of `st`; null when /proc/locks cannot be read. */
-function flockedNow(st: fs.Stats): boolean | null {
-  let locks: string;
-  try {
-    locks = fs.readFileSync('/proc/locks', 'utf8');
-  } catch {
-    return null;
-  }
-  // major:minor:inode, major and minor in hex (the kernel's encoding of st_dev).
-  const major = ((st.dev >> 8) & 0xfff).toString(16).padStart(2, '0');
-  const minor = ((st.dev & 0xff) | ((st.dev >> 12) & 0xfff00)).toString(16).padStart(2, '0');
-  const id = `${major}:${minor}:${st.ino}`;
-  return locks.split('\n').some((l) => l.includes(' FLOCK ') && l.split(/\s+/).includes(id));
 }

@@ -1,13 +1,15 @@
 // What the runner leaves for those who watch it, at every exit: STATE/last-invocation.json
 // and, after an invocation that took the lock or found it held (exit 75), the --metrics-file.
-import { formatPlace, DataError, visibleName } from '../core/errors.js';
+import { formatPlace, DataError, visibleName } from '../../core/errors.js';
 import { interruptedRuns, isStuck, lockAgeMs, maxRunTimeOf, unhealthy, type HealthInput } from './health.js';
-import { invocationRecord, writeLastInvocation, type LastInvocation, type Seen } from './last-invocation.js';
-import { lastRunKept } from './last-run.js';
+import { invocationRecord, writeLastInvocation, type LastInvocation, type Seen } from '../state/last-invocation.js';
+import { lastRunKept } from '../state/last-run.js';
+import { stateLayout } from '../state/layout.js';
+import { tailRecords } from '../state/runs-log.js';
 import { writeMetrics, type Health } from './metrics.js';
-import type { RunnerOptions } from './options.js';
+import type { RunnerOptions } from '../options.js';
 import { lookFromOutside, type Outside } from './outside.js';
-import { sayTo } from './say.js';
+import { sayTo } from '../say.js';
 
 /**
  * Records how the invocation ends (`exit`, `error`): the metrics file when `o` asks for
@@ -17,13 +19,14 @@ import { sayTo } from './say.js';
  */
 export async function recordEnd(o: RunnerOptions | null, state: string | null, seen: Seen, exit: number, error: string | null): Promise<void> {
   if (state === null) return;
+  const runs = tailRecords(stateLayout(state).runs);
   let rec: LastInvocation;
   try {
-    rec = invocationRecord(state, seen, exit, error);
+    rec = invocationRecord(state, seen, exit, error, runs);
   } catch (err) {
     return warnNotRecorded(err);
   }
-  if (o?.metricsFile && (seen.lock || exit === 75)) rec.metrics_error = await recordMetrics(o, o.metricsFile, rec);
+  if (o?.metricsFile && (seen.lock || exit === 75)) rec.metrics_error = await recordMetrics(o, o.metricsFile, rec, runs);
   try {
     writeLastInvocation(state, rec);
   } catch (err) {
@@ -31,10 +34,10 @@ export async function recordEnd(o: RunnerOptions | null, state: string | null, s
   }
 }
 
-/** Writes the metrics file `file` for invocation `rec`; null when written, else the error (naming the file), also said on stderr. */
-async function recordMetrics(o: RunnerOptions, file: string, rec: LastInvocation): Promise<string | null> {
+/** Writes the metrics file `file` for invocation `rec` (`runs`: runs.jsonl's tail); null when written, else the error (naming the file), also said on stderr. */
+async function recordMetrics(o: RunnerOptions, file: string, rec: LastInvocation, runs: readonly unknown[]): Promise<string | null> {
   try {
-    const run = lastRunKept(o.state);
+    const run = lastRunKept(o.state, runs);
     const outside = lookFromOutside(o, run);
     await writeMetrics(file, { invocation: rec, outside, run, health: healthOf(o, rec, outside) });
     return null;

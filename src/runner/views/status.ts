@@ -1,12 +1,15 @@
 // reflog-to-yacobot-queue status: whether the job is healthy, for a person or a
 // monitoring check (exit 0 healthy, 1 not). Reads only; takes no lock.
-import { formatDuration } from '../core/time.js';
-import { visibleName } from '../core/errors.js';
-import { PROG } from './options.js';
+import { formatDuration } from '../../core/time.js';
+import { visibleName } from '../../core/errors.js';
+import { PROG } from '../options.js';
 import { interruptedRuns, isStuck, lockAgeMs, maxRunTimeOf, unhealthy, type Interrupted } from './health.js';
-import { lastCommittedRun, lastSuccess, readLastInvocation, type LastInvocation, type LastSuccess } from './last-invocation.js';
+import { lastSuccess, readLastInvocation, type LastInvocation, type LastSuccess } from '../state/last-invocation.js';
+import { stateLayout } from '../state/layout.js';
+import { lastCommitted } from '../state/run-history.js';
+import { tailRecords } from '../state/runs-log.js';
 import { lookFromOutside, type Outside } from './outside.js';
-import type { SubArgs } from './subcommand.js';
+import type { SubArgs } from '../subcommand.js';
 
 export const STATUS_USAGE = `Usage: ${PROG} status [--json] [--max-age DURATION] [options]
 
@@ -55,8 +58,9 @@ export interface Status {
 /** Prints the status and returns the exit status (0 healthy, 1 not). */
 export function status(a: SubArgs, now = Date.now()): number {
   const last = readLastInvocation(a.o.state);
-  const success = lastSuccess(a.o.state, last);
-  const { lock, current_log_urls, ...outside } = lookFromOutside(a.o, lastCommittedRun(a.o.state), now);
+  const runs = tailRecords(stateLayout(a.o.state).runs);
+  const success = lastSuccess(runs, last);
+  const { lock, current_log_urls, ...outside } = lookFromOutside(a.o, lastCommitted(runs), now);
   const h = { last, success, lock, interrupted: interruptedRuns(a.o.state), maxAgeMs: a.maxAgeMs, maxRunMs: maxRunTimeOf(a.o), now };
   const why = unhealthy(h);
   const age = lockAgeMs(lock, now);
