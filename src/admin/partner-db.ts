@@ -9,6 +9,7 @@ import { LeastLoaded } from '../core/store/assign.js';
 import { normalizeDomain } from '../core/store/domains.js';
 import { countMove } from '../core/store/moves.js';
 import { initStore, openStore } from '../core/store/open.js';
+import { checkDbName } from '../core/db-uri.js';
 import { SCHEMA_VERSION } from '../core/store/schema.js';
 import { findYacobotIn, timeoutsOf, type OpenOptions, type PartnerStore, type Row, type Sql, type Timeouts } from '../core/store/store.js';
 import { missingOwnerError, MAX_WEIGHT, type MissingOwner, type Yacobot, type YacobotLoad } from '../core/store/yacobots.js';
@@ -631,6 +632,8 @@ const COPY_BATCH = 10_000;
  * which replaces them.
  */
 async function copyCommand(fromDb: string, toDb: string, force: boolean, timeouts: Timeouts): Promise<void> {
+  // Both names before either is opened: a bad TO is refused before FROM is read.
+  for (const db of [fromDb, toDb]) checkDbName(db);
   // A source of schema version 1 is read as it is: copy reads only the contract's tables.
   const from = await openStore(fromDb, { readonly: true, anyVersion: true, timeouts });
   try {

@@ -11,7 +11,7 @@ import { isValidTimestamp, parseDuration } from '../core/time.js';
 import { DEFAULT_KEEP, DEFAULT_RESEND_AFTER } from '../stages/filter-url.js';
 import { DEFAULT_CARRY_KEEP } from '../stages/limit-domains.js';
 import { isPgUri, timeoutsOf, type Timeouts } from '../core/store/store.js';
-import { looksLikeUri, pgUriProblem } from '../core/db-uri.js';
+import { dbNameProblem } from '../core/db-uri.js';
 import { rememberSecretsIn } from '../core/secrets.js';
 
 export const PROG = 'reflog-to-yacobot-queue';
@@ -504,11 +504,11 @@ function maxRunTimeOption(o: OptionReader): number {
   return ms;
 }
 
-/** --db (STATE/partner.db by default; a postgres:// URI as it is, a URI-like one that is no PostgreSQL URI refused) and the time-outs, as the stages take them. */
+/** --db (STATE/partner.db by default; a postgres:// URI as it is; one that is neither a file path nor a PostgreSQL URI refused) and the time-outs, as the stages take them. */
 function dbOptions(o: OptionReader, state: string): Pick<RunnerOptions, 'db' | 'dbArgs' | 'dbTimeouts'> {
   const given = o.get('db');
-  const problem = given !== undefined && looksLikeUri(given) ? pgUriProblem(given) : null;
-  if (problem !== null) throw new UsageError(`${o.named('db')} is not a PostgreSQL URI: ${problem}`);
+  const problem = given === undefined ? null : dbNameProblem(given);
+  if (problem !== null) throw new UsageError(`${o.named('db')} is ${problem}`);
   const db = given !== undefined ? (isPgUri(given) ? given : o.pathOf('db', '')) : path.join(state, 'partner.db');
   const dbArgs: string[] = [];
   const raw: Record<string, string> = {};
