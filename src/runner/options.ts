@@ -10,7 +10,7 @@ import { parseBudget } from '../core/size.js';
 import { isValidTimestamp, parseDuration } from '../core/time.js';
 import { DEFAULT_KEEP, DEFAULT_RESEND_AFTER } from '../stages/filter-url.js';
 import { DEFAULT_CARRY_KEEP } from '../stages/limit-domains.js';
-import { isPgUri, timeoutsOf, type Timeouts } from '../core/store/store.js';
+import { DEFAULT_TIMEOUTS, TIMEOUT_OPTIONS, camelOf, isPgUri, timeoutsOf, type Timeouts } from '../core/store/store.js';
 import { dbNameProblem } from '../core/db-uri.js';
 import { rememberSecretsIn } from '../core/secrets.js';
 
@@ -89,6 +89,7 @@ export const KEYS = [
   'master-name',
   'claim-lease',
   'connect-timeout',
+  'answer-timeout',
   'statement-timeout',
   'lock-timeout',
 ] as const;
@@ -150,10 +151,13 @@ Options (each also a key of the --config file):
                           (default ./var/state)
   --db DB                 partner database: a SQLite file or a postgres:// URI
                           (default STATE/partner.db)
-  --connect-timeout S     PostgreSQL: seconds to wait for a connection (10)
-  --statement-timeout S   PostgreSQL: seconds one statement may take (300)
+  --connect-timeout S     PostgreSQL: seconds to wait for a connection (${DEFAULT_TIMEOUTS.connectMs / 1000})
+  --answer-timeout S      PostgreSQL: seconds to wait for the answer to any
+                          one request before taking the server as stopped (${DEFAULT_TIMEOUTS.answerMs / 1000})
+  --statement-timeout S   PostgreSQL: seconds one statement may run on the
+                          server (${DEFAULT_TIMEOUTS.statementMs / 1000}; at most --answer-timeout less a margin)
   --lock-timeout S        PostgreSQL: seconds to wait for another master's
-                          commit (60)
+                          commit (${DEFAULT_TIMEOUTS.lockMs / 1000})
   --queue-dir DIR         queue root: DIR/<yacobot_id>/<run>.tsv
                           (default ./var/queue)
   --now YYYYMMDDhhmmss    "now" of every run of this invocation (see below)
@@ -512,10 +516,10 @@ function dbOptions(o: OptionReader, state: string): Pick<RunnerOptions, 'db' | '
   const db = given !== undefined ? (isPgUri(given) ? given : o.pathOf('db', '')) : path.join(state, 'partner.db');
   const dbArgs: string[] = [];
   const raw: Record<string, string> = {};
-  for (const [k, opt] of [['connect-timeout', 'connectTimeout'], ['statement-timeout', 'statementTimeout'], ['lock-timeout', 'lockTimeout']] as const) {
+  for (const [k] of TIMEOUT_OPTIONS) {
     const v = o.get(k);
     if (v === undefined) continue;
-    raw[opt] = v;
+    raw[camelOf(k)] = v;
     dbArgs.push(`--${k}`, v);
   }
   // Read as the stages read them: a value they would refuse would fail every run.
