@@ -108,7 +108,7 @@ test('runner: --db may be a PostgreSQL URI, on the command line or in the config
   assert.ok(typeof flag === 'object');
   assert.equal(flag.db, uri);
   assert.deepEqual(flag.dbArgs, ['--lock-timeout', '5']);
-  assert.deepEqual(flag.dbTimeouts, { connectMs: 10_000, answerMs: 20_000, statementMs: 15_000, lockMs: 5000 });
+  assert.deepEqual(flag.dbTimeouts, { connectMs: 5000, answerMs: 20_000, statementMs: 15_000, lockMs: 5000 });
   const dir = scratch();
   const conf = path.join(dir, 'runner.conf');
   // An older configuration's statement-timeout = 300 stays valid beside the newer answer-timeout.

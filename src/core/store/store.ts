@@ -47,7 +47,7 @@ export interface Timeouts {
   lockMs: number;
 }
 
-export const DEFAULT_TIMEOUTS: Timeouts = { connectMs: 10_000, answerMs: 20_000, statementMs: 15_000, lockMs: 60_000 };
+export const DEFAULT_TIMEOUTS: Timeouts = { connectMs: 5000, answerMs: 20_000, statementMs: 15_000, lockMs: 60_000 };
 
 /** The time-out options of a PostgreSQL --db: name, Timeouts field, what it bounds (their help). */
 export const TIMEOUT_OPTIONS = [
