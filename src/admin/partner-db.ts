@@ -295,7 +295,7 @@ hosts under analyze-dump --domain-mode host. A domain that starts with '-'
 goes after '--': assign -- -a-.com YACOBOT.`,
     )
     .option('--db <db>', `the partner database: a SQLite file or a postgres:// URI; required, unless ${DB_ENV} holds it (which keeps a password off the command line)`);
-  for (const [flag, field, help] of TIMEOUT_OPTIONS) program.option(`--${flag} <s>`, `PostgreSQL: ${help} (default ${DEFAULT_TIMEOUTS[field] / 1000}; 0: no limit)`);
+  for (const [flag, field, help, zero] of TIMEOUT_OPTIONS) program.option(`--${flag} <s>`, `PostgreSQL: ${help} (default ${DEFAULT_TIMEOUTS[field] / 1000}; 0: ${zero})`);
   program
     .addHelpText(
       'after',

@@ -49,12 +49,12 @@ export interface Timeouts {
 
 export const DEFAULT_TIMEOUTS: Timeouts = { connectMs: 5000, answerMs: 20_000, statementMs: 15_000, lockMs: 60_000 };
 
-/** The time-out options of a PostgreSQL --db: name, Timeouts field, what it bounds (their help). */
+/** The time-out options of a PostgreSQL --db: name, Timeouts field, what it bounds, what 0 means (their help). */
 export const TIMEOUT_OPTIONS = [
-  ['connect-timeout', 'connectMs', 'seconds to wait for a connection'],
-  ['answer-timeout', 'answerMs', 'seconds to wait for the answer to any one request before taking the server as stopped or cut off'],
-  ['statement-timeout', 'statementMs', 'seconds one statement may run on the server (at most --answer-timeout less a margin)'],
-  ['lock-timeout', 'lockMs', "seconds to wait for a lock, another writer's among them"],
+  ['connect-timeout', 'connectMs', 'seconds to wait for a connection', 'no limit'],
+  ['answer-timeout', 'answerMs', 'seconds to wait for the answer to any one request before taking the server as stopped or cut off', '--statement-timeout and a margin'],
+  ['statement-timeout', 'statementMs', 'seconds one statement may run on the server (at most --answer-timeout less a margin)', 'no limit'],
+  ['lock-timeout', 'lockMs', "seconds to wait for a lock, another writer's among them", 'no limit'],
 ] as const;
 
 /** A time-out option's name as commander keys it (answer-timeout: answerTimeout). */
@@ -144,7 +144,7 @@ export async function findYacobotIn(q: Sql, ref: string): Promise<Yacobot> {
 export function addDbOptions(cmd: Command, required = true): Command {
   const what = `the partner database: a SQLite file or a postgres:// URI${required ? ' (required)' : ''}; ${DB_ENV} when not given (the runner hands it so: never on an argv, which ps shows)`;
   cmd.addOption(new Option('--db <db>', what).env(DB_ENV).makeOptionMandatory(required));
-  for (const [flag, field, help] of TIMEOUT_OPTIONS) cmd.option(`--${flag} <s>`, `PostgreSQL: ${help} (0: no limit)`, String(DEFAULT_TIMEOUTS[field] / 1000));
+  for (const [flag, field, help, zero] of TIMEOUT_OPTIONS) cmd.option(`--${flag} <s>`, `PostgreSQL: ${help} (0: ${zero})`, String(DEFAULT_TIMEOUTS[field] / 1000));
   return cmd;
 }
 
