@@ -18,6 +18,7 @@ export const SLOW: readonly string[] = [
   'faults',
   'fuzz',
   'kill-sweep',
+  'pg-flood',
   'politeness',
   'properties',
   'runner-commit',
