@@ -7,6 +7,7 @@
 // join-current and filter-url, as the runner's chain writes it. Then times each part,
 // best of --repeat, with the file in the page cache (the usual case: the last commit
 // wrote it an hour before) and after dropping it from the cache where that is allowed.
+import '../src/cli/runtime.js'; // first: exits 2 on an unsupported Node.js before the imports below load
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
