@@ -11,7 +11,7 @@ import * as path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { hasStackTrace } from './lib/run.js';
 import { assertSameState, runsJsonl, snapshot } from './lib/runner-state.js';
-import { REFLOGS, RUNS, copyOf, fresh, keepOnly, runner, warningLines, writeReflog } from './lib/runner.js';
+import { REFLOGS, RUNS, copyOf, fresh, keepOnly, runner, twoHoursCommitted, warningLines, writeReflog } from './lib/runner.js';
 
 const [, R1, R2] = RUNS.map((f) => f.replace(/\.reflog$/, '')) as [string, string, string];
 const CAP = ['--max-per-domain', '2'];
@@ -30,17 +30,19 @@ const memoryOf = (dir: string) => JSON.parse(fs.readFileSync(path.join(dir, 'var
 let base: string | null = null;
 async function baseState(): Promise<string> {
   if (base !== null) return base;
-  const dir = fresh();
-  keepOnly(dir, RUNS[0]!);
-  assert.equal((await run(dir)).status, 0);
-  fs.copyFileSync(path.join(dir, 'var/state/carry'), path.join(dir, 'older'));
-  fs.copyFileSync(path.join(REFLOGS, RUNS[1]!), path.join(dir, 'var/inbox', RUNS[1]!));
-  assert.equal((await run(dir)).status, 0);
-  fs.copyFileSync(path.join(REFLOGS, RUNS[2]!), path.join(dir, 'var/inbox', RUNS[2]!));
+  const dir = await twoHoursCommitted(CAP, 'carry');
   const carry = fs.readFileSync(path.join(dir, 'var/state/carry'));
   assert.ok(carry.length > 0 && !carry.equals(fs.readFileSync(path.join(dir, 'older'))), 'URLs wait, others than after R0');
   base = dir;
   return dir;
+}
+
+/** A copy of the base state with STATE/`names` emptied; returns it and its state directory. */
+async function emptied(...names: string[]): Promise<{ dir: string; state: string }> {
+  const dir = copyOf(await baseState());
+  const state = path.join(dir, 'var/state');
+  for (const n of names) fs.writeFileSync(path.join(state, n), '');
+  return { dir, state };
 }
 
 /** The base state's R2 run untouched: what a restored state must give. */
@@ -113,10 +115,7 @@ describe('the carry is checked memory', () => {
   }
 
   test('no backup matches: the message says so; --reset-current-log goes on with the carry as it is, with a warning', async () => {
-    const dir = copyOf(await baseState());
-    const state = path.join(dir, 'var/state');
-    fs.writeFileSync(path.join(state, 'carry'), '');
-    fs.writeFileSync(path.join(state, 'carry.last'), '');
+    const { dir, state } = await emptied('carry', 'carry.last');
     const message = await refused(dir);
     assert.match(message, /found 0 bytes, 0 URLs, sha256 e3b0c44298fc: emptied\): .*no copy here matches it \(.*carry\.last neither\): restore the carry from a backup of that run/);
     const reset = await run(dir, [...CAP, '--reset-current-log']);
@@ -133,10 +132,7 @@ describe('the carry is checked memory', () => {
   });
 
   test('current_log and the carry both damaged: one message names both', async () => {
-    const dir = copyOf(await baseState());
-    const state = path.join(dir, 'var/state');
-    fs.writeFileSync(path.join(state, 'carry'), '');
-    fs.writeFileSync(path.join(state, 'current_log'), '');
+    const { dir, state } = await emptied('carry', 'current_log');
     const r = await run(dir);
     assert.equal(r.status, 1, r.stderr);
     assert.equal(runsJsonl(dir).at(-1)!.failed_stage, 'current_log');
