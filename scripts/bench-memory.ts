@@ -67,7 +67,7 @@ function bench(o: Options): void {
   const staging = fs.mkdtempSync(path.join(o.out, 'staging-'));
   fs.mkdirSync(path.join(staging, 'work'));
   const record = { run: 'bench', status: 'ok', now: '20110728060000', keep_ms: 3_600_000 } as RunRecord;
-  const commit = best(o.repeat, () => stageMemory(staging, staging, file, record));
+  const commit = best(o.repeat, () => stageMemory(staging, { staging, work: path.join(staging, 'work'), currentNext: file }, record));
   fs.rmSync(staging, { recursive: true, force: true });
   const rate = (s: number) => `${s.toFixed(2)} s (${(mib / s).toFixed(0)} MiB/s)`;
   process.stdout.write(
