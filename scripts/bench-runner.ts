@@ -3,6 +3,7 @@
 // domains, for each N of a list, side by side in one run; with --flood also an hour
 // whose every line is on a new domain. Reads each stage's peak RSS and time from the
 // run's line in runs.jsonl (its summary's peak_rss_mib and ms).
+import '../src/cli/runtime.js'; // first: exits 2 on an unsupported Node.js before the imports below load
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';

@@ -17,6 +17,7 @@
 // gives its ratio to SQLite. With --domains, instead: hours 1 and 2 through the cron
 // runner with the partner table pre-filled with N domains, for each N
 // (scripts/bench-runner.ts). Not a test: nothing is asserted. Outputs go to --out (default bench/out/, gitignored).
+import '../src/cli/runtime.js'; // first: exits 2 on an unsupported Node.js before the imports below load
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';

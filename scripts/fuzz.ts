@@ -12,6 +12,7 @@
 //
 // A failing input is saved under fuzz-failures/ with the arguments and the problems.
 // test/fuzz.test.ts runs a short seeded pass of the same code in `npm test`.
+import '../src/cli/runtime.js'; // first: exits 2 on an unsupported Node.js before the imports below load
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';

@@ -9,6 +9,7 @@
 // --messy, the URLs are spelled every way URL parsers of different releases may disagree
 // on (IDNA deviation characters, every ASCII punctuation mark, percent-encodings, odd
 // hosts), drawn from a pool that does not depend on the hour.
+import '../src/cli/runtime.js'; // first: exits 2 on an unsupported Node.js before the imports below load
 import * as fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { intOption, runAdmin } from '../src/cli/admin.js';

@@ -9,8 +9,9 @@ import { LeastLoaded } from '../core/store/assign.js';
 import { normalizeDomain } from '../core/store/domains.js';
 import { countMove } from '../core/store/moves.js';
 import { initStore, openStore } from '../core/store/open.js';
+import { checkDbName } from '../core/db-uri.js';
 import { SCHEMA_VERSION } from '../core/store/schema.js';
-import { findYacobotIn, timeoutsOf, type OpenOptions, type PartnerStore, type Row, type Sql, type Timeouts } from '../core/store/store.js';
+import { DEFAULT_TIMEOUTS, TIMEOUT_OPTIONS, findYacobotIn, timeoutsOf, type OpenOptions, type PartnerStore, type Row, type Sql, type Timeouts } from '../core/store/store.js';
 import { missingOwnerError, MAX_WEIGHT, type MissingOwner, type Yacobot, type YacobotLoad } from '../core/store/yacobots.js';
 import { DataError, UsageError, clipText, formatPlace, hasControl, ioError, shellQuote, visibleName } from '../core/errors.js';
 import { parseCount, parseDecimal } from '../core/numbers.js';
@@ -293,10 +294,9 @@ stored as URL records carry them: registrable domains (example.co.uk), or whole
 hosts under analyze-dump --domain-mode host. A domain that starts with '-'
 goes after '--': assign -- -a-.com YACOBOT.`,
     )
-    .option('--db <db>', `the partner database: a SQLite file or a postgres:// URI; required, unless ${DB_ENV} holds it (which keeps a password off the command line)`)
-    .option('--connect-timeout <s>', 'PostgreSQL: seconds to wait for a connection (0: no limit)')
-    .option('--statement-timeout <s>', 'PostgreSQL: seconds one statement may take (0: no limit)')
-    .option('--lock-timeout <s>', "PostgreSQL: seconds to wait for a lock, another writer's among them (0: no limit)")
+    .option('--db <db>', `the partner database: a SQLite file or a postgres:// URI; required, unless ${DB_ENV} holds it (which keeps a password off the command line)`);
+  for (const [flag, field, help, zero] of TIMEOUT_OPTIONS) program.option(`--${flag} <s>`, `PostgreSQL: ${help} (default ${DEFAULT_TIMEOUTS[field] / 1000}; 0: ${zero})`);
+  program
     .addHelpText(
       'after',
       `
@@ -631,6 +631,8 @@ const COPY_BATCH = 10_000;
  * which replaces them.
  */
 async function copyCommand(fromDb: string, toDb: string, force: boolean, timeouts: Timeouts): Promise<void> {
+  // Both names before either is opened: a bad TO is refused before FROM is read.
+  for (const db of [fromDb, toDb]) checkDbName(db);
   // A source of schema version 1 is read as it is: copy reads only the contract's tables.
   const from = await openStore(fromDb, { readonly: true, anyVersion: true, timeouts });
   try {

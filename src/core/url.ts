@@ -75,7 +75,7 @@ export function canonicalize(raw: string, opts: UrlOptions): CanonicalUrl | Reje
     return { reason: 'URL too long', detail: `canonical form ${url.length} bytes, max ${opts.maxUrlBytes}` };
   }
   const domain = opts.domainMode === 'host' ? withoutTrailingDot(host) : domainOfHost(host);
-  const long = domainTooLong(domain);
+  const long = domainTooLong(domain.length);
   if (long !== null) return { reason: 'domain too long', detail: long };
   return { url, domain };
 }

@@ -1,6 +1,6 @@
 // The per-domain cap in the runner: limit-domains in the chain (with --max-per-domain, or
-// while URLs still wait), STATE/carry (committed with current_log), and what a run's
-// record says of it.
+// while URLs still wait), STATE/carry (committed with current_log, checked and backed up
+// as it is: memory.ts), and what a run's record says of it.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { RunnerOptions } from './options.js';
@@ -12,6 +12,11 @@ const NO_CAP = 2 ** 31;
 /** Where the state keeps the URLs that wait for a later run (carry records). */
 export function carryFile(state: string): string {
   return path.join(state, 'carry');
+}
+
+/** Where the commit keeps a copy of the carry it left. */
+export function carryBackup(state: string): string {
+  return path.join(state, 'carry.last');
 }
 
 /** Where a run stages its next carry (renamed over STATE/carry by the commit). */
@@ -29,12 +34,13 @@ export function carryWaits(state: string): boolean {
 }
 
 /**
- * limit-domains' command for a run, between filter-url and upload-domains; null when
- * there is no cap and nothing waits: then the chain is the one without the stage.
+ * limit-domains' command for a run, between filter-url and upload-domains (reading the
+ * carry at p.carryIn); null when there is no cap and nothing waits: then the chain is the
+ * one without the stage.
  */
 export function limitStage(o: RunnerOptions, p: RunPaths, now: string): StageCmd | null {
   if (o.maxPerDomain === null && !carryWaits(o.state)) return null;
-  const args = ['--max-per-domain', String(o.maxPerDomain ?? NO_CAP), '--carry', carryFile(o.state), '--carry-out', stagedCarry(p)];
+  const args = ['--max-per-domain', String(o.maxPerDomain ?? NO_CAP), '--carry', p.carryIn, '--carry-out', stagedCarry(p)];
   args.push('--now', now, '--carry-keep', String(o.carryKeepMs / 1000), '--tmp', p.tmp);
   if (o.memory !== null) args.push('--memory', o.memory);
   return { name: 'limit-domains', args };

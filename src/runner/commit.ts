@@ -22,11 +22,14 @@
 //                 copy of it (made before COMMIT) over STATE/current_log.last, the
 //                 backup (each skipped when the staged file is gone: renamed before a
 //                 crash; a marker of a runner before the copy makes the backup a hard link).
+//   2a. carry     rename the staged carry (a run with limit-domains in its chain) over
+//                 STATE/carry, then the staged copy of the carry the run leaves (made
+//                 before COMMIT) over STATE/carry.last (each skipped when gone).
 //   2b. settings  write the run's --keep and --resend-after to STATE/settings.json,
 //                 with what keyed its URLs (the parser and keying options, rekey.ts).
-//   2c. memory    write current_log's identity (size, URL count, SHA-256) and the
-//                 replay warning's reference to STATE/memory.json (memory.ts): the next
-//                 run checks current_log against it before reading it.
+//   2c. memory    write the identities (size, URL count, SHA-256) of current_log and
+//                 the carry, and the replay warning's reference, to STATE/memory.json
+//                 (memory.ts): the next run checks both against it before reading them.
 //   3. rejects    rename staged rejects to STATE/rejects/RUN.tsv; with none, remove
 //                 a STATE/rejects/RUN.tsv an earlier commit of the name left (that
 //                 file is the last committed run's). Then remove the rejects of a
@@ -59,10 +62,10 @@ import { fsyncTree, mkdirDurable, moveDurable, prepareCopy, preparedPath, publis
 import { parkedPath } from './fsutil.js';
 import { REFLOG_EXT, failedRejects, keptRejects, type RunRecord } from './plan.js';
 import { reflogIdentity, sameFile, type ReflogIdentity } from './state/inbox.js';
-import { memoryFile, stagedBackup, type MemoryRecord } from './memory.js';
+import { memoryFile, stagedBackup, stagedCarryBackup, type MemoryRecord } from './memory.js';
 import { currentLogLink, settingsFile, settingsText } from './settings.js';
 import type { KeyedBy } from './rekey.js';
-import { carryFile, stagedCarry } from './carry.js';
+import { carryBackup, carryFile, stagedCarry } from './carry.js';
 import type { HourClaimRef } from '../core/store/claims.js';
 
 /** Everything the publish needs, recorded in the COMMIT marker (absolute paths). */
@@ -585,14 +588,16 @@ function memoryStep(plan: CommitPlan): Step {
 
 /**
  * Step carry: replaces STATE/carry with the staged one (a run with limit-domains in its
- * chain; none without). After current_log's: both are the state this run leaves, and a
- * crash between the two is rolled forward.
+ * chain; none without), then the backup with the staged copy of the carry the run
+ * leaves. After current_log's: both are the state this run leaves, and a crash between
+ * the two is rolled forward.
  */
 function carryStep(plan: CommitPlan, work: string): Step {
   return {
     name: 'carry',
     run() {
       moveIntoPlace(stagedCarry({ work }), carryFile(plan.state));
+      if (plan.memory?.carry) moveIntoPlace(stagedCarryBackup(plan.staging), carryBackup(plan.state));
     },
   };
 }
@@ -765,8 +770,9 @@ function stepWork(step: string): string {
   if (step.startsWith('queue:')) return `publish the queue file of Yacobot ${step.slice('queue:'.length)}`;
   const work: Record<string, string> = {
     current_log: 'replace current_log',
+    carry: 'replace the carry',
     settings: 'store its settings',
-    memory: "record current_log's identity",
+    memory: "record the identities of current_log and the carry",
     rejects: 'keep its rejects',
     record: 'append its runs.jsonl line',
     reflog: 'move its reflog to done/',

@@ -9,8 +9,8 @@ import { parseGroupedCount, parseRatio, ratioError } from '../core/numbers.js';
 import { parseBudget } from '../core/size.js';
 import { isValidTimestamp, parseDuration } from '../core/time.js';
 import { DEFAULT_CARRY_KEEP, DEFAULT_KEEP, DEFAULT_RESEND_AFTER } from '../core/defaults.js';
-import { isPgUri, timeoutsOf, type Timeouts } from '../core/store/store.js';
-import { looksLikeUri, pgUriProblem } from '../core/db-uri.js';
+import { DEFAULT_TIMEOUTS, TIMEOUT_OPTIONS, camelOf, isPgUri, timeoutsOf, type Timeouts } from '../core/store/store.js';
+import { dbNameProblem } from '../core/db-uri.js';
 import { rememberSecretsIn } from '../core/secrets.js';
 import { PROG } from './say.js';
 
@@ -89,6 +89,7 @@ export const KEYS = [
   'master-name',
   'claim-lease',
   'connect-timeout',
+  'answer-timeout',
   'statement-timeout',
   'lock-timeout',
 ] as const;
@@ -150,10 +151,13 @@ Options (each also a key of the --config file):
                           (default ./var/state)
   --db DB                 partner database: a SQLite file or a postgres:// URI
                           (default STATE/partner.db)
-  --connect-timeout S     PostgreSQL: seconds to wait for a connection (10)
-  --statement-timeout S   PostgreSQL: seconds one statement may take (300)
+  --connect-timeout S     PostgreSQL: seconds to wait for a connection (${DEFAULT_TIMEOUTS.connectMs / 1000})
+  --answer-timeout S      PostgreSQL: seconds to wait for the answer to any
+                          one request before taking the server as stopped (${DEFAULT_TIMEOUTS.answerMs / 1000})
+  --statement-timeout S   PostgreSQL: seconds one statement may run on the
+                          server (${DEFAULT_TIMEOUTS.statementMs / 1000}; at most --answer-timeout less a margin)
   --lock-timeout S        PostgreSQL: seconds to wait for another master's
-                          commit (60)
+                          commit (${DEFAULT_TIMEOUTS.lockMs / 1000})
   --queue-dir DIR         queue root: DIR/<yacobot_id>/<run>.tsv
                           (default ./var/queue)
   --now YYYYMMDDhhmmss    "now" of every run of this invocation (see below)
@@ -504,18 +508,18 @@ function maxRunTimeOption(o: OptionReader): number {
   return ms;
 }
 
-/** --db (STATE/partner.db by default; a postgres:// URI as it is, a URI-like one that is no PostgreSQL URI refused) and the time-outs, as the stages take them. */
+/** --db (STATE/partner.db by default; a postgres:// URI as it is; one that is neither a file path nor a PostgreSQL URI refused) and the time-outs, as the stages take them. */
 function dbOptions(o: OptionReader, state: string): Pick<RunnerOptions, 'db' | 'dbArgs' | 'dbTimeouts'> {
   const given = o.get('db');
-  const problem = given !== undefined && looksLikeUri(given) ? pgUriProblem(given) : null;
-  if (problem !== null) throw new UsageError(`${o.named('db')} is not a PostgreSQL URI: ${problem}`);
+  const problem = given === undefined ? null : dbNameProblem(given);
+  if (problem !== null) throw new UsageError(`${o.named('db')} is ${problem}`);
   const db = given !== undefined ? (isPgUri(given) ? given : o.pathOf('db', '')) : path.join(state, 'partner.db');
   const dbArgs: string[] = [];
   const raw: Record<string, string> = {};
-  for (const [k, opt] of [['connect-timeout', 'connectTimeout'], ['statement-timeout', 'statementTimeout'], ['lock-timeout', 'lockTimeout']] as const) {
+  for (const [k] of TIMEOUT_OPTIONS) {
     const v = o.get(k);
     if (v === undefined) continue;
-    raw[opt] = v;
+    raw[camelOf(k)] = v;
     dbArgs.push(`--${k}`, v);
   }
   // Read as the stages read them: a value they would refuse would fail every run.

@@ -7,7 +7,7 @@ import { clipText, hasControl, shellQuote, visibleName } from '../core/errors.js
 import { formatDuration, formatTimestamp, isValidTimestamp, timestampToMs } from '../core/time.js';
 import { UNTERMINATED_WARNING } from '../core/records.js';
 import type { RunnerOptions } from './options.js';
-import { limitStage } from './carry.js';
+import { carryFile, limitStage } from './carry.js';
 
 export const REFLOG_EXT = '.reflog';
 
@@ -199,6 +199,8 @@ export interface RunPaths {
   currentNext: string;
   /** The current_log join-current reads: STATE/current_log, or its re-keyed copy in work/ (rekey.ts). */
   currentIn: string;
+  /** The carry limit-domains reads: STATE/carry, or its re-keyed copy in work/ (rekey.ts). */
+  carryIn: string;
   rejects: string;
   /** STATE/rejects/RUN.tsv, where the staged rejects are kept. */
   rejectsKept: string;
@@ -223,6 +225,7 @@ export function runPaths(o: Pick<RunnerOptions, 'inbox' | 'state'>, name: string
     queue: path.join(work, 'queue'),
     currentNext: path.join(work, 'current_log'),
     currentIn: path.join(o.state, 'current_log'),
+    carryIn: carryFile(o.state),
     rejects: path.join(work, 'rejects.tsv'),
     rejectsKept: keptRejects(o.state, name),
     rejectsFailed: failedRejects(o.state, name),

@@ -1,41 +1,37 @@
 // URL identity follows the parser (SPEC "Runs"): the canonical URL, and so the id and
 // the domain, comes from the runtime's WHATWG URL parser (ada, inside Node.js), which
 // changes between Node.js releases. The state records what produced its ids
-// (settings.json's keyed_by); the first run under another parser re-keys current_log
-// before its hour: each URL re-canonicalized and re-hashed, its domain retaken, the
-// log re-sorted in the usual memory bound, entries that now share an id merged as
-// group-sum merges them. The re-keyed log is staged in the run's work area and read
-// by join-current in place of current_log, so it reaches the state only through the
-// run's own commit (with the new keyed_by): a crash before it leaves the old state,
-// which the rerun re-keys again.
+// (settings.json's keyed_by); the first run under another parser re-keys the memory,
+// current_log and the carry, before its hour (rekey-log.ts: each URL re-canonicalized
+// and re-hashed, its domain retaken, the file re-sorted, entries that now share an id
+// merged). The re-keyed files are staged in the run's work area and read by
+// join-current and limit-domains in place of the state's, so they reach the state only
+// through the run's own commit (with the new keyed_by): a crash before it leaves the
+// old state, which the rerun re-keys again.
 //
 // What re-parsing cannot recover: a host the old parser mapped with a loss. Node 20's
 // parser (ada 2.9) maps the capital sharp s (U+1E9E) to "ss", Node 24's (ada 4) to ß:
 // a `ss` in an old canonical host may have been either. For such characters (found
 // by comparing the stored parser's answers for probe hosts with this one's), the
 // re-key reads the hour's reflog: each URL whose host has one gets, besides its own
-// canonical form, the old parser's (the character replaced as the old parser did),
-// and a current_log entry under that old form is copied to the new form. keyed_by
-// keeps the old parser's probes for --keep after the re-key (`legacy`), and the runs
-// until then make the same copies for their hours, when current_log holds such an entry.
+// canonical form, the old parser's (the character replaced as the old parser did); a
+// current_log entry under that old form is copied to the new form (held back either
+// way), a carry entry moved to it (sent once, as the hour spells it). keyed_by keeps the
+// old parser's probes for --keep after the re-key (`legacy`), and the runs until then
+// do the same for their hours, when current_log or the carry holds such an entry.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 import { DataError, formatPlace, visibleName } from '../core/errors.js';
 import { FileLineReader } from '../core/lines.js';
-import { U_DOMAIN, U_HITS, U_TAG, U_TS, U_URL, checkUrlRecord } from '../core/records.js';
-import { addHits } from '../core/hits.js';
 import { parseSize } from '../core/size.js';
 import { formatTimestamp, timestampToMs } from '../core/time.js';
-import { RecordBatch, RecordSorter } from '../core/sorter.js';
-import { FileWriter } from '../core/writers.js';
 import { DEFAULT_MAX_URL_BYTES, canonicalize, idText, loadUrlHash, type UrlHash, type UrlOptions } from '../core/url.js';
+import { carryFile, carryWaits } from './carry.js';
 import { PROG, type RunnerOptions } from './options.js';
 import type { RunPaths } from './plan.js';
+import { RUNNER_URL_OPTIONS, type Keyed, type MemoryFile, type RekeyCounts, rekeyLog } from './rekey-log.js';
 import { settingsFile } from './settings.js';
-
-/** How the runner keys URLs: analyze-dump's defaults (the runner passes no keying option). */
-export const RUNNER_URL_OPTIONS: UrlOptions = { maxUrlBytes: DEFAULT_MAX_URL_BYTES, dropParams: null, sortQuery: false, domainMode: 'registrable' };
 
 /** What produced a state's ids: the parser's versions and the keying options, as settings.json's keyed_by holds them. */
 export interface KeyedBy {
@@ -52,7 +48,8 @@ export interface KeyedBy {
   idna: Record<string, string | null>;
   /**
    * After a re-key from a parser that lost characters: its probes, and until when
-   * current_log may still hold entries it keyed (the re-key run's now plus --keep).
+   * current_log or the carry may still hold entries it keyed (the re-key run's now plus
+   * --keep, or --carry-keep with a cap when that is longer).
    */
   legacy?: { idna: Record<string, string | null>; until: string };
 }
@@ -141,9 +138,9 @@ export function lostCharacters(from: KeyedBy, to: KeyedBy): Map<string, string> 
 }
 
 /**
- * What a run committed at `now` with --keep `keepMs` stores as keyed_by: this runtime's
- * keying, and a legacy (KeyedBy.legacy) when the run re-keyed from a parser that lost
- * characters, or the state's own while it lasts.
+ * What a run committed at `now` stores as keyed_by: this runtime's keying, and a legacy
+ * (KeyedBy.legacy, for `keepMs`: the longest an entry stays in current_log or the carry)
+ * when the run re-keyed from a parser that lost characters, or the state's own while it lasts.
  */
 export function keyingToStore(state: string, now: string, keepMs: number, rekeyed: boolean): KeyedBy {
   const here = keyedByHere();
@@ -161,33 +158,15 @@ function liveLegacy(k: KeyedBy, now: string): NonNullable<KeyedBy['legacy']> | n
   return l !== undefined && typeof l.until === 'string' && typeof l.idna === 'object' && l.idna !== null && now < l.until ? l : null;
 }
 
-/** The `rekeyed` member of a run's record. */
-export interface RekeyReport {
-  /** Entries of current_log read. */
-  urls: number;
-  /** Entries whose canonical URL changed. */
-  changed: number;
-  /** Entries merged into another that now has their id. */
-  merged: number;
-  /** Entries whose URL this parser refuses (no reflog line can give it again): dropped. */
-  dropped: number;
-  /** Copies made under the new form of an hour's URL whose host had a character the old parser lost. */
-  aliased: number;
+/** The `rekeyed` member of a run's record: current_log's counts (all 0 when only the carry was re-keyed), and the carry's. */
+export interface RekeyReport extends RekeyCounts {
   /** Only copies were made (a later run while KeyedBy.legacy lasts): `from` and `to` are the same parser. */
   aliases_only?: true;
-  /** Distinct domains spelled otherwise than before: new to the partner database. */
-  domains_changed: number;
-  entries_out: number;
+  /** The carry's counts, when it was re-keyed (`aliased`: entries moved to the hour's spelling). */
+  carry?: RekeyCounts;
   from: { ada: string; icu: string | null; unicode: string | null; node: string };
   to: { ada: string; icu: string | null; unicode: string | null; node: string };
   seconds: number;
-}
-
-/** One URL under its new key: id (16 hex digits), domain and canonical URL. */
-interface Keyed {
-  id: string;
-  domain: string;
-  url: string;
 }
 
 /** Most alias pairs taken from one hour's reflog (each a few hundred bytes). */
@@ -275,121 +254,6 @@ export function hourAliases(reflog: string, lost: Map<string, string>, hash: Url
   return { aliases, skipped };
 }
 
-/** What rekeyLog counts. */
-type RekeyCounts = Pick<RekeyReport, 'urls' | 'changed' | 'merged' | 'dropped' | 'aliased' | 'domains_changed' | 'entries_out'>;
-
-/** Where re-keyed records are collected: a RecordBatch handed to the sorter every MiB. */
-class RekeySink {
-  private readonly batch = new RecordBatch(2 << 20, 1 << 14);
-  constructor(private readonly sorter: RecordSorter) {}
-
-  /** Adds the entry `f` (URL record fields) under the key `k`. */
-  add(k: Keyed, f: readonly string[]): void {
-    const text = `${k.id}\t${f[U_TS]}\t${f[U_TAG]}\t${f[U_HITS]}\t${k.domain}\t${k.url}\n`;
-    const b = this.batch;
-    b.reserve(Buffer.byteLength(text));
-    const end = b.pos + b.buf.write(text, b.pos, 'utf8');
-    b.commit(end, parseInt(k.id.slice(0, 8), 16), parseInt(k.id.slice(8), 16), Number(f[U_TS]));
-    if (b.pos >= 1 << 20) this.flush();
-  }
-
-  /** Hands what was collected to the sorter. */
-  flush(): void {
-    this.sorter.addPacked(this.batch.take());
-  }
-}
-
-/**
- * Reads the current_log `input` into `sink`, each entry under its new key (this
- * parser's canonical form of its URL, its id and domain) and a copy under each alias
- * of that id; counts what changed. An entry this parser refuses is dropped and counted;
- * a malformed one is a DataError naming its line.
- */
-function readRekeyed(input: string, sink: RekeySink, aliases: Map<string, Keyed[]>, hash: UrlHash): RekeyCounts {
-  const c: RekeyCounts = { urls: 0, changed: 0, merged: 0, dropped: 0, aliased: 0, domains_changed: 0, entries_out: 0 };
-  const domains = new Set<string>();
-  const reader = new FileLineReader(input);
-  const line = { buf: Buffer.alloc(0) as Uint8Array, start: 0, end: 0 };
-  try {
-    while (reader.next(line)) {
-      const f = Buffer.from(line.buf.buffer, line.buf.byteOffset + line.start, line.end - line.start).toString('utf8').split('\t');
-      const bad = checkUrlRecord(f);
-      if (bad !== null) throw new DataError('BAD_RECORD', bad, { file: input, line: reader.lineNo });
-      c.urls++;
-      const k = canonicalize(f[U_URL]!, RUNNER_URL_OPTIONS);
-      if ('reason' in k) {
-        c.dropped++;
-        continue;
-      }
-      if (k.url !== f[U_URL]) c.changed++;
-      if (k.domain !== f[U_DOMAIN]) domains.add(k.domain);
-      const id = idText(hash(k.url));
-      sink.add({ id, domain: k.domain, url: k.url }, f);
-      for (const a of aliases.get(id) ?? []) {
-        c.aliased++;
-        if (a.domain !== k.domain) domains.add(a.domain);
-        sink.add(a, f);
-      }
-    }
-  } finally {
-    reader.close();
-  }
-  sink.flush();
-  c.domains_changed = domains.size;
-  return c;
-}
-
-/**
- * Writes the sorted records of `sorter` to `output`, entries that share an id merged
- * as group-sum merges them (the latest timestamp, the last non-empty updatetag, the
- * hits summed); returns the entries written and merged away.
- */
-async function writeMerged(sorter: RecordSorter, output: string): Promise<{ out: number; merged: number }> {
-  const w = new FileWriter(output);
-  let pending: string[] | null = null;
-  let out = 0;
-  let merged = 0;
-  const put = () => {
-    if (pending === null) return;
-    w.write(pending.join('\t') + '\n');
-    out++;
-  };
-  await sorter.drain((chunk) => {
-    for (const l of chunk.toString('utf8').split('\n')) {
-      if (l === '') continue;
-      const f = l.split('\t');
-      if (pending === null || pending[0] !== f[0]) {
-        put();
-        pending = f;
-        continue;
-      }
-      merged++;
-      pending[U_TS] = f[U_TS]!; // sorted by (id, timestamp): the later one
-      if (f[U_TAG] !== '') pending[U_TAG] = f[U_TAG]!;
-      pending[U_HITS] = addHits(pending[U_HITS]!, f[U_HITS]!);
-    }
-  });
-  put();
-  w.close(true);
-  return { out, merged };
-}
-
-/**
- * Re-keys the current_log `input` into `output` (see readRekeyed), sorted by (id,
- * timestamp) within `memoryBytes` (spilling to `tmpDir`), entries that share an id
- * merged (writeMerged).
- */
-export async function rekeyLog(input: string, output: string, aliases: Map<string, Keyed[]>, hash: UrlHash, memoryBytes: number, tmpDir: string): Promise<RekeyCounts> {
-  const sorter = new RecordSorter({ memoryBytes, tmpDir });
-  try {
-    const c = readRekeyed(input, new RekeySink(sorter), aliases, hash);
-    const { out, merged } = await writeMerged(sorter, output);
-    return { ...c, merged, entries_out: out };
-  } finally {
-    sorter.dispose();
-  }
-}
-
 /** analyze-dump's memory bound, which the re-key keeps too (it runs before the chain). */
 const DEFAULT_MEMORY = 256 << 20;
 
@@ -401,18 +265,20 @@ function parserName(k: KeyedBy): string {
   return k === UNKNOWN_KEYING || k.ada === 'unknown' ? 'an unrecorded parser (taken as Node.js 20\'s)' : `ada ${k.ada} (Node.js ${k.node}, ICU ${k.icu}, Unicode ${k.unicode})`;
 }
 
-/** Says that run `run` re-keyed current_log, on stderr and in the log. */
+/** Says that run `run` re-keyed current_log (and the carry), on stderr and in the log. */
 function warnRekeyed(log: Logger, run: string, r: RekeyReport, from: KeyedBy, to: KeyedBy, skipped: number): void {
   log.warn({ run, rekeyed: r, aliases_skipped: skipped }, 'current_log re-keyed for another URL parser');
+  const c = r.carry;
+  const carry = c === undefined ? '' : `, and the carry's ${c.urls} (${c.changed} changed, ${c.merged} merged, ${c.dropped} dropped, ${c.aliased} moved to this hour's spelling)`;
   process.stderr.write(
     `${PROG}: warning: ${visibleName(run)}: current_log was keyed by ${parserName(from)}, this runtime keys by ${parserName(to)}: ` +
-      `re-keyed its ${r.urls} URLs before the hour (${r.changed} changed, ${r.merged} merged, ${r.dropped} dropped, ${r.aliased} copied for this hour's URLs); ` +
-      `${r.domains_changed} domains are spelled anew and are new to the partner database (see "Upgrading Node.js" in docs/operations.md)\n`,
+      `re-keyed its ${r.urls} URLs before the hour (${r.changed} changed, ${r.merged} merged, ${r.dropped} dropped, ${r.aliased} copied for this hour's URLs)${carry}; ` +
+      `${r.domains_changed + (c?.domains_changed ?? 0)} domains are spelled anew and are new to the partner database (see "Upgrading Node.js" in docs/operations.md)\n`,
   );
   if (skipped > 0) process.stderr.write(`${PROG}: warning: ${visibleName(run)}: more than ${MAX_ALIASES} URLs of this hour have a host the old parser spelled otherwise; ${skipped} of them may be sent again\n`);
 }
 
-/** Whether some entry of the current_log `file` has one of the ids `ids` holds. */
+/** Whether some entry of `file` (current_log or the carry) has one of the ids `ids` holds. */
 function anyIdIn(file: string, ids: Map<string, unknown>): boolean {
   if (ids.size === 0) return false;
   const reader = new FileLineReader(file);
@@ -437,37 +303,53 @@ function aliasesOf(reflog: string, from: KeyedBy, to: KeyedBy, hash: UrlHash): R
   }
 }
 
+/** current_log's counts when only the carry was re-keyed. */
+const NONE: RekeyCounts = { urls: 0, changed: 0, merged: 0, dropped: 0, aliased: 0, domains_changed: 0, entries_out: 0 };
+
+/** The files of the memory to re-key (`all`: every one there; else those that hold one of `aliases`' ids), each with where its re-keyed copy is staged. */
+function filesToRekey(state: string, p: RunPaths, all: boolean, aliases: Map<string, unknown>): { kind: MemoryFile; file: string; staged: string }[] {
+  const files = [
+    { kind: 'current_log' as const, file: path.join(state, 'current_log'), staged: path.join(p.work, 'current_log.rekeyed'), there: fs.existsSync(path.join(state, 'current_log')) },
+    { kind: 'carry' as const, file: carryFile(state), staged: path.join(p.work, 'carry.rekeyed'), there: carryWaits(state) },
+  ];
+  return files.filter((f) => f.there && (all || anyIdIn(f.file, aliases)));
+}
+
 /**
- * Before run `p`'s hour (its now `now`): when STATE/current_log was keyed otherwise
- * than this process keys (keyedByHere; a state with no record counts as
- * UNKNOWN_KEYING), re-keys it into the run's work area, where join-current reads it
- * (p.currentIn), and says so; while a legacy lasts (KeyedBy.legacy), does so for the
- * copies alone when the hour has URLs whose old form current_log holds. Null when there
- * was nothing to do; else the report, or the error that fails the run.
+ * Before run `p`'s hour (its now `now`): when the state was keyed otherwise than this
+ * process keys (keyedByHere; a state with no record counts as UNKNOWN_KEYING), re-keys
+ * current_log and the carry into the run's work area, where join-current and
+ * limit-domains read them (p.currentIn, p.carryIn), and says so; while a legacy lasts
+ * (KeyedBy.legacy), does so for the aliases alone, in each that holds an old form of the
+ * hour's URLs. Null when there was nothing to do; else the report, or the error that
+ * fails the run.
  */
 export async function rekeyBeforeHour(o: RunnerOptions, log: Logger, p: RunPaths, now: string): Promise<{ report: RekeyReport } | { error: string } | null> {
-  const current = path.join(o.state, 'current_log');
   const stored = storedKeying(o.state);
   const to = keyedByHere();
   const same = sameKeying(stored, to);
   const legacy = same ? liveLegacy(stored, now) : null;
-  if ((same && legacy === null) || !fs.existsSync(current)) return null;
+  if ((same && legacy === null) || filesToRekey(o.state, p, true, new Map()).length === 0) return null;
   const from = legacy === null ? stored : { ...stored, idna: legacy.idna };
   const t0 = Date.now();
   const hash = await loadUrlHash();
   const found = aliasesOf(p.reflog, from, to, hash);
-  if (same && !anyIdIn(current, found.aliases)) return null;
-  const staged = path.join(p.work, 'current_log.rekeyed');
-  let counts: RekeyCounts;
-  try {
-    counts = await rekeyLog(current, staged, found.aliases, hash, (o.memory === null ? null : parseSize(o.memory)) ?? DEFAULT_MEMORY, p.tmp);
-  } catch (err) {
-    if (!(err instanceof DataError)) throw err;
-    return { error: `re-keying current_log for this runtime's URL parser: ${formatPlace(err.place, err.message)}` };
+  const files = filesToRekey(o.state, p, !same, found.aliases);
+  if (files.length === 0) return null;
+  const counts: Partial<Record<MemoryFile, RekeyCounts>> = {};
+  for (const f of files) {
+    try {
+      counts[f.kind] = await rekeyLog(f.file, f.staged, found.aliases, hash, (o.memory === null ? null : parseSize(o.memory)) ?? DEFAULT_MEMORY, p.tmp, f.kind);
+    } catch (err) {
+      if (!(err instanceof DataError)) throw err;
+      return { error: `re-keying ${f.kind === 'carry' ? 'the carry' : f.kind} for this runtime's URL parser: ${formatPlace(err.place, err.message)}` };
+    }
+    if (f.kind === 'carry') p.carryIn = f.staged;
+    else p.currentIn = f.staged;
   }
-  p.currentIn = staged;
-  const report: RekeyReport = { ...counts, ...(same && { aliases_only: true as const }), from: versionsOf(stored), to: versionsOf(to), seconds: Math.round((Date.now() - t0) / 100) / 10 };
-  if (same) log.info({ run: p.name, rekeyed: report, aliases_skipped: found.skipped }, 'current_log entries of the earlier parser copied for this hour\'s URLs');
+  const seconds = Math.round((Date.now() - t0) / 100) / 10;
+  const report: RekeyReport = { ...(counts.current_log ?? NONE), ...(same && { aliases_only: true as const }), ...(counts.carry && { carry: counts.carry }), from: versionsOf(stored), to: versionsOf(to), seconds };
+  if (same) log.info({ run: p.name, rekeyed: report, aliases_skipped: found.skipped }, 'entries of the earlier parser copied (current_log) or moved (carry) for this hour\'s URLs');
   else warnRekeyed(log, p.name, report, stored, to, found.skipped);
   return { report };
 }

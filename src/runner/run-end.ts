@@ -140,14 +140,15 @@ export async function commitRun(
     backlogWarn: o.backlogWarn,
     queue,
     record,
-    keyedBy: keyingToStore(o.state, rj.now, o.keepMs, record.rekeyed !== undefined && record.rekeyed.aliases_only === undefined),
+    // The old spellings last as long as current_log or the carry may hold one.
+    keyedBy: keyingToStore(o.state, rj.now, Math.max(o.keepMs, o.maxPerDomain === null ? 0 : o.carryKeepMs), record.rekeyed !== undefined && record.rekeyed.aliases_only === undefined),
   };
   const unclaimed = await claimForCommit(o, log, hooks, plan, rj.run_id, chain.digest);
   if (unclaimed !== null) return failed('claim', unclaimed);
   if (signalled()) return null;
   record.seconds = seconds();
   try {
-    plan.memory = stageMemory(o.state, p.staging, p.currentNext, record);
+    plan.memory = stageMemory(o.state, p, record);
     prepareQueues(plan);
   } catch (err) {
     if (!(err instanceof DataError)) throw err;

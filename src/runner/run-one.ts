@@ -106,13 +106,14 @@ function startAttempt({ o, log, p, newest, replayed }: RunContext, started: Date
   return rj;
 }
 
-/** Runs the chain of stages (or fails it at current_log when that file has lost its memory or is not what the last commit left), showing progress. */
+/** Runs the chain of stages (or fails it at current_log or the carry when that file has lost its memory or is not what the last commit left), showing progress. */
 async function runChain({ o, log, p, lockFd, hooks, signalled }: RunContext, rj: RunJson): Promise<ChainResult> {
   const progress: Progress = { size: 0, read: () => -1 };
   const stopDisplay = showProgress(p.name, progress);
-  const lost = memoryLost(o, log, p.name) ?? memoryDiffers(o, log, p.name);
+  const missing = memoryLost(o, log, p.name);
+  const lost = missing === null ? memoryDiffers(o, log, p.name) : { step: 'current_log', error: missing };
   try {
-    if (lost !== null) return { outcomes: [{ name: 'current_log', exit: 1, summary: null, messages: [lost] }], reflogFile: null, reflogLink: undefined, head: null, digest: null };
+    if (lost !== null) return { outcomes: [{ name: lost.step, exit: 1, summary: null, messages: [lost.error] }], reflogFile: null, reflogLink: undefined, head: null, digest: null };
     const rekey = await rekeyBeforeHour(o, log, p, rj.now);
     if (rekey !== null && 'error' in rekey) return { outcomes: [{ name: 'rekey', exit: 1, summary: null, messages: [rekey.error] }], reflogFile: null, reflogLink: undefined, head: null, digest: null };
     hooks.beforeStep?.(p.name, 'rekey');

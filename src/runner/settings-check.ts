@@ -1,4 +1,4 @@
-// The checks a run makes on the state before it runs: settings stored with the state, a missing or changed current_log.
+// The checks a run makes on the state before it runs: settings stored with the state, a missing or changed current_log or carry.
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 import { UsageError, visibleName } from '../core/errors.js';
@@ -42,13 +42,19 @@ export function memoryLost(o: RunnerOptions, log: Logger, run: string): string |
 }
 
 /**
- * The failure of run `run` when STATE/current_log is not what the last commit left
- * (memoryChanged), else null; with --reset-current-log, says that the run goes on with it as it is.
+ * The failure of run `run` when STATE/current_log or STATE/carry is not what the last
+ * commit left (memoryChanged): the step it fails at (the first such file) and the
+ * message naming each; else null. With --reset-current-log, says that the run goes on
+ * with them as they are.
  */
-export function memoryDiffers(o: RunnerOptions, log: Logger, run: string): string | null {
-  const changed = memoryChanged(o.state);
-  if (changed === null || !o.resetCurrentLog) return changed;
-  log.warn({ run, current_log: path.join(o.state, 'current_log') }, 'current_log is not what the last commit left; going on with it as it is (--reset-current-log)');
-  process.stderr.write(`${PROG}: warning: ${visibleName(run)}: ${visibleName(path.join(o.state, 'current_log'))} is not what the last commit left; going on with it as it is (--reset-current-log): the URLs it lost are sent as new\n`);
+export function memoryDiffers(o: RunnerOptions, log: Logger, run: string): { step: string; error: string } | null {
+  const faults = memoryChanged(o.state);
+  if (faults.length === 0) return null;
+  if (!o.resetCurrentLog) return { step: faults[0]!.what, error: faults.map((f) => f.message).join('. Also: ') };
+  for (const f of faults) {
+    const lost = f.what === 'carry' ? 'the URLs it lost are not sent' : 'the URLs it lost are sent as new';
+    log.warn({ run, [f.what]: f.file }, `${f.what} is not what the last commit left; going on with it as it is (--reset-current-log)`);
+    process.stderr.write(`${PROG}: warning: ${visibleName(run)}: ${visibleName(f.file)} is not what the last commit left; going on with it as it is (--reset-current-log): ${lost}\n`);
+  }
   return null;
 }

@@ -8,7 +8,8 @@ import { movedSince, movesSoFar, type Routed } from '../core/store/moves.js';
 import { addDbOptions, timeoutsOf, type PartnerStore, type Timeouts } from '../core/store/store.js';
 import { missingOwnerError, noActive } from '../core/store/yacobots.js';
 import { mkdirEach } from '../core/dirs.js';
-import { DataError, UsageError, ioError, shellQuote } from '../core/errors.js';
+import { DataError, UsageError, clipText, ioError, shellQuote } from '../core/errors.js';
+import { domainTooLong } from '../core/host.js';
 import { grown } from '../core/arrays.js';
 import { BytesIndex } from '../core/bytesindex.js';
 import { TAB, digitsValue, putNumbered } from '../core/bytes.js';
@@ -147,6 +148,12 @@ table).`,
   },
   run: (ctx, o) => route(ctx, o),
 };
+
+/** What is wrong with a checked record's domain as one to route and store (analyze-dump's rule on its length), or null. */
+function longDomain(l: LineRef): string | null {
+  const long = domainTooLong(l.fieldEnd(U_DOMAIN) - l.fieldStart(U_DOMAIN));
+  return long === null ? null : `domain too long (${long}): '${clipText(l.text().split('\t')[U_DOMAIN]!)}'`;
+}
 
 /** The partner database as one run of upload-domains sees it at its start. */
 interface Partners {
@@ -301,7 +308,7 @@ class Router {
     const file = this.ctx.inputName;
     const lines = this.ctx.eachLine(
       (buf, start, end, lineNo) => {
-        const bad = checkUrlRecordAt(l.set(buf, start, end));
+        const bad = checkUrlRecordAt(l.set(buf, start, end)) ?? longDomain(l);
         if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
         const k = this.domainOf(buf, l.fieldStart(U_DOMAIN), l.fieldEnd(U_DOMAIN));
         // Held even once records are spooled: a lookup that fails must fail the run at its

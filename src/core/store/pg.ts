@@ -31,7 +31,7 @@ import {
   type Timeouts,
 } from './store.js';
 import { checkedLoad, missingOwnerError, newIdTooBig, noActive, type MissingOwner, type YacobotLoad } from './yacobots.js';
-import { clientBounds, closeBounded, isNoAnswer, noAnswerError } from './pg-waits.js';
+import { clientBounds, closeBounded, isConnectTimeout, isNoAnswer, noAnswerError, noConnectionError, seconds, takeLockByTries } from './pg-waits.js';
 import { passwordFromFile } from './pgpass.js';
 
 const require = createRequire(import.meta.url);
@@ -315,7 +315,7 @@ export class PgStore implements PartnerStore {
   private async tx<T>(begin: string, fn: (q: Sql) => Promise<T>, writer: boolean): Promise<T> {
     await this.query(begin);
     try {
-      if (writer) await this.query('SELECT pg_advisory_xact_lock($1)', [WRITE_LOCK]);
+      if (writer) await this.takeWriteLock();
       const v = await fn(this.sql);
       await this.query('COMMIT');
       return v;
@@ -324,6 +324,17 @@ export class PgStore implements PartnerStore {
       if (!this.broken) await this.client.query('ROLLBACK').catch(() => undefined);
       throw err;
     }
+  }
+
+  /**
+   * Takes the write lock for this transaction, by tries of one short round trip each, for
+   * at most --lock-timeout (then DB_BUSY, as a lock wait past lock_timeout is).
+   */
+  private async takeWriteLock(): Promise<void> {
+    const once = async () => (await this.query('SELECT pg_try_advisory_xact_lock($1) AS ok', [WRITE_LOCK])).rows[0]!.ok === true;
+    await takeLockByTries(once, this.timeouts.lockMs, () =>
+      new DataError('DB_BUSY', `database error: the write lock was not free within ${seconds(this.timeouts.lockMs)} (another process held the lock longer than --lock-timeout)`, { file: this.name }),
+    );
   }
 
   async insertMany(q: Sql, table: string, columns: readonly string[], rows: readonly unknown[][]): Promise<void> {
@@ -417,8 +428,9 @@ async function connect(uri: string, opts: OpenOptions): Promise<PgStore> {
   try {
     await client.connect();
   } catch (err) {
-    await closeBounded(client);
-    throw pgError(err, name, where);
+    // Nothing to say goodbye to: a server that never finished the connection would not answer one.
+    client.connection.stream.destroy();
+    throw isConnectTimeout(err) ? noConnectionError(name, where, t) : pgError(err, name, where);
   }
   return new PgStore(client, name, where, t);
 }
@@ -437,8 +449,6 @@ function newClient(uri: string, t: Timeouts, readonly: boolean): Pg.Client {
     options: readonly ? '-c default_transaction_read_only=on' : undefined,
     connectionString: uri,
     connectionTimeoutMillis: t.connectMs,
-    statement_timeout: t.statementMs,
-    lock_timeout: t.lockMs,
     ...clientBounds(t),
     application_name: 'master-server',
     types: { getTypeParser: ((oid: number, format?: string) => (oid === 20 ? int8 : pg.types.getTypeParser(oid, format as 'text'))) as typeof pg.types.getTypeParser },

@@ -35,14 +35,32 @@ export interface CommitResult {
   lostRace: number;
 }
 
-/** Time limits of a PostgreSQL connection, in milliseconds (0: none); SQLite waits by its busy timeout. */
+/**
+ * Time limits of a PostgreSQL connection, in milliseconds (0: none); SQLite waits by its
+ * busy timeout. answerMs bounds each round trip (a server that stopped answering),
+ * statementMs one statement on the server (a slow one), lockMs a wait for another writer.
+ */
 export interface Timeouts {
   connectMs: number;
+  answerMs: number;
   statementMs: number;
   lockMs: number;
 }
 
-export const DEFAULT_TIMEOUTS: Timeouts = { connectMs: 10_000, statementMs: 300_000, lockMs: 60_000 };
+export const DEFAULT_TIMEOUTS: Timeouts = { connectMs: 5000, answerMs: 20_000, statementMs: 15_000, lockMs: 60_000 };
+
+/** The time-out options of a PostgreSQL --db: name, Timeouts field, what it bounds, what 0 means (their help). */
+export const TIMEOUT_OPTIONS = [
+  ['connect-timeout', 'connectMs', 'seconds to wait for a connection', 'no limit'],
+  ['answer-timeout', 'answerMs', 'seconds to wait for the answer to any one request before taking the server as stopped or cut off', '--statement-timeout and a margin'],
+  ['statement-timeout', 'statementMs', 'seconds one statement may run on the server (at most --answer-timeout less a margin)', 'no limit'],
+  ['lock-timeout', 'lockMs', "seconds to wait for a lock, another writer's among them", 'no limit'],
+] as const;
+
+/** A time-out option's name as commander keys it (answer-timeout: answerTimeout). */
+export function camelOf(flag: string): string {
+  return flag.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
+}
 
 export interface OpenOptions {
   /** The caller only reads. */
@@ -125,11 +143,8 @@ export async function findYacobotIn(q: Sql, ref: string): Promise<Yacobot> {
 /** Adds --db and the PostgreSQL time-out options to a command. */
 export function addDbOptions(cmd: Command, required = true): Command {
   const what = `the partner database: a SQLite file or a postgres:// URI${required ? ' (required)' : ''}; ${DB_ENV} when not given (the runner hands it so: never on an argv, which ps shows)`;
-  cmd
-    .addOption(new Option('--db <db>', what).env(DB_ENV).makeOptionMandatory(required))
-    .option('--connect-timeout <s>', `PostgreSQL: seconds to wait for a connection (0: no limit)`, String(DEFAULT_TIMEOUTS.connectMs / 1000))
-    .option('--statement-timeout <s>', `PostgreSQL: seconds one statement may take (0: no limit)`, String(DEFAULT_TIMEOUTS.statementMs / 1000))
-    .option('--lock-timeout <s>', `PostgreSQL: seconds to wait for a lock, another master's commit among them (0: no limit)`, String(DEFAULT_TIMEOUTS.lockMs / 1000));
+  cmd.addOption(new Option('--db <db>', what).env(DB_ENV).makeOptionMandatory(required));
+  for (const [flag, field, help, zero] of TIMEOUT_OPTIONS) cmd.option(`--${flag} <s>`, `PostgreSQL: ${help} (0: ${zero})`, String(DEFAULT_TIMEOUTS[field] / 1000));
   return cmd;
 }
 
@@ -141,9 +156,7 @@ export function timeoutsOf(raw: Record<string, unknown>): Timeouts {
     if (n === null || !(n >= 0 && n <= 86_400)) throw new UsageError(`${flag} wants seconds from 0 to 86400, got '${clipText(String(v))}'`);
     return Math.round(n * 1000);
   };
-  return {
-    connectMs: ms('--connect-timeout', raw.connectTimeout, DEFAULT_TIMEOUTS.connectMs),
-    statementMs: ms('--statement-timeout', raw.statementTimeout, DEFAULT_TIMEOUTS.statementMs),
-    lockMs: ms('--lock-timeout', raw.lockTimeout, DEFAULT_TIMEOUTS.lockMs),
-  };
+  const t = { ...DEFAULT_TIMEOUTS };
+  for (const [flag, field] of TIMEOUT_OPTIONS) t[field] = ms(`--${flag}`, raw[camelOf(flag)], DEFAULT_TIMEOUTS[field]);
+  return t;
 }
