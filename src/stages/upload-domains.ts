@@ -5,7 +5,8 @@ import { pathOption, refuseOwnStreams, type Count, type StageContext, type Stage
 import { loadRendezvous, type RendezvousFn, type Chooser, type NewDomains } from '../core/store/assign.js';
 import { openStore } from '../core/store/open.js';
 import { movedSince, movesSoFar, type Routed } from '../core/store/moves.js';
-import { addDbOptions, timeoutsOf, type PartnerStore, type Timeouts } from '../core/store/store.js';
+import { addDbOptions } from '../cli/db-options.js';
+import { timeoutsOf, type PartnerStore, type Timeouts } from '../core/store/store.js';
 import { missingOwnerError, noActive } from '../core/store/yacobots.js';
 import { mkdirEach } from '../core/dirs.js';
 import { DataError, UsageError, clipText, ioError, shellQuote } from '../core/errors.js';

@@ -1,10 +1,9 @@
 // The partner store: the one interface through which stages and partner-db reach the
 // partner database, whichever backend holds it (a SQLite file, or PostgreSQL for
 // several masters). Backends: sqlite.ts and pg.ts, opened by open.ts.
-import { Option, type Command } from 'commander';
 import { DataError, UsageError, clipText } from '../errors.js';
 import { parseCount, parseDecimal } from '../numbers.js';
-import { DB_ENV, redactSecrets } from '../secrets.js';
+import { redactSecrets } from '../secrets.js';
 import type { Chooser, NewDomains } from './assign.js';
 import type { MigrateResult } from './schema.js';
 import type { MissingOwner, Yacobot, YacobotLoad } from './yacobots.js';
@@ -140,15 +139,7 @@ export async function findYacobotIn(q: Sql, ref: string): Promise<Yacobot> {
   return { id: Number(row.id), name: row.name as string, weight: Number(row.weight), active: Number(row.active) !== 0 };
 }
 
-/** Adds --db and the PostgreSQL time-out options to a command. */
-export function addDbOptions(cmd: Command, required = true): Command {
-  const what = `the partner database: a SQLite file or a postgres:// URI${required ? ' (required)' : ''}; ${DB_ENV} when not given (the runner hands it so: never on an argv, which ps shows)`;
-  cmd.addOption(new Option('--db <db>', what).env(DB_ENV).makeOptionMandatory(required));
-  for (const [flag, field, help, zero] of TIMEOUT_OPTIONS) cmd.option(`--${flag} <s>`, `PostgreSQL: ${help} (0: ${zero})`, String(DEFAULT_TIMEOUTS[field] / 1000));
-  return cmd;
-}
-
-/** The time-outs of addDbOptions' options as parsed; a UsageError names a bad one. */
+/** The time-outs of addDbOptions' options (cli/db-options.ts) as parsed; a UsageError names a bad one. */
 export function timeoutsOf(raw: Record<string, unknown>): Timeouts {
   const ms = (flag: string, v: unknown, dflt: number): number => {
     if (v === undefined) return dflt;
