@@ -15,8 +15,8 @@ import { fileURLToPath } from 'node:url';
 import { intOption, runAdmin } from '../src/cli/admin.js';
 import { BIN_DIR } from '../src/core/root.js';
 import { countOption } from './gen-reflog.js';
-import { identityOf, stageMemory } from '../src/runner/memory.js';
-import type { RunRecord } from '../src/runner/plan.js';
+import { identityOf, stageMemory } from '../src/runner/state/memory.js';
+import type { RunRecord } from '../src/runner/state/run-record.js';
 
 interface Options {
   urls: number;

@@ -21,7 +21,7 @@ import { pathToFileURL } from 'node:url';
 import { intOption, runAdmin } from '../src/cli/admin.js';
 import { BIN_DIR } from '../src/core/root.js';
 import { loadUrlHasher } from '../src/core/url.js';
-import { jsonLogLine } from '../src/runner/plan.js';
+import { jsonLogLine } from '../src/runner/run/stage-log.js';
 import { watchPeakRss } from './peak-rss.js';
 import { prng } from './prng.js';
 

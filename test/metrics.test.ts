@@ -13,7 +13,7 @@ import { promtool } from './lib/promtool.js';
 import { runsJsonl } from './lib/runner-state.js';
 import { countLines } from '../src/core/lines.js';
 import { metricsText } from '../src/runner/views/metrics.js';
-import type { RunRecord } from '../src/runner/plan.js';
+import type { RunRecord } from '../src/runner/state/run-record.js';
 import type { LastInvocation } from '../src/runner/state/last-invocation.js';
 
 const REQUIRED = [

@@ -19,8 +19,9 @@ import { runner, sub } from './lib/runner.js';
 import { assertSameState, runsJsonl, snapshot } from './lib/runner-state.js';
 import { FAST_SUITE } from './lib/pg.js';
 import { canonicalize, idText, loadUrlHash } from '../src/core/url.js';
-import { keyedByHere, sameKeying, storedKeying } from '../src/runner/rekey.js';
-import { RUNNER_URL_OPTIONS, rekeyLog } from '../src/runner/rekey-log.js';
+import { keyedByHere, sameKeying, storedKeying } from '../src/runner/state/keying.js';
+import { RUNNER_URL_OPTIONS } from '../src/runner/state/keying.js';
+import { rekeyLog } from '../src/runner/run/rekey-log.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
 
 const FIX = path.join(ROOT, 'fixtures', 'rekey');

@@ -10,8 +10,8 @@ import { pathToFileURL } from 'node:url';
 import { spawnSync } from 'node:child_process';
 import { ROOT, RUNNER, madeDb, runRunner, scratch, hasStackTrace, testEnv } from './lib/run.js';
 import { runsJsonl, snapshot } from './lib/runner-state.js';
-import { keyedByHere } from '../src/runner/rekey.js';
-import { unterminatedReflog } from '../src/runner/plan.js';
+import { keyedByHere } from '../src/runner/state/keying.js';
+import { unterminatedReflog } from '../src/runner/run/reflog-checks.js';
 
 const YACOBOTS = [
   ['add', 'alpha'],

@@ -191,3 +191,24 @@ export function exists(file: string): boolean {
     return false;
   }
 }
+
+/** `stat(file)` (bigint), or undefined when nothing is there (ENOENT, or ENOTDIR: a file in the way of a directory). */
+export function statQuiet(file: string, stat: typeof fs.statSync | typeof fs.lstatSync): fs.BigIntStats | undefined {
+  try {
+    return stat(file, { bigint: true, throwIfNoEntry: false });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOTDIR') throw ioError(err, file, 'stat');
+    return undefined;
+  }
+}
+
+/** Removes `file` if it is there, durably (a DataError naming it when it cannot). */
+export function removeDurable(file: string): void {
+  if (!fs.existsSync(file)) return;
+  try {
+    fs.rmSync(file, { force: true });
+  } catch (err) {
+    throw ioError(err, file, 'remove');
+  }
+  fsyncPath(path.dirname(file));
+}

@@ -5,7 +5,9 @@ import type { Logger } from 'pino';
 import { DataError, formatPlace } from '../core/errors.js';
 import { openStore } from '../core/store/open.js';
 import type { RunnerOptions } from './options.js';
-import { type NowSource, type RunPaths, assignedInLog } from './plan.js';
+import { type NowSource } from './state/run-record.js';
+import { type RunPaths } from './state/layout.js';
+import { assignedInLog } from './run/stage-log.js';
 
 /** STATE/staging/RUN/run.json: fixed when a run is first attempted, reused by reruns after a crash. */
 export interface RunJson {

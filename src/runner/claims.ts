@@ -11,7 +11,9 @@ import { formatDuration } from '../core/time.js';
 import { claimHour, confirmClaim, publishedByOthers, type ClaimAnswer, type ClaimRequest, type HourClaimRef } from '../core/store/claims.js';
 import { openStore } from '../core/store/open.js';
 import { isPgUri, type PartnerStore } from '../core/store/store.js';
-import { removePrepared, type CommitHooks, type CommitPlan } from './commit.js';
+import { removePrepared } from './commit/queue.js';
+import { type CommitHooks } from './commit/hooks.js';
+import { type CommitPlan } from './commit/marker.js';
 import { PROG, type RunnerOptions } from './options.js';
 
 /** The options the claims use. */

@@ -6,7 +6,7 @@ import { loadPino } from '../core/cjs.js';
 import { DataError, UsageError, formatPlace, visibleName } from '../core/errors.js';
 import { REDACTING_HOOKS } from '../core/secrets.js';
 import { recordEnd } from './views/record-end.js';
-import { Stop } from './invocation-report.js';
+import { Stop } from './invocation/report.js';
 import { invocation } from './invocation/invocation.js';
 import { stateOfRefused } from './options/refused.js';
 import type { Seen } from './state/last-invocation.js';

@@ -1,8 +1,8 @@
 // What the steps of one invocation share.
 import type { Logger } from 'pino';
-import type { CommitHooks } from '../commit.js';
+import type { CommitHooks } from '../commit/hooks.js';
 import type { RunnerOptions } from '../options.js';
-import type { RunRecord } from '../plan.js';
+import type { RunRecord } from '../state/run-record.js';
 import type { Say } from '../say.js';
 import type { Deadline } from './deadline.js';
 

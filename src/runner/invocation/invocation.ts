@@ -9,15 +9,20 @@ import { DataError, visibleName } from '../../core/errors.js';
 import { BIN_DIR as BIN } from '../../core/root.js';
 import { redactDb } from '../../core/store/store.js';
 import { warnMissedHours } from '../claims.js';
-import { reportEnd } from '../invocation-report.js';
-import { storedForgetful } from '../memory.js';
+import { reportEnd } from './report.js';
+import { storedForgetful } from '../state/memory.js';
 import { openState } from '../open-state.js';
 import type { RunnerOptions } from '../options.js';
-import { REFLOG_EXT, type RunRecord, hourNotBegun, humanLine, mostForgetful, mostForgetfulSince, notAnHour, planInbox, runPaths } from '../plan.js';
-import { runOne } from '../run-one.js';
+import { REFLOG_EXT, planInbox } from '../state/inbox.js';
+import { type RunRecord } from '../state/run-record.js';
+import { hourNotBegun, notAnHour } from '../run/now.js';
+import { humanLine } from './report.js';
+import { mostForgetful, mostForgetfulSince } from '../state/run-history.js';
+import { runPaths } from '../state/layout.js';
+import { runOne } from '../run/run-one.js';
 import { runningChain } from '../run/processes.js';
 import type { Say } from '../say.js';
-import { checkSettings } from '../settings-check.js';
+import { checkSettings } from '../checks/settings.js';
 import type { Seen } from '../state/last-invocation.js';
 import { stagingDir, stagingLayout, stateLayout } from '../state/layout.js';
 import { tailRecords } from '../state/runs-log.js';
@@ -132,7 +137,7 @@ async function runEach(inv: Invocation): Promise<void> {
   const past = tailRecords(stateLayout(o.state).runs);
   const newestOfAll = mostForgetful(past, o.keepMs, storedForgetful(o.state));
   const sinceCommitted = mostForgetfulSince(past, o.keepMs);
-  if (inv.runs.length > 0) checkSettings(o, log, past);
+  if (inv.runs.length > 0) checkSettings(o, inv.say, past);
   await warnMissedHours(o, log, past, inv.runs);
   const committedHere: RunRecord[] = [];
   for (const name of inv.runs) {
@@ -146,7 +151,7 @@ async function runEach(inv: Invocation): Promise<void> {
     const newest = mostForgetful(committedHere, o.keepMs, replayed ? (sinceCommitted.get(name) ?? null) : newestOfAll);
     const signalled = () => inv.stop.signal !== null;
     const overTime = () => inv.deadline.failure;
-    const r = await runOne({ o, log, p: runPaths(o, name), lockFd: inv.lockFd, hooks: inv.hooks, isRerun: inv.rerun.has(name), signalled, overTime, newest, replayed });
+    const r = await runOne({ o, log, say: inv.say, p: runPaths(o, name), lockFd: inv.lockFd, hooks: inv.hooks, isRerun: inv.rerun.has(name), signalled, overTime, newest, replayed });
     if (r === null) {
       inv.interrupted = name;
       break;

@@ -5,13 +5,15 @@ import type { Logger } from 'pino';
 import { fsyncPath } from '../../core/dirs.js';
 import { type RunJson, assignedByAttempt, readRunJson } from '../attempt.js';
 import { settleClaim } from '../claims.js';
-import { publish, readCommit, removePrepared } from '../commit.js';
+import { publish } from '../commit/protocol.js';
+import { readCommit } from '../commit/marker.js';
+import { removePrepared } from '../commit/queue.js';
 import { writeFileDurable } from '../../core/durable.js';
 import { stagingDir, stateLayout } from '../state/layout.js';
 import { lastRecord } from '../state/runs-log.js';
 import type { Invocation } from './context.js';
 import type { RunnerOptions } from '../options.js';
-import { type RunPaths, runPaths } from '../plan.js';
+import { type RunPaths, runPaths } from '../state/layout.js';
 
 /** Crash recovery: finishes committed runs, discards the work of uncommitted ones, and notes those that run again. */
 export async function recover(inv: Invocation): Promise<void> {

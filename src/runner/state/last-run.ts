@@ -3,7 +3,7 @@
 // of runs.jsonl (an invocation with nothing to do after it finds no committed line there).
 import * as fs from 'node:fs';
 import { writeFileDurable } from '../../core/durable.js';
-import type { RunRecord } from '../plan.js';
+import type { RunRecord } from './run-record.js';
 import { stateLayout } from './layout.js';
 import { lastCommitted } from './run-history.js';
 

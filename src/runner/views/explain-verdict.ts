@@ -3,7 +3,7 @@
 // which is where current_log stands until the next run.
 import * as path from 'node:path';
 import { formatTimestamp, timestampToMs } from '../../core/time.js';
-import { mostForgetful } from '../plan.js';
+import { mostForgetful } from '../state/run-history.js';
 import type { YacobotRef } from '../../core/store/partner-view.js';
 
 /** The job's now: the committed run current_log stands at, and its now. */

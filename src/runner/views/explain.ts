@@ -11,7 +11,7 @@ import { sentByOther } from '../claims.js';
 import { stateLayout } from '../state/layout.js';
 import { lastCommitted } from '../state/run-history.js';
 import { tailRecords } from '../state/runs-log.js';
-import type { RunRecord } from '../plan.js';
+import type { RunRecord } from '../state/run-record.js';
 import { PROG, type RunnerOptions } from '../options.js';
 import { PartnerView, type YacobotRef } from '../../core/store/partner-view.js';
 import type { Timeouts } from '../../core/store/store.js';

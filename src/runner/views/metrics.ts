@@ -9,7 +9,7 @@ import { fsyncPath } from '../../core/dirs.js';
 import { ioError } from '../../core/errors.js';
 import type { LastInvocation } from '../state/last-invocation.js';
 import type { Outside } from './outside.js';
-import type { RunRecord } from '../plan.js';
+import type { RunRecord } from '../state/run-record.js';
 
 /** What one metrics file shows. */
 export interface MetricsInput {

@@ -3,11 +3,12 @@
 // status and the metrics file.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { countBacklog, type Backlog } from '../commit.js';
+import { countBacklog, type Backlog } from '../state/queue-dir.js';
 import { countLines } from '../../core/lines.js';
 import { stateLayout } from '../state/layout.js';
 import { type LockState, lockNow } from '../state/lock.js';
-import { planInbox, type RunRecord } from '../plan.js';
+import { planInbox } from '../state/inbox.js';
+import { type RunRecord } from '../state/run-record.js';
 import { isValidTimestamp, timestampToMs } from '../../core/time.js';
 
 /** The reflogs waiting in the inbox: how many, and the age of the oldest (by its mtime) in seconds. */

@@ -1,22 +1,26 @@
 // How one run ends after its chain: failed (nothing published) or committed and published.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { fsyncPath } from '../core/dirs.js';
-import { DataError, formatPlace, ioError, visibleName } from '../core/errors.js';
-import { type RunJson, assignedByAttempt } from './attempt.js';
-import { claimForCommit, settleClaim } from './claims.js';
-import { type CommitPlan, prepareQueues, publish, stagedQueueFile, writeCommit } from './commit.js';
-import { appendRecordOnce, tailRecords } from './state/runs-log.js';
-import { countLines } from '../core/lines.js';
-import { exists, mkdirDurable } from '../core/durable.js';
-import { stageMemory } from './memory.js';
-import { PROG } from './options.js';
-import { REFLOG_EXT, REFLOG_HEAD_BYTES, type RunPaths, type RunRecord, type StageOutcome, failedAttemptsAssigned, failureMessage, firstHeaderLine, foreignKind, foreignReflog, notAReflog, repeatedWarnings, unterminatedReflog } from './plan.js';
-import { keyingToStore } from './rekey.js';
-import type { ChainResult, RunContext } from './run-one.js';
+import { fsyncPath } from '../../core/dirs.js';
+import { mkdirDurable } from '../../core/durable.js';
+import { DataError, formatPlace, ioError, visibleName } from '../../core/errors.js';
+import { countLines } from '../../core/lines.js';
+import { type RunJson, assignedByAttempt } from '../attempt.js';
+import { claimForCommit, settleClaim } from '../claims.js';
+import { type CommitPlan, writeCommit } from '../commit/marker.js';
+import { publish } from '../commit/protocol.js';
+import { prepareQueues } from '../commit/queue.js';
+import { keyingToStore } from '../state/keying.js';
+import { type RunPaths, stagingLayout, stateLayout } from '../state/layout.js';
+import { stageMemory } from '../state/memory.js';
+import { failedAttemptsAssigned } from '../state/run-history.js';
+import type { RunRecord } from '../state/run-record.js';
+import { appendRecordOnce, tailRecords } from '../state/runs-log.js';
+import type { ChainResult, RunContext } from './context.js';
+import { type StageOutcome, repeatedWarnings } from './stage-log.js';
 
 /** Records the run as failed at `step`, keeps its rejects, drops its staging area: nothing is published. */
-export async function failRun({ o, log, p, hooks }: RunContext, rj: RunJson, record: RunRecord, seconds: () => number, step: string, error: string): Promise<RunRecord> {
+export async function failRun({ o, log, say, p, hooks }: RunContext, rj: RunJson, record: RunRecord, seconds: () => number, step: string, error: string): Promise<RunRecord> {
   record.status = 'failed';
   record.failed_stage = step;
   // Counted for the commit; a failed run published nothing.
@@ -28,13 +32,13 @@ export async function failRun({ o, log, p, hooks }: RunContext, rj: RunJson, rec
   // upload-domains commit, and its retry finds those domains already assigned.
   record.new_domains = (await assignedByAttempt(p, o, log)) + (rj.assigned_earlier ?? 0);
   keepFailedRejects(p, record);
-  log.error({ run: p.name, stage: step, error }, 'run failed; nothing published');
+  say.log?.error({ run: p.name, stage: step, error }, 'run failed; nothing published');
   try {
-    appendRecordOnce(path.join(o.state, 'runs.jsonl'), record);
+    appendRecordOnce(stateLayout(o.state).runs, record);
   } catch (err) {
     // The record that keeps the stage's message is what failed: say it here. The run
     // is redone next time, as after a crash (its staging area stays).
-    process.stderr.write(`${PROG}: run ${p.name} failed: ${visibleName(error)}\n`);
+    say.tell(`run ${p.name} failed: ${visibleName(error)}`);
     throw err;
   }
   hooks.beforeStep?.(p.name, 'failed:cleanup');
@@ -62,43 +66,20 @@ function keepFailedRejects(p: RunPaths, record: RunRecord): void {
   }
 }
 
-/** The step and message a run fails with after its chain (a stage failed, no reflog, a cut last line), or null. */
-export function chainFailure({ o, p }: RunContext, chain: ChainResult, stages: Record<string, Record<string, unknown>>): { step: string; error: string } | null {
-  const { head } = chain;
-  const bad = chain.outcomes.find((s) => s.exit !== 0);
-  const firstLine = () => head && firstHeaderLine(head, head.length >= REFLOG_HEAD_BYTES);
-  // A gzip file never is a reflog (with a high --max-reject-ratio it would commit as rejects);
-  // an HTML page with TABs fails on its rejects, which is no ratio to raise.
-  const kind = head === null ? null : foreignKind(head);
-  if (kind === 'gzip' || (kind === 'html' && bad?.name === 'analyze-dump')) return { step: 'reflog', error: foreignReflog(p.reflog, kind, firstLine()) };
-  if (bad) return { step: bad.name, error: failureMessage(bad) };
-  // Lines without a TAB and nothing else (an HTML page saved as the hour) are no reflog:
-  // failed at step 'reflog', as a file that cannot be read is; the stages did their part.
-  // Before the cut-last-line warning, which its message takes in.
-  const archived = path.join(o.state, 'done', p.name + REFLOG_EXT);
-  const notReflog = notAReflog(stages['analyze-dump'], p.reflog, firstLine(), exists(archived) ? archived : undefined);
-  if (notReflog !== null) return { step: 'reflog', error: notReflog };
-  if (stages['analyze-dump']?.last_line_unterminated === true && !o.allowUnterminated) {
-    return { step: 'reflog', error: unterminatedReflog(p.reflog, stages['analyze-dump']?.lines_in) };
-  }
-  return null;
-}
-
 /** Warns of a cut last line let through (--allow-unterminated) and repeats the stages' own warnings. */
-export function warnStages({ log, p }: RunContext, outcomes: StageOutcome[], stages: Record<string, Record<string, unknown>>): void {
+export function warnStages({ say, p }: RunContext, outcomes: StageOutcome[], stages: Record<string, Record<string, unknown>>): void {
   if (stages['analyze-dump']?.last_line_unterminated === true) {
-    log.warn({ run: p.name, reflog: p.reflog }, 'the reflog\'s last line has no newline; was it cut off?');
-    process.stderr.write(
-      `${PROG}: warning: ${p.name}: the reflog's last line has no newline; committed as it is (--allow-unterminated)\n`,
-    );
+    say.warn(`${p.name}: the reflog's last line has no newline; committed as it is (--allow-unterminated)`, {
+      fields: { run: p.name, reflog: p.reflog },
+      msg: "the reflog's last line has no newline; was it cut off?",
+    });
   }
   // The stages' own warnings (a Yacobot disabled during the run that still got its
   // domains' URLs, domains of an inactive Yacobot) would
   // otherwise stay in their logs, which the cleanup removes. analyze-dump's cut last
   // line is said just above in the runner's words.
   for (const { stage, warning } of repeatedWarnings(outcomes)) {
-    log.warn({ run: p.name, stage, warning }, 'stage warning');
-    process.stderr.write(`${PROG}: warning: ${p.name}: ${stage}: ${visibleName(warning)}\n`);
+    say.warn(`${p.name}: ${stage}: ${visibleName(warning)}`, { fields: { run: p.name, stage, warning }, msg: 'stage warning' });
   }
 }
 
@@ -109,7 +90,7 @@ export function warnStages({ log, p }: RunContext, outcomes: StageOutcome[], sta
  * came during the claim, before COMMIT.
  */
 export async function commitRun(
-  { o, p, hooks, log, signalled }: RunContext,
+  { o, p, hooks, log, say, signalled }: RunContext,
   rj: RunJson,
   record: RunRecord,
   chain: ChainResult,
@@ -122,7 +103,7 @@ export async function commitRun(
   record.new_domains =
     (typeof ud.assigned_by_us === 'number' ? ud.assigned_by_us : typeof ud.domains_new === 'number' ? ud.domains_new : 0) +
     (rj.assigned_earlier ?? 0);
-  const byFailed = failedAttemptsAssigned(tailRecords(path.join(o.state, 'runs.jsonl')), p.name, rj.run_id);
+  const byFailed = failedAttemptsAssigned(tailRecords(stateLayout(o.state).runs), p.name, rj.run_id);
   if (byFailed > 0) record.new_domains_failed_attempts = byFailed;
   // An empty rejects file stays staged (the cleanup removes it): the commit publishes none.
   if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) record.rejects_file = p.rejectsKept;
@@ -158,7 +139,7 @@ export async function commitRun(
   writeCommit(plan, hooks);
   await settleClaim(o, log, plan, hooks);
   publish(plan, hooks);
-  log.info({ run: p.name, sent: record.sent, sent_per_yacobot: record.sent_per_yacobot, new_domains: record.new_domains, seconds: record.seconds }, 'run committed');
+  say.log?.info({ run: p.name, sent: record.sent, sent_per_yacobot: record.sent_per_yacobot, new_domains: record.new_domains, seconds: record.seconds }, 'run committed');
   return record;
 }
 
@@ -166,7 +147,7 @@ export async function commitRun(
 function stagedQueue(p: RunPaths, record: RunRecord): CommitPlan['queue'] {
   const queue: CommitPlan['queue'] = [];
   for (const id of fs.readdirSync(p.queue).sort((a, b) => Number(a) - Number(b))) {
-    const f = stagedQueueFile({ staging: p.staging, run: p.name, queueName: p.queueName }, id);
+    const f = stagingLayout(p.staging).queueFile(id, p.queueName);
     if (!fs.existsSync(f)) continue;
     const urls = countLines(f);
     queue.push({ yacobot: id, urls });

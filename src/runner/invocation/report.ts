@@ -1,12 +1,14 @@
-// The invocation's last line: how it ended (a signal, a failed run, or what was done).
+// What an invocation says of its runs: each run's summary line, and the invocation's
+// last line (a signal, a failed run, or what was done).
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { signalExitStatus, visibleName } from '../core/errors.js';
-import { redactDb } from '../core/store/store.js';
-import { formatDuration } from '../core/time.js';
-import type { Invocation } from './invocation/context.js';
-import { PROG } from './options.js';
-import { type RunRecord, planInbox } from './plan.js';
+import { signalExitStatus, visibleName } from '../../core/errors.js';
+import { redactDb } from '../../core/store/store.js';
+import { formatDuration } from '../../core/time.js';
+import { PROG } from '../options.js';
+import { planInbox } from '../state/inbox.js';
+import type { RunRecord } from '../state/run-record.js';
+import type { Invocation } from './context.js';
 
 export class Stop extends Error {
   constructor(
@@ -88,3 +90,30 @@ function reportDone(inv: Invocation, secs: string): void {
     );
   }
 }
+
+/** One line of human summary for a run. */
+export function humanLine(r: RunRecord): string {
+  if (r.status === 'failed') return `${r.run}: FAILED in ${r.failed_stage ?? '?'} after ${r.seconds.toFixed(1)} s: ${r.error ?? ''}`;
+  const ad = r.stages['analyze-dump'] ?? {};
+  const fu = r.stages['filter-url'] ?? {};
+  const per = Object.entries(r.sent_per_yacobot)
+    .sort((a, b) => Number(a[0]) - Number(b[0]))
+    .map(([id, n]) => `#${id} ${n}`)
+    .join(', ');
+  const held = typeof fu.held === 'number' ? `, ${fu.held} held back` : '';
+  const carried = r.carried_out === undefined ? '' : `, ${r.carried_out} carried over`;
+  return (
+    `${r.run}: ${ad.lines_in ?? '?'} lines, ${ad.records_out ?? '?'} records, ${ad.rejected ?? '?'} rejected, ` +
+    `${ad.skipped ?? '?'} skipped; ${r.sent} URLs sent${per ? ` (${per})` : ''}${held}${carried}; ` +
+    `${r.new_domains} new domains${r.new_domains_failed_attempts ? ` (and ${r.new_domains_failed_attempts} by its failed attempts)` : ''}; ${r.seconds.toFixed(1)} s${r.recovered ? ` (${RECOVERED[r.recovered]})` : ''}` +
+    (r.queue_name === undefined ? '' : `; queue files named ${r.queue_name}.tsv`) +
+    (r.published_by === undefined ? '' : `; master ${r.published_by} published this hour: ${r.not_published ?? 0} URLs remembered, not published`)
+  );
+}
+
+// Not "after a crash": a signal interrupts an attempt too, and an error (a directory in
+// the way at done/RUN.reflog) leaves a commit unfinished as a crash does.
+const RECOVERED: Record<NonNullable<RunRecord['recovered']>, string> = {
+  rerun: 'rerun of an interrupted attempt',
+  'roll-forward': 'roll-forward of an unfinished commit',
+};

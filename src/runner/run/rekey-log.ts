@@ -2,39 +2,21 @@
 // each URL re-canonicalized and re-hashed by this runtime's parser, its domain retaken,
 // the file re-sorted in a memory bound, entries that now share an id merged as
 // group-sum merges them. The carry's `decided` stays the first decision's (the oldest).
-import { DataError } from '../core/errors.js';
-import { FileLineReader } from '../core/lines.js';
-import { C_DECIDED, U_DOMAIN, U_HITS, U_TAG, U_TS, U_URL, URL_RECORD, checkCarryRecord, checkUrlRecord } from '../core/records.js';
-import { addHits } from '../core/hits.js';
-import { RecordBatch, RecordSorter } from '../core/sorter.js';
-import { FileWriter } from '../core/writers.js';
-import { DEFAULT_MAX_URL_BYTES, canonicalize, idText, type UrlHash, type UrlOptions } from '../core/url.js';
-
-/** How the runner keys URLs: analyze-dump's defaults (the runner passes no keying option). */
-export const RUNNER_URL_OPTIONS: UrlOptions = { maxUrlBytes: DEFAULT_MAX_URL_BYTES, dropParams: null, sortQuery: false, domainMode: 'registrable' };
+import { DataError } from '../../core/errors.js';
+import { addHits } from '../../core/hits.js';
+import { FileLineReader } from '../../core/lines.js';
+import { C_DECIDED, U_DOMAIN, U_HITS, U_TAG, U_TS, U_URL, URL_RECORD, checkCarryRecord, checkUrlRecord } from '../../core/records.js';
+import { RecordBatch, RecordSorter } from '../../core/sorter.js';
+import { canonicalize, idText, type UrlHash } from '../../core/url.js';
+import { FileWriter } from '../../core/writers.js';
+import { RUNNER_URL_OPTIONS } from '../state/keying.js';
+import type { RekeyCounts } from '../state/run-record.js';
 
 /** One URL under its new key: id (16 hex digits), domain and canonical URL. */
 export interface Keyed {
   id: string;
   domain: string;
   url: string;
-}
-
-/** What the re-key of one file counts. */
-export interface RekeyCounts {
-  /** Entries read. */
-  urls: number;
-  /** Entries whose canonical URL changed. */
-  changed: number;
-  /** Entries merged into another that now has their id. */
-  merged: number;
-  /** Entries whose URL this parser refuses (no reflog line can give it again): dropped. */
-  dropped: number;
-  /** current_log: copies made under the new form of an hour's URL whose host had a character the old parser lost; the carry: entries moved to it. */
-  aliased: number;
-  /** Distinct domains spelled otherwise than before: new to the partner database. */
-  domains_changed: number;
-  entries_out: number;
 }
 
 /** Which file of the memory is re-keyed: the shape of its records, and what an alias does to an entry. */
