@@ -8,7 +8,7 @@ import type { RunnerOptions } from '../options.js';
 import type { Say } from '../say.js';
 import { stateLayout } from '../state/layout.js';
 import { type LogIdentity, type MemoryRecord, identityOf, readMemory, sameIdentity } from '../state/memory.js';
-import { tailRecords } from '../state/runs-log.js';
+import { runsLog } from '../state/runs-log.js';
 import { everCommitted } from '../state/settings.js';
 
 /** How `found` differs from `want`, in words. */
@@ -140,7 +140,7 @@ export function missingCurrentLog(state: string, past: readonly unknown[]): stri
  */
 export function memoryLost(o: Pick<RunnerOptions, 'state' | 'resetCurrentLog'>, say: Say, run: string): string | null {
   const L = stateLayout(o.state);
-  const past = tailRecords(L.runs);
+  const past = runsLog(o.state).tail();
   const lost = missingCurrentLog(o.state, past);
   if (lost === null || !o.resetCurrentLog) return lost;
   say.warn(`${visibleName(run)}: ${visibleName(L.currentLog)} is missing; starting the memory of sent URLs over (--reset-current-log): every URL of this run is sent as new`, {

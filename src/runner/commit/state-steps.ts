@@ -9,7 +9,7 @@ import { ioError } from '../../core/errors.js';
 import { failedRejects, keptRejects, stagingLayout, stateLayout } from '../state/layout.js';
 import { countBacklog } from '../state/queue-dir.js';
 import type { RunRecord } from '../state/run-record.js';
-import { appendRecordOnce } from '../state/runs-log.js';
+import { runsLog } from '../state/runs-log.js';
 import { settingsText } from '../state/settings.js';
 import type { CommitHooks, Step } from './hooks.js';
 import type { CommitPlan } from './marker.js';
@@ -96,7 +96,7 @@ export function recordStep(plan: CommitPlan, hooks: CommitHooks, recovered: bool
       const record: RunRecord = { ...plan.record, backlog };
       if (warn.length > 0) record.backlog_warn = warn.map(([id]) => id);
       if (recovered) record.recovered = 'roll-forward';
-      const appended = appendRecordOnce(stateLayout(plan.state).runs, record);
+      const appended = runsLog(plan.state).append(record);
       hooks.recorded?.(record, appended);
     },
   };

@@ -24,8 +24,8 @@ import { runningChain } from '../run/processes.js';
 import type { Say } from '../say.js';
 import { checkSettings } from '../checks/settings.js';
 import type { Seen } from '../state/last-invocation.js';
-import { stagingDir, stagingLayout, stateLayout } from '../state/layout.js';
-import { tailRecords } from '../state/runs-log.js';
+import { stagingDir, stagingLayout } from '../state/layout.js';
+import { runsLog } from '../state/runs-log.js';
 import type { Invocation } from './context.js';
 import { Deadline } from './deadline.js';
 import { commitHooks, reportedMarker } from './hooks.js';
@@ -134,7 +134,7 @@ async function runEach(inv: Invocation): Promise<void> {
   // last MiB of runs.jsonl (weeks of hourly lines) and of
   // the runs this invocation commits; for a run of a name committed before, only of those
   // after its last commit, which recorded its URLs again (a replay replayed again).
-  const past = tailRecords(stateLayout(o.state).runs);
+  const past = runsLog(o.state).tail();
   const newestOfAll = mostForgetful(past, o.keepMs, storedForgetful(o.state));
   const sinceCommitted = mostForgetfulSince(past, o.keepMs);
   if (inv.runs.length > 0) checkSettings(o, inv.say, past);

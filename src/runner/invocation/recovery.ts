@@ -10,7 +10,7 @@ import { readCommit } from '../commit/marker.js';
 import { removePrepared } from '../commit/queue.js';
 import { writeFileDurable } from '../../core/durable.js';
 import { stagingDir, stateLayout } from '../state/layout.js';
-import { lastRecord } from '../state/runs-log.js';
+import { runsLog } from '../state/runs-log.js';
 import type { Invocation } from './context.js';
 import type { RunnerOptions } from '../options.js';
 import { type RunPaths, runPaths } from '../state/layout.js';
@@ -42,7 +42,7 @@ async function recoverUncommitted(inv: Invocation, name: string, staging: string
   const p = runPaths(o, name);
   const rj = readRunJson(p);
   removePrepared(o.queueDir, name, rj?.queue);
-  const over = rj === null ? null : attemptRecorded(stateLayout(o.state).runs, rj);
+  const over = rj === null ? null : attemptRecorded(o.state, rj);
   if (over !== null) {
     // Killed after its line and before its staging area was removed (a failed run, or a
     // finished one in its cleanup, its COMMIT gone): the run is over, as if the removal
@@ -70,8 +70,8 @@ async function recoverUncommitted(inv: Invocation, name: string, staging: string
  * without COMMIT, where an 'ok' line means the run finished (its line is written after
  * COMMIT, which goes only after the reflog left the inbox).
  */
-function attemptRecorded(file: string, rj: RunJson): 'ok' | 'failed' | null {
-  const last = lastRecord(file) as { run_id?: unknown; attempt?: unknown; status?: unknown } | null;
+function attemptRecorded(state: string, rj: RunJson): 'ok' | 'failed' | null {
+  const last = runsLog(state).last() as { run_id?: unknown; attempt?: unknown; status?: unknown } | null;
   if (last === null || last.run_id !== rj.run_id || last.attempt !== rj.attempts) return null;
   return last.status === 'ok' || last.status === 'failed' ? last.status : null;
 }

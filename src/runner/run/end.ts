@@ -11,11 +11,11 @@ import { type CommitPlan, writeCommit } from '../commit/marker.js';
 import { publish } from '../commit/protocol.js';
 import { prepareQueues } from '../commit/queue.js';
 import { keyingToStore } from '../state/keying.js';
-import { type RunPaths, stagingLayout, stateLayout } from '../state/layout.js';
+import { type RunPaths, stagingLayout } from '../state/layout.js';
 import { stageMemory } from '../state/memory.js';
 import { failedAttemptsAssigned } from '../state/run-history.js';
 import type { RunRecord } from '../state/run-record.js';
-import { appendRecordOnce, tailRecords } from '../state/runs-log.js';
+import { runsLog } from '../state/runs-log.js';
 import type { ChainResult, RunContext } from './context.js';
 import { type StageOutcome, repeatedWarnings } from './stage-log.js';
 
@@ -34,7 +34,7 @@ export async function failRun({ o, log, say, p, hooks }: RunContext, rj: RunJson
   keepFailedRejects(p, record);
   say.log?.error({ run: p.name, stage: step, error }, 'run failed; nothing published');
   try {
-    appendRecordOnce(stateLayout(o.state).runs, record);
+    runsLog(o.state).append(record);
   } catch (err) {
     // The record that keeps the stage's message is what failed: say it here. The run
     // is redone next time, as after a crash (its staging area stays).
@@ -103,7 +103,7 @@ export async function commitRun(
   record.new_domains =
     (typeof ud.assigned_by_us === 'number' ? ud.assigned_by_us : typeof ud.domains_new === 'number' ? ud.domains_new : 0) +
     (rj.assigned_earlier ?? 0);
-  const byFailed = failedAttemptsAssigned(tailRecords(stateLayout(o.state).runs), p.name, rj.run_id);
+  const byFailed = failedAttemptsAssigned(runsLog(o.state).tail(), p.name, rj.run_id);
   if (byFailed > 0) record.new_domains_failed_attempts = byFailed;
   // An empty rejects file stays staged (the cleanup removes it): the commit publishes none.
   if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) record.rejects_file = p.rejectsKept;

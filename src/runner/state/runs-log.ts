@@ -1,9 +1,68 @@
-// STATE/runs.jsonl, the run records: its last lines read, a line appended once.
+// STATE/runs.jsonl, the run records: its last MiB read once per process and kept until
+// this process appends to it (the lock makes the runner its only writer), a line
+// appended once.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fsyncPath } from '../../core/dirs.js';
 import { ioError } from '../../core/errors.js';
 import { redactDeep } from '../../core/secrets.js';
+import { stateLayout } from './layout.js';
+
+/** How much of the end of runs.jsonl is read: weeks of hourly lines. */
+const TAIL_BYTES = 1 << 20;
+
+/** runs.jsonl of one state directory, as this process reads and appends it. */
+export class RunsLog {
+  private lines: string[] | null = null;
+  private records: unknown[] | null = null;
+
+  constructor(readonly file: string) {}
+
+  /** The lines of its last MiB, parsed, oldest first (tailRecords' rule), read on first use and kept. */
+  tail(): readonly unknown[] {
+    this.records ??= parseRecords(this.raw());
+    return this.records;
+  }
+
+  /** Its last complete line, parsed; null when there is none or it is not JSON (a damaged last line, not the one before it). */
+  last(): unknown {
+    const last = this.raw().at(-1);
+    if (last === undefined) return null;
+    try {
+      return JSON.parse(last);
+    } catch {
+      return null;
+    }
+  }
+
+  /** Appends `record` once (appendRecordOnce); what was kept is read again at the next question. */
+  append(record: { run_id: string; attempt?: number }): boolean {
+    try {
+      return appendRecordOnce(this.file, record);
+    } finally {
+      this.lines = null;
+      this.records = null;
+    }
+  }
+
+  private raw(): string[] {
+    this.lines ??= tailLines(this.file, TAIL_BYTES);
+    return this.lines;
+  }
+}
+
+const logs = new Map<string, RunsLog>();
+
+/** The runs.jsonl of state directory `state`: one RunsLog per file per process. */
+export function runsLog(state: string): RunsLog {
+  const file = stateLayout(state).runs;
+  let log = logs.get(file);
+  if (log === undefined) {
+    log = new RunsLog(file);
+    logs.set(file, log);
+  }
+  return log;
+}
 
 /**
  * The complete lines of the last `maxBytes` of a file (LF removed, empty ones kept),
@@ -39,25 +98,19 @@ function tailLines(file: string, maxBytes: number): string[] {
   }
 }
 
-/** The last complete line of a JSON-lines file, parsed; null when there is none, or it is not JSON. */
-export function lastRecord(file: string): unknown {
-  const last = tailLines(file, 1 << 20).at(-1);
-  if (last === undefined) return null;
-  try {
-    return JSON.parse(last);
-  } catch {
-    return null;
-  }
-}
-
 /**
  * The complete lines of the last `maxBytes` of a JSON-lines file, parsed, oldest first
  * (a line cut by the window's start, a partial last line and lines that are not JSON are
  * left out); none when the file cannot be read or is not a regular file.
  */
-export function tailRecords(file: string, maxBytes = 1 << 20): unknown[] {
+export function tailRecords(file: string, maxBytes = TAIL_BYTES): unknown[] {
+  return parseRecords(tailLines(file, maxBytes));
+}
+
+/** The JSON lines of `lines`, parsed (empty, foreign and damaged lines left out). */
+function parseRecords(lines: readonly string[]): unknown[] {
   const out: unknown[] = [];
-  for (const l of tailLines(file, maxBytes)) {
+  for (const l of lines) {
     if (l === '') continue;
     try {
       out.push(JSON.parse(l));
@@ -84,7 +137,7 @@ export function appendRecordOnce(file: string, record: { run_id: string; attempt
   }
   try {
     const size = fs.fstatSync(fd).size;
-    const tailLen = Math.min(size, 1 << 20);
+    const tailLen = Math.min(size, TAIL_BYTES);
     const tail = Buffer.alloc(tailLen);
     if (tailLen > 0) fs.readSync(fd, tail, 0, tailLen, size - tailLen);
     let end = size;

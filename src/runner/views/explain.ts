@@ -10,7 +10,7 @@ import { eachReject, findById, idsInFile, recordById } from './find-url.js';
 import { sentByOther } from '../claims.js';
 import { stateLayout } from '../state/layout.js';
 import { lastCommitted } from '../state/run-history.js';
-import { tailRecords } from '../state/runs-log.js';
+import { runsLog } from '../state/runs-log.js';
 import type { RunRecord } from '../state/run-record.js';
 import { PROG, type RunnerOptions } from '../options.js';
 import { PartnerView, type YacobotRef } from '../../core/store/partner-view.js';
@@ -111,7 +111,7 @@ export async function explain(a: SubArgs): Promise<number> {
 export async function explainUrls(o: RunnerOptions, raws: readonly string[]): Promise<Explained[]> {
   const hash = await loadUrlHash();
   const L = stateLayout(o.state);
-  const runs = tailRecords(L.runs);
+  const runs = runsLog(o.state).tail();
   const last = lastCommitted(runs);
   const settings = { keepMs: last?.keep_ms ?? o.keepMs, resendMs: last?.resend_after_ms ?? o.resendAfterMs };
   const asOf = jobNow(runs, settings.keepMs);

@@ -4,8 +4,7 @@ import { formatPlace, DataError, visibleName } from '../../core/errors.js';
 import { interruptedRuns, isStuck, lockAgeMs, maxRunTimeOf, unhealthy, type HealthInput } from './health.js';
 import { invocationRecord, writeLastInvocation, type LastInvocation, type Seen } from '../state/last-invocation.js';
 import { lastRunKept } from '../state/last-run.js';
-import { stateLayout } from '../state/layout.js';
-import { tailRecords } from '../state/runs-log.js';
+import { runsLog } from '../state/runs-log.js';
 import { writeMetrics, type Health } from './metrics.js';
 import type { RunnerOptions } from '../options.js';
 import { lookFromOutside, type Outside } from './outside.js';
@@ -19,7 +18,7 @@ import { sayTo } from '../say.js';
  */
 export async function recordEnd(o: RunnerOptions | null, state: string | null, seen: Seen, exit: number, error: string | null): Promise<void> {
   if (state === null) return;
-  const runs = tailRecords(stateLayout(state).runs);
+  const runs = runsLog(state).tail();
   let rec: LastInvocation;
   try {
     rec = invocationRecord(state, seen, exit, error, runs);

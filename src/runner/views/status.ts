@@ -5,9 +5,8 @@ import { visibleName } from '../../core/errors.js';
 import { PROG } from '../options.js';
 import { interruptedRuns, isStuck, lockAgeMs, maxRunTimeOf, unhealthy, type Interrupted } from './health.js';
 import { lastSuccess, readLastInvocation, type LastInvocation, type LastSuccess } from '../state/last-invocation.js';
-import { stateLayout } from '../state/layout.js';
 import { lastCommitted } from '../state/run-history.js';
-import { tailRecords } from '../state/runs-log.js';
+import { runsLog } from '../state/runs-log.js';
 import { lookFromOutside, type Outside } from './outside.js';
 import type { SubArgs } from '../subcommand.js';
 
@@ -58,7 +57,7 @@ export interface Status {
 /** Prints the status and returns the exit status (0 healthy, 1 not). */
 export function status(a: SubArgs, now = Date.now()): number {
   const last = readLastInvocation(a.o.state);
-  const runs = tailRecords(stateLayout(a.o.state).runs);
+  const runs = runsLog(a.o.state).tail();
   const success = lastSuccess(runs, last);
   const { lock, current_log_urls, ...outside } = lookFromOutside(a.o, lastCommitted(runs), now);
   const h = { last, success, lock, interrupted: interruptedRuns(a.o.state), maxAgeMs: a.maxAgeMs, maxRunMs: maxRunTimeOf(a.o), now };
