@@ -4,10 +4,12 @@
 // two-masters-fence.test.ts.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { deliver, newJob, runJob } from './lib/job.js';
+import { RUNNER, testEnv } from './lib/run.js';
 import { runsJsonl } from './lib/runner-state.js';
 import { claimHour, claimsOfRun, confirmClaim, type ClaimRequest } from '../src/core/store/claims.js';
 import { openStore } from '../src/core/store/open.js';
@@ -111,4 +113,33 @@ test('sentByOther: the first committed run, by its now, not before the sighting;
   assert.deepEqual(sentByOther(records, '20110728070000'), { run: 'h2', master: 'B' });
   assert.equal(sentByOther(records, '20110728055959'), null, 'sent by this master in h1');
   assert.equal(sentByOther(records, '20110728073000'), null, 'h3 was this master\'s');
+});
+
+test('new-identity: refused while a committed run awaits its claim under an identity the state holds; then a new identity; a damaged identity.json stops the runner, naming the way out', () => {
+  const dir = newJob('ms-claims-new-identity-');
+  deliver(dir, '2011072806');
+  const env = testEnv({ REFLOG_RUNNER_FAILPOINT: '2011072806:confirm' });
+  const killed = spawnSync(RUNNER, ['--log-level', 'silent'], { cwd: dir, env, encoding: 'utf8' });
+  assert.equal(killed.signal, 'SIGKILL', killed.stderr);
+  const file = path.join(dir, 'var/state/identity.json');
+  const before = fs.readFileSync(file, 'utf8');
+  const newIdentity = () => spawnSync(RUNNER, ['new-identity'], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+  const refused = newIdentity();
+  assert.equal(refused.status, 1, refused.stderr);
+  assert.match(refused.stderr, /^reflog-to-yacobot-queue new-identity: \S+identity\.json: run 2011072806 is committed and its publish awaits its claim under this state's identity, which this state still holds \(it is not fenced\): run reflog-to-yacobot-queue first, then give it a new identity; nothing changed\n$/);
+  assert.equal(fs.readFileSync(file, 'utf8'), before, 'nothing changed');
+  assert.equal(runJob(dir).status, 0, 'the roll forward publishes the run');
+  const old = (JSON.parse(before) as { id: string }).id;
+  const renewed = newIdentity();
+  assert.equal(renewed.status, 0, renewed.stderr);
+  assert.match(renewed.stdout, new RegExp(`identity\\.json: new identity ([0-9a-f]{32}) \\(was ${old}\\): this state is a master of its own from its next invocation on`));
+  assert.notEqual((JSON.parse(fs.readFileSync(file, 'utf8')) as { id: string }).id, old);
+  fs.writeFileSync(file, '{"id": "not hex"}\n');
+  deliver(dir, '2011072807');
+  const damaged = runJob(dir);
+  assert.equal(damaged.status, 1, damaged.stderr);
+  assert.match(damaged.stderr, /identity\.json: damaged: it holds this state's identity, which names its claims of hours in the partner database; restore it from a backup, or give the state a new identity \(reflog-to-yacobot-queue new-identity\); nothing was run\n/);
+  assert.ok(fs.existsSync(path.join(dir, 'var/inbox/2011072807.reflog')), 'the reflog stays');
+  assert.equal(newIdentity().status, 0);
+  assert.equal(runJob(dir).status, 0);
 });

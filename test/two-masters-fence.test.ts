@@ -94,7 +94,7 @@ for (const be of backends()) {
       counts.push(c);
       const publisher = publisherOf(a, b, runName(h));
       const other = publisher === a ? b : a;
-      assert.match(said.get(other)!, new RegExp(`${runName(h)}: master m published this hour .*: not this state .*another master uses the same name m, or this state is a copy of its; give each master its own --master-name; this master remembers it in current_log and publishes nothing`));
+      assert.match(said.get(other)!, new RegExp(`${runName(h)}: master m published this hour .*: not this state .*another master uses the same name m; give each master its own --master-name; this master remembers it in current_log and publishes nothing`));
       assert.match(said.get(other)!, /1 run\(s\) committed in [\d.]+ s; none published \(another master published them: remembered in current_log, not published\); run records in /);
       const ro = records(other).get(runName(h))!;
       assert.deepEqual([ro.state_id, ro.published_by_state], [identityOf(other), identityOf(publisher)]);

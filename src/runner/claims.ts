@@ -45,7 +45,7 @@ async function untilSettled(o: ClaimOptions, f: Fence, ref: HourClaimRef, ask: (
         const why = f.fencedBy === null ? 'another copy of this state moved its identity during this invocation' : fencedText(f.state.id, f.fencedBy);
         throw new DataError('STATE_FENCED', `hour ${ref.run} is published by no master, and this state may not publish it: ${why}; ${tried}`);
       }
-      const twin = a.by === o.masterName ? ` (another master of this master's name, or a copy of this state: give each master its own --master-name)` : '';
+      const twin = a.by === o.masterName ? ` (another master of this master's name: give each master its own --master-name)` : '';
       throw new DataError('HOUR_HELD', `hour ${ref.run} is claimed by master ${visibleName(a.by)}${twin} since ${a.since} and not yet published; ${tried}`);
     }
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
@@ -109,7 +109,7 @@ function whoElse(o: ClaimOptions, f: Fence, a: Extract<ClaimAnswer, { kind: 'pub
   if (a.byState === f.state.id) return ': a copy of this state (the same identity), which holds the identity now';
   if (a.by !== o.masterName) return '';
   const theirs = a.byState === null ? 'a claim made before state identities' : `state ${a.byState.slice(0, 8)}`;
-  return `: not this state (${theirs}; this one is ${f.state.id.slice(0, 8)}): another master uses the same name ${visibleName(a.by)}, or this state is a copy of its; give each master its own --master-name`;
+  return `: not this state (${theirs}; this one is ${f.state.id.slice(0, 8)}): another master uses the same name ${visibleName(a.by)}; give each master its own --master-name`;
 }
 
 /** Turns a plan into one that commits the run's state and publishes no queue file: another master published the hour. */

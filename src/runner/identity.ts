@@ -95,20 +95,12 @@ export function ensureIdentity(state: string): Identity {
   return made;
 }
 
-/** Replaces the state's identity with a new one (durably); returns the old one's id, if any. */
-export function renewIdentity(state: string): { old: string | null; now: Identity } {
-  const old = fs.existsSync(identityFile(state)) ? (safeId(state) ?? 'damaged') : null;
+/** Replaces the state's identity (`old`: the one it had, null when none or damaged) with a new one, durably. */
+export function renewIdentity(state: string, old: Identity | null): { old: string; now: Identity } {
+  const was = old?.id ?? (fs.existsSync(identityFile(state)) ? 'a damaged one' : 'none');
   const now: Identity = { id: newToken(), created: new Date().toISOString() };
   writeFileDurable(identityFile(state), JSON.stringify(now) + '\n');
-  return { old, now };
-}
-
-function safeId(state: string): string | null {
-  try {
-    return readIdentity(state)?.id ?? null;
-  } catch {
-    return null;
-  }
+  return { old: was, now };
 }
 
 /** Where a state is, as a fenced copy names the other: host and directory. */

@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { DataError, visibleName } from '../core/errors.js';
 import { currentToken } from '../core/store/states.js';
 import { readCommit } from './commit.js';
-import { identityFile, readIdentity, renewIdentity, withStore } from './identity.js';
+import { type Identity, identityFile, readIdentity, renewIdentity, withStore } from './identity.js';
 import { acquireLock } from './lock.js';
 import { PROG, type RunnerOptions } from './options.js';
 
@@ -32,7 +32,7 @@ export async function newIdentity(o: RunnerOptions): Promise<number> {
   if (!fs.existsSync(o.state)) throw new DataError('NO_STATE', 'no such state directory; nothing changed', { file: o.state });
   const lock = acquireLock(path.join(o.state, 'lock'));
   try {
-    const id = readIdentity(o.state);
+    const id = readableIdentity(o.state);
     const pending = committedRuns(o.state);
     if (id?.token !== undefined && pending.length > 0 && (await holdsIdentity(o, id.id, id.token))) {
       throw new DataError(
@@ -41,14 +41,23 @@ export async function newIdentity(o: RunnerOptions): Promise<number> {
         { file: identityFile(o.state) },
       );
     }
-    const r = renewIdentity(o.state);
+    const r = renewIdentity(o.state, id);
     process.stdout.write(
-      `${visibleName(identityFile(o.state))}: new identity ${r.now.id}${r.old === null ? '' : ` (was ${r.old})`}: ` +
+      `${visibleName(identityFile(o.state))}: new identity ${r.now.id} (was ${r.old}): ` +
         `this state is a master of its own from its next invocation on; give it its own --master-name if a copy of it runs elsewhere\n`,
     );
     return 0;
   } finally {
     fs.closeSync(lock.fd);
+  }
+}
+
+/** The state's identity, or null when it has none or a damaged one (which the new one replaces). */
+function readableIdentity(state: string): Identity | null {
+  try {
+    return readIdentity(state);
+  } catch {
+    return null;
   }
 }
 
