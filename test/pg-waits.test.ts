@@ -238,7 +238,7 @@ pgTest("the runner's check of a dead upload-domains' COMMIT, its backend stopped
   const args = ['--db', proxied, '--answer-timeout', '2'];
   try {
     // upload-domains dies just before its COMMIT; the runner asks the database whether it happened.
-    const stop = stopAtFirstStatement((t) => t.includes('SELECT added_at FROM partner_domain'));
+    const stop = stopAtFirstStatement((t) => t.includes('SELECT domains FROM domain_commit'));
     const r = await runner(dir, args, { env: { NODE_OPTIONS: KILL_AT_COMMIT, KILL_AT_COMMIT: 'before', KILL_WHO: 'stage' } });
     assert.ok(stop.at > 0, `the check's backend was stopped: ${r.stderr}`);
     assert.equal(r.status, 1, r.stderr);

@@ -420,7 +420,7 @@ function addDatabaseCommands(program: Command): void {
   program
     .command('migrate')
     .description(
-      `upgrade the database to schema version ${SCHEMA_VERSION} (each Yacobot's domain count kept in partner_load by triggers, the masters' claims of hours in hour_claim), in one transaction; safe to run again`,
+      `upgrade the database to schema version ${SCHEMA_VERSION} (each Yacobot's domain count kept in partner_load by triggers, the masters' claims of hours in hour_claim fenced by each state's identity in master_state, each upload-domains commit in domain_commit), in one transaction; safe to run again`,
     )
     .action((_o, cmd: Command) => withDb(cmd, migrateCommand, { anyVersion: true }));
 }
@@ -442,7 +442,7 @@ async function migrateCommand(store: PartnerStore): Promise<void> {
     return;
   }
   const seconds = (Number(process.hrtime.bigint() - t0) / 1e9).toFixed(1);
-  const what = r.found === 'incomplete' ? `restored partner_load, its triggers and hour_claim in ${name}` : `upgraded ${name} from schema version ${r.found === 'version1' ? 1 : 2} to ${SCHEMA_VERSION}`;
+  const what = r.found === 'incomplete' ? `restored partner_load, its triggers, hour_claim, master_state and domain_commit in ${name}` : `upgraded ${name} from schema version ${r.found.slice('version'.length)} to ${SCHEMA_VERSION}`;
   say(`${what} in ${seconds} s: partner_load counts ${r.domains} domain(s) under ${r.owners} Yacobot id(s)`);
 }
 

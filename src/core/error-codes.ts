@@ -49,6 +49,10 @@ export type ErrorCode =
   | 'QUEUE_NOT_TAKEN' // a queue file of the run's name, other bytes, not taken yet
   | 'RUNS_NOT_FILE' // runs.jsonl is no regular file
   | 'STATE_NOT_WRITABLE' // a place a commit writes cannot be written
+  | 'STATE_FENCED' // a copy of the state that another copy outran may not publish the hour
+  | 'BAD_IDENTITY' // STATE/identity.json cannot be read or is damaged
+  | 'NO_STATE' // new-identity: no such state directory
+  | 'COMMITTED_RUN' // new-identity: a committed run awaits its publish under the current identity
   // The scripts (scripts/)
   | 'BENCH' // bench-runner.ts: a benchmark run that failed
   | 'NO_TIME' // bench.ts: no GNU time (/usr/bin/time) to measure peak RSS

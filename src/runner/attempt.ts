@@ -3,11 +3,12 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
 import { DataError, formatPlace } from '../core/errors.js';
+import { committedDomains } from '../core/store/assign.js';
 import { openStore } from '../core/store/open.js';
 import type { RunnerOptions } from './options.js';
 import { type NowSource } from './state/run-record.js';
 import { type RunPaths } from './state/layout.js';
-import { assignedInLog } from './run/stage-log.js';
+import { type PendingCommit, assignedInLog } from './run/stage-log.js';
 
 /** STATE/staging/RUN/run.json: fixed when a run is first attempted, reused by reruns after a crash. */
 export interface RunJson {
@@ -37,7 +38,7 @@ export function readRunJson(p: RunPaths): RunJson | null {
 /**
  * What the attempt whose stage logs are in `p.logs` committed to the database: what
  * its upload-domains log says, or, when the stage died between the line it logs just
- * before COMMIT and the one after, what the database says about that line's witness.
+ * before COMMIT and the one after, what the database says about that line's token.
  */
 export async function assignedByAttempt(p: RunPaths, o: RunnerOptions, log: Logger): Promise<number> {
   if (!fs.existsSync(p.logs)) return 0;
@@ -45,29 +46,30 @@ export async function assignedByAttempt(p: RunPaths, o: RunnerOptions, log: Logg
   if (!f) return 0;
   const { assigned, pending } = assignedInLog(fs.readFileSync(path.join(p.logs, f), 'utf8'));
   if (pending === null) return assigned;
-  if (pending.rows === 0 || pending.witness === null) return 0;
-  let committed: boolean;
+  if (pending.rows === 0 || (pending.token === undefined && pending.witness === null)) return 0;
+  let committed: number;
   try {
-    committed = await witnessCommitted(o, pending.witness, pending.added_at);
+    committed = await committedByPending(o, pending);
   } catch (err) {
     // Counted as 0, they would be missing from new_domains for good once that COMMIT lands:
     // the attempt's logs stay, and the next invocation asks again.
     const message = err instanceof DataError ? formatPlace(err.place, err.message) : String((err as Error)?.message ?? err);
     throw new DataError('COMMIT_UNDECIDED', `cannot tell whether upload-domains of run ${p.name} committed ${pending.rows} new domain(s) before it died (${message}); nothing was published, and the next invocation asks again and runs the hour`);
   }
-  log.warn({ run: p.name, rows: pending.rows, witness: pending.witness, committed }, 'upload-domains died during its commit; the database tells whether it happened');
-  return committed ? pending.rows : 0;
+  log.warn({ run: p.name, rows: pending.rows, token: pending.token, witness: pending.witness, committed }, 'upload-domains died during its commit; the database tells whether it happened');
+  return committed;
 }
 
 /**
- * Whether the database has `domain` with `added_at` (the row a transaction inserts
- * exists iff it committed: it was absent when that transaction, holding the write
- * lock, inserted it).
+ * The domains the transaction of `pending` added: those its token records (0 when
+ * absent: it did not commit); for a line without a token, its row count when the
+ * witness has `added_at` (the row a transaction inserts exists iff it committed).
  */
-async function witnessCommitted(o: RunnerOptions, domain: string, addedAt: string): Promise<boolean> {
-  const store = await openStore(o.db, { readonly: true, timeouts: o.dbTimeouts });
+async function committedByPending(o: RunnerOptions, pending: PendingCommit): Promise<number> {
+  const store = await openStore(o.db, { readonly: pending.token === undefined, timeouts: o.dbTimeouts });
   try {
-    return (await store.addedAtOf(domain)) === addedAt;
+    if (pending.token !== undefined) return (await committedDomains(store, pending.token)) ?? 0;
+    return (await store.addedAtOf(pending.witness!)) === pending.added_at ? pending.rows : 0;
   } finally {
     await store.close();
   }

@@ -9,41 +9,46 @@ import type { Logger } from 'pino';
 import { DataError, formatPlace, visibleName } from '../core/errors.js';
 import { formatDuration } from '../core/time.js';
 import { claimHour, confirmClaim, publishedByOthers, type ClaimAnswer, type ClaimRequest, type HourClaimRef } from '../core/store/claims.js';
-import { openStore } from '../core/store/open.js';
-import { isPgUri, type PartnerStore } from '../core/store/store.js';
+import { isPgUri } from '../core/store/store.js';
 import { removePrepared } from './commit/queue.js';
-import { type CommitHooks } from './commit/hooks.js';
-import { type CommitPlan } from './commit/marker.js';
+import type { CommitHooks } from './commit/hooks.js';
+import type { CommitPlan } from './commit/marker.js';
+import { type Fence, fencedText, readIdentity, stateFence, withStore } from './identity.js';
 import { PROG, type RunnerOptions } from './options.js';
 
 /** The options the claims use. */
-type ClaimOptions = Pick<RunnerOptions, 'db' | 'dbTimeouts' | 'masterName' | 'claimLeaseMs'>;
+type ClaimOptions = Pick<RunnerOptions, 'state' | 'db' | 'dbTimeouts' | 'masterName' | 'claimLeaseMs'>;
 
 /** How often a run asks again while another master holds its hour's claim. */
 const POLL_MS = 500;
 
-/** Runs `fn` on the partner store, opened for it and closed after. */
-async function withStore<T>(o: ClaimOptions, fn: (s: PartnerStore) => Promise<T>): Promise<T> {
-  const store = await openStore(o.db, { timeouts: o.dbTimeouts });
-  try {
-    return await fn(store);
-  } finally {
-    await store.close();
-  }
+/** The master that published an hour this one remembers: its name, and its state's identity (null before schema version 4). */
+export interface Publisher {
+  by: string;
+  byState: string | null;
 }
 
+type Settled = Extract<ClaimAnswer, { kind: 'ours' | 'published' }>;
+
 /**
- * Asks `ask` until another master no longer holds the claim within its lease, every
- * POLL_MS, for at most twice the lease (the holder's rerun renews it once); then a
- * DataError HOUR_HELD: the next invocation tries again.
+ * Asks `ask` until another master no longer holds the claim within its lease (or, for a
+ * fenced state, until another confirms the hour), every POLL_MS, for at most twice the
+ * lease (the holder's rerun renews it once); then a DataError HOUR_HELD or STATE_FENCED:
+ * the next invocation tries again.
  */
-async function untilSettled(o: ClaimOptions, ref: HourClaimRef, ask: (r: ClaimRequest) => Promise<ClaimAnswer>): Promise<Exclude<ClaimAnswer, { kind: 'held' }>> {
+async function untilSettled(o: ClaimOptions, f: Fence, ref: HourClaimRef, ask: (r: ClaimRequest) => Promise<ClaimAnswer>): Promise<Settled> {
   const until = Date.now() + 2 * o.claimLeaseMs + POLL_MS;
+  const tried = `tried for ${formatDuration(2 * o.claimLeaseMs)} (twice --claim-lease); the next invocation tries again`;
   for (;;) {
-    const a = await ask({ run: ref.run, digest: ref.digest, master: ref.master, runId: ref.run_id, nowMs: Date.now(), leaseMs: o.claimLeaseMs });
-    if (a.kind !== 'held') return a;
+    const a = await ask({ run: ref.run, digest: ref.digest, master: ref.master, runId: ref.run_id, nowMs: Date.now(), leaseMs: o.claimLeaseMs, state: f.state });
+    if (a.kind === 'ours' || a.kind === 'published') return a;
     if (Date.now() >= until) {
-      throw new DataError('HOUR_HELD', `hour ${ref.run} is claimed by master ${visibleName(a.by)} since ${a.since} and not yet published; tried for ${formatDuration(2 * o.claimLeaseMs)} (twice --claim-lease); the next invocation tries again`);
+      if (a.kind === 'fenced') {
+        const why = f.fencedBy === null ? 'another copy of this state moved its identity during this invocation' : fencedText(f.state.id, f.fencedBy);
+        throw new DataError('STATE_FENCED', `hour ${ref.run} is published by no master, and this state may not publish it: ${why}; ${tried}`);
+      }
+      const twin = a.by === o.masterName ? ` (another master of this master's name: give each master its own --master-name)` : '';
+      throw new DataError('HOUR_HELD', `hour ${ref.run} is claimed by master ${visibleName(a.by)}${twin} since ${a.since} and not yet published; ${tried}`);
     }
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
   }
@@ -59,9 +64,10 @@ export function claimRef(o: ClaimOptions, run: string, runId: string, digest: st
  * it, else the master that published it. Waits while another master holds the claim
  * within its lease; a DataError when it still does, or the database cannot be reached.
  */
-export async function claimRunHour(o: ClaimOptions, log: Logger, ref: HourClaimRef): Promise<string | null> {
-  const a = await withStore(o, (s) => untilSettled(o, ref, (r) => claimHour(s, r)));
-  return settled(o, log, ref, a, 'claim');
+export async function claimRunHour(o: ClaimOptions, log: Logger, ref: HourClaimRef): Promise<Publisher | null> {
+  const f = await stateFence(o, log);
+  const a = await withStore(o, (s) => untilSettled(o, f, ref, (r) => claimHour(s, r)));
+  return settled(o, log, f, ref, a, 'claim');
 }
 
 /**
@@ -74,10 +80,11 @@ export async function settleClaim(o: ClaimOptions, log: Logger, plan: CommitPlan
   const ref = plan.claim;
   if (ref === undefined) return;
   hooks.beforeStep?.(plan.run, 'confirm');
-  let by: string | null;
+  let by: Publisher | null;
   try {
-    const a = await withStore(o, (s) => untilSettled(o, ref, (r) => confirmClaim(s, r)));
-    by = settled(o, log, ref, a, 'confirm');
+    const f = await stateFence(o, log);
+    const a = await withStore(o, (s) => untilSettled(o, f, ref, (r) => confirmClaim(s, r)));
+    by = settled(o, log, f, ref, a, 'confirm');
   } catch (err) {
     if (!(err instanceof DataError)) throw err;
     throw new DataError(err.code, `${err.message}; run ${plan.run} is committed, nothing of it is lost: its publish waits for its claim to be confirmed, which the next invocation does`, err.place);
@@ -86,7 +93,7 @@ export async function settleClaim(o: ClaimOptions, log: Logger, plan: CommitPlan
 }
 
 /** Says what a settled claim means for the run; returns the master that published the hour, or null for this one. */
-function settled(o: ClaimOptions, log: Logger, ref: HourClaimRef, a: Exclude<ClaimAnswer, { kind: 'held' }>, when: 'claim' | 'confirm'): string | null {
+function settled(o: ClaimOptions, log: Logger, f: Fence, ref: HourClaimRef, a: Settled, when: 'claim' | 'confirm'): Publisher | null {
   if (a.kind === 'ours') {
     if (a.takenFrom !== undefined) {
       log.warn({ run: ref.run, from: a.takenFrom, lease_ms: o.claimLeaseMs, when }, 'took over the claim of an hour another master did not confirm within --claim-lease');
@@ -94,17 +101,26 @@ function settled(o: ClaimOptions, log: Logger, ref: HourClaimRef, a: Exclude<Cla
     }
     return null;
   }
-  log.warn({ run: ref.run, published_by: a.by, their_run_id: a.runId, published_at: a.at }, 'another master published this hour; remembered, not published');
-  process.stderr.write(`${PROG}: ${visibleName(ref.run)}: master ${visibleName(a.by)} published this hour (at ${a.at}); this master remembers it in current_log and publishes nothing\n`);
-  return a.by;
+  log.warn({ run: ref.run, published_by: a.by, published_by_state: a.byState, their_run_id: a.runId, published_at: a.at }, 'another master published this hour; remembered, not published');
+  process.stderr.write(`${PROG}: ${visibleName(ref.run)}: master ${visibleName(a.by)} published this hour (at ${a.at})${whoElse(o, f, a)}; this master remembers it in current_log and publishes nothing\n`);
+  return { by: a.by, byState: a.byState };
+}
+
+/** What the message says of a publisher that bears this master's name, or this state's identity: another master of the name, or a copy. */
+function whoElse(o: ClaimOptions, f: Fence, a: Extract<ClaimAnswer, { kind: 'published' }>): string {
+  if (a.byState === f.state.id) return ': a copy of this state (the same identity), which holds the identity now';
+  if (a.by !== o.masterName) return '';
+  const theirs = a.byState === null ? 'a claim made before state identities' : `state ${a.byState.slice(0, 8)}`;
+  return `: not this state (${theirs}; this one is ${f.state.id.slice(0, 8)}): another master uses the same name ${visibleName(a.by)}; give each master its own --master-name`;
 }
 
 /** Turns a plan into one that commits the run's state and publishes no queue file: another master published the hour. */
-export function rememberOnly(plan: CommitPlan, by: string): void {
+export function rememberOnly(plan: CommitPlan, p: Publisher): void {
   removePrepared(plan.queueDir, plan.run, plan.queueName);
   const r = plan.record;
   r.not_published = plan.queue.reduce((n, q) => n + q.urls, 0);
-  r.published_by = by;
+  r.published_by = p.by;
+  if (p.byState !== null) r.published_by_state = p.byState;
   r.sent = 0;
   r.sent_per_yacobot = {};
   plan.queue = [];
@@ -133,7 +149,8 @@ export async function warnMissedHours(o: ClaimOptions, log: Logger, past: readon
   if (last === undefined) return;
   let rows: { run: string; master: string }[];
   try {
-    rows = await withStore(o, (s) => publishedByOthers(s, o.masterName, last));
+    const state = readIdentity(o.state)?.id ?? '';
+    rows = await withStore(o, (s) => publishedByOthers(s, { master: o.masterName, state }, last));
   } catch (err) {
     log.warn({ error: err instanceof DataError ? formatPlace(err.place, err.message) : String(err) }, 'cannot read the claims of hours for catch-up');
     return;
@@ -159,6 +176,8 @@ export async function claimForCommit(o: ClaimOptions, log: Logger, hooks: Commit
   if (digest === null) return `${plan.reflog}: its digest, which names the hour in the claims, could not be read`;
   hooks.beforeStep?.(plan.run, 'claim');
   const ref = claimRef(o, plan.run, runId, digest);
+  const id = readIdentity(o.state)?.id;
+  if (id !== undefined) plan.record.state_id = id;
   try {
     const by = await claimRunHour(o, log, ref);
     if (by === null) plan.claim = ref;

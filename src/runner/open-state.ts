@@ -3,6 +3,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DataError, UsageError } from '../core/errors.js';
 import { mkdirDurable, symlinkTarget } from '../core/durable.js';
+import { ensureIdentity } from './identity.js';
 import type { Seen } from './state/last-invocation.js';
 import { acquireLock } from './state/lock.js';
 import type { RunnerOptions } from './options.js';
@@ -93,7 +94,7 @@ function isDirectoryOrUnreadable(p: string): boolean {
   }
 }
 
-/** Checks the inbox and the state directory and takes the lock, returning its fd; throws before anything runs. */
+/** Checks the inbox and the state directory, takes the lock and gives the state its identity if it has none, returning the lock's fd; throws before anything runs. */
 export function openState(o: RunnerOptions, seen: Seen): number {
   // A wrong --inbox is a configuration error, found before anything is created under --state.
   if (!isDirectoryOrUnreadable(o.inbox)) throw new UsageError(`--inbox ${o.inbox}: is not an existing directory (check --inbox, or create it)`);
@@ -111,5 +112,6 @@ export function openState(o: RunnerOptions, seen: Seen): number {
   seen.lock = true;
   checkRunsFile(path.join(o.state, 'runs.jsonl'));
   checkWritable(o);
+  ensureIdentity(o.state);
   return lock.fd;
 }

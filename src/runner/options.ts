@@ -101,6 +101,7 @@ const BOOL_KEYS: ReadonlySet<Key> = new Set(['accept-settings-change', 'allow-un
 export const USAGE = `Usage: ${PROG} [options]
        ${PROG} status [--json] [--max-age DURATION] [options]
        ${PROG} explain [--json] [options] URL...
+       ${PROG} new-identity [options]
 
 Processes every *.reflog in the inbox, oldest name first (bytewise order of the
 file names), each as one run named after its file (2011072806.reflog -> run
@@ -208,11 +209,14 @@ Options (each also a key of the --config file):
                           FILE (atomically) with the job's metrics in the
                           Prometheus text format, for node_exporter's textfile
                           collector (FILE ends in .prom)
-  --master-name NAME      this master's name in the partner database's claims
-                          of hours (default: the host name); with several
-                          masters on one PostgreSQL database, each run claims
-                          its hour before it publishes, and an hour another
-                          master published is remembered, not published
+  --master-name NAME      this master's name in messages and records (default:
+                          the host name); with several masters on one
+                          database, each run claims its hour before it
+                          publishes, and an hour another master published is
+                          remembered, not published. A claim is this master's
+                          by its state's identity (STATE/identity.json), not
+                          by this name: a copy of the state directory is
+                          fenced, and new-identity makes it a master of its own
   --claim-lease DURATION  how long another master's claim of an hour, not yet
                           confirmed by its publish, holds before this master
                           takes it over (default 2m)
@@ -251,7 +255,8 @@ wrong), which status reads:
             and when it is due again, the queue files and rejects files that
             hold it, and a verdict as of the last run; --json for an array
 Both take the options above (--config too) after their name, read only, and
-take no lock: safe beside a running invocation.
+take no lock: safe beside a running invocation. new-identity (same options)
+gives the state a new identity, under the lock: see its --help.
 
 One invocation at a time per state directory (flock on STATE/lock); another one
 exits 75 at once, naming the process that holds the lock.

@@ -1,13 +1,17 @@
-// The runner's read-only subcommands, status and explain: their own flags, then the
-// runner's options (and --config) as the cron line gives them.
+// The runner's subcommands: status and explain, which only read, and new-identity: their
+// own flags, then the runner's options (and --config) as the cron line gives them.
 import { DataError, UsageError, formatPlace, visibleName } from '../core/errors.js';
 import { parseDuration } from '../core/time.js';
 import { packageVersion } from '../cli/stage.js';
 import { PROG, KEYS, parseArgs, type RunnerOptions } from './options.js';
 import { EXPLAIN_USAGE, explain } from './views/explain.js';
 import { STATUS_USAGE, status } from './views/status.js';
+import { Locked } from './state/lock.js';
+import { NEW_IDENTITY_USAGE, newIdentity } from './new-identity.js';
 
-export const SUBCOMMANDS: ReadonlySet<string> = new Set(['status', 'explain']);
+export const SUBCOMMANDS: ReadonlySet<string> = new Set(['status', 'explain', 'new-identity']);
+
+const USAGES: Record<string, string> = { status: STATUS_USAGE, explain: EXPLAIN_USAGE, 'new-identity': NEW_IDENTITY_USAGE };
 
 /** A subcommand's command line: its own flags, its operands, the runner's options. */
 export interface SubArgs {
@@ -19,7 +23,7 @@ export interface SubArgs {
 
 /** Runs `name` with `args` and exits: its own status, 1 on an error, 2 on a usage error. */
 export async function subcommand(name: string, args: readonly string[]): Promise<never> {
-  const usage = name === 'status' ? STATUS_USAGE : EXPLAIN_USAGE;
+  const usage = USAGES[name]!;
   const prog = `${PROG} ${name}`;
   try {
     const a = parseSubArgs(name, args, process.cwd());
@@ -27,8 +31,12 @@ export async function subcommand(name: string, args: readonly string[]): Promise
       process.stdout.write(a === 'help' ? usage : `${packageVersion()}\n`);
       process.exit(0);
     }
-    process.exit(name === 'status' ? status(a) : await explain(a));
+    process.exit(name === 'status' ? status(a) : name === 'explain' ? await explain(a) : await newIdentity(a.o));
   } catch (err) {
+    if (err instanceof Locked) {
+      process.stderr.write(`${prog}: another run holds the lock: ${visibleName(err.message)}; exiting (75)\n`);
+      process.exit(75);
+    }
     if (err instanceof UsageError) {
       process.stderr.write(`${prog}: ${visibleName(err.message)}\nTry '${prog} --help' for more information.\n`);
       process.exit(2);
@@ -65,7 +73,7 @@ export function parseSubArgs(name: string, args: readonly string[], cwd: string)
   }
   const o = parseArgs(runner, cwd);
   if (typeof o === 'string') return o;
-  if (name === 'status' && operands.length > 0) throw new UsageError(`status takes no operands, got '${operands[0]}'`);
+  if (name !== 'explain' && operands.length > 0) throw new UsageError(`${name} takes no operands, got '${operands[0]}'`);
   if (name === 'explain' && operands.length === 0) throw new UsageError('explain wants at least one URL');
   return { json, maxAgeMs, operands, o };
 }

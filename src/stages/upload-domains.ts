@@ -1,4 +1,5 @@
 // upload-domains: route filtered_log to Yacobots by domain, assigning new domains.
+import { randomBytes } from 'node:crypto';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { pathOption, refuseOwnStreams, type Count, type StageContext, type StageDef } from '../cli/stage.js';
@@ -433,10 +434,15 @@ class Router {
       },
     };
     // Logged inside the transaction, just before its COMMIT, and again at once after it: a
-    // run that dies in between leaves the first line only, and its witness (a domain this
-    // transaction inserts, with added_at = --now) tells the runner whether COMMIT happened.
-    const r = await this.db.store.assignNew(news, chooserFor(this.o.assign, this.db.rendezvous), now, (inserted, witness) =>
-      this.ctx.log.info({ committing: inserted, witness, added_at: now }, 'committing new domains'),
+    // run that dies in between leaves the first line only, and its token (recorded in
+    // domain_commit by this transaction alone) tells the runner whether COMMIT happened.
+    const token = randomBytes(16).toString('hex');
+    const r = await this.db.store.assignNew(
+      news,
+      chooserFor(this.o.assign, this.db.rendezvous),
+      now,
+      (inserted, witness) => this.ctx.log.info({ committing: inserted, token, witness, added_at: now }, 'committing new domains'),
+      token,
     );
     this.assignedByUs = r.assignedByUs;
     this.lostRace = r.lostRace;

@@ -4,13 +4,14 @@
 import { createRequire } from 'node:module';
 import type * as Pg from 'pg';
 import { DataError, shellQuote } from '../errors.js';
-import { assignInTx, type Chooser, type NewDomains } from './assign.js';
+import { assignInTx, recordCommit, type Chooser, type NewDomains } from './assign.js';
 import {
   OUR_TABLES,
   RECOUNT_SQL,
   checkShapes,
   checkVersion,
   claimTableSql,
+  claimUpgradeSql,
   foreignTables,
   schemaStanding,
   type MigrateResult,
@@ -103,7 +104,7 @@ CREATE TRIGGER partner_load_truncate AFTER TRUNCATE ON partner_domain
   FOR EACH STATEMENT EXECUTE FUNCTION partner_load_truncate();
 `;
 
-/** Version 3's hour_claim; run names compare bytewise (collation "C"), as on SQLite. */
+/** The tables of versions 3 and 4 (hour_claim, master_state, domain_commit); run names compare bytewise (collation "C"), as on SQLite. */
 const CLAIM_SQL = claimTableSql(' COLLATE "C"');
 
 /** An int8 as a number when it is one exactly, else a bigint. */
@@ -244,7 +245,7 @@ export class PgStore implements PartnerStore {
     await this.query('CLOSE dump');
   }
 
-  async assignNew(fresh: NewDomains, choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void): Promise<CommitResult> {
+  async assignNew(fresh: NewDomains, choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void, token?: string): Promise<CommitResult> {
     const io = {
       lookup: (ds: readonly string[]) => this.ownersIn(ds),
       insert: async (rows: [string, number][]) => {
@@ -255,9 +256,10 @@ export class PgStore implements PartnerStore {
         );
       },
     };
-    return this.write(async () => {
+    return this.write(async (q) => {
       const r = await assignInTx(await this.yacobotLoads(), fresh, choose, io, BATCH);
       if (r.noActive) throw noActive(this.name, 'at commit time (disabled during the run?)', shellQuote(this.name));
+      if (token !== undefined && r.assignedByUs > 0) await recordCommit(q, token, r.assignedByUs);
       beforeCommit?.(r.assignedByUs, r.witness);
       return { assignedByUs: r.assignedByUs, lostRace: r.lostRace };
     });
@@ -295,7 +297,7 @@ export class PgStore implements PartnerStore {
         // Disabled ones too: facts names only those that fire.
         const { rows } = await this.query("SELECT tgname FROM pg_trigger WHERE tgrelid = 'partner_domain'::regclass AND tgname = ANY($1::text[])", [LOAD_TRIGGERS]);
         for (const r of rows) await this.query(`DROP TRIGGER ${quoteIdent(r.tgname as string)} ON partner_domain`);
-        await this.query(`DROP TABLE IF EXISTS partner_load; ${LOAD_SQL} ${CLAIM_SQL} ${RECOUNT_SQL}`);
+        await this.query(`DROP TABLE IF EXISTS partner_load; ${LOAD_SQL} ${CLAIM_SQL} ${claimUpgradeSql(facts)} ${RECOUNT_SQL}`);
         checkVersion(await this.facts(), LOAD_TRIGGERS, this.name);
       }
       const r = (await this.query('SELECT COALESCE(SUM(domains), 0)::text AS domains, COUNT(*)::int AS owners FROM partner_load WHERE domains <> 0')).rows[0]!;

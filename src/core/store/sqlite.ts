@@ -1,7 +1,7 @@
 // The partner store on a SQLite file (better-sqlite3): the embedded default.
 import type BetterSqlite3 from 'better-sqlite3';
 import { shellQuote } from '../errors.js';
-import { assignInTx, type Chooser, type NewDomains } from './assign.js';
+import { assignInTx, recordCommit, type Chooser, type NewDomains } from './assign.js';
 import type { MigrateResult } from './schema.js';
 import { checkYacobotIds, dbError, initDb, migrateDb, missingOwners, openDb, yacobotLoads, type Db } from './sqlite-db.js';
 import { findYacobotIn, type CommitResult, type DomainRow, type OpenOptions, type OwnerLookup, type PartnerStore, type Row, type Sql } from './store.js';
@@ -136,7 +136,7 @@ export class SqliteStore implements PartnerStore {
     if (missing.length > 0) throw missingOwnerError(this.name, missing);
   }
 
-  async assignNew(fresh: NewDomains, choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void): Promise<CommitResult> {
+  async assignNew(fresh: NewDomains, choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void, token?: string): Promise<CommitResult> {
     const db = this.db;
     // The lookups' read transaction ends before the write transaction (nested, it would be a savepoint).
     this.guard(() => db.inTransaction && db.exec('COMMIT'));
@@ -146,9 +146,10 @@ export class SqliteStore implements PartnerStore {
         this.runRows('INSERT INTO partner_domain (domain, yacobot_id, added_at)', 'ON CONFLICT(domain) DO NOTHING', rows, ([d, id]) => [d, id, addedAt]);
       },
     };
-    return this.write(async () => {
+    return this.write(async (q) => {
       const r = await assignInTx(yacobotLoads(db), fresh, choose, io, ASSIGN_BATCH);
       if (r.noActive) throw noActive(this.name, 'at commit time (disabled during the run?)', shellQuote(this.name));
+      if (token !== undefined && r.assignedByUs > 0) await recordCommit(q, token, r.assignedByUs);
       beforeCommit?.(r.assignedByUs, r.witness);
       return { assignedByUs: r.assignedByUs, lostRace: r.lostRace };
     });

@@ -99,9 +99,10 @@ export interface PartnerStore {
   /**
    * Gives each of `fresh` that has no owner one chosen by `choose`, inserting it if
    * absent and reading back the winner (told to fresh.owner), in one serialized write
-   * transaction, a batch at a time; `beforeCommit` runs inside it, just before COMMIT.
+   * transaction, a batch at a time; `beforeCommit` runs inside it, just before COMMIT,
+   * after a transaction that added domains recorded them under `token` (assign.ts's recordCommit).
    */
-  assignNew(fresh: NewDomains, choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void): Promise<CommitResult>;
+  assignNew(fresh: NewDomains, choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void, token?: string): Promise<CommitResult>;
   /** Inside a write transaction: the owners of those of `domains` that have one. */
   ownersIn(domains: readonly string[]): Promise<Map<string, number>>;
   /** Inside a write transaction: gives each domain its Yacobot, inserted with added_at `addedAt` or moved (its added_at kept), many per statement. */

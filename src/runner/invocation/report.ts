@@ -84,11 +84,18 @@ function reportDone(inv: Invocation, secs: string): void {
         : `${PROG}: nothing to do: no new *.reflog in ${visibleName(o.inbox)}\n`,
     );
   } else {
-    process.stderr.write(
-      `${PROG}: ${ok.length} run(s) committed in ${secs} s; queue files in ${visibleName(o.queueDir)}/<yacobot_id>/<run>.tsv, ` +
-        `run records in ${visibleName(path.join(o.state, 'runs.jsonl'))}${aside}\n`,
-    );
+    process.stderr.write(`${PROG}: ${ok.length} run(s) committed in ${secs} s; ${whatPublished(o, ok)}run records in ${visibleName(path.join(o.state, 'runs.jsonl'))}${aside}\n`);
   }
+}
+
+/** Where the committed runs' queue files are, or that another master published (some of) their hours and this one remembered them. */
+function whatPublished(o: Invocation['o'], ok: readonly RunRecord[]): string {
+  const remembered = ok.filter((r) => r.published_by !== undefined).length;
+  const where = `queue files in ${visibleName(o.queueDir)}/<yacobot_id>/<run>.tsv, `;
+  if (remembered === 0) return where;
+  const others = 'another master published them: remembered in current_log, not published';
+  if (remembered === ok.length) return `none published (${others}); `;
+  return `${remembered} of them not published (${others}); ${where}`;
 }
 
 /** One line of human summary for a run. */

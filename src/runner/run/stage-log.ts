@@ -75,7 +75,9 @@ export function jsonLogLine(l: string): Record<string, unknown> | null {
 export interface PendingCommit {
   /** The rows the transaction inserts. */
   rows: number;
-  /** One domain among them (null when none): in the database with `added_at` iff COMMIT happened. */
+  /** The transaction's own token: in domain_commit iff COMMIT happened (absent from a line of a stage before domain_commit). */
+  token?: string;
+  /** One domain among them (null when none): with `added_at`, what a line without a token is decided by. */
   witness: string | null;
   added_at: string;
 }
@@ -95,7 +97,7 @@ export function assignedInLog(text: string): { assigned: number; pending: Pendin
       assigned = o.assigned_by_us;
       pending = null;
     } else if (typeof o?.committing === 'number' && typeof o.added_at === 'string') {
-      pending = { rows: o.committing, witness: typeof o.witness === 'string' ? o.witness : null, added_at: o.added_at };
+      pending = { rows: o.committing, ...(typeof o.token === 'string' && { token: o.token }), witness: typeof o.witness === 'string' ? o.witness : null, added_at: o.added_at };
     }
   }
   return { assigned, pending };

@@ -48,8 +48,12 @@ export interface RunRecord {
   rekeyed?: RekeyReport;
   /** The master that ran it (--master-name). */
   master?: string;
+  /** The identity of the state that ran it (STATE/identity.json), which its claim of the hour names. */
+  state_id?: string;
   /** Another master published this hour: this one remembered it (current_log) and published nothing. */
   published_by?: string;
+  /** With published_by: the identity of that master's state (absent for a claim made before state identities). */
+  published_by_state?: string;
   /** With published_by: the URLs this master's queue files held, not published. */
   not_published?: number;
 }
