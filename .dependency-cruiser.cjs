@@ -59,6 +59,45 @@ module.exports = {
       from: { path: '^src/admin/' },
       to: { path: '^src/(runner|stages)/' },
     },
+    // Inside the runner (docs/design.md "Source layout"): state <- options <- checks,
+    // commit <- run <- invocation; views over checks, never a run, the commit or the
+    // process runner, so a status can neither publish nor load child_process code.
+    ...[
+      ['state', 'state/|say[.]ts$'],
+      ['options', '(options|state)/|say[.]ts$'],
+      ['checks', '(checks|options|state)/|say[.]ts$'],
+      ['commit', '(commit|options|state)/|say[.]ts$'],
+      ['run', '(run|commit|checks|options|state)/|say[.]ts$'],
+      ['invocation', '(invocation|run|commit|checks|options|state)/|say[.]ts$'],
+      ['views', '(views|checks|options|state)/|say[.]ts$'],
+    ].map(([folder, allowed]) => ({
+      name: `runner-${folder}-imports-downward`,
+      severity: 'error',
+      comment: 'Inside the runner: state <- options <- checks, commit <- run <- invocation; views over checks (docs/design.md).',
+      from: { path: `^src/runner/${folder}/` },
+      to: { path: '^src/runner/', pathNot: `^src/runner/(${allowed})` },
+    })),
+    {
+      name: 'runner-say-is-a-leaf',
+      severity: 'error',
+      comment: 'say.ts (PROG and the messages) imports nothing of the runner.',
+      from: { path: '^src/runner/say[.]ts$' },
+      to: { path: '^src/runner/' },
+    },
+    {
+      name: 'runner-entry-on-top',
+      severity: 'error',
+      comment: 'main.ts is the entry: nothing in src imports it.',
+      from: { path: '^src/', pathNot: '^src/runner/main[.]ts$' },
+      to: { path: '^src/runner/main[.]ts$' },
+    },
+    {
+      name: 'runner-no-loose-files',
+      severity: 'error',
+      comment: 'Only main.ts and say.ts sit in src/runner itself; the rest is in a folder by concern.',
+      from: { path: '^src/runner/[^/]+[.]ts$', pathNot: '^src/runner/(main|say)[.]ts$' },
+      to: {},
+    },
     {
       name: 'src-not-over-scripts-or-tests',
       severity: 'error',

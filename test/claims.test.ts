@@ -15,7 +15,7 @@ import { claimHour, claimsOfRun, confirmClaim, type ClaimRequest } from '../src/
 import { openStore } from '../src/core/store/open.js';
 import { moveIncarnation, type StateRef } from '../src/core/store/states.js';
 import type { PartnerStore } from '../src/core/store/store.js';
-import { sentByOther } from '../src/runner/claims.js';
+import { sentByOther } from '../src/runner/state/run-history.js';
 
 /** A claim request of run 2011072806 by `master` with state `state`, run id `runId`, at `nowMs`. */
 function req(master: string, runId: string, state: StateRef, nowMs = Date.parse('2026-01-01T00:00:00Z')): ClaimRequest {

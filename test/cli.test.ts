@@ -21,7 +21,7 @@ import { joinCurrent } from '../src/stages/join-current.js';
 import { logsaver } from '../src/stages/logsaver.js';
 import { uploadDomains } from '../src/stages/upload-domains.js';
 import { limitDomains } from '../src/stages/limit-domains.js';
-import { USAGE as RUNNER_USAGE } from '../src/runner/options.js';
+import { USAGE as RUNNER_USAGE } from '../src/runner/options/usage.js';
 
 // The options each stage needs to get as far as reading its input.
 const REQUIRED: Record<string, string[]> = {

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { UsageError } from '../src/core/errors.js';
 import { parseCount, parseDecimal, parseGroupedCount } from '../src/core/numbers.js';
-import { parseArgs } from '../src/runner/options.js';
+import { parseArgs } from '../src/runner/options/parse.js';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { runBin, scratch } from './lib/run.js';

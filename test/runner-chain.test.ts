@@ -14,7 +14,7 @@ import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { HOST_TAG } from '../src/core/temps.js';
 import { shellQuote } from '../src/core/errors.js';
 import { runStages, stageEnv } from '../src/runner/run/pipeline.js';
-import type { RunnerOptions } from '../src/runner/options.js';
+import type { RunnerOptions } from '../src/runner/options/types.js';
 import { REFLOGS, type Done, runner, fresh, keepOnly, RUN0, freshFirstOnly, copyOf, ref1, writeReflog, failingSecondHour } from './lib/runner.js';
 
 describe('stage messages', () => {

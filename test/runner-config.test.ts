@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { ROOT, runRunner } from './lib/run.js';
 import { runsJsonl } from './lib/runner-state.js';
 import { UsageError } from '../src/core/errors.js';
-import { parseArgs, parseConfig } from '../src/runner/options.js';
+import { parseArgs, parseConfig } from '../src/runner/options/parse.js';
 import { assignedInLog } from '../src/runner/run/stage-log.js';
 import { hourEndOf, resolveNow } from '../src/runner/run/now.js';
 import { planInbox } from '../src/runner/state/inbox.js';

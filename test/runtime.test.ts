@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { enginesRange, lowestAccepted, programName, runtimeRefusal, versionOf } from '../src/cli/runtime.js';
-import { SUBCOMMANDS } from '../src/runner/subcommand.js';
+import { SUBCOMMANDS } from '../src/runner/main.js';
 import { BIN, ROOT, scratch } from './lib/run.js';
 import { oldNode, pathWith } from './lib/old-node.js';
 

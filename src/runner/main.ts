@@ -11,15 +11,31 @@ import { invocation } from './invocation/invocation.js';
 import { stateOfRefused } from './options/refused.js';
 import type { Seen } from './state/last-invocation.js';
 import { Locked } from './state/lock.js';
-import { type RunnerOptions, USAGE, parseArgs } from './options.js';
+import { type RunnerOptions } from './options/types.js';
+import { USAGE } from './options/usage.js';
+import { parseArgs } from './options/parse.js';
 import { PROG, sayTo } from './say.js';
-import { SUBCOMMANDS, subcommand } from './subcommand.js';
+import { NEW_IDENTITY_USAGE, newIdentity } from './invocation/new-identity.js';
+import { EXPLAIN_USAGE, explain } from './views/explain.js';
+import { STATUS_USAGE, status } from './views/status.js';
+import { type Subcommand, subcommand } from './views/subcommand.js';
 
 const pino = loadPino();
 
+/** The subcommands: status and explain, which only read; new-identity, which takes the lock. */
+const COMMANDS: ReadonlyMap<string, Subcommand> = new Map<string, Subcommand>([
+  ['status', { usage: STATUS_USAGE, run: (a) => status(a) }],
+  ['explain', { usage: EXPLAIN_USAGE, run: explain }],
+  ['new-identity', { usage: NEW_IDENTITY_USAGE, run: (a) => newIdentity(a.o) }],
+]);
+
+/** The subcommands' names. */
+export const SUBCOMMANDS: ReadonlySet<string> = new Set(COMMANDS.keys());
+
 /** Runs the command line and exits with 0, 1, 2, 75 (locked) or 128+signal. Never returns. */
 export async function main(argv: string[] = process.argv.slice(2)): Promise<never> {
-  if (SUBCOMMANDS.has(argv[0] ?? '')) return subcommand(argv[0]!, argv.slice(1));
+  const sub = COMMANDS.get(argv[0] ?? '');
+  if (sub !== undefined) return subcommand(argv[0]!, sub, argv.slice(1));
   const seen: Seen = { started: new Date(), lock: false, committed: [] };
   let o: RunnerOptions;
   try {

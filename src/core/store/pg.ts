@@ -4,7 +4,8 @@
 import { createRequire } from 'node:module';
 import type * as Pg from 'pg';
 import { DataError, shellQuote } from '../errors.js';
-import { assignInTx, recordCommit, type Chooser, type NewDomains } from './assign.js';
+import { assignInTx, type Chooser, type NewDomains } from './assign.js';
+import { recordCommit } from './domain-commits.js';
 import {
   OUR_TABLES,
   RECOUNT_SQL,

@@ -1,7 +1,8 @@
 // The partner store on a SQLite file (better-sqlite3): the embedded default.
 import type BetterSqlite3 from 'better-sqlite3';
 import { shellQuote } from '../errors.js';
-import { assignInTx, recordCommit, type Chooser, type NewDomains } from './assign.js';
+import { assignInTx, type Chooser, type NewDomains } from './assign.js';
+import { recordCommit } from './domain-commits.js';
 import type { MigrateResult } from './schema.js';
 import { checkYacobotIds, dbError, initDb, migrateDb, missingOwners, openDb, yacobotLoads, type Db } from './sqlite-db.js';
 import { findYacobotIn, type CommitResult, type DomainRow, type OpenOptions, type OwnerLookup, type PartnerStore, type Row, type Sql } from './store.js';

@@ -4,7 +4,7 @@
 import * as fs from 'node:fs';
 import { exists } from '../../core/durable.js';
 import { visibleName } from '../../core/errors.js';
-import type { RunnerOptions } from '../options.js';
+import type { RunnerOptions } from '../options/types.js';
 import type { Say } from '../say.js';
 import { stateLayout } from '../state/layout.js';
 import { type LogIdentity, type MemoryRecord, identityOf, readMemory, sameIdentity } from '../state/memory.js';

@@ -2,18 +2,15 @@
 // (state/settings.ts); other ones stop it with exit 2, unless --accept-settings-change.
 import { UsageError } from '../../core/errors.js';
 import { formatDuration } from '../../core/time.js';
-import type { RunnerOptions } from '../options.js';
+import type { SettingsOptions } from '../options/types.js';
 import type { Say } from '../say.js';
 import { type StoredSettings, storedSettings } from '../state/settings.js';
-
-/** What the settings check reads of the options. */
-export type SettingsOptions = Pick<RunnerOptions, 'state' | 'keepMs' | 'resendAfterMs' | 'maxPerDomain' | 'carryKeepMs' | 'acceptSettingsChange'>;
 
 /**
  * The refusal when this invocation's --keep or --resend-after differs from the stored
  * settings (naming both values and the way on), or null when they agree.
  */
-export function settingsRefusal(o: Pick<RunnerOptions, 'keepMs' | 'resendAfterMs' | 'maxPerDomain' | 'carryKeepMs'>, stored: { settings: StoredSettings; from: string }): string | null {
+export function settingsRefusal(o: Omit<SettingsOptions, 'state' | 'acceptSettingsChange'>, stored: { settings: StoredSettings; from: string }): string | null {
   const diffs: string[] = [];
   const differ = (flag: string, here: number, there: number) => {
     if (here !== there) diffs.push(`${flag} ${formatDuration(here)} here, ${formatDuration(there)} stored`);

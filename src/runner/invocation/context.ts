@@ -1,7 +1,6 @@
 // What the steps of one invocation share.
-import type { Logger } from 'pino';
 import type { CommitHooks } from '../commit/hooks.js';
-import type { RunnerOptions } from '../options.js';
+import type { RunnerOptions } from '../options/types.js';
 import type { RunRecord } from '../state/run-record.js';
 import type { Say } from '../say.js';
 import type { Deadline } from './deadline.js';
@@ -9,7 +8,6 @@ import type { Deadline } from './deadline.js';
 /** What one invocation's steps share: its options, what recovery and planning found, and how its runs ended. */
 export interface Invocation {
   o: RunnerOptions;
-  log: Logger;
   say: Say;
   lockFd: number;
   hooks: CommitHooks;

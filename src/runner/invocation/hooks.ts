@@ -5,7 +5,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { visibleName } from '../../core/errors.js';
 import type { CommitHooks } from '../commit/hooks.js';
-import type { RunnerOptions } from '../options.js';
+import type { RunnerOptions } from '../options/types.js';
 import type { RunRecord } from '../state/run-record.js';
 import type { Say } from '../say.js';
 import { stagingDir, stagingLayout } from '../state/layout.js';

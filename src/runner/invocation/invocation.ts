@@ -8,11 +8,9 @@ import { writeFileDurable } from '../../core/durable.js';
 import { DataError, visibleName } from '../../core/errors.js';
 import { BIN_DIR as BIN } from '../../core/root.js';
 import { redactDb } from '../../core/store/store.js';
-import { warnMissedHours } from '../claims.js';
 import { reportEnd } from './report.js';
 import { storedForgetful } from '../state/memory.js';
-import { openState } from '../open-state.js';
-import type { RunnerOptions } from '../options.js';
+import type { RunnerOptions } from '../options/types.js';
 import { REFLOG_EXT, planInbox } from '../state/inbox.js';
 import { type RunRecord } from '../state/run-record.js';
 import { hourNotBegun, notAnHour } from '../run/now.js';
@@ -26,11 +24,13 @@ import { checkSettings } from '../checks/settings.js';
 import type { Seen } from '../state/last-invocation.js';
 import { stagingDir, stagingLayout } from '../state/layout.js';
 import { runsLog } from '../state/runs-log.js';
+import { warnMissedHours } from './catch-up.js';
 import type { Invocation } from './context.js';
 import { Deadline } from './deadline.js';
 import { commitHooks, reportedMarker } from './hooks.js';
 import { recover } from './recovery.js';
 import { setAsideResent } from './resent.js';
+import { openState } from './open-state.js';
 import { keepDone } from './retention.js';
 import { watchSignals } from './signals.js';
 
@@ -73,7 +73,7 @@ function newInvocation(o: RunnerOptions, say: Say, lockFd: number, stop: { signa
   };
   const hooks = commitHooks(o, say, records, report);
   const found = { rerun: new Set<string>(), runs: [], skippedFiles: 0, waiting: new Set<string>() };
-  return { o, log: say.log!, say, lockFd, hooks, stop, records, report, ...found, failed: null, resentSetAside: 0, interrupted: null, deadline };
+  return { o, say, lockFd, hooks, stop, records, report, ...found, failed: null, resentSetAside: 0, interrupted: null, deadline };
 }
 
 /** Prints the lines of the committed runs not yet printed: those whose publish steps an error stopped. */
@@ -128,7 +128,7 @@ function planRuns(inv: Invocation): void {
 
 /** Runs the planned runs in order until one fails, a signal comes or a run is interrupted. */
 async function runEach(inv: Invocation): Promise<void> {
-  const { o, log } = inv;
+  const { o } = inv;
   // What a replay is compared with (replayWarning): the committed run whose forgetting
   // reaches latest, of the one memory.json keeps (runs.jsonl may have been rotated), of the
   // last MiB of runs.jsonl (weeks of hourly lines) and of
@@ -138,7 +138,7 @@ async function runEach(inv: Invocation): Promise<void> {
   const newestOfAll = mostForgetful(past, o.keepMs, storedForgetful(o.state));
   const sinceCommitted = mostForgetfulSince(past, o.keepMs);
   if (inv.runs.length > 0) checkSettings(o, inv.say, past);
-  await warnMissedHours(o, log, past, inv.runs);
+  await warnMissedHours(o, inv.say, past, inv.runs);
   const committedHere: RunRecord[] = [];
   for (const name of inv.runs) {
     await pollOnce();
@@ -151,7 +151,7 @@ async function runEach(inv: Invocation): Promise<void> {
     const newest = mostForgetful(committedHere, o.keepMs, replayed ? (sinceCommitted.get(name) ?? null) : newestOfAll);
     const signalled = () => inv.stop.signal !== null;
     const overTime = () => inv.deadline.failure;
-    const r = await runOne({ o, log, say: inv.say, p: runPaths(o, name), lockFd: inv.lockFd, hooks: inv.hooks, isRerun: inv.rerun.has(name), signalled, overTime, newest, replayed });
+    const r = await runOne({ o, say: inv.say, p: runPaths(o, name), lockFd: inv.lockFd, hooks: inv.hooks, isRerun: inv.rerun.has(name), signalled, overTime, newest, replayed });
     if (r === null) {
       inv.interrupted = name;
       break;

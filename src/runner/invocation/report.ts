@@ -1,12 +1,11 @@
 // What an invocation says of its runs: each run's summary line, and the invocation's
 // last line (a signal, a failed run, or what was done).
 import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { signalExitStatus, visibleName } from '../../core/errors.js';
+import { type ErrorCode, signalExitStatus, visibleName } from '../../core/errors.js';
 import { redactDb } from '../../core/store/store.js';
 import { formatDuration } from '../../core/time.js';
-import { PROG } from '../options.js';
 import { planInbox } from '../state/inbox.js';
+import { stateLayout } from '../state/layout.js';
 import type { RunRecord } from '../state/run-record.js';
 import type { Invocation } from './context.js';
 
@@ -29,7 +28,7 @@ export function reportEnd(inv: Invocation, secs: string): void {
   if (inv.stop.signal) reportSignal(inv, inv.stop.signal, stay(inInbox()));
   if (inv.failed) reportFailed(inv, inv.failed, stay(inv.runs.length - inv.runs.indexOf(inv.failed.run)));
   if (inv.deadline.expired && inInbox() > 0) {
-    process.stderr.write(`${PROG}: --max-run-time ${formatDuration(o.maxRunTimeMs)} reached between runs: no further run started; ${stay(inInbox())}\n`);
+    inv.say.tell(`--max-run-time ${formatDuration(o.maxRunTimeMs)} reached between runs: no further run started; ${stay(inInbox())}`);
   }
   reportDone(inv, secs);
 }
@@ -44,47 +43,47 @@ function reportSignal(inv: Invocation, signal: NodeJS.Signals, stay: string): ne
     : last
       ? `after run ${last} was committed`
       : 'before any run started';
-  inv.log.warn({ signal, interrupted: inv.interrupted, committed: ok.map((r) => r.run) }, 'stopped by signal; the next invocation goes on from here');
-  process.stderr.write(`${PROG}: stopped by ${signal}; ${what}; ${stay}\n`);
+  inv.say.tell(`stopped by ${signal}; ${what}; ${stay}`, {
+    level: 'warn',
+    fields: { signal, interrupted: inv.interrupted, committed: ok.map((r) => r.run) },
+    msg: 'stopped by signal; the next invocation goes on from here',
+  });
   throw new Stop(signalExitStatus(signal), `stopped by ${signal}`);
 }
 
 /** Says which run failed, what stays and the operator's ways on, and throws Stop(1). */
 function reportFailed(inv: Invocation, failed: RunRecord, stay: string): never {
-  const { o } = inv;
-  process.stderr.write(
-    `${PROG}: run ${failed.run} failed: ${visibleName(failed.error ?? '')}\n` +
-      `${PROG}: nothing of it was published; ${stay} (see ${visibleName(path.join(o.state, 'runs.jsonl'))})\n`,
-  );
+  const { o, say } = inv;
+  say.tell(`run ${failed.run} failed: ${visibleName(failed.error ?? '')}`);
+  say.tell(`nothing of it was published; ${stay} (see ${visibleName(stateLayout(o.state).runs)})`);
   // The operator's two ways on from a reject ratio failure: the lines to look at, and the flag.
-  if (failed.failed_stage === 'analyze-dump' && failed.stages['analyze-dump']?.error_code === 'REJECT_RATIO' && failed.rejects_file) {
-    process.stderr.write(
-      `${PROG}: the rejected lines are in ${visibleName(failed.rejects_file)}; if the reflog is to go through anyway, run again with a higher --max-reject-ratio\n`,
-    );
+  if (failed.failed_stage === 'analyze-dump' && failed.stages['analyze-dump']?.error_code === ('REJECT_RATIO' satisfies ErrorCode) && failed.rejects_file) {
+    say.tell(`the rejected lines are in ${visibleName(failed.rejects_file)}; if the reflog is to go through anyway, run again with a higher --max-reject-ratio`);
   }
   // A database held by another process (partner-db, a sqlite3 shell) is no fault of the run.
-  if (failed.failed_stage !== undefined && failed.stages[failed.failed_stage]?.error_code === 'DB_BUSY') {
-    process.stderr.write(`${PROG}: the run is not lost: once the other process has let go of ${visibleName(redactDb(o.db))}, run again (or let the next invocation do it)\n`);
+  if (failed.failed_stage !== undefined && failed.stages[failed.failed_stage]?.error_code === ('DB_BUSY' satisfies ErrorCode)) {
+    say.tell(`the run is not lost: once the other process has let go of ${visibleName(redactDb(o.db))}, run again (or let the next invocation do it)`);
   }
   throw new Stop(1, `run ${failed.run} failed: ${failed.error ?? ''}`);
 }
 
 /** The line of an invocation that ended without a signal or a failure. */
 function reportDone(inv: Invocation, secs: string): void {
-  const { o, records, resentSetAside, skippedFiles } = inv;
+  const { o, say, records, resentSetAside, skippedFiles } = inv;
+  const L = stateLayout(o.state);
   const ok = records.filter((r) => r.status === 'ok');
-  const aside = resentSetAside > 0 ? `; ${resentSetAside} re-sent reflog(s) set aside in ${visibleName(path.join(o.state, 'done'))}` : '';
+  const aside = resentSetAside > 0 ? `; ${resentSetAside} re-sent reflog(s) set aside in ${visibleName(L.done)}` : '';
   if (records.length === 0 && resentSetAside > 0) {
-    process.stderr.write(`${PROG}: nothing run${aside} (see the warnings above)\n`);
+    say.tell(`nothing run${aside} (see the warnings above)`);
   } else if (records.length === 0) {
     // Skipped files are not "nothing": each warning above says what stops it.
-    process.stderr.write(
+    say.tell(
       skippedFiles > 0
-        ? `${PROG}: nothing run: the ${skippedFiles} *.reflog file(s) in ${visibleName(o.inbox)} were skipped (see the warnings above)\n`
-        : `${PROG}: nothing to do: no new *.reflog in ${visibleName(o.inbox)}\n`,
+        ? `nothing run: the ${skippedFiles} *.reflog file(s) in ${visibleName(o.inbox)} were skipped (see the warnings above)`
+        : `nothing to do: no new *.reflog in ${visibleName(o.inbox)}`,
     );
   } else {
-    process.stderr.write(`${PROG}: ${ok.length} run(s) committed in ${secs} s; ${whatPublished(o, ok)}run records in ${visibleName(path.join(o.state, 'runs.jsonl'))}${aside}\n`);
+    say.tell(`${ok.length} run(s) committed in ${secs} s; ${whatPublished(o, ok)}run records in ${visibleName(L.runs)}${aside}`);
   }
 }
 

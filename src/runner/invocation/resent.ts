@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { ioError, visibleName } from '../../core/errors.js';
 import { fsyncPath } from '../../core/dirs.js';
 import { mkdirDurable, moveDurable, sameBytes } from '../../core/durable.js';
-import type { RunnerOptions } from '../options.js';
+import type { RunnerOptions } from '../options/types.js';
 import { REFLOG_EXT } from '../state/inbox.js';
 import type { Say } from '../say.js';
 import { stateLayout } from '../state/layout.js';

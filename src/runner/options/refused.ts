@@ -3,7 +3,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { UsageError } from '../../core/errors.js';
-import { parseArgs, parseConfig } from '../options.js';
+import { parseArgs, parseConfig } from './parse.js';
 
 /**
  * The state directory of a command line that parseArgs refused, as far as it can be

@@ -2,7 +2,7 @@
 // carry), and the bash pipeline that runs them.
 import * as path from 'node:path';
 import { shellQuote } from '../../core/errors.js';
-import type { RunnerOptions } from '../options.js';
+import type { RunnerOptions } from '../options/types.js';
 import { carryWaits } from '../state/carry.js';
 import { type RunPaths, stageLog, stagingLayout } from '../state/layout.js';
 

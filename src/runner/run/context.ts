@@ -1,7 +1,6 @@
 // What the steps of one run share.
-import type { Logger } from 'pino';
 import type { CommitHooks } from '../commit/hooks.js';
-import type { RunnerOptions } from '../options.js';
+import type { RunnerOptions } from '../options/types.js';
 import type { Say } from '../say.js';
 import type { ReflogIdentity } from '../state/inbox.js';
 import type { RunPaths } from '../state/layout.js';
@@ -12,7 +11,6 @@ import type { StageOutcome } from './stage-log.js';
 /** One run's context: the invocation's settings and what its place among the invocation's runs decides. */
 export interface RunContext {
   o: RunnerOptions;
-  log: Logger;
   say: Say;
   p: RunPaths;
   lockFd: number;

@@ -5,8 +5,9 @@ import { fsyncPath } from '../../core/dirs.js';
 import { mkdirDurable } from '../../core/durable.js';
 import { DataError, formatPlace, ioError, visibleName } from '../../core/errors.js';
 import { countLines } from '../../core/lines.js';
-import { type RunJson, assignedByAttempt } from '../attempt.js';
-import { claimForCommit, settleClaim } from '../claims.js';
+import { claimForCommit, settleClaim } from '../commit/claims.js';
+import type { RunJson } from '../state/attempt.js';
+import { assignedByAttempt } from './attempt.js';
 import { type CommitPlan, writeCommit } from '../commit/marker.js';
 import { publish } from '../commit/protocol.js';
 import { prepareQueues } from '../commit/queue.js';
@@ -20,7 +21,7 @@ import type { ChainResult, RunContext } from './context.js';
 import { type StageOutcome, repeatedWarnings } from './stage-log.js';
 
 /** Records the run as failed at `step`, keeps its rejects, drops its staging area: nothing is published. */
-export async function failRun({ o, log, say, p, hooks }: RunContext, rj: RunJson, record: RunRecord, seconds: () => number, step: string, error: string): Promise<RunRecord> {
+export async function failRun({ o, say, p, hooks }: RunContext, rj: RunJson, record: RunRecord, seconds: () => number, step: string, error: string): Promise<RunRecord> {
   record.status = 'failed';
   record.failed_stage = step;
   // Counted for the commit; a failed run published nothing.
@@ -30,7 +31,7 @@ export async function failRun({ o, log, say, p, hooks }: RunContext, rj: RunJson
   record.seconds = seconds();
   // Assignments are not undone with the run: a stage killed mid-run still lets
   // upload-domains commit, and its retry finds those domains already assigned.
-  record.new_domains = (await assignedByAttempt(p, o, log)) + (rj.assigned_earlier ?? 0);
+  record.new_domains = (await assignedByAttempt(p, o, say)) + (rj.assigned_earlier ?? 0);
   keepFailedRejects(p, record);
   say.log?.error({ run: p.name, stage: step, error }, 'run failed; nothing published');
   try {
@@ -90,7 +91,7 @@ export function warnStages({ say, p }: RunContext, outcomes: StageOutcome[], sta
  * came during the claim, before COMMIT.
  */
 export async function commitRun(
-  { o, p, hooks, log, say, signalled }: RunContext,
+  { o, p, hooks, say, signalled }: RunContext,
   rj: RunJson,
   record: RunRecord,
   chain: ChainResult,
@@ -124,7 +125,7 @@ export async function commitRun(
     // The old spellings last as long as current_log or the carry may hold one.
     keyedBy: keyingToStore(o.state, rj.now, Math.max(o.keepMs, o.maxPerDomain === null ? 0 : o.carryKeepMs), record.rekeyed !== undefined && record.rekeyed.aliases_only === undefined),
   };
-  const unclaimed = await claimForCommit(o, log, hooks, plan, rj.run_id, chain.digest);
+  const unclaimed = await claimForCommit(o, say, hooks, plan, rj.run_id, chain.digest);
   if (unclaimed !== null) return failed('claim', unclaimed);
   if (signalled()) return null;
   record.seconds = seconds();
@@ -137,7 +138,7 @@ export async function commitRun(
   }
   hooks.beforeStep?.(p.name, 'commit');
   writeCommit(plan, hooks);
-  await settleClaim(o, log, plan, hooks);
+  await settleClaim(o, say, plan, hooks);
   publish(plan, hooks);
   say.log?.info({ run: p.name, sent: record.sent, sent_per_yacobot: record.sent_per_yacobot, new_domains: record.new_domains, seconds: record.seconds }, 'run committed');
   return record;

@@ -13,7 +13,7 @@ import { REFLOG_HEAD_BYTES } from './reflog-checks.js';
 import { chainOf, pipelineScript } from './chain.js';
 import { readStageLog, stageText, type StageOutcome } from './stage-log.js';
 import { stageLog, type RunPaths } from '../state/layout.js';
-import type { RunnerOptions } from '../options.js';
+import type { RunnerOptions } from '../options/types.js';
 import { digestOfFd } from './digest.js';
 import { ioError } from '../../core/errors.js';
 import { chainRunning, waitExit } from './processes.js';

@@ -1,5 +1,5 @@
 // What a run's runs.jsonl line says of the per-domain cap.
-import type { RunnerOptions } from '../options.js';
+import type { RunnerOptions } from '../options/types.js';
 import type { RunRecord } from '../state/run-record.js';
 
 /** What the runs.jsonl line says of the cap: its settings (with a cap), and limit-domains' counts (when it ran). */

@@ -20,12 +20,12 @@
 // old parser's probes for --keep after the re-key (`legacy`), and the runs until then
 // do the same for their hours, when current_log or the carry holds such an entry.
 import * as fs from 'node:fs';
-import type { Logger } from 'pino';
 import { DataError, formatPlace, visibleName } from '../../core/errors.js';
 import { FileLineReader } from '../../core/lines.js';
 import { parseSize } from '../../core/size.js';
 import { canonicalize, idText, loadUrlHash, type UrlHash } from '../../core/url.js';
-import { PROG, type RunnerOptions } from '../options.js';
+import type { RunnerOptions } from '../options/types.js';
+import type { Say } from '../say.js';
 import { carryWaits } from '../state/carry.js';
 import { type KeyedBy, RUNNER_URL_OPTIONS, UNKNOWN_KEYING, keyedByHere, liveLegacy, lostCharacters, sameKeying, storedKeying } from '../state/keying.js';
 import { type RunPaths, stagingLayout, stateLayout } from '../state/layout.js';
@@ -129,16 +129,16 @@ function parserName(k: KeyedBy): string {
 }
 
 /** Says that run `run` re-keyed current_log (and the carry), on stderr and in the log. */
-function warnRekeyed(log: Logger, run: string, r: RekeyReport, from: KeyedBy, to: KeyedBy, skipped: number): void {
-  log.warn({ run, rekeyed: r, aliases_skipped: skipped }, 'current_log re-keyed for another URL parser');
+function warnRekeyed(say: Say, run: string, r: RekeyReport, from: KeyedBy, to: KeyedBy, skipped: number): void {
   const c = r.carry;
   const carry = c === undefined ? '' : `, and the carry's ${c.urls} (${c.changed} changed, ${c.merged} merged, ${c.dropped} dropped, ${c.aliased} moved to this hour's spelling)`;
-  process.stderr.write(
-    `${PROG}: warning: ${visibleName(run)}: current_log was keyed by ${parserName(from)}, this runtime keys by ${parserName(to)}: ` +
+  say.warn(
+    `${visibleName(run)}: current_log was keyed by ${parserName(from)}, this runtime keys by ${parserName(to)}: ` +
       `re-keyed its ${r.urls} URLs before the hour (${r.changed} changed, ${r.merged} merged, ${r.dropped} dropped, ${r.aliased} copied for this hour's URLs)${carry}; ` +
-      `${r.domains_changed + (c?.domains_changed ?? 0)} domains are spelled anew and are new to the partner database (see "Upgrading Node.js" in docs/operations.md)\n`,
+      `${r.domains_changed + (c?.domains_changed ?? 0)} domains are spelled anew and are new to the partner database (see "Upgrading Node.js" in docs/operations.md)`,
+    { fields: { run, rekeyed: r, aliases_skipped: skipped }, msg: 'current_log re-keyed for another URL parser' },
   );
-  if (skipped > 0) process.stderr.write(`${PROG}: warning: ${visibleName(run)}: more than ${MAX_ALIASES} URLs of this hour have a host the old parser spelled otherwise; ${skipped} of them may be sent again\n`);
+  if (skipped > 0) say.warn(`${visibleName(run)}: more than ${MAX_ALIASES} URLs of this hour have a host the old parser spelled otherwise; ${skipped} of them may be sent again`);
 }
 
 /** Whether some entry of `file` (current_log or the carry) has one of the ids `ids` holds. */
@@ -189,7 +189,7 @@ function filesToRekey(state: string, p: RunPaths, all: boolean, aliases: Map<str
  * hour's URLs. Null when there was nothing to do; else the report, or the error that
  * fails the run.
  */
-export async function rekeyBeforeHour(o: RunnerOptions, log: Logger, p: RunPaths, now: string): Promise<{ report: RekeyReport } | { error: string } | null> {
+export async function rekeyBeforeHour(o: RunnerOptions, say: Say, p: RunPaths, now: string): Promise<{ report: RekeyReport } | { error: string } | null> {
   const stored = storedKeying(o.state);
   const to = keyedByHere();
   const same = sameKeying(stored, to);
@@ -214,7 +214,7 @@ export async function rekeyBeforeHour(o: RunnerOptions, log: Logger, p: RunPaths
   }
   const seconds = Math.round((Date.now() - t0) / 100) / 10;
   const report: RekeyReport = { ...(counts.current_log ?? NONE), ...(same && { aliases_only: true as const }), ...(counts.carry && { carry: counts.carry }), from: versionsOf(stored), to: versionsOf(to), seconds };
-  if (same) log.info({ run: p.name, rekeyed: report, aliases_skipped: found.skipped }, 'entries of the earlier parser copied (current_log) or moved (carry) for this hour\'s URLs');
-  else warnRekeyed(log, p.name, report, stored, to, found.skipped);
+  if (same) say.log?.info({ run: p.name, rekeyed: report, aliases_skipped: found.skipped }, 'entries of the earlier parser copied (current_log) or moved (carry) for this hour\'s URLs');
+  else warnRekeyed(say, p.name, report, stored, to, found.skipped);
   return { report };
 }

@@ -1,6 +1,6 @@
 // One run: its attempt, its chain of stages, then its failure or its commit (end.ts).
 import { BIN_DIR as BIN } from '../../core/root.js';
-import type { RunJson } from '../attempt.js';
+import type { RunJson } from '../state/attempt.js';
 import { memoryDiffers, memoryLost } from '../checks/memory.js';
 import type { RunRecord } from '../state/run-record.js';
 import type { ChainResult, RunContext } from './context.js';
@@ -34,14 +34,14 @@ export async function runOne(run: RunContext): Promise<RunRecord | null> {
 }
 
 /** Runs the chain of stages (or fails it at current_log or the carry when that file has lost its memory or is not what the last commit left), showing progress. */
-async function runChain({ o, log, say, p, lockFd, hooks, signalled }: RunContext, rj: RunJson): Promise<ChainResult> {
+async function runChain({ o, say, p, lockFd, hooks, signalled }: RunContext, rj: RunJson): Promise<ChainResult> {
   const progress: Progress = { size: 0, read: () => -1 };
   const stopDisplay = showProgress(p.name, progress);
   const missing = memoryLost(o, say, p.name);
   const lost = missing === null ? memoryDiffers(o, say, p.name) : { step: 'current_log', error: missing };
   try {
     if (lost !== null) return { outcomes: [{ name: lost.step, exit: 1, summary: null, messages: [lost.error] }], reflogFile: null, reflogLink: undefined, head: null, digest: null };
-    const rekey = await rekeyBeforeHour(o, log, p, rj.now);
+    const rekey = await rekeyBeforeHour(o, say, p, rj.now);
     if (rekey !== null && 'error' in rekey) return { outcomes: [{ name: 'rekey', exit: 1, summary: null, messages: [rekey.error] }], reflogFile: null, reflogLink: undefined, head: null, digest: null };
     hooks.beforeStep?.(p.name, 'rekey');
     const r = await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain'));

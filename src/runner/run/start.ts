@@ -1,10 +1,10 @@
 // The start of a run's attempt: its run.json (its now, its queue files' name), a fresh
 // work area, and the warnings said before its chain.
 import * as fs from 'node:fs';
-import { mkdirDurable, writeFileDurable } from '../../core/durable.js';
+import { mkdirDurable } from '../../core/durable.js';
 import { ioError, visibleName } from '../../core/errors.js';
 import { formatTimestamp } from '../../core/time.js';
-import { type RunJson, readRunJson } from '../attempt.js';
+import { type RunJson, readRunJson, writeRunJson } from '../state/attempt.js';
 import type { RunContext } from './context.js';
 import { replayWarning, resolveNow } from './now.js';
 import { queueNameTaken } from '../state/queue-dir.js';
@@ -38,7 +38,7 @@ export function startAttempt({ o, say, p, newest, replayed }: RunContext, starte
   }
   rj.attempts++;
   mkdirDurable(p.staging);
-  writeFileDurable(p.runJson, JSON.stringify(rj) + '\n');
+  writeRunJson(p, rj);
   fs.rmSync(p.work, { recursive: true, force: true });
   for (const d of [p.work, p.tmp, p.logs, p.queue]) {
     try {

@@ -24,6 +24,8 @@ export interface StateLayout {
   /** last-invocation.json: how the last invocation ended. */
   lastInvocation: string;
   lock: string;
+  /** identity.json: the state's identity, which names its claims of hours. */
+  identity: string;
   /** partner.db: the default --db. */
   partnerDb: string;
   staging: string;
@@ -48,6 +50,7 @@ export function stateLayout(state: string): StateLayout {
     lastRun: at('last-run.json'),
     lastInvocation: at('last-invocation.json'),
     lock: at('lock'),
+    identity: at('identity.json'),
     partnerDb: at('partner.db'),
     staging: at('staging'),
     done: at('done'),

@@ -81,3 +81,28 @@ export function failedAttemptsAssigned(records: readonly unknown[], run: string,
   }
   return n;
 }
+
+/** The hours (run names) of committed runs among `records` (runs.jsonl lines), the latest last. */
+export function committedRuns(records: readonly unknown[]): string[] {
+  const out: string[] = [];
+  for (const x of records) {
+    const r = x as { status?: unknown; run?: unknown };
+    if (r.status === 'ok' && typeof r.run === 'string') out.push(r.run);
+  }
+  return out.sort();
+}
+
+/**
+ * The committed run that sent a URL current_log holds since `timestamp` (the first run,
+ * by its now, not before that sighting) when another master published that run's hour:
+ * its name and that master; else null. `records`: runs.jsonl's lines.
+ */
+export function sentByOther(records: readonly unknown[], timestamp: string): { run: string; master: string } | null {
+  let first: { now: string; run: string; by: unknown } | null = null;
+  for (const x of records) {
+    const r = x as { status?: unknown; now?: unknown; run?: unknown; published_by?: unknown };
+    if (r.status !== 'ok' || typeof r.now !== 'string' || typeof r.run !== 'string' || r.now < timestamp) continue;
+    if (first === null || r.now < first.now) first = { now: r.now, run: r.run, by: r.published_by };
+  }
+  return first !== null && typeof first.by === 'string' ? { run: first.run, master: first.by } : null;
+}

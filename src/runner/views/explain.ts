@@ -7,15 +7,15 @@ import { urlIdentity } from '../../core/reflog.js';
 import { formatTimestamp, timestampToMs } from '../../core/time.js';
 import { jobNow, verdictOf, yacobotName, type JobNow } from './explain-verdict.js';
 import { eachReject, findById, idsInFile, recordById } from './find-url.js';
-import { sentByOther } from '../claims.js';
 import { stateLayout } from '../state/layout.js';
-import { lastCommitted } from '../state/run-history.js';
+import { lastCommitted, sentByOther } from '../state/run-history.js';
 import { runsLog } from '../state/runs-log.js';
 import type { RunRecord } from '../state/run-record.js';
-import { PROG, type RunnerOptions } from '../options.js';
+import { PROG } from '../say.js';
+import { type RunnerOptions } from '../options/types.js';
 import { PartnerView, type YacobotRef } from '../../core/store/partner-view.js';
 import type { Timeouts } from '../../core/store/store.js';
-import type { SubArgs } from '../subcommand.js';
+import type { SubArgs } from './sub-args.js';
 
 /** The rejected lines listed per URL; the rest are counted. */
 export const MAX_REJECT_LINES = 10;

@@ -6,7 +6,7 @@ import { invocationRecord, writeLastInvocation, type LastInvocation, type Seen }
 import { lastRunKept } from '../state/last-run.js';
 import { runsLog } from '../state/runs-log.js';
 import { writeMetrics, type Health } from './metrics.js';
-import type { RunnerOptions } from '../options.js';
+import type { RunnerOptions } from '../options/types.js';
 import { lookFromOutside, type Outside } from './outside.js';
 import { sayTo } from '../say.js';
 

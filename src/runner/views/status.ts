@@ -2,13 +2,13 @@
 // monitoring check (exit 0 healthy, 1 not). Reads only; takes no lock.
 import { formatDuration } from '../../core/time.js';
 import { visibleName } from '../../core/errors.js';
-import { PROG } from '../options.js';
+import { PROG } from '../say.js';
 import { interruptedRuns, isStuck, lockAgeMs, maxRunTimeOf, unhealthy, type Interrupted } from './health.js';
 import { lastSuccess, readLastInvocation, type LastInvocation, type LastSuccess } from '../state/last-invocation.js';
 import { lastCommitted } from '../state/run-history.js';
 import { runsLog } from '../state/runs-log.js';
 import { lookFromOutside, type Outside } from './outside.js';
-import type { SubArgs } from '../subcommand.js';
+import type { SubArgs } from './sub-args.js';
 
 export const STATUS_USAGE = `Usage: ${PROG} status [--json] [--max-age DURATION] [options]
 

@@ -3,21 +3,18 @@
 // claim after COMMIT, before its first queue file (a roll forward confirms again). An
 // hour another master published is committed all the same, without its queue files:
 // this master's current_log learns it, nothing is published, and the record says
-// published_by. Before an invocation's runs, the hours other masters published after
-// this master's last run are named (catch-up).
-import type { Logger } from 'pino';
-import { DataError, formatPlace, visibleName } from '../core/errors.js';
-import { formatDuration } from '../core/time.js';
-import { claimHour, confirmClaim, publishedByOthers, type ClaimAnswer, type ClaimRequest, type HourClaimRef } from '../core/store/claims.js';
-import { isPgUri } from '../core/store/store.js';
-import { removePrepared } from './commit/queue.js';
-import type { CommitHooks } from './commit/hooks.js';
-import type { CommitPlan } from './commit/marker.js';
-import { type Fence, fencedText, readIdentity, stateFence, withStore } from './identity.js';
-import { PROG, type RunnerOptions } from './options.js';
-
-/** The options the claims use. */
-type ClaimOptions = Pick<RunnerOptions, 'state' | 'db' | 'dbTimeouts' | 'masterName' | 'claimLeaseMs'>;
+// published_by. (The catch-up of the hours other masters published: invocation/catch-up.ts.)
+import { DataError, formatPlace, visibleName } from '../../core/errors.js';
+import { claimHour, confirmClaim, type ClaimAnswer, type ClaimRequest, type HourClaimRef } from '../../core/store/claims.js';
+import { withStore } from '../../core/store/open.js';
+import { formatDuration } from '../../core/time.js';
+import type { ClaimOptions } from '../options/types.js';
+import type { Say } from '../say.js';
+import { readIdentity } from '../state/identity.js';
+import { type Fence, fencedText, stateFence } from './fence.js';
+import type { CommitHooks } from './hooks.js';
+import type { CommitPlan } from './marker.js';
+import { removePrepared } from './queue.js';
 
 /** How often a run asks again while another master holds its hour's claim. */
 const POLL_MS = 500;
@@ -64,10 +61,10 @@ export function claimRef(o: ClaimOptions, run: string, runId: string, digest: st
  * it, else the master that published it. Waits while another master holds the claim
  * within its lease; a DataError when it still does, or the database cannot be reached.
  */
-export async function claimRunHour(o: ClaimOptions, log: Logger, ref: HourClaimRef): Promise<Publisher | null> {
-  const f = await stateFence(o, log);
+export async function claimRunHour(o: ClaimOptions, say: Say, ref: HourClaimRef): Promise<Publisher | null> {
+  const f = await stateFence(o, say);
   const a = await withStore(o, (s) => untilSettled(o, f, ref, (r) => claimHour(s, r)));
-  return settled(o, log, f, ref, a, 'claim');
+  return settled(o, say, f, ref, a, 'claim');
 }
 
 /**
@@ -76,15 +73,15 @@ export async function claimRunHour(o: ClaimOptions, log: Logger, ref: HourClaimR
  * one that remembers without publishing (rememberOnly). A plan without a claim (committed
  * remembering only, or by a runner before claims) is left as it is.
  */
-export async function settleClaim(o: ClaimOptions, log: Logger, plan: CommitPlan, hooks: CommitHooks): Promise<void> {
+export async function settleClaim(o: ClaimOptions, say: Say, plan: CommitPlan, hooks: CommitHooks): Promise<void> {
   const ref = plan.claim;
   if (ref === undefined) return;
   hooks.beforeStep?.(plan.run, 'confirm');
   let by: Publisher | null;
   try {
-    const f = await stateFence(o, log);
+    const f = await stateFence(o, say);
     const a = await withStore(o, (s) => untilSettled(o, f, ref, (r) => confirmClaim(s, r)));
-    by = settled(o, log, f, ref, a, 'confirm');
+    by = settled(o, say, f, ref, a, 'confirm');
   } catch (err) {
     if (!(err instanceof DataError)) throw err;
     throw new DataError(err.code, `${err.message}; run ${plan.run} is committed, nothing of it is lost: its publish waits for its claim to be confirmed, which the next invocation does`, err.place);
@@ -93,16 +90,21 @@ export async function settleClaim(o: ClaimOptions, log: Logger, plan: CommitPlan
 }
 
 /** Says what a settled claim means for the run; returns the master that published the hour, or null for this one. */
-function settled(o: ClaimOptions, log: Logger, f: Fence, ref: HourClaimRef, a: Settled, when: 'claim' | 'confirm'): Publisher | null {
+function settled(o: ClaimOptions, say: Say, f: Fence, ref: HourClaimRef, a: Settled, when: 'claim' | 'confirm'): Publisher | null {
   if (a.kind === 'ours') {
     if (a.takenFrom !== undefined) {
-      log.warn({ run: ref.run, from: a.takenFrom, lease_ms: o.claimLeaseMs, when }, 'took over the claim of an hour another master did not confirm within --claim-lease');
-      process.stderr.write(`${PROG}: warning: ${visibleName(ref.run)}: master ${visibleName(a.takenFrom)} claimed this hour and did not publish it within ${formatDuration(o.claimLeaseMs)} (--claim-lease); this master takes it over and publishes it\n`);
+      say.warn(
+        `${visibleName(ref.run)}: master ${visibleName(a.takenFrom)} claimed this hour and did not publish it within ${formatDuration(o.claimLeaseMs)} (--claim-lease); this master takes it over and publishes it`,
+        { fields: { run: ref.run, from: a.takenFrom, lease_ms: o.claimLeaseMs, when }, msg: 'took over the claim of an hour another master did not confirm within --claim-lease' },
+      );
     }
     return null;
   }
-  log.warn({ run: ref.run, published_by: a.by, published_by_state: a.byState, their_run_id: a.runId, published_at: a.at }, 'another master published this hour; remembered, not published');
-  process.stderr.write(`${PROG}: ${visibleName(ref.run)}: master ${visibleName(a.by)} published this hour (at ${a.at})${whoElse(o, f, a)}; this master remembers it in current_log and publishes nothing\n`);
+  say.tell(`${visibleName(ref.run)}: master ${visibleName(a.by)} published this hour (at ${a.at})${whoElse(o, f, a)}; this master remembers it in current_log and publishes nothing`, {
+    level: 'warn',
+    fields: { run: ref.run, published_by: a.by, published_by_state: a.byState, their_run_id: a.runId, published_at: a.at },
+    msg: 'another master published this hour; remembered, not published',
+  });
   return { by: a.by, byState: a.byState };
 }
 
@@ -127,59 +129,19 @@ export function rememberOnly(plan: CommitPlan, p: Publisher): void {
   delete plan.claim;
 }
 
-/** The hours (run names) of committed runs among `records` (runs.jsonl lines), the latest last. */
-function committedRuns(records: readonly unknown[]): string[] {
-  const out: string[] = [];
-  for (const x of records) {
-    const r = x as { status?: unknown; run?: unknown };
-    if (r.status === 'ok' && typeof r.run === 'string') out.push(r.run);
-  }
-  return out.sort();
-}
-
-/**
- * Catch-up: on a shared (PostgreSQL) database, warns of the hours other masters
- * published after this master's last committed run (`past`: runs.jsonl's lines) that
- * are not in this invocation's `runs`: this master's current_log lacks them. Nothing
- * when it cannot tell (no committed run, the database unreachable: the run says so).
- */
-export async function warnMissedHours(o: ClaimOptions, log: Logger, past: readonly unknown[], runs: readonly string[]): Promise<void> {
-  if (!isPgUri(o.db)) return;
-  const last = committedRuns(past).at(-1);
-  if (last === undefined) return;
-  let rows: { run: string; master: string }[];
-  try {
-    const state = readIdentity(o.state)?.id ?? '';
-    rows = await withStore(o, (s) => publishedByOthers(s, { master: o.masterName, state }, last));
-  } catch (err) {
-    log.warn({ error: err instanceof DataError ? formatPlace(err.place, err.message) : String(err) }, 'cannot read the claims of hours for catch-up');
-    return;
-  }
-  const coming = new Set(runs);
-  const missed = [...new Set(rows.filter((r) => !coming.has(r.run)).map((r) => r.run))];
-  if (missed.length === 0) return;
-  const masters = [...new Set(rows.filter((r) => !coming.has(r.run)).map((r) => r.master))].sort();
-  const names = missed.length > 20 ? `${missed.slice(0, 20).join(', ')}, ...` : missed.join(', ');
-  log.warn({ missed: missed.length, runs: missed.slice(0, 100), masters, last_run: last }, 'hours other masters published after this master\'s last run are not in its memory');
-  process.stderr.write(
-    `${PROG}: warning: ${missed.length} hour(s) that master ${masters.map(visibleName).join(', ')} published after this master's last run ${visibleName(last)} are not in its current_log: ${names}; ` +
-      `to remember them (they are not published again), copy those reflogs from that master's done/ into this inbox (see the failover runbook in docs/two-masters.md)\n`,
-  );
-}
-
 /**
  * Claims the hour of a run about to commit: sets `plan.claim` when this master is to
  * publish it, or makes the plan remember only (another master published it). Returns
  * the message that fails the run (nothing published, the reflog stays), or null.
  */
-export async function claimForCommit(o: ClaimOptions, log: Logger, hooks: CommitHooks, plan: CommitPlan, runId: string, digest: string | null): Promise<string | null> {
+export async function claimForCommit(o: ClaimOptions, say: Say, hooks: CommitHooks, plan: CommitPlan, runId: string, digest: string | null): Promise<string | null> {
   if (digest === null) return `${plan.reflog}: its digest, which names the hour in the claims, could not be read`;
   hooks.beforeStep?.(plan.run, 'claim');
   const ref = claimRef(o, plan.run, runId, digest);
   const id = readIdentity(o.state)?.id;
   if (id !== undefined) plan.record.state_id = id;
   try {
-    const by = await claimRunHour(o, log, ref);
+    const by = await claimRunHour(o, say, ref);
     if (by === null) plan.claim = ref;
     else rememberOnly(plan, by);
     return null;
@@ -187,19 +149,4 @@ export async function claimForCommit(o: ClaimOptions, log: Logger, hooks: Commit
     if (!(err instanceof DataError)) throw err;
     return formatPlace(err.place, err.message);
   }
-}
-
-/**
- * The committed run that sent a URL current_log holds since `timestamp` (the first run,
- * by its now, not before that sighting) when another master published that run's hour:
- * its name and that master; else null. `records`: runs.jsonl's lines.
- */
-export function sentByOther(records: readonly unknown[], timestamp: string): { run: string; master: string } | null {
-  let first: { now: string; run: string; by: unknown } | null = null;
-  for (const x of records) {
-    const r = x as { status?: unknown; now?: unknown; run?: unknown; published_by?: unknown };
-    if (r.status !== 'ok' || typeof r.now !== 'string' || typeof r.run !== 'string' || r.now < timestamp) continue;
-    if (first === null || r.now < first.now) first = { now: r.now, run: r.run, by: r.published_by };
-  }
-  return first !== null && typeof first.by === 'string' ? { run: first.run, master: first.by } : null;
 }

@@ -2,13 +2,15 @@
 // on as a master of its own (a copy of a state that another copy outran: a cloned
 // machine, a copied state directory, a state restored from a backup). Takes the lock.
 import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { DataError, visibleName } from '../core/errors.js';
-import { currentToken } from '../core/store/states.js';
-import { readCommit } from './commit/marker.js';
-import { type Identity, identityFile, readIdentity, renewIdentity, withStore } from './identity.js';
-import { acquireLock } from './state/lock.js';
-import { PROG, type RunnerOptions } from './options.js';
+import { DataError, visibleName } from '../../core/errors.js';
+import { withStore } from '../../core/store/open.js';
+import { currentToken } from '../../core/store/states.js';
+import { readCommit } from '../commit/marker.js';
+import type { RunnerOptions } from '../options/types.js';
+import { PROG } from '../say.js';
+import { type Identity, readIdentity, renewIdentity } from '../state/identity.js';
+import { stagingDir, stateLayout } from '../state/layout.js';
+import { acquireLock } from '../state/lock.js';
 
 export const NEW_IDENTITY_USAGE = `Usage: ${PROG} new-identity [options]
 
@@ -30,7 +32,8 @@ current identity (run the runner first); takes the lock.
 /** Makes the new identity and says so on stdout; a DataError when a committed run awaits its publish under the current one. */
 export async function newIdentity(o: RunnerOptions): Promise<number> {
   if (!fs.existsSync(o.state)) throw new DataError('NO_STATE', 'no such state directory; nothing changed', { file: o.state });
-  const lock = acquireLock(path.join(o.state, 'lock'));
+  const L = stateLayout(o.state);
+  const lock = acquireLock(L.lock);
   try {
     const id = readableIdentity(o.state);
     const pending = committedRuns(o.state);
@@ -38,12 +41,12 @@ export async function newIdentity(o: RunnerOptions): Promise<number> {
       throw new DataError(
         'COMMITTED_RUN',
         `run ${pending.join(', ')} is committed and its publish awaits its claim under this state's identity, which this state still holds (it is not fenced): run ${PROG} first, then give it a new identity; nothing changed`,
-        { file: identityFile(o.state) },
+        { file: L.identity },
       );
     }
     const r = renewIdentity(o.state, id);
     process.stdout.write(
-      `${visibleName(identityFile(o.state))}: new identity ${r.now.id} (was ${r.old}): ` +
+      `${visibleName(L.identity)}: new identity ${r.now.id} (was ${r.old}): ` +
         `this state is a master of its own from its next invocation on; give it its own --master-name if a copy of it runs elsewhere\n`,
     );
     return 0;
@@ -63,9 +66,9 @@ function readableIdentity(state: string): Identity | null {
 
 /** The runs in STATE/staging/ committed with a claim to confirm (their publish awaits it). */
 function committedRuns(state: string): string[] {
-  const staging = path.join(state, 'staging');
+  const staging = stateLayout(state).staging;
   if (!fs.existsSync(staging)) return [];
-  return fs.readdirSync(staging).filter((n) => readCommit(path.join(staging, n))?.claim !== undefined).sort();
+  return fs.readdirSync(staging).filter((n) => readCommit(stagingDir(state, n))?.claim !== undefined).sort();
 }
 
 /** Whether the partner database holds identity `id` at `token`: this state is its current incarnation. */

@@ -1,46 +1,21 @@
-// One attempt of a run: its run.json, and what its upload-domains committed.
+// What a run's attempt committed to the partner database: its upload-domains log says,
+// or, for one that died during its commit, the database does.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Logger } from 'pino';
-import { DataError, formatPlace } from '../core/errors.js';
-import { committedDomains } from '../core/store/assign.js';
-import { openStore } from '../core/store/open.js';
-import type { RunnerOptions } from './options.js';
-import { type NowSource } from './state/run-record.js';
-import { type RunPaths } from './state/layout.js';
-import { type PendingCommit, assignedInLog } from './run/stage-log.js';
-
-/** STATE/staging/RUN/run.json: fixed when a run is first attempted, reused by reruns after a crash. */
-export interface RunJson {
-  run_id: string;
-  run: string;
-  now: string;
-  now_source: NowSource;
-  created: string;
-  attempts: number;
-  /** Domains that dead attempts assigned (their upload-domains committed, the run did not). */
-  assigned_earlier?: number;
-  /** The attempt whose assignments assigned_earlier last took in, so that none is counted twice. */
-  assigned_counted?: number;
-  /** The name of the run's queue files, fixed at its first attempt (queueNameFor); absent: the run's. */
-  queue?: string;
-}
-
-export function readRunJson(p: RunPaths): RunJson | null {
-  try {
-    const j = JSON.parse(fs.readFileSync(p.runJson, 'utf8')) as RunJson;
-    return typeof j.now === 'string' && typeof j.run_id === 'string' ? j : null;
-  } catch {
-    return null;
-  }
-}
+import { DataError, formatPlace } from '../../core/errors.js';
+import { committedDomains } from '../../core/store/domain-commits.js';
+import { openStore } from '../../core/store/open.js';
+import type { DbOptions } from '../options/types.js';
+import type { Say } from '../say.js';
+import type { RunPaths } from '../state/layout.js';
+import { type PendingCommit, assignedInLog } from './stage-log.js';
 
 /**
  * What the attempt whose stage logs are in `p.logs` committed to the database: what
  * its upload-domains log says, or, when the stage died between the line it logs just
  * before COMMIT and the one after, what the database says about that line's token.
  */
-export async function assignedByAttempt(p: RunPaths, o: RunnerOptions, log: Logger): Promise<number> {
+export async function assignedByAttempt(p: RunPaths, o: DbOptions, say: Say): Promise<number> {
   if (!fs.existsSync(p.logs)) return 0;
   const f = fs.readdirSync(p.logs).find((n) => n.endsWith('.upload-domains.log'));
   if (!f) return 0;
@@ -56,7 +31,7 @@ export async function assignedByAttempt(p: RunPaths, o: RunnerOptions, log: Logg
     const message = err instanceof DataError ? formatPlace(err.place, err.message) : String((err as Error)?.message ?? err);
     throw new DataError('COMMIT_UNDECIDED', `cannot tell whether upload-domains of run ${p.name} committed ${pending.rows} new domain(s) before it died (${message}); nothing was published, and the next invocation asks again and runs the hour`);
   }
-  log.warn({ run: p.name, rows: pending.rows, token: pending.token, witness: pending.witness, committed }, 'upload-domains died during its commit; the database tells whether it happened');
+  say.log?.warn({ run: p.name, rows: pending.rows, token: pending.token, witness: pending.witness, committed }, 'upload-domains died during its commit; the database tells whether it happened');
   return committed;
 }
 
@@ -65,7 +40,7 @@ export async function assignedByAttempt(p: RunPaths, o: RunnerOptions, log: Logg
  * absent: it did not commit); for a line without a token, its row count when the
  * witness has `added_at` (the row a transaction inserts exists iff it committed).
  */
-async function committedByPending(o: RunnerOptions, pending: PendingCommit): Promise<number> {
+async function committedByPending(o: DbOptions, pending: PendingCommit): Promise<number> {
   const store = await openStore(o.db, { readonly: pending.token === undefined, timeouts: o.dbTimeouts });
   try {
     if (pending.token !== undefined) return (await committedDomains(store, pending.token)) ?? 0;

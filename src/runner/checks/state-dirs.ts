@@ -1,12 +1,30 @@
-// The runner's start-up checks on the inbox and the state directory, and its lock.
+// The checks on the inbox and the state directory before an invocation runs anything:
+// the inbox is a directory this user can move reflogs out of, runs.jsonl is a regular
+// file, and each place a run's commit writes can be written.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { DataError, UsageError } from '../core/errors.js';
-import { mkdirDurable, symlinkTarget } from '../core/durable.js';
-import { ensureIdentity } from './identity.js';
-import type { Seen } from './state/last-invocation.js';
-import { acquireLock } from './state/lock.js';
-import type { RunnerOptions } from './options.js';
+import { symlinkTarget } from '../../core/durable.js';
+import { DataError, UsageError } from '../../core/errors.js';
+import type { StateDirs } from '../options/types.js';
+import { COMMIT_WRITES, stateLayout } from '../state/layout.js';
+
+/**
+ * Throws before anything runs when the inbox is not a directory (a UsageError: a wrong
+ * --inbox, found before anything is created under --state) or cannot be written (a
+ * DataError).
+ */
+export function checkInbox(inbox: string): void {
+  if (!isDirectoryOrUnreadable(inbox)) throw new UsageError(`--inbox ${inbox}: is not an existing directory (check --inbox, or create it)`);
+  // A committed run's last step moves its reflog out of the inbox. In an inbox that does
+  // not allow it, every run would publish its queue files and then fail, and every later
+  // invocation would roll it forward, publishing them again, hour after hour.
+  try {
+    fs.accessSync(inbox, fs.constants.W_OK);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? String(err);
+    throw new DataError('INBOX_READ_ONLY', `cannot move processed reflogs out of the inbox: ${code}; nothing was run`, { file: inbox });
+  }
+}
 
 /**
  * Throws a DataError unless `file` (runs.jsonl) is missing or a regular file. Each run's
@@ -15,7 +33,7 @@ import type { RunnerOptions } from './options.js';
  * each run held up behind it. (Opening a FIFO to read the newest committed run also
  * held the start-up for ever, deaf to SIGTERM.)
  */
-function checkRunsFile(file: string): void {
+export function checkRunsFile(file: string): void {
   let st: fs.Stats | undefined;
   try {
     st = fs.statSync(file, { throwIfNoEntry: false });
@@ -35,13 +53,14 @@ function checkRunsFile(file: string): void {
  * failed on again (a directory made by root running the runner by hand is the usual
  * cause).
  */
-function checkWritable(o: RunnerOptions): void {
+export function checkWritable(o: StateDirs): void {
   // Not QUEUE nor its Yacobot directories: the run writes there before its COMMIT
   // (prepareQueues), where a failure publishes nothing. Checked here, a QUEUE owned by
   // root with each Yacobot's directory given to this user, or a directory of a Yacobot
   // that gets nothing, stopped every run.
-  const runs = path.join(o.state, 'runs.jsonl');
-  const places = [o.state, ...['done', 'rejects', 'rejects/failed', 'staging'].map((n) => path.join(o.state, n)), runs];
+  const L = stateLayout(o.state);
+  const runs = L.runs;
+  const places = [o.state, ...COMMIT_WRITES.map((k) => L[k]), runs];
   for (const p of places) {
     let at = p;
     if (!fs.existsSync(at)) {
@@ -92,26 +111,4 @@ function isDirectoryOrUnreadable(p: string): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code !== 'ENOTDIR';
   }
-}
-
-/** Checks the inbox and the state directory, takes the lock and gives the state its identity if it has none, returning the lock's fd; throws before anything runs. */
-export function openState(o: RunnerOptions, seen: Seen): number {
-  // A wrong --inbox is a configuration error, found before anything is created under --state.
-  if (!isDirectoryOrUnreadable(o.inbox)) throw new UsageError(`--inbox ${o.inbox}: is not an existing directory (check --inbox, or create it)`);
-  // A committed run's last step moves its reflog out of the inbox. In an inbox that does
-  // not allow it, every run would publish its queue files and then fail, and every later
-  // invocation would roll it forward, publishing them again, hour after hour.
-  try {
-    fs.accessSync(o.inbox, fs.constants.W_OK);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code ?? String(err);
-    throw new DataError('INBOX_READ_ONLY', `cannot move processed reflogs out of the inbox: ${code}; nothing was run`, { file: o.inbox });
-  }
-  mkdirDurable(path.join(o.state, 'staging'));
-  const lock = acquireLock(path.join(o.state, 'lock'));
-  seen.lock = true;
-  checkRunsFile(path.join(o.state, 'runs.jsonl'));
-  checkWritable(o);
-  ensureIdentity(o.state);
-  return lock.fd;
 }
