@@ -13,7 +13,7 @@ import { DataError } from '../src/core/errors.js';
 import { SQLITE, backends, type Backend } from './lib/backends.js';
 import { PARSER, byParser } from './lib/parser.js';
 import { PASSWORD_USER, PgCluster, TEST_PASSWORD, pgTest } from './lib/pg.js';
-import { readImportCsv } from '../src/admin/partner-db.js';
+import { readImportCsv } from '../src/admin/import.js';
 import { canonicalize } from '../src/core/url.js';
 
 function pdb(work: string, ...args: string[]) {
