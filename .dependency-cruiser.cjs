@@ -41,9 +41,9 @@ module.exports = {
     {
       name: 'no-stage-imports-another',
       severity: 'error',
-      comment: 'analyze-dump-worker.ts is analyze-dump\'s own worker thread; otherwise a stage stands alone.',
+      comment: 'A stage stands alone but for its own modules, named after it (analyze-dump-worker.ts, limit-domains-rank.ts).',
       from: { path: '^src/stages/([^/.]+)' },
-      to: { path: '^src/stages/', pathNot: ['^src/stages/$1(-worker)?[.]ts$', '^src/stages/analyze-dump[.]ts$'] },
+      to: { path: '^src/stages/', pathNot: ['^src/stages/$1(-worker|-rank)?[.]ts$', '^src/stages/analyze-dump[.]ts$'] },
     },
     {
       name: 'runner-runs-stages-as-processes',

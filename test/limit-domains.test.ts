@@ -10,7 +10,7 @@ import { BIN, runBin, scratch, summaryOf, failedOutput, hasStackTrace, testEnv }
 import { generateFiltered } from '../scripts/gen-filtered.js';
 import { SPOOL_PREFIX } from '../src/core/spool.js';
 import { SEED, type Rec } from './lib/model.js';
-import { carriedRank, freshRank } from '../src/stages/limit-domains.js';
+import { carriedRank, freshRank } from '../src/stages/limit-domains-rank.js';
 import { timestampToMs } from '../src/core/time.js';
 
 process.env.TZ = 'UTC';
