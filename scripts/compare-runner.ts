@@ -75,7 +75,10 @@ function makeInputs(dir: string, o: Options): Inputs {
   const after = o.hours + 1;
   const messy = gen(`${hourName(after)}.reflog`, { lines: small, hour: after, seed: 7, messy: true });
   const flood = gen(`${hourName(after + 1)}.reflog`, { lines: small, hour: after + 1, seed: 7, flood: true });
-  const put = (name: string, data: string | Buffer) => (fs.writeFileSync(path.join(dir, name), data), path.join(dir, name));
+  const put = (name: string, data: string | Buffer) => {
+    fs.writeFileSync(path.join(dir, name), data);
+    return path.join(dir, name);
+  };
   const cutText = fs.readFileSync(smallHours[2]!, 'latin1');
   return {
     hours,
@@ -372,7 +375,7 @@ function firstDiff(a: string, b: string): string {
 }
 
 /** An output without the file a digest was made of. */
-const valueOf = (s: string | undefined) => s?.split('\0', 1)[0];
+const comparable = (s: string | undefined) => s?.split('\0', 1)[0];
 
 /** The differences between two trees' outputs of one scenario, each as a message. */
 function differences(scenario: string, base: Outputs, next: Outputs): string[] {
@@ -380,7 +383,7 @@ function differences(scenario: string, base: Outputs, next: Outputs): string[] {
   for (const k of [...new Set([...base.keys(), ...next.keys()])].sort()) {
     const a = base.get(k);
     const b = next.get(k);
-    if (valueOf(a) === valueOf(b)) continue;
+    if (comparable(a) === comparable(b)) continue;
     if (a === undefined || b === undefined) out.push(`${scenario}: ${k}: only in ${a === undefined ? 'new' : 'base'}`);
     else out.push(`${scenario}: ${k}: differs at ${firstDiff(a, b)}`);
   }

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseArgs } from '../src/runner/options/parse.js';
-import { type RunnerOptions } from '../src/runner/options/types.js';
+import type { RunnerOptions } from '../src/runner/options/types.js';
 import { chainOf } from '../src/runner/run/chain.js';
 import { runPaths } from '../src/runner/state/layout.js';
 import { runsJsonl } from './lib/runner-state.js';

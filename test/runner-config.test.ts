@@ -10,7 +10,7 @@ import { parseArgs, parseConfig } from '../src/runner/options/parse.js';
 import { assignedInLog } from '../src/runner/run/stage-log.js';
 import { hourEndOf, resolveNow } from '../src/runner/run/now.js';
 import { planInbox } from '../src/runner/state/inbox.js';
-import { type RunRecord } from '../src/runner/state/run-record.js';
+import type { RunRecord } from '../src/runner/state/run-record.js';
 import { shellQuote } from '../src/core/errors.js';
 import { checkQueueName } from '../src/stages/logsaver.js';
 import { publishSteps } from '../src/runner/commit/protocol.js';

@@ -57,8 +57,8 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
       message = formatPlace(err.place, err.message);
     } else {
       const e = err as Error;
-      message = `internal error: ${e && e.message ? e.message : String(err)}`;
-      if (process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${e && e.stack}\n`);
+      message = `internal error: ${e?.message ? e.message : String(err)}`;
+      if (process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${e ? e.stack : e}\n`);
     }
     process.stderr.write(`${name}: ${visibleName(message)}\n`); // one line, whatever names it quotes
     process.exit(1);

@@ -364,9 +364,9 @@ class RunEnd {
     } else {
       // A bug, not bad data: say so plainly; the stack only when asked for.
       const e = err as Error;
-      message = `internal error: ${e && e.message ? e.message : String(err)}`;
+      message = `internal error: ${e?.message ? e.message : String(err)}`;
       code = 'INTERNAL';
-      if (process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${e && e.stack}\n`);
+      if (process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${e ? e.stack : e}\n`);
     }
     // One line, whatever names the message quotes (a file name may hold a newline).
     message = visibleName(message);

@@ -89,7 +89,7 @@ export function sameBytes(a: string, b: string): boolean {
       if (fs.fstatSync(fa).size !== fs.fstatSync(fb).size) return false;
       const ba = Buffer.allocUnsafe(1 << 20);
       const bb = Buffer.allocUnsafe(1 << 20);
-      for (let n; (n = fs.readSync(fa, ba, 0, ba.length, null)) > 0; ) {
+      for (let n: number; (n = fs.readSync(fa, ba, 0, ba.length, null)) > 0; ) {
         // As much of b as was read of a (a read may return less than asked).
         for (let m = 0; m < n; ) {
           const k = fs.readSync(fb, bb, m, n - m, null);

@@ -106,7 +106,7 @@ export function formatPlace(place: Place | undefined, message: string): string {
 /** Turns a Node system error (ENOENT, ENOSPC, EACCES, ...) into a DataError naming the file. */
 export function ioError(err: unknown, file: string, doing: string): DataError {
   const e = err as NodeJS.ErrnoException;
-  const why = e && e.code ? `${e.code}: ${sysMessage(e)}` : String((e && e.message) || err);
+  const why = e?.code ? `${e.code}: ${sysMessage(e)}` : String(e?.message || err);
   // Node decodes a command line's bytes as UTF-8, a byte that is not as U+FFFD: a file whose
   // name is not UTF-8 cannot be named to it, and is then "not found" though `ls` shows it.
   const mangled = e?.code === 'ENOENT' && file.includes('\ufffd') ? ' (if the name is not UTF-8 text, Node cannot open the file by it: rename the file)' : '';

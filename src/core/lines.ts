@@ -318,7 +318,7 @@ export class FileLineReader {
       if (n === 0) {
         this.eof = true;
         this.close();
-        if (this.carry && this.carry.length) throw cutOff(this.file, this.lineNo + 1, 'file', this.carry);
+        if (this.carry?.length) throw cutOff(this.file, this.lineNo + 1, 'file', this.carry);
         return false;
       }
       const chunk = this.block.subarray(0, n);

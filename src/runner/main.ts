@@ -11,7 +11,7 @@ import { invocation } from './invocation/invocation.js';
 import { stateOfRefused } from './options/refused.js';
 import type { Seen } from './state/last-invocation.js';
 import { Locked } from './state/lock.js';
-import { type RunnerOptions } from './options/types.js';
+import type { RunnerOptions } from './options/types.js';
 import { USAGE } from './options/usage.js';
 import { parseArgs } from './options/parse.js';
 import { PROG, sayTo } from './say.js';

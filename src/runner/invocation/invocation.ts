@@ -12,7 +12,7 @@ import { reportEnd } from './report.js';
 import { storedForgetful } from '../state/memory.js';
 import type { RunnerOptions } from '../options/types.js';
 import { REFLOG_EXT, planInbox } from '../state/inbox.js';
-import { type RunRecord } from '../state/run-record.js';
+import type { RunRecord } from '../state/run-record.js';
 import { hourNotBegun, notAnHour } from '../run/now.js';
 import { humanLine } from './report.js';
 import { mostForgetful, mostForgetfulSince } from '../state/run-history.js';

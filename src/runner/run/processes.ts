@@ -145,7 +145,12 @@ function descendants(root: number): number[] {
   const out: number[] = [];
   for (let todo = [root]; todo.length > 0; ) {
     const next: number[] = [];
-    for (const p of todo) for (const c of children.get(p) ?? []) (out.push(c), next.push(c));
+    for (const p of todo) {
+      for (const c of children.get(p) ?? []) {
+        out.push(c);
+        next.push(c);
+      }
+    }
     todo = next;
   }
   return out;

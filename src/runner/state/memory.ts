@@ -42,7 +42,7 @@ export function identityOf(file: string): LogIdentity {
     throw ioError(err, file, 'read');
   }
   try {
-    for (let n; (n = fs.readSync(fd, buf, 0, buf.length, null)) > 0; ) {
+    for (let n: number; (n = fs.readSync(fd, buf, 0, buf.length, null)) > 0; ) {
       const chunk = buf.subarray(0, n);
       hash.update(chunk);
       size += n;

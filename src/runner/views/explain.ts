@@ -12,7 +12,7 @@ import { lastCommitted, sentByOther } from '../state/run-history.js';
 import { runsLog } from '../state/runs-log.js';
 import type { RunRecord } from '../state/run-record.js';
 import { PROG } from '../say.js';
-import { type RunnerOptions } from '../options/types.js';
+import type { RunnerOptions } from '../options/types.js';
 import { PartnerView, type YacobotRef } from '../../core/store/partner-view.js';
 import type { Timeouts } from '../../core/store/store.js';
 import type { SubArgs } from './sub-args.js';

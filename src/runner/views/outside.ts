@@ -8,7 +8,7 @@ import { countLines } from '../../core/lines.js';
 import { stateLayout } from '../state/layout.js';
 import { type LockState, lockNow } from '../state/lock.js';
 import { planInbox } from '../state/inbox.js';
-import { type RunRecord } from '../state/run-record.js';
+import type { RunRecord } from '../state/run-record.js';
 import { isValidTimestamp, timestampToMs } from '../../core/time.js';
 
 /** The reflogs waiting in the inbox: how many, and the age of the oldest (by its mtime) in seconds. */

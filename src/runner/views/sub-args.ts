@@ -3,7 +3,7 @@
 import { UsageError } from '../../core/errors.js';
 import { parseDuration } from '../../core/time.js';
 import { KEYS } from '../options/reader.js';
-import { type RunnerOptions } from '../options/types.js';
+import type { RunnerOptions } from '../options/types.js';
 import { parseArgs } from '../options/parse.js';
 
 /** A subcommand's command line: its own flags, its operands, the runner's options. */
