@@ -22,9 +22,10 @@ const MAX_IMPORT_DOMAINS = 16_000_000;
 const IMPORT_BATCH = 5000;
 
 /**
- * The rows of a CSV import, one per domain, as parallel arrays (a million rows kept as
- * objects, with csv-parse's records and an info object each, took 1 GB; seven million
- * ran out of heap): the domain as records spell it, its Yacobot's id, and the line.
+ * The rows of a CSV import, one per domain, as parallel arrays (an object per row, with
+ * csv-parse's records and an info object each, costs about 1 GB a million rows: seven
+ * million would not fit in the heap): the domain as records spell it, its Yacobot's id,
+ * and the line.
  */
 export interface ImportRows {
   domains: string[];
@@ -177,12 +178,12 @@ function unclosedQuoteAt(b: Buffer): number {
 /** The text of a CSV file to import: UTF-8, of a size one string holds. */
 export function readCsvText(csvFile: string): string {
   try {
-    // A file past the longest string V8 makes failed with ERR_STRING_TOO_LONG as its "read" error.
+    // A file past the longest string V8 makes would fail with ERR_STRING_TOO_LONG as its "read" error.
     if (fs.statSync(csvFile).size > MAX_STRING_LENGTH) {
       throw new DataError('CSV_TOO_BIG', `larger than ${MAX_STRING_LENGTH >> 20} MiB, the most one import can read; split it (each part is then all or nothing)`, { file: csvFile });
     }
     const bytes = fs.readFileSync(csvFile);
-    // Decoded as it was, a Latin-1 file's 'münchen.de' failed as "bad domain 'm\ufffdnchen.de'".
+    // Decoded as it is, a Latin-1 file's 'münchen.de' would fail as "bad domain 'm\ufffdnchen.de'".
     if (!isUtf8(bytes)) throw new DataError('BAD_CSV', 'not UTF-8 text (convert it first, e.g. iconv -f latin1 -t utf-8)', { file: csvFile, line: firstNonUtf8Line(bytes) });
     return bytes.toString('utf8');
   } catch (err) {
@@ -213,8 +214,8 @@ export async function importCommand(store: PartnerStore, csvFile: string, text: 
       }
     }
     const c = { added: 0, moved: 0, same: 0 };
-    // Many domains per step: on PostgreSQL a statement per domain took a round trip
-    // each, and updated each Yacobot's partner_load row once per domain.
+    // Many domains per step: on PostgreSQL a statement per domain would take a round
+    // trip each, and update each Yacobot's partner_load row once per domain.
     for (let i = 0; i < rows.domains.length; i += IMPORT_BATCH) {
       const domains = rows.domains.slice(i, i + IMPORT_BATCH);
       const prev = await store.ownersIn(domains);

@@ -30,8 +30,8 @@ export function checkInbox(inbox: string): void {
  * Throws a DataError unless `file` (runs.jsonl) is missing or a regular file. Each run's
  * commit steps append its line there, after its queue files are out: into a FIFO or a
  * directory that append fails, and so does the roll forward of every later invocation,
- * each run held up behind it. (Opening a FIFO to read the newest committed run also
- * held the start-up for ever, deaf to SIGTERM.)
+ * each run held up behind it. (Opening a FIFO to read the newest committed run would
+ * also hold the start-up for ever, deaf to SIGTERM.)
  */
 export function checkRunsFile(file: string): void {
   let st: fs.Stats | undefined;
@@ -48,16 +48,16 @@ export function checkRunsFile(file: string): void {
 /**
  * Throws a DataError naming the first place a run's commit must write but this user
  * cannot: the state directory and its done/, rejects/, rejects/failed/ and staging/,
- * and runs.jsonl (a missing one: its parent). Found at the commit instead, after the queue files were
- * published, the failure left a COMMIT that every later invocation rolled forward and
- * failed on again (a directory made by root running the runner by hand is the usual
- * cause).
+ * and runs.jsonl (a missing one: its parent). Found at the commit instead, after the
+ * queue files were published, the failure would leave a COMMIT that every later
+ * invocation rolls forward and fails on again (a directory made by root running the
+ * runner by hand is the usual cause).
  */
 export function checkWritable(o: StateDirs): void {
   // Not QUEUE nor its Yacobot directories: the run writes there before its COMMIT
   // (prepareQueues), where a failure publishes nothing. Checked here, a QUEUE owned by
   // root with each Yacobot's directory given to this user, or a directory of a Yacobot
-  // that gets nothing, stopped every run.
+  // that gets nothing, would stop every run.
   const L = stateLayout(o.state);
   const runs = L.runs;
   const places = [o.state, ...COMMIT_WRITES.map((k) => L[k]), runs];
@@ -65,7 +65,7 @@ export function checkWritable(o: StateDirs): void {
     let at = p;
     if (!fs.existsSync(at)) {
       // A symbolic link whose target is missing (a disk not mounted): mkdir takes it for
-      // a directory that is there, and the commit's rename into it failed (ENOENT).
+      // a directory that is there, and the commit's rename into it fails (ENOENT).
       // runs.jsonl is created through it, in the target's directory.
       const target = symlinkTarget(p);
       if (target !== null) at = path.resolve(path.dirname(p), target);

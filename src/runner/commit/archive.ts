@@ -44,11 +44,11 @@ export function reflogStep(plan: CommitPlan, hooks: CommitHooks): Step {
         return;
       }
       // Parked first (one rename), then checked again and moved from the dot name, which no
-      // sender writes: a check of the inbox name followed by a move of that name moved a
-      // file renamed over it in between to done/ unprocessed; and a copy to another file
-      // system, or a link made anew, removed by the inbox name a file renamed over it during
-      // the copy. The run's own link whose target went after it was read goes too (left,
-      // every later invocation failed on it, 'cannot read: ENOENT', and no later hour ran).
+      // sender writes: a check of the inbox name followed by a move of that name would move
+      // a file renamed over it in between to done/ unprocessed; and a copy to another file
+      // system, or a link made anew, would remove by the inbox name a file renamed over it
+      // during the copy. The run's own link whose target went after it was read goes too
+      // (left, every later invocation would fail on it, and no later hour would run).
       park(plan.reflog, parked);
       settleOrUnpark();
     },

@@ -51,7 +51,7 @@ export async function invocation(o: RunnerOptions, say: Say, seen: Seen): Promis
   }
   // A signal that came while the last run (or a roll forward with no run after it) was
   // being published has its handler run only once the event loop polls: without this
-  // it went unseen, and the invocation exited 0 saying "N run(s) committed". (Not after
+  // it would go unseen, and the invocation exit 0 saying "N run(s) committed". (Not after
   // a failed run: its failure is what the invocation reports, as for one before others.)
   if (inv.failed === null) await pollOnce();
   printSummary(inv);

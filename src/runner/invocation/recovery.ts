@@ -20,8 +20,8 @@ export async function recover(inv: Invocation): Promise<void> {
   const { o, say } = inv;
   for (const name of fs.readdirSync(stateLayout(o.state).staging).sort()) {
     const staging = stagingDir(o.state, name);
-    // The runner makes only directories here. Not followed: a dangling symlink failed
-    // every start-up ('internal error: ENOENT'), and one to a directory had its work/ removed.
+    // The runner makes only directories here. Not followed: a dangling symlink would fail
+    // every start-up, and one to a directory would have its work/ removed.
     if (!fs.lstatSync(staging).isDirectory()) continue;
     const plan = readCommit(staging);
     if (plan) {

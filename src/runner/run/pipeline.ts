@@ -24,19 +24,13 @@ import { type ReflogIdentity, reflogIdentity, sameFile } from '../state/inbox.js
  * The stages' environment: `base` plus glibc's MALLOC_MMAP_THRESHOLD_ held at its
  * initial 128 KiB, unless the operator set it. Left alone, glibc raises that
  * threshold each time it frees a large block, and from then on analyze-dump's
- * 1-4 MiB buffers come from heap arenas that are never given back: at 10M lines
- * its peak RSS crept through the run to 460-474 MiB, against 393 MiB and flat
- * with the variable set, at the same speed (1M-line pipeline: 4.03-4.70 s
- * without, 4.03-4.45 s with, interleaved). Other C libraries ignore it.
+ * 1-4 MiB buffers come from heap arenas that are never given back: its peak RSS
+ * creeps up through a big hour, at no gain in speed. Other C libraries ignore it.
  *
  * Also MALLOC_TRIM_THRESHOLD_ at 8 MiB, unless set: setting the mmap threshold
- * fixes the trim threshold at its 128 KiB too, and glibc then gave the top of
- * the heap back to the system and faulted it in again over and over (the 64 KiB
- * blocks the stages read and write). analyze-dump alone on the 1M hour: 80-83k
- * page faults and 2.77-2.81 CPU s with it, against 107-119k and 2.99-3.04 s
- * without; the 1M chain, five interleaved pairs: 3.33-3.37 s against 3.45-3.53 s.
- * Peak RSS: --memory 64M at 10M lines 170 MiB against 173; the default budget
- * 362 MiB against 349.
+ * fixes the trim threshold at its 128 KiB too, and glibc would then give the top
+ * of the heap back to the system and fault it in again over and over (the 64 KiB
+ * blocks the stages read and write), which costs page faults and CPU time.
  */
 export function stageEnv(base: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   return {
