@@ -97,14 +97,16 @@ function makeInputs(dir: string, o: Options): Inputs {
 function normalizeText(text: string, roots: readonly [string, string][]): string {
   let t = text;
   for (const [from, to] of roots) t = t.split(from).join(to);
-  return t
-    .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, 'T')
-    .replace(/\breplay-\d{14}/g, 'replay-STAMP')
-    .replace(/\b\d+(\.\d+)? s\b/g, 'N s')
-    .replace(/\b(pid=|process |pid )\d+/g, '$1P')
-    .replace(/@T#\d+/g, '@T#P')
-    // A now from the clock (a run name that is no hour); the hours the scenarios run are of 2011.
-    .replace(/\b20[2-9]\d{11}\b/g, 'CLOCK');
+  return (
+    t
+      .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, 'T')
+      .replace(/\breplay-\d{14}/g, 'replay-STAMP')
+      .replace(/\b\d+(\.\d+)? s\b/g, 'N s')
+      .replace(/\b(pid=|process |pid )\d+/g, '$1P')
+      .replace(/@T#\d+/g, '@T#P')
+      // A now from the clock (a run name that is no hour); the hours the scenarios run are of 2011.
+      .replace(/\b20[2-9]\d{11}\b/g, 'CLOCK')
+  );
 }
 
 /** Keys of JSON lines whose values are clocks, durations or pids. */
@@ -176,7 +178,10 @@ function collectVar(dir: string, roots: readonly [string, string][], out: Output
   const d = new Database(db, { readonly: true });
   out.set(`${prefix}db:partner_domain`, JSON.stringify(d.prepare('SELECT domain, yacobot_id, added_at FROM partner_domain ORDER BY domain').raw().all()));
   out.set(`${prefix}db:yacobot`, JSON.stringify(d.prepare('SELECT * FROM yacobot ORDER BY id').raw().all()));
-  out.set(`${prefix}db:hour_claim`, JSON.stringify(d.prepare('SELECT run, digest, master, published_at IS NULL FROM hour_claim ORDER BY run, digest').raw().all()));
+  out.set(
+    `${prefix}db:hour_claim`,
+    JSON.stringify(d.prepare('SELECT run, digest, master, published_at IS NULL FROM hour_claim ORDER BY run, digest').raw().all()),
+  );
   d.close();
 }
 
@@ -302,7 +307,11 @@ function scenarios(inp: Inputs, pg: PgCluster | null): Record<string, (p: Play) 
 function explainable(dir: string, inp: Inputs): string[] {
   const first = (f: string) => fs.readFileSync(f, 'utf8').split('\n', 1)[0]!.split('\t');
   const q = path.join(dir, 'var/queue/1');
-  const newest = fs.readdirSync(q).filter((f) => f.endsWith('.tsv')).sort().at(-1)!;
+  const newest = fs
+    .readdirSync(q)
+    .filter((f) => f.endsWith('.tsv'))
+    .sort()
+    .at(-1)!;
   const rejects = path.join(dir, 'var/state/rejects', `${path.basename(inp.hours[0]!, '.reflog')}.tsv`);
   const rejected = fs.existsSync(rejects) ? [first(rejects)[2 + 4] ?? ''] : [];
   return [first(path.join(q, newest))[5]!, first(path.join(dir, 'var/state/current_log'))[5]!, ...rejected, 'http://never-seen.example.org/x', 'not a url'];
@@ -321,7 +330,12 @@ function twoMasters(p: Play, inp: Inputs, pg: PgCluster): void {
   p.roots.push([db, 'PGURI']);
   const partnerDb = (...args: string[]) => spawnSync(path.join(p.tree.root, 'bin/partner-db'), ['--db', db, ...args], { encoding: 'utf8' });
   partnerDb('init');
-  for (const [n, w] of [['alpha', '1'], ['beta', '1'], ['gamma', '2']] as const) partnerDb('add', n, '--weight', w);
+  for (const [n, w] of [
+    ['alpha', '1'],
+    ['beta', '1'],
+    ['gamma', '2'],
+  ] as const)
+    partnerDb('add', n, '--weight', w);
   const master = (m: string) => ['--db', db, '--master-name', m, '--state', `var/state-${m}`, '--queue-dir', `var/queue-${m}`];
   fs.mkdirSync(path.join(p.dir, 'var/state-a'));
   fs.mkdirSync(path.join(p.dir, 'var/state-b'));
@@ -343,11 +357,15 @@ function analyzeDumps(tree: Tree, inp: Inputs, dir: string): Outputs {
   for (const f of [...inp.hours, inp.messy, inp.flood]) {
     const name = path.basename(f);
     const rejects = path.join(dir, `${name}.rejects`);
-    const r = spawnSync(path.join(tree.root, 'bin/analyze-dump'), ['--input-name', name, '--rejects', rejects, '--tmp', path.join(dir, 'tmp'), '--memory', '16M'], {
-      input: fs.readFileSync(f),
-      env: { ...process.env, TZ: 'UTC', LC_ALL: 'C' },
-      maxBuffer: 1 << 30,
-    });
+    const r = spawnSync(
+      path.join(tree.root, 'bin/analyze-dump'),
+      ['--input-name', name, '--rejects', rejects, '--tmp', path.join(dir, 'tmp'), '--memory', '16M'],
+      {
+        input: fs.readFileSync(f),
+        env: { ...process.env, TZ: 'UTC', LC_ALL: 'C' },
+        maxBuffer: 1 << 30,
+      },
+    );
     const stdout = path.join(dir, `${name}.out`);
     fs.writeFileSync(stdout, r.stdout);
     out.set(`${name}: exit`, String(r.status ?? r.signal));
@@ -400,7 +418,12 @@ function makeTemplate(tree: Tree, dir: string): void {
     if (r.status !== 0) throw new Error(`partner-db ${args.join(' ')}: ${r.stderr}`);
   };
   partnerDb('init');
-  for (const [n, w] of [['alpha', '1'], ['beta', '1'], ['gamma', '2']] as const) partnerDb('add', n, '--weight', w);
+  for (const [n, w] of [
+    ['alpha', '1'],
+    ['beta', '1'],
+    ['gamma', '2'],
+  ] as const)
+    partnerDb('add', n, '--weight', w);
 }
 
 async function compare(o: Options): Promise<number> {

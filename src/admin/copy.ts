@@ -60,11 +60,20 @@ async function copyInto(to: PartnerStore, fq: Sql, ys: Row[], force: boolean): P
   await to.write(async (q) => {
     const held = await q.get('SELECT (SELECT COUNT(*) FROM yacobot) AS y, (SELECT COUNT(*) FROM partner_domain) AS d');
     if (!force && (Number(held!.y) > 0 || Number(held!.d) > 0)) {
-      throw new DataError('NOT_EMPTY', `the target holds ${Number(held!.y)} Yacobot(s) and ${Number(held!.d)} domain(s); nothing copied (--force replaces them)`, { file: to.name });
+      throw new DataError(
+        'NOT_EMPTY',
+        `the target holds ${Number(held!.y)} Yacobot(s) and ${Number(held!.d)} domain(s); nothing copied (--force replaces them)`,
+        { file: to.name },
+      );
     }
     await q.run('DELETE FROM partner_domain');
     await q.run('DELETE FROM yacobot');
-    await to.insertMany(q, 'yacobot', ['id', 'name', 'weight', 'active'], ys.map((y) => [y.id, y.name, y.weight, y.active]));
+    await to.insertMany(
+      q,
+      'yacobot',
+      ['id', 'name', 'weight', 'active'],
+      ys.map((y) => [y.id, y.name, y.weight, y.active]),
+    );
     let batch: unknown[][] = [];
     const flush = async () => {
       await to.insertMany(q, 'partner_domain', ['domain', 'yacobot_id', 'added_at'], batch);

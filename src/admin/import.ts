@@ -39,7 +39,12 @@ export interface ImportRows {
  * first MAX_REPORTED_ROWS of them kept as errors naming their line; nothing is
  * written to the database here.
  */
-export function readImportCsv(text: string, file: string, yacobots: Yacobot[], maxDomains = MAX_IMPORT_DOMAINS): { rows: ImportRows; errors: DataError[]; bad: number } {
+export function readImportCsv(
+  text: string,
+  file: string,
+  yacobots: Yacobot[],
+  maxDomains = MAX_IMPORT_DOMAINS,
+): { rows: ImportRows; errors: DataError[]; bad: number } {
   const byId = new Map(yacobots.map((y) => [String(y.id), y]));
   const byName = new Map(yacobots.map((y) => [y.name, y]));
   // The text csv-parse reads: no BOM (its own BOM option would no longer see it), the
@@ -81,7 +86,11 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[], m
       return undefined;
     }
     if (rows.domains.length === maxDomains) {
-      throw new DataError('CSV_TOO_BIG', `more than ${maxDomains} distinct domains, the most one import holds; split the file (each part is then all or nothing)`, { file, line });
+      throw new DataError(
+        'CSV_TOO_BIG',
+        `more than ${maxDomains} distinct domains, the most one import holds; split the file (each part is then all or nothing)`,
+        { file, line },
+      );
     }
     rowOf.set(nd.domain, rows.domains.length);
     rows.domains.push(nd.domain);
@@ -98,7 +107,10 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[], m
     if (!(err instanceof CsvError)) throw err;
     if (e.code === 'CSV_QUOTE_NOT_CLOSED') {
       // csv-parse names the end of the file; the operator needs the line of the quote.
-      throw new DataError('BAD_CSV', 'CSV syntax: the quote opened on this line is never closed', { file, line: new LineCounter(bytes).lineAt(unclosedQuoteAt(bytes)) });
+      throw new DataError('BAD_CSV', 'CSV syntax: the quote opened on this line is never closed', {
+        file,
+        line: new LineCounter(bytes).lineAt(unclosedQuoteAt(bytes)),
+      });
     }
     const msg = unhideSpaces(String(e.message ?? err))
       .replace(/^Invalid (Opening|Closing) Quote: /, '')
@@ -169,7 +181,8 @@ function unclosedQuoteAt(b: Buffer): number {
     if (!inQuote) {
       open = i;
       inQuote = true;
-    } else if (b[i + 1] === 34) i++; // a doubled quote inside quotes is an escaped one
+    } else if (b[i + 1] === 34)
+      i++; // a doubled quote inside quotes is an escaped one
     else inQuote = false;
   }
   return open;
@@ -180,11 +193,16 @@ export function readCsvText(csvFile: string): string {
   try {
     // A file past the longest string V8 makes would fail with ERR_STRING_TOO_LONG as its "read" error.
     if (fs.statSync(csvFile).size > MAX_STRING_LENGTH) {
-      throw new DataError('CSV_TOO_BIG', `larger than ${MAX_STRING_LENGTH >> 20} MiB, the most one import can read; split it (each part is then all or nothing)`, { file: csvFile });
+      throw new DataError(
+        'CSV_TOO_BIG',
+        `larger than ${MAX_STRING_LENGTH >> 20} MiB, the most one import can read; split it (each part is then all or nothing)`,
+        { file: csvFile },
+      );
     }
     const bytes = fs.readFileSync(csvFile);
     // Decoded as it is, a Latin-1 file's 'münchen.de' would fail as "bad domain 'm\ufffdnchen.de'".
-    if (!isUtf8(bytes)) throw new DataError('BAD_CSV', 'not UTF-8 text (convert it first, e.g. iconv -f latin1 -t utf-8)', { file: csvFile, line: firstNonUtf8Line(bytes) });
+    if (!isUtf8(bytes))
+      throw new DataError('BAD_CSV', 'not UTF-8 text (convert it first, e.g. iconv -f latin1 -t utf-8)', { file: csvFile, line: firstNonUtf8Line(bytes) });
     return bytes.toString('utf8');
   } catch (err) {
     if (err instanceof DataError) throw err;

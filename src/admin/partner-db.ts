@@ -11,7 +11,16 @@ import { normalizeDomain } from '../core/store/domains.js';
 import { countMove } from '../core/store/moves.js';
 import { initStore, openStore } from '../core/store/open.js';
 import { SCHEMA_VERSION } from '../core/store/schema.js';
-import { DEFAULT_TIMEOUTS, TIMEOUT_OPTIONS, findYacobotIn, timeoutsOf, type OpenOptions, type PartnerStore, type Sql, type Timeouts } from '../core/store/store.js';
+import {
+  DEFAULT_TIMEOUTS,
+  TIMEOUT_OPTIONS,
+  findYacobotIn,
+  timeoutsOf,
+  type OpenOptions,
+  type PartnerStore,
+  type Sql,
+  type Timeouts,
+} from '../core/store/store.js';
 import { missingOwnerError, MAX_WEIGHT, type MissingOwner, type Yacobot, type YacobotLoad } from '../core/store/yacobots.js';
 import { DataError, UsageError, clipText, hasControl, shellQuote, visibleName } from '../core/errors.js';
 import { parseDecimal } from '../core/numbers.js';
@@ -65,7 +74,12 @@ function pad(table: string[][], rightAligned: boolean[]): string {
   const cells = table.map((r) => r.map(visibleName));
   const widths = cells[0]!.map((_, c) => Math.max(...cells.map((r) => r[c]!.length)));
   return cells
-    .map((r) => r.map((v, c) => (rightAligned[c] ? v.padStart(widths[c]!) : v.padEnd(widths[c]!))).join('  ').trimEnd())
+    .map((r) =>
+      r
+        .map((v, c) => (rightAligned[c] ? v.padStart(widths[c]!) : v.padEnd(widths[c]!)))
+        .join('  ')
+        .trimEnd(),
+    )
     .join('\n');
 }
 
@@ -118,12 +132,15 @@ stored as URL records carry them: registrable domains (example.co.uk), or whole
 hosts under analyze-dump --domain-mode host. A domain that starts with '-'
 goes after '--': assign -- -a-.com YACOBOT.`,
     )
-    .option('--db <db>', `the partner database: a SQLite file or a postgres:// URI; required, unless ${DB_ENV} holds it (which keeps a password off the command line)`);
-  for (const [flag, field, help, zero] of TIMEOUT_OPTIONS) program.option(`--${flag} <s>`, `PostgreSQL: ${help} (default ${DEFAULT_TIMEOUTS[field] / 1000}; 0: ${zero})`);
-  program
-    .addHelpText(
-      'after',
-      `
+    .option(
+      '--db <db>',
+      `the partner database: a SQLite file or a postgres:// URI; required, unless ${DB_ENV} holds it (which keeps a password off the command line)`,
+    );
+  for (const [flag, field, help, zero] of TIMEOUT_OPTIONS)
+    program.option(`--${flag} <s>`, `PostgreSQL: ${help} (default ${DEFAULT_TIMEOUTS[field] / 1000}; 0: ${zero})`);
+  program.addHelpText(
+    'after',
+    `
 Exit status: 0 success, 1 bad data or database failure, 2 usage error.
 Errors read "partner-db: <file>:<line>: <message>".
 
@@ -132,7 +149,7 @@ Example:
   partner-db --db state/partner.db add yb1 --weight 2
   partner-db --db state/partner.db import partners.csv
   partner-db --db state/partner.db stats`,
-    );
+  );
 }
 
 /** The --db a subcommand was given; a UsageError when there is none. */
@@ -174,9 +191,7 @@ function addYacobotCommands(program: Command): void {
     .option('--json', 'one JSON array for scripts')
     .action((o: { json?: boolean }, cmd: Command) => withDb(cmd, (store) => listCommand(store, o.json ?? false), { readonly: true }));
 
-  const setWeight = program
-    .command('set-weight <yacobot> <w>')
-    .description("change a Yacobot's weight (domains already assigned stay where they are)");
+  const setWeight = program.command('set-weight <yacobot> <w>').description("change a Yacobot's weight (domains already assigned stay where they are)");
   // Commander takes -1 for a number, but reads -1,5 or -x as an option: as the last of two
   // arguments it is the weight, refused as -1 is, not with "unknown option" and a hint to
   // write '-- -x', which parseWeight then refuses. Elsewhere after the Yacobot (`a -x 5`,
@@ -189,9 +204,7 @@ function addYacobotCommands(program: Command): void {
 
   program
     .command('disable <yacobot>')
-    .description(
-      'stop giving domains to a Yacobot and move its domains to the remaining active ones, least-loaded first, in one transaction',
-    )
+    .description('stop giving domains to a Yacobot and move its domains to the remaining active ones, least-loaded first, in one transaction')
     .action((ref: string, _o, cmd: Command) => withDb(cmd, (store) => disableCommand(store, ref)));
 
   program
@@ -213,9 +226,7 @@ function addDomainCommands(program: Command): void {
 
   program
     .command('import <file>')
-    .description(
-      'assign domains from a CSV file of "domain,yacobot" rows (quoting as RFC 4180, optional header row); all rows or none',
-    )
+    .description('assign domains from a CSV file of "domain,yacobot" rows (quoting as RFC 4180, optional header row); all rows or none')
     .action((csvFile: string, _o, cmd: Command) => {
       const text = readCsvText(csvFile);
       return withDb(cmd, (store) => importCommand(store, csvFile, text));
@@ -266,7 +277,10 @@ async function migrateCommand(store: PartnerStore): Promise<void> {
     return;
   }
   const seconds = (Number(process.hrtime.bigint() - t0) / 1e9).toFixed(1);
-  const what = r.found === 'incomplete' ? `restored partner_load, its triggers, hour_claim, master_state and domain_commit in ${name}` : `upgraded ${name} from schema version ${r.found.slice('version'.length)} to ${SCHEMA_VERSION}`;
+  const what =
+    r.found === 'incomplete'
+      ? `restored partner_load, its triggers, hour_claim, master_state and domain_commit in ${name}`
+      : `upgraded ${name} from schema version ${r.found.slice('version'.length)} to ${SCHEMA_VERSION}`;
   say(`${what} in ${seconds} s: partner_load counts ${r.domains} domain(s) under ${r.owners} Yacobot id(s)`);
 }
 
@@ -319,7 +333,8 @@ async function disableCommand(store: PartnerStore, ref: string): Promise<void> {
   });
   say(message);
   // Allowed (it owned no domain), but every run fails from now on: say so while it is fresh.
-  if (noneLeft) warn(`no active Yacobot is left: upload-domains fails until one is added or enabled (partner-db --db ${shellQuote(store.name)} add NAME, or enable ID)`);
+  if (noneLeft)
+    warn(`no active Yacobot is left: upload-domains fails until one is added or enabled (partner-db --db ${shellQuote(store.name)} add NAME, or enable ID)`);
 }
 
 /** enable: a Yacobot takes new domains again. */
@@ -370,6 +385,9 @@ async function statsCommand(store: PartnerStore, json: boolean): Promise<void> {
   ];
   say(pad(rows, [true, false, true, false, true, true, true]));
   const orphans = s.missing_owners.reduce((n, m) => n + m.domains, 0);
-  const lost = orphans > 0 ? `; ${orphans} of them owned by ${s.missing_owners.length} id(s) that name no Yacobot (upload-domains and domains-from-db refuse to start)` : '';
+  const lost =
+    orphans > 0
+      ? `; ${orphans} of them owned by ${s.missing_owners.length} id(s) that name no Yacobot (upload-domains and domains-from-db refuse to start)`
+      : '';
   say(`total: ${s.domains} domain(s), ${s.active} of ${s.yacobots.length} Yacobot(s) active${lost}`);
 }

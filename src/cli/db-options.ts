@@ -10,6 +10,7 @@ export function addDbOptions(cmd: Command, required = true): Command {
   const { Option } = loadCommander();
   const what = `the partner database: a SQLite file or a postgres:// URI${required ? ' (required)' : ''}; ${DB_ENV} when not given (the runner hands it so: never on an argv, which ps shows)`;
   cmd.addOption(new Option('--db <db>', what).env(DB_ENV).makeOptionMandatory(required));
-  for (const [flag, field, help, zero] of TIMEOUT_OPTIONS) cmd.option(`--${flag} <s>`, `PostgreSQL: ${help} (0: ${zero})`, String(DEFAULT_TIMEOUTS[field] / 1000));
+  for (const [flag, field, help, zero] of TIMEOUT_OPTIONS)
+    cmd.option(`--${flag} <s>`, `PostgreSQL: ${help} (0: ${zero})`, String(DEFAULT_TIMEOUTS[field] / 1000));
   return cmd;
 }

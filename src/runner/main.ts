@@ -77,8 +77,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<neve
       say.tell(`another run holds the lock: ${visibleName(err.message)}; exiting (75)`);
       process.exit(75);
     }
-    const message =
-      err instanceof DataError ? formatPlace(err.place, err.message) : `internal error: ${(err as Error)?.message ?? String(err)}`;
+    const message = err instanceof DataError ? formatPlace(err.place, err.message) : `internal error: ${(err as Error)?.message ?? String(err)}`;
     if (!(err instanceof DataError) && process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${(err as Error)?.stack}\n`);
     say.tell(visibleName(message), { level: 'error', fields: { error: message }, msg: 'failed' }); // one line, whatever names it quotes
     await end(1, message);

@@ -24,12 +24,12 @@ import {
 } from '../core/records.js';
 import { DEFAULT_CARRY_KEEP } from '../core/defaults.js';
 import { parseBudget } from '../core/size.js';
-import { SPILL_PREFIX, } from '../core/sorter.js';
-import { SPOOL_PREFIX, Spool, } from '../core/spool.js';
+import { SPILL_PREFIX } from '../core/sorter.js';
+import { SPOOL_PREFIX, Spool } from '../core/spool.js';
 import { removeStaleTemps } from '../core/temps.js';
 import { formatTimestamp, isValidTimestamp, parseDuration, timestampMsAt, timestampToMs } from '../core/time.js';
 import { AtomicFileWriter } from '../core/writers.js';
-import { Dispatch, DomainCounter, DomainRanking, type RankCounts, carriedRank, freshRank, } from './limit-domains-rank.js';
+import { Dispatch, DomainCounter, DomainRanking, type RankCounts, carriedRank, freshRank } from './limit-domains-rank.js';
 
 /** How many of the capped domains the summary names (those that held back the most). */
 export const TOP_CAPPED = 10;

@@ -51,7 +51,12 @@ export const DEFAULT_TIMEOUTS: Timeouts = { connectMs: 5000, answerMs: 20_000, s
 /** The time-out options of a PostgreSQL --db: name, Timeouts field, what it bounds, what 0 means (their help). */
 export const TIMEOUT_OPTIONS = [
   ['connect-timeout', 'connectMs', 'seconds to wait for a connection', 'no limit'],
-  ['answer-timeout', 'answerMs', 'seconds to wait for the answer to any one request before taking the server as stopped or cut off', '--statement-timeout and a margin'],
+  [
+    'answer-timeout',
+    'answerMs',
+    'seconds to wait for the answer to any one request before taking the server as stopped or cut off',
+    '--statement-timeout and a margin',
+  ],
   ['statement-timeout', 'statementMs', 'seconds one statement may run on the server (at most --answer-timeout less a margin)', 'no limit'],
   ['lock-timeout', 'lockMs', "seconds to wait for a lock, another writer's among them", 'no limit'],
 ] as const;
@@ -102,7 +107,13 @@ export interface PartnerStore {
    * transaction, a batch at a time; `beforeCommit` runs inside it, just before COMMIT,
    * after a transaction that added domains recorded them under `token` (assign.ts's recordCommit).
    */
-  assignNew(fresh: NewDomains, choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void, token?: string): Promise<CommitResult>;
+  assignNew(
+    fresh: NewDomains,
+    choose: Chooser,
+    addedAt: string,
+    beforeCommit?: (inserted: number, witness: string | null) => void,
+    token?: string,
+  ): Promise<CommitResult>;
   /** Inside a write transaction: the owners of those of `domains` that have one. */
   ownersIn(domains: readonly string[]): Promise<Map<string, number>>;
   /** Inside a write transaction: gives each domain its Yacobot, inserted with added_at `addedAt` or moved (its added_at kept), many per statement. */

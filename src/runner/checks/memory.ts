@@ -35,7 +35,7 @@ export interface MemoryFault {
 /** What a fault of each file costs, in words. */
 const STAKES = {
   current_log: 'it is the memory of the URLs sent, and what it lost would be sent again as new',
-  carry: 'it holds the URLs decided and not sent yet (over their domain\'s cap), which current_log has as sent, and what it lost would not be sent',
+  carry: "it holds the URLs decided and not sent yet (over their domain's cap), which current_log has as sent, and what it lost would not be sent",
 };
 
 /**
@@ -143,10 +143,13 @@ export function memoryLost(o: Pick<RunnerOptions, 'state' | 'resetCurrentLog'>, 
   const past = runsLog(o.state).tail();
   const lost = missingCurrentLog(o.state, past);
   if (lost === null || !o.resetCurrentLog) return lost;
-  say.warn(`${visibleName(run)}: ${visibleName(L.currentLog)} is missing; starting the memory of sent URLs over (--reset-current-log): every URL of this run is sent as new`, {
-    fields: { run, current_log: L.currentLog },
-    msg: 'current_log is missing; starting the memory of sent URLs over (--reset-current-log)',
-  });
+  say.warn(
+    `${visibleName(run)}: ${visibleName(L.currentLog)} is missing; starting the memory of sent URLs over (--reset-current-log): every URL of this run is sent as new`,
+    {
+      fields: { run, current_log: L.currentLog },
+      msg: 'current_log is missing; starting the memory of sent URLs over (--reset-current-log)',
+    },
+  );
   return null;
 }
 

@@ -37,7 +37,15 @@ async function untilSettled(o: ClaimOptions, f: Fence, ref: HourClaimRef, ask: (
   const until = Date.now() + 2 * o.claimLeaseMs + POLL_MS;
   const tried = `tried for ${formatDuration(2 * o.claimLeaseMs)} (twice --claim-lease); the next invocation tries again`;
   for (;;) {
-    const a = await ask({ run: ref.run, digest: ref.digest, master: ref.master, runId: ref.run_id, nowMs: Date.now(), leaseMs: o.claimLeaseMs, state: f.state });
+    const a = await ask({
+      run: ref.run,
+      digest: ref.digest,
+      master: ref.master,
+      runId: ref.run_id,
+      nowMs: Date.now(),
+      leaseMs: o.claimLeaseMs,
+      state: f.state,
+    });
     if (a.kind === 'ours' || a.kind === 'published') return a;
     if (Date.now() >= until) {
       if (a.kind === 'fenced') {
@@ -84,7 +92,11 @@ export async function settleClaim(o: ClaimOptions, say: Say, plan: CommitPlan, h
     by = settled(o, say, f, ref, a, 'confirm');
   } catch (err) {
     if (!(err instanceof DataError)) throw err;
-    throw new DataError(err.code, `${err.message}; run ${plan.run} is committed, nothing of it is lost: its publish waits for its claim to be confirmed, which the next invocation does`, err.place);
+    throw new DataError(
+      err.code,
+      `${err.message}; run ${plan.run} is committed, nothing of it is lost: its publish waits for its claim to be confirmed, which the next invocation does`,
+      err.place,
+    );
   }
   if (by !== null) rememberOnly(plan, by);
 }
@@ -95,16 +107,22 @@ function settled(o: ClaimOptions, say: Say, f: Fence, ref: HourClaimRef, a: Sett
     if (a.takenFrom !== undefined) {
       say.warn(
         `${visibleName(ref.run)}: master ${visibleName(a.takenFrom)} claimed this hour and did not publish it within ${formatDuration(o.claimLeaseMs)} (--claim-lease); this master takes it over and publishes it`,
-        { fields: { run: ref.run, from: a.takenFrom, lease_ms: o.claimLeaseMs, when }, msg: 'took over the claim of an hour another master did not confirm within --claim-lease' },
+        {
+          fields: { run: ref.run, from: a.takenFrom, lease_ms: o.claimLeaseMs, when },
+          msg: 'took over the claim of an hour another master did not confirm within --claim-lease',
+        },
       );
     }
     return null;
   }
-  say.tell(`${visibleName(ref.run)}: master ${visibleName(a.by)} published this hour (at ${a.at})${whoElse(o, f, a)}; this master remembers it in current_log and publishes nothing`, {
-    level: 'warn',
-    fields: { run: ref.run, published_by: a.by, published_by_state: a.byState, their_run_id: a.runId, published_at: a.at },
-    msg: 'another master published this hour; remembered, not published',
-  });
+  say.tell(
+    `${visibleName(ref.run)}: master ${visibleName(a.by)} published this hour (at ${a.at})${whoElse(o, f, a)}; this master remembers it in current_log and publishes nothing`,
+    {
+      level: 'warn',
+      fields: { run: ref.run, published_by: a.by, published_by_state: a.byState, their_run_id: a.runId, published_at: a.at },
+      msg: 'another master published this hour; remembered, not published',
+    },
+  );
   return { by: a.by, byState: a.byState };
 }
 
@@ -134,7 +152,14 @@ export function rememberOnly(plan: CommitPlan, p: Publisher): void {
  * publish it, or makes the plan remember only (another master published it). Returns
  * the message that fails the run (nothing published, the reflog stays), or null.
  */
-export async function claimForCommit(o: ClaimOptions, say: Say, hooks: CommitHooks, plan: CommitPlan, runId: string, digest: string | null): Promise<string | null> {
+export async function claimForCommit(
+  o: ClaimOptions,
+  say: Say,
+  hooks: CommitHooks,
+  plan: CommitPlan,
+  runId: string,
+  digest: string | null,
+): Promise<string | null> {
   if (digest === null) return `${plan.reflog}: its digest, which names the hour in the claims, could not be read`;
   hooks.beforeStep?.(plan.run, 'claim');
   const ref = claimRef(o, plan.run, runId, digest);

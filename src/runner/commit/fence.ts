@@ -48,7 +48,9 @@ async function moveOnce(o: FenceOptions, say: Say): Promise<Fence> {
   const id = ensureIdentity(o.state);
   const next = id.next ?? newToken();
   if (id.next === undefined) writeIdentity(o.state, { ...id, next });
-  const a = await withStore(o, (s) => moveIncarnation(s, { id: id.id, token: id.token ?? null, next, master: o.masterName, place: placeOf(o.state), nowMs: Date.now() }));
+  const a = await withStore(o, (s) =>
+    moveIncarnation(s, { id: id.id, token: id.token ?? null, next, master: o.masterName, place: placeOf(o.state), nowMs: Date.now() }),
+  );
   if (a.kind === 'current') {
     writeIdentity(o.state, { id: id.id, created: id.created, token: next });
     return { state: { id: id.id, token: next }, fencedBy: null };

@@ -72,6 +72,10 @@ export function readCommit(staging: string): CommitPlan | null {
     return plan;
   } catch (err) {
     // Written by rename after fsync, so it is whole; anything else is not ours to guess at.
-    throw ioError(new Error(`damaged COMMIT marker (${(err as Error).message}); see "A COMMIT marker the runner cannot read" in docs/operations.md`), f, 'read');
+    throw ioError(
+      new Error(`damaged COMMIT marker (${(err as Error).message}); see "A COMMIT marker the runner cannot read" in docs/operations.md`),
+      f,
+      'read',
+    );
   }
 }

@@ -81,7 +81,7 @@ function stepWork(step: string): string {
     current_log: 'replace current_log',
     carry: 'replace the carry',
     settings: 'store its settings',
-    memory: "record the identities of current_log and the carry",
+    memory: 'record the identities of current_log and the carry',
     rejects: 'keep its rejects',
     record: 'append its runs.jsonl line',
     reflog: 'move its reflog to done/',
@@ -102,7 +102,14 @@ export function publish(plan: CommitPlan, hooks: CommitHooks = {}, recovered = f
       s.run();
     } catch (err) {
       if (!(err instanceof DataError)) throw err;
-      const waiting = [...new Set(steps.slice(i).map((t) => stepWork(t.name)).filter((w) => w !== ''))].join(', ');
+      const waiting = [
+        ...new Set(
+          steps
+            .slice(i)
+            .map((t) => stepWork(t.name))
+            .filter((w) => w !== ''),
+        ),
+      ].join(', ');
       throw new DataError(
         err.code,
         `${err.message}; run ${plan.run} is committed, nothing of it is lost: still waiting: ${waiting}, which the next invocation does once this is fixed`,

@@ -54,7 +54,10 @@ export function settingsStep(plan: CommitPlan): Step {
       const { run, keep_ms, resend_after_ms, max_per_domain, carry_keep_ms } = plan.record;
       // A marker of a runner before keep_ms was recorded: the settings stay as they were.
       if (Number.isSafeInteger(keep_ms) && Number.isSafeInteger(resend_after_ms)) {
-        writeFileDurable(stateLayout(plan.state).settings, settingsText({ run, keep_ms, resend_after_ms, max_per_domain, carry_keep_ms, keyed_by: plan.keyedBy }));
+        writeFileDurable(
+          stateLayout(plan.state).settings,
+          settingsText({ run, keep_ms, resend_after_ms, max_per_domain, carry_keep_ms, keyed_by: plan.keyedBy }),
+        );
       }
     },
   };

@@ -35,6 +35,9 @@ export async function warnMissedHours(o: ClaimOptions, say: Say, past: readonly 
   say.warn(
     `${missed.length} hour(s) that master ${masters.map(visibleName).join(', ')} published after this master's last run ${visibleName(last)} are not in its current_log: ${names}; ` +
       `to remember them (they are not published again), copy those reflogs from that master's done/ into this inbox (see the failover runbook in docs/two-masters.md)`,
-    { fields: { missed: missed.length, runs: missed.slice(0, 100), masters, last_run: last }, msg: "hours other masters published after this master's last run are not in its memory" },
+    {
+      fields: { missed: missed.length, runs: missed.slice(0, 100), masters, last_run: last },
+      msg: "hours other masters published after this master's last run are not in its memory",
+    },
   );
 }

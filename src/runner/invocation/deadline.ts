@@ -36,7 +36,8 @@ export class Deadline {
       msg: 'max-run-time reached; stopping the stages',
     });
     setTimeout(() => {
-      if (stopChildren('SIGKILL')) this.say.tell(`the stages did not stop within ${formatDuration(this.killAfterMs)} of --max-run-time: killing them (SIGKILL)`);
+      if (stopChildren('SIGKILL'))
+        this.say.tell(`the stages did not stop within ${formatDuration(this.killAfterMs)} of --max-run-time: killing them (SIGKILL)`);
     }, this.killAfterMs).unref();
   }
 }
@@ -55,4 +56,3 @@ export function overTime(ms: number, live: readonly LiveStage[]): { step: string
   const also = others.length > 0 ? `; also still running: ${others.join(', ')}` : '';
   return { step: culprit.name, error: `${limit} while ${culprit.name} was still running${how}${also}` };
 }
-

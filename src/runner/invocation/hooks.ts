@@ -46,10 +46,13 @@ export function commitHooks(o: RunnerOptions, say: Say, records: RunRecord[], re
       );
     },
     archiveKept(run, archived, kept) {
-      say.warn(`${visibleName(run)}: ${visibleName(archived)}, the reflog an earlier run of this name read, is kept as ${visibleName(path.basename(kept))} (this run's takes its name)`, {
-        fields: { run, archived, kept },
-        msg: 'the reflog an earlier run of this name archived is kept under another name',
-      });
+      say.warn(
+        `${visibleName(run)}: ${visibleName(archived)}, the reflog an earlier run of this name read, is kept as ${visibleName(path.basename(kept))} (this run's takes its name)`,
+        {
+          fields: { run, archived, kept },
+          msg: 'the reflog an earlier run of this name archived is kept under another name',
+        },
+      );
     },
   };
 }

@@ -68,7 +68,10 @@ function readableIdentity(state: string): Identity | null {
 function committedRuns(state: string): string[] {
   const staging = stateLayout(state).staging;
   if (!fs.existsSync(staging)) return [];
-  return fs.readdirSync(staging).filter((n) => readCommit(stagingDir(state, n))?.claim !== undefined).sort();
+  return fs
+    .readdirSync(staging)
+    .filter((n) => readCommit(stagingDir(state, n))?.claim !== undefined)
+    .sort();
 }
 
 /** Whether the partner database holds identity `id` at `token`: this state is its current incarnation. */

@@ -58,7 +58,9 @@ function reportFailed(inv: Invocation, failed: RunRecord, stay: string): never {
   say.tell(`nothing of it was published; ${stay} (see ${visibleName(stateLayout(o.state).runs)})`);
   // The operator's two ways on from a reject ratio failure: the lines to look at, and the flag.
   if (failed.failed_stage === 'analyze-dump' && failed.stages['analyze-dump']?.error_code === ('REJECT_RATIO' satisfies ErrorCode) && failed.rejects_file) {
-    say.tell(`the rejected lines are in ${visibleName(failed.rejects_file)}; if the reflog is to go through anyway, run again with a higher --max-reject-ratio`);
+    say.tell(
+      `the rejected lines are in ${visibleName(failed.rejects_file)}; if the reflog is to go through anyway, run again with a higher --max-reject-ratio`,
+    );
   }
   // A database held by another process (partner-db, a sqlite3 shell) is no fault of the run.
   if (failed.failed_stage !== undefined && failed.stages[failed.failed_stage]?.error_code === ('DB_BUSY' satisfies ErrorCode)) {

@@ -63,5 +63,6 @@ export function keepDone(state: string, keepMs: number, say: Say): void {
       msg: 'removed processed reflogs and rejects files older than --keep-done',
     });
   }
-  for (const f of failed) say.warn(`cannot remove ${visibleName(f)} (older than --keep-done)`, { fields: { error: f }, msg: 'cannot remove a file older than --keep-done' });
+  for (const f of failed)
+    say.warn(`cannot remove ${visibleName(f)} (older than --keep-done)`, { fields: { error: f }, msg: 'cannot remove a file older than --keep-done' });
 }

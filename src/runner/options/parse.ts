@@ -27,7 +27,8 @@ export function parseConfig(text: string, file: string): Map<Key, { value: strin
       throw new UsageError(`${file}:${i + 1}: unknown key '${clipText(key)}' (known: ${KEYS.join(', ')})`);
     }
     const quote = value[0] === '"' || value[0] === "'" ? value[0] : null;
-    if (quote !== null && (value.length < 2 || !value.endsWith(quote))) throw new UsageError(`${file}:${i + 1}: ${key}: the ${quote} that opens the value is never closed`);
+    if (quote !== null && (value.length < 2 || !value.endsWith(quote)))
+      throw new UsageError(`${file}:${i + 1}: ${key}: the ${quote} that opens the value is never closed`);
     if (quote !== null) value = value.slice(1, -1);
     out.set(key as Key, { value, line: i + 1 });
   }

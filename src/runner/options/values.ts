@@ -28,7 +28,8 @@ export function nowOption(o: OptionReader): string | null {
 /** --master-name (printable, no spaces; default the host name) and --claim-lease. */
 export function masterOptions(o: OptionReader): Pick<RunnerOptions, 'masterName' | 'claimLeaseMs'> {
   const masterName = o.get('master-name') ?? os.hostname();
-  if (!/^[\x21-\x7e]{1,200}$/.test(masterName)) throw new UsageError(`${o.named('master-name')} wants a name of 1 to 200 printable ASCII characters without spaces, got '${clipText(masterName)}'`);
+  if (!/^[\x21-\x7e]{1,200}$/.test(masterName))
+    throw new UsageError(`${o.named('master-name')} wants a name of 1 to 200 printable ASCII characters without spaces, got '${clipText(masterName)}'`);
   const cl = o.get('claim-lease') ?? '2m';
   const claimLeaseMs = parseDuration(cl);
   if (claimLeaseMs === null) throw new UsageError(`${o.named('claim-lease')} wants a duration like 2m, 90s or seconds, got '${clipText(cl)}'`);
@@ -56,7 +57,9 @@ export function keepOptions(o: OptionReader): { keep: { v: string; ms: number };
   // The job promises a URL at most once per resend-after; a current_log entry dropped
   // after a shorter keep would let it come back as new and be sent early.
   if (keep.ms < resend.ms) {
-    throw new UsageError(`keep (${keep.v}) is shorter than resend-after (${resend.v}): a URL unseen for longer than keep would be sent again before resend-after; set keep at least as long`);
+    throw new UsageError(
+      `keep (${keep.v}) is shorter than resend-after (${resend.v}): a URL unseen for longer than keep would be sent again before resend-after; set keep at least as long`,
+    );
   }
   return { keep, resend };
 }
@@ -93,7 +96,8 @@ export function stageOptions(o: OptionReader): Pick<RunnerOptions, 'maxRejectRat
   }
   const kd = o.get('keep-done');
   const keepDoneMs = kd === undefined ? null : parseDuration(kd);
-  if (keepDoneMs === null && kd !== undefined) throw new UsageError(`${o.named('keep-done')} wants a duration like 7d, 12h or seconds (at most 3650d), got '${clipText(kd)}'`);
+  if (keepDoneMs === null && kd !== undefined)
+    throw new UsageError(`${o.named('keep-done')} wants a duration like 7d, 12h or seconds (at most 3650d), got '${clipText(kd)}'`);
   return { maxRejectRatio: ratio ?? null, memory: memory ?? null, logLevel, killAfterMs, keepDoneMs };
 }
 
@@ -101,7 +105,8 @@ export function stageOptions(o: OptionReader): Pick<RunnerOptions, 'maxRejectRat
 export function maxRunTimeOption(o: OptionReader): number {
   const v = o.get('max-run-time') ?? DEFAULT_MAX_RUN_TIME;
   const ms = parseDuration(v);
-  if (ms === null || ms === 0 || ms > MAX_KILL_AFTER_MS) throw new UsageError(`${o.named('max-run-time')} wants a duration like 50m, 2h or seconds, above 0 and at most 1d; got '${clipText(v)}'`);
+  if (ms === null || ms === 0 || ms > MAX_KILL_AFTER_MS)
+    throw new UsageError(`${o.named('max-run-time')} wants a duration like 50m, 2h or seconds, above 0 and at most 1d; got '${clipText(v)}'`);
   return ms;
 }
 

@@ -21,7 +21,14 @@ import type { ChainResult, RunContext } from './context.js';
 import { type StageOutcome, repeatedWarnings } from './stage-log.js';
 
 /** Records the run as failed at `step`, keeps its rejects, drops its staging area: nothing is published. */
-export async function failRun({ o, say, p, hooks }: RunContext, rj: RunJson, record: RunRecord, seconds: () => number, step: string, error: string): Promise<RunRecord> {
+export async function failRun(
+  { o, say, p, hooks }: RunContext,
+  rj: RunJson,
+  record: RunRecord,
+  seconds: () => number,
+  step: string,
+  error: string,
+): Promise<RunRecord> {
   record.status = 'failed';
   record.failed_stage = step;
   // Counted for the commit; a failed run published nothing.
@@ -102,8 +109,7 @@ export async function commitRun(
   const queue = stagedQueue(p, record);
   const ud = stages['upload-domains'] ?? {};
   record.new_domains =
-    (typeof ud.assigned_by_us === 'number' ? ud.assigned_by_us : typeof ud.domains_new === 'number' ? ud.domains_new : 0) +
-    (rj.assigned_earlier ?? 0);
+    (typeof ud.assigned_by_us === 'number' ? ud.assigned_by_us : typeof ud.domains_new === 'number' ? ud.domains_new : 0) + (rj.assigned_earlier ?? 0);
   const byFailed = failedAttemptsAssigned(runsLog(o.state).tail(), p.name, rj.run_id);
   if (byFailed > 0) record.new_domains_failed_attempts = byFailed;
   // An empty rejects file stays staged (the cleanup removes it): the commit publishes none.
@@ -123,7 +129,12 @@ export async function commitRun(
     queue,
     record,
     // The old spellings last as long as current_log or the carry may hold one.
-    keyedBy: keyingToStore(o.state, rj.now, Math.max(o.keepMs, o.maxPerDomain === null ? 0 : o.carryKeepMs), record.rekeyed !== undefined && record.rekeyed.aliases_only === undefined),
+    keyedBy: keyingToStore(
+      o.state,
+      rj.now,
+      Math.max(o.keepMs, o.maxPerDomain === null ? 0 : o.carryKeepMs),
+      record.rekeyed !== undefined && record.rekeyed.aliases_only === undefined,
+    ),
   };
   const unclaimed = await claimForCommit(o, say, hooks, plan, rj.run_id, chain.digest);
   if (unclaimed !== null) return failed('claim', unclaimed);
@@ -140,7 +151,10 @@ export async function commitRun(
   writeCommit(plan, hooks);
   await settleClaim(o, say, plan, hooks);
   publish(plan, hooks);
-  say.log?.info({ run: p.name, sent: record.sent, sent_per_yacobot: record.sent_per_yacobot, new_domains: record.new_domains, seconds: record.seconds }, 'run committed');
+  say.log?.info(
+    { run: p.name, sent: record.sent, sent_per_yacobot: record.sent_per_yacobot, new_domains: record.new_domains, seconds: record.seconds },
+    'run committed',
+  );
   return record;
 }
 

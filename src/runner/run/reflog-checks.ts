@@ -65,7 +65,11 @@ export function notAReflog(ad: Record<string, unknown> | undefined, file: string
 export function foreignKind(head: Buffer): 'gzip' | 'html' | null {
   if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return 'gzip';
   // After a UTF-8 byte order mark and white space.
-  const text = head.subarray(0, 256).toString('latin1').replace(/^\xef\xbb\xbf/, '').trimStart();
+  const text = head
+    .subarray(0, 256)
+    .toString('latin1')
+    .replace(/^\xef\xbb\xbf/, '')
+    .trimStart();
   return /^<(?:!doctype\s+html|html|head|body|\?xml)[\s>]/i.test(text) ? 'html' : null;
 }
 
@@ -96,7 +100,11 @@ export function unterminatedReflog(file: string, linesIn: unknown): string {
 }
 
 /** The step and message a run fails with after its chain (a stage failed, no reflog, a cut last line), or null. */
-export function chainFailure({ o, p }: RunContext, chain: ChainResult, stages: Record<string, Record<string, unknown>>): { step: string; error: string } | null {
+export function chainFailure(
+  { o, p }: RunContext,
+  chain: ChainResult,
+  stages: Record<string, Record<string, unknown>>,
+): { step: string; error: string } | null {
   const { head } = chain;
   const bad = chain.outcomes.find((s) => s.exit !== 0);
   const firstLine = () => head && firstHeaderLine(head, head.length >= REFLOG_HEAD_BYTES);

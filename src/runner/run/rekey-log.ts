@@ -59,7 +59,9 @@ function readRekeyed(input: string, kind: MemoryFile, sink: RekeySink, aliases: 
   const line = { buf: Buffer.alloc(0) as Uint8Array, start: 0, end: 0 };
   try {
     while (reader.next(line)) {
-      const f = Buffer.from(line.buf.buffer, line.buf.byteOffset + line.start, line.end - line.start).toString('utf8').split('\t');
+      const f = Buffer.from(line.buf.buffer, line.buf.byteOffset + line.start, line.end - line.start)
+        .toString('utf8')
+        .split('\t');
       const bad = check(f);
       if (bad !== null) throw new DataError('BAD_RECORD', bad, { file: input, line: reader.lineNo });
       c.urls++;
@@ -129,7 +131,15 @@ async function writeMerged(sorter: RecordSorter, output: string): Promise<{ out:
  * sorted by (id, timestamp) within `memoryBytes` (spilling to `tmpDir`), entries that
  * share an id merged (writeMerged).
  */
-export async function rekeyLog(input: string, output: string, aliases: Map<string, Keyed[]>, hash: UrlHash, memoryBytes: number, tmpDir: string, kind: MemoryFile = 'current_log'): Promise<RekeyCounts> {
+export async function rekeyLog(
+  input: string,
+  output: string,
+  aliases: Map<string, Keyed[]>,
+  hash: UrlHash,
+  memoryBytes: number,
+  tmpDir: string,
+  kind: MemoryFile = 'current_log',
+): Promise<RekeyCounts> {
   const sorter = new RecordSorter({ memoryBytes, tmpDir });
   try {
     const c = readRekeyed(input, kind, new RekeySink(sorter), aliases, hash);

@@ -53,7 +53,11 @@ const percentOf = (c: string) => [...Buffer.from(c, 'utf8')].map((b) => `%${b.to
 
 /** `text` with each of `lost`'s characters, written or percent-encoded (any case), replaced by what the old parser made of it. */
 function replaceLost(text: string, lost: Map<string, string>): string {
-  for (const [c, mapped] of lost) text = text.split(c).join(mapped).replace(new RegExp(percentOf(c), 'gi'), mapped);
+  for (const [c, mapped] of lost)
+    text = text
+      .split(c)
+      .join(mapped)
+      .replace(new RegExp(percentOf(c), 'gi'), mapped);
   return text;
 }
 
@@ -95,7 +99,8 @@ export function hourAliases(reflog: string, lost: Map<string, string>, hash: Url
   if (lost.size === 0) return { aliases, skipped };
   const literal = [...lost.keys()].map((c) => Buffer.from(c, 'utf8'));
   const percent = [...lost.keys()].map(percentOf);
-  const mayHold = (b: Buffer) => literal.some((n) => b.includes(n)) || (b.includes(37 /* % */) && percent.some((p) => b.toString('latin1').toLowerCase().includes(p)));
+  const mayHold = (b: Buffer) =>
+    literal.some((n) => b.includes(n)) || (b.includes(37 /* % */) && percent.some((p) => b.toString('latin1').toLowerCase().includes(p)));
   forEachLine(reflog, (bytes) => {
     if (!mayHold(bytes)) return;
     const raw = bytes.toString('utf8').replace(/\r$/, '').split('\t')[4];
@@ -125,20 +130,28 @@ const versionsOf = (k: KeyedBy) => ({ ada: k.ada, icu: k.icu, unicode: k.unicode
 
 /** A keying as a warning names it. */
 function parserName(k: KeyedBy): string {
-  return k === UNKNOWN_KEYING || k.ada === 'unknown' ? 'an unrecorded parser (taken as Node.js 20\'s)' : `ada ${k.ada} (Node.js ${k.node}, ICU ${k.icu}, Unicode ${k.unicode})`;
+  return k === UNKNOWN_KEYING || k.ada === 'unknown'
+    ? "an unrecorded parser (taken as Node.js 20's)"
+    : `ada ${k.ada} (Node.js ${k.node}, ICU ${k.icu}, Unicode ${k.unicode})`;
 }
 
 /** Says that run `run` re-keyed current_log (and the carry), on stderr and in the log. */
 function warnRekeyed(say: Say, run: string, r: RekeyReport, from: KeyedBy, to: KeyedBy, skipped: number): void {
   const c = r.carry;
-  const carry = c === undefined ? '' : `, and the carry's ${c.urls} (${c.changed} changed, ${c.merged} merged, ${c.dropped} dropped, ${c.aliased} moved to this hour's spelling)`;
+  const carry =
+    c === undefined
+      ? ''
+      : `, and the carry's ${c.urls} (${c.changed} changed, ${c.merged} merged, ${c.dropped} dropped, ${c.aliased} moved to this hour's spelling)`;
   say.warn(
     `${visibleName(run)}: current_log was keyed by ${parserName(from)}, this runtime keys by ${parserName(to)}: ` +
       `re-keyed its ${r.urls} URLs before the hour (${r.changed} changed, ${r.merged} merged, ${r.dropped} dropped, ${r.aliased} copied for this hour's URLs)${carry}; ` +
       `${r.domains_changed + (c?.domains_changed ?? 0)} domains are spelled anew and are new to the partner database (see "Upgrading Node.js" in docs/operations.md)`,
     { fields: { run, rekeyed: r, aliases_skipped: skipped }, msg: 'current_log re-keyed for another URL parser' },
   );
-  if (skipped > 0) say.warn(`${visibleName(run)}: more than ${MAX_ALIASES} URLs of this hour have a host the old parser spelled otherwise; ${skipped} of them may be sent again`);
+  if (skipped > 0)
+    say.warn(
+      `${visibleName(run)}: more than ${MAX_ALIASES} URLs of this hour have a host the old parser spelled otherwise; ${skipped} of them may be sent again`,
+    );
 }
 
 /** Whether some entry of `file` (current_log or the carry) has one of the ids `ids` holds. */
@@ -213,8 +226,19 @@ export async function rekeyBeforeHour(o: RunnerOptions, say: Say, p: RunPaths, n
     else p.currentIn = f.staged;
   }
   const seconds = Math.round((Date.now() - t0) / 100) / 10;
-  const report: RekeyReport = { ...(counts.current_log ?? NONE), ...(same && { aliases_only: true as const }), ...(counts.carry && { carry: counts.carry }), from: versionsOf(stored), to: versionsOf(to), seconds };
-  if (same) say.log?.info({ run: p.name, rekeyed: report, aliases_skipped: found.skipped }, 'entries of the earlier parser copied (current_log) or moved (carry) for this hour\'s URLs');
+  const report: RekeyReport = {
+    ...(counts.current_log ?? NONE),
+    ...(same && { aliases_only: true as const }),
+    ...(counts.carry && { carry: counts.carry }),
+    from: versionsOf(stored),
+    to: versionsOf(to),
+    seconds,
+  };
+  if (same)
+    say.log?.info(
+      { run: p.name, rekeyed: report, aliases_skipped: found.skipped },
+      "entries of the earlier parser copied (current_log) or moved (carry) for this hour's URLs",
+    );
   else warnRekeyed(say, p.name, report, stored, to, found.skipped);
   return { report };
 }

@@ -40,12 +40,33 @@ async function runChain({ o, say, p, lockFd, hooks, signalled }: RunContext, rj:
   const missing = memoryLost(o, say, p.name);
   const lost = missing === null ? memoryDiffers(o, say, p.name) : { step: 'current_log', error: missing };
   try {
-    if (lost !== null) return { outcomes: [{ name: lost.step, exit: 1, summary: null, messages: [lost.error] }], reflogFile: null, reflogLink: undefined, head: null, digest: null };
+    if (lost !== null)
+      return {
+        outcomes: [{ name: lost.step, exit: 1, summary: null, messages: [lost.error] }],
+        reflogFile: null,
+        reflogLink: undefined,
+        head: null,
+        digest: null,
+      };
     const rekey = await rekeyBeforeHour(o, say, p, rj.now);
-    if (rekey !== null && 'error' in rekey) return { outcomes: [{ name: 'rekey', exit: 1, summary: null, messages: [rekey.error] }], reflogFile: null, reflogLink: undefined, head: null, digest: null };
+    if (rekey !== null && 'error' in rekey)
+      return {
+        outcomes: [{ name: 'rekey', exit: 1, summary: null, messages: [rekey.error] }],
+        reflogFile: null,
+        reflogLink: undefined,
+        head: null,
+        digest: null,
+      };
     hooks.beforeStep?.(p.name, 'rekey');
     const r = await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain'));
-    return { outcomes: r.outcomes, reflogFile: r.reflog, reflogLink: r.reflogLink, head: r.head, digest: r.digest, ...(rekey !== null && { rekeyed: rekey.report }) };
+    return {
+      outcomes: r.outcomes,
+      reflogFile: r.reflog,
+      reflogLink: r.reflogLink,
+      head: r.head,
+      digest: r.digest,
+      ...(rekey !== null && { rekeyed: rekey.report }),
+    };
   } finally {
     stopDisplay();
   }

@@ -97,7 +97,12 @@ export function assignedInLog(text: string): { assigned: number; pending: Pendin
       assigned = o.assigned_by_us;
       pending = null;
     } else if (typeof o?.committing === 'number' && typeof o.added_at === 'string') {
-      pending = { rows: o.committing, ...(typeof o.token === 'string' && { token: o.token }), witness: typeof o.witness === 'string' ? o.witness : null, added_at: o.added_at };
+      pending = {
+        rows: o.committing,
+        ...(typeof o.token === 'string' && { token: o.token }),
+        witness: typeof o.witness === 'string' ? o.witness : null,
+        added_at: o.added_at,
+      };
     }
   }
   return { assigned, pending };

@@ -50,10 +50,13 @@ export function startAttempt({ o, say, p, newest, replayed }: RunContext, starte
   say.log?.info({ run: p.name, now: rj.now, now_source: rj.now_source, attempt: rj.attempts }, 'run start');
   if (rj.queue !== undefined) {
     p.queueName = rj.queue;
-    say.warn(`${visibleName(p.name)}: queue files of an earlier run of this name are still in ${visibleName(o.queueDir)} (not taken yet); this run's are named ${visibleName(rj.queue)}.tsv`, {
-      fields: { run: p.name, queue_name: rj.queue },
-      msg: "queue files of an earlier run of this name are not taken yet; this run's get a name of their own",
-    });
+    say.warn(
+      `${visibleName(p.name)}: queue files of an earlier run of this name are still in ${visibleName(o.queueDir)} (not taken yet); this run's are named ${visibleName(rj.queue)}.tsv`,
+      {
+        fields: { run: p.name, queue_name: rj.queue },
+        msg: "queue files of an earlier run of this name are not taken yet; this run's get a name of their own",
+      },
+    );
   }
   // Said before the run, not after its commit: one who replays by hand can still stop
   // it (nothing is published then), and in a cron log it comes before the run's line.

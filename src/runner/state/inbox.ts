@@ -56,7 +56,7 @@ export function planInbox(entries: readonly string[]): { runs: string[]; skipped
     if (bad) skipped.push({ file: f, why: `run name '${visibleName(name)}' ${bad}` });
     else runs.push(name);
   }
-  runs.sort((a, b) => (Buffer.compare(Buffer.from(a), Buffer.from(b))));
+  runs.sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
   return { runs, skipped };
 }
 

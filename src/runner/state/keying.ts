@@ -89,7 +89,8 @@ export function sameKeying(a: KeyedBy, b: KeyedBy): boolean {
 /** `x` as a KeyedBy when it has the shape of one, else null. */
 function asKeyedBy(x: unknown): KeyedBy | null {
   const k = x as Partial<KeyedBy> | null;
-  if (k === null || typeof k !== 'object' || typeof k.ada !== 'string' || typeof k.max_url_bytes !== 'number' || typeof k.idna !== 'object' || k.idna === null) return null;
+  if (k === null || typeof k !== 'object' || typeof k.ada !== 'string' || typeof k.max_url_bytes !== 'number' || typeof k.idna !== 'object' || k.idna === null)
+    return null;
   return k as KeyedBy;
 }
 
