@@ -104,6 +104,8 @@ function normalizeText(text: string, roots: readonly [string, string][]): string
       .replace(/\b\d+(\.\d+)? s\b/g, 'N s')
       .replace(/\b(pid=|process |pid )\d+/g, '$1P')
       .replace(/@T#\d+/g, '@T#P')
+      // A state's identity and its incarnation's token: random 128-bit hex, made anew by each tree.
+      .replace(/\b[0-9a-f]{32}\b/g, 'ID')
       // A now from the clock (a run name that is no hour); the hours the scenarios run are of 2011.
       .replace(/\b20[2-9]\d{11}\b/g, 'CLOCK')
   );
@@ -167,7 +169,7 @@ function collectVar(dir: string, roots: readonly [string, string][], out: Output
       if (e.isDirectory()) walk(r);
       else if (e.isSymbolicLink()) out.set(key, `-> ${normalizeText(fs.readlinkSync(f), roots)}`);
       else if (/(^|\/)(lock|partner\.db.*)$/.test(r)) continue;
-      else if (/(runs\.jsonl|last-invocation\.json|last-run\.json|run\.json|COMMIT)$/.test(r)) out.set(key, normalizeLines(fs.readFileSync(f, 'utf8'), roots));
+      else if (/(runs\.jsonl|identity\.json|last-invocation\.json|last-run\.json|run\.json|COMMIT)$/.test(r)) out.set(key, normalizeLines(fs.readFileSync(f, 'utf8'), roots));
       else if (fs.statSync(f).size > 1 << 20) out.set(key, `${digestOf(f)}\0${f}`);
       else out.set(key, fs.readFileSync(f, 'latin1'));
     }
