@@ -15,7 +15,7 @@ import { claimHour, claimsOfRun, confirmClaim, type ClaimRequest } from '../src/
 import { openStore } from '../src/core/store/open.js';
 import { moveIncarnation, type StateRef } from '../src/core/store/states.js';
 import type { PartnerStore } from '../src/core/store/store.js';
-import { sentByOther } from '../src/runner/claims.js';
+import { sentByOther } from '../src/runner/state/run-history.js';
 
 /** A claim request of run 2011072806 by `master` with state `state`, run id `runId`, at `nowMs`. */
 function req(master: string, runId: string, state: StateRef, nowMs = Date.parse('2026-01-01T00:00:00Z')): ClaimRequest {
@@ -29,10 +29,12 @@ async function registered(store: PartnerStore, id: string, master = 'm'): Promis
   return { id, token };
 }
 
-test('a committed run on SQLite claims and confirms its hour: the run name, the reflog\'s SHA-256, --master-name, its run id, its state\'s identity', async () => {
+test("a committed run on SQLite claims and confirms its hour: the run name, the reflog's SHA-256, --master-name, its run id, its state's identity", async () => {
   const dir = newJob('ms-claims-sqlite-');
   deliver(dir, '2011072806');
-  const digest = createHash('sha256').update(fs.readFileSync(path.join(dir, 'var/inbox/2011072806.reflog'))).digest('hex');
+  const digest = createHash('sha256')
+    .update(fs.readFileSync(path.join(dir, 'var/inbox/2011072806.reflog')))
+    .digest('hex');
   assert.equal(runJob(dir, ['--master-name', 'm1']).status, 0);
   const rec = runsJsonl(dir).at(-1) as { run_id: string; master?: string; state_id?: string; published_by?: string; sent: number };
   const identity = JSON.parse(fs.readFileSync(path.join(dir, 'var/state/identity.json'), 'utf8')) as { id: string; token?: string; next?: string };
@@ -54,7 +56,7 @@ test('a committed run on SQLite claims and confirms its hour: the run name, the 
   }
 });
 
-test('a claim is a state\'s own, not a name\'s: two states of one name on one SQLite database, the second waits and remembers; a claim made before identities is any name\'s', async () => {
+test("a claim is a state's own, not a name's: two states of one name on one SQLite database, the second waits and remembers; a claim made before identities is any name's", async () => {
   const dir = newJob('ms-claims-sqlite-states-');
   const store = await openStore(path.join(dir, 'var/state/partner.db'));
   try {
@@ -66,11 +68,18 @@ test('a claim is a state\'s own, not a name\'s: two states of one name on one SQ
     const published = await claimHour(store, req('m', 'r2', b));
     assert.deepEqual(published.kind === 'published' && [published.by, published.byState, published.runId], ['m', 'sa', 'r1']);
     const rows = await claimsOfRun(store, '2011072806');
-    assert.deepEqual(rows.map((r) => [r.master, r.state_id, r.run_id, r.published_at !== null]), [['m', 'sa', 'r1', true]], 'the first state\'s claim, untouched');
+    assert.deepEqual(
+      rows.map((r) => [r.master, r.state_id, r.run_id, r.published_at !== null]),
+      [['m', 'sa', 'r1', true]],
+      "the first state's claim, untouched",
+    );
     // A claim made before schema version 4 (no state): on SQLite, one master's database then, it is this master's whatever its name.
     await store.write((q) => q.run("UPDATE hour_claim SET state_id = NULL, master = 'old-host'"));
     assert.deepEqual(await claimHour(store, req('m', 'r3', b)), { kind: 'ours' });
-    assert.deepEqual((await claimsOfRun(store, '2011072806')).map((r) => [r.master, r.state_id, r.published_at]), [['m', 'sb', null]]);
+    assert.deepEqual(
+      (await claimsOfRun(store, '2011072806')).map((r) => [r.master, r.state_id, r.published_at]),
+      [['m', 'sb', null]],
+    );
   } finally {
     await store.close();
   }
@@ -112,7 +121,7 @@ test('sentByOther: the first committed run, by its now, not before the sighting;
   assert.deepEqual(sentByOther(records, '20110728063000'), { run: 'h2', master: 'B' });
   assert.deepEqual(sentByOther(records, '20110728070000'), { run: 'h2', master: 'B' });
   assert.equal(sentByOther(records, '20110728055959'), null, 'sent by this master in h1');
-  assert.equal(sentByOther(records, '20110728073000'), null, 'h3 was this master\'s');
+  assert.equal(sentByOther(records, '20110728073000'), null, "h3 was this master's");
 });
 
 test('new-identity: refused while a committed run awaits its claim under an identity the state holds; then a new identity; a damaged identity.json stops the runner, naming the way out', () => {
@@ -126,19 +135,28 @@ test('new-identity: refused while a committed run awaits its claim under an iden
   const newIdentity = () => spawnSync(RUNNER, ['new-identity'], { cwd: dir, env: testEnv(), encoding: 'utf8' });
   const refused = newIdentity();
   assert.equal(refused.status, 1, refused.stderr);
-  assert.match(refused.stderr, /^reflog-to-yacobot-queue new-identity: \S+identity\.json: run 2011072806 is committed and its publish awaits its claim under this state's identity, which this state still holds \(it is not fenced\): run reflog-to-yacobot-queue first, then give it a new identity; nothing changed\n$/);
+  assert.match(
+    refused.stderr,
+    /^reflog-to-yacobot-queue new-identity: \S+identity\.json: run 2011072806 is committed and its publish awaits its claim under this state's identity, which this state still holds \(it is not fenced\): run reflog-to-yacobot-queue first, then give it a new identity; nothing changed\n$/,
+  );
   assert.equal(fs.readFileSync(file, 'utf8'), before, 'nothing changed');
   assert.equal(runJob(dir).status, 0, 'the roll forward publishes the run');
   const old = (JSON.parse(before) as { id: string }).id;
   const renewed = newIdentity();
   assert.equal(renewed.status, 0, renewed.stderr);
-  assert.match(renewed.stdout, new RegExp(`identity\\.json: new identity ([0-9a-f]{32}) \\(was ${old}\\): this state is a master of its own from its next invocation on`));
+  assert.match(
+    renewed.stdout,
+    new RegExp(`identity\\.json: new identity ([0-9a-f]{32}) \\(was ${old}\\): this state is a master of its own from its next invocation on`),
+  );
   assert.notEqual((JSON.parse(fs.readFileSync(file, 'utf8')) as { id: string }).id, old);
   fs.writeFileSync(file, '{"id": "not hex"}\n');
   deliver(dir, '2011072807');
   const damaged = runJob(dir);
   assert.equal(damaged.status, 1, damaged.stderr);
-  assert.match(damaged.stderr, /identity\.json: damaged: it holds this state's identity, which names its claims of hours in the partner database; restore it from a backup, or give the state a new identity \(reflog-to-yacobot-queue new-identity\); nothing was run\n/);
+  assert.match(
+    damaged.stderr,
+    /identity\.json: damaged: it holds this state's identity, which names its claims of hours in the partner database; restore it from a backup, or give the state a new identity \(reflog-to-yacobot-queue new-identity\); nothing was run\n/,
+  );
   assert.ok(fs.existsSync(path.join(dir, 'var/inbox/2011072807.reflog')), 'the reflog stays');
   assert.equal(newIdentity().status, 0);
   assert.equal(runJob(dir).status, 0);

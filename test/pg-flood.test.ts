@@ -24,15 +24,23 @@ function loggedDurations(cluster: PgCluster): { ms: number; text: string }[] {
   return [...log.matchAll(/duration: ([\d.]+) ms {2}(?:statement|execute [^:]*): (.{0,80})/g)].map((m) => ({ ms: Number(m[1]), text: m[2]! }));
 }
 
-test(`an hour of ${LINES.toLocaleString('en')} new domains commits on PostgreSQL at the default time-outs, each statement far within --answer-timeout`, { skip: pgSkipReason() ?? undefined, timeout: 1_800_000 }, async (t) => {
+test(`an hour of ${LINES.toLocaleString('en')} new domains commits on PostgreSQL at the default time-outs, each statement far within --answer-timeout`, {
+  skip: pgSkipReason() ?? undefined,
+  timeout: 1_800_000,
+}, async (t) => {
   const cluster = await PgCluster.start();
   try {
-    cluster.psql('postgres', "ALTER SYSTEM SET log_min_duration_statement = 200; SELECT pg_reload_conf();");
+    cluster.psql('postgres', 'ALTER SYSTEM SET log_min_duration_statement = 200; SELECT pg_reload_conf();');
     const dir = fresh();
     keepOnly(dir);
     const uri = cluster.newDatabase();
     partnerDb(dir, uri, 'init');
-    for (const [name, w] of [['alpha', '1'], ['beta', '1'], ['gamma', '2']] as const) partnerDb(dir, uri, 'add', name, '--weight', w);
+    for (const [name, w] of [
+      ['alpha', '1'],
+      ['beta', '1'],
+      ['gamma', '2'],
+    ] as const)
+      partnerDb(dir, uri, 'add', name, '--weight', w);
     const fd = fs.openSync(path.join(dir, 'var/inbox/2011072807.reflog'), 'w');
     generateReflog(fd, { lines: LINES, hour: 3, seed: 1, flood: true });
     fs.closeSync(fd);
@@ -46,7 +54,14 @@ test(`an hour of ${LINES.toLocaleString('en')} new domains commits on PostgreSQL
     assert.equal(Number(rec.new_domains), owned, 'every domain owned was assigned by this run');
     const upload = (rec.stages as Record<string, { ms?: number }>)['upload-domains']?.ms ?? NaN;
     t.diagnostic(`run ${(r.ms / 1000).toFixed(1)} s, upload-domains ${(upload / 1000).toFixed(1)} s, ${owned} new domains`);
-    t.diagnostic(`statements over 200 ms: ${slow.length}; slowest ${slow.slice(0, 3).map((s) => `${s.ms.toFixed(0)} ms (${s.text})`).join('; ') || 'none'}`);
+    t.diagnostic(
+      `statements over 200 ms: ${slow.length}; slowest ${
+        slow
+          .slice(0, 3)
+          .map((s) => `${s.ms.toFixed(0)} ms (${s.text})`)
+          .join('; ') || 'none'
+      }`,
+    );
     const slowest = slow[0]?.ms ?? 0;
     assert.ok(slowest < answerTimeoutMs(DEFAULT_TIMEOUTS) / 4, `the slowest statement took ${slowest} ms`);
   } finally {

@@ -58,7 +58,12 @@ function stopBackend(port: number): number {
 function newPartners(work: string): { direct: string; proxied: string } {
   const direct = cluster!.newDatabase();
   partnerDb(work, direct, 'init');
-  for (const [name, w] of [['alpha', '1'], ['beta', '1'], ['gamma', '2']] as const) partnerDb(work, direct, 'add', name, '--weight', w);
+  for (const [name, w] of [
+    ['alpha', '1'],
+    ['beta', '1'],
+    ['gamma', '2'],
+  ] as const)
+    partnerDb(work, direct, 'add', name, '--weight', w);
   return { direct, proxied: proxy!.through(direct) };
 }
 
@@ -88,7 +93,8 @@ function stopAtFirstStatement(match: (text: string) => boolean = () => true): { 
   return when;
 }
 
-const NO_ANSWER = /database error: cannot reach PostgreSQL at 127\.0\.0\.1:\d+: no answer within 2 s \(--answer-timeout\): the server is stopped or hung, or the network is cut/;
+const NO_ANSWER =
+  /database error: cannot reach PostgreSQL at 127\.0\.0\.1:\d+: no answer within 2 s \(--answer-timeout\): the server is stopped or hung, or the network is cut/;
 
 test('the client waits for each answer --answer-timeout; the server stops a statement before that, and a lock wait inside one with it', () => {
   const t = (answer: number, statement: number, lock = 60_000) => ({ connectMs: 5000, answerMs: answer, statementMs: statement, lockMs: lock });
@@ -147,7 +153,11 @@ function stopServer(): void {
   const postmaster = Number(fs.readFileSync(path.join(cluster!.data, 'postmaster.pid'), 'utf8').split('\n')[0]);
   process.kill(postmaster, 'SIGSTOP');
   stopped.add(postmaster);
-  const children = spawnSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' }).stdout.trim().split('\n').filter(Boolean).map(Number);
+  const children = spawnSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' })
+    .stdout.trim()
+    .split('\n')
+    .filter(Boolean)
+    .map(Number);
   for (const pid of children) {
     process.kill(pid, 'SIGSTOP');
     stopped.add(pid);
@@ -170,58 +180,70 @@ const DEAD_SERVER_BOUND_MS = 30_000;
 for (const [what, at, stop] of [
   ["upload-domains' backend, at its first statement", (t: string) => t.includes('partner_domain') || t.includes('information_schema'), 'backend'],
   ["upload-domains' backend, at its first INSERT of new domains", (t: string) => t.includes('INSERT INTO partner_domain'), 'backend'],
-  ['the whole server (the postmaster and every process), at the first INSERT of new domains', (t: string) => t.includes('INSERT INTO partner_domain'), 'server'],
+  [
+    'the whole server (the postmaster and every process), at the first INSERT of new domains',
+    (t: string) => t.includes('INSERT INTO partner_domain'),
+    'server',
+  ],
   ["upload-domains' backend, at the COMMIT of its new domains", (t: string) => t.includes('COMMIT'), 'backend'],
 ] as const) {
-  pgTest(`at the default settings, ${what} stopped (SIGSTOP): the run ends within 30 s, exit 1, nothing published; once it goes on, the next run commits`, { timeout: 300_000 }, async (t) => {
+  pgTest(
+    `at the default settings, ${what} stopped (SIGSTOP): the run ends within 30 s, exit 1, nothing published; once it goes on, the next run commits`,
+    { timeout: 300_000 },
+    async (t) => {
+      const dir = freshFirstOnly();
+      const { proxied } = newPartners(dir);
+      let stoppedAt = 0;
+      const inserted = new Set<number>();
+      proxy!.gate = (chunk, port) => {
+        const text = chunk.toString('latin1');
+        if (text.includes('INSERT INTO partner_domain')) inserted.add(port);
+        if (stoppedAt !== 0 || !at(text) || (text.includes('COMMIT') && !inserted.has(port))) return;
+        stoppedAt = Date.now();
+        if (stop === 'server') stopServer();
+        else stopBackend(port);
+      };
+      try {
+        const r = await runner(dir, ['--db', proxied]);
+        const took = Date.now() - stoppedAt;
+        assert.ok(stoppedAt > 0, `stopped: ${r.stderr}`);
+        assertNothingPublished(dir, r);
+        assert.match(r.stderr, /no answer within 20 s \(--answer-timeout\)|no connection within 5 s/);
+        t.diagnostic(`ended ${took} ms after the stop`);
+        assert.ok(took < DEAD_SERVER_BOUND_MS, `ended ${took} ms after the stop: ${r.stderr}`);
+      } finally {
+        continueAll();
+      }
+      const again = await runner(dir, ['--db', proxied]);
+      assert.equal(again.status, 0, again.stderr);
+    },
+  );
+}
+
+pgTest(
+  'at the default settings, the whole server stopped before an invocation whose state has a committed run: it ends within 30 s, exit 1, nothing published',
+  { timeout: 300_000 },
+  async (t) => {
     const dir = freshFirstOnly();
     const { proxied } = newPartners(dir);
-    let stoppedAt = 0;
-    const inserted = new Set<number>();
-    proxy!.gate = (chunk, port) => {
-      const text = chunk.toString('latin1');
-      if (text.includes('INSERT INTO partner_domain')) inserted.add(port);
-      if (stoppedAt !== 0 || !at(text) || (text.includes('COMMIT') && !inserted.has(port))) return;
-      stoppedAt = Date.now();
-      if (stop === 'server') stopServer();
-      else stopBackend(port);
-    };
+    const first = await runner(dir, ['--db', proxied]);
+    assert.equal(first.status, 0, first.stderr);
+    takeQueueFiles(dir, RUN0);
+    fs.copyFileSync(path.join(REFLOGS, RUNS[1]!), path.join(dir, 'var/inbox', RUNS[1]!));
+    const run1 = RUNS[1]!.replace(/\.reflog$/, '');
+    stopServer();
     try {
       const r = await runner(dir, ['--db', proxied]);
-      const took = Date.now() - stoppedAt;
-      assert.ok(stoppedAt > 0, `stopped: ${r.stderr}`);
-      assertNothingPublished(dir, r);
-      assert.match(r.stderr, /no answer within 20 s \(--answer-timeout\)|no connection within 5 s/);
-      t.diagnostic(`ended ${took} ms after the stop`);
-      assert.ok(took < DEAD_SERVER_BOUND_MS, `ended ${took} ms after the stop: ${r.stderr}`);
+      // The catch-up warning's connection and upload-domains' each wait --connect-timeout.
+      assertNothingPublished(dir, r, run1);
+      assert.match(r.stderr, /no connection within 5 s \(--connect-timeout\): the server is stopped or hung, or the network is cut/);
+      t.diagnostic(`ended ${r.ms} ms after it started`);
+      assert.ok(r.ms < DEAD_SERVER_BOUND_MS, `ended after ${r.ms} ms: ${r.stderr}`);
     } finally {
       continueAll();
     }
-    const again = await runner(dir, ['--db', proxied]);
-    assert.equal(again.status, 0, again.stderr);
-  });
-}
-
-pgTest('at the default settings, the whole server stopped before an invocation whose state has a committed run: it ends within 30 s, exit 1, nothing published', { timeout: 300_000 }, async (t) => {
-  const dir = freshFirstOnly();
-  const { proxied } = newPartners(dir);
-  const first = await runner(dir, ['--db', proxied]);
-  assert.equal(first.status, 0, first.stderr);
-  takeQueueFiles(dir, RUN0);
-  fs.copyFileSync(path.join(REFLOGS, RUNS[1]!), path.join(dir, 'var/inbox', RUNS[1]!));
-  const run1 = RUNS[1]!.replace(/\.reflog$/, '');
-  stopServer();
-  try {
-    const r = await runner(dir, ['--db', proxied]);
-    // The catch-up warning's connection and upload-domains' each wait --connect-timeout.
-    assertNothingPublished(dir, r, run1);
-    assert.match(r.stderr, /no connection within 5 s \(--connect-timeout\): the server is stopped or hung, or the network is cut/);
-    t.diagnostic(`ended ${r.ms} ms after it started`);
-    assert.ok(r.ms < DEAD_SERVER_BOUND_MS, `ended after ${r.ms} ms: ${r.stderr}`);
-  } finally {
-    continueAll();
-  }
-});
+  },
+);
 
 const KILL_AT_COMMIT = `--import=${pathToFileURL(path.join(ROOT, 'dist/test/lib/kill-at-commit.js')).href}`;
 
@@ -232,66 +254,77 @@ function counts(dir: string, direct: string): { sum: number; owned: number } {
   return { sum, owned };
 }
 
-pgTest("the runner's check of a dead upload-domains' COMMIT, its backend stopped: exit 1 within the client time-out, and the next invocation counts", { timeout: 300_000 }, async () => {
-  const dir = freshFirstOnly();
-  const { direct, proxied } = newPartners(dir);
-  const args = ['--db', proxied, '--answer-timeout', '2'];
-  try {
-    // upload-domains dies just before its COMMIT; the runner asks the database whether it happened.
-    const stop = stopAtFirstStatement((t) => t.includes('SELECT domains FROM domain_commit'));
-    const r = await runner(dir, args, { env: { NODE_OPTIONS: KILL_AT_COMMIT, KILL_AT_COMMIT: 'before', KILL_WHO: 'stage' } });
-    assert.ok(stop.at > 0, `the check's backend was stopped: ${r.stderr}`);
-    assert.equal(r.status, 1, r.stderr);
-    assert.ok(!hasStackTrace(r.stderr), r.stderr);
-    assert.match(r.stderr, new RegExp(`cannot tell whether upload-domains of run ${RUN0} committed \\d+ new domain\\(s\\) before it died \\(.*no answer within 2 s`));
-    assert.match(r.stderr, /nothing was published, and the next invocation asks again and runs the hour/);
-    assert.deepEqual(runsJsonl(dir), [], 'no line until the count is known');
-  } finally {
-    continueAll();
-  }
-  const again = await runner(dir, args);
-  assert.equal(again.status, 0, again.stderr);
-  const { sum, owned } = counts(dir, direct);
-  assert.ok(owned > 0);
-  assert.equal(sum, owned, 'new_domains over runs.jsonl: the domains assigned');
-});
-
-pgTest('the runner killed while its COMMIT waits on a stopped backend: the next invocation waits for that COMMIT before counting', { timeout: 300_000 }, async () => {
-  const dir = freshFirstOnly();
-  const { direct, proxied } = newPartners(dir);
-  let runnerPid = 0;
-  const inserted = new Set<number>();
-  let killedAt = 0;
-  // The COMMIT of upload-domains' assignment reaches a stopped backend, and the whole
-  // runner is SIGKILLed: the transaction holds its locks, undecided, until the backend goes on.
-  proxy!.gate = (chunk, port) => {
-    const text = chunk.toString('latin1');
-    if (text.includes('INSERT INTO partner_domain')) inserted.add(port);
-    if (killedAt === 0 && inserted.has(port) && text.includes('COMMIT')) {
-      stopBackend(port);
-      process.kill(-runnerPid, 'SIGKILL');
-      killedAt = Date.now();
+pgTest(
+  "the runner's check of a dead upload-domains' COMMIT, its backend stopped: exit 1 within the client time-out, and the next invocation counts",
+  { timeout: 300_000 },
+  async () => {
+    const dir = freshFirstOnly();
+    const { direct, proxied } = newPartners(dir);
+    const args = ['--db', proxied, '--answer-timeout', '2'];
+    try {
+      // upload-domains dies just before its COMMIT; the runner asks the database whether it happened.
+      const stop = stopAtFirstStatement((t) => t.includes('SELECT domains FROM domain_commit'));
+      const r = await runner(dir, args, { env: { NODE_OPTIONS: KILL_AT_COMMIT, KILL_AT_COMMIT: 'before', KILL_WHO: 'stage' } });
+      assert.ok(stop.at > 0, `the check's backend was stopped: ${r.stderr}`);
+      assert.equal(r.status, 1, r.stderr);
+      assert.ok(!hasStackTrace(r.stderr), r.stderr);
+      assert.match(
+        r.stderr,
+        new RegExp(`cannot tell whether upload-domains of run ${RUN0} committed \\d+ new domain\\(s\\) before it died \\(.*no answer within 2 s`),
+      );
+      assert.match(r.stderr, /nothing was published, and the next invocation asks again and runs the hour/);
+      assert.deepEqual(runsJsonl(dir), [], 'no line until the count is known');
+    } finally {
+      continueAll();
     }
-  };
-  try {
-    const r = await runner(dir, ['--db', proxied], { started: (pid) => (runnerPid = pid) });
-    assert.ok(killedAt > 0, `killed at the COMMIT: ${r.stderr}`);
-    assert.equal(r.signal, 'SIGKILL');
-    proxy!.gate = null;
-    // The next invocation while that COMMIT is still undecided; the backend goes on once
-    // someone tries the write lock (the check, or else the rerun's own assignment).
-    const next = runner(dir, ['--db', proxied]);
-    for (const t0 = Date.now(); Date.now() - t0 < 60_000; await new Promise((res) => setTimeout(res, 100))) {
-      const sql = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_try_advisory_xact_lock%' AND pid <> pg_backend_pid()";
-      if (cluster!.psql('postgres', sql).trim() !== '0') break;
-    }
-    continueAll();
-    const again = await next;
+    const again = await runner(dir, args);
     assert.equal(again.status, 0, again.stderr);
-  } finally {
-    continueAll();
-  }
-  const { sum, owned } = counts(dir, direct);
-  assert.ok(owned > 0);
-  assert.equal(sum, owned, 'new_domains over runs.jsonl: the domains assigned');
-});
+    const { sum, owned } = counts(dir, direct);
+    assert.ok(owned > 0);
+    assert.equal(sum, owned, 'new_domains over runs.jsonl: the domains assigned');
+  },
+);
+
+pgTest(
+  'the runner killed while its COMMIT waits on a stopped backend: the next invocation waits for that COMMIT before counting',
+  { timeout: 300_000 },
+  async () => {
+    const dir = freshFirstOnly();
+    const { direct, proxied } = newPartners(dir);
+    let runnerPid = 0;
+    const inserted = new Set<number>();
+    let killedAt = 0;
+    // The COMMIT of upload-domains' assignment reaches a stopped backend, and the whole
+    // runner is SIGKILLed: the transaction holds its locks, undecided, until the backend goes on.
+    proxy!.gate = (chunk, port) => {
+      const text = chunk.toString('latin1');
+      if (text.includes('INSERT INTO partner_domain')) inserted.add(port);
+      if (killedAt === 0 && inserted.has(port) && text.includes('COMMIT')) {
+        stopBackend(port);
+        process.kill(-runnerPid, 'SIGKILL');
+        killedAt = Date.now();
+      }
+    };
+    try {
+      const r = await runner(dir, ['--db', proxied], { started: (pid) => (runnerPid = pid) });
+      assert.ok(killedAt > 0, `killed at the COMMIT: ${r.stderr}`);
+      assert.equal(r.signal, 'SIGKILL');
+      proxy!.gate = null;
+      // The next invocation while that COMMIT is still undecided; the backend goes on once
+      // someone tries the write lock (the check, or else the rerun's own assignment).
+      const next = runner(dir, ['--db', proxied]);
+      for (const t0 = Date.now(); Date.now() - t0 < 60_000; await new Promise((res) => setTimeout(res, 100))) {
+        const sql = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_try_advisory_xact_lock%' AND pid <> pg_backend_pid()";
+        if (cluster!.psql('postgres', sql).trim() !== '0') break;
+      }
+      continueAll();
+      const again = await next;
+      assert.equal(again.status, 0, again.stderr);
+    } finally {
+      continueAll();
+    }
+    const { sum, owned } = counts(dir, direct);
+    assert.ok(owned > 0);
+    assert.equal(sum, owned, 'new_domains over runs.jsonl: the domains assigned');
+  },
+);

@@ -19,8 +19,9 @@ import { runner, sub } from './lib/runner.js';
 import { assertSameState, runsJsonl, snapshot } from './lib/runner-state.js';
 import { FAST_SUITE } from './lib/pg.js';
 import { canonicalize, idText, loadUrlHash } from '../src/core/url.js';
-import { keyedByHere, sameKeying, storedKeying } from '../src/runner/rekey.js';
-import { RUNNER_URL_OPTIONS, rekeyLog } from '../src/runner/rekey-log.js';
+import { keyedByHere, sameKeying, storedKeying } from '../src/runner/state/keying.js';
+import { RUNNER_URL_OPTIONS } from '../src/runner/state/keying.js';
+import { rekeyLog } from '../src/runner/run/rekey-log.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
 
 const FIX = path.join(ROOT, 'fixtures', 'rekey');
@@ -66,7 +67,13 @@ function job(state: string | null, ...runs: string[]): string {
 /** The URLs run `run` published (its one Yacobot's queue file). */
 function published(dir: string, run: string): string[] {
   const f = path.join(dir, 'var/queue/1', `${run}.tsv`);
-  return fs.existsSync(f) ? fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).map((l) => l.split('\t')[5]!) : [];
+  return fs.existsSync(f)
+    ? fs
+        .readFileSync(f, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => l.split('\t')[5]!)
+    : [];
 }
 
 /** How many of `urls` each page has. */
@@ -76,7 +83,7 @@ function perPage(urls: string[]): Map<string, string[]> {
   return m;
 }
 
-test('a capped state written on Node.js 22: the first hour here re-keys the carry with current_log; every URL goes out in this parser\'s spelling, and no page in two spellings in an hour where the job run here from the first sends it once', async () => {
+test("a capped state written on Node.js 22: the first hour here re-keys the carry with current_log; every URL goes out in this parser's spelling, and no page in two spellings in an hour where the job run here from the first sends it once", async () => {
   const upgraded = !sameKeying(storedKeying(STATE), keyedByHere());
   const mixed = job(STATE, R2, R3);
   const single = job(null, R1, R2, R3);
@@ -95,18 +102,28 @@ test('a capped state written on Node.js 22: the first hour here re-keys the carr
   for (const run of [R2, R3]) {
     const urls = published(mixed, run);
     assert.ok(urls.length > 300, `${run}: ${urls.length} URLs published`);
-    assert.deepEqual(urls.filter((u) => canon(u) !== u), [], `${run}: every URL published in this parser's spelling`);
+    assert.deepEqual(
+      urls.filter((u) => canon(u) !== u),
+      [],
+      `${run}: every URL published in this parser's spelling`,
+    );
     const here = perPage(published(single, run));
     const twice = [...perPage(urls)].filter(([p, us]) => new Set(us).size > 1 && us.length > (here.get(p)?.length ?? 0));
     assert.deepEqual(twice, [], `${run}: no page in two spellings beyond the single-parser job`);
   }
   // What waits now is keyed as this parser keys.
-  const carried = fs.readFileSync(path.join(mixed, 'var/state/carry'), 'utf8').split('\n').filter(Boolean).map((l) => l.split('\t'));
+  const carried = fs
+    .readFileSync(path.join(mixed, 'var/state/carry'), 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.split('\t'));
   assert.ok(carried.length > 50);
   for (const f of carried) assert.deepEqual([f[0], canon(f[5]!)], [idText(hash(f[5]!)), f[5]], f.join(' '));
 });
 
-test('the re-key of the carry is crash-safe: killed after it (before the chain), before the commit step carry, or before memory.json, the rerun ends where an uninterrupted run does, and the next run finds the carry checked', { skip: FAST_SUITE && 'a kill sweep (npm run test:all)' }, async () => {
+test('the re-key of the carry is crash-safe: killed after it (before the chain), before the commit step carry, or before memory.json, the rerun ends where an uninterrupted run does, and the next run finds the carry checked', {
+  skip: FAST_SUITE && 'a kill sweep (npm run test:all)',
+}, async () => {
   const reference = job(STATE, R2);
   assert.equal((await runner(reference, ARGS)).status, 0);
   const want = snapshot(reference);
@@ -135,11 +152,14 @@ const entry = (url: string, ts: string, tag: string, hits: string, ...more: stri
 
 test('rekeyLog of a carry: records that now share an id merge as group-sum merges, keeping the oldest decision; an alias moves a waiting URL where current_log copies it', async () => {
   const encodes = canon('http://h.com/a^b') === 'http://h.com/a%5Eb';
-  const carry = fileOf('carry', [
-    entry('http://h.com/a^b', '20110728050000', 'v1', '2', '20110728060000'),
-    entry('http://h.com/a%5Eb', '20110728053000', '', '3', '20110728050000'),
-    entry('http://ss.com/x', '20110728050000', '', '1', '20110728060000'),
-  ].sort());
+  const carry = fileOf(
+    'carry',
+    [
+      entry('http://h.com/a^b', '20110728050000', 'v1', '2', '20110728060000'),
+      entry('http://h.com/a%5Eb', '20110728053000', '', '3', '20110728050000'),
+      entry('http://ss.com/x', '20110728050000', '', '1', '20110728060000'),
+    ].sort(),
+  );
   const out = carry + '.out';
   const c = await rekeyLog(carry, out, new Map(), hash, 1 << 20, path.dirname(carry), 'carry');
   assert.deepEqual([c.urls, c.merged, c.entries_out], [3, encodes ? 1 : 0, encodes ? 2 : 3]);
@@ -149,13 +169,28 @@ test('rekeyLog of a carry: records that now share an id merge as group-sum merge
   const to = { id: idText(hash('http://xn--zca.com/x')), domain: 'xn--zca.com', url: 'http://xn--zca.com/x' };
   const aliases = new Map([[idText(hash('http://ss.com/x')), [to]]]);
   const moved = await rekeyLog(carry, out, aliases, hash, 1 << 20, path.dirname(carry), 'carry');
-  const urls = fs.readFileSync(out, 'utf8').split('\n').filter(Boolean).map((l) => l.split('\t')[5]);
+  const urls = fs
+    .readFileSync(out, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.split('\t')[5]);
   assert.equal(moved.aliased, 1);
   assert.ok(urls.includes(to.url) && !urls.includes('http://ss.com/x'), urls.join(' '));
   const current = fileOf('current_log', [entry('http://ss.com/x', '20110728050000', '', '1')]);
   await rekeyLog(current, out, aliases, hash, 1 << 20, path.dirname(current));
-  assert.deepEqual(fs.readFileSync(out, 'utf8').split('\n').filter(Boolean).map((l) => l.split('\t')[5]).sort(), ['http://ss.com/x', to.url]);
+  assert.deepEqual(
+    fs
+      .readFileSync(out, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.split('\t')[5])
+      .sort(),
+    ['http://ss.com/x', to.url],
+  );
   // A line that is no carry record fails it, naming the line.
   const bad = fileOf('carry', [entry('http://h.com/', '20110728050000', '', '1')]);
-  await assert.rejects(rekeyLog(bad, out, new Map(), hash, 1 << 20, path.dirname(bad), 'carry'), (err: Error & { place?: { line?: number } }) => err.place?.line === 1);
+  await assert.rejects(
+    rekeyLog(bad, out, new Map(), hash, 1 << 20, path.dirname(bad), 'carry'),
+    (err: Error & { place?: { line?: number } }) => err.place?.line === 1,
+  );
 });

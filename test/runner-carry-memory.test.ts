@@ -82,7 +82,18 @@ describe('the carry is checked memory', () => {
   const slips: [string, (carry: string, dir: string) => void][] = [
     [': > carry', (carry) => fs.writeFileSync(carry, '')],
     ['cut mid-line', (carry) => fs.truncateSync(carry, Math.floor(fs.statSync(carry).size / 2))],
-    ['lines removed', (carry) => fs.writeFileSync(carry, fs.readFileSync(carry, 'utf8').split('\n').filter((_, i) => i % 3 !== 1).join('\n'))],
+    [
+      'lines removed',
+      (carry) =>
+        fs.writeFileSync(
+          carry,
+          fs
+            .readFileSync(carry, 'utf8')
+            .split('\n')
+            .filter((_, i) => i % 3 !== 1)
+            .join('\n'),
+        ),
+    ],
     ['an older copy put back', (carry, dir) => fs.copyFileSync(path.join(dir, 'older'), carry)],
     ['deleted', (carry) => fs.rmSync(carry)],
   ];
@@ -117,7 +128,10 @@ describe('the carry is checked memory', () => {
   test('no backup matches: the message says so; --reset-current-log goes on with the carry as it is, with a warning', async () => {
     const { dir, state } = await emptied('carry', 'carry.last');
     const message = await refused(dir);
-    assert.match(message, /found 0 bytes, 0 URLs, sha256 e3b0c44298fc: emptied\): .*no copy here matches it \(.*carry\.last neither\): restore the carry from a backup of that run/);
+    assert.match(
+      message,
+      /found 0 bytes, 0 URLs, sha256 e3b0c44298fc: emptied\): .*no copy here matches it \(.*carry\.last neither\): restore the carry from a backup of that run/,
+    );
     const reset = await run(dir, [...CAP, '--reset-current-log']);
     assert.equal(reset.status, 0, reset.stderr);
     assert.deepEqual(warningLines(reset.stderr), [

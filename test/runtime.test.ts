@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { enginesRange, lowestAccepted, programName, runtimeRefusal, versionOf } from '../src/cli/runtime.js';
-import { SUBCOMMANDS } from '../src/runner/subcommand.js';
+import { SUBCOMMANDS } from '../src/runner/main.js';
 import { BIN, ROOT, scratch } from './lib/run.js';
 import { oldNode, pathWith } from './lib/old-node.js';
 
@@ -29,7 +29,12 @@ function checkedScripts(): string[] {
 
 /** The first import statement of a source file. */
 function firstImport(file: string): string {
-  return fs.readFileSync(file, 'utf8').split('\n').find((l) => l.startsWith('import ')) ?? '(none)';
+  return (
+    fs
+      .readFileSync(file, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('import ')) ?? '(none)'
+  );
 }
 
 describe('the supported Node.js', () => {
@@ -109,7 +114,13 @@ describe('on an unsupported Node.js', () => {
     const dir = scratch('ms-runtime-');
     fs.writeFileSync(path.join(dir, 'runner.conf'), 'inbox = inbox\nstate = state\nqueue-dir = queue\n');
     const name = 'reflog-to-yacobot-queue';
-    for (const args of [[], ['--config', 'runner.conf'], ['--help'], ['--version'], ...[...SUBCOMMANDS].map((s) => [s, '--config', 'runner.conf', 'http://example.com/'])]) {
+    for (const args of [
+      [],
+      ['--config', 'runner.conf'],
+      ['--help'],
+      ['--version'],
+      ...[...SUBCOMMANDS].map((s) => [s, '--config', 'runner.conf', 'http://example.com/']),
+    ]) {
       refused(node, name, RUNNER, args, dir);
     }
     assert.deepEqual(fs.readdirSync(dir), ['runner.conf'], 'files made');

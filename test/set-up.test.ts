@@ -131,7 +131,10 @@ describe('the set-up, cron and systemd lines, as written', () => {
     if (old === null) return;
     const root = fakeRoot();
     const production = blockWith(README, '## Production set-up', 'partner-db');
-    const setUp = production.split('\n').filter((l) => !CRON_LINE.test(l)).join('\n');
+    const setUp = production
+      .split('\n')
+      .filter((l) => !CRON_LINE.test(l))
+      .join('\n');
     const callerPath = pathWith(old.bin, '/usr/local/bin:/usr/bin:/bin');
     const base = { HOME: root, LOGNAME: 'master', SHELL: '/bin/sh', PATH: callerPath };
     const r = sh(rooted(setUp, root), root, base);

@@ -70,7 +70,13 @@ async function bothAtOnce(a: Master, b: Master, solo: Master, h: number): Promis
   const run = runName(h);
   const counts = checkHour(a, b, solo, run);
   assertOneRemembered(a, b, run, publisherOf(a, b, run));
-  return { counts, said: new Map([[a, ra.stderr], [b, rb.stderr]]) };
+  return {
+    counts,
+    said: new Map([
+      [a, ra.stderr],
+      [b, rb.stderr],
+    ]),
+  };
 }
 
 /** Prints the counts of a scenario's hours. */
@@ -81,7 +87,9 @@ function report(what: string, counts: HourCounts[]): void {
 
 for (const be of backends()) {
   const size = sizes(be);
-  test(`two masters of one name on one host, two states, the same hours at once: each hour published once, the other remembers it and says another master uses its name [${be.name}]`, { timeout: 900_000 }, async () => {
+  test(`two masters of one name on one host, two states, the same hours at once: each hour published once, the other remembers it and says another master uses its name [${be.name}]`, {
+    timeout: 900_000,
+  }, async () => {
     const root = scratch('ms-fence-name-');
     const db = sharedDb(be, root);
     const a = master(root, 'm', db, 'a');
@@ -94,8 +102,16 @@ for (const be of backends()) {
       counts.push(c);
       const publisher = publisherOf(a, b, runName(h));
       const other = publisher === a ? b : a;
-      assert.match(said.get(other)!, new RegExp(`${runName(h)}: master m published this hour .*: not this state .*another master uses the same name m; give each master its own --master-name; this master remembers it in current_log and publishes nothing`));
-      assert.match(said.get(other)!, /1 run\(s\) committed in [\d.]+ s; none published \(another master published them: remembered in current_log, not published\); run records in /);
+      assert.match(
+        said.get(other)!,
+        new RegExp(
+          `${runName(h)}: master m published this hour .*: not this state .*another master uses the same name m; give each master its own --master-name; this master remembers it in current_log and publishes nothing`,
+        ),
+      );
+      assert.match(
+        said.get(other)!,
+        /1 run\(s\) committed in [\d.]+ s; none published \(another master published them: remembered in current_log, not published\); run records in /,
+      );
       const ro = records(other).get(runName(h))!;
       assert.deepEqual([ro.state_id, ro.published_by_state], [identityOf(other), identityOf(publisher)]);
     }
@@ -105,7 +121,10 @@ for (const be of backends()) {
     report(`one name, two states [${be.name}]`, counts);
   });
 
-  test(`a copied state directory given the same hours at once: the copy that comes second is fenced and publishes nothing; new-identity makes it a master of its own [${be.name}]`, { timeout: 900_000, skip: !size.copy && 'in the whole suite' }, async () => {
+  test(`a copied state directory given the same hours at once: the copy that comes second is fenced and publishes nothing; new-identity makes it a master of its own [${be.name}]`, {
+    timeout: 900_000,
+    skip: !size.copy && 'in the whole suite',
+  }, async () => {
     const root = scratch('ms-fence-copy-');
     const db = sharedDb(be, root);
     const a = master(root, 'm', db, 'a');
@@ -124,8 +143,16 @@ for (const be of backends()) {
       const other = publisherOf(a, b, runName(h)) === a ? b : a;
       fenced ??= other;
       assert.equal(other, fenced, `hour ${h}: the same copy stays fenced`);
-      assert.match(said.get(other)!, /warning: this state \(identity [0-9a-f]{8}\) is a copy: another state with the same identity \(master m at [^)]*, last at [^)]*\) has claimed hours since this one last did, so this one publishes nothing/);
-      assert.match(said.get(other)!, new RegExp(`${runName(h)}: master m published this hour .*: a copy of this state \\(the same identity\\), which holds the identity now; this master remembers it`));
+      assert.match(
+        said.get(other)!,
+        /warning: this state \(identity [0-9a-f]{8}\) is a copy: another state with the same identity \(master m at [^)]*, last at [^)]*\) has claimed hours since this one last did, so this one publishes nothing/,
+      );
+      assert.match(
+        said.get(other)!,
+        new RegExp(
+          `${runName(h)}: master m published this hour .*: a copy of this state \\(the same identity\\), which holds the identity now; this master remembers it`,
+        ),
+      );
     }
     // The fenced copy goes on as a master of its own.
     const renew = spawnSync(RUNNER, ['new-identity', '--db', db], { cwd: fenced!.dir, env: testEnv(), encoding: 'utf8' });
@@ -143,7 +170,9 @@ for (const be of backends()) {
     report(`a copied state [${be.name}], the copy fenced until hour ${last}`, counts);
   });
 
-  test(`new_domains after a COMMIT dropped with its master killed, and after one made just before the kill: summed over both masters, the domains owned [${be.name}]`, { timeout: 900_000 }, async () => {
+  test(`new_domains after a COMMIT dropped with its master killed, and after one made just before the kill: summed over both masters, the domains owned [${be.name}]`, {
+    timeout: 900_000,
+  }, async () => {
     const preload = pathToFileURL(path.join(ROOT, 'dist/test/lib/kill-at-commit.js')).href;
     for (const when of size.kills) {
       const root = scratch(`ms-fence-count-${when}-`);
@@ -158,7 +187,11 @@ for (const be of backends()) {
       giveHour([b], 1);
       await runOk(b, 'hour 1');
       const back = await runOk(a, 'back');
-      assert.match(back.stderr, /"msg":"upload-domains died during its commit; the database tells whether it happened"/, 'A asks about the commit its dead attempt announced');
+      assert.match(
+        back.stderr,
+        /"msg":"upload-domains died during its commit; the database tells whether it happened"/,
+        'A asks about the commit its dead attempt announced',
+      );
       assert.match(back.stderr, /master B published this hour/);
       const sum = (m: Master) => allRecords(m).reduce((n, r) => n + Number(r.new_domains ?? 0), 0);
       const owned = ownedIn(be, root, db);

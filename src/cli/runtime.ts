@@ -22,7 +22,10 @@ export function lowestAccepted(range: string): NodeVersion {
 
 /** `v20.20.2` (or `20.20.2`) as numbers; a part that is not a number counts as 0. */
 export function versionOf(text: string): NodeVersion {
-  const [major, minor, patch] = text.replace(/^v/, '').split('.').map((s) => parseInt(s, 10) || 0);
+  const [major, minor, patch] = text
+    .replace(/^v/, '')
+    .split('.')
+    .map((s) => parseInt(s, 10) || 0);
   return [major ?? 0, minor ?? 0, patch ?? 0];
 }
 

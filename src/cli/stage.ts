@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { Readable } from 'node:stream';
 import type { Command } from 'commander';
 import type { Logger } from 'pino';
-import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleName } from '../core/errors.js';
+import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleName, type ErrorCode } from '../core/errors.js';
 import { growPipe } from '../core/pipes.js';
 import { PROJECT_ROOT } from '../core/root.js';
 import { ByteLineSplitter, cutMark, type ByteLineFn } from '../core/lines.js';
@@ -14,7 +14,8 @@ import { readStreamFor } from '../core/fifos.js';
 import { liveTempFiles, removeQuietly, staleTemps } from '../core/temps.js';
 import { Output, OutputClosed } from './output.js';
 import { onStopSignal } from './signals.js';
-import { loadCommander, loadPino } from '../core/cjs.js';
+import { loadPino } from '../core/cjs.js';
+import { loadCommander } from './commander.js';
 import { REDACTING_HOOKS, guardOutput } from '../core/secrets.js';
 
 /** Values that may appear in the summary line. */
@@ -72,11 +73,19 @@ Common to every stage:
   logs JSON lines to stderr, ending with one summary line (counts and ms).
   Exit status: 0 success, 1 bad data or I/O failure, 2 usage error, 128+N
   stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP; temporary files
-  removed).${writesStdout ? ` A closed stdout (| head) ends the stage quietly. The output
+  removed).${
+    writesStdout
+      ? ` A closed stdout (| head) ends the stage quietly. The output
   of a run that did not end cleanly ends in "<stage>: failed, output incomplete"
-  (no newline; not on a terminal), which the next stage refuses.` : ''}
-  Errors read "<stage>: <file>:<line>: <message>"${readsInput ? `; stdin is "-" there, or
-  NAME with --input-name NAME (as the cron runner names the reflog it hands over).` : '.'}
+  (no newline; not on a terminal), which the next stage refuses.`
+      : ''
+  }
+  Errors read "<stage>: <file>:<line>: <message>"${
+    readsInput
+      ? `; stdin is "-" there, or
+  NAME with --input-name NAME (as the cron runner names the reflog it hands over).`
+      : '.'
+  }
 `;
 
 /** A file option's value, or a UsageError: an empty name would fail only after the whole input was read. */
@@ -354,7 +363,7 @@ class RunEnd {
   fail(err: unknown): never {
     this.cleanupFailed();
     let message: string;
-    let code: string;
+    let code: ErrorCode;
     if (err instanceof DataError) {
       message = formatPlace(err.place, err.message);
       code = err.code;
@@ -363,9 +372,9 @@ class RunEnd {
     } else {
       // A bug, not bad data: say so plainly; the stack only when asked for.
       const e = err as Error;
-      message = `internal error: ${e && e.message ? e.message : String(err)}`;
+      message = `internal error: ${e?.message ? e.message : String(err)}`;
       code = 'INTERNAL';
-      if (process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${e && e.stack}\n`);
+      if (process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${e ? e.stack : e}\n`);
     }
     // One line, whatever names the message quotes (a file name may hold a newline).
     message = visibleName(message);

@@ -482,7 +482,8 @@ export class RecordBatch implements RecordSink {
     const records = Math.ceil((n + 1) / ROUND_RECORDS) * ROUND_RECORDS;
     const fits = (a: ArrayBufferView | undefined, len: number) => a !== undefined && a.byteLength >= len;
     const p: PackedRecords = {
-      bytes: reuse && reuse.bytes.buffer.byteLength >= size ? new Uint8Array(reuse.bytes.buffer, 0, bytesUsed) : new Uint8Array(new ArrayBuffer(size), 0, bytesUsed),
+      bytes:
+        reuse && reuse.bytes.buffer.byteLength >= size ? new Uint8Array(reuse.bytes.buffer, 0, bytesUsed) : new Uint8Array(new ArrayBuffer(size), 0, bytesUsed),
       n,
       starts: reuse && fits(reuse.starts, 4 * records) ? reuse.starts : new Uint32Array(records),
       hi: reuse && fits(reuse.hi, 4 * records) ? reuse.hi : new Uint32Array(records),
@@ -652,8 +653,7 @@ function hex8(buf: Buffer, at: number): number {
   return v;
 }
 
-const less = (a: RunReader, b: RunReader) =>
-  a.hi !== b.hi ? a.hi < b.hi : a.lo !== b.lo ? a.lo < b.lo : a.ts !== b.ts ? a.ts < b.ts : a.run < b.run;
+const less = (a: RunReader, b: RunReader) => (a.hi !== b.hi ? a.hi < b.hi : a.lo !== b.lo ? a.lo < b.lo : a.ts !== b.ts ? a.ts < b.ts : a.run < b.run);
 
 /** Merges sorted runs, handing out the merged lines as `Chunks` does. */
 function* merged(files: readonly string[], block: number, reuse?: Buffer): Generator<Buffer> {

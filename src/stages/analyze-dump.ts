@@ -15,15 +15,7 @@ import { FileWriter } from '../core/writers.js';
 import { FifoWriter, heldFifoWriter } from '../core/fifos.js';
 import { removeStaleTemps } from '../core/temps.js';
 import { WorkerPool } from '../core/workers.js';
-import {
-  DEFAULT_MAX_URL_BYTES,
-  UrlResolver,
-  parseParamGlobs,
-  loadUrlHash,
-  type DomainMode,
-  type UrlHash,
-  type UrlOptions,
-} from '../core/url.js';
+import { DEFAULT_MAX_URL_BYTES, UrlResolver, parseParamGlobs, loadUrlHash, type DomainMode, type UrlHash, type UrlOptions } from '../core/url.js';
 
 export interface AnalyzeDumpOptions extends UrlOptions {
   rejects: string | null;
@@ -307,7 +299,9 @@ export interface Lent {
 /** The buffers of lent output, to transfer (a view's whole buffer: one left out would be copied whole). */
 export function lentBuffers(l: Lent): ArrayBuffer[] {
   const r = l.rejects;
-  const rejectParts = [r.lines, r.whys, r.text.bytes, r.text.ends, r.reasons.bytes, r.reasons.ends].filter((a) => a.buffer.byteLength > 0).map((a) => a.buffer as ArrayBuffer);
+  const rejectParts = [r.lines, r.whys, r.text.bytes, r.text.ends, r.reasons.bytes, r.reasons.ends]
+    .filter((a) => a.buffer.byteLength > 0)
+    .map((a) => a.buffer as ArrayBuffer);
   return [...packedBuffers(l.packed), ...rejectParts];
 }
 
@@ -424,7 +418,10 @@ no output.`,
       .option('--domain-mode <mode>', 'registrable (public suffix + 1) or host', 'registrable')
       .option('--memory <size>', 'memory budget for sorting, e.g. 64M, 1G', '256M')
       .option('--tmp <dir>', 'directory for sort spill files', os.tmpdir())
-      .option('--threads <n>', 'worker threads for parsing besides the main thread, 0 for none; each takes about 40M beyond --memory, and together at most --memory (default: one per core beyond the first, at most 3 and as many as fit; none on one core or under --memory 128M)');
+      .option(
+        '--threads <n>',
+        'worker threads for parsing besides the main thread, 0 for none; each takes about 40M beyond --memory, and together at most --memory (default: one per core beyond the first, at most 3 and as many as fit; none on one core or under --memory 128M)',
+      );
   },
   normalize(raw) {
     const ratio = ratioOption('--max-reject-ratio', raw.maxRejectRatio);

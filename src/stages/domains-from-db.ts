@@ -1,7 +1,8 @@
 // domains-from-db: the partner database's domain -> Yacobot table as a domain_map.
 import { pathOption, type StageDef } from '../cli/stage.js';
 import { openStore } from '../core/store/open.js';
-import { addDbOptions, timeoutsOf, type Timeouts } from '../core/store/store.js';
+import { addDbOptions } from '../cli/db-options.js';
+import { timeoutsOf, type Timeouts } from '../core/store/store.js';
 import { DataError, clipText } from '../core/errors.js';
 import { checkDomain } from '../core/records.js';
 
@@ -50,7 +51,10 @@ Buffers: one row (the rows are streamed from the database; on PostgreSQL, 5000).
     // flushed 64 KiB blocks of it).
     const check = (domain: unknown, id: unknown) => {
       const bad = badRow(domain, id);
-      if (bad) throw new DataError('BAD_ROW', `partner_domain has a row no domain_map line can carry: ${bad} (edited by hand? fix or delete that row)`, { file: store.name });
+      if (bad)
+        throw new DataError('BAD_ROW', `partner_domain has a row no domain_map line can carry: ${bad} (edited by hand? fix or delete that row)`, {
+          file: store.name,
+        });
     };
     await store.dumpSorted(check, ([domain, y]) => {
       out.write(`${domain}\t${y}\n`);

@@ -1,16 +1,27 @@
 // filter-url: decide what to send this hour and write the next current_log.
 import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
 import { DASH, compareBytes, type ByteSink } from '../core/bytes.js';
+import { DEFAULT_KEEP, DEFAULT_RESEND_AFTER } from '../core/defaults.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { MAX_HITS_DIGITS, addHitsAt, hitsTooBig } from '../core/hits.js';
-import { IdOrder, J_CHITS, J_CTAG, J_CTS, J_DOMAIN, J_IHITS, J_ITAG, J_ITS, J_URL, JOINED_RECORD, LineRef, TS_BYTES, UrlRecordWriter, checkJoinedAt } from '../core/records.js';
+import {
+  IdOrder,
+  J_CHITS,
+  J_CTAG,
+  J_CTS,
+  J_DOMAIN,
+  J_IHITS,
+  J_ITAG,
+  J_ITS,
+  J_URL,
+  JOINED_RECORD,
+  LineRef,
+  TS_BYTES,
+  UrlRecordWriter,
+  checkJoinedAt,
+} from '../core/records.js';
 import { formatTimestamp, isValidTimestamp, parseDuration, timestampMsAt, timestampToMs } from '../core/time.js';
 import { AtomicFileWriter } from '../core/writers.js';
-
-/** --keep when not given: how long a URL that did not come again stays in current_log. */
-export const DEFAULT_KEEP = '1h';
-/** --resend-after when not given. */
-export const DEFAULT_RESEND_AFTER = '1h';
 
 export interface FilterParams {
   /** "now" in ms since the epoch. */
@@ -132,7 +143,10 @@ Buffers: one record.`,
   async run(ctx, o) {
     refuseOwnStreams('--current-out', o.currentOut, ctx.inputPath);
     if (o.keepMs < o.resendAfterMs) {
-      ctx.log.warn({ keep_ms: o.keepMs, resend_after_ms: o.resendAfterMs }, '--keep is shorter than --resend-after: a URL unseen for longer than --keep is sent again as new, before --resend-after');
+      ctx.log.warn(
+        { keep_ms: o.keepMs, resend_after_ms: o.resendAfterMs },
+        '--keep is shorter than --resend-after: a URL unseen for longer than --keep is sent again as new, before --resend-after',
+      );
     }
     const out = ctx.out;
     const next = new AtomicFileWriter(o.currentOut);

@@ -98,7 +98,15 @@ class MergeJoin {
 
   counts(): Record<string, Count> {
     const { nIn, nCur, both, onlyIn, onlyCur } = this;
-    return { incoming: nIn, current: nCur, current_missing: this.reader === null, both, incoming_only: onlyIn, current_only: onlyCur, records_out: both + onlyIn + onlyCur };
+    return {
+      incoming: nIn,
+      current: nCur,
+      current_missing: this.reader === null,
+      both,
+      incoming_only: onlyIn,
+      current_only: onlyCur,
+      records_out: both + onlyIn + onlyCur,
+    };
   }
 
   /**
@@ -153,7 +161,7 @@ class MergeJoin {
   private nextCurrent(): void {
     this.cur = null;
     const l = this.curLine;
-    if (!this.reader || !this.reader.next(l)) return;
+    if (!this.reader?.next(l)) return;
     const bad = checkUrlRecordAt(l) ?? this.curOrder.check(l.buf, l.start);
     if (bad) throw new DataError('BAD_CURRENT', bad, { file: this.currentName, line: this.reader.lineNo });
     this.nCur++;

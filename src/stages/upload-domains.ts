@@ -6,7 +6,8 @@ import { pathOption, refuseOwnStreams, type Count, type StageContext, type Stage
 import { loadRendezvous, type RendezvousFn, type Chooser, type NewDomains } from '../core/store/assign.js';
 import { openStore } from '../core/store/open.js';
 import { movedSince, movesSoFar, type Routed } from '../core/store/moves.js';
-import { addDbOptions, timeoutsOf, type PartnerStore, type Timeouts } from '../core/store/store.js';
+import { addDbOptions } from '../cli/db-options.js';
+import { timeoutsOf, type PartnerStore, type Timeouts } from '../core/store/store.js';
 import { missingOwnerError, noActive } from '../core/store/yacobots.js';
 import { mkdirEach } from '../core/dirs.js';
 import { DataError, UsageError, clipText, ioError, shellQuote } from '../core/errors.js';
@@ -386,7 +387,8 @@ class Router {
     // Taken off first: a record that fails here is not sent again by the settle after a failure.
     for (const h of this.held.splice(0)) {
       const err = this.failedAt.get(h.k);
-      if (err !== undefined) throw err instanceof DataError && !err.place ? new DataError(err.code, err.message, { file: this.ctx.inputName, line: h.line }) : err;
+      if (err !== undefined)
+        throw err instanceof DataError && !err.place ? new DataError(err.code, err.message, { file: this.ctx.inputName, line: h.line }) : err;
       this.route(h.k, h.b, h.start, h.end);
     }
   }
@@ -509,7 +511,8 @@ class Router {
   async warnMovedDuringRun(before: string): Promise<void> {
     if ((await movesSoFar(this.db.store)) === before) return;
     const routed: Routed[] = [];
-    for (let k = 0; k < this.domains.size; k++) if (this.emitted[k]! > 0) routed.push({ name: this.domains.key(k), owner: this.owner[k]!, records: this.emitted[k]! });
+    for (let k = 0; k < this.domains.size; k++)
+      if (this.emitted[k]! > 0) routed.push({ name: this.domains.key(k), owner: this.owner[k]!, records: this.emitted[k]! });
     const moved = await movedSince(this.db.store, routed);
     if (moved.domains === 0) return;
     this.ctx.log.warn(

@@ -67,7 +67,12 @@ export interface Done {
  */
 export function runMaster(m: Master, failpoint?: string, env: Record<string, string> = {}, args: string[] = []): Promise<Done> {
   const e = testEnv({ ...env, ...(failpoint === undefined ? {} : { REFLOG_RUNNER_FAILPOINT: failpoint }) });
-  const child = spawn(RUNNER, ['--db', m.db, '--master-name', m.name, '--claim-lease', LEASE, ...args], { cwd: m.dir, env: e, detached: true, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(RUNNER, ['--db', m.db, '--master-name', m.name, '--claim-lease', LEASE, ...args], {
+    cwd: m.dir,
+    env: e,
+    detached: true,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let stderr = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
   return new Promise((resolve) => child.on('close', (status, signal) => resolve({ status, signal, stderr })));
@@ -101,12 +106,20 @@ export function memory(m: Master): string {
 export function allRecords(m: Master): Record<string, unknown>[] {
   const f = path.join(m.dir, 'var/state/runs.jsonl');
   if (!fs.existsSync(f)) return [];
-  return fs.readFileSync(f, 'utf8').split('\n').filter((l) => l !== '').map((l) => JSON.parse(l) as Record<string, unknown>);
+  return fs
+    .readFileSync(f, 'utf8')
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
 /** Master `m`'s runs.jsonl lines of committed runs, by run name (the last line of each). */
 export function records(m: Master): Map<string, Record<string, unknown>> {
-  return new Map(allRecords(m).filter((r) => r.status === 'ok').map((r) => [r.run as string, r]));
+  return new Map(
+    allRecords(m)
+      .filter((r) => r.status === 'ok')
+      .map((r) => [r.run as string, r]),
+  );
 }
 
 /** The counts of one hour: URLs published by each master, by both, and by the master alone. */

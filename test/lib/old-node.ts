@@ -25,7 +25,12 @@ export function nodeVersion(bin: string): string | null {
 function findOldNode(): OldNode | null {
   const range = enginesRange();
   const given = process.env.MASTER_SERVER_OLD_NODE;
-  const candidates = given ? [given] : (process.env.PATH ?? '').split(path.delimiter).filter((d) => d !== '').map((d) => path.join(d, 'node'));
+  const candidates = given
+    ? [given]
+    : (process.env.PATH ?? '')
+        .split(path.delimiter)
+        .filter((d) => d !== '')
+        .map((d) => path.join(d, 'node'));
   for (const bin of candidates) {
     if (!given && !fs.existsSync(bin)) continue;
     const version = nodeVersion(bin);

@@ -22,13 +22,7 @@ export interface RunResult {
 }
 
 /** Runs `bin/<stage> args` with `input` on stdin in `cwd`. */
-export function runBin(
-  stage: string,
-  args: string[],
-  input: string | Buffer = '',
-  cwd: string = ROOT,
-  env: Record<string, string> = {},
-): RunResult {
+export function runBin(stage: string, args: string[], input: string | Buffer = '', cwd: string = ROOT, env: Record<string, string> = {}): RunResult {
   const r: SpawnSyncReturns<Buffer> = spawnSync(path.join(BIN, stage), args, {
     input,
     cwd,
@@ -93,7 +87,10 @@ export function scratch(prefix = 'ms-test-'): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
   // One exit listener for them all: one per directory passed Node's limit of 10 in a test
   // file that makes more, and its MaxListenersExceededWarning went into the suite's output.
-  if (scratchDirs.length === 0) process.on('exit', () => scratchDirs.forEach((d) => fs.rmSync(d, { recursive: true, force: true })));
+  if (scratchDirs.length === 0)
+    process.on('exit', () => {
+      for (const d of scratchDirs) fs.rmSync(d, { recursive: true, force: true });
+    });
   scratchDirs.push(dir);
   return dir;
 }

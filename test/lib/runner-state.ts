@@ -13,7 +13,8 @@ export function snapshot(dir: string): Record<string, string> {
     for (const e of fs.readdirSync(abs, { withFileTypes: true })) {
       const r = path.join(rel, e.name);
       if (e.isDirectory()) walk(r);
-      else if (!/^var\/state\/(runs\.jsonl|lock|last-invocation\.json|\.?identity\.json(\.tmp)?|partner\.db.*)$/.test(r)) out[r] = fs.readFileSync(path.join(dir, r), 'latin1');
+      else if (!/^var\/state\/(runs\.jsonl|lock|last-invocation\.json|\.?identity\.json(\.tmp)?|partner\.db.*)$/.test(r))
+        out[r] = fs.readFileSync(path.join(dir, r), 'latin1');
     }
   };
   walk('var');
@@ -27,12 +28,20 @@ export function snapshot(dir: string): Record<string, string> {
 export function runsJsonl(dir: string): Record<string, unknown>[] {
   const f = path.join(dir, 'var/state/runs.jsonl');
   if (!fs.existsSync(f)) return [];
-  return fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+  return fs
+    .readFileSync(f, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
 /** Each committed run's new_domains, by run name. */
 export function newDomains(dir: string): Record<string, unknown> {
-  return Object.fromEntries(runsJsonl(dir).filter((x) => x.status === 'ok').map((x) => [x.run, x.new_domains]));
+  return Object.fromEntries(
+    runsJsonl(dir)
+      .filter((x) => x.status === 'ok')
+      .map((x) => [x.run, x.new_domains]),
+  );
 }
 
 export function assertSameState(got: Record<string, string>, want: Record<string, string>, what: string): void {

@@ -1,7 +1,6 @@
 // The assignment rules: which Yacobot a new domain goes to (least-loaded by weight,
 // or weighted rendezvous), and the body of assignNew that both backends run inside
 // their write transaction.
-import type { PartnerStore, Sql } from './store.js';
 import type { YacobotLoad } from './yacobots.js';
 
 /**
@@ -31,9 +30,7 @@ export class LeastLoaded {
   constructor(yacobots: readonly { id: number; weight: number; domains: number }[]) {
     const ds = yacobots.map((y) => decimalOf(y.weight));
     const k = Math.max(0, ...ds.map((d) => d.k));
-    this.ys = yacobots
-      .map((y, i) => ({ id: y.id, domains: y.domains, w: ds[i]!.m * 10n ** BigInt(k - ds[i]!.k) }))
-      .sort((a, b) => a.id - b.id);
+    this.ys = yacobots.map((y, i) => ({ id: y.id, domains: y.domains, w: ds[i]!.m * 10n ** BigInt(k - ds[i]!.k) })).sort((a, b) => a.id - b.id);
   }
 
   get size(): number {
@@ -129,24 +126,4 @@ export async function assignInTx(
     });
   }
   return out;
-}
-
-/**
- * Inside assignNew's write transaction, just before its COMMIT: records that the
- * transaction upload-domains logged as `token` added `domains` domains (domain_commit),
- * so that the runner learns whether a stage that died during its COMMIT committed, by
- * its own token: the domains' added_at is the hour's now, which every master shares.
- */
-export async function recordCommit(q: Sql, token: string, domains: number): Promise<void> {
-  await q.run('INSERT INTO domain_commit (token, domains, committed_at) VALUES (?, ?, ?)', [token, domains, new Date().toISOString()]);
-}
-
-/**
- * How many domains the transaction logged as `token` added, or undefined when it did
- * not commit; asked in a write transaction, so once every one begun before has ended
- * (a COMMIT still on its way is decided first).
- */
-export async function committedDomains(store: PartnerStore, token: string): Promise<number | undefined> {
-  const row = await store.write((q) => q.get('SELECT domains FROM domain_commit WHERE token = ?', [token]));
-  return row === undefined ? undefined : Number(row.domains);
 }

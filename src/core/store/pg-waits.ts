@@ -51,7 +51,9 @@ export function serverLockMs(t: Timeouts): number {
 }
 
 /** The node-postgres client settings that bound its waits (connectionTimeoutMillis bounds the connect). */
-export function clientBounds(t: Timeouts): Pick<Pg.ClientConfig, 'query_timeout' | 'statement_timeout' | 'lock_timeout' | 'keepAlive' | 'keepAliveInitialDelayMillis'> {
+export function clientBounds(
+  t: Timeouts,
+): Pick<Pg.ClientConfig, 'query_timeout' | 'statement_timeout' | 'lock_timeout' | 'keepAlive' | 'keepAliveInitialDelayMillis'> {
   const answer = answerTimeoutMs(t);
   return {
     ...(answer > 0 && { query_timeout: answer }),

@@ -134,7 +134,8 @@ function shapeError(table: string, shape: TableShape, cols: readonly string[]): 
   const col = cols.find((c) => !shape.columns.has(c));
   if (col !== undefined) return `table '${table}' has no column '${col}'`;
   const pk = PRIMARY_KEYS[table]!;
-  if (shape.pk.length !== pk.length || !pk.every((c) => shape.pk.includes(c))) return `the PRIMARY KEY of '${table}' is not (${pk.join(', ')})${pk.length === 1 ? ' alone' : ''}`;
+  if (shape.pk.length !== pk.length || !pk.every((c) => shape.pk.includes(c)))
+    return `the PRIMARY KEY of '${table}' is not (${pk.join(', ')})${pk.length === 1 ? ' alone' : ''}`;
   return null;
 }
 
@@ -150,7 +151,11 @@ export function schemaStanding(facts: SchemaFacts, triggers: readonly string[], 
   if (facts.version === '2') return { standing: 'version2' };
   if (facts.version === '3') return { standing: 'version3' };
   if (facts.version !== String(SCHEMA_VERSION)) {
-    throw new DataError('BAD_SCHEMA', `schema version '${clipText(facts.version)}', which this program does not know (it reads version ${SCHEMA_VERSION}): made by a newer release?`, { file });
+    throw new DataError(
+      'BAD_SCHEMA',
+      `schema version '${clipText(facts.version)}', which this program does not know (it reads version ${SCHEMA_VERSION}): made by a newer release?`,
+      { file },
+    );
   }
   for (const [table, cols] of Object.entries(DERIVED_COLUMNS)) {
     const shape = facts.shapes.get(table);
@@ -181,7 +186,11 @@ export function checkVersion(facts: SchemaFacts, triggers: readonly string[], fi
   };
   const upgrade = adds[standing];
   if (upgrade !== undefined) {
-    throw new DataError('OLD_SCHEMA', `schema version ${standing.slice('version'.length)}: this program reads version ${SCHEMA_VERSION}, which ${upgrade}; upgrade it (one transaction) with: ${migrateHint(file)}`, { file });
+    throw new DataError(
+      'OLD_SCHEMA',
+      `schema version ${standing.slice('version'.length)}: this program reads version ${SCHEMA_VERSION}, which ${upgrade}; upgrade it (one transaction) with: ${migrateHint(file)}`,
+      { file },
+    );
   }
   if (standing === 'incomplete') {
     throw new DataError('BAD_SCHEMA', `schema version ${SCHEMA_VERSION}, but ${what} (changed by hand?); restore it with: ${migrateHint(file)}`, { file });
@@ -192,5 +201,9 @@ export function checkVersion(facts: SchemaFacts, triggers: readonly string[], fi
 export function foreignTables(tables: Iterable<string>, file: string): DataError | null {
   const foreign = [...tables].filter((t) => !OUR_TABLES.includes(t) && !t.startsWith('sqlite_'));
   if (foreign.length === 0) return null;
-  return new DataError('BAD_SCHEMA', `not a partner database: it holds other tables (${foreign.sort().join(', ')}); init only creates one or completes its own`, { file });
+  return new DataError(
+    'BAD_SCHEMA',
+    `not a partner database: it holds other tables (${foreign.sort().join(', ')}); init only creates one or completes its own`,
+    { file },
+  );
 }

@@ -1,7 +1,8 @@
 // The partner store on a SQLite file (better-sqlite3): the embedded default.
 import type BetterSqlite3 from 'better-sqlite3';
 import { shellQuote } from '../errors.js';
-import { assignInTx, recordCommit, type Chooser, type NewDomains } from './assign.js';
+import { assignInTx, type Chooser, type NewDomains } from './assign.js';
+import { recordCommit } from './domain-commits.js';
 import type { MigrateResult } from './schema.js';
 import { checkYacobotIds, dbError, initDb, migrateDb, missingOwners, openDb, yacobotLoads, type Db } from './sqlite-db.js';
 import { findYacobotIn, type CommitResult, type DomainRow, type OpenOptions, type OwnerLookup, type PartnerStore, type Row, type Sql } from './store.js';
@@ -136,7 +137,13 @@ export class SqliteStore implements PartnerStore {
     if (missing.length > 0) throw missingOwnerError(this.name, missing);
   }
 
-  async assignNew(fresh: NewDomains, choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void, token?: string): Promise<CommitResult> {
+  async assignNew(
+    fresh: NewDomains,
+    choose: Chooser,
+    addedAt: string,
+    beforeCommit?: (inserted: number, witness: string | null) => void,
+    token?: string,
+  ): Promise<CommitResult> {
     const db = this.db;
     // The lookups' read transaction ends before the write transaction (nested, it would be a savepoint).
     this.guard(() => db.inTransaction && db.exec('COMMIT'));
@@ -216,12 +223,13 @@ export class SqliteStore implements PartnerStore {
   private runRows<T>(head: string, tail: string, rows: readonly T[], cells: (row: T) => readonly unknown[]): void {
     for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {
       const part = rows.slice(i, i + ROWS_PER_STATEMENT).map(cells);
-      const sql = `${head} VALUES ${Array(part.length).fill(`(${part[0]!.map(() => '?').join(', ')})`).join(', ')} ${tail}`;
+      const sql = `${head} VALUES ${Array(part.length)
+        .fill(`(${part[0]!.map(() => '?').join(', ')})`)
+        .join(', ')} ${tail}`;
       // Only full batches are kept prepared: the last one's length varies from call to call.
       (part.length === ROWS_PER_STATEMENT ? this.prepared(sql) : this.db.prepare(sql)).run(...part.flat());
     }
   }
-
 }
 
 /** Opens an existing SQLite partner database (see sqlite-db.ts's openDb). */

@@ -1,10 +1,9 @@
 // The partner store: the one interface through which stages and partner-db reach the
 // partner database, whichever backend holds it (a SQLite file, or PostgreSQL for
 // several masters). Backends: sqlite.ts and pg.ts, opened by open.ts.
-import { Option, type Command } from 'commander';
 import { DataError, UsageError, clipText } from '../errors.js';
 import { parseCount, parseDecimal } from '../numbers.js';
-import { DB_ENV, redactSecrets } from '../secrets.js';
+import { redactSecrets } from '../secrets.js';
 import type { Chooser, NewDomains } from './assign.js';
 import type { MigrateResult } from './schema.js';
 import type { MissingOwner, Yacobot, YacobotLoad } from './yacobots.js';
@@ -52,7 +51,12 @@ export const DEFAULT_TIMEOUTS: Timeouts = { connectMs: 5000, answerMs: 20_000, s
 /** The time-out options of a PostgreSQL --db: name, Timeouts field, what it bounds, what 0 means (their help). */
 export const TIMEOUT_OPTIONS = [
   ['connect-timeout', 'connectMs', 'seconds to wait for a connection', 'no limit'],
-  ['answer-timeout', 'answerMs', 'seconds to wait for the answer to any one request before taking the server as stopped or cut off', '--statement-timeout and a margin'],
+  [
+    'answer-timeout',
+    'answerMs',
+    'seconds to wait for the answer to any one request before taking the server as stopped or cut off',
+    '--statement-timeout and a margin',
+  ],
   ['statement-timeout', 'statementMs', 'seconds one statement may run on the server (at most --answer-timeout less a margin)', 'no limit'],
   ['lock-timeout', 'lockMs', "seconds to wait for a lock, another writer's among them", 'no limit'],
 ] as const;
@@ -103,7 +107,13 @@ export interface PartnerStore {
    * transaction, a batch at a time; `beforeCommit` runs inside it, just before COMMIT,
    * after a transaction that added domains recorded them under `token` (assign.ts's recordCommit).
    */
-  assignNew(fresh: NewDomains, choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void, token?: string): Promise<CommitResult>;
+  assignNew(
+    fresh: NewDomains,
+    choose: Chooser,
+    addedAt: string,
+    beforeCommit?: (inserted: number, witness: string | null) => void,
+    token?: string,
+  ): Promise<CommitResult>;
   /** Inside a write transaction: the owners of those of `domains` that have one. */
   ownersIn(domains: readonly string[]): Promise<Map<string, number>>;
   /** Inside a write transaction: gives each domain its Yacobot, inserted with added_at `addedAt` or moved (its added_at kept), many per statement. */
@@ -141,15 +151,7 @@ export async function findYacobotIn(q: Sql, ref: string): Promise<Yacobot> {
   return { id: Number(row.id), name: row.name as string, weight: Number(row.weight), active: Number(row.active) !== 0 };
 }
 
-/** Adds --db and the PostgreSQL time-out options to a command. */
-export function addDbOptions(cmd: Command, required = true): Command {
-  const what = `the partner database: a SQLite file or a postgres:// URI${required ? ' (required)' : ''}; ${DB_ENV} when not given (the runner hands it so: never on an argv, which ps shows)`;
-  cmd.addOption(new Option('--db <db>', what).env(DB_ENV).makeOptionMandatory(required));
-  for (const [flag, field, help, zero] of TIMEOUT_OPTIONS) cmd.option(`--${flag} <s>`, `PostgreSQL: ${help} (0: ${zero})`, String(DEFAULT_TIMEOUTS[field] / 1000));
-  return cmd;
-}
-
-/** The time-outs of addDbOptions' options as parsed; a UsageError names a bad one. */
+/** The time-outs of addDbOptions' options (cli/db-options.ts) as parsed; a UsageError names a bad one. */
 export function timeoutsOf(raw: Record<string, unknown>): Timeouts {
   const ms = (flag: string, v: unknown, dflt: number): number => {
     if (v === undefined) return dflt;
