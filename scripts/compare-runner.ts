@@ -169,7 +169,8 @@ function collectVar(dir: string, roots: readonly [string, string][], out: Output
       if (e.isDirectory()) walk(r);
       else if (e.isSymbolicLink()) out.set(key, `-> ${normalizeText(fs.readlinkSync(f), roots)}`);
       else if (/(^|\/)(lock|partner\.db.*)$/.test(r)) continue;
-      else if (/(runs\.jsonl|identity\.json|last-invocation\.json|last-run\.json|run\.json|COMMIT)$/.test(r)) out.set(key, normalizeLines(fs.readFileSync(f, 'utf8'), roots));
+      else if (/(runs\.jsonl|identity\.json|last-invocation\.json|last-run\.json|run\.json|COMMIT)$/.test(r))
+        out.set(key, normalizeLines(fs.readFileSync(f, 'utf8'), roots));
       else if (fs.statSync(f).size > 1 << 20) out.set(key, `${digestOf(f)}\0${f}`);
       else out.set(key, fs.readFileSync(f, 'latin1'));
     }
