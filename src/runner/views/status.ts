@@ -22,8 +22,9 @@ error, no invocation recorded yet). Usable as a monitoring check as it stands.
 Shows the last invocation (result, time, error), the last committed run (run,
 time, seconds), the reflogs waiting in the inbox (count, oldest age), each
 Yacobot's backlog now, the lock (held, by which process) and current_log's
-size, and with a per-domain cap the URLs waiting in the carry. Reads only,
-takes no lock: safe beside a running invocation.
+size, and with a per-domain cap the URLs waiting in the carry (the age of the
+oldest told from the last run's now) and those the last run dropped from it
+after --carry-keep. Reads only, takes no lock: safe beside a running invocation.
 
   --json                  one JSON object: healthy, reason, last_success,
                           last_invocation, inbox, backlog, lock, lock_age_seconds,
@@ -84,11 +85,16 @@ function when(iso: string, now: number): string {
   return `${iso} (${formatDuration(Math.max(0, now - Date.parse(iso)))} ago)`;
 }
 
-/** The carry for a person: how many URLs wait, since when, and the domains over their cap. */
+/** The carry for a person: how many URLs wait, since when (by the job's now), how many its last run dropped, and the domains over their cap. */
 function carryLine(c: NonNullable<Status['carry']>): string {
-  const since = c.oldest_decided === null ? '' : `, the oldest decided at ${c.oldest_decided} (${formatDuration((c.oldest_age_seconds ?? 0) * 1000)} ago)`;
+  const since =
+    c.oldest_decided === null
+      ? ''
+      : `, the oldest decided at ${c.oldest_decided} (${formatDuration((c.oldest_age_seconds ?? 0) * 1000)} before the job's now, ${c.as_of})`;
+  const keep = c.keep_seconds === null ? '' : ` after --carry-keep ${formatDuration(c.keep_seconds * 1000)}`;
+  const expired = `; ${c.expired} URLs expired from it in the last run${c.expired > 0 ? `${keep}, never sent` : ''}`;
   const over = Object.entries(c.capped_domains).map(([d, n]) => `${d} ${n}`);
-  return `carry: ${c.urls} URLs waiting for a later run${since}${over.length > 0 ? `; over the cap in the last run: ${over.join(', ')}` : ''}`;
+  return `carry: ${c.urls} URLs waiting for a later run${since}${expired}${over.length > 0 ? `; over the cap in the last run: ${over.join(', ')}` : ''}`;
 }
 
 /** The status for a person, one fact a line. */
