@@ -100,7 +100,13 @@ test("capped: no run publishes more than N URLs of a domain; header-only hours d
   assert.ok(Object.keys(lines[0]!.capped_domains as object).length > 0);
   assert.equal(lines.at(-1)!.carried_out, 0, 'drained');
   assert.equal(fs.readFileSync(path.join(dir, 'var/state/carry'), 'utf8'), '');
-  for (const l of lines) assert.deepEqual([l.max_per_domain, l.carry_keep_ms], [8, 86_400_000]);
+  for (const l of lines) {
+    assert.deepEqual([l.max_per_domain, l.carry_keep_ms], [8, 86_400_000]);
+    // limit-domains' lines_in: the filtered_log it read (filter-url's output), the carry apart.
+    const st = l.stages as Record<string, Record<string, unknown>>;
+    assert.deepEqual([st['limit-domains']!.lines_in, st['limit-domains']!.lines_in], [st['limit-domains']!.filtered_in, st['filter-url']!.records_out]);
+    assert.equal(typeof st['limit-domains']!.lines_in, 'number');
+  }
   const capped = published(dir);
   assert.ok(capped.mostPerDomainRun <= 8, `most of a domain in a run: ${capped.mostPerDomainRun}`);
   const uncapped = published((await ref()).dir);

@@ -93,6 +93,6 @@ function newRecord({ o, p, isRerun }: RunContext, rj: RunJson, started: Date, st
     ...carryRecord(o, stages),
     ...(rj.queue !== undefined && { queue_name: rj.queue }),
   };
-  if (isRerun || rj.attempts > 1) record.recovered = 'rerun';
+  if (isRerun || rj.attempts > (rj.failed_before ?? 0) + 1) record.recovered = 'rerun';
   return record;
 }

@@ -96,7 +96,11 @@ function runGauges(r: RunRecord, gauge: GaugeOf): void {
   const rejected = gauge('run_rejected_lines', 'Reflog lines the last committed run rejected, per reason.', ['reason']);
   const byReason = ad.rejected_by_reason;
   if (byReason !== null && typeof byReason === 'object') for (const [reason, n] of Object.entries(byReason)) rejected.set({ reason }, num(n));
-  const stage = gauge('run_stage_seconds', 'Seconds each stage of the last committed run took.', ['stage']);
+  const stage = gauge(
+    'run_stage_seconds',
+    'Wall-clock seconds from the start of each stage of the last committed run to its end (the stages run together: the chain up to that stage, not its own work).',
+    ['stage'],
+  );
   for (const [name, s] of Object.entries(r.stages)) if (typeof s.ms === 'number') stage.set({ stage: name }, s.ms / 1000);
   gauge('run_seconds', 'Seconds the last committed run took, from its start to its commit.').set(r.seconds);
   const by = r.published_by ?? r.master;
