@@ -21,7 +21,9 @@ error, no invocation recorded yet). Usable as a monitoring check as it stands.
 
 Shows the last invocation (result, time, error), the last committed run (run,
 time, seconds), the reflogs waiting in the inbox (count, oldest age), each
-Yacobot's backlog now, the lock (held, by which process) and current_log's
+Yacobot's backlog now, the lock (held, by which process, and whether that
+process still runs: a runner killed alone leaves its stages holding it; status
+names them, not healthy) and current_log's
 size, and with a per-domain cap the URLs waiting in the carry (the age of the
 oldest told from the last run's now) and those the last run dropped from it
 after --carry-keep. Reads only, takes no lock: safe beside a running invocation.
@@ -61,7 +63,15 @@ export function status(a: SubArgs, now = Date.now()): number {
   const runs = runsLog(a.o.state).tail();
   const success = lastSuccess(runs, last);
   const { lock, current_log_urls, ...outside } = lookFromOutside(a.o, lastCommitted(runs), now);
-  const h = { last, success, lock, interrupted: interruptedRuns(a.o.state), maxAgeMs: a.maxAgeMs, maxRunMs: maxRunTimeOf(a.o), now };
+  const h = {
+    last,
+    success,
+    lock,
+    interrupted: interruptedRuns(a.o.state),
+    maxAgeMs: a.maxAgeMs,
+    maxRunMs: maxRunTimeOf(a.o),
+    now,
+  };
   const why = unhealthy(h);
   const age = lockAgeMs(lock, now);
   const s: Status = {
@@ -115,7 +125,11 @@ export function humanStatus(s: Status, why: string | null, now: number): string 
   lines.push(`backlog: ${backlog.length > 0 ? backlog.join('; ') : 'no queue files waiting'}`);
   const l = s.lock;
   const held = s.lock_age_seconds === null ? '' : ` (${formatDuration(s.lock_age_seconds * 1000)}${s.stuck ? ', stuck' : ''})`;
-  lines.push(l.held ? `lock: held by process ${l.pid ?? '?'}${l.host ? ` on ${l.host}` : ''}${l.since ? ` since ${l.since}` : ''}${held}` : 'lock: free');
+  const left = (l.left ?? []).map((p) => `${p.pid} ${p.name}`).join(', ');
+  const dead = l.holder_alive === false ? `, which has ended; ${left === '' ? 'processes this user cannot see hold it now' : `held now by ${left}`}` : '';
+  lines.push(
+    l.held ? `lock: held by process ${l.pid ?? '?'}${l.host ? ` on ${l.host}` : ''}${l.since ? ` since ${l.since}` : ''}${held}${dead}` : 'lock: free',
+  );
   for (const r of s.interrupted) lines.push(`staging: run ${r.run} ${r.committed ? 'committed, not fully published' : 'not committed'}`);
   lines.push(`current_log: ${s.current_log_urls === null ? 'missing' : `${s.current_log_urls} URLs`}`);
   if (s.carry !== null) lines.push(carryLine(s.carry));
