@@ -4,6 +4,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
@@ -489,5 +490,10 @@ describe('reruns', () => {
       ],
     );
     assert.equal(new Set(recs.map((x) => x.run_id)).size, 3);
+    // Every line names the master that ran it, a failed one too.
+    assert.deepEqual(
+      recs.map((x) => x.master),
+      [os.hostname(), os.hostname(), os.hostname()],
+    );
   });
 });

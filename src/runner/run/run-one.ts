@@ -90,6 +90,7 @@ function newRecord({ o, p, isRerun }: RunContext, rj: RunJson, started: Date, st
     new_domains: 0,
     keep_ms: o.keepMs,
     resend_after_ms: o.resendAfterMs,
+    master: o.masterName,
     ...carryRecord(o, stages),
     ...(rj.queue !== undefined && { queue_name: rj.queue }),
   };
