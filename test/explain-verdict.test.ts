@@ -10,9 +10,14 @@ const at = { run: '2011072807', now: '20110728080000' };
 const current = { due_at: '20110728081925', kept_until: '20110728171925' };
 
 test('verdict: held back, or due again, as of the job now, sent or not', () => {
-  assert.equal(verdictOf({ ...base, current }, at, 10 * HOUR), 'held back in 2011072807; due again at 20110728081925');
+  assert.equal(verdictOf({ ...base, current }, at, 10 * HOUR), 'held back until 20110728081925: a sighting before then is sent only with a new updatetag');
   const sent = { ...base, current, sent_in: ['/q/2/2011072806.tsv', '/q/2/2011072807.tsv'], sent_timestamp: '20110728071925' };
-  assert.equal(verdictOf(sent, at, 10 * HOUR), 'sent in 2011072807 to Yacobot 2; held back in 2011072807; due again at 20110728081925');
+  // Sent in the job's own run: said once, never "held back in" that run as well.
+  assert.equal(
+    verdictOf(sent, at, 10 * HOUR),
+    'sent in 2011072807 to Yacobot 2; held back until 20110728081925: a sighting before then is sent only with a new updatetag',
+  );
+  assert.doesNotMatch(verdictOf(sent, at, 10 * HOUR), /held back in/);
   // Due at the job's now exactly: a sighting at that time is sent.
   assert.equal(
     verdictOf({ ...base, current: { ...current, due_at: '20110728080000' } }, at, 10 * HOUR),

@@ -58,7 +58,10 @@ test('explain: a sent URL, then held once its queue file is taken, a new one and
   // The job's now is hour 07's (the end of its hour): the URL, seen in it, is held back.
   assert.deepEqual(sent!.as_of, { run: '2011072807', now: '20110728080000' });
   assert.equal(sent!.sent_timestamp, firstRecord(queueFile)[1]);
-  assert.equal(sent!.verdict, `sent in 2011072807 to Yacobot ${y}; held back in 2011072807; due again at ${plus(firstRecord(queueFile)[1]!, 3600)}`);
+  assert.equal(
+    sent!.verdict,
+    `sent in 2011072807 to Yacobot ${y}; held back until ${plus(firstRecord(queueFile)[1]!, 3600)}: a sighting before then is sent only with a new updatetag`,
+  );
 
   // The Yacobots take their queue files away: current_log still holds the URL.
   fs.rmSync(path.join(dir, 'var/queue'), { recursive: true });
@@ -72,7 +75,7 @@ test('explain: a sent URL, then held once its queue file is taken, a new one and
   assert.equal(held!.current?.timestamp, current[1]);
   assert.equal(held!.current?.hits, current[3]);
   assert.equal(held!.current?.due_at, plus(current[1]!, 3600));
-  assert.equal(held!.verdict, `held back in 2011072807; due again at ${plus(current[1]!, 3600)}`);
+  assert.equal(held!.verdict, `held back until ${plus(current[1]!, 3600)}: a sighting before then is sent only with a new updatetag`);
 
   // A URL never seen, on a domain without owner and on one with.
   const db = new Database(path.join(dir, 'var/state/partner.db'), { readonly: true });

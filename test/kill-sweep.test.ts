@@ -727,7 +727,7 @@ test('a failed run (its reflog over --max-reject-ratio), killed before each call
           ? [[R1, 'failed', 2, 'rerun']]
           : [
               [R1, 'failed', 1, undefined],
-              [R1, 'failed', 1, undefined],
+              [R1, 'failed', 2, undefined],
             ];
       assert.deepEqual(
         lines.map((x) => [x.run, x.status, x.attempt, x.recovered]),

@@ -183,13 +183,22 @@ test('metrics text: label values are escaped (promtool accepts them)', async (t)
       backlog: {},
       lock: { held: false, pid: null, host: null, since: null },
       current_log_urls: null,
-      carry: { urls: 7, oldest_decided: '20110728050000', oldest_age_seconds: 7200, capped_domains: { 'a.com': 7 } },
+      carry: {
+        urls: 7,
+        oldest_decided: '20110728050000',
+        oldest_age_seconds: 7200,
+        as_of: '20110728070000',
+        expired: 697501,
+        keep_seconds: 7200,
+        capped_domains: { 'a.com': 7 },
+      },
     },
     run,
   });
   assert.ok(text.includes('master_server_run_rejected_lines{reason="bad \\"quoted\\" \\\\ reason\\nsecond line"} 1'), text);
   assert.equal(samples(text).get('master_server_last_success_timestamp_seconds'), Date.parse('2011-07-28T06:00:02Z') / 1000);
   assert.deepEqual([samples(text).get('master_server_carry_urls'), samples(text).get('master_server_carry_oldest_age_seconds')], [7, 7200]);
+  assert.deepEqual([samples(text).get('master_server_run_carry_expired_urls'), samples(text).get('master_server_carry_keep_seconds')], [697501, 7200]);
   checkMetrics(t, text);
 });
 
@@ -197,13 +206,18 @@ test('alert rules example: promtool check rules accepts it', (t) => {
   const r = promtool(t, ['check', 'rules', path.join(ROOT, 'docs', 'prometheus-alerts.yml')]);
   if (r === null) return;
   assert.equal(r.status, 0, r.out);
-  assert.match(r.out, /SUCCESS: 9 rules found/);
+  assert.match(r.out, /SUCCESS: 11 rules found/);
   const rules = fs.readFileSync(path.join(ROOT, 'docs', 'prometheus-alerts.yml'), 'utf8');
-  for (const name of ['master_server_last_success_timestamp_seconds', 'master_server_last_invocation_success == 0', 'master_server_backlog_urls >'])
+  for (const name of [
+    'master_server_last_success_timestamp_seconds',
+    'master_server_last_invocation_success == 0',
+    'master_server_backlog_urls >',
+    'master_server_run_carry_expired_urls > 0',
+  ])
     assert.ok(rules.includes(name), name);
 });
 
-test('alert rules: promtool test rules (one stop by a signal is no outage; stuck, interrupted, failed, stale and absent metrics)', (t) => {
+test('alert rules: promtool test rules (one stop by a signal is no outage; stuck, interrupted, failed, stale and absent metrics; URLs expired from the carry)', (t) => {
   const r = promtool(t, ['test', 'rules', path.join(ROOT, 'test', 'alerts', 'prometheus-alerts.test.yml')]);
   if (r === null) return;
   assert.equal(r.status, 0, r.out);

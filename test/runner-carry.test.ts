@@ -100,7 +100,13 @@ test("capped: no run publishes more than N URLs of a domain; header-only hours d
   assert.ok(Object.keys(lines[0]!.capped_domains as object).length > 0);
   assert.equal(lines.at(-1)!.carried_out, 0, 'drained');
   assert.equal(fs.readFileSync(path.join(dir, 'var/state/carry'), 'utf8'), '');
-  for (const l of lines) assert.deepEqual([l.max_per_domain, l.carry_keep_ms], [8, 86_400_000]);
+  for (const l of lines) {
+    assert.deepEqual([l.max_per_domain, l.carry_keep_ms], [8, 86_400_000]);
+    // limit-domains' lines_in: the filtered_log it read (filter-url's output), the carry apart.
+    const st = l.stages as Record<string, Record<string, unknown>>;
+    assert.deepEqual([st['limit-domains']!.lines_in, st['limit-domains']!.lines_in], [st['limit-domains']!.filtered_in, st['filter-url']!.records_out]);
+    assert.equal(typeof st['limit-domains']!.lines_in, 'number');
+  }
   const capped = published(dir);
   assert.ok(capped.mostPerDomainRun <= 8, `most of a domain in a run: ${capped.mostPerDomainRun}`);
   const uncapped = published((await ref()).dir);
@@ -234,4 +240,33 @@ test('interplay: a waiting URL seen again with a new updatetag goes out once, wi
   assert.deepEqual(b(c), b(u));
   assert.equal(b(c)[1]!.length, 2, 'b.com/1 due again and b.com/2 new in 07');
   assert.equal(runsJsonl(capped).at(-1)!.carried_out, 0);
+});
+
+test('--carry-keep 10h -> 2h: the URLs dropped from the carry are in the summary line, status (text and JSON) and the metrics; the carry age is told from the job now', async () => {
+  const dir = fresh();
+  keepOnly(dir, RUNS[0]!);
+  const prom = path.join(dir, 'job.prom');
+  const cap = ['--max-per-domain', '2', '--metrics-file', prom];
+  assert.equal((await runner(dir, cap)).status, 0);
+  const [first] = runsJsonl(dir);
+  const waiting = first!.carried_out as number;
+  assert.ok(waiting > 0);
+  // Decided at that run's now: no time has passed in the job since, however old the hour is.
+  const before = JSON.parse(runRunner(dir, ['status', '--json']).stdout).carry;
+  assert.deepEqual([before.oldest_age_seconds, before.as_of, before.expired, before.keep_seconds], [0, first!.now, 0, 36_000]);
+  // Hour 10, four hours later in the job's time, with a shorter --carry-keep: every waiting URL expires.
+  headerHours(dir, 2);
+  fs.rmSync(path.join(dir, 'var/inbox/2011072809.reflog'));
+  const r = await runner(dir, [...cap, '--carry-keep', '2h', '--accept-settings-change']);
+  assert.equal(r.status, 0, r.stderr);
+  const last = runsJsonl(dir).at(-1)!;
+  assert.deepEqual([last.run, last.carry_expired, last.carried_out], ['2011072810', waiting, 0]);
+  assert.match(r.stderr, new RegExp(`2011072810: .*, 0 carried over, ${waiting} expired from the carry \\(never sent\\); `));
+  const s = JSON.parse(runRunner(dir, ['status', '--json']).stdout);
+  assert.deepEqual([s.carry.urls, s.carry.expired, s.carry.keep_seconds, s.carry.as_of], [0, waiting, 7200, last.now]);
+  assert.match(
+    runRunner(dir, ['status']).stdout,
+    new RegExp(`^carry: 0 URLs waiting for a later run; ${waiting} URLs expired from it in the last run after --carry-keep 2h, never sent$`, 'm'),
+  );
+  assert.ok(fs.readFileSync(prom, 'utf8').includes(`\nmaster_server_run_carry_expired_urls ${waiting}\n`));
 });

@@ -4,6 +4,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
@@ -404,7 +405,7 @@ describe('reruns', () => {
       [
         ['2011072805', 'ok', 1, undefined],
         ['2011072806', 'failed', 1, undefined],
-        ['2011072806', 'ok', 1, undefined],
+        ['2011072806', 'ok', 2, undefined],
       ],
     );
     assert.ok((recs[1]!.new_domains as number) > 0, 'the failed attempt assigned domains');
@@ -465,7 +466,8 @@ describe('reruns', () => {
     const [rec] = runsJsonl(dir);
     assert.deepEqual([rec!.status, rec!.attempt, rec!.recovered, rec!.run_id], ['ok', 2, 'rerun', runJson.run_id]);
 
-    // A failed attempt removes its staging area: the next one is a new run, attempt 1.
+    // A failed attempt removes its staging area: the next one is a new run, and its
+    // attempt counts the failed ones since the hour's last commit.
     const f = fresh();
     keepOnly(f, '2011072806.reflog');
     const setActive = (active: number) => {
@@ -475,6 +477,7 @@ describe('reruns', () => {
     };
     setActive(0);
     assert.equal((await runner(f)).status, 1);
+    assert.equal((await runner(f)).status, 1);
     setActive(1);
     assert.equal((await runner(f)).status, 0);
     const recs = runsJsonl(f);
@@ -482,9 +485,15 @@ describe('reruns', () => {
       recs.map((x) => [x.status, x.attempt, x.recovered]),
       [
         ['failed', 1, undefined],
-        ['ok', 1, undefined],
+        ['failed', 2, undefined],
+        ['ok', 3, undefined],
       ],
     );
-    assert.notEqual(recs[0]!.run_id, recs[1]!.run_id);
+    assert.equal(new Set(recs.map((x) => x.run_id)).size, 3);
+    // Every line names the master that ran it, a failed one too.
+    assert.deepEqual(
+      recs.map((x) => x.master),
+      [os.hostname(), os.hostname(), os.hostname()],
+    );
   });
 });

@@ -1,7 +1,7 @@
 // status and the metrics file give one honest verdict: a run a kill left unfinished is
 // not healthy and named; a lock held past --max-run-time is stuck (exit 1, its pid and
 // age); an exit 75 beside a run that is not stuck is healthy; the run_* series outlive a
-// rotation of runs.jsonl.
+// rotation of runs.jsonl; a runner killed alone, its stages holding the lock on, is dead.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess, type SpawnSyncReturns } from 'node:child_process';
@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import { RUNNER, runRunner, testEnv } from './lib/run.js';
 import { deliver, newJob, runJob } from './lib/job.js';
 import { runsJsonl } from './lib/runner-state.js';
+import { freshBig, processesWhere } from './lib/runner.js';
 
 /** Runs `status ARGS`: its exit code, its first line (the verdict) and its JSON (with --json). */
 function status(dir: string, args: string[] = []): { code: number | null; verdict: string; json: Record<string, unknown> } {
@@ -145,4 +146,47 @@ test('the run_* series outlive a rotation of runs.jsonl: an invocation with noth
   assert.equal(runJob(dir, metrics).status, 0);
   const after = [...samples(prom)].filter(([k]) => k.startsWith('master_server_run_'));
   assert.deepEqual(after, before);
+});
+
+test('a kill -9 of the runner alone: its stages hold the lock on; status says the runner is dead, names them and what to do', async () => {
+  const dir = freshBig();
+  const child = spawn(RUNNER, [], { cwd: dir, env: testEnv(), detached: true, stdio: 'ignore' });
+  const exited = new Promise((r) => child.on('exit', r));
+  try {
+    // analyze-dump stopped (SIGSTOP) as soon as it runs: the chain cannot end while the runner is killed.
+    let stages: number[] = [];
+    for (let i = 0; i < 2000 && stages.length === 0; i++) {
+      // The stage itself (node), not the bash whose script names it.
+      stages = processesWhere((cmd) => /^\S*node .*\/bin\/analyze-dump /.test(cmd) && cmd.includes(dir));
+      if (stages.length === 0) await new Promise((r) => setTimeout(r, 5));
+    }
+    assert.ok(stages.length > 0, 'analyze-dump started');
+    for (const pid of stages) process.kill(pid, 'SIGSTOP');
+    process.kill(child.pid!, 'SIGKILL');
+    await exited;
+    const s = status(dir);
+    assert.equal(s.code, 1, s.verdict);
+    assert.match(
+      s.verdict,
+      new RegExp(
+        `^NOT healthy: the runner \\(process ${child.pid}\\) has ended \\(killed\\?\\), and the stages it started still run and hold the lock: .*\\b${stages[0]} analyze-dump\\b.*\\. ` +
+          'Nothing of run 2011072806 was published, and nothing of it will be: stop them \\(`kill [\\d ]+`\\) or let them end; the next invocation then runs the hour again$',
+      ),
+    );
+    const lock = s.json.lock as { held: boolean; pid: number; holder_alive: boolean; left: { pid: number; name: string }[] };
+    assert.deepEqual([lock.held, lock.pid, lock.holder_alive], [true, child.pid, false]);
+    assert.ok(
+      lock.left.some((p) => p.pid === stages[0] && p.name === 'analyze-dump'),
+      JSON.stringify(lock.left),
+    );
+    assert.match(
+      runRunner(dir, ['status']).stdout,
+      new RegExp(`^lock: held by process ${child.pid} .*, which has ended; held now by .*\\b${stages[0]} analyze-dump\\b`, 'm'),
+    );
+  } finally {
+    process.kill(-child.pid!, 'SIGKILL'); // its process group: the stages and their bash
+  }
+  spawnSync('flock', ['-w', '10', path.join(dir, 'var/state/lock'), 'true']);
+  // They are gone: the interrupted run, as after a kill of the whole invocation.
+  assert.match(status(dir).verdict, /^NOT healthy: run 2011072806 was interrupted: /);
 });

@@ -109,7 +109,8 @@ export function humanLine(r: RunRecord): string {
     .map(([id, n]) => `#${id} ${n}`)
     .join(', ');
   const held = typeof fu.held === 'number' ? `, ${fu.held} held back` : '';
-  const carried = r.carried_out === undefined ? '' : `, ${r.carried_out} carried over`;
+  const carried =
+    r.carried_out === undefined ? '' : `, ${r.carried_out} carried over${r.carry_expired ? `, ${r.carry_expired} expired from the carry (never sent)` : ''}`;
   return (
     `${r.run}: ${ad.lines_in ?? '?'} lines, ${ad.records_out ?? '?'} records, ${ad.rejected ?? '?'} rejected, ` +
     `${ad.skipped ?? '?'} skipped; ${r.sent} URLs sent${per ? ` (${per})` : ''}${held}${carried}; ` +

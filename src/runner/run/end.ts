@@ -114,7 +114,6 @@ export async function commitRun(
   if (byFailed > 0) record.new_domains_failed_attempts = byFailed;
   // An empty rejects file stays staged (the cleanup removes it): the commit publishes none.
   if (fs.existsSync(p.rejects) && fs.statSync(p.rejects).size > 0) record.rejects_file = p.rejectsKept;
-  record.master = o.masterName;
   const plan: CommitPlan = {
     version: 1,
     run: p.name,

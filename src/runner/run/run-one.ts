@@ -90,9 +90,10 @@ function newRecord({ o, p, isRerun }: RunContext, rj: RunJson, started: Date, st
     new_domains: 0,
     keep_ms: o.keepMs,
     resend_after_ms: o.resendAfterMs,
+    master: o.masterName,
     ...carryRecord(o, stages),
     ...(rj.queue !== undefined && { queue_name: rj.queue }),
   };
-  if (isRerun || rj.attempts > 1) record.recovered = 'rerun';
+  if (isRerun || rj.attempts > (rj.failed_before ?? 0) + 1) record.recovered = 'rerun';
   return record;
 }

@@ -155,7 +155,8 @@ export function stageCounts(s: StageOutcome): Record<string, unknown> {
     for (const k of keys) if (typeof c[k] === 'number') return c[k] as number;
     return null;
   };
-  const linesIn = num('lines_in', 'records_in', 'incoming');
+  // limit-domains reads filtered_log on stdin (filtered_in) and the carry beside it (carried_in).
+  const linesIn = num('lines_in', 'records_in', 'incoming', 'filtered_in');
   const out = num('records_out', 'sent', 'domains_out');
   const norm: Record<string, unknown> = { exit: s.exit };
   norm.lines_in = linesIn;

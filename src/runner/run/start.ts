@@ -8,6 +8,8 @@ import { type RunJson, readRunJson, writeRunJson } from '../state/attempt.js';
 import type { RunContext } from './context.js';
 import { replayWarning, resolveNow } from './now.js';
 import { queueNameTaken } from '../state/queue-dir.js';
+import { failedAttempts } from '../state/run-history.js';
+import { runsLog } from '../state/runs-log.js';
 
 /**
  * The name of the queue files of a new run of `name` started at `started`: the run's,
@@ -30,7 +32,17 @@ export function startAttempt({ o, say, p, newest, replayed }: RunContext, starte
   let rj = readRunJson(p);
   if (rj === null) {
     const { now, source } = resolveNow(p.name, o.now, started);
-    rj = { run_id: `${p.name}@${started.toISOString()}#${process.pid}`, run: p.name, now, now_source: source, created: started.toISOString(), attempts: 0 };
+    // A retry after a failure is a run of its own (a new run_id), and its attempt counts the failed ones.
+    const failed = failedAttempts(runsLog(o.state).tail(), p.name);
+    rj = {
+      run_id: `${p.name}@${started.toISOString()}#${process.pid}`,
+      run: p.name,
+      now,
+      now_source: source,
+      created: started.toISOString(),
+      attempts: failed,
+    };
+    if (failed > 0) rj.failed_before = failed;
     const queue = queueNameFor(o.queueDir, p.name, started);
     if (queue !== p.name) rj.queue = queue;
   } else if (o.now !== null && o.now !== rj.now) {

@@ -12,7 +12,10 @@ export interface RunJson {
   now: string;
   now_source: NowSource;
   created: string;
+  /** The attempt's number among those of the run's name since its last commit: failed ones (failed_before) and this run's reruns after a crash. */
   attempts: number;
+  /** The failed attempts of the run's name, since its last commit, before this run.json was made. */
+  failed_before?: number;
   /** Domains that dead attempts assigned (their upload-domains committed, the run did not). */
   assigned_earlier?: number;
   /** The attempt whose assignments assigned_earlier last took in, so that none is counted twice. */

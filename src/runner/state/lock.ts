@@ -6,6 +6,7 @@
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
+import * as path from 'node:path';
 import { ioError } from '../../core/errors.js';
 
 /** A held lock: the open descriptor to pass to children as fd 3. */
@@ -96,6 +97,20 @@ export interface LockState {
   pid: number | null;
   host: string | null;
   since: string | null;
+  /**
+   * Held: whether the process the lock file names still runs (null: it is on another
+   * host, or none is named). False: the runner was killed, and the processes it started
+   * (`left`) hold the lock on.
+   */
+  holder_alive?: boolean | null;
+  /** With holder_alive false: the processes of this host that still have the lock open (its stages, their bash), as far as /proc shows them. */
+  left?: LockHolder[];
+}
+
+/** A process that has the lock file open: its pid and its name (a stage's, or its program's). */
+export interface LockHolder {
+  pid: number;
+  name: string;
 }
 
 /**
@@ -117,7 +132,57 @@ export function lockNow(file: string): LockState {
   const holder = { pid, host: /host=(\S+)/.exec(text)?.[1] ?? null, since: /started=(\S+)/.exec(text)?.[1] ?? null };
   if (st === undefined) return { held: false, pid: null, host: null, since: null };
   const held = flockedNow(st) ?? (pid !== null && fs.existsSync(`/proc/${pid}`));
-  return held ? { held, ...holder } : { held, pid: null, host: null, since: null };
+  if (!held) return { held, pid: null, host: null, since: null };
+  const alive = pid === null || holder.host !== os.hostname() ? null : fs.existsSync(`/proc/${pid}`);
+  return alive === false ? { held, ...holder, holder_alive: false, left: openedBy(st) } : { held, ...holder, holder_alive: alive };
+}
+
+/** The processes of this host (those /proc lets this user see) that have the file of `st` open, by pid. */
+function openedBy(st: fs.Stats): LockHolder[] {
+  const out: LockHolder[] = [];
+  let pids: string[];
+  try {
+    pids = fs.readdirSync('/proc');
+  } catch {
+    return out;
+  }
+  for (const e of pids) {
+    if (!/^\d+$/.test(e) || !hasOpen(e, st)) continue;
+    out.push({ pid: Number(e), name: processName(e) });
+  }
+  return out.sort((a, b) => a.pid - b.pid);
+}
+
+/** Whether process `pid` has a descriptor open on the file of `st`. */
+function hasOpen(pid: string, st: fs.Stats): boolean {
+  let fds: string[];
+  try {
+    fds = fs.readdirSync(`/proc/${pid}/fd`);
+  } catch {
+    return false; // gone, or another user's
+  }
+  return fds.some((fd) => {
+    try {
+      const f = fs.statSync(`/proc/${pid}/fd/${fd}`, { throwIfNoEntry: false });
+      return f !== undefined && f.dev === st.dev && f.ino === st.ino;
+    } catch {
+      return false; // closed meanwhile, or not this user's to see
+    }
+  });
+}
+
+/** A process's name as a person knows it: the script node runs (bin/analyze-dump: analyze-dump), else its program. */
+function processName(pid: string): string {
+  let argv: string[] = [];
+  try {
+    argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+  } catch {
+    /* gone meanwhile */
+  }
+  const prog = path.basename(argv[0] ?? '');
+  // node's own flags (the stages' shebang gives some) come before the script.
+  const script = prog === 'node' ? argv.slice(1).find((a) => a !== '' && !a.startsWith('-')) : undefined;
+  return script !== undefined ? path.basename(script) : prog || '?';
 }
 
 /** Whether /proc/locks lists a FLOCK on the file of `st`; null when /proc/locks cannot be read. */

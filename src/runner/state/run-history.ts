@@ -66,6 +66,20 @@ export function mostForgetfulSince(records: readonly unknown[], keepMs: number):
   return out;
 }
 
+type Line = { run?: unknown; run_id?: unknown; status?: unknown; new_domains?: unknown };
+
+/** The failed lines of `run` among `records` (runs.jsonl lines, oldest first) after its last committed line, other than `runId`'s. */
+function failedSinceCommit(records: readonly unknown[], run: string, runId: string | null): Line[] {
+  const out: Line[] = [];
+  for (let i = records.length - 1; i >= 0; i--) {
+    const r = (records[i] ?? {}) as Line;
+    if (r.run !== run || r.run_id === runId) continue;
+    if (r.status === 'ok') break;
+    if (r.status === 'failed') out.push(r);
+  }
+  return out;
+}
+
 /**
  * The domains assigned by the failed runs of `run` among `records` (runs.jsonl lines,
  * oldest first) after its last committed line, other than `runId`'s: the sum of their
@@ -73,13 +87,13 @@ export function mostForgetfulSince(records: readonly unknown[], keepMs: number):
  */
 export function failedAttemptsAssigned(records: readonly unknown[], run: string, runId: string): number {
   let n = 0;
-  for (let i = records.length - 1; i >= 0; i--) {
-    const r = (records[i] ?? {}) as { run?: unknown; run_id?: unknown; status?: unknown; new_domains?: unknown };
-    if (r.run !== run || r.run_id === runId) continue;
-    if (r.status === 'ok') break;
-    if (r.status === 'failed' && Number.isSafeInteger(r.new_domains)) n += r.new_domains as number;
-  }
+  for (const r of failedSinceCommit(records, run, runId)) if (Number.isSafeInteger(r.new_domains)) n += r.new_domains as number;
   return n;
+}
+
+/** How many runs of `run` among `records` (runs.jsonl lines, oldest first) failed since its last committed line: a new attempt's number less one. */
+export function failedAttempts(records: readonly unknown[], run: string): number {
+  return failedSinceCommit(records, run, null).length;
 }
 
 /** The hours (run names) of committed runs among `records` (runs.jsonl lines), the latest last. */

@@ -55,10 +55,16 @@ export function verdictOf(e: VerdictFacts, at: JobNow | null, keepMs: number): s
   return `new: goes out when next seen, to ${e.owner !== null ? to(e.owner) : `${to(e.pick)} (least-loaded pick now)`}`;
 }
 
-/** A URL current_log holds: held back until `due` (a sighting before it is not sent), or due again since it by the job's now (unknown: neither). */
+/**
+ * A URL current_log holds: a sighting before `due` is held back (sent only with a new
+ * updatetag), or due again since it by the job's now (unknown: neither). Said of what is
+ * to come, never of a run: the run that sent it did not hold it back.
+ */
 function heldOrDue(due: string, at: JobNow | null): string {
   if (at === null) return `due again at ${due}`;
-  return at.now < due ? `held back in ${at.run}; due again at ${due}` : `due again since ${due}: its next sighting is sent`;
+  return at.now < due
+    ? `held back until ${due}: a sighting before then is sent only with a new updatetag`
+    : `due again since ${due}: its next sighting is sent`;
 }
 
 /** A URL sent once that current_log no longer holds: forgotten at its sent timestamp + keep, when that is not after the job's now. */

@@ -44,8 +44,8 @@ For each URL, what the job knows of it:
   verdict           one line, as of the job's now: carried over since RUN:
                     DOMAIN is over its cap of N / sent in RUN to Yacobot N
                     (or sent in RUN by master B);
-                    then held back in RUN; due again at T (a sighting before
-                    T is held, one from T on or with a new updatetag is sent)
+                    then held back until T: a sighting before then is sent
+                    only with a new updatetag (one from T on is sent)
                     / due again since T: its next sighting is sent /
                     forgotten at T: its next sighting is sent as new; else
                     new: goes out when next seen / rejected: REASON /

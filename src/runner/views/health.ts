@@ -66,7 +66,28 @@ export function isStuck(h: Pick<HealthInput, 'lock' | 'maxRunMs' | 'now'>): bool
 
 /** Why the job is not healthy, or null when it is. */
 export function unhealthy(h: HealthInput): string | null {
-  return stuckVerdict(h) ?? interruptedVerdict(h) ?? lastVerdict(h) ?? ageVerdict(h);
+  return deadHolderVerdict(h) ?? stuckVerdict(h) ?? interruptedVerdict(h) ?? lastVerdict(h) ?? ageVerdict(h);
+}
+
+// The chain's stages by their programs' names (run/chain.ts runs them): what a runner killed alone leaves holding its lock.
+const STAGES = new Set(['analyze-dump', 'group-sum', 'join-current', 'filter-url', 'limit-domains', 'upload-domains', 'logsaver']);
+
+/**
+ * A lock held on by the stages of a runner that died (a kill -9 of the runner alone):
+ * what still runs, and what to do. Not so of a lock some other process holds (a flock
+ * by hand, a runner that has just taken it and not yet written its pid).
+ */
+function deadHolderVerdict(h: HealthInput): string | null {
+  const l = h.lock;
+  // Their bash and tee end with them.
+  const stages = (l.left ?? []).filter((p) => STAGES.has(p.name));
+  if (!l.held || l.holder_alive !== false || stages.length === 0) return null;
+  const run = h.interrupted[0]?.run;
+  return (
+    `the runner (process ${l.pid}) has ended (killed?), and the stages it started still run and hold the lock: ` +
+    `${stages.map((p) => `${p.pid} ${p.name}`).join(', ')}. Nothing of ${run === undefined ? 'its run' : `run ${run}`} was published, ` +
+    `and nothing of it will be: stop them (\`kill ${stages.map((p) => p.pid).join(' ')}\`) or let them end; the next invocation then runs the hour again`
+  );
 }
 
 /** A lock held past --max-run-time, with its holder and age. */

@@ -61,7 +61,12 @@ export async function metricsText(m: MetricsInput): Promise<string> {
   const carry = m.outside.carry;
   if (carry !== null) {
     gauge('carry_urls', 'URLs waiting in the carry for a later run (domains over --max-per-domain).').set(carry.urls);
-    gauge('carry_oldest_age_seconds', 'How long ago the oldest URL waiting in the carry was decided (0: none waiting).').set(carry.oldest_age_seconds ?? 0);
+    gauge('carry_oldest_age_seconds', "How long before the last committed run's now the oldest URL waiting in the carry was decided (0: none waiting).").set(
+      carry.oldest_age_seconds ?? 0,
+    );
+    gauge('run_carry_expired_urls', 'URLs the last committed run dropped from the carry after waiting --carry-keep, never sent.').set(carry.expired);
+    if (carry.keep_seconds !== null)
+      gauge('carry_keep_seconds', 'The --carry-keep of the last committed run: a URL that waits this long is dropped.').set(carry.keep_seconds);
   }
   if (m.health !== undefined) healthGauges(m.health, gauge);
   if (m.run !== null) runGauges(m.run, gauge);
@@ -91,7 +96,11 @@ function runGauges(r: RunRecord, gauge: GaugeOf): void {
   const rejected = gauge('run_rejected_lines', 'Reflog lines the last committed run rejected, per reason.', ['reason']);
   const byReason = ad.rejected_by_reason;
   if (byReason !== null && typeof byReason === 'object') for (const [reason, n] of Object.entries(byReason)) rejected.set({ reason }, num(n));
-  const stage = gauge('run_stage_seconds', 'Seconds each stage of the last committed run took.', ['stage']);
+  const stage = gauge(
+    'run_stage_seconds',
+    'Wall-clock seconds from the start of each stage of the last committed run to its end (the stages run together: the chain up to that stage, not its own work).',
+    ['stage'],
+  );
   for (const [name, s] of Object.entries(r.stages)) if (typeof s.ms === 'number') stage.set({ stage: name }, s.ms / 1000);
   gauge('run_seconds', 'Seconds the last committed run took, from its start to its commit.').set(r.seconds);
   const by = r.published_by ?? r.master;

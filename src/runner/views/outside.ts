@@ -30,9 +30,14 @@ export interface Outside {
 /** The carry as the last committed run left it (only a commit replaces it). */
 export interface CarryNow {
   urls: number;
-  /** When the oldest waiting URL was decided (a run's now), and how long ago, in seconds. */
+  /** When the oldest waiting URL was decided (a run's now), and how long before the job's now (that run's now), in seconds. */
   oldest_decided: string | null;
   oldest_age_seconds: number | null;
+  /** The job's now the age is told from: the now of the run that left the carry. */
+  as_of: string;
+  /** URLs that run dropped from the carry, having waited --carry-keep (keep_seconds) or longer. */
+  expired: number;
+  keep_seconds: number | null;
   /** The domains over their cap in that run: domain -> URLs held back (the 10 that held back most). */
   capped_domains: Record<string, number>;
 }
@@ -48,19 +53,27 @@ export function lookFromOutside(o: { inbox: string; state: string; queueDir: str
     backlog: countBacklog(o.queueDir),
     lock: lockNow(stateLayout(o.state).lock),
     current_log_urls: currentLogUrls(stateLayout(o.state).currentLog, run),
-    carry: carryNow(run, now),
+    carry: carryNow(run),
   };
 }
 
-/** What `run` (the last committed run) left in the carry, or null when limit-domains did not run in it. */
-function carryNow(run: RunRecord | null, now: number): CarryNow | null {
+/**
+ * What `run` (the last committed run) left in the carry and dropped from it, or null when
+ * limit-domains did not run in it. Ages are told from that run's now, the job's time (a
+ * replayed hour of 2011 has a carry hours old, not years), as limit-domains measured them.
+ */
+function carryNow(run: RunRecord | null): CarryNow | null {
   if (run === null || typeof run.carried_out !== 'number') return null;
   const oldest =
     run.carried_out > 0 && typeof run.carry_oldest_decided === 'string' && isValidTimestamp(run.carry_oldest_decided) ? run.carry_oldest_decided : null;
+  const age = oldest === null || !isValidTimestamp(run.now) ? null : Math.max(0, Math.round((timestampToMs(run.now) - timestampToMs(oldest)) / 1000));
   return {
     urls: run.carried_out,
     oldest_decided: oldest,
-    oldest_age_seconds: oldest === null ? null : Math.max(0, Math.round((now - timestampToMs(oldest)) / 1000)),
+    oldest_age_seconds: age,
+    as_of: run.now,
+    expired: run.carry_expired ?? 0,
+    keep_seconds: typeof run.carry_keep_ms === 'number' ? run.carry_keep_ms / 1000 : null,
     capped_domains: run.capped_domains ?? {},
   };
 }

@@ -21,9 +21,12 @@ error, no invocation recorded yet). Usable as a monitoring check as it stands.
 
 Shows the last invocation (result, time, error), the last committed run (run,
 time, seconds), the reflogs waiting in the inbox (count, oldest age), each
-Yacobot's backlog now, the lock (held, by which process) and current_log's
-size, and with a per-domain cap the URLs waiting in the carry. Reads only,
-takes no lock: safe beside a running invocation.
+Yacobot's backlog now, the lock (held, by which process, and whether that
+process still runs: a runner killed alone leaves its stages holding it; status
+names them, not healthy) and current_log's
+size, and with a per-domain cap the URLs waiting in the carry (the age of the
+oldest told from the last run's now) and those the last run dropped from it
+after --carry-keep. Reads only, takes no lock: safe beside a running invocation.
 
   --json                  one JSON object: healthy, reason, last_success,
                           last_invocation, inbox, backlog, lock, lock_age_seconds,
@@ -60,7 +63,15 @@ export function status(a: SubArgs, now = Date.now()): number {
   const runs = runsLog(a.o.state).tail();
   const success = lastSuccess(runs, last);
   const { lock, current_log_urls, ...outside } = lookFromOutside(a.o, lastCommitted(runs), now);
-  const h = { last, success, lock, interrupted: interruptedRuns(a.o.state), maxAgeMs: a.maxAgeMs, maxRunMs: maxRunTimeOf(a.o), now };
+  const h = {
+    last,
+    success,
+    lock,
+    interrupted: interruptedRuns(a.o.state),
+    maxAgeMs: a.maxAgeMs,
+    maxRunMs: maxRunTimeOf(a.o),
+    now,
+  };
   const why = unhealthy(h);
   const age = lockAgeMs(lock, now);
   const s: Status = {
@@ -84,11 +95,16 @@ function when(iso: string, now: number): string {
   return `${iso} (${formatDuration(Math.max(0, now - Date.parse(iso)))} ago)`;
 }
 
-/** The carry for a person: how many URLs wait, since when, and the domains over their cap. */
+/** The carry for a person: how many URLs wait, since when (by the job's now), how many its last run dropped, and the domains over their cap. */
 function carryLine(c: NonNullable<Status['carry']>): string {
-  const since = c.oldest_decided === null ? '' : `, the oldest decided at ${c.oldest_decided} (${formatDuration((c.oldest_age_seconds ?? 0) * 1000)} ago)`;
+  const since =
+    c.oldest_decided === null
+      ? ''
+      : `, the oldest decided at ${c.oldest_decided} (${formatDuration((c.oldest_age_seconds ?? 0) * 1000)} before the job's now, ${c.as_of})`;
+  const keep = c.keep_seconds === null ? '' : ` after --carry-keep ${formatDuration(c.keep_seconds * 1000)}`;
+  const expired = `; ${c.expired} URLs expired from it in the last run${c.expired > 0 ? `${keep}, never sent` : ''}`;
   const over = Object.entries(c.capped_domains).map(([d, n]) => `${d} ${n}`);
-  return `carry: ${c.urls} URLs waiting for a later run${since}${over.length > 0 ? `; over the cap in the last run: ${over.join(', ')}` : ''}`;
+  return `carry: ${c.urls} URLs waiting for a later run${since}${expired}${over.length > 0 ? `; over the cap in the last run: ${over.join(', ')}` : ''}`;
 }
 
 /** The status for a person, one fact a line. */
@@ -109,7 +125,11 @@ export function humanStatus(s: Status, why: string | null, now: number): string 
   lines.push(`backlog: ${backlog.length > 0 ? backlog.join('; ') : 'no queue files waiting'}`);
   const l = s.lock;
   const held = s.lock_age_seconds === null ? '' : ` (${formatDuration(s.lock_age_seconds * 1000)}${s.stuck ? ', stuck' : ''})`;
-  lines.push(l.held ? `lock: held by process ${l.pid ?? '?'}${l.host ? ` on ${l.host}` : ''}${l.since ? ` since ${l.since}` : ''}${held}` : 'lock: free');
+  const left = (l.left ?? []).map((p) => `${p.pid} ${p.name}`).join(', ');
+  const dead = l.holder_alive === false ? `, which has ended; ${left === '' ? 'processes this user cannot see hold it now' : `held now by ${left}`}` : '';
+  lines.push(
+    l.held ? `lock: held by process ${l.pid ?? '?'}${l.host ? ` on ${l.host}` : ''}${l.since ? ` since ${l.since}` : ''}${held}${dead}` : 'lock: free',
+  );
   for (const r of s.interrupted) lines.push(`staging: run ${r.run} ${r.committed ? 'committed, not fully published' : 'not committed'}`);
   lines.push(`current_log: ${s.current_log_urls === null ? 'missing' : `${s.current_log_urls} URLs`}`);
   if (s.carry !== null) lines.push(carryLine(s.carry));
