@@ -237,7 +237,16 @@ test('caps in a job capped at 30 (carry-keep 2h), three hours and an empty one, 
   assert.match(text.stdout, /^2011072807 +\d+ +\d+ +\d+ +135 +40$/m);
   assert.match(text.stdout, /^--max-per-domain 30, --carry-keep 2h:$/m, "the state's cap");
   assert.match(text.stdout, /^ {2}#1 busy\.example: 135 in its busiest hour$/m);
-  for (const bad of [['--top', '0'], ['--max-per-domain', '10,x'], ['--carry-keep', 'soon'], ['extra']]) {
+  const last = JSON.parse(caps(dir, ['--json', '--hours', '2']).stdout) as Caps;
+  assert.deepEqual(
+    [last.hours.length, last.hours_kept, last.caps[0]!.max_per_domain, last.caps[0]!.runs[0]!.expired],
+    [2, 4, 30, 0],
+    '--hours 2: the play starts with an empty carry',
+  );
+  fs.rmSync(path.join(dir, 'var/state/done/2011072805.reflog'));
+  const gone = JSON.parse(caps(dir, ['--json']).stdout) as Caps;
+  assert.deepEqual([gone.hours.length, gone.runs_without_reflog], [3, 1]);
+  for (const bad of [['--top', '0'], ['--hours', '0'], ['--max-per-domain', '10,x'], ['--carry-keep', 'soon'], ['extra']]) {
     const u = caps(dir, bad);
     assert.equal(u.status, 2, `${bad.join(' ')}: ${u.stderr}`);
     assert.match(u.stderr, /^reflog-to-yacobot-queue caps: /);

@@ -30,9 +30,11 @@ export interface CapsHour {
 export interface Caps {
   state: string;
   carry_keep_ms: number;
-  /** Where the carry-keep came from: 'flag', 'state' or 'config' (the config's, or the default). */
-  carry_keep_from: 'flag' | 'state' | 'config';
+  /** Where the carry-keep came from: --carry-keep, the state's settings, the config file (its own or the default), the default. */
+  carry_keep_from: 'flag' | 'state' | 'config' | 'default';
   hours: CapsHour[];
+  /** The hours done/ keeps (more than `hours` with --hours). */
+  hours_kept: number;
   /** Reflogs of done/ left out: no run record and a name that is no hour. */
   left_out: string[];
   /** Committed runs in runs.jsonl whose reflog is no longer in done/ (--keep-done). */
@@ -100,13 +102,16 @@ function notes(r: Caps): string[] {
 }
 
 /** The report for a person. */
-export function humanCaps(r: Caps, top: number): string {
+export function humanCaps(r: Caps): string {
   if (r.hours.length === 0) return ['no reflog in STATE/done/: no hour to count (done/ keeps the reflogs of committed runs)', ...notes(r)].join('\n') + '\n';
-  const keep = `${formatDuration(r.carry_keep_ms)} (${r.carry_keep_from === 'state' ? "the state's" : r.carry_keep_from === 'flag' ? 'given' : "the config's"})`;
+  const from = { flag: 'given', state: "the state's", config: "the config's", default: 'the default' }[r.carry_keep_from];
+  const keep = `${formatDuration(r.carry_keep_ms)} (${from})`;
   const lines = [
-    `${r.hours.length} hour(s) in STATE/done/, ${r.hours[0]!.run} to ${r.hours.at(-1)!.run}; carry-keep ${keep}`,
+    `${r.hours.length === r.hours_kept ? '' : `the last ${r.hours.length} of `}${r.hours_kept} hour(s) in STATE/done/, ${r.hours[0]!.run} to ${r.hours.at(-1)!.run}; carry-keep ${keep}`,
     'urls: distinct URLs (canonical, one per id); filtered: what filter-url decided to send (runs.jsonl)',
-    `#1-#${Math.min(top, r.busiest.length)}: the busiest domains' distinct URLs, at most what filter-url sent of them`,
+    ...(r.busiest.length > 0
+      ? [`#1${r.busiest.length > 1 ? `-#${r.busiest.length}` : ''}: the busiest domains' distinct URLs, at most what filter-url sent of them`]
+      : []),
     '',
     ...hoursTable(r),
   ];

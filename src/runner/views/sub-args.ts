@@ -19,7 +19,7 @@ export interface SubArgs {
 const VALUED: ReadonlySet<string> = new Set([...KEYS, 'config'].map((k) => `--${k}`));
 
 /** The valued flags a subcommand reads itself (before the runner's of the same name). */
-const OWN: Readonly<Record<string, readonly string[]>> = { caps: ['--top', '--max-per-domain', '--carry-keep'] };
+const OWN: Readonly<Record<string, readonly string[]>> = { caps: ['--top', '--hours', '--max-per-domain', '--carry-keep'] };
 
 /** Splits `args` into the subcommand's flags and operands and the runner's options, which parseArgs reads. */
 export function parseSubArgs(name: string, args: readonly string[], cwd: string): SubArgs | 'help' | 'version' {
