@@ -246,6 +246,9 @@ test('caps in a job capped at 30 (carry-keep 2h), three hours and an empty one, 
   fs.rmSync(path.join(dir, 'var/state/done/2011072805.reflog'));
   const gone = JSON.parse(caps(dir, ['--json']).stdout) as Caps;
   assert.deepEqual([gone.hours.length, gone.runs_without_reflog], [3, 1]);
+  const none = caps(dir, ['--state', 'var/elsewhere']);
+  assert.equal(none.status, 1);
+  assert.match(none.stdout, /^no reflog in .*var\/elsewhere\/done\/ to count: no run was committed here \(a wrong --state, or no --config\?\)$/m);
   for (const bad of [['--top', '0'], ['--hours', '0'], ['--max-per-domain', '10,x'], ['--carry-keep', 'soon'], ['extra']]) {
     const u = caps(dir, bad);
     assert.equal(u.status, 2, `${bad.join(' ')}: ${u.stderr}`);

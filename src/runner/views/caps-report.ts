@@ -103,7 +103,13 @@ function notes(r: Caps): string[] {
 
 /** The report for a person. */
 export function humanCaps(r: Caps): string {
-  if (r.hours.length === 0) return ['no reflog in STATE/done/: no hour to count (done/ keeps the reflogs of committed runs)', ...notes(r)].join('\n') + '\n';
+  if (r.hours.length === 0) {
+    const why =
+      r.runs_without_reflog === 0
+        ? 'no run was committed here (a wrong --state, or no --config?)'
+        : 'done/ keeps the reflogs of committed runs (--keep-done removes them)';
+    return [`no reflog in ${visibleName(r.state)}/done/ to count: ${why}`, ...notes(r)].join('\n') + '\n';
+  }
   const from = { flag: 'given', state: "the state's", config: "the config's", default: 'the default' }[r.carry_keep_from];
   const keep = `${formatDuration(r.carry_keep_ms)} (${from})`;
   const lines = [
@@ -117,7 +123,7 @@ export function humanCaps(r: Caps): string {
   ];
   if (r.caps.length === 0) lines.push('', 'give --max-per-domain N (or several: N1,N2) to see what a cap would hold back');
   for (const c of r.caps) lines.push('', ...capTable(c.max_per_domain, c.runs, r.carry_keep_ms));
-  if (r.caps.length > 0) lines.push('(each URL counted as new in its hour and none seen again while it waits: at most what the cap holds back)');
+  if (r.caps.length > 0) lines.push('(every URL counted as new in its hour, none seen again while it waits: carried and expired are upper bounds)');
   const n = notes(r);
   return [...lines, ...(n.length > 0 ? ['', ...n] : [])].join('\n') + '\n';
 }

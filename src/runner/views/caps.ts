@@ -29,7 +29,7 @@ counted too. With a cap N, it plays limit-domains' rule over these counts, hour
 after hour: per hour, what would have been sent, carried and expired, the
 domains held back, and the longest wait. Reads only, takes no lock: safe beside
 a running invocation. It parses each reflog on one core: about 4 s of CPU per
-million lines.
+million lines. Exit 0, or 1 when STATE/done/ holds no reflog to count.
 
   --max-per-domain N[,N...]  the caps to play (default: the config's, else the
                              state's cap, else none: only the counts)
@@ -101,7 +101,7 @@ function keyingOptions(state: string): { opts: UrlOptions; other: boolean } {
   };
 }
 
-/** Prints what the kept hours say and returns 0. */
+/** Prints what the kept hours say; returns 0, or 1 when there is no hour to count. */
 export async function caps(a: SubArgs): Promise<number> {
   const state = a.o.state;
   const runs = runsLog(state).tail();
@@ -149,7 +149,7 @@ export async function caps(a: SubArgs): Promise<number> {
     caps: played,
   };
   process.stdout.write(a.json ? JSON.stringify(report, null, 2) + '\n' : humanCaps(report));
-  return 0;
+  return hours.length > 0 ? 0 : 1;
 }
 
 /** The `top` domains with the most URLs in their busiest hour, and that count. */
