@@ -6,13 +6,13 @@ import { countOption } from '../../core/numbers.js';
 import { parseDuration, timestampToMs } from '../../core/time.js';
 import { loadUrlHash, type UrlOptions } from '../../core/url.js';
 import { PROG, sayTo } from '../say.js';
-import { doneReflogs } from '../state/done.js';
+import { type DoneReflog, doneReflogs } from '../state/done.js';
 import { hourEndOf } from '../state/inbox.js';
 import { UNKNOWN_KEYING, keyedByHere, sameKeying, storedKeying } from '../state/keying.js';
 import type { RunRecord } from '../state/run-record.js';
 import { runsLog } from '../state/runs-log.js';
 import { storedSettings } from '../state/settings.js';
-import { countReflog } from './caps-count.js';
+import { type HourCount, countReflog } from './caps-count.js';
 import { CapModel, type CapRun } from './caps-model.js';
 import { type Caps, type CapsHour, humanCaps } from './caps-report.js';
 import type { SubArgs } from './sub-args.js';
@@ -72,9 +72,15 @@ function committedRuns(runs: readonly unknown[]): Map<string, Partial<RunRecord>
   return out;
 }
 
+/** A reflog of done/ with its run's now and committed record (none when runs.jsonl no longer has it). */
+interface KeptHour extends DoneReflog {
+  now: string;
+  record: Partial<RunRecord> | undefined;
+}
+
 /** The reflogs of done/ with their run's now and record, in the order of their now; and those with no now. */
-function keptHours(state: string, records: Map<string, Partial<RunRecord>>) {
-  const hours: { run: string; file: string; now: string; record: Partial<RunRecord> | undefined }[] = [];
+function keptHours(state: string, records: Map<string, Partial<RunRecord>>): { hours: KeptHour[]; leftOut: string[] } {
+  const hours: KeptHour[] = [];
   const leftOut: string[] = [];
   for (const d of doneReflogs(state)) {
     const record = records.get(d.run);
@@ -117,22 +123,7 @@ export async function caps(a: SubArgs): Promise<number> {
   for (const [i, h] of hours.entries()) {
     const c = countReflog(h.file, opts, hash);
     for (const [k, m] of models.entries()) played[k]!.runs.push(m.run(h.run, timestampToMs(h.now), c.urls, c.counts));
-    const { busiest, below } = busiestOf(c.counts, Math.max(f.top, KEPT_PER_HOUR));
-    const sent = h.record?.stages?.['filter-url']?.sent;
-    out.push({
-      run: h.run,
-      now: h.now,
-      reflog: h.file,
-      lines: c.lines,
-      rejected: c.rejected,
-      urls: c.urls,
-      domains: c.counts.size,
-      filtered: typeof sent === 'number' ? sent : null,
-      busiest,
-      others_at_most: Math.max(below, c.count_error),
-      count_error: c.count_error,
-      ids_full: c.ids_full,
-    });
+    out.push(hourReport(h, c, f.top));
     if (process.stderr.isTTY) sayTo(null).tell(`caps: ${h.run}: ${c.lines} lines counted (${i + 1} of ${hours.length})`);
   }
   const counted = new Set(kept.hours.map((h) => h.run));
@@ -150,6 +141,26 @@ export async function caps(a: SubArgs): Promise<number> {
   };
   process.stdout.write(a.json ? JSON.stringify(report, null, 2) + '\n' : humanCaps(report));
   return hours.length > 0 ? 0 : 1;
+}
+
+/** Hour `h` as caps reports it, from its counts `c` (its KEPT_PER_HOUR busiest domains, or `top` if more). */
+function hourReport(h: KeptHour, c: HourCount, top: number): CapsHour {
+  const { busiest, below } = busiestOf(c.counts, Math.max(top, KEPT_PER_HOUR));
+  const sent = h.record?.stages?.['filter-url']?.sent;
+  return {
+    run: h.run,
+    now: h.now,
+    reflog: h.file,
+    lines: c.lines,
+    rejected: c.rejected,
+    urls: c.urls,
+    domains: c.counts.size,
+    filtered: typeof sent === 'number' ? sent : null,
+    busiest,
+    others_at_most: Math.max(below, c.count_error),
+    count_error: c.count_error,
+    ids_full: c.ids_full,
+  };
 }
 
 /** The `top` domains with the most URLs in their busiest hour, and that count. */
