@@ -125,17 +125,18 @@ test('the domain table: exact within its size; past it, lossy counting keeps the
     truth.set(d, (truth.get(d) ?? 0) + 1);
     exact.add(d);
     lossy.add(d);
-    largest = Math.max(largest, lossy.counts.size);
+    largest = Math.max(largest, lossy.size);
   }
-  assert.deepEqual(exact.counts, truth);
+  assert.deepEqual(exact.counts(), truth);
   assert.equal(exact.error, 0);
   assert.ok(lossy.error > 0 && lossy.error <= 100, `error ${lossy.error}`);
   assert.ok(largest <= 2_000 + 1_000, `at most ${largest} domains held`);
+  const held = lossy.counts();
   for (const [d, n] of truth) {
-    const got = lossy.counts.get(d) ?? 0;
+    const got = held.get(d) ?? 0;
     assert.ok(got <= n && got >= n - lossy.error, `${d}: ${got} of ${n}`);
   }
-  for (const d of busy) assert.ok(lossy.counts.has(d), d);
+  for (const d of busy) assert.ok(held.has(d), d);
 });
 
 test('an hour counted as analyze-dump | group-sum make it: distinct URLs per domain, lines, rejects (bench and messy hours)', async () => {
@@ -246,6 +247,9 @@ test('caps in a job capped at 30 (carry-keep 2h), three hours and an empty one, 
   fs.rmSync(path.join(dir, 'var/state/done/2011072805.reflog'));
   const gone = JSON.parse(caps(dir, ['--json']).stdout) as Caps;
   assert.deepEqual([gone.hours.length, gone.runs_without_reflog], [3, 1]);
+  fs.writeFileSync(path.join(dir, 'runner.conf'), 'state = var/state\nmax-per-domain = 1000\n');
+  const conf = JSON.parse(caps(dir, ['--config', 'runner.conf', '--json']).stdout) as Caps;
+  assert.deepEqual([conf.caps.map((x) => x.max_per_domain), conf.carry_keep_from], [[1000], 'state'], "the config's cap, the state's carry-keep");
   const none = caps(dir, ['--state', 'var/elsewhere']);
   assert.equal(none.status, 1);
   assert.match(none.stdout, /^no reflog in .*var\/elsewhere\/done\/ to count: no run was committed here \(a wrong --state, or no --config\?\)$/m);

@@ -1,7 +1,7 @@
 // What `caps` counts in one hour's reflog: each domain's distinct URLs, canonicalized and
 // keyed by the core reflog parser as analyze-dump does and grouped by id as group-sum
 // groups them, in bounded memory (a set of ids of at most 128 MiB, a domain table pruned
-// as lossy counting prunes, with the most a count may be low by).
+// as lossy counting prunes past 262,144 domains, with the most a count may be low by).
 import * as fs from 'node:fs';
 import { TAB } from '../../core/bytes.js';
 import { DataError, ioError } from '../../core/errors.js';
@@ -70,40 +70,49 @@ export class IdSet {
   }
 }
 
+/** Where a domain's table value keeps the most it may have had before it was (again) held: above its count. */
+const DELTA = 2 ** 31;
+
 /**
  * URLs per domain, exact while it holds at most `pruneAt` domains. Past that, at each
  * boundary of `bucket` URLs it drops the domains that may have at most that boundary's
  * number of URLs (lossy counting, Manku and Motwani): a count is then low by at most
- * `error`, and a domain not held has at most `error` URLs.
+ * `error`, and a domain not held has at most `error` URLs. One table, a number a domain:
+ * its count, plus DELTA times the most it may have had before (the error when it came).
  */
 export class DomainTally {
-  readonly counts = new Map<string, number>();
   /** The most a count may be low by: the last boundary at which domains were dropped (0: exact). */
   error = 0;
-  private readonly deltas = new Map<string, number>();
+  private readonly table = new Map<string, number>();
   private seen = 0;
 
   constructor(
-    private readonly pruneAt = 1 << 19,
-    private readonly bucket = 1 << 19,
+    private readonly pruneAt = 1 << 18,
+    private readonly bucket = 1 << 18,
   ) {}
 
-  /** Counts one URL of `domain`. */
+  /** The domains held. */
+  get size(): number {
+    return this.table.size;
+  }
+
+  /** Counts one URL of `domain` (fewer than 2^31 URLs a domain). */
   add(domain: string): void {
-    const n = this.counts.get(domain);
-    if (n !== undefined) this.counts.set(domain, n + 1);
-    else {
-      this.counts.set(domain, 1);
-      if (this.error > 0) this.deltas.set(domain, this.error);
-    }
-    if (++this.seen % this.bucket === 0 && this.counts.size > this.pruneAt) this.prune(this.seen / this.bucket);
+    const v = this.table.get(domain);
+    this.table.set(domain, v === undefined ? 1 + this.error * DELTA : v + 1);
+    if (++this.seen % this.bucket === 0 && this.table.size > this.pruneAt) this.prune(this.seen / this.bucket);
+  }
+
+  /** The counts per domain: the table itself, made counts alone (nothing may be added after). */
+  counts(): Map<string, number> {
+    if (this.error > 0) for (const [d, v] of this.table) this.table.set(d, v % DELTA);
+    return this.table;
   }
 
   private prune(boundary: number): void {
-    for (const [d, n] of this.counts) {
-      if (n + (this.deltas.get(d) ?? 0) > boundary) continue;
-      this.counts.delete(d);
-      this.deltas.delete(d);
+    for (const [d, v] of this.table) {
+      if ((v % DELTA) + Math.floor(v / DELTA) > boundary) continue;
+      this.table.delete(d);
       this.error = boundary;
     }
   }
@@ -184,7 +193,7 @@ export function countReflog(file: string, opts: UrlOptions, hash: UrlHash, tally
   } finally {
     fs.closeSync(fd);
   }
-  return { lines: n.lines, rejected: n.rejected, urls: sink.urls, counts: tally.counts, count_error: tally.error, ids_full: ids.full };
+  return { lines: n.lines, rejected: n.rejected, urls: sink.urls, counts: tally.counts(), count_error: tally.error, ids_full: ids.full };
 }
 
 /**
