@@ -244,6 +244,13 @@ test('caps in a job capped at 30 (carry-keep 2h), three hours and an empty one, 
     [2, 4, 30, 0],
     '--hours 2: the play starts with an empty carry',
   );
+  fs.symlinkSync(path.join(dir, 'gone.reflog'), path.join(dir, 'var/state/done/2011072812.reflog'));
+  const dangling = caps(dir, ['--json']);
+  assert.equal(dangling.status, 0, dangling.stderr);
+  assert.deepEqual((JSON.parse(dangling.stdout) as Caps).unreadable, [
+    `2011072812: ${dir}/var/state/done/2011072812.reflog: cannot open: ENOENT: no such file or directory`,
+  ]);
+  fs.rmSync(path.join(dir, 'var/state/done/2011072812.reflog'));
   fs.rmSync(path.join(dir, 'var/state/done/2011072805.reflog'));
   const gone = JSON.parse(caps(dir, ['--json']).stdout) as Caps;
   assert.deepEqual([gone.hours.length, gone.runs_without_reflog], [3, 1]);

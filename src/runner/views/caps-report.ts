@@ -33,10 +33,12 @@ export interface Caps {
   /** Where the carry-keep came from: --carry-keep, the state's settings, the config file (its own or the default), the default. */
   carry_keep_from: 'flag' | 'state' | 'config' | 'default';
   hours: CapsHour[];
-  /** The hours done/ keeps (more than `hours` with --hours). */
+  /** The hours done/ keeps (more than `hours` with --hours, or when one cannot be read). */
   hours_kept: number;
   /** Reflogs of done/ left out: no run record and a name that is no hour. */
   left_out: string[];
+  /** Reflogs of done/ that could not be read (a dangling link), with the error: not counted. */
+  unreadable: string[];
   /** Committed runs in runs.jsonl whose reflog is no longer in done/ (--keep-done). */
   runs_without_reflog: number;
   /** The URL parser of the state's ids differs from this runtime's (its next run re-keys). */
@@ -91,6 +93,7 @@ function capTable(n: number, runs: readonly CapRun[], keepMs: number): string[] 
 function notes(r: Caps): string[] {
   const out: string[] = [];
   if (r.left_out.length > 0) out.push(`left out (no run record, and the name is no hour): ${r.left_out.map(visibleName).join(', ')}`);
+  for (const u of r.unreadable) out.push(`not counted: ${visibleName(u)}`);
   if (r.runs_without_reflog > 0)
     out.push(`${r.runs_without_reflog} committed run(s) of runs.jsonl have no reflog in done/ (--keep-done removed it): not counted`);
   if (r.other_parser) out.push("the state's URLs were keyed by another URL parser: counted with this runtime's, as its next run re-keys them");
@@ -113,7 +116,7 @@ export function humanCaps(r: Caps): string {
   const from = { flag: 'given', state: "the state's", config: "the config's", default: 'the default' }[r.carry_keep_from];
   const keep = `${formatDuration(r.carry_keep_ms)} (${from})`;
   const lines = [
-    `${r.hours.length === r.hours_kept ? '' : `the last ${r.hours.length} of `}${r.hours_kept} hour(s) in STATE/done/, ${r.hours[0]!.run} to ${r.hours.at(-1)!.run}; carry-keep ${keep}`,
+    `${r.hours.length === r.hours_kept ? '' : `${r.hours.length} of the `}${r.hours_kept} hour(s) in STATE/done/, ${r.hours[0]!.run} to ${r.hours.at(-1)!.run}; carry-keep ${keep}`,
     'urls: distinct URLs (canonical, one per id); filtered: what filter-url decided to send (runs.jsonl)',
     ...(r.busiest.length > 0
       ? [`#1${r.busiest.length > 1 ? `-#${r.busiest.length}` : ''}: the busiest domains' distinct URLs, at most what filter-url sent of them`]

@@ -1,7 +1,7 @@
 // reflog-to-yacobot-queue caps: for choosing --max-per-domain, the busiest domains' URLs
 // in each hour the state keeps (STATE/done/, runs.jsonl), and what a cap of N would have
 // sent, carried and expired under the carry-keep. Reads only; takes no lock.
-import { UsageError } from '../../core/errors.js';
+import { DataError, UsageError, formatPlace } from '../../core/errors.js';
 import { countOption } from '../../core/numbers.js';
 import { parseDuration, timestampToMs } from '../../core/time.js';
 import { loadUrlHash, type UrlOptions } from '../../core/url.js';
@@ -120,8 +120,10 @@ export async function caps(a: SubArgs): Promise<number> {
   const models = f.caps.map((n) => new CapModel(n, f.keepMs));
   const played = f.caps.map((n) => ({ max_per_domain: n, runs: [] as CapRun[] }));
   const out: CapsHour[] = [];
+  const unreadable: string[] = [];
   for (const [i, h] of hours.entries()) {
-    const c = countReflog(h.file, opts, hash);
+    const c = readable(h, () => countReflog(h.file, opts, hash), unreadable);
+    if (c === null) continue;
     for (const [k, m] of models.entries()) played[k]!.runs.push(m.run(h.run, timestampToMs(h.now), c.urls, c.counts));
     out.push(hourReport(h, c, f.top));
     if (process.stderr.isTTY) sayTo(null).tell(`caps: ${h.run}: ${c.lines} lines counted (${i + 1} of ${hours.length})`);
@@ -134,13 +136,25 @@ export async function caps(a: SubArgs): Promise<number> {
     hours: out,
     hours_kept: kept.hours.length,
     left_out: kept.leftOut,
+    unreadable,
     runs_without_reflog: [...records.keys()].filter((r) => !counted.has(r)).length,
     other_parser: other,
     busiest: peaks(out, f.top),
     caps: played,
   };
   process.stdout.write(a.json ? JSON.stringify(report, null, 2) + '\n' : humanCaps(report));
-  return hours.length > 0 ? 0 : 1;
+  return out.length > 0 ? 0 : 1;
+}
+
+/** What `count` gives, or null when it cannot read hour `h`'s reflog (a dangling link in done/), noted in `unreadable`. */
+function readable(h: KeptHour, count: () => HourCount, unreadable: string[]): HourCount | null {
+  try {
+    return count();
+  } catch (err) {
+    if (!(err instanceof DataError)) throw err;
+    unreadable.push(`${h.run}: ${formatPlace(err.place, err.message)}`);
+    return null;
+  }
 }
 
 /** Hour `h` as caps reports it, from its counts `c` (its KEPT_PER_HOUR busiest domains, or `top` if more). */
