@@ -9,6 +9,9 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { generateReflog } from '../scripts/gen-reflog.js';
+import { spawnSync } from 'node:child_process';
+import type { Caps } from '../src/runner/views/caps-report.js';
+import { RUNNER, testEnv } from './lib/run.js';
 import { runsJsonl } from './lib/runner-state.js';
 import { fresh, keepOnly, runner } from './lib/runner.js';
 
@@ -84,4 +87,21 @@ test('three busy hours and six header-only hours, uncapped and with --max-per-do
     `distinct URLs published: capped ${uc.size}, uncapped ${uu.size}; queue lines: capped ${lines.reduce((n, l) => n + (l.sent as number), 0)}, uncapped ${runsJsonl(uncapped).reduce((n, l) => n + (l.sent as number), 0)}`,
   );
   assert.deepEqual(uc, uu);
+  // caps on the capped job: its counts bound what the uncapped job sent of each domain, and
+  // its play of the cap (every URL new in its hour) holds back at least what the runs did.
+  const r = spawnSync(RUNNER, ['caps', '--json'], { cwd: capped, env: testEnv(), encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  const report = JSON.parse(r.stdout) as Caps;
+  const play = report.caps[0]!;
+  assert.equal(play.max_per_domain, CAP);
+  for (const [i, h] of report.hours.entries()) {
+    const l = lines[i]!;
+    assert.equal(h.run, l.run);
+    assert.equal(h.urls, (l.stages as Record<string, Record<string, unknown>>)['group-sum']!.records_out, `${h.run}: urls`);
+    for (const [domain, urls] of pu.get(h.run) ?? []) {
+      const counted = h.busiest.find((b) => b.domain === domain)?.urls ?? h.others_at_most;
+      assert.ok(urls.length <= counted, `${h.run}: ${domain} sent ${urls.length}, counted ${counted}`);
+    }
+    assert.ok(play.runs[i]!.carried >= (l.carried_out as number), `${h.run}: played carried ${play.runs[i]!.carried}, carried_out ${l.carried_out}`);
+  }
 });

@@ -1,29 +1,10 @@
 // The now of a run: from --now, the hour its name starts with, or the clock; the hours
 // that must wait (not begun, no real hour); the warning of a replay whose URLs
 // current_log has forgotten.
-import { formatDuration, formatTimestamp, isValidTimestamp, timestampToMs } from '../../core/time.js';
+import { formatDuration, formatTimestamp, timestampToMs } from '../../core/time.js';
+import { hourEndOf, hourStartOf } from '../state/inbox.js';
 import type { CommittedNow } from '../state/run-history.js';
 import type { NowSource } from '../state/run-record.js';
-
-/** The start of the hour a run name starts with (YYYYMMDDhh...) as a timestamp, or null when it starts with no real hour. */
-function hourStartOf(name: string): string | null {
-  const m = /^(\d{10})/.exec(name);
-  if (!m) return null;
-  const start = `${m[1]}0000`;
-  return isValidTimestamp(start) ? start : null;
-}
-
-/**
- * The end of the hour a run name starts with (YYYYMMDDhh...), as a timestamp in the
- * local zone, or null when the name does not start with a real hour.
- */
-export function hourEndOf(name: string): string | null {
-  const start = hourStartOf(name);
-  if (start === null) return null;
-  const end = formatTimestamp(new Date(timestampToMs(start) + 3_600_000));
-  // The last hour of 9999 ends in a year of five digits, which no stage takes as a time.
-  return isValidTimestamp(end) ? end : null;
-}
 
 /**
  * Why a run whose now comes from its name must wait: its hour has not begun by `clock`

@@ -1,7 +1,8 @@
-// INBOX: the reflogs as the runner names, orders and reads them.
+// INBOX: the reflogs as the runner names, orders and reads them, and the hour a run name stands for.
 import type * as fs from 'node:fs';
 import * as path from 'node:path';
 import { hasControl, visibleName } from '../../core/errors.js';
+import { formatTimestamp, isValidTimestamp, timestampToMs } from '../../core/time.js';
 
 /**
  * Which file a run read as its reflog (st_dev, st_ino, and size and mtime as a
@@ -63,4 +64,24 @@ export function planInbox(entries: readonly string[]): { runs: string[]; skipped
 /** INBOX/NAME.reflog. */
 export function inboxReflog(inbox: string, name: string): string {
   return path.join(inbox, name + REFLOG_EXT);
+}
+
+/** The start of the hour a run name starts with (YYYYMMDDhh...) as a timestamp, or null when it starts with no real hour. */
+export function hourStartOf(name: string): string | null {
+  const m = /^(\d{10})/.exec(name);
+  if (!m) return null;
+  const start = `${m[1]}0000`;
+  return isValidTimestamp(start) ? start : null;
+}
+
+/**
+ * The end of the hour a run name starts with (YYYYMMDDhh...), as a timestamp in the
+ * local zone, or null when the name does not start with a real hour.
+ */
+export function hourEndOf(name: string): string | null {
+  const start = hourStartOf(name);
+  if (start === null) return null;
+  const end = formatTimestamp(new Date(timestampToMs(start) + 3_600_000));
+  // The last hour of 9999 ends in a year of five digits, which no stage takes as a time.
+  return isValidTimestamp(end) ? end : null;
 }

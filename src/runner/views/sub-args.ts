@@ -1,5 +1,5 @@
-// A subcommand's command line: its own flags (--json, status's --max-age), its operands,
-// then the runner's options (and --config) as the cron line gives them.
+// A subcommand's command line: its own flags (--json, status's --max-age, caps' OWN
+// flags), its operands, then the runner's options (and --config) as the cron line gives them.
 import { UsageError } from '../../core/errors.js';
 import { parseDuration } from '../../core/time.js';
 import { KEYS } from '../options/reader.js';
@@ -10,16 +10,22 @@ import { parseArgs } from '../options/parse.js';
 export interface SubArgs {
   json: boolean;
   maxAgeMs: number | null;
+  /** The subcommand's own valued flags (OWN), flag -> value, as given. */
+  own: Map<string, string>;
   operands: string[];
   o: RunnerOptions;
 }
 
 const VALUED: ReadonlySet<string> = new Set([...KEYS, 'config'].map((k) => `--${k}`));
 
+/** The valued flags a subcommand reads itself (before the runner's of the same name). */
+const OWN: Readonly<Record<string, readonly string[]>> = { caps: ['--top', '--hours', '--max-per-domain', '--carry-keep'] };
+
 /** Splits `args` into the subcommand's flags and operands and the runner's options, which parseArgs reads. */
 export function parseSubArgs(name: string, args: readonly string[], cwd: string): SubArgs | 'help' | 'version' {
   let json = false;
   let maxAgeMs: number | null = null;
+  const own = new Map<string, string>();
   const operands: string[] = [];
   const runner: string[] = [];
   for (let i = 0; i < args.length; i++) {
@@ -33,6 +39,10 @@ export function parseSubArgs(name: string, args: readonly string[], cwd: string)
       const v = a.includes('=') ? a.slice(a.indexOf('=') + 1) : args[++i];
       maxAgeMs = v === undefined ? null : parseDuration(v);
       if (maxAgeMs === null) throw new UsageError(`--max-age wants a duration like 90m, 2h, 1d or seconds, got '${v ?? ''}'`);
+    } else if (OWN[name]?.includes(flag)) {
+      const v = a.includes('=') ? a.slice(a.indexOf('=') + 1) : args[++i];
+      if (v === undefined) throw new UsageError(`option '${flag}' wants a value`);
+      own.set(flag, v);
     } else if (VALUED.has(flag) && !a.includes('=')) runner.push(a, ...(i + 1 < args.length ? [args[++i]!] : []));
     else if (a.startsWith('-') && a !== '-') runner.push(a);
     else operands.push(a);
@@ -41,5 +51,5 @@ export function parseSubArgs(name: string, args: readonly string[], cwd: string)
   if (typeof o === 'string') return o;
   if (name !== 'explain' && operands.length > 0) throw new UsageError(`${name} takes no operands, got '${operands[0]}'`);
   if (name === 'explain' && operands.length === 0) throw new UsageError('explain wants at least one URL');
-  return { json, maxAgeMs, operands, o };
+  return { json, maxAgeMs, own, operands, o };
 }
