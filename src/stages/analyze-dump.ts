@@ -463,9 +463,14 @@ no output.`,
     ctx.onExit(() => parse.close());
     ctx.reportCounts(() => parse.counts.report(parse.sorter));
     if (o.rejects) parse.rejects = await openRejects(ctx, o.rejects);
-    await ctx.eachChunk(async (chunk) => {
-      for (const b of parse.batcher.push(chunk)) await parse.submit(b, false);
-    });
+    // Read straight into the batches' buffers (LineBatcher.room), handed on without a copy.
+    await ctx.eachBlock(
+      () => parse.batcher.room(),
+      async (n) => {
+        const b = parse.batcher.filled(n);
+        if (b) await parse.submit(b, false);
+      },
+    );
     const unterminated = await parse.end();
     ctx.log.debug(parse.where(), 'where the batches were parsed');
     await writeOutput(ctx, o, parse, unterminated);
