@@ -298,9 +298,12 @@ function putRejects(sink: ByteSink, x: BatchRejects, before: number): void {
   }
 }
 
-/** A batch's output, handed back to be filled again by a later batch (recycling, not garbage). */
+/**
+ * A batch's output, handed back to be filled again by a later batch (recycling, not
+ * garbage): its rejects, and records the sorter has let go of (spilled), if any.
+ */
 export interface Lent {
-  packed: PackedRecords;
+  packed: PackedRecords | undefined;
   rejects: BatchRejects;
 }
 
@@ -308,7 +311,7 @@ export interface Lent {
 export function lentBuffers(l: Lent): ArrayBuffer[] {
   const r = l.rejects;
   const rejectParts = [r.lines, r.whys, r.text.bytes, r.text.ends, r.reasons.bytes, r.reasons.ends].filter((a) => a.buffer.byteLength > 0).map((a) => a.buffer as ArrayBuffer);
-  return [...packedBuffers(l.packed), ...rejectParts];
+  return [...(l.packed ? packedBuffers(l.packed) : []), ...rejectParts];
 }
 
 /** A batch for a worker thread, with output buffers lent for it. */
@@ -512,10 +515,7 @@ async function writeOutput(ctx: StageContext, o: AnalyzeDumpOptions, parse: Refl
     );
   }
   const out = ctx.out;
-  await sorter.drain((chunk) => {
-    out.writeBytes(chunk);
-    return out.flushIfFull();
-  });
+  await sorter.drainTo(out, () => out.flushIfFull());
 }
 
 /** The counts of a run, for its summary line. */
@@ -597,7 +597,7 @@ class ReflogParse {
     if (o.threads === 0 || (this.pool === null && final)) {
       const { result, packed } = await this.parseHere(batch, this.lend.pop());
       this.apply(result, packed);
-      this.lend.push({ packed, rejects: result.rejects });
+      this.lend.push({ packed: this.sorter.takeSpare(), rejects: result.rejects });
       await this.rejectsTaken();
       return;
     }
@@ -676,7 +676,8 @@ class ReflogParse {
   private apply(r: BatchResult, packed: PackedRecords): void {
     const c = this.counts;
     const before = this.sorter.count;
-    this.sorter.addPacked(packed);
+    // The sorter keeps the batch's buffers as they are (no copy).
+    this.sorter.adoptPacked(packed);
     const x = r.rejects;
     if (this.rejects) putRejects(this.rejects, x, c.linesIn);
     c.recordsOut += this.sorter.count - before;
@@ -692,7 +693,7 @@ class ReflogParse {
       await this.rejectsTaken();
       this.apply(d.result, d.packed);
       this.batcher.recycle(d.batch);
-      this.lend.push({ packed: d.packed, rejects: d.result.rejects });
+      this.lend.push({ packed: this.sorter.takeSpare(), rejects: d.result.rejects });
     }
   }
 
