@@ -12,6 +12,8 @@ export interface RecordSink {
   pos: number;
   /** Makes room for a record of up to `max` bytes at `buf[pos]` (may replace `buf`). */
   reserve(max: number): void;
+  /** As reserve, for a record whose id's high half is `hi`, where a sink that groups records by id has it. */
+  reserveFor?(hi: number, max: number): void;
   /** Adds the record written at `buf[pos, end)` (LF included) with its sort key. */
   commit(end: number, hi: number, lo: number, ts: number): void;
 }
@@ -99,18 +101,7 @@ export class RecordBatch implements RecordSink {
     const bytesUsed = this.pos;
     const { starts, hi, lo, ts, counts, byteAt } = this;
     starts[n] = bytesUsed;
-    const size = Math.ceil(Math.max(256, bytesUsed) / ROUND_BYTES) * ROUND_BYTES;
-    const records = Math.ceil((n + 1) / ROUND_RECORDS) * ROUND_RECORDS;
-    const fits = (a: ArrayBufferView | undefined, len: number) => a !== undefined && a.byteLength >= len;
-    const p: PackedRecords = {
-      bytes: reuse && reuse.bytes.buffer.byteLength >= size ? new Uint8Array(reuse.bytes.buffer, 0, bytesUsed) : new Uint8Array(new ArrayBuffer(size), 0, bytesUsed),
-      n,
-      starts: reuse && fits(reuse.starts, 4 * records) ? reuse.starts : new Uint32Array(records),
-      hi: reuse && fits(reuse.hi, 4 * records) ? reuse.hi : new Uint32Array(records),
-      lo: reuse && fits(reuse.lo, 4 * records) ? reuse.lo : new Uint32Array(records),
-      ts: reuse && fits(reuse.ts, 8 * records) ? reuse.ts : new Float64Array(records),
-      parts: reuse ? reuse.parts : new Uint32Array((1 << GROUP_BITS) + 1),
-    };
+    const p = packedFor(bytesUsed, n, reuse);
     // A counting sort by the top 8 bits of the id: where each group starts, in records and bytes.
     const shift = 32 - GROUP_BITS;
     counts.fill(0);
@@ -148,7 +139,121 @@ export class RecordBatch implements RecordSink {
   }
 }
 
+/** Packed records for `n` records of `bytesUsed` bytes, in `reuse`'s buffers where they fit (sizes rounded up, so that buffers handed back fit a later batch). */
+function packedFor(bytesUsed: number, n: number, reuse: PackedRecords | undefined): PackedRecords {
+  const size = Math.ceil(Math.max(256, bytesUsed) / ROUND_BYTES) * ROUND_BYTES;
+  const records = Math.ceil((n + 1) / ROUND_RECORDS) * ROUND_RECORDS;
+  const fits = (a: ArrayBufferView | undefined, len: number) => a !== undefined && a.byteLength >= len;
+  return {
+    bytes: reuse && reuse.bytes.buffer.byteLength >= size ? new Uint8Array(reuse.bytes.buffer, 0, bytesUsed) : new Uint8Array(new ArrayBuffer(size), 0, bytesUsed),
+    n,
+    starts: reuse && fits(reuse.starts, 4 * records) ? reuse.starts : new Uint32Array(records),
+    hi: reuse && fits(reuse.hi, 4 * records) ? reuse.hi : new Uint32Array(records),
+    lo: reuse && fits(reuse.lo, 4 * records) ? reuse.lo : new Uint32Array(records),
+    ts: reuse && fits(reuse.ts, 8 * records) ? reuse.ts : new Float64Array(records),
+    parts: reuse ? reuse.parts : new Uint32Array((1 << GROUP_BITS) + 1),
+  };
+}
+
 /** The buffers of packed records, for a transfer list. */
 export function packedBuffers(p: PackedRecords): ArrayBuffer[] {
   return [p.bytes.buffer, p.starts.buffer, p.hi.buffer, p.lo.buffer, p.ts.buffer, p.parts.buffer] as ArrayBuffer[];
+}
+
+const EMPTY = Buffer.alloc(0);
+
+/**
+ * A RecordSink that writes each record straight into its group's own buffer (the
+ * writer names the id first: reserveFor), so that take() packs a batch with one copy
+ * per group instead of one per record. The group buffers are kept for the next batch.
+ */
+export class GroupedBatch implements RecordSink {
+  buf: Buffer = EMPTY;
+  pos = 0;
+  private readonly groups: Buffer[] = Array.from({ length: 1 << GROUP_BITS }, () => EMPTY);
+  private readonly used = new Uint32Array(1 << GROUP_BITS);
+  private g = 0;
+  private n = 0;
+  /** For each record, in input order: its group, where it starts in its group buffer, its key. */
+  private group: Uint8Array<ArrayBuffer> = new Uint8Array(1024);
+  private at = new Uint32Array(1024);
+  private hi = new Uint32Array(1024);
+  private lo = new Uint32Array(1024);
+  private ts = new Float64Array(1024);
+  private readonly counts = new Uint32Array((1 << GROUP_BITS) + 1);
+  private readonly base = new Uint32Array(1 << GROUP_BITS);
+
+  reserve(): void {
+    throw new Error('GroupedBatch: reserveFor names the group');
+  }
+
+  reserveFor(hi: number, max: number): void {
+    const g = hi >>> (32 - GROUP_BITS);
+    let b = this.groups[g]!;
+    const at = this.used[g]!;
+    if (at + max > b.length) {
+      const bigger = Buffer.allocUnsafe(Math.max(4096, 2 * b.length, at + max));
+      b.copy(bigger, 0, 0, at);
+      b = this.groups[g] = bigger;
+    }
+    this.g = g;
+    this.buf = b;
+    this.pos = at;
+  }
+
+  commit(end: number, hi: number, lo: number, ts: number): void {
+    const k = this.n;
+    if (k === this.hi.length) {
+      this.group = grown8(this.group);
+      this.at = grown(this.at);
+      this.hi = grown(this.hi);
+      this.lo = grown(this.lo);
+      this.ts = grown(this.ts);
+    }
+    const g = this.g;
+    this.group[k] = g;
+    this.at[k] = this.used[g]!;
+    this.hi[k] = hi;
+    this.lo[k] = lo;
+    this.ts[k] = ts;
+    this.used[g] = end;
+    this.n = k + 1;
+  }
+
+  /** The records committed since the last take(), packed as RecordBatch.take() packs them, in `reuse`'s buffers where they fit. */
+  take(reuse?: PackedRecords): PackedRecords {
+    const n = this.n;
+    const { counts, base, used, group } = this;
+    let bytesUsed = 0;
+    for (let g = 0; g < 1 << GROUP_BITS; g++) {
+      base[g] = bytesUsed;
+      bytesUsed += used[g]!;
+    }
+    const p = packedFor(bytesUsed, n, reuse);
+    counts.fill(0);
+    for (let k = 0; k < n; k++) counts[group[k]! + 1]!++;
+    for (let g = 0; g < 1 << GROUP_BITS; g++) {
+      counts[g + 1]! += counts[g]!;
+      if (used[g]! > 0) p.bytes.set(this.groups[g]!.subarray(0, used[g]!), base[g]!);
+    }
+    p.parts.set(counts);
+    for (let k = 0; k < n; k++) {
+      const g = group[k]!;
+      const j = counts[g]!++;
+      p.starts[j] = base[g]! + this.at[k]!;
+      p.hi[j] = this.hi[k]!;
+      p.lo[j] = this.lo[k]!;
+      p.ts[j] = this.ts[k]!;
+    }
+    p.starts[n] = bytesUsed;
+    used.fill(0);
+    this.n = 0;
+    return p;
+  }
+}
+
+function grown8(a: Uint8Array<ArrayBuffer>): Uint8Array<ArrayBuffer> {
+  const b = new Uint8Array(a.length * 2);
+  b.set(a);
+  return b;
 }

@@ -8,7 +8,8 @@ import { DataError, UsageError } from '../core/errors.js';
 import { UNTERMINATED_WARNING } from '../core/records.js';
 import { countOption, parseCount, ratioOption } from '../core/numbers.js';
 import { parseBudget } from '../core/size.js';
-import { RecordBatch, RecordSorter, SPILL_PREFIX, packedBuffers, type PackedRecords } from '../core/sorter.js';
+import { RecordSorter, SPILL_PREFIX, packedBuffers, type PackedRecords } from '../core/sorter.js';
+import { GroupedBatch } from '../core/packed.js';
 import { LineBatcher } from '../core/lines.js';
 import { ReflogAnalyzer, Verdict, lineLimit } from '../core/reflog.js';
 import { FileWriter } from '../core/writers.js';
@@ -343,23 +344,14 @@ export interface BatchResult {
 function analyzeBatch(analyzer: ReflogAnalyzer, buf: Buffer, maxLine: number, rejects: RejectPacker): BatchResult {
   const r = { lines: 0, headers: 0, empty: 0 };
   const n = buf.length;
-  let s = 0;
-  while (s < n) {
-    let e = buf.indexOf(10, s);
-    if (e === -1) e = n;
+  for (let s = 0; s < n; s = analyzer.lineEnd + 1) {
     r.lines++;
-    // A long line with no TAB anywhere is still a header (LineBatcher keeps a TAB
-    // where it cut one off); any other long line is rejected.
-    // The limit is on the line without the CR that line() strips (LineBatcher keeps
-    // maxLine + 2 bytes of a longer line, so a cut line is still too long without one).
-    const len = e > s && buf[e - 1] === 13 ? e - s - 1 : e - s;
-    const overlong = len > maxLine && buf.subarray(s, e).indexOf(TAB) !== -1;
-    const end = len > maxLine ? s + maxLine : e;
-    const v = analyzer.line(buf, s, end, overlong);
+    // One pass over the line finds its end too (LineBatcher keeps a TAB where it cut one
+    // off, so a long line with no TAB anywhere is still a header).
+    const v = analyzer.lineAt(buf, s, n, maxLine);
     if (v === Verdict.Header) r.headers++;
     else if (v === Verdict.Empty) r.empty++;
-    else if (v === Verdict.Reject) rejects.add(r.lines, analyzer.reason, analyzer.detail, buf, s, end);
-    s = e + 1;
+    else if (v === Verdict.Reject) rejects.add(r.lines, analyzer.reason, analyzer.detail, buf, s, analyzer.textEnd);
   }
   return { ...r, rejects: rejects.take() };
 }
@@ -369,8 +361,8 @@ function analyzeBatch(analyzer: ReflogAnalyzer, buf: Buffer, maxLine: number, re
  * with its URL memory (which spans batches), packing each batch's records.
  */
 export class BatchAnalyzer {
-  // Records run about 1.3 times the size of their reflog lines (about 70 bytes).
-  private readonly records = new RecordBatch(BATCH_BYTES * 1.5, BATCH_BYTES / 48);
+  // Each record goes straight to the buffer of its id's group (see GroupedBatch).
+  private readonly records = new GroupedBatch();
   private readonly analyzer: ReflogAnalyzer;
   private readonly rejects: RejectPacker;
 
