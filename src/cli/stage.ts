@@ -140,7 +140,7 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   const args = parseCommandLine(def, argv, commander);
   const log = pino({ name: def.name, level: args.logLevel, base: { stage: def.name }, hooks: REDACTING_HOOKS }, pino.destination({ fd: 2, sync: true }));
   staleTemps.report = (p) => log.warn({ removed: p }, `removed ${p}, left by a run that was killed (its process has ended)`);
-  const out = new Output(process.stdout);
+  const out = new Output(process.stdout, undefined, true);
   const end: RunEnd = new RunEnd(def.name, def.writesStdout !== false, log, started);
   refuseReadOnlyStdout(end);
   // A stage runs at most a pipe's worth ahead of its reader: with Linux's 64 KiB the
