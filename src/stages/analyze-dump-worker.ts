@@ -2,7 +2,7 @@
 // and hands back the packed records (transferred, not copied) with the batch's counts.
 import { parentPort, workerData } from 'node:worker_threads';
 import { loadUrlHash } from '../core/url.js';
-import { BatchAnalyzer, lentBuffers, type AnalyzeDone, type AnalyzeDumpOptions, type AnalyzeJob } from './analyze-dump.js';
+import { BatchAnalyzer, lentBuffers, type AnalyzeDone, type AnalyzeDumpOptions, type AnalyzeJob } from './analyze-dump-batch.js';
 
 const { opts, maxLine } = workerData as { opts: AnalyzeDumpOptions; maxLine: number };
 // One analyzer for the thread's life: its memory of recent URLs spans batches.
