@@ -62,7 +62,13 @@ function bench(o: Options): void {
   const id = identityOf(file);
   const mib = id.size / 2 ** 20;
   const check = best(o.repeat, () => identityOf(file));
-  const cold = dropCache(file) ? best(o.repeat, () => identityOf(file), () => dropCache(file)) : null;
+  const cold = dropCache(file)
+    ? best(
+        o.repeat,
+        () => identityOf(file),
+        () => dropCache(file),
+      )
+    : null;
   const staging = fs.mkdtempSync(path.join(o.out, 'staging-'));
   fs.mkdirSync(path.join(staging, 'work'));
   const record = { run: 'bench', status: 'ok', now: '20110728060000', keep_ms: 3_600_000 } as RunRecord;
@@ -77,14 +83,17 @@ function bench(o: Options): void {
 }
 
 function main(argv: string[]): Promise<never> {
-  return runAdmin('bench-memory', (p) =>
-    p
-      .description("Times the runner's check of current_log and the commit's copy of it, on a current_log of --urls URLs.")
-      .option('--urls <N>', 'URLs in current_log: 4M, 500k', countOption('--urls'), 4_000_000)
-      .option('--repeat <R>', 'best of R timings', intOption('--repeat', 1, 100), 3)
-      .option('--out <DIR>', 'where the current_log is made and kept', 'bench/out')
-      .action((o: Options) => bench(o)),
-  argv);
+  return runAdmin(
+    'bench-memory',
+    (p) =>
+      p
+        .description("Times the runner's check of current_log and the commit's copy of it, on a current_log of --urls URLs.")
+        .option('--urls <N>', 'URLs in current_log: 4M, 500k', countOption('--urls'), 4_000_000)
+        .option('--repeat <R>', 'best of R timings', intOption('--repeat', 1, 100), 3)
+        .option('--out <DIR>', 'where the current_log is made and kept', 'bench/out')
+        .action((o: Options) => bench(o)),
+    argv,
+  );
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === fs.realpathSync(process.argv[1])) void main(process.argv);

@@ -66,7 +66,9 @@ export function cachedReflog(out: string, o: { lines: number; hour: number; seed
   fs.closeSync(fd);
   fs.renameSync(tmp, file);
   const mib = (fs.statSync(file).size / 2 ** 20).toFixed(0);
-  log(`generated ${path.relative(ROOT, file)} (${mib} MiB, ${bad} bad lines = ${((100 * bad) / o.lines).toFixed(2)}%) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  log(
+    `generated ${path.relative(ROOT, file)} (${mib} MiB, ${bad} bad lines = ${((100 * bad) / o.lines).toFixed(2)}%) in ${((Date.now() - t0) / 1000).toFixed(1)} s`,
+  );
   return file;
 }
 
@@ -74,7 +76,11 @@ export function cachedReflog(out: string, o: { lines: number; hour: number; seed
 function run(cmd: string, args: string[], what: string): string {
   const r = spawnSync(cmd, args, { env: ENV, encoding: 'utf8', maxBuffer: 1 << 26 });
   if (r.status !== 0) {
-    const tail = (r.stderr ?? '').split('\n').filter((l) => !l.startsWith('{"level":30')).slice(-20).join('\n');
+    const tail = (r.stderr ?? '')
+      .split('\n')
+      .filter((l) => !l.startsWith('{"level":30'))
+      .slice(-20)
+      .join('\n');
     process.stderr.write(`bench: ${what} failed (exit ${r.status ?? r.signal}):\n${tail}\n`);
     process.exit(1);
   }
@@ -151,7 +157,9 @@ export function cachedPartnerDb(out: string, n: number): { file: string; fillSec
   fillPartnerDb(tmp, n);
   const fillSeconds = Number(process.hrtime.bigint() - t0) / 1e9;
   fs.renameSync(tmp, file);
-  log(`filled ${path.relative(ROOT, file)} with ${n.toLocaleString('en')} domains in ${fillSeconds.toFixed(1)} s (${(fs.statSync(file).size / 2 ** 20).toFixed(0)} MiB)`);
+  log(
+    `filled ${path.relative(ROOT, file)} with ${n.toLocaleString('en')} domains in ${fillSeconds.toFixed(1)} s (${(fs.statSync(file).size / 2 ** 20).toFixed(0)} MiB)`,
+  );
   return { file, fillSeconds };
 }
 
@@ -187,7 +195,8 @@ function runHour(p: Place, reflog: string, hour: string, a: DomainsArgs): HourRu
   const wall = Number(process.hrtime.bigint() - t0) / 1e9;
   const last = fs.readFileSync(path.join(p.state, 'runs.jsonl'), 'utf8').trimEnd().split('\n').at(-1)!;
   const record = JSON.parse(last) as HourRun['record'] & { run: string; status: string };
-  if (record.run !== hour || record.status !== 'ok') throw new DataError('BENCH', `runs.jsonl's last line is not hour ${hour} committed: ${last.slice(0, 200)}`);
+  if (record.run !== hour || record.status !== 'ok')
+    throw new DataError('BENCH', `runs.jsonl's last line is not hour ${hour} committed: ${last.slice(0, 200)}`);
   const digest = outputDigest(p);
   fs.rmSync(p.queue, { recursive: true, force: true });
   return { wall, record, digest };
@@ -261,14 +270,23 @@ function report(a: DomainsArgs, results: SizeResult[]): string {
   const stages = [...new Set(results.flatMap((r) => r.hour2.flatMap((h) => Object.keys(h.record.stages))))];
   const lines: string[] = [];
   const p = (s = '') => lines.push(s);
-  p(`master-server bench: hour 2 (${a.lines.toLocaleString('en')} reflog lines) through the runner, after hour 1, by partner-table size; best wall of ${a.repeat}, highest RSS`);
+  p(
+    `master-server bench: hour 2 (${a.lines.toLocaleString('en')} reflog lines) through the runner, after hour 1, by partner-table size; best wall of ${a.repeat}, highest RSS`,
+  );
   p();
   const head = ['N domains', 'fill s', 'run wall s', 'runs.jsonl s', 'x smallest', ...stages.map((s) => `${s} MiB`)];
   if (a.flood) head.push('flood wall s', 'flood upload-domains s', 'flood upload-domains MiB');
   head.push('output digest', ...(a.flood ? ['flood output digest'] : []));
   const rows = results.map((r) => {
     const b = bestOf(r.hour2);
-    const row = [r.n.toLocaleString('en'), r.fillSeconds === null ? 'cached' : f1(r.fillSeconds), f2(b.wall), f2(b.record.seconds), f2(b.wall / bestOf(results[0]!.hour2).wall), ...stages.map((s) => f1(peak(r.hour2, s)))];
+    const row = [
+      r.n.toLocaleString('en'),
+      r.fillSeconds === null ? 'cached' : f1(r.fillSeconds),
+      f2(b.wall),
+      f2(b.record.seconds),
+      f2(b.wall / bestOf(results[0]!.hour2).wall),
+      ...stages.map((s) => f1(peak(r.hour2, s))),
+    ];
     if (a.flood) {
       const fb = bestOf(r.flood);
       row.push(f2(fb.wall), f2((fb.record.stages['upload-domains']?.ms ?? NaN) / 1000), f1(peak(r.flood, 'upload-domains')));
@@ -280,7 +298,7 @@ function report(a: DomainsArgs, results: SizeResult[]): string {
   p(`|${head.map(() => ' --- ').join('|')}|`);
   for (const row of rows) p(`| ${row.join(' | ')} |`);
   p();
-  p('x smallest: the run wall against the smallest N\'s; output digest: the hour\'s queue files and current_log (the same');
+  p("x smallest: the run wall against the smallest N's; output digest: the hour's queue files and current_log (the same");
   p('at every N when routing does not depend on the table size; compare it across commits for identical output)');
   p(`outputs: ${path.relative(ROOT, path.join(a.out, `domains-${a.lines}`))}`);
   return lines.join('\n') + '\n';

@@ -79,9 +79,15 @@ function buildProgram(p: Command, run: (a: Args) => Promise<void>): void {
     .option('--seed <S>', 'seed of the reflog generator', intOption('--seed', 0), 1)
     .option('--no-reference', 'do not time (b), the coreutils reference')
     .option('--no-floor', 'do not time (c), analyze-dump followed by five byte-copying Node processes')
-    .option('--domains <N,...>', 'instead: hour 2 through the cron runner with the partner table pre-filled with N domains, for each N (100k,5M,20M)', domainsOption)
+    .option(
+      '--domains <N,...>',
+      'instead: hour 2 through the cron runner with the partner table pre-filled with N domains, for each N (100k,5M,20M)',
+      domainsOption,
+    )
     .option('--flood', 'with --domains: then an hour of --lines lines, each on a new domain of its own')
-    .action((o: Args) => run({ ...o, memory: o.memory ?? null, out: path.resolve(o.out), tmp: path.resolve(o.tmp), domains: o.domains ?? null, flood: o.flood ?? false }));
+    .action((o: Args) =>
+      run({ ...o, memory: o.memory ?? null, out: path.resolve(o.out), tmp: path.resolve(o.tmp), domains: o.domains ?? null, flood: o.flood ?? false }),
+    );
 }
 
 // The stages get the environment the cron runner gives them (stageEnv), so peak RSS is as in production.
@@ -94,7 +100,14 @@ function sh(script: string, what: string): number {
   const r = spawnSync('bash', ['-c', `set -euo pipefail\n${script}`], { env: ENV, stdio: ['ignore', 'ignore', 'pipe'], maxBuffer: 1 << 26 });
   const secs = Number(process.hrtime.bigint() - t0) / 1e9;
   if (r.status !== 0) {
-    process.stderr.write(`bench: ${what} failed (exit ${r.status}):\n${r.stderr.toString().split('\n').filter((l) => !l.startsWith('{"level":30')).slice(-20).join('\n')}\n`);
+    process.stderr.write(
+      `bench: ${what} failed (exit ${r.status}):\n${r.stderr
+        .toString()
+        .split('\n')
+        .filter((l) => !l.startsWith('{"level":30'))
+        .slice(-20)
+        .join('\n')}\n`,
+    );
     process.exit(1);
   }
   return secs;
@@ -127,7 +140,12 @@ function readTimes(file: string): Proc[] {
 
 /** The "ms" of the summary line in a stage's log file, or 0 when there is none. */
 function summaryMs(log: string): number {
-  const line = fs.existsSync(log) ? fs.readFileSync(log, 'utf8').split('\n').find((l) => l.includes('"summary":true')) : undefined;
+  const line = fs.existsSync(log)
+    ? fs
+        .readFileSync(log, 'utf8')
+        .split('\n')
+        .find((l) => l.includes('"summary":true'))
+    : undefined;
   if (!line) return 0;
   try {
     const ms = Number((JSON.parse(line) as { ms?: unknown }).ms);
@@ -174,11 +192,7 @@ function chainScript(dir: string, reflog: string, name: string, now: string, a: 
     .slice(1)
     .map(({ label, cmd }) => (times ? timed(times, label, cmd) : cmd));
   const d = (f: string) => q(path.join(dir, f));
-  return [
-    `cd ${q(dir)}`,
-    [`${first} < ${q(reflog)}`, ...rest].join(' \\\n| '),
-    `mv ${d('current_log.next')} ${d('current_log')}`,
-  ].join('\n');
+  return [`cd ${q(dir)}`, [`${first} < ${q(reflog)}`, ...rest].join(' \\\n| '), `mv ${d('current_log.next')} ${d('current_log')}`].join('\n');
 }
 
 /**
@@ -192,10 +206,7 @@ function floorScript(dir: string, reflog: string, now: string, a: Args, times: s
     .slice(1, 2)
     .map(({ label, cmd }) => timed(times, label, cmd))[0]!;
   const copies = [1, 2, 3, 4, 5].map((k) => timed(times, `copy-${k}`, `node --single-threaded ${q(COPY_STAGE)}`));
-  return [
-    `cd ${q(dir)}`,
-    [`${first} < ${q(reflog)}`, ...copies].join(' \\\n| ') + ' > out.tsv',
-  ].join('\n');
+  return [`cd ${q(dir)}`, [`${first} < ${q(reflog)}`, ...copies].join(' \\\n| ') + ' > out.tsv'].join('\n');
 }
 
 function referenceScript(dir: string, reflog: string, name: string, now: string, a: Args): string {
@@ -285,7 +296,10 @@ async function main(a: Args): Promise<void> {
       copyState(ref1, rd);
       const rt = path.join(rd, 'times.txt');
       const t0 = process.hrtime.bigint();
-      const res = spawnSync('bash', ['-c', referenceScript(rd, h2, HOUR2_NAME, NOW2, a)], { env: { ...ENV, BENCH_TIMES: rt }, stdio: ['ignore', 'ignore', 'pipe'] });
+      const res = spawnSync('bash', ['-c', referenceScript(rd, h2, HOUR2_NAME, NOW2, a)], {
+        env: { ...ENV, BENCH_TIMES: rt },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
       const rwall = Number(process.hrtime.bigint() - t0) / 1e9;
       if (res.status !== 0) {
         log(`reference failed: ${res.stderr.toString()}`);
@@ -346,9 +360,14 @@ async function main(a: Args): Promise<void> {
   const fb = a.floor ? best(floorRuns) : null;
   const lines: string[] = [];
   const p = (s = '') => lines.push(s);
-  p(`master-server bench: ${inLines.toLocaleString('en')} reflog lines (hour 2), ${os.cpus().length} CPUs, node ${process.version}` + (a.memory ? `, analyze-dump --memory ${a.memory}` : ''));
+  p(
+    `master-server bench: ${inLines.toLocaleString('en')} reflog lines (hour 2), ${os.cpus().length} CPUs, node ${process.version}` +
+      (a.memory ? `, analyze-dump --memory ${a.memory}` : ''),
+  );
   // Whether the stages could grow their pipes (docs/formats-and-rules.md, "Common behaviour of every stage"): it shows in the figures.
-  p(`pipes between the stages: ${fs.existsSync(PIPESIZE_ADDON) ? `grown to ${PIPE_BYTES / 1024} KiB by the stages` : '64 KiB (the pipe-size addon was not built)'}`);
+  p(
+    `pipes between the stages: ${fs.existsSync(PIPESIZE_ADDON) ? `grown to ${PIPE_BYTES / 1024} KiB by the stages` : '64 KiB (the pipe-size addon was not built)'}`,
+  );
   p(`current_log before hour 2: ${current1.toLocaleString('en')} records; best of ${a.repeat} run(s)`);
   p();
   p('hour 2, whole step (pipeline as cron runs it)   wall s   lines/s   peak RSS MiB (max stage)   CPU s');
@@ -357,7 +376,9 @@ async function main(a: Args): Promise<void> {
   /** A whole-step row: the best run's wall, lines/s, largest peak RSS and the CPU of its processes; the wall ends in column 54. */
   const whole = (label: string, r: Run) => {
     const left = `  ${label}`.padEnd(47);
-    p(`${left}${f2(r.wall).padStart(54 - left.length)}  ${rate(inLines, r.wall).padStart(8)}   ${f1(maxRss(r.procs)).padStart(8)}                  ${f1(sumCpu(r.procs)).padStart(6)}`);
+    p(
+      `${left}${f2(r.wall).padStart(54 - left.length)}  ${rate(inLines, r.wall).padStart(8)}   ${f1(maxRss(r.procs)).padStart(8)}                  ${f1(sumCpu(r.procs)).padStart(6)}`,
+    );
   };
   /** The ratio of `runs` to the reference's runs, best to best and run by run. */
   const ratio = (name: string, runs: Run[], ref: Run) =>
@@ -385,13 +406,14 @@ async function main(a: Args): Promise<void> {
         `   ${(own > 0 ? f2(own) : '-').padStart(5)}  ${(n && own > 0 ? rate(n, own) : '-').padStart(8)}`,
     );
   }
-  p('  (wall: the whole process, ~0.15 s of Node start-up and module loading included; own: the stage\'s');
+  p("  (wall: the whole process, ~0.15 s of Node start-up and module loading included; own: the stage's");
   p('  "ms" from its summary line, from its start to its end, the streaming rate)');
   const sqliteUpload = soloBest.get('upload-domains');
   p();
   if (pgUpload && sqliteUpload) {
     p(`upload-domains alone, the same hour and partner database, best of ${a.repeat}   wall s   own s   peak RSS MiB`);
-    const row = (label: string, x: Proc & { ownMs: number }) => p(`  ${label.padEnd(64)} ${f2(x.elapsed).padStart(6)}  ${f2(x.ownMs / 1000).padStart(6)}   ${f1(x.rssMiB).padStart(8)}`);
+    const row = (label: string, x: Proc & { ownMs: number }) =>
+      p(`  ${label.padEnd(64)} ${f2(x.elapsed).padStart(6)}  ${f2(x.ownMs / 1000).padStart(6)}   ${f1(x.rssMiB).padStart(8)}`);
     row('SQLite', sqliteUpload);
     row('PostgreSQL (a throwaway cluster on this machine)', pgUpload);
     p(`  ratio PostgreSQL/SQLite: wall ${f2(pgUpload.elapsed / sqliteUpload.elapsed)}, own ${f2(pgUpload.ownMs / sqliteUpload.ownMs)}`);

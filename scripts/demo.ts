@@ -30,12 +30,20 @@ function main(): void {
   const partnerDb = path.join(BIN_DIR, 'partner-db');
   if (!fs.existsSync(DB)) {
     process.stdout.write(`Creating ${rel(DB)} with three Yacobots (weights 1, 1, 2)\n`);
-    const steps: string[][] = [['init'], ['add', 'yacobot-alpha', '--weight', '1'], ['add', 'yacobot-beta', '--weight', '1'], ['add', 'yacobot-gamma', '--weight', '2']];
+    const steps: string[][] = [
+      ['init'],
+      ['add', 'yacobot-alpha', '--weight', '1'],
+      ['add', 'yacobot-beta', '--weight', '1'],
+      ['add', 'yacobot-gamma', '--weight', '2'],
+    ];
     for (const s of steps) if (run(partnerDb, ['--db', DB, ...s], true) !== 0) process.exit(1);
   }
 
   const fixtures = path.join(ROOT, 'fixtures', 'reflogs');
-  const bundled = fs.readdirSync(fixtures).filter((f) => f.endsWith('.reflog')).sort();
+  const bundled = fs
+    .readdirSync(fixtures)
+    .filter((f) => f.endsWith('.reflog'))
+    .sort();
   const copied: string[] = [];
   for (const f of bundled) {
     if (fs.existsSync(path.join(INBOX, f)) || fs.existsSync(path.join(STATE, 'done', f))) continue;
@@ -59,8 +67,14 @@ function main(): void {
   }
 
   process.stdout.write(`\nQueue files (${rel(QUEUE)}/<yacobot_id>/<run>.tsv, URL records: id timestamp updatetag hits domain url):\n`);
-  for (const id of fs.readdirSync(QUEUE).filter((d) => /^\d+$/.test(d)).sort((a, b) => +a - +b)) {
-    for (const f of fs.readdirSync(path.join(QUEUE, id)).filter((x) => x.endsWith('.tsv')).sort()) {
+  for (const id of fs
+    .readdirSync(QUEUE)
+    .filter((d) => /^\d+$/.test(d))
+    .sort((a, b) => +a - +b)) {
+    for (const f of fs
+      .readdirSync(path.join(QUEUE, id))
+      .filter((x) => x.endsWith('.tsv'))
+      .sort()) {
       const p = path.join(QUEUE, id, f);
       const lines = fs.readFileSync(p, 'utf8').split('\n').length - 1;
       process.stdout.write(`  ${rel(p)}  ${lines} URLs\n`);

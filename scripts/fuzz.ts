@@ -26,12 +26,23 @@ import { prng } from './prng.js';
 
 const BIN = path.join(BIN_DIR, 'analyze-dump');
 
-
 type Rnd = () => number;
 const int = (r: Rnd, n: number) => Math.floor(r() * n);
 const pick = <T>(r: Rnd, xs: readonly T[]): T => xs[int(r, xs.length)]!;
 
-const HOSTS = ['example.com', 'WWW.Example.COM', 'президент.рф', 'a.b.co.uk', 'foo.blogspot.com', '192.168.0.1', '[::1]', 'localhost', 'example.com.', 'xn--d1abbgf6aiiy.xn--p1ai', 'faß.de'];
+const HOSTS = [
+  'example.com',
+  'WWW.Example.COM',
+  'президент.рф',
+  'a.b.co.uk',
+  'foo.blogspot.com',
+  '192.168.0.1',
+  '[::1]',
+  'localhost',
+  'example.com.',
+  'xn--d1abbgf6aiiy.xn--p1ai',
+  'faß.de',
+];
 const PATHS = ['/', '/a/./b/../c', '/%7e/%41', '/путь', '/a b', '', '/x?y=1&utm_source=z#f', '/?' + 'q=1&'.repeat(50), '/..', '/%', '/%zz'];
 const TAGS = ['', '', 'v1', 'ü', 'x\ry'];
 const TSS = ['20110727200841', '20110727235959', '20120229120000', '20110229120000', '2011072720084', '20111327200841', 'x', ''];
@@ -177,9 +188,7 @@ export async function runCase(c: FuzzCase, baseDir: string, timeoutMs = 120_000)
   child.stdin.end(c.bytes);
   const rss = watchPeakRss(child.pid);
   const killer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-  const [status, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
-    child.on('close', (code, sig) => resolve([code, sig])),
-  );
+  const [status, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.on('close', (code, sig) => resolve([code, sig])));
   rss.stop();
   clearTimeout(killer);
   const rejFile = path.join(dir, 'rejects');
@@ -303,7 +312,9 @@ async function main(o: FuzzOptions): Promise<void> {
   let bytes = 0;
   let peak = 0;
   let failures = 0;
-  console.log(`fuzz: seed ${seed}, ${seconds === Infinity ? "no time limit" : `${seconds} s`}, max ${iterations} runs, inputs up to ${maxSize} bytes (about one in 7 up to 8 times that), RSS bound ${maxRssKb / 1024} MiB`);
+  console.log(
+    `fuzz: seed ${seed}, ${seconds === Infinity ? 'no time limit' : `${seconds} s`}, max ${iterations} runs, inputs up to ${maxSize} bytes (about one in 7 up to 8 times that), RSS bound ${maxRssKb / 1024} MiB`,
+  );
   // Big inputs now and then: the memory bound matters there.
   while (Date.now() < deadline && runs < iterations) {
     // Several 1 MiB batches now and then: worker threads start only past the first.
@@ -350,7 +361,12 @@ if (process.argv[1] && import.meta.url === pathToFileURL(path.resolve(process.ar
       .option('--iterations <N>', 'stop after N runs', intOption('--iterations', 1))
       .option('--seed <S>', 'seed (default: from the clock; printed first)', intOption('--seed', 0))
       .option('--max-rss-mb <M>', 'peak RSS bound of each run, MiB', intOption('--max-rss-mb', 1), 400)
-      .option('--max-size <BYTES>', 'inputs up to this size, bytes, but for about one run in 7: 2 to 5 times it (one in 10), 8 times it (one in 20)', intOption('--max-size', 1), 1 << 20)
+      .option(
+        '--max-size <BYTES>',
+        'inputs up to this size, bytes, but for about one run in 7: 2 to 5 times it (one in 10), 8 times it (one in 20)',
+        intOption('--max-size', 1),
+        1 << 20,
+      )
       .action((o: FuzzOptions) => main(o)),
   );
 }

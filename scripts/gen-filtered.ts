@@ -30,7 +30,7 @@ function main(argv: string[]): Promise<never> {
     'gen-filtered',
     (p) =>
       p
-        .description('Writes a filtered_log with one domain holding half of it (limit-domains\' memory measure) to --out or stdout.')
+        .description("Writes a filtered_log with one domain holding half of it (limit-domains' memory measure) to --out or stdout.")
         .option('--lines <N>', 'records to write: 10000000, 10M, 500k', countOption('--lines'), 10_000_000)
         .option('--out <FILE>', 'write here instead of stdout')
         .action((o: { lines: number; out?: string }) => {

@@ -115,9 +115,83 @@ function noisy(scheme: string, host: string, path: string, rng: Rng): string {
   return url;
 }
 
-const MESSY_LABELS = ['shop', 'straße', 'STRAẞE', 'faß', 'ẞ', 'ss', 'σοφός', 'ΣΟΦΟΣ', 'a\u200db', 'ab\u200c', 'क्\u200d', 'пример', 'ПРИМЕР', 'xn--strae-oqa', 'xn--zca', 'xn--ab', '١٢٣', 'a٠', 'ǅ', 'ﬀ', '①', 'Ⅸ', 'é', 'e\u0301', 'a_b', 'a~b', '-x', 'x-', 'ab--c', '例え', '😀'];
+const MESSY_LABELS = [
+  'shop',
+  'straße',
+  'STRAẞE',
+  'faß',
+  'ẞ',
+  'ss',
+  'σοφός',
+  'ΣΟΦΟΣ',
+  'a\u200db',
+  'ab\u200c',
+  'क्\u200d',
+  'пример',
+  'ПРИМЕР',
+  'xn--strae-oqa',
+  'xn--zca',
+  'xn--ab',
+  '١٢٣',
+  'a٠',
+  'ǅ',
+  'ﬀ',
+  '①',
+  'Ⅸ',
+  'é',
+  'e\u0301',
+  'a_b',
+  'a~b',
+  '-x',
+  'x-',
+  'ab--c',
+  '例え',
+  '😀',
+];
 const MESSY_TLDS = ['de', 'com', 'ru', 'рф', 'gr', 'co.uk', 'DE', 'xn--p1ai', 'com.', 'blogspot.com'];
-const MESSY_PATH = ['é', 'ẞ', 'ß', '\u00a0', '%', '%41', '%7e', '%zz', '%C3%9F', '..', '.', '%2e', '%2E%2e', '\\', ' ', '"', "'", '<', '>', '`', '{', '}', '|', '^', '[', ']', '@', ':', ';', '=', '&', '+', ',', '$', '!', '*', '(', ')', '~', '_', '-'];
+const MESSY_PATH = [
+  'é',
+  'ẞ',
+  'ß',
+  '\u00a0',
+  '%',
+  '%41',
+  '%7e',
+  '%zz',
+  '%C3%9F',
+  '..',
+  '.',
+  '%2e',
+  '%2E%2e',
+  '\\',
+  ' ',
+  '"',
+  "'",
+  '<',
+  '>',
+  '`',
+  '{',
+  '}',
+  '|',
+  '^',
+  '[',
+  ']',
+  '@',
+  ':',
+  ';',
+  '=',
+  '&',
+  '+',
+  ',',
+  '$',
+  '!',
+  '*',
+  '(',
+  ')',
+  '~',
+  '_',
+  '-',
+];
 
 /** A seeded choice in a list. */
 const pickOf = <T>(r: () => number, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
@@ -229,27 +303,30 @@ function writeAll(fd: number, text: string): void {
 }
 
 function main(argv: string[]): Promise<never> {
-  return runAdmin('gen-reflog', (p) =>
-    p
-      .description('Writes a seeded synthetic reflog (the benchmark\'s input) to --out or stdout.')
-      .option('--lines <N>', 'lines to write: 1000000, 1M, 500k', countOption('--lines'), 1_000_000)
-      .option('--hour <H>', 'hour of the run, from 1 (hour 1 is 2011-07-28 05:00)', intOption('--hour', 1, 100_000), 1)
-      .option('--seed <S>', 'seed of the generator', intOption('--seed', 0), 1)
-      .option('--flood', 'every line on a new domain of its own (an hour that floods the partner table)')
-      .option('--messy', 'messy URLs, spelled every way URL parsers of different releases may disagree on')
-      .option('--out <FILE>', 'write here instead of stdout')
-      .action((o: GenOptions & { out?: string }) => {
-        const where = o.out ?? 'stdout';
-        try {
-          const fd = o.out ? fs.openSync(o.out, 'w') : 1;
-          generateReflog(fd, o);
-          if (o.out) fs.closeSync(fd);
-        } catch (err) {
-          if ((err as NodeJS.ErrnoException).code === 'EPIPE') process.exit(0); // | head: quietly, as the stages
-          throw ioError(err, where, 'write');
-        }
-      }),
-  argv);
+  return runAdmin(
+    'gen-reflog',
+    (p) =>
+      p
+        .description("Writes a seeded synthetic reflog (the benchmark's input) to --out or stdout.")
+        .option('--lines <N>', 'lines to write: 1000000, 1M, 500k', countOption('--lines'), 1_000_000)
+        .option('--hour <H>', 'hour of the run, from 1 (hour 1 is 2011-07-28 05:00)', intOption('--hour', 1, 100_000), 1)
+        .option('--seed <S>', 'seed of the generator', intOption('--seed', 0), 1)
+        .option('--flood', 'every line on a new domain of its own (an hour that floods the partner table)')
+        .option('--messy', 'messy URLs, spelled every way URL parsers of different releases may disagree on')
+        .option('--out <FILE>', 'write here instead of stdout')
+        .action((o: GenOptions & { out?: string }) => {
+          const where = o.out ?? 'stdout';
+          try {
+            const fd = o.out ? fs.openSync(o.out, 'w') : 1;
+            generateReflog(fd, o);
+            if (o.out) fs.closeSync(fd);
+          } catch (err) {
+            if ((err as NodeJS.ErrnoException).code === 'EPIPE') process.exit(0); // | head: quietly, as the stages
+            throw ioError(err, where, 'write');
+          }
+        }),
+    argv,
+  );
 }
 
 /** A commander parser for a line count option (`1000000`, `1M`, `10M`, `500k`; at least 1), or a UsageError naming the option. */

@@ -100,18 +100,23 @@ function ownName(n: Node, sf: SourceFile): string | undefined {
 }
 
 function main(argv: string[]): Promise<never> {
-  return runAdmin('longest-functions', (p) =>
-    p
-      .description('Lists the longest functions (by lines, longest first) of the TypeScript files under DIRs (default: src).')
-      .argument('[dirs...]', 'directories, relative to the project root', ['src'])
-      .option('--top <N>', 'how many to list', intOption('--top', 1), 20)
-      .option('--min <LINES>', 'list only functions of at least this many lines', intOption('--min', 1), 1)
-      .option('--root <DIR>', 'the project to measure (a checkout of another commit)', PROJECT_ROOT)
-      .action((dirs: string[], o: { top: number; min: number; root: string }) => {
-        const rows = functionSizes(path.resolve(o.root), dirs).filter((s) => s.lines >= o.min).slice(0, o.top);
-        for (const s of rows) process.stdout.write(`${String(s.lines).padStart(5)}  ${s.file}:${s.line}  ${s.name}\n`);
-      }),
-  argv);
+  return runAdmin(
+    'longest-functions',
+    (p) =>
+      p
+        .description('Lists the longest functions (by lines, longest first) of the TypeScript files under DIRs (default: src).')
+        .argument('[dirs...]', 'directories, relative to the project root', ['src'])
+        .option('--top <N>', 'how many to list', intOption('--top', 1), 20)
+        .option('--min <LINES>', 'list only functions of at least this many lines', intOption('--min', 1), 1)
+        .option('--root <DIR>', 'the project to measure (a checkout of another commit)', PROJECT_ROOT)
+        .action((dirs: string[], o: { top: number; min: number; root: string }) => {
+          const rows = functionSizes(path.resolve(o.root), dirs)
+            .filter((s) => s.lines >= o.min)
+            .slice(0, o.top);
+          for (const s of rows) process.stdout.write(`${String(s.lines).padStart(5)}  ${s.file}:${s.line}  ${s.name}\n`);
+        }),
+    argv,
+  );
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === fs.realpathSync(process.argv[1])) void main(process.argv);

@@ -30,7 +30,10 @@ export const SLOW: readonly string[] = [
 
 /** The compiled test files of a suite, in name order; throws when a SLOW name has no file. */
 export function suiteFiles(dir: string, all: boolean): string[] {
-  const files = fs.readdirSync(dir).filter((f) => f.endsWith('.test.js')).sort();
+  const files = fs
+    .readdirSync(dir)
+    .filter((f) => f.endsWith('.test.js'))
+    .sort();
   const missing = SLOW.filter((s) => !files.includes(`${s}.test.js`));
   if (missing.length > 0) throw new Error(`test: no ${missing.map((s) => `${s}.test.js`).join(', ')} in ${dir}`);
   return files.filter((f) => all || !SLOW.includes(f.slice(0, -'.test.js'.length))).map((f) => path.join(dir, f));

@@ -14,8 +14,7 @@ import { MAX_RECORD_BYTES, analyzeLine } from '../src/core/reflog.js';
 import { HOST_TAG, ownedTempPrefix } from '../src/core/temps.js';
 import { parseBudget, parseSize } from '../src/core/size.js';
 
-const reflogLine = (url: string, hits: number, ts = '20110727200841', tag = '') =>
-  ['b', '5', ts, '1', url, String(hits), tag].join('\t');
+const reflogLine = (url: string, hits: number, ts = '20110727200841', tag = '') => ['b', '5', ts, '1', url, String(hits), tag].join('\t');
 
 test('Public Suffix List vectors: every domain field matches', () => {
   // The authoritative copy in ../shared when this checkout has it beside it; else the copy kept here.
@@ -51,7 +50,10 @@ test('XXH64 ids: known vectors and id = XXH64(url) for every output record', asy
   const urls = Array.from({ length: 500 }, (_, i) => `http://h${i % 37}.example.com/p/${i}?q=${i * 7}`);
   const r = runBin('analyze-dump', [], urls.map((u, i) => reflogLine(u, i)).join('\n') + '\n');
   assert.equal(r.status, 0, r.stderr);
-  const out = r.stdout.trimEnd().split('\n').map((l) => l.split('\t'));
+  const out = r.stdout
+    .trimEnd()
+    .split('\n')
+    .map((l) => l.split('\t'));
   assert.equal(out.length, 500);
   for (const f of out) assert.equal(f[0], hash(f[5]!), `id of ${f[5]}`);
   const keys = out.map((f) => `${f[0]}\t${f[1]}`);
@@ -97,16 +99,7 @@ test('hostile reflog: exit 0, clean 6-field output, one reject per bad record, c
   assert.equal(rejectLines.length, s.rejected);
   for (const l of rejectLines) assert.match(l, /^\d+\t[a-zA-Z-][^\t]*\t/);
   const reasons = rejectLines.map((l) => l.split('\t')[1]!.replace(/:.*/, '')).sort();
-  assert.deepEqual(reasons, [
-    'URL too long',
-    'bad URL',
-    'bad hits',
-    'bad hits',
-    'bad timestamp',
-    'invalid UTF-8',
-    'invalid UTF-8',
-    'unsupported scheme',
-  ]);
+  assert.deepEqual(reasons, ['URL too long', 'bad URL', 'bad hits', 'bad hits', 'bad timestamp', 'invalid UTF-8', 'invalid UTF-8', 'unsupported scheme']);
 });
 
 test('the rejects file holds each rejected line with its own reason and detail, whatever the mix of reasons in a batch', async () => {
@@ -184,7 +177,11 @@ test('--rejects naming a FIFO: its rejects go to a reader that comes late, and a
   spawnSync('mkfifo', [fifo]);
   const input = [reflogLine('http://a.org/', 1), reflogLine('ftp://a.org/', 1)].join('\n') + '\n';
   const start = () => {
-    const child = spawn(path.join(BIN, 'analyze-dump'), ['--rejects', fifo, '--max-reject-ratio', '1'], { cwd: work, env: testEnv(), stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(path.join(BIN, 'analyze-dump'), ['--rejects', fifo, '--max-reject-ratio', '1'], {
+      cwd: work,
+      env: testEnv(),
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     let err = '';
     child.stdout!.resume();
     child.stderr!.on('data', (d: Buffer) => (err += d));
@@ -211,7 +208,9 @@ test('--rejects naming a FIFO: its rejects go to a reader that comes late, and a
   assert.equal(summaryOf(rb.err).status, 'interrupted');
 });
 
-test('--rejects naming a FIFO whose reader stops reading: the stage waits for it without reading on, and a signal still stops it', { timeout: 60_000 }, async () => {
+test('--rejects naming a FIFO whose reader stops reading: the stage waits for it without reading on, and a signal still stops it', {
+  timeout: 60_000,
+}, async () => {
   const work = scratch();
   const tmp = path.join(work, 'tmp');
   fs.mkdirSync(tmp);
@@ -282,7 +281,9 @@ test('--rejects naming a FIFO whose reader stops reading: the stage waits for it
   }
 });
 
-test('--rejects naming a FIFO whose reader stalls on a flood of tiny rejected lines: peak RSS within twice --memory plus 100 MiB, and every reject comes', { timeout: 120_000 }, async () => {
+test('--rejects naming a FIFO whose reader stalls on a flood of tiny rejected lines: peak RSS within twice --memory plus 100 MiB, and every reject comes', {
+  timeout: 120_000,
+}, async () => {
   const work = scratch();
   const fifo = path.join(work, 'rj');
   spawnSync('mkfifo', [fifo]);
@@ -342,7 +343,11 @@ test('--rejects naming a FIFO whose reader stalls on a flood of tiny rejected li
     const code = await done;
     assert.equal(code, 0, err);
     assert.equal(lines, n);
-    assert.match(tail.toString('latin1'), new RegExp(`\\n${n}\\tbad field count: 2 fields, want 6 or 7\\t\\t\\n$`), 'the last line written is the last line of input');
+    assert.match(
+      tail.toString('latin1'),
+      new RegExp(`\\n${n}\\tbad field count: 2 fields, want 6 or 7\\t\\t\\n$`),
+      'the last line written is the last line of input',
+    );
     const s = summaryOf(err) as Record<string, number>;
     assert.equal(s.rejected, n);
     if (fs.existsSync('/proc/self/status')) assert.ok(rss.kb > 0 && rss.kb < (2 * 128 + 100) * 1024, `peak RSS ${rss.kb} KiB`);
@@ -358,7 +363,11 @@ test('--rejects naming a FIFO whose reader goes away: the run fails naming it, w
   const fifo = path.join(work, 'rj');
   spawnSync('mkfifo', [fifo]);
   const reader = fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
-  const child = spawn(path.join(BIN, 'analyze-dump'), ['--rejects', 'rj', '--max-reject-ratio', '1'], { cwd: work, env: testEnv(), stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(path.join(BIN, 'analyze-dump'), ['--rejects', 'rj', '--max-reject-ratio', '1'], {
+    cwd: work,
+    env: testEnv(),
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let err = '';
   child.stdout!.resume();
   child.stderr!.on('data', (d: Buffer) => (err += d));
@@ -403,10 +412,13 @@ mv cl.next cl`;
   }
   const s = summaryOf(fs.readFileSync(path.join(work, 'ad.log'), 'utf8'));
   assert.deepEqual([s.records_out, s.rejected, s.rejected_by_reason], [1, 1, { 'record too long': 1 }]);
-  assert.match(fs.readFileSync(path.join(work, 'rj'), 'utf8'), new RegExp(`^2\\trecord too long: ${MAX_RECORD_BYTES + 1000} bytes, max ${MAX_RECORD_BYTES}\\t1\\t`));
+  assert.match(
+    fs.readFileSync(path.join(work, 'rj'), 'utf8'),
+    new RegExp(`^2\\trecord too long: ${MAX_RECORD_BYTES + 1000} bytes, max ${MAX_RECORD_BYTES}\\t1\\t`),
+  );
 });
 
-test('the URL limit counts the reflog\'s UTF-8 bytes: an IDN URL of 8193 bytes (4191 characters, 4676 bytes as punycode) is too long', () => {
+test("the URL limit counts the reflog's UTF-8 bytes: an IDN URL of 8193 bytes (4191 characters, 4676 bytes as punycode) is too long", () => {
   const opts: UrlOptions = { maxUrlBytes: 8192, dropParams: null, sortQuery: false, domainMode: 'registrable' };
   const host = Array.from({ length: 80 }, () => 'я'.repeat(50)).join('.') + '.рф';
   for (const bytes of [8192, 8193]) {
@@ -441,8 +453,7 @@ test('globMatch agrees with the anchored RegExp of the glob on random globs and 
   const next = prng(5);
   const pick = (alphabet: string, max: number) =>
     Array.from({ length: Math.floor(next() * (max + 1)) }, () => alphabet[Math.floor(next() * alphabet.length)]).join('');
-  const asRegExp = (g: string) =>
-    new RegExp(`^${g.replace(/[.+^${}()|[\]\\*?]/g, (c) => (c === '*' ? '.*' : c === '?' ? '.' : `\\${c}`))}$`);
+  const asRegExp = (g: string) => new RegExp(`^${g.replace(/[.+^${}()|[\]\\*?]/g, (c) => (c === '*' ? '.*' : c === '?' ? '.' : `\\${c}`))}$`);
   let matched = 0;
   for (let n = 0; n < 20000; n++) {
     const glob = pick('ab*?.', 6);
@@ -480,7 +491,14 @@ test('UrlResolver: every answer, first or remembered, across start-overs, equals
   for (let i = 0; i < 40; i++) pool.push(`http://s${i % 13}.example.org/p/${i}?q=${i}`);
   const next = prng(17);
   // No memory, and small limits: it starts over every few entries, by count, by bytes of keys, by bytes of answers.
-  for (const [maxEntries, maxBytes] of [[0, 0], [3, 1 << 20], [16, 1 << 20], [1 << 16, 1 << 20], [1 << 16, 300], [1 << 16, 1000]] as const) {
+  for (const [maxEntries, maxBytes] of [
+    [0, 0],
+    [3, 1 << 20],
+    [16, 1 << 20],
+    [1 << 16, 1 << 20],
+    [1 << 16, 300],
+    [1 << 16, 1000],
+  ] as const) {
     const u = new UrlResolver(opts, raw64, maxEntries, maxBytes);
     for (let n = 0; n < 2000; n++) {
       const raw = pool[Math.floor(next() * pool.length)]!;
@@ -511,7 +529,12 @@ test('a line longer than the limit is a header when it has no TAB at all, else a
   const huge = 1_500_000;
   const lines = ['H'.repeat(big), 'H'.repeat(big) + '\tx', 'x\t' + 'H'.repeat(big), 'H'.repeat(80_000), 'H'.repeat(huge) + '\tx', 'H'.repeat(huge)];
   const input = lines.map((l) => l + '\n' + good).join('');
-  for (const [threads, from] of [['0', 'pipe'], ['2', 'pipe'], ['0', 'file'], ['2', 'file']] as const) {
+  for (const [threads, from] of [
+    ['0', 'pipe'],
+    ['2', 'pipe'],
+    ['0', 'file'],
+    ['2', 'file'],
+  ] as const) {
     const dir = scratch();
     fs.writeFileSync(path.join(dir, 'in.reflog'), input);
     const args = ['--threads', threads, '--max-reject-ratio', '1', '--rejects', 'rj', ...(from === 'file' ? ['in.reflog'] : [])];
@@ -541,7 +564,11 @@ test('--rejects naming the file stdout goes to is a usage error: the records and
   const dir = scratch();
   fs.writeFileSync(path.join(dir, 'in.reflog'), 'b\tp\t20110101000000\tp\thttp://a.com/\t1\nb\tp\tbad\tp\thttp://a.com/\t1\n');
   const run = (out: string) =>
-    spawnSync('bash', ['-c', `${path.join(BIN, 'analyze-dump')} --max-reject-ratio 1 --rejects out.tsv < in.reflog > ${out}`], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+    spawnSync('bash', ['-c', `${path.join(BIN, 'analyze-dump')} --max-reject-ratio 1 --rejects out.tsv < in.reflog > ${out}`], {
+      cwd: dir,
+      env: testEnv(),
+      encoding: 'utf8',
+    });
   const same = run('out.tsv');
   assert.equal(same.status, 2, same.stderr);
   assert.match(same.stderr, /^analyze-dump: --rejects out\.tsv is stdout itself/);
@@ -551,7 +578,7 @@ test('--rejects naming the file stdout goes to is a usage error: the records and
   assert.equal(fs.readFileSync(path.join(dir, 'records.tsv'), 'utf8').split('\n').length - 1, 1, 'one record');
 });
 
-test('the line limit is on the line without its CR, wherever the line falls in the input\'s chunks', () => {
+test("the line limit is on the line without its CR, wherever the line falls in the input's chunks", () => {
   const dir = scratch();
   const maxLine = 16 + 65536; // --max-url-bytes 16
   const head = 'b\tp\t20110101000000\tp\thttp://a.com/\t1\t';
@@ -612,7 +639,11 @@ test('--threads N must fit --memory (about 40 MiB per worker thread, at most as 
       `analyze-dump: --threads ${threads} does not fit --memory ${memory}: each worker thread takes about 40M beyond it, and together they may take at most as much; at most ${fit} fit${fit === 1 ? 's' : ''} (0 parses on the main thread)\nTry 'analyze-dump --help' for more information.\n`,
     );
   }
-  for (const [threads, memory] of [['1', '64M'], ['4', '160M'], ['0', '1M']] as const) {
+  for (const [threads, memory] of [
+    ['1', '64M'],
+    ['4', '160M'],
+    ['0', '1M'],
+  ] as const) {
     const r = runBin('analyze-dump', ['--threads', threads, '--memory', memory], reflogLine('http://a.org/', 1));
     assert.equal(r.status, 0, `--threads ${threads} --memory ${memory}: ${r.stderr}`);
   }
@@ -632,9 +663,16 @@ test('a CR inside the URL field is a reject, not a URL that WHATWG silently join
   const input = cases.map(([l]) => l).join('\n') + '\n';
   const r = runBin('analyze-dump', ['--max-reject-ratio', '1', '--rejects', rejects], input, dir);
   assert.equal(r.status, 0, r.stderr);
-  const got = fs.readFileSync(rejects, 'utf8').split('\n').filter(Boolean).map((l) => l.split('\t'));
+  const got = fs
+    .readFileSync(rejects, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.split('\t'));
   const want = cases.flatMap(([, w], i) => (w === 'record' ? [] : [[String(i + 1), w]]));
-  assert.deepEqual(got.map((f) => f.slice(0, 2)), want);
+  assert.deepEqual(
+    got.map((f) => f.slice(0, 2)),
+    want,
+  );
   assert.deepEqual(r.stdout.split('\t').slice(4), ['a.com', 'http://a.com/xy\n']);
 });
 
@@ -727,7 +765,9 @@ test('--log-level debug counts every batch where it was parsed: with --threads 0
   assert.deepEqual(where(['--threads', '0'], ''), { workers: 0, main: 0 });
 });
 
-test('a spill directory that a SIGKILLed run left in --tmp is removed by the next run; live, foreign and unrelated names stay', { timeout: 120_000 }, async () => {
+test('a spill directory that a SIGKILLed run left in --tmp is removed by the next run; live, foreign and unrelated names stay', {
+  timeout: 120_000,
+}, async () => {
   const work = scratch('ms-ad-stale-');
   const tmp = path.join(work, 'tmp');
   fs.mkdirSync(tmp);
@@ -736,7 +776,11 @@ test('a spill directory that a SIGKILLed run left in --tmp is removed by the nex
   generateReflog(fd, { lines: 60_000, hour: 1, seed: 5 });
   fs.closeSync(fd);
   // --memory 1M spills every few thousand lines; killed once a run file is on disk (its cleanup cannot run).
-  const child = spawn(path.join(BIN, 'analyze-dump'), ['--memory', '1M', '--tmp', tmp], { cwd: work, env: testEnv(), stdio: [fs.openSync(reflog, 'r'), 'ignore', 'ignore'] });
+  const child = spawn(path.join(BIN, 'analyze-dump'), ['--memory', '1M', '--tmp', tmp], {
+    cwd: work,
+    env: testEnv(),
+    stdio: [fs.openSync(reflog, 'r'), 'ignore', 'ignore'],
+  });
   const ended = new Promise((r) => child.on('close', r));
   const mine = `${SPILL_PREFIX}${child.pid}-${HOST_TAG}-`;
   const spilled = () => fs.readdirSync(tmp).some((d) => d.startsWith(mine) && fs.readdirSync(path.join(tmp, d)).length > 0);
@@ -745,7 +789,11 @@ test('a spill directory that a SIGKILLed run left in --tmp is removed by the nex
   await ended;
   const left = fs.readdirSync(tmp).filter((d) => d.startsWith(mine));
   assert.equal(left.length, 1, 'the killed run left its spill directory');
-  const keep = [`${ownedTempPrefix(SPILL_PREFIX)}live01`, `${SPILL_PREFIX}${child.pid}-${HOST_TAG === '00000000' ? '11111111' : '00000000'}-host01`, `${SPILL_PREFIX}Ab12Cd`];
+  const keep = [
+    `${ownedTempPrefix(SPILL_PREFIX)}live01`,
+    `${SPILL_PREFIX}${child.pid}-${HOST_TAG === '00000000' ? '11111111' : '00000000'}-host01`,
+    `${SPILL_PREFIX}Ab12Cd`,
+  ];
   for (const d of keep) fs.mkdirSync(path.join(tmp, d));
   const r = runBin('analyze-dump', ['--tmp', tmp], '1\t0\t20110728060000\tp\thttp://a.com/\t1\n', work);
   assert.equal(r.status, 0, r.stderr);

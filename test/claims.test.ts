@@ -17,10 +17,12 @@ function req(master: string, runId: string, nowMs = Date.parse('2026-01-01T00:00
   return { run: '2011072806', digest: 'ab'.repeat(32), master, runId, nowMs, leaseMs: 120_000 };
 }
 
-test('a committed run on SQLite claims and confirms its hour: the run name, the reflog\'s SHA-256, --master-name, its run id', async () => {
+test("a committed run on SQLite claims and confirms its hour: the run name, the reflog's SHA-256, --master-name, its run id", async () => {
   const dir = newJob('ms-claims-sqlite-');
   deliver(dir, '2011072806');
-  const digest = createHash('sha256').update(fs.readFileSync(path.join(dir, 'var/inbox/2011072806.reflog'))).digest('hex');
+  const digest = createHash('sha256')
+    .update(fs.readFileSync(path.join(dir, 'var/inbox/2011072806.reflog')))
+    .digest('hex');
   assert.equal(runJob(dir, ['--master-name', 'm1']).status, 0);
   const rec = runsJsonl(dir).at(-1) as { run_id: string; master?: string; published_by?: string; sent: number };
   assert.equal(rec.master, 'm1');
@@ -37,7 +39,7 @@ test('a committed run on SQLite claims and confirms its hour: the run name, the 
   }
 });
 
-test('on SQLite every claim is this master\'s: another name claims and confirms an hour held or confirmed by another', async () => {
+test("on SQLite every claim is this master's: another name claims and confirms an hour held or confirmed by another", async () => {
   const dir = newJob('ms-claims-sqlite-wins-');
   const store = await openStore(path.join(dir, 'var/state/partner.db'));
   try {
@@ -46,7 +48,11 @@ test('on SQLite every claim is this master\'s: another name claims and confirms 
     assert.deepEqual(await confirmClaim(store, req('a', 'r1')), { kind: 'ours' });
     assert.deepEqual(await claimHour(store, req('b', 'r2')), { kind: 'ours' });
     const rows = await claimsOfRun(store, '2011072806');
-    assert.deepEqual(rows.map((r) => [r.master, r.run_id, r.published_at]), [['b', 'r2', null]], 'one row per hour and reflog, the last claimer\'s');
+    assert.deepEqual(
+      rows.map((r) => [r.master, r.run_id, r.published_at]),
+      [['b', 'r2', null]],
+      "one row per hour and reflog, the last claimer's",
+    );
   } finally {
     await store.close();
   }
@@ -62,5 +68,5 @@ test('sentByOther: the first committed run, by its now, not before the sighting;
   assert.deepEqual(sentByOther(records, '20110728063000'), { run: 'h2', master: 'B' });
   assert.deepEqual(sentByOther(records, '20110728070000'), { run: 'h2', master: 'B' });
   assert.equal(sentByOther(records, '20110728055959'), null, 'sent by this master in h1');
-  assert.equal(sentByOther(records, '20110728073000'), null, 'h3 was this master\'s');
+  assert.equal(sentByOther(records, '20110728073000'), null, "h3 was this master's");
 });

@@ -62,7 +62,10 @@ for (const stage of STAGES) {
 
 test('usage texts fit 80 columns: commander wraps a longer line on its own, leaving a short line in the middle of a paragraph', () => {
   const texts: [string, string][] = [
-    ...[analyzeDump, domainsFromDb, filterUrl, groupSum, joinCurrent, limitDomains, logsaver, uploadDomains].map((d): [string, string] => [d.name, `${d.summary}\n\n${d.usage}`]),
+    ...[analyzeDump, domainsFromDb, filterUrl, groupSum, joinCurrent, limitDomains, logsaver, uploadDomains].map((d): [string, string] => [
+      d.name,
+      `${d.summary}\n\n${d.usage}`,
+    ]),
     ['reflog-to-yacobot-queue', RUNNER_USAGE],
   ];
   for (const [name, text] of texts) {
@@ -83,7 +86,11 @@ for (const stage of STAGES) {
   test(`${stage}: a full stdout is named as stdout, not as the input; a directory on stdin is not empty input`, () => {
     const dir = scratch();
     fs.writeFileSync(path.join(dir, 'in'), manyLines(stage));
-    const full = spawnSync('bash', ['-c', `${path.join(BIN, stage)} "$@" < in > /dev/full`, stage, ...REQUIRED[stage]!], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+    const full = spawnSync('bash', ['-c', `${path.join(BIN, stage)} "$@" < in > /dev/full`, stage, ...REQUIRED[stage]!], {
+      cwd: dir,
+      env: testEnv(),
+      encoding: 'utf8',
+    });
     assert.equal(full.status, 1, full.stderr);
     assert.match(full.stderr, new RegExp(`^${stage}: stdout: cannot write output: ENOSPC`, 'm'));
     assert.ok(!hasStackTrace(full.stderr));
@@ -98,7 +105,11 @@ for (const stage of STAGES) {
     const dir = scratch();
     // A header line for analyze-dump (skipped), nothing for the others.
     fs.writeFileSync(path.join(dir, 'in'), stage === 'analyze-dump' ? 'reflog-dump v2\n' : '');
-    const r = spawnSync('bash', ['-c', `${path.join(BIN, stage)} "$@" < in > /dev/full`, stage, ...REQUIRED[stage]!], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+    const r = spawnSync('bash', ['-c', `${path.join(BIN, stage)} "$@" < in > /dev/full`, stage, ...REQUIRED[stage]!], {
+      cwd: dir,
+      env: testEnv(),
+      encoding: 'utf8',
+    });
     assert.equal(r.status, 0, r.stderr);
     assert.match(r.stderr, /"summary":true,"status":"ok"/);
   });
@@ -109,7 +120,11 @@ for (const stage of STAGES) {
     const dir = scratch();
     fs.writeFileSync(path.join(dir, 'in'), manyLines(stage));
     // stdout is the read end of the pipe on stdin: every write fails (libuv says EPIPE).
-    const r = spawnSync('bash', ['-c', `cat in | ${path.join(BIN, stage)} "$@" 1<&0`, stage, ...REQUIRED[stage]!], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+    const r = spawnSync('bash', ['-c', `cat in | ${path.join(BIN, stage)} "$@" 1<&0`, stage, ...REQUIRED[stage]!], {
+      cwd: dir,
+      env: testEnv(),
+      encoding: 'utf8',
+    });
     assert.equal(r.status, 1, r.stderr);
     assert.match(r.stderr, new RegExp(`^${stage}: stdout: cannot write output: EBADF`, 'm'));
     assert.equal(summaryOf(r.stderr).status, 'failed');
@@ -129,7 +144,12 @@ test('a stage that fails, or loses its reader, still reports how far it got in i
   assert.deepEqual([summaryOf(f.stderr).lines_in, summaryOf(f.stderr).sent_new], [5000, 5000]);
   // More output than a grown pipe holds (1 MiB), so join-current cannot finish before head exits.
   const many = Array.from({ length: 40_000 }, (_, i) => rec(i + 1)).join('');
-  const closed = spawnSync('bash', ['-c', `${path.join(BIN, 'join-current')} --current none | head -1 >/dev/null`], { input: many, env: testEnv(), encoding: 'utf8', cwd: scratch() });
+  const closed = spawnSync('bash', ['-c', `${path.join(BIN, 'join-current')} --current none | head -1 >/dev/null`], {
+    input: many,
+    env: testEnv(),
+    encoding: 'utf8',
+    cwd: scratch(),
+  });
   const c = summaryOf(closed.stderr);
   assert.equal(c.status, 'output closed');
   assert.ok(typeof c.incoming === 'number' && c.incoming > 0, JSON.stringify(c));
@@ -156,7 +176,11 @@ test('a file name with a newline or another control character gives one-line mes
   // Each stderr line must start with the program's name or be a JSON log line: a newline of
   // the name once started a line that read as a message of its own.
   const oneLine = (stderr: string, prog: string) => {
-    for (const l of stderr.split('\n').filter((x) => x !== '')) assert.ok(l.startsWith(`${prog}: `) || l.startsWith('{') || l.startsWith(`Try '${prog} --help'`), `a line of its own: ${JSON.stringify(l)} in\n${stderr}`);
+    for (const l of stderr.split('\n').filter((x) => x !== ''))
+      assert.ok(
+        l.startsWith(`${prog}: `) || l.startsWith('{') || l.startsWith(`Try '${prog} --help'`),
+        `a line of its own: ${JSON.stringify(l)} in\n${stderr}`,
+      );
   };
   // The input file argument, --current, and a usage error quoting the name.
   const g = runBin('group-sum', [name], '', work);
@@ -222,8 +246,15 @@ test('shellQuote: bash reads the word back byte for byte in the C and a UTF-8 lo
       assert.deepEqual(r.stdout, Buffer.from(w, 'utf8'), `${locale}: ${shellQuote(w)}`);
     }
   }
-  assert.equal(visibleName('a\u0085b\u2028c\u2029d\u202ee\u200bf\ufeffg\u{E0001}h\x7f\t'), 'a\\u0085b\\u2028c\\u2029d\\u202ee\\u200bf\\ufeffg\\U000e0001h\\x7f\\t');
-  assert.equal(visibleName('caf\u00e9 \u00a0\u3000 \u{1F600} \u0627'), 'caf\u00e9 \u00a0\u3000 \u{1F600} \u0627', 'letters, spaces and emoji are shown as they are');
+  assert.equal(
+    visibleName('a\u0085b\u2028c\u2029d\u202ee\u200bf\ufeffg\u{E0001}h\x7f\t'),
+    'a\\u0085b\\u2028c\\u2029d\\u202ee\\u200bf\\ufeffg\\U000e0001h\\x7f\\t',
+  );
+  assert.equal(
+    visibleName('caf\u00e9 \u00a0\u3000 \u{1F600} \u0627'),
+    'caf\u00e9 \u00a0\u3000 \u{1F600} \u0627',
+    'letters, spaces and emoji are shown as they are',
+  );
 });
 
 /**
@@ -231,7 +262,11 @@ test('shellQuote: bash reads the word back byte for byte in the C and a UTF-8 lo
  * one line); returns the exit status of its command number `at` as bash saw it, the
  * stderr of it all, and the summary line in it.
  */
-function underHead(pipeline: string, at: number, opts: { cwd?: string; input?: string } = {}): { status: string; stderr: string; summary: Record<string, unknown> } {
+function underHead(
+  pipeline: string,
+  at: number,
+  opts: { cwd?: string; input?: string } = {},
+): { status: string; stderr: string; summary: Record<string, unknown> } {
   const r = spawnSync('bash', ['-c', `${pipeline} | head -1 > /dev/null; echo "\${PIPESTATUS[${at}]}" >&2`], {
     cwd: opts.cwd,
     input: opts.input,
@@ -248,13 +283,24 @@ test('a closed stdout (| head -1) ends a stage quietly, exit 0, with its summary
   const r = underHead('analyze-dump', 0, { input: lines.join('\n') + '\n' });
   assert.equal(r.status, '0', r.stderr);
   assert.ok(!hasStackTrace(r.stderr), r.stderr);
-  assert.ok(!/EPIPE/.test(r.stderr.split('\n').filter((l) => !l.startsWith('{')).join('\n')), r.stderr);
+  assert.ok(
+    !/EPIPE/.test(
+      r.stderr
+        .split('\n')
+        .filter((l) => !l.startsWith('{'))
+        .join('\n'),
+    ),
+    r.stderr,
+  );
   assert.equal(r.summary.status, 'output closed');
 });
 
 test('a closed stdout stops each streaming stage while its input never ends; domains-from-db stops reading the database', () => {
   const work = scratch();
-  madeDb(work, 'p.db', [['add', 'a'], ['assign', 'a.com', 'a']]);
+  madeDb(work, 'p.db', [
+    ['add', 'a'],
+    ['assign', 'a.com', 'a'],
+  ]);
   // Sorted records without end (awk dies of SIGPIPE once the stage is gone).
   const joined = String.raw`"%016x\ta.com\thttp://a.com/%d\t-\t20110727200841\t\t\t-\t1\n"`;
   const url = String.raw`"%016x\t20110727200841\t\t1\ta.com\thttp://a.com/%d\n"`;
@@ -286,7 +332,9 @@ test('a closed stdout stops each streaming stage while its input never ends; dom
   // 400,000 domains (5.6 MB of map): domains-from-db stops soon after head, not after
   // the last row; what it wrote before is at most a grown pipe's 1 MiB (~80,000 lines) and a buffer.
   const db = new Database(path.join(work, 'p.db'));
-  db.exec("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 400000) INSERT INTO partner_domain SELECT 'd' || i || '.com', 1, 'x' FROM n");
+  db.exec(
+    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 400000) INSERT INTO partner_domain SELECT 'd' || i || '.com', 1, 'x' FROM n",
+  );
   db.close();
   const d = underHead('domains-from-db --db p.db', 0, { cwd: work });
   assert.equal(d.status, '0', d.stderr);
@@ -352,11 +400,21 @@ const SCRIPT_CASES: { script: string; args: string[]; status: number; stdout?: R
   { script: 'bench', args: ['--lines', '1Q'], status: 2, stderr: /^bench: --lines must be a line count/ },
   { script: 'bench', args: ['--memory', 'lots'], status: 2, stderr: /^bench: --memory wants a size in bytes, K, M or G \(e\.g\. 64M, 1G\), got 'lots'\n/ },
   { script: 'bench', args: ['--bogus'], status: 2, stderr: /^bench: unknown option '--bogus'\nTry 'bench --help'/ },
-  { script: 'bench', args: ['--domains', '100k,x'], status: 2, stderr: /^bench: --domains wants counts separated by commas, such as 100k,5M,20M, not '100k,x'\nTry 'bench --help'/ },
+  {
+    script: 'bench',
+    args: ['--domains', '100k,x'],
+    status: 2,
+    stderr: /^bench: --domains wants counts separated by commas, such as 100k,5M,20M, not '100k,x'\nTry 'bench --help'/,
+  },
   { script: 'bench', args: ['--domains', '1M,1000k'], status: 2, stderr: /^bench: --domains names a count twice: '1M,1000k'\nTry 'bench --help'/ },
   { script: 'bench', args: ['--flood'], status: 2, stderr: /^bench: --flood goes with --domains\nTry 'bench --help'/ },
   // --max-size is not the largest input: about one run in 7 takes 2 to 8 times it (scripts/fuzz.ts).
-  { script: 'fuzz', args: ['--help'], status: 0, stdout: /^Usage: fuzz \[options\][^]*--iterations[^]*--max-size <BYTES> +inputs up to this size, bytes, but for about one run in 7/ },
+  {
+    script: 'fuzz',
+    args: ['--help'],
+    status: 0,
+    stdout: /^Usage: fuzz \[options\][^]*--iterations[^]*--max-size <BYTES> +inputs up to this size, bytes, but for about one run in 7/,
+  },
   { script: 'fuzz', args: ['--seconds', '-1'], status: 2, stderr: /^fuzz: --seconds must be an integer from 1/ },
   { script: 'gen-reflog', args: ['--help'], status: 0, stdout: /^Usage: gen-reflog \[options\]/ },
   { script: 'gen-reflog', args: ['--lines', 'many'], status: 2, stderr: /^gen-reflog: --lines must be a line count/ },
@@ -388,7 +446,11 @@ test('scripts/bench refuses at once, by their own rule, a --memory or --tmp that
     [['--memory', '512K'], /^bench: --memory wants a size of at least 1M \(e\.g\. 64M, 1G\), got '512K'\nTry 'bench --help'/],
     [['--tmp', ''], /^bench: --tmp wants a directory name\nTry 'bench --help'/],
   ] as const) {
-    const r = spawnSync(process.execPath, [path.join(SCRIPTS, 'bench.js'), '--lines', '10', '--no-reference', '--out', out, ...args], { cwd: work, env: testEnv(), encoding: 'utf8' });
+    const r = spawnSync(process.execPath, [path.join(SCRIPTS, 'bench.js'), '--lines', '10', '--no-reference', '--out', out, ...args], {
+      cwd: work,
+      env: testEnv(),
+      encoding: 'utf8',
+    });
     assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stderr, err);
     assert.equal(r.stdout, '');
@@ -396,7 +458,7 @@ test('scripts/bench refuses at once, by their own rule, a --memory or --tmp that
   }
 });
 
-test('scripts/bench on a small hour reports (a), (b) and the floor (c), whose byte-copying processes pass analyze-dump\'s records through unchanged', () => {
+test("scripts/bench on a small hour reports (a), (b) and the floor (c), whose byte-copying processes pass analyze-dump's records through unchanged", () => {
   const work = scratch();
   const out = path.join(work, 'out');
   const r = spawnSync(process.execPath, [path.join(SCRIPTS, 'bench.js'), '--lines', '3000', '--out', out], { cwd: work, env: testEnv(), encoding: 'utf8' });
@@ -411,22 +473,31 @@ test('scripts/bench on a small hour reports (a), (b) and the floor (c), whose by
   assert.ok(records.length > 100_000, `analyze-dump wrote ${records.length} bytes`);
   assert.ok(fs.readFileSync(path.join(run, 'floor-hour2-0', 'out.tsv')).equals(records));
   // --no-floor leaves (c) out.
-  const r2 = spawnSync(process.execPath, [path.join(SCRIPTS, 'bench.js'), '--lines', '3000', '--no-reference', '--no-floor', '--out', out], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  const r2 = spawnSync(process.execPath, [path.join(SCRIPTS, 'bench.js'), '--lines', '3000', '--no-reference', '--no-floor', '--out', out], {
+    cwd: work,
+    env: testEnv(),
+    encoding: 'utf8',
+  });
   assert.equal(r2.status, 0, r2.stderr);
   assert.match(r2.stdout, /\(a\) the chain \(as the runner\)/);
   assert.doesNotMatch(r2.stdout, /\((b|c)\) |floor/);
 });
 
-test('scripts/bench --domains fills each partner table once, by weight and in key order, and reports hour 2 and a flood hour through the runner, with every stage\'s peak RSS', () => {
+test("scripts/bench --domains fills each partner table once, by weight and in key order, and reports hour 2 and a flood hour through the runner, with every stage's peak RSS", () => {
   const work = scratch();
   const out = path.join(work, 'out');
-  const bench = (...args: string[]) => spawnSync(process.execPath, [path.join(SCRIPTS, 'bench.js'), '--lines', '500', '--out', out, ...args], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  const bench = (...args: string[]) =>
+    spawnSync(process.execPath, [path.join(SCRIPTS, 'bench.js'), '--lines', '500', '--out', out, ...args], { cwd: work, env: testEnv(), encoding: 'utf8' });
   const r = bench('--domains', '2k,300', '--flood');
   assert.equal(r.status, 0, r.stderr);
   const table = r.stdout.split('\n').filter((l) => l.startsWith('| '));
   const head = table[0]!.split(' | ');
   const rows = table.filter((l) => /^\| [\d,]+ \|/.test(l)).map((l) => l.slice(2, -2).split(' | '));
-  assert.deepEqual(rows.map((x) => x[0]), ['300', '2,000'], 'smallest first');
+  assert.deepEqual(
+    rows.map((x) => x[0]),
+    ['300', '2,000'],
+    'smallest first',
+  );
   for (const stage of ['analyze-dump', 'upload-domains', 'logsaver', 'flood upload-domains']) {
     const col = head.indexOf(`${stage} MiB`);
     assert.ok(col > 0, `a column for ${stage}: ${table[0]}`);
@@ -434,13 +505,32 @@ test('scripts/bench --domains fills each partner table once, by weight and in ke
   }
   assert.equal(rows[0]![head.indexOf('x smallest')], '1.00');
   // The filled table: its N domains spread over the Yacobots by weight (1, 1, 2), in key order, none of the hours' domains.
-  const db = new Database(fs.readdirSync(out).map((f) => path.join(out, f)).find((f) => /partners-2000-\w+\.db$/.test(f))!, { readonly: true });
-  assert.deepEqual(db.prepare('SELECT y.name, COUNT(*) AS n FROM partner_domain d JOIN yacobot y ON y.id = d.yacobot_id GROUP BY y.name ORDER BY y.name').raw().all(), [['yacobot-a', 500], ['yacobot-b', 500], ['yacobot-c', 1000]]);
+  const db = new Database(
+    fs
+      .readdirSync(out)
+      .map((f) => path.join(out, f))
+      .find((f) => /partners-2000-\w+\.db$/.test(f))!,
+    { readonly: true },
+  );
+  assert.deepEqual(
+    db.prepare('SELECT y.name, COUNT(*) AS n FROM partner_domain d JOIN yacobot y ON y.id = d.yacobot_id GROUP BY y.name ORDER BY y.name').raw().all(),
+    [
+      ['yacobot-a', 500],
+      ['yacobot-b', 500],
+      ['yacobot-c', 1000],
+    ],
+  );
   const domains = db.prepare('SELECT domain FROM partner_domain ORDER BY rowid').pluck().all() as string[];
   db.close();
-  assert.deepEqual(domains, [...new Set(domains)].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))));
+  assert.deepEqual(
+    domains,
+    [...new Set(domains)].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))),
+  );
   const hour = fs.readFileSync(path.join(out, 'reflog-500-s1-h2.reflog'), 'latin1');
-  assert.ok(domains.every((d) => !hour.includes(`/${d}/`) && !hour.includes(`.${d}/`)), 'no pre-filled domain in the hour');
+  assert.ok(
+    domains.every((d) => !hour.includes(`/${d}/`) && !hour.includes(`.${d}/`)),
+    'no pre-filled domain in the hour',
+  );
   // Run again: the filled database is reused.
   const again = bench('--domains', '300');
   assert.equal(again.status, 0, again.stderr);
@@ -448,36 +538,64 @@ test('scripts/bench --domains fills each partner table once, by weight and in ke
 });
 
 test('gen-reflog --flood puts every line on a domain of its own', () => {
-  const r = spawnSync(process.execPath, [path.join(SCRIPTS, 'gen-reflog.js'), '--lines', '3000', '--hour', '3', '--flood'], { env: testEnv(), encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [path.join(SCRIPTS, 'gen-reflog.js'), '--lines', '3000', '--hour', '3', '--flood'], {
+    env: testEnv(),
+    encoding: 'utf8',
+  });
   assert.equal(r.status, 0, r.stderr);
-  const hosts = r.stdout.split('\n').slice(1, -1).map((l) => /\thttps?:\/\/([^/:]+)/.exec(l)?.[1]?.toLowerCase()).filter((h) => h !== undefined);
+  const hosts = r.stdout
+    .split('\n')
+    .slice(1, -1)
+    .map((l) => /\thttps?:\/\/([^/:]+)/.exec(l)?.[1]?.toLowerCase())
+    .filter((h) => h !== undefined);
   assert.ok(hosts.length > 2900, `${hosts.length} URLs`);
   assert.equal(new Set(hosts).size, hosts.length);
 });
 
 test('an input file whose name is not UTF-8 is said to be unreachable by that name, not only "not found"', () => {
   const dir = scratch();
-  const r = spawnSync('bash', ['-c', `printf 'x' > $'bad\\xffname.tsv' && ${path.join(BIN, 'group-sum')} $'bad\\xffname.tsv'`], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+  const r = spawnSync('bash', ['-c', `printf 'x' > $'bad\\xffname.tsv' && ${path.join(BIN, 'group-sum')} $'bad\\xffname.tsv'`], {
+    cwd: dir,
+    env: testEnv(),
+    encoding: 'utf8',
+  });
   assert.equal(r.status, 1, r.stderr);
-  assert.match(r.stderr, /^group-sum: bad\ufffdname\.tsv: cannot read input: ENOENT: no such file or directory \(if the name is not UTF-8 text, Node cannot open the file by it: rename the file\)$/m);
+  assert.match(
+    r.stderr,
+    /^group-sum: bad\ufffdname\.tsv: cannot read input: ENOENT: no such file or directory \(if the name is not UTF-8 text, Node cannot open the file by it: rename the file\)$/m,
+  );
   // A name that is simply missing gets no such hint.
-  assert.match(runBin('group-sum', ['nonexistent.tsv'], '', dir).stderr, /^group-sum: nonexistent\.tsv: cannot read input: ENOENT: no such file or directory$/m);
+  assert.match(
+    runBin('group-sum', ['nonexistent.tsv'], '', dir).stderr,
+    /^group-sum: nonexistent\.tsv: cannot read input: ENOENT: no such file or directory$/m,
+  );
 });
 
 test('an admin command that writes nothing to stdout makes no write there: a full stdout (/dev/full) is then no error', () => {
   const dir = scratch();
-  const r = spawnSync('bash', ['-c', `${process.execPath} ${path.join(SCRIPTS, 'gen-reflog.js')} --lines 10 --out g.reflog > /dev/full`], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+  const r = spawnSync('bash', ['-c', `${process.execPath} ${path.join(SCRIPTS, 'gen-reflog.js')} --lines 10 --out g.reflog > /dev/full`], {
+    cwd: dir,
+    env: testEnv(),
+    encoding: 'utf8',
+  });
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stderr, '');
   assert.equal(fs.readFileSync(path.join(dir, 'g.reflog'), 'utf8').split('\n').length, 12, 'a header, ten lines and the last LF');
   // With output, the full device is still an error.
-  const w = spawnSync('bash', ['-c', `${process.execPath} ${path.join(SCRIPTS, 'gen-reflog.js')} --lines 10 > /dev/full`], { cwd: dir, env: testEnv(), encoding: 'utf8' });
+  const w = spawnSync('bash', ['-c', `${process.execPath} ${path.join(SCRIPTS, 'gen-reflog.js')} --lines 10 > /dev/full`], {
+    cwd: dir,
+    env: testEnv(),
+    encoding: 'utf8',
+  });
   assert.equal(w.status, 1);
   assert.match(w.stderr, /^gen-reflog: stdout: cannot write: ENOSPC/);
 });
 
 test('scripts/gen-reflog into a reader that goes away (| head) ends quietly, exit 0', () => {
-  const r = spawnSync('bash', ['-c', `set -o pipefail; ${process.execPath} ${path.join(SCRIPTS, 'gen-reflog.js')} --lines 200000 | head -c 100 > /dev/null`], { env: testEnv(), encoding: 'utf8' });
+  const r = spawnSync('bash', ['-c', `set -o pipefail; ${process.execPath} ${path.join(SCRIPTS, 'gen-reflog.js')} --lines 200000 | head -c 100 > /dev/null`], {
+    env: testEnv(),
+    encoding: 'utf8',
+  });
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stderr, '');
 });
@@ -532,7 +650,9 @@ test("a file option naming the stage's own input or stdout (/dev/stdin on a pipe
   assert.equal(r.status, 0, r.stderr);
 });
 
-test('an input file that is a FIFO: read like a file when its writer comes, and a signal still stops the stage while it never comes', { timeout: 90_000 }, async () => {
+test('an input file that is a FIFO: read like a file when its writer comes, and a signal still stops the stage while it never comes', {
+  timeout: 90_000,
+}, async () => {
   const { spawn, execFileSync } = await import('node:child_process');
   const work = scratch();
   const fifo = path.join(work, 'fifo');
@@ -570,7 +690,7 @@ test('an input file that is a FIFO: read like a file when its writer comes, and 
   assert.equal(summaryOf(rb.err).status, 'interrupted');
 });
 
-test('a stop signal while a stage\'s modules load gets what a later one gets: the summary line, the cut mark, exit 128+N', async () => {
+test("a stop signal while a stage's modules load gets what a later one gets: the summary line, the cut mark, exit 128+N", async () => {
   // Before: runStage installed the handlers once the modules had loaded (about 100 ms); a
   // signal before that took Node's default action, and the stage died of it without a
   // summary line or a cut mark. The preload sends it as bin/<stage> resolves stage.js.
@@ -590,7 +710,11 @@ test('a stop signal while a stage\'s modules load gets what a later one gets: th
   const one = (stage: string, sig: string) =>
     new Promise<void>((resolve, reject) => {
       // stdin stays open: the stage cannot end before the signal is acted on.
-      const child = spawn(path.join(BIN, stage), args[stage]!, { cwd: work, env: testEnv({ NODE_OPTIONS: preload, SIGNAL_ON_LOAD: sig }), stdio: ['pipe', 'pipe', 'pipe'] });
+      const child = spawn(path.join(BIN, stage), args[stage]!, {
+        cwd: work,
+        env: testEnv({ NODE_OPTIONS: preload, SIGNAL_ON_LOAD: sig }),
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
       let out = '';
       let err = '';
       child.stdout!.on('data', (d: Buffer) => (out += d));
@@ -691,7 +815,11 @@ test('scratch(), as a test file calls it dozens of times: no MaxListenersExceede
   assert.doesNotMatch(r.stderr, /MaxListenersExceededWarning/);
   const dirs = r.stdout.trim().split('\n');
   assert.equal(dirs.length, 25);
-  assert.deepEqual(dirs.filter((d) => fs.existsSync(d)), [], 'removed at exit');
+  assert.deepEqual(
+    dirs.filter((d) => fs.existsSync(d)),
+    [],
+    'removed at exit',
+  );
 });
 
 test('a stage whose run is left waiting on nothing (the event loop empties) fails loudly: exit 1, a message, one summary; not exit 0 in silence', () => {

@@ -10,8 +10,7 @@ import { loadUrlHasher } from '../src/core/url.js';
 import { prng } from '../scripts/prng.js';
 
 const fmt = (ms: number) => new Date(ms).toISOString().replace(/[-T:]/g, '').slice(0, 14);
-const parse = (ts: string) =>
-  Date.UTC(+ts.slice(0, 4), +ts.slice(4, 6) - 1, +ts.slice(6, 8), +ts.slice(8, 10), +ts.slice(10, 12), +ts.slice(12, 14));
+const parse = (ts: string) => Date.UTC(+ts.slice(0, 4), +ts.slice(4, 6) - 1, +ts.slice(6, 8), +ts.slice(8, 10), +ts.slice(10, 12), +ts.slice(12, 14));
 
 interface Entry {
   ts: string;
@@ -122,7 +121,10 @@ async function runScenario(s: Scenario): Promise<void> {
     assert.equal(r.status, 0, `batch ${b}: ${r.stderr}`);
     const want = sent.map((l) => l + '\n').join('');
     assert.equal(fs.readFileSync(path.join(work, 'filtered_log'), 'utf8'), want, `seed ${s.seed} batch ${b}: filtered_log`);
-    const wantCur = ids.filter((id) => model.has(id)).map((id) => line(id, model.get(id)!) + '\n').join('');
+    const wantCur = ids
+      .filter((id) => model.has(id))
+      .map((id) => line(id, model.get(id)!) + '\n')
+      .join('');
     assert.equal(fs.readFileSync(cur, 'utf8'), wantCur, `seed ${s.seed} batch ${b}: current_log`);
   }
 }
@@ -130,7 +132,8 @@ async function runScenario(s: Scenario): Promise<void> {
 const H = 3600_000;
 for (const seed of [1, 2, 3]) {
   test(`random 60-minute batches, resend 1h, keep 1h (seed ${seed})`, () => runScenario({ seed, batches: 5, batchMinutes: 60, resend: H, keep: H }));
-  test(`random 20-minute batches, resend 1h, keep 10h (seed ${seed})`, () => runScenario({ seed: seed + 100, batches: 8, batchMinutes: 20, resend: H, keep: 10 * H }));
+  test(`random 20-minute batches, resend 1h, keep 10h (seed ${seed})`, () =>
+    runScenario({ seed: seed + 100, batches: 8, batchMinutes: 20, resend: H, keep: 10 * H }));
 }
 test('random 20-minute batches, resend 1h, keep 1h', () => runScenario({ seed: 77, batches: 8, batchMinutes: 20, resend: H, keep: H }));
 

@@ -17,23 +17,102 @@ const opts = (domainMode: DomainMode): UrlOptions => ({ maxUrlBytes: 8192, dropP
 
 /** Labels a host may be made of: sub-delimiters, label-edge hyphens, 63/64 characters, IDN, case, punycode, numbers, percent-escapes, empty. */
 const LABELS = [
-  'a', 'WWW', 'Ex', '*', 'a*b', '!', 'a!b', '$', "a'b", '~x', 'x~', '_', '_dmarc', 'a_b', '-a', 'a-', '-', '--', 'a--b', '-a-',
-  '"', 'a`b', '{a}', 'a;b', 'a,b', 'a=b', 'a+b', 'a&b', '(a)', 'x'.repeat(63), 'y'.repeat(64), 'Z'.repeat(100),
-  'xn--e1afmkfd', 'XN--P1AI', 'xn--zca', 'xn--ls8h', 'пример', 'STRAẞE', 'ß', 'Faß', 'ＡＢ', 'a\u00adb',
-  '123', '0x1f', '1a', '0', '%41', 'a%2ab', '%21', '',
+  'a',
+  'WWW',
+  'Ex',
+  '*',
+  'a*b',
+  '!',
+  'a!b',
+  '$',
+  "a'b",
+  '~x',
+  'x~',
+  '_',
+  '_dmarc',
+  'a_b',
+  '-a',
+  'a-',
+  '-',
+  '--',
+  'a--b',
+  '-a-',
+  '"',
+  'a`b',
+  '{a}',
+  'a;b',
+  'a,b',
+  'a=b',
+  'a+b',
+  'a&b',
+  '(a)',
+  'x'.repeat(63),
+  'y'.repeat(64),
+  'Z'.repeat(100),
+  'xn--e1afmkfd',
+  'XN--P1AI',
+  'xn--zca',
+  'xn--ls8h',
+  'пример',
+  'STRAẞE',
+  'ß',
+  'Faß',
+  'ＡＢ',
+  'a\u00adb',
+  '123',
+  '0x1f',
+  '1a',
+  '0',
+  '%41',
+  'a%2ab',
+  '%21',
+  '',
 ];
 /** Ends of a host: real suffixes (ICANN, private, multi-label), single labels, digits-only and hex-looking last labels. */
 const ENDS = ['com', 'co.uk', 'рф', 'github.io', 'blogspot.com', 'uk', 'localhost', '123abc', 'a1', 'com.', 'co.uk.', 'x..', '.'];
 /** Hosts written out: IPv4 in odd forms, IPv6, long names, empty labels, public suffixes themselves. */
 const FIXED = [
-  '1.2.3.4', '0x7f.1', '017700000001', '4294967295', '127.1.', '0300.0250.0.1', '0X7F.0.0.1', '1.2.3', '0', '0x',
-  '[::1]', '[0:0::1]', '[2001:DB8::1]', '[::FFFF:1.2.3.4]', '[1:2:3:4:5:6:7:8]',
+  '1.2.3.4',
+  '0x7f.1',
+  '017700000001',
+  '4294967295',
+  '127.1.',
+  '0300.0250.0.1',
+  '0X7F.0.0.1',
+  '1.2.3',
+  '0',
+  '0x',
+  '[::1]',
+  '[0:0::1]',
+  '[2001:DB8::1]',
+  '[::FFFF:1.2.3.4]',
+  '[1:2:3:4:5:6:7:8]',
   `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(61)}`, // 253
   `${'a'.repeat(63)}.${'b'.repeat(63)}.${'c'.repeat(63)}.${'d'.repeat(62)}`, // 254
-  `www.${'q'.repeat(300)}.com`, `${'a'.repeat(64)}.com`,
-  'co.uk', 'www.co.uk', 'com', 'github.io', 'x.github.io', 'a..example.com', '.example.com', 'example.com..', '.', '..', 'a.',
-  'localhost', 'LOCALHOST.', 'a*b.com', 'www.a*b.com', 'x.-a-.com', 'foo.bar.123abc', 'xn--e1afmkfd.xn--p1ai', 'пример.рф', 'STRAẞE.de',
-  'example.com。', 'Example.COM.',
+  `www.${'q'.repeat(300)}.com`,
+  `${'a'.repeat(64)}.com`,
+  'co.uk',
+  'www.co.uk',
+  'com',
+  'github.io',
+  'x.github.io',
+  'a..example.com',
+  '.example.com',
+  'example.com..',
+  '.',
+  '..',
+  'a.',
+  'localhost',
+  'LOCALHOST.',
+  'a*b.com',
+  'www.a*b.com',
+  'x.-a-.com',
+  'foo.bar.123abc',
+  'xn--e1afmkfd.xn--p1ai',
+  'пример.рф',
+  'STRAẞE.de',
+  'example.com。',
+  'Example.COM.',
 ];
 
 /** Hosts as typed in URLs: the fixed ones and `n` random ones from the labels and ends. */
@@ -137,7 +216,10 @@ test('partner-db assign and import take every domain analyze-dump writes, exactl
     assert.ok(hard.length > 20, `${mode}: only ${hard.length} unusual domains: ${hard.join(' ')}`);
     const byHand = hard.filter((_, i) => i % Math.ceil(hard.length / 16) === 0);
     // fresh, the least-loaded: where a domain the database does not match would go.
-    madeDb(work, 'p.db', [['add', 'fresh'], ['add', 'chosen']]);
+    madeDb(work, 'p.db', [
+      ['add', 'fresh'],
+      ['add', 'chosen'],
+    ]);
     for (const d of byHand) {
       // A domain that starts with '-' goes after '--', as any such argument of a command.
       const r = runBin('partner-db', ['--db', 'p.db', 'assign', ...(d.startsWith('-') ? ['--'] : []), d, 'chosen'], '', work);
@@ -174,7 +256,10 @@ test("a domain that starts with '-' is taken after '--'; without it, the usage e
   madeDb(work, 'p.db', [['add', 'a']]);
   const r = runBin('partner-db', ['--db', 'p.db', 'assign', '-a-.com', 'a'], '', work);
   assert.equal(r.status, 2);
-  assert.equal(r.stderr, "partner-db: unknown option '-a-.com' (an argument that starts with '-' goes after '--', e.g. '-- -a-.com')\nTry 'partner-db --help' for more information.\n");
+  assert.equal(
+    r.stderr,
+    "partner-db: unknown option '-a-.com' (an argument that starts with '-' goes after '--', e.g. '-- -a-.com')\nTry 'partner-db --help' for more information.\n",
+  );
   assert.equal(partnerDb(work, 'p.db', 'assign', '--', '-a-.com', 'a'), 'assigned -a-.com to Yacobot 1 (a)\n');
   // An option misspelt is told as before.
   const b = runBin('partner-db', ['--db', 'p.db', '--bogus', 'list'], '', work);
@@ -184,7 +269,10 @@ test("a domain that starts with '-' is taken after '--'; without it, the usage e
   const hintOf = (bin: string, args: string[]) => runBin(bin, args, '', work).stderr.split('\n')[0];
   assert.equal(hintOf('partner-db', ['--db', 'p.db', 'add', '-x']), "partner-db: unknown option '-x' (a Yacobot name must not start with '-')");
   assert.equal(hintOf('partner-db', ['--db', 'p.db', 'list', '-x']), "partner-db: unknown option '-x'");
-  assert.equal(hintOf('partner-db', ['--db', 'p.db', 'disable', '-x']), "partner-db: unknown option '-x' (an argument that starts with '-' goes after '--', e.g. '-- -x')");
+  assert.equal(
+    hintOf('partner-db', ['--db', 'p.db', 'disable', '-x']),
+    "partner-db: unknown option '-x' (an argument that starts with '-' goes after '--', e.g. '-- -x')",
+  );
   const gen = spawnSync(process.execPath, [path.join(ROOT, 'dist/scripts/gen-reflog.js'), '-x'], { encoding: 'utf8' });
   assert.equal(gen.status, 2);
   assert.equal(gen.stderr.split('\n')[0], "gen-reflog: unknown option '-x'");

@@ -31,7 +31,10 @@ function madeOn(be: Backend, commands: string[][]): { work: string; db: string }
 test('domains-from-db leaves the database byte for byte as it was, journal mode included', () => {
   const dir = scratch();
   const db = path.join(dir, 'p.db');
-  madeDb(dir, db, [['add', 'alpha'], ['assign', 'x.com', 'alpha']]);
+  madeDb(dir, db, [
+    ['add', 'alpha'],
+    ['assign', 'x.com', 'alpha'],
+  ]);
   const h = new Database(db);
   h.pragma('journal_mode = DELETE');
   h.close();
@@ -44,7 +47,10 @@ test('domains-from-db leaves the database byte for byte as it was, journal mode 
 
 for (const be of BACKENDS) {
   test(`domains-from-db: bytewise order over many rows, and a closed stdout ends it quietly [${be.name}]`, () => {
-    const { work, db } = madeOn(be, [['add', 'a'], ['add', 'b']]);
+    const { work, db } = madeOn(be, [
+      ['add', 'a'],
+      ['add', 'b'],
+    ]);
     const all: string[] = [];
     const values: string[] = [];
     for (let i = 0; i < 20000; i++) {
@@ -67,11 +73,20 @@ for (const be of BACKENDS) {
   });
 
   test(`a Yacobot id set by hand past 2^53 - 1 is refused as every command and stage refuses it, even when it owns no domain [${be.name}]`, () => {
-    const { work, db } = madeOn(be, [['add', 'a'], ['assign', 'ok.com', 'a']]);
+    const { work, db } = madeOn(be, [
+      ['add', 'a'],
+      ['assign', 'ok.com', 'a'],
+    ]);
     be.exec(work, db, "INSERT INTO yacobot (id, name) VALUES (123456789012345678, 'big')");
     const r = runBin('domains-from-db', ['--db', db], '', work);
     assert.equal(r.status, 1, r.stderr);
-    assert.match(r.stderr, new RegExp(`^domains-from-db: ${escapeRe(db)}: Yacobot 'big' has id 123456789012345678, outside the ids this program handles \\(1 to 9007199254740991\\); give it another$`, 'm'));
+    assert.match(
+      r.stderr,
+      new RegExp(
+        `^domains-from-db: ${escapeRe(db)}: Yacobot 'big' has id 123456789012345678, outside the ids this program handles \\(1 to 9007199254740991\\); give it another$`,
+        'm',
+      ),
+    );
     assert.equal(r.stdout, failedOutput('domains-from-db'), 'no map');
     // The same for partner-db, as docs/formats-and-rules.md says.
     assert.equal(runBin('partner-db', ['--db', db, 'list'], '', work).status, 1);
@@ -80,7 +95,10 @@ for (const be of BACKENDS) {
 
 test('a row no domain_map line can carry (edited outside partner-db) is an error naming it, not a broken map line', () => {
   const work = scratch();
-  madeDb(work, 'p.db', [['add', 'a'], ['assign', 'ok.com', 'a']]);
+  madeDb(work, 'p.db', [
+    ['add', 'a'],
+    ['assign', 'ok.com', 'a'],
+  ]);
   const cases: [string, RegExp][] = [
     ["(NULL, 1, 'x')", /domain NULL/],
     ["('tab' || char(9) || 'x.com', 1, 'x')", /bad domain 'tab\\tx\.com'/],
@@ -109,7 +127,10 @@ test('a row no domain_map line can carry (edited outside partner-db) is an error
 
 test('a row naming a Yacobot that does not exist (written with foreign keys off) is an error naming it and the fix, with no map', () => {
   const work = scratch();
-  madeDb(work, 'p.db', [['add', 'a'], ['assign', 'ok.com', 'a']]);
+  madeDb(work, 'p.db', [
+    ['add', 'a'],
+    ['assign', 'ok.com', 'a'],
+  ]);
   const db = new Database(path.join(work, 'p.db'));
   db.pragma('foreign_keys = OFF');
   db.exec("INSERT INTO partner_domain VALUES ('zzznew.com', 99, 'x')");
@@ -117,7 +138,10 @@ test('a row naming a Yacobot that does not exist (written with foreign keys off)
   const r = runBin('domains-from-db', ['--db', 'p.db'], '', work);
   assert.equal(r.status, 1, r.stderr);
   assert.equal(r.stdout, failedOutput('domains-from-db'), 'no map');
-  assert.match(r.stderr, /^domains-from-db: p\.db: partner_domain gives zzznew\.com to Yacobot 99, which does not exist .*partner-db --db p\.db assign zzznew\.com YACOBOT$/m);
+  assert.match(
+    r.stderr,
+    /^domains-from-db: p\.db: partner_domain gives zzznew\.com to Yacobot 99, which does not exist .*partner-db --db p\.db assign zzznew\.com YACOBOT$/m,
+  );
 });
 
 test('a bad row after many good ones still leaves no output, not a map cut off before it', () => {
@@ -137,7 +161,8 @@ test('a bad row after many good ones still leaves no output, not a map cut off b
 });
 
 test('a database in a directory this user cannot write is an error that says why (SQLite makes -wal/-shm files beside it, even to read)', () => {
-  const hint = /database error: SQLITE_READONLY_DIRECTORY: .*\(the database's directory must be writable by this user, even to read it: SQLite keeps the -wal and -shm files there\)/;
+  const hint =
+    /database error: SQLITE_READONLY_DIRECTORY: .*\(the database's directory must be writable by this user, even to read it: SQLite keeps the -wal and -shm files there\)/;
   const e = dbError(Object.assign(new Error('attempt to write a readonly database'), { code: 'SQLITE_READONLY_DIRECTORY' }), 'p.db');
   assert.ok(e instanceof DataError && e.place?.file === 'p.db');
   assert.match(e.message, hint);
@@ -174,5 +199,8 @@ test('a database whose killed writer left a -wal, in a directory this user canno
   const r = runAsNobody(work, path.join(BIN, 'domains-from-db'), ['--db', 'ro/p.db']);
   assert.equal(r.status, 1, r.stderr);
   assert.equal(r.stdout, failedOutput('domains-from-db'));
-  assert.match(r.stderr, /^domains-from-db: ro\/p\.db: database error: SQLITE_CANTOPEN: .*\(the database's directory must be writable by this user, even to read it/);
+  assert.match(
+    r.stderr,
+    /^domains-from-db: ro\/p\.db: database error: SQLITE_CANTOPEN: .*\(the database's directory must be writable by this user, even to read it/,
+  );
 });

@@ -22,14 +22,18 @@ interface Call {
 /** Runs `argv` with `input` on stdin in `cwd` under strace (it must exit `status`); returns its successful fsync/rename/mkdir/unlink calls in order. */
 function traced(cwd: string, argv: string[], input = '', status = 0): Call[] {
   const log = path.join(cwd, '.strace');
-  const r = spawnSync('strace', ['-f', '-y', '-qq', '-e', 'trace=fsync,fdatasync,rename,renameat,renameat2,mkdir,mkdirat,unlink,unlinkat', '-o', log, ...argv], {
-    cwd,
-    input,
-    env: testEnv(),
-    encoding: 'utf8',
-    timeout: 120_000,
-    killSignal: 'SIGKILL',
-  });
+  const r = spawnSync(
+    'strace',
+    ['-f', '-y', '-qq', '-e', 'trace=fsync,fdatasync,rename,renameat,renameat2,mkdir,mkdirat,unlink,unlinkat', '-o', log, ...argv],
+    {
+      cwd,
+      input,
+      env: testEnv(),
+      encoding: 'utf8',
+      timeout: 120_000,
+      killSignal: 'SIGKILL',
+    },
+  );
   assert.equal(r.status, status, `${argv.join(' ')}: ${r.stderr}`);
   const calls: Call[] = [];
   for (const line of fs.readFileSync(log, 'utf8').split('\n')) {
@@ -70,7 +74,9 @@ function assertSyncedAfter(calls: Call[], i: number, dir: string, what: string, 
   assert.ok(synced > i, `${what}: ${dir} fsynced after it${strict ? ', before the next step' : ''}`);
 }
 
-test('logsaver: every queue file is fsynced, renamed, then its directory fsynced; so is the parent of a directory it made', { skip: !straceWorks && 'no working strace here' }, () => {
+test('logsaver: every queue file is fsynced, renamed, then its directory fsynced; so is the parent of a directory it made', {
+  skip: !straceWorks && 'no working strace here',
+}, () => {
   const work = fs.realpathSync(scratch('ms-dur-'));
   const input = ['1', '2', '1'].map((y, i) => `${y}\t${(i + 1).toString(16).padStart(16, '0')}\t20110728060000\t\t1\ta.com\thttp://a.com/${i}\n`).join('');
   const calls = traced(work, stage('logsaver', '--queue-dir', 'q/new', '--name', 'r'), input);
@@ -85,7 +91,9 @@ test('logsaver: every queue file is fsynced, renamed, then its directory fsynced
   }
 });
 
-test('filter-url --current-out and upload-domains --map: fsynced, renamed, then the directory fsynced (through a symlink: the target\'s)', { skip: !straceWorks && 'no working strace here' }, () => {
+test("filter-url --current-out and upload-domains --map: fsynced, renamed, then the directory fsynced (through a symlink: the target's)", {
+  skip: !straceWorks && 'no working strace here',
+}, () => {
   const work = fs.realpathSync(scratch('ms-dur-'));
   fs.mkdirSync(path.join(work, 'state'));
   fs.symlinkSync('state/cl', path.join(work, 'cl-link'));
@@ -93,16 +101,33 @@ test('filter-url --current-out and upload-domains --map: fsynced, renamed, then 
   assertDurable(traced(work, stage('filter-url', '--now', '20110101010000', '--current-out', 'cl-link'), joined), path.join(work, 'state/cl'), 'current_log');
   madeDb(work, 'p.db', [['add', 'a']]);
   const rec = '0000000000000001\t20110728060000\t\t1\tnew.com\thttp://new.com/\n';
-  assertDurable(traced(work, stage('upload-domains', '--db', 'p.db', '--map', 'state/map', '--now', '20110728070000'), rec), path.join(work, 'state/map'), 'domain_map');
+  assertDurable(
+    traced(work, stage('upload-domains', '--db', 'p.db', '--map', 'state/map', '--now', '20110728070000'), rec),
+    path.join(work, 'state/map'),
+    'domain_map',
+  );
 });
 
-test('a directory fsync that fails (EIO, injected by strace) fails the stage, naming the directory: the rename is not durable', { skip: !straceWorks && 'no working strace here' }, () => {
+test('a directory fsync that fails (EIO, injected by strace) fails the stage, naming the directory: the rename is not durable', {
+  skip: !straceWorks && 'no working strace here',
+}, () => {
   // They once ignored any error of the directory's fsync, and exited 0.
   const work = fs.realpathSync(scratch('ms-dur-'));
   const failing = (dir: string, argv: string[], input: string) =>
-    spawnSync('strace', ['-f', '-qq', '-o', '/dev/null', '-P', dir, '-e', 'trace=fsync', '-e', 'inject=fsync:error=EIO', ...argv], { cwd: work, input, env: testEnv(), encoding: 'utf8', timeout: 60_000, killSignal: 'SIGKILL' });
+    spawnSync('strace', ['-f', '-qq', '-o', '/dev/null', '-P', dir, '-e', 'trace=fsync', '-e', 'inject=fsync:error=EIO', ...argv], {
+      cwd: work,
+      input,
+      env: testEnv(),
+      encoding: 'utf8',
+      timeout: 60_000,
+      killSignal: 'SIGKILL',
+    });
   fs.mkdirSync(path.join(work, 'q/1'), { recursive: true });
-  const r = failing(path.join(work, 'q/1'), stage('logsaver', '--queue-dir', 'q', '--name', 'r'), `1\t${'1'.padStart(16, '0')}\t20110728060000\t\t1\ta.com\thttp://a.com/\n`);
+  const r = failing(
+    path.join(work, 'q/1'),
+    stage('logsaver', '--queue-dir', 'q', '--name', 'r'),
+    `1\t${'1'.padStart(16, '0')}\t20110728060000\t\t1\ta.com\thttp://a.com/\n`,
+  );
   assert.equal(r.status, 1, r.stderr);
   assert.match(r.stderr, /^logsaver: q\/1: cannot fsync: EIO/m);
   fs.mkdirSync(path.join(work, 'state'));
@@ -112,13 +137,18 @@ test('a directory fsync that fails (EIO, injected by strace) fails the stage, na
   assert.match(f.stderr, /^filter-url: state: cannot fsync: EIO/m);
 });
 
-test('the runner: everything staged is fsynced before COMMIT, and each publish step is made durable before the next', { skip: !straceWorks && 'no working strace here' }, () => {
+test('the runner: everything staged is fsynced before COMMIT, and each publish step is made durable before the next', {
+  skip: !straceWorks && 'no working strace here',
+}, () => {
   const work = fs.realpathSync(scratch('ms-dur-'));
   const runs = ['2011072806', '2011072807'];
   fs.mkdirSync(path.join(work, 'var/inbox'), { recursive: true });
   fs.mkdirSync(path.join(work, 'var/state'));
   for (const run of runs) fs.copyFileSync(path.join(ROOT, 'fixtures/reflogs', `${run}.reflog`), path.join(work, 'var/inbox', `${run}.reflog`));
-  madeDb(work, 'var/state/partner.db', [['add', 'a'], ['add', 'b']]);
+  madeDb(work, 'var/state/partner.db', [
+    ['add', 'a'],
+    ['add', 'b'],
+  ]);
   const calls = traced(work, [RUNNER, '--now', '20110728080000']);
   const v = (rel: string) => path.join(work, 'var', rel);
   // The first run makes state/ files and directories; the second finds them all there.
@@ -140,7 +170,10 @@ test('the runner: everything staged is fsynced before COMMIT, and each publish s
     for (const f of [...queues.map((q) => `queue/${q}`), 'state/current_log']) {
       const published = calls.findIndex((c, i) => i > committed && c.call === 'rename' && c.paths[1] === v(f));
       inRun(published, f);
-      assert.ok(calls.some((c, i) => i < published && c.call === 'fsync' && c.paths[0] === calls[published]!.paths[0]), `${run}: ${f}'s source fsynced before its rename`);
+      assert.ok(
+        calls.some((c, i) => i < published && c.call === 'fsync' && c.paths[0] === calls[published]!.paths[0]),
+        `${run}: ${f}'s source fsynced before its rename`,
+      );
       assertSyncedAfter(calls, published, path.dirname(v(f)), `${run}: ${f}`, true);
     }
     const appended = calls.findIndex((c, i) => i > committed && c.call === 'fsync' && c.paths[0] === v('state/runs.jsonl'));
@@ -154,7 +187,9 @@ test('the runner: everything staged is fsynced before COMMIT, and each publish s
   }
 });
 
-test('the runner: the mark that a committed run\'s summary line was printed (an error stopped its publish steps) is made durable', { skip: !straceWorks && 'no working strace here' }, () => {
+test("the runner: the mark that a committed run's summary line was printed (an error stopped its publish steps) is made durable", {
+  skip: !straceWorks && 'no working strace here',
+}, () => {
   // Written without fsync, it could be lost to a power cut after the invocation had
   // printed the line, and the roll forward printed it again.
   const work = fs.realpathSync(scratch('ms-dur-'));

@@ -62,7 +62,11 @@ test('explain: a sent URL, then held once its queue file is taken, a new one and
 
   // The Yacobots take their queue files away: current_log still holds the URL.
   fs.rmSync(path.join(dir, 'var/queue'), { recursive: true });
-  const current = fs.readFileSync(path.join(dir, 'var/state/current_log'), 'utf8').split('\n').find((l) => l.startsWith(`${id}\t`))!.split('\t');
+  const current = fs
+    .readFileSync(path.join(dir, 'var/state/current_log'), 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith(`${id}\t`))!
+    .split('\t');
   const [held] = explain(dir, [url]);
   assert.deepEqual(held!.sent_in, []);
   assert.equal(held!.current?.timestamp, current[1]);
@@ -72,7 +76,11 @@ test('explain: a sent URL, then held once its queue file is taken, a new one and
 
   // A URL never seen, on a domain without owner and on one with.
   const db = new Database(path.join(dir, 'var/state/partner.db'), { readonly: true });
-  const loads = db.prepare('SELECT y.id, y.name, y.weight, (SELECT COUNT(*) FROM partner_domain d WHERE d.yacobot_id = y.id) AS n FROM yacobot y WHERE active = 1 ORDER BY y.id').all() as { id: number; name: string; weight: number; n: number }[];
+  const loads = db
+    .prepare(
+      'SELECT y.id, y.name, y.weight, (SELECT COUNT(*) FROM partner_domain d WHERE d.yacobot_id = y.id) AS n FROM yacobot y WHERE active = 1 ORDER BY y.id',
+    )
+    .all() as { id: number; name: string; weight: number; n: number }[];
   const owned = db.prepare('SELECT domain, yacobot_id FROM partner_domain ORDER BY domain LIMIT 1').get() as { domain: string; yacobot_id: number };
   db.close();
   const least = loads.reduce((a, b) => (b.n / b.weight < a.n / a.weight ? b : a));
@@ -96,7 +104,12 @@ function sentOnlyIn06(dir: string): { url: string; file: string; ts: string; y: 
   }
   for (const y of fs.readdirSync(queue).sort()) {
     const file = path.join(queue, y, '2011072806.tsv');
-    const rec = fs.readFileSync(file, 'utf8').split('\n').filter(Boolean).map((l) => l.split('\t')).find((f) => !in07.has(f[0]!));
+    const rec = fs
+      .readFileSync(file, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.split('\t'))
+      .find((f) => !in07.has(f[0]!));
     if (rec) return { url: rec[5]!, file, ts: rec[1]!, y };
   }
   throw new Error('every URL of hour 06 came again in hour 07');
@@ -138,7 +151,10 @@ test('explain: a URL rejected on many lines lists the first 10 and counts the re
   assert.equal(runJob(dir, ['--max-reject-ratio', '1']).status, 0);
   const [e] = explain(dir, ['http://broken/']);
   assert.equal(e!.rejected_in.length, 10);
-  assert.deepEqual(e!.rejected_in.map((r) => r.line), [2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+  assert.deepEqual(
+    e!.rejected_in.map((r) => r.line),
+    [2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
+  );
   assert.equal(e!.rejected_more, 15);
   assert.match(e!.verdict, /^rejected: bad timestamp/);
   const human = runRunner(dir, ['explain', 'http://broken/']);
@@ -150,7 +166,11 @@ test('explain: a URL rejected on many lines lists the first 10 and counts the re
 test('explain: a rejected URL names the rejects file, line and reason; a URL analyze-dump refuses says why', () => {
   const dir = twoHours('ms-explain-rej-');
   const rejects = path.join(dir, 'var/state/rejects/2011072806.tsv');
-  const lines = fs.readFileSync(rejects, 'utf8').split('\n').filter(Boolean).map((l) => l.split('\t'));
+  const lines = fs
+    .readFileSync(rejects, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.split('\t'));
   const timestampReject = lines.find((f) => f[1]!.startsWith('bad timestamp'))!;
   const schemeReject = lines.find((f) => f[1]!.startsWith('unsupported scheme'))!;
   const [badTs, badScheme] = explain(dir, [timestampReject[2 + 4]!, schemeReject[2 + 4]!]);
@@ -165,11 +185,23 @@ test('explain: a rejected URL names the rejects file, line and reason; a URL ana
 
 test('explain: url, id and domain are what analyze-dump writes for the same URL', () => {
   const dir = newJob('ms-explain-canon-');
-  const urls = ['http://Example.CO.UK:80/a/../b/./c?x=1#f', 'https://bücher.de/ü?q=ä', 'http://192.168.0.1:8080/x', 'http://sub.blogspot.com/', 'http://a.b.c.example.com/%7euser/'];
+  const urls = [
+    'http://Example.CO.UK:80/a/../b/./c?x=1#f',
+    'https://bücher.de/ü?q=ä',
+    'http://192.168.0.1:8080/x',
+    'http://sub.blogspot.com/',
+    'http://a.b.c.example.com/%7euser/',
+  ];
   const reflog = urls.map((u, i) => `1\t1\t2011072806000${i}\t1\t${u}\t1\n`).join('');
   const ad = runBin('analyze-dump', [], reflog);
   assert.equal(ad.status, 0, ad.stderr);
-  const records = new Map(ad.stdout.split('\n').filter(Boolean).map((l) => l.split('\t')).map((f) => [f[1]!.slice(-1), f]));
+  const records = new Map(
+    ad.stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.split('\t'))
+      .map((f) => [f[1]!.slice(-1), f]),
+  );
   const out = explain(dir, urls);
   out.forEach((e, i) => {
     const f = records.get(String(i))!;

@@ -16,8 +16,7 @@ import { BIN, ROOT, hasStackTrace, listFiles, lockHolder, madeDb, runBin, runRun
 
 const TS = '20110727200841';
 const id16 = (n: number) => n.toString(16).padStart(16, '0');
-const urlRec = (id: string, domain: string, url: string, ts = TS, tag = '', hits = '1') =>
-  `${id}\t${ts}\t${tag}\t${hits}\t${domain}\t${url}`;
+const urlRec = (id: string, domain: string, url: string, ts = TS, tag = '', hits = '1') => `${id}\t${ts}\t${tag}\t${hits}\t${domain}\t${url}`;
 
 function assertFailedCleanly(r: { status: number | null; stderr: string }, stage: string, ...fragments: string[]): void {
   assert.equal(r.status, 1, `exit status; stderr:\n${r.stderr}`);
@@ -91,11 +90,12 @@ test('logsaver: a write that fails with ENOSPC (temporary file on /dev/full) fai
   const q = path.join(work, 'queues');
   for (const y of ['1', '2']) fs.mkdirSync(path.join(q, y), { recursive: true });
   fs.writeFileSync(path.join(q, '1', '2011072806.tsv'), 'previous run\n');
-  const r = spawnSync(
-    'bash',
-    ['-c', `ln -s /dev/full "queues/2/.2011072806.tsv.tmp-$$-${HOST_TAG}" && exec logsaver --queue-dir queues --name 2011072806`],
-    { cwd: work, env: testEnv(), input: routed(200), encoding: 'utf8' },
-  );
+  const r = spawnSync('bash', ['-c', `ln -s /dev/full "queues/2/.2011072806.tsv.tmp-$$-${HOST_TAG}" && exec logsaver --queue-dir queues --name 2011072806`], {
+    cwd: work,
+    env: testEnv(),
+    input: routed(200),
+    encoding: 'utf8',
+  });
   assertFailedCleanly({ status: r.status, stderr: r.stderr }, 'logsaver', 'ENOSPC', 'queues/2/.2011072806.tsv.tmp-');
   assert.deepEqual(listFiles(q), ['1/2011072806.tsv'], 'nothing published, temporary files (and the symlink) removed');
   assert.equal(fs.readFileSync(path.join(q, '1', '2011072806.tsv'), 'utf8'), 'previous run\n');
@@ -106,11 +106,12 @@ test('logsaver: a write that fails mid-input still counts so that records_in is 
   const work = scratch('ms-fault-');
   fs.mkdirSync(path.join(work, 'queues', '2'), { recursive: true });
   // Yacobot 2's records pass its 256 KiB write buffer: a flush inside the input fails, not the one at the end.
-  const r = spawnSync(
-    'bash',
-    ['-c', `ln -s /dev/full "queues/2/.2011072806.tsv.tmp-$$-${HOST_TAG}" && exec logsaver --queue-dir queues --name 2011072806`],
-    { cwd: work, env: testEnv(), input: routed(10_000), encoding: 'utf8' },
-  );
+  const r = spawnSync('bash', ['-c', `ln -s /dev/full "queues/2/.2011072806.tsv.tmp-$$-${HOST_TAG}" && exec logsaver --queue-dir queues --name 2011072806`], {
+    cwd: work,
+    env: testEnv(),
+    input: routed(10_000),
+    encoding: 'utf8',
+  });
   assertFailedCleanly({ status: r.status, stderr: r.stderr }, 'logsaver', 'ENOSPC');
   const s = summaryOf(r.stderr);
   const per = s.per_yacobot as Record<string, number>;
@@ -243,7 +244,10 @@ test('upload-domains: a line that fails (its spool cannot be made, its lookup hi
     for (let i = 0; i < 2000; i++) add.run(`m${String(i).padStart(5, '0')}.com`);
   })();
   d.pragma('wal_checkpoint(TRUNCATE)');
-  const leaves = d.prepare("SELECT pageno FROM dbstat WHERE name = 'sqlite_autoindex_partner_domain_1' AND pagetype = 'leaf' ORDER BY path").pluck().all() as number[];
+  const leaves = d
+    .prepare("SELECT pageno FROM dbstat WHERE name = 'sqlite_autoindex_partner_domain_1' AND pagetype = 'leaf' ORDER BY path")
+    .pluck()
+    .all() as number[];
   const pageSize = d.pragma('page_size', { simple: true }) as number;
   d.close();
   assert.ok(leaves.length > 1, 'the index has several leaves');
@@ -284,7 +288,11 @@ test('upload-domains: a full --tmp (tmpfs of 64 KiB, real ENOSPC) fails before a
 
 /** p.db in `work` with Yacobots yb-a and yb-b, known.com assigned to yb-a, and its domain_map. */
 function twoYacobotDb(work: string): string {
-  madeDb(work, 'p.db', [['add', 'yb-a'], ['add', 'yb-b'], ['assign', 'known.com', 'yb-a']]);
+  madeDb(work, 'p.db', [
+    ['add', 'yb-a'],
+    ['add', 'yb-b'],
+    ['assign', 'known.com', 'yb-a'],
+  ]);
   const m = runBin('domains-from-db', ['--db', 'p.db'], '', work);
   assert.equal(m.status, 0, m.stderr);
   fs.writeFileSync(path.join(work, 'domain_map'), m.stdout);
@@ -294,7 +302,7 @@ function twoYacobotDb(work: string): string {
 function domains(db: string): string[] {
   const d = new Database(db, { readonly: true });
   try {
-    return (d.prepare('SELECT domain FROM partner_domain ORDER BY domain').pluck().all() as string[]);
+    return d.prepare('SELECT domain FROM partner_domain ORDER BY domain').pluck().all() as string[];
   } finally {
     d.close();
   }
@@ -310,7 +318,10 @@ test('the extended SQLITE_BUSY codes are DB_BUSY too (the runner says to run aga
   process.env.MASTER_SERVER_BUSY_TIMEOUT_MS = '300';
   try {
     for (const code of ['SQLITE_BUSY', 'SQLITE_BUSY_RECOVERY', 'SQLITE_BUSY_TIMEOUT']) {
-      assert.deepEqual(fake(code), { code: 'DB_BUSY', message: `database error: ${code}: database is locked (another process held the database longer than 300 ms)` });
+      assert.deepEqual(fake(code), {
+        code: 'DB_BUSY',
+        message: `database error: ${code}: database is locked (another process held the database longer than 300 ms)`,
+      });
     }
     for (const code of ['SQLITE_LOCKED', 'SQLITE_LOCKED_SHAREDCACHE']) {
       assert.deepEqual(fake(code), { code: 'DB', message: `database error: ${code}: database is locked` });
@@ -375,7 +386,11 @@ test('MASTER_SERVER_BUSY_TIMEOUT_MS that is not a number of milliseconds is an e
   const work = scratch('ms-fault-');
   twoYacobotDb(work);
   for (const v of ['0x10', ' 10', '1e3', '99999999999']) {
-    for (const [bin, args] of [['domains-from-db', ['--db', 'p.db']], ['upload-domains', ['--db', 'p.db', '--now', TS]], ['partner-db', ['--db', 'p.db', 'list']]] as const) {
+    for (const [bin, args] of [
+      ['domains-from-db', ['--db', 'p.db']],
+      ['upload-domains', ['--db', 'p.db', '--now', TS]],
+      ['partner-db', ['--db', 'p.db', 'list']],
+    ] as const) {
       const r = runBin(bin, [...args], bin === 'upload-domains' ? FILTERED : '', work, { MASTER_SERVER_BUSY_TIMEOUT_MS: v });
       assert.equal(r.status, 1, `${bin} with '${v}': ${r.stderr}`);
       assert.ok(r.stderr.startsWith(`${bin}: MASTER_SERVER_BUSY_TIMEOUT_MS wants a whole number of milliseconds from 0 to 2147483647, got '${v}'\n`), r.stderr);
@@ -409,11 +424,18 @@ function schemaDb(work: string, sql: string): void {
 }
 
 for (const [what, setup, fragment] of [
-  ['a database without table partner_domain', (w: string) => schemaDb(w, 'CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER)'), "missing table 'partner_domain'"],
+  [
+    'a database without table partner_domain',
+    (w: string) => schemaDb(w, 'CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER)'),
+    "missing table 'partner_domain'",
+  ],
   [
     'a partner_domain table without column added_at',
     (w: string) =>
-      schemaDb(w, 'CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER); CREATE TABLE partner_domain (domain TEXT PRIMARY KEY, yacobot_id INTEGER)'),
+      schemaDb(
+        w,
+        'CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER); CREATE TABLE partner_domain (domain TEXT PRIMARY KEY, yacobot_id INTEGER)',
+      ),
     "table 'partner_domain' has no column 'added_at'",
   ],
   ['an empty file', (w: string) => fs.writeFileSync(path.join(w, 'p.db'), ''), "missing table 'yacobot'"],

@@ -29,23 +29,121 @@ const rec = (ts: string, tag: string, hits: string) => `00000000000000ab\t${ts}\
 const NOW = '20110727210000';
 
 const cases: [string, ReturnType<typeof joined>, FilterParams, string, string | null, string | null][] = [
-  ['incoming only: send, current gets incoming', joined(null, ['20110727205000', 'v', '3']), p(NOW), 'new', rec('20110727205000', 'v', '3'), rec('20110727205000', 'v', '3')],
-  ['incoming only, older than keep: still sent and kept', joined(null, ['20110720000000', '', '1']), p(NOW), 'new', rec('20110720000000', '', '1'), rec('20110720000000', '', '1')],
+  [
+    'incoming only: send, current gets incoming',
+    joined(null, ['20110727205000', 'v', '3']),
+    p(NOW),
+    'new',
+    rec('20110727205000', 'v', '3'),
+    rec('20110727205000', 'v', '3'),
+  ],
+  [
+    'incoming only, older than keep: still sent and kept',
+    joined(null, ['20110720000000', '', '1']),
+    p(NOW),
+    'new',
+    rec('20110720000000', '', '1'),
+    rec('20110720000000', '', '1'),
+  ],
   ['current only, 1s younger than keep: kept', joined(['20110727200001', 'k', '4'], null), p(NOW), 'kept', null, rec('20110727200001', 'k', '4')],
   ['current only, exactly keep old: dropped', joined(['20110727200000', 'k', '4'], null), p(NOW), 'expired', null, null],
   ['current only, in the future: kept', joined(['20110727220000', '', '4'], null), p(NOW), 'kept', null, rec('20110727220000', '', '4')],
-  ['both, exactly resend-after apart: due', joined(['20110727190000', 't', '1'], ['20110727200000', 't', '2']), p(NOW), 'due', rec('20110727200000', 't', '2'), rec('20110727200000', 't', '3')],
-  ['both, 1s short of resend-after: held', joined(['20110727190001', 't', '1'], ['20110727200000', 't', '2']), p(NOW), 'held', null, rec('20110727190001', 't', '3')],
-  ['both, updatetag changed: sent', joined(['20110727200000', 'v1', '1'], ['20110727200100', 'v2', '2']), p(NOW), 'changed', rec('20110727200100', 'v2', '2'), rec('20110727200100', 'v2', '3')],
-  ['both, incoming updatetag empty: not a change, current keeps its tag', joined(['20110727200000', 'v1', '1'], ['20110727200100', '', '2']), p(NOW), 'held', null, rec('20110727200000', 'v1', '3')],
-  ['both, current tag empty, incoming non-empty: a change', joined(['20110727200000', '', '1'], ['20110727200100', 'v', '2']), p(NOW), 'changed', rec('20110727200100', 'v', '2'), rec('20110727200100', 'v', '3')],
-  ['both, due with empty incoming tag: current keeps c tag', joined(['20110727180000', 'v1', '7'], ['20110727200000', '', '8']), p(NOW), 'due', rec('20110727200000', '', '8'), rec('20110727200000', 'v1', '15')],
-  ['both, incoming older than current, other tag: a late sighting is no news, the tag stays', joined(['20110727203000', 'v2', '10'], ['20110727190000', 'v1', '20']), p(NOW), 'held', null, rec('20110727203000', 'v2', '30')],
-  ['both, incoming 1s older than current, other tag: held', joined(['20110727203000', 'v2', '10'], ['20110727202959', 'v1', '20']), p(NOW), 'held', null, rec('20110727203000', 'v2', '30')],
-  ['both, same timestamp, other tag: a change', joined(['20110727203000', 'v1', '10'], ['20110727203000', 'v2', '20']), p(NOW), 'changed', rec('20110727203000', 'v2', '20'), rec('20110727203000', 'v2', '30')],
-  ['both, incoming older than current, same tag: held (negative gap is never due)', joined(['20110727203000', 'v1', '10'], ['20110727190000', 'v1', '20']), p(NOW), 'held', null, rec('20110727203000', 'v1', '30')],
-  ['both, 20m resend: 20m apart is due', joined(['20110727200000', '', '1'], ['20110727202000', '', '1']), p(NOW, 20 * 60_000), 'due', rec('20110727202000', '', '1'), rec('20110727202000', '', '2')],
-  ['both, huge hits: exact sum', joined(['20110727200000', '', '9007199254740993'], ['20110727200100', '', '9007199254740993']), p(NOW), 'held', null, rec('20110727200000', '', '18014398509481986')],
+  [
+    'both, exactly resend-after apart: due',
+    joined(['20110727190000', 't', '1'], ['20110727200000', 't', '2']),
+    p(NOW),
+    'due',
+    rec('20110727200000', 't', '2'),
+    rec('20110727200000', 't', '3'),
+  ],
+  [
+    'both, 1s short of resend-after: held',
+    joined(['20110727190001', 't', '1'], ['20110727200000', 't', '2']),
+    p(NOW),
+    'held',
+    null,
+    rec('20110727190001', 't', '3'),
+  ],
+  [
+    'both, updatetag changed: sent',
+    joined(['20110727200000', 'v1', '1'], ['20110727200100', 'v2', '2']),
+    p(NOW),
+    'changed',
+    rec('20110727200100', 'v2', '2'),
+    rec('20110727200100', 'v2', '3'),
+  ],
+  [
+    'both, incoming updatetag empty: not a change, current keeps its tag',
+    joined(['20110727200000', 'v1', '1'], ['20110727200100', '', '2']),
+    p(NOW),
+    'held',
+    null,
+    rec('20110727200000', 'v1', '3'),
+  ],
+  [
+    'both, current tag empty, incoming non-empty: a change',
+    joined(['20110727200000', '', '1'], ['20110727200100', 'v', '2']),
+    p(NOW),
+    'changed',
+    rec('20110727200100', 'v', '2'),
+    rec('20110727200100', 'v', '3'),
+  ],
+  [
+    'both, due with empty incoming tag: current keeps c tag',
+    joined(['20110727180000', 'v1', '7'], ['20110727200000', '', '8']),
+    p(NOW),
+    'due',
+    rec('20110727200000', '', '8'),
+    rec('20110727200000', 'v1', '15'),
+  ],
+  [
+    'both, incoming older than current, other tag: a late sighting is no news, the tag stays',
+    joined(['20110727203000', 'v2', '10'], ['20110727190000', 'v1', '20']),
+    p(NOW),
+    'held',
+    null,
+    rec('20110727203000', 'v2', '30'),
+  ],
+  [
+    'both, incoming 1s older than current, other tag: held',
+    joined(['20110727203000', 'v2', '10'], ['20110727202959', 'v1', '20']),
+    p(NOW),
+    'held',
+    null,
+    rec('20110727203000', 'v2', '30'),
+  ],
+  [
+    'both, same timestamp, other tag: a change',
+    joined(['20110727203000', 'v1', '10'], ['20110727203000', 'v2', '20']),
+    p(NOW),
+    'changed',
+    rec('20110727203000', 'v2', '20'),
+    rec('20110727203000', 'v2', '30'),
+  ],
+  [
+    'both, incoming older than current, same tag: held (negative gap is never due)',
+    joined(['20110727203000', 'v1', '10'], ['20110727190000', 'v1', '20']),
+    p(NOW),
+    'held',
+    null,
+    rec('20110727203000', 'v1', '30'),
+  ],
+  [
+    'both, 20m resend: 20m apart is due',
+    joined(['20110727200000', '', '1'], ['20110727202000', '', '1']),
+    p(NOW, 20 * 60_000),
+    'due',
+    rec('20110727202000', '', '1'),
+    rec('20110727202000', '', '2'),
+  ],
+  [
+    'both, huge hits: exact sum',
+    joined(['20110727200000', '', '9007199254740993'], ['20110727200100', '', '9007199254740993']),
+    p(NOW),
+    'held',
+    null,
+    rec('20110727200000', '', '18014398509481986'),
+  ],
 ];
 
 for (const [name, f, params, outcome, send, keep] of cases) {
@@ -161,13 +259,16 @@ test('--current-out: a symlink is written through, a FIFO or directory is refuse
   assert.match(m.stderr, /^filter-url: nodir\/next: cannot open for writing: ENOENT/, 'names the given file, not its temporary one');
 });
 
-
 test('stdout failing at the last write leaves current_log as it was: what was not sent must not be remembered as sent', () => {
   const work = scratch();
   fs.writeFileSync(path.join(work, 'in'), '0000000000000001\ta.com\thttp://a.com/\t-\t20110101000000\t\t\t-\t1\n');
   fs.writeFileSync(path.join(work, 'cl'), 'old\n');
   // One line: all of stdout is written by the final flush, after the input has ended.
-  const r = spawnSync('bash', ['-c', `${path.join(BIN, 'filter-url')} --now 20110101010000 --current-out cl < in > /dev/full`], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  const r = spawnSync('bash', ['-c', `${path.join(BIN, 'filter-url')} --now 20110101010000 --current-out cl < in > /dev/full`], {
+    cwd: work,
+    env: testEnv(),
+    encoding: 'utf8',
+  });
   assert.equal(r.status, 1, r.stderr);
   assert.match(r.stderr, /^filter-url: stdout: cannot write output: ENOSPC/);
   assert.equal(fs.readFileSync(path.join(work, 'cl'), 'utf8'), 'old\n');
@@ -189,7 +290,11 @@ test('durations: the units, and nothing above ten years (400 digits of days used
 
 test("--current-out: the temporary file a SIGKILLed run left beside it is removed by the next run; a live process's, another file's and another host's stay", async () => {
   const work = scratch('ms-fu-');
-  const child = spawn(path.join(BIN, 'filter-url'), ['--now', NOW, '--current-out', 'current_log'], { cwd: work, env: testEnv(), stdio: ['pipe', 'ignore', 'ignore'] });
+  const child = spawn(path.join(BIN, 'filter-url'), ['--now', NOW, '--current-out', 'current_log'], {
+    cwd: work,
+    env: testEnv(),
+    stdio: ['pipe', 'ignore', 'ignore'],
+  });
   const ended = new Promise((r) => child.on('close', r));
   child.stdin.write(`${joined(null, ['20110727200841', '', '1']).join('\t')}\n`);
   const left = path.join(work, `current_log.tmp-${child.pid}-${HOST_TAG}`);
@@ -210,7 +315,8 @@ test("--current-out: the temporary file a SIGKILLed run left beside it is remove
 test('a failed run still counts so that lines_in = sent + held + kept + expired (the failing line is in none)', () => {
   const work = scratch('ms-fu-');
   const big = '9'.repeat(30);
-  const line = (id: string, cHits: string, iHits: string) => [id, 'd.com', 'http://d.com/', '20110727200000', '20110727203000', '', '', cHits, iHits].join('\t');
+  const line = (id: string, cHits: string, iHits: string) =>
+    [id, 'd.com', 'http://d.com/', '20110727200000', '20110727203000', '', '', cHits, iHits].join('\t');
   // Line 2's hits sum has 31 digits: an error, after line 1 was held.
   const input = `${line('00000000000000a1', '1', '1')}\n${line('00000000000000a2', big, big)}\n`;
   const r = runBin('filter-url', ['--now', NOW, '--current-out', 'cl'], input, work);

@@ -49,7 +49,11 @@ test('fuzz: 16 MB of tiny lines, every one rejected, stays within the memory bou
   // Rejects once crossed threads as an object and a Buffer each: this input took 1.1 GiB.
   const hash = await loadUrlHasher();
   const base = scratch('ms-fuzz-');
-  const c: FuzzCase = { kind: 'rejects', bytes: Buffer.from('a\tb\n'.repeat(4 << 20)), args: ['--max-reject-ratio', '1', '--rejects', 'rejects', '--threads', '2'] };
+  const c: FuzzCase = {
+    kind: 'rejects',
+    bytes: Buffer.from('a\tb\n'.repeat(4 << 20)),
+    args: ['--max-reject-ratio', '1', '--rejects', 'rejects', '--threads', '2'],
+  };
   const res = await runCase(c, base);
   assert.deepEqual(problems(c, res, hash, MAX_RSS_KB), []);
   assert.equal(lineCount(res.rejects), 4 << 20);
@@ -62,7 +66,11 @@ test('fuzz: a flood of 2-byte rejected lines kept with --rejects stays within tw
   const hash = await loadUrlHasher();
   const base = scratch('ms-fuzz-');
   const n = 4 << 20;
-  const c: FuzzCase = { kind: 'rejects', bytes: Buffer.from('\t\n'.repeat(n)), args: ['--max-reject-ratio', '1', '--rejects', 'rejects', '--memory', '128M', '--threads', '3'] };
+  const c: FuzzCase = {
+    kind: 'rejects',
+    bytes: Buffer.from('\t\n'.repeat(n)),
+    args: ['--max-reject-ratio', '1', '--rejects', 'rejects', '--memory', '128M', '--threads', '3'],
+  };
   const res = await runCase(c, base);
   const boundKb = (2 * 128 + 100) * 1024;
   assert.deepEqual(problems(c, res, hash, boundKb), []);
@@ -92,7 +100,15 @@ test('fuzz checker catches a broken run (it can fail)', async () => {
     leftovers: ['run-000000'],
   };
   const p = problems(c, bad, hash, MAX_RSS_KB).join('\n');
-  for (const want of ['exit status 1', 'stack trace', 'peak RSS', 'spill files', 'is not XXH64', 'records_out + rejected + skipped', 'rejects file has 0 lines']) {
+  for (const want of [
+    'exit status 1',
+    'stack trace',
+    'peak RSS',
+    'spill files',
+    'is not XXH64',
+    'records_out + rejected + skipped',
+    'rejects file has 0 lines',
+  ]) {
     assert.ok(p.includes(want), `checker misses "${want}":\n${p}`);
   }
 });
@@ -108,7 +124,14 @@ test('fuzz checker tells runs with other --threads apart (it can fail)', () => {
     leftovers: [],
   });
   const a = run('r1\n', '2\tbad hits\tx\n', 2);
-  assert.deepEqual(differences(a, { ...run('r1\n', '2\tbad hits\tx\n', 2), stderr: a.stderr.replace('"ms":2', '"ms":9').replace('"time":1', '"time":5').replace('"rejected"', '"sort_runs":3,"rejected"') }), [], 'timing and spills are no difference');
+  assert.deepEqual(
+    differences(a, {
+      ...run('r1\n', '2\tbad hits\tx\n', 2),
+      stderr: a.stderr.replace('"ms":2', '"ms":9').replace('"time":1', '"time":5').replace('"rejected"', '"sort_runs":3,"rejected"'),
+    }),
+    [],
+    'timing and spills are no difference',
+  );
   assert.deepEqual(differences(a, { ...a, stderr: a.stderr.replace('"ms":2', '"peak_rss_mib":81.5,"ms":2') }), [], 'peak RSS is no difference');
   const p = differences(a, run('r2\n', '3\tbad hits\tx\n', 3)).join('\n');
   for (const want of ['records differ', 'rejects differ', 'summaries differ']) assert.ok(p.includes(want), `checker misses "${want}":\n${p}`);

@@ -85,7 +85,10 @@ test('--current as a FIFO: joined like the file, and a signal still stops the st
   const ra = await a.done;
   assert.equal(ra.code, 0, ra.err);
   assert.equal(ra.out, want.stdout);
-  assert.deepEqual(fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith(`.master-server-${a.child.pid}-`)), []);
+  assert.deepEqual(
+    fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith(`.master-server-${a.child.pid}-`)),
+    [],
+  );
   // No writer ever: SIGTERM ends it at once (it waited for the writer before).
   // Signalled once it waits for the writer: its copy of the FIFO exists (its signal handlers
   // are in place by then). A fixed 500 ms sleep was shorter than a loaded machine's Node start,
@@ -101,7 +104,11 @@ test('--current as a FIFO: joined like the file, and a signal still stops the st
   const rb = await b.done;
   assert.equal(rb.code, 143, rb.err);
   assert.match(rb.err, /"status":"interrupted"/);
-  assert.deepEqual(fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith(`.master-server-${b.child.pid}-`)), [], 'copy removed');
+  assert.deepEqual(
+    fs.readdirSync(os.tmpdir()).filter((f) => f.startsWith(`.master-server-${b.child.pid}-`)),
+    [],
+    'copy removed',
+  );
 });
 
 test('a FIFO --current whose line outgrows the 1 MiB line limit fails the copy at once, naming the line, and leaves no copy', { timeout: 90_000 }, async () => {
@@ -161,7 +168,9 @@ test('a signal just as the copy of a FIFO --current starts leaves no copy behind
   }
 });
 
-test('a copy of a FIFO --current that a SIGKILLed run left behind is removed by the next run; live, foreign and unrelated names stay', { timeout: 60_000 }, async () => {
+test('a copy of a FIFO --current that a SIGKILLed run left behind is removed by the next run; live, foreign and unrelated names stay', {
+  timeout: 60_000,
+}, async () => {
   const dir = freshDir();
   execFileSync('mkfifo', [path.join(dir, 'fifo')]);
   // A temp dir of this test's own: in the shared one, any other join-current starting
@@ -179,7 +188,11 @@ test('a copy of a FIFO --current that a SIGKILLed run left behind is removed by 
   await ended;
   assert.ok(fs.existsSync(copy), `the killed run left ${copy}`);
   // Not to be touched: this (live) process's, another host's, and a name of another scheme.
-  const keep = [`${ownedTempPrefix(COPY_PREFIX)}kept.copy`, `${COPY_PREFIX}${child.pid}-${HOST_TAG === '00000000' ? '11111111' : '00000000'}-other-host.copy`, `${COPY_PREFIX}${child.pid}-notahost.copy`].map((f) => path.join(tmp, f));
+  const keep = [
+    `${ownedTempPrefix(COPY_PREFIX)}kept.copy`,
+    `${COPY_PREFIX}${child.pid}-${HOST_TAG === '00000000' ? '11111111' : '00000000'}-other-host.copy`,
+    `${COPY_PREFIX}${child.pid}-notahost.copy`,
+  ].map((f) => path.join(tmp, f));
   try {
     for (const f of keep) fs.writeFileSync(f, 'x');
     fs.writeFileSync(path.join(dir, 'current_log'), '');
@@ -237,7 +250,10 @@ test('a long run of current-only records before one incoming record waits for a 
   assert.equal(await done, 0);
   assert.ok(out > size, `${out} bytes out`);
   // Before: it read the whole file and held its 600,000 joined records in memory.
-  assert.ok(stalledAt !== null && stalledAt < size / 4, `read ${stalledAt === null ? 'all' : stalledAt} of ${size} bytes of current_log before its reader read anything`);
+  assert.ok(
+    stalledAt !== null && stalledAt < size / 4,
+    `read ${stalledAt === null ? 'all' : stalledAt} of ${size} bytes of current_log before its reader read anything`,
+  );
 });
 
 test('--current /dev/zero (a device that never ends) is refused before any output; /dev/null is an empty log', () => {
@@ -247,7 +263,14 @@ test('--current /dev/zero (a device that never ends) is refused before any outpu
   const inc = '00000000000000a1\t20110727200841\t\t1\ta.com\thttp://a.com/\n';
   // Before: it copied /dev/zero into the temp directory until the disk was full (here the
   // file size limit, 16 MiB, ends it with SIGXFSZ).
-  const r = spawnSync('bash', ['-c', `ulimit -f 16384 && exec join-current --current /dev/zero`], { input: inc, cwd: dir, env: testEnv({ TMPDIR: tmp }), encoding: 'utf8', timeout: 60_000, killSignal: 'SIGKILL' });
+  const r = spawnSync('bash', ['-c', `ulimit -f 16384 && exec join-current --current /dev/zero`], {
+    input: inc,
+    cwd: dir,
+    env: testEnv({ TMPDIR: tmp }),
+    encoding: 'utf8',
+    timeout: 60_000,
+    killSignal: 'SIGKILL',
+  });
   assert.equal(r.status, 1, `${r.signal} ${r.stderr}`);
   assert.match(r.stderr, /^join-current: \/dev\/zero: is a character device, not a log: give a file, a FIFO, or \/dev\/null for an empty one$/m);
   assert.equal(r.stdout, failedOutput('join-current'));
@@ -276,7 +299,16 @@ test('a timestamp that is not a real time is refused where it is (current_log or
   const rec = (id: string, ts: string) => `${id}\t${ts}\t\t1\ta.com\thttp://a.com/${id}\n`;
   const good = rec('00000000000000a1', '20110727200841');
   // Feb 31, Feb 29 of a common year, hour 24, minute 60, second 60, month 13, day 0, 13 digits
-  for (const ts of ['20110231000000', '20110229120000', '20110727240000', '20110727206000', '20110727200860', '20111327200841', '20110700200841', '2011072720084']) {
+  for (const ts of [
+    '20110231000000',
+    '20110229120000',
+    '20110727240000',
+    '20110727206000',
+    '20110727200860',
+    '20111327200841',
+    '20110700200841',
+    '2011072720084',
+  ]) {
     fs.writeFileSync(path.join(dir, 'current_log'), good + rec('00000000000000a2', ts));
     const c = runBin('join-current', ['--current', 'current_log'], rec('00000000000000a3', '20110727200841'), dir);
     assert.equal(c.status, 1, `${ts}: ${c.stderr}`);
@@ -295,14 +327,29 @@ test('timestampKey (the check every record gets, with its cache of real hours) a
   // Proleptic Gregorian, as the project's own: setUTCFullYear, not Date.UTC (which reads years below 100 as 19xx).
   const real = (t: string) => {
     if (!/^[0-9]{14}$/.test(t)) return false;
-    const [y, mo, d, h, mi, s] = [t.slice(0, 4), t.slice(4, 6), t.slice(6, 8), t.slice(8, 10), t.slice(10, 12), t.slice(12, 14)].map(Number) as [number, number, number, number, number, number];
+    const [y, mo, d, h, mi, s] = [t.slice(0, 4), t.slice(4, 6), t.slice(6, 8), t.slice(8, 10), t.slice(10, 12), t.slice(12, 14)].map(Number) as [
+      number,
+      number,
+      number,
+      number,
+      number,
+      number,
+    ];
     const dt = new Date(0);
     dt.setUTCFullYear(y, mo - 1, d);
     return dt.getUTCFullYear() === y && dt.getUTCMonth() === mo - 1 && dt.getUTCDate() === d && h <= 23 && mi <= 59 && s <= 59;
   };
   const digits = (n: number) => fc.integer({ min: 0, max: 10 ** n - 1 }).map((v) => String(v).padStart(n, '0'));
   const ts = fc.oneof(
-    fc.tuple(fc.integer({ min: 1999, max: 2101 }), fc.integer({ min: 0, max: 13 }), fc.integer({ min: 0, max: 32 }), fc.integer({ min: 0, max: 25 }), fc.integer({ min: 55, max: 61 }), fc.integer({ min: 55, max: 61 }))
+    fc
+      .tuple(
+        fc.integer({ min: 1999, max: 2101 }),
+        fc.integer({ min: 0, max: 13 }),
+        fc.integer({ min: 0, max: 32 }),
+        fc.integer({ min: 0, max: 25 }),
+        fc.integer({ min: 55, max: 61 }),
+        fc.integer({ min: 55, max: 61 }),
+      )
       .map((p) => p.map((v, k) => String(v).padStart(k === 0 ? 4 : 2, '0')).join('')),
     digits(14),
     fc.constantFrom('2011072720084', '201107272008411', '2011072720084x', ' 0110727200841'),

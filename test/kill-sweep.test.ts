@@ -70,9 +70,31 @@ const REFLOGS = path.join(ROOT, 'fixtures', 'reflogs');
 const [R1, R2] = ['2011072806', '2011072807'];
 
 /** The calls that change what is on disk (openat and write: only some of theirs, see changes()). */
-const TRACED = ['rename', 'renameat', 'renameat2', 'link', 'linkat', 'symlink', 'symlinkat', 'unlink', 'unlinkat', 'mkdir', 'mkdirat', 'rmdir',
-  'openat', 'ftruncate', 'fchmod', 'copy_file_range', 'sendfile', 'write', 'pwrite64', 'writev', 'pwritev', 'fsync', 'fdatasync'];
-
+const TRACED = [
+  'rename',
+  'renameat',
+  'renameat2',
+  'link',
+  'linkat',
+  'symlink',
+  'symlinkat',
+  'unlink',
+  'unlinkat',
+  'mkdir',
+  'mkdirat',
+  'rmdir',
+  'openat',
+  'ftruncate',
+  'fchmod',
+  'copy_file_range',
+  'sendfile',
+  'write',
+  'pwrite64',
+  'writev',
+  'pwritev',
+  'fsync',
+  'fdatasync',
+];
 
 interface Call {
   sys: string;
@@ -214,7 +236,12 @@ function baseTemplate(): string {
     fs.mkdirSync(path.join(base, 'var/state'), { recursive: true });
     const db = path.join(base, 'var/state/partner.db');
     partnerDb(base, db, 'init');
-    for (const [n, w] of [['alpha', '1'], ['beta', '1'], ['gamma', '2']]) partnerDb(base, db, 'add', n!, '--weight', w!);
+    for (const [n, w] of [
+      ['alpha', '1'],
+      ['beta', '1'],
+      ['gamma', '2'],
+    ])
+      partnerDb(base, db, 'add', n!, '--weight', w!);
   }
   return copyOf(base, 'tpl-');
 }
@@ -297,7 +324,20 @@ async function killOnly(template: string, ref: Reference, t: Target, setup: Setu
   setup.prepare?.(dir);
   const log = path.join(dir, 'strace.log');
   const only = t.file === null ? [] : ['-P', relocate(t.file, ref.dir, dir)];
-  const argv = ['strace', '-qq', '-y', '-o', log, ...only, '-e', `trace=${t.sys}`, '-e', `inject=${t.sys}:signal=SIGKILL:when=${t.n}`, RUNNER, ...(setup.args?.(dir) ?? [])];
+  const argv = [
+    'strace',
+    '-qq',
+    '-y',
+    '-o',
+    log,
+    ...only,
+    '-e',
+    `trace=${t.sys}`,
+    '-e',
+    `inject=${t.sys}:signal=SIGKILL:when=${t.n}`,
+    RUNNER,
+    ...(setup.args?.(dir) ?? []),
+  ];
   const killed = await run(dir, argv, setup.env?.(dir));
   const what = `killed before #${t.index} ${t.text}`;
   // strace ends as its tracee did; the last call it saw is the one the runner died entering.
@@ -451,11 +491,25 @@ function chosen(ref: Reference, run: string, before: number, per: 'kind' | 'step
   const commitTmp = callIndex(ref.calls, /^openat$/, `/staging/${run}/.COMMIT.tmp`);
   assert.ok(commitTmp > 0, 'the COMMIT was written');
   const after = all.filter((t) => t.index >= commitTmp);
-  return [...sample(all.filter((t) => t.index < commitTmp), before), ...(per === 'kind' ? perStepAndKind : perStep)(ref.calls, after, run)];
+  return [
+    ...sample(
+      all.filter((t) => t.index < commitTmp),
+      before,
+    ),
+    ...(per === 'kind' ? perStepAndKind : perStep)(ref.calls, after, run),
+  ];
 }
 
 /** Sweeps the run of `run` on `template` (its inbox holding only that reflog); `recorded`: its reference, recorded already. */
-async function sweep(t: TestContext, template: string, run: string, before: number, per: 'kind' | 'step', recorded?: Reference, setup: Setup = {}): Promise<void> {
+async function sweep(
+  t: TestContext,
+  template: string,
+  run: string,
+  before: number,
+  per: 'kind' | 'step',
+  recorded?: Reference,
+  setup: Setup = {},
+): Promise<void> {
   const ref = recorded ?? (await record(template, setup));
   assert.equal(ref.status, 0);
   const ts = chosen(ref, run, before, per);
@@ -513,7 +567,9 @@ test('killed before each state-changing call of the second hour: the next run en
   await sweep(t, template, R2, 1, 'step');
 });
 
-test('a capped run (--max-per-domain), killed before each state-changing call of its second hour: the carry and current_log end as the uninterrupted run\'s, together', { skip }, async (t) => {
+test("a capped run (--max-per-domain), killed before each state-changing call of its second hour: the carry and current_log end as the uninterrupted run's, together", {
+  skip,
+}, async (t) => {
   // The first hour carried URLs over; the second merges them with its own and carries some on.
   const capped: Setup = { args: () => ['--max-per-domain', '3', '--carry-keep', '1d'] };
   const first = baseTemplate();
@@ -549,14 +605,19 @@ function linkedReflogTemplate(): string {
   return template;
 }
 
-test('a reflog that is a relative symlink, killed before each call of its reflog step: it ends in done/ as a link to the file it read', { skip }, async (tc) => {
+test('a reflog that is a relative symlink, killed before each call of its reflog step: it ends in done/ as a link to the file it read', {
+  skip,
+}, async (tc) => {
   const template = linkedReflogTemplate();
   const ref = await record(template);
   assert.equal(ref.status, 0);
   const park = callIndex(ref.calls, /^rename/, `/inbox/${R1}.reflog`);
   // done/ made is the main sweep's.
   const ts = only(untilCommitRemoved(ref, park), (t) => !t.sys.startsWith('mkdir'));
-  assert.ok(ts.some((t) => t.sys.startsWith('symlink')), 'the link is made anew in done/');
+  assert.ok(
+    ts.some((t) => t.sys.startsWith('symlink')),
+    'the link is made anew in done/',
+  );
   const kill = note(tc, ts);
   await twoAtATime(
     kill.map((t) => async () => {
@@ -566,12 +627,18 @@ test('a reflog that is a relative symlink, killed before each call of its reflog
       assert.ok(fs.lstatSync(done).isSymbolicLink(), `${what}: done/ holds a link`);
       assert.equal(fs.readlinkSync(done), path.join(dir, 'var/incoming/x.reflog'), what);
       const lines = runsJsonl(dir);
-      assert.deepEqual(lines.map((x) => [x.run, x.status, x.recovered]), [[R1, 'ok', wantRecovered(ref.calls, R1, t.index)]], what);
+      assert.deepEqual(
+        lines.map((x) => [x.run, x.status, x.recovered]),
+        [[R1, 'ok', wantRecovered(ref.calls, R1, t.index)]],
+        what,
+      );
     }),
   );
 });
 
-test('a re-sent hour renamed over the inbox name just before the reflog step parks it, killed before each call from there: it is put back, and processed next', { skip }, async (tc) => {
+test('a re-sent hour renamed over the inbox name just before the reflog step parks it, killed before each call from there: it is put back, and processed next', {
+  skip,
+}, async (tc) => {
   // The run's own file is gone (replaced); the step parks the newcomer, sees it is not
   // the run's, and links it back. It is the same hour with an empty line more (a skip),
   // so that its run sends nothing new and done/ shows which file went there.
@@ -599,7 +666,10 @@ test('a re-sent hour renamed over the inbox name just before the reflog step par
   const arrives = callIndex(ref.calls, /^rename/, '/newcomer');
   // Killed before the newcomer arrives, the sender renames it all the same: as killed before the park.
   const ts = only(untilCommitRemoved(ref, arrives), (t) => t.index > arrives);
-  assert.ok(ts.some((t) => t.sys.startsWith('link')), 'put back with link(2)');
+  assert.ok(
+    ts.some((t) => t.sys.startsWith('link')),
+    'put back with link(2)',
+  );
   const kill = note(tc, ts);
   await twoAtATime(
     kill.map((t) => async () => {
@@ -623,13 +693,18 @@ test('a re-sent hour renamed over the inbox name just before the reflog step par
   );
 });
 
-test('a failed run (its reflog over --max-reject-ratio), killed before each call after its chain: the next attempt fails the same, each attempt recorded once', { skip }, async (tc) => {
+test('a failed run (its reflog over --max-reject-ratio), killed before each call after its chain: the next attempt fails the same, each attempt recorded once', {
+  skip,
+}, async (tc) => {
   const template = baseTemplate();
   addReflog(template, R1);
   const args = () => ['--max-reject-ratio', '0'];
   const ref = await record(template, { args });
   assert.equal(ref.status, 1);
-  assert.deepEqual(ref.runs.map((x) => [x.run, x.status, x.attempt]), [[R1, 'failed', 1]]);
+  assert.deepEqual(
+    ref.runs.map((x) => [x.run, x.status, x.attempt]),
+    [[R1, 'failed', 1]],
+  );
   assert.ok(ref.snap[`var/state/rejects/failed/${R1}.tsv`], 'its rejects are kept');
   // After the chain: its rejects kept, its line, its staging area removed.
   const all = targets(ref.calls, ref.dir).filter((t) => t.index > callIndex(ref.calls, /^openat$/, `/staging/${R1}/work/log/bash.log`));
@@ -646,14 +721,26 @@ test('a failed run (its reflog over --max-reject-ratio), killed before each call
       const what = `killed before #${t.index} ${t.text}`;
       const lines = runsJsonl(dir);
       // Killed before its line: the next invocation redoes that attempt; after: it was recorded, and the next is a new run.
-      const want = t.index <= line ? [[R1, 'failed', 2, 'rerun']] : [[R1, 'failed', 1, undefined], [R1, 'failed', 1, undefined]];
-      assert.deepEqual(lines.map((x) => [x.run, x.status, x.attempt, x.recovered]), want, what);
+      const want =
+        t.index <= line
+          ? [[R1, 'failed', 2, 'rerun']]
+          : [
+              [R1, 'failed', 1, undefined],
+              [R1, 'failed', 1, undefined],
+            ];
+      assert.deepEqual(
+        lines.map((x) => [x.run, x.status, x.attempt, x.recovered]),
+        want,
+        what,
+      );
       assert.equal(new Set(lines.map((x) => x.run_id)).size, lines.length, `${what}: a new run_id for the new run`);
     }),
   );
 });
 
-test('an error after the commit (a directory in the way in done/), killed before each call from the reflog step on: every invocation fails the same until it is gone, and the run\'s line is printed once', { skip }, async (tc) => {
+test("an error after the commit (a directory in the way in done/), killed before each call from the reflog step on: every invocation fails the same until it is gone, and the run's line is printed once", {
+  skip,
+}, async (tc) => {
   // The reflog is linked back to its inbox name (unpark) while the run waits, and the
   // runner marks the run's summary line printed (STATE/staging/RUN/reported).
   const template = baseTemplate();
@@ -679,18 +766,27 @@ test('an error after the commit (a directory in the way in done/), killed before
   assert.equal(ref.status, 1);
   const park = callIndex(ref.calls, /^rename/, `/inbox/${R1}.reflog`);
   const ts = between(ref, park, ref.calls.length);
-  assert.ok(ts.some((t) => t.sys.startsWith('link')), 'linked back to the inbox');
+  assert.ok(
+    ts.some((t) => t.sys.startsWith('link')),
+    'linked back to the inbox',
+  );
   // The summary line is written to stderr (a pipe here), then marked printed.
   const lastIndex = (test: (c: Call, i: number) => boolean) => ref.calls.reduce((last, c, i) => (test(c, i) ? i : last), -1);
   const marked = lastIndex((c) => c.ok && c.paths.some((p) => p.endsWith(`/staging/${R1}/reported`)));
-  const print = lastIndex((c, i) => i < marked && c.sys === 'write' && c.text.startsWith('write(2<') && c.text.includes(`"reflog-to-yacobot-queue: ${R1.slice(0, 6)}`));
+  const print = lastIndex(
+    (c, i) => i < marked && c.sys === 'write' && c.text.startsWith('write(2<') && c.text.includes(`"reflog-to-yacobot-queue: ${R1.slice(0, 6)}`),
+  );
   assert.ok(print > 0 && ts.some((t) => t.index > print && t.index <= marked), 'the printed line is marked');
   const kill = note(tc, ts);
   await twoAtATime(
     kill.map((t) => async () => {
       const { dir, killed, recovery } = await killedAt(template, ref, t, { recover: blockedThenDone });
       const what = `killed before #${t.index} ${t.text}`;
-      assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status, x.recovered]), [[R1, 'ok', undefined]], what);
+      assert.deepEqual(
+        runsJsonl(dir).map((x) => [x.run, x.status, x.recovered]),
+        [[R1, 'ok', undefined]],
+        what,
+      );
       // Printed once; twice only when killed between the print and its mark (the line
       // comes again rather than not at all).
       assert.equal(printed(killed, recovery), t.index > print && t.index <= marked ? 2 : 1, `${what}: summary lines: ${killed.stderr}${recovery.stderr}`);
@@ -698,7 +794,9 @@ test('an error after the commit (a directory in the way in done/), killed before
   );
 });
 
-test('an inbox on another file system, killed before each call of the reflog step: the reflog is copied to done/ and leaves the inbox, no copy left behind', { skip }, async (t) => {
+test('an inbox on another file system, killed before each call of the reflog step: the reflog is copied to done/ and leaves the inbox, no copy left behind', {
+  skip,
+}, async (t) => {
   const other = '/dev/shm';
   const template = baseTemplate();
   if (!fs.existsSync(other) || fs.statSync(other).dev === fs.statSync(template).dev) {
@@ -724,14 +822,21 @@ test('an inbox on another file system, killed before each call of the reflog ste
     // The copy's own calls (done/ made is the main sweep's; the copy's ftruncate and
     // fchmod of the file it has just made are as the write that follows).
     const ts = only(untilCommitRemoved(ref, park), (x) => !/^(mkdir|ftruncate|fchmod)/.test(x.sys));
-    assert.ok(ts.some((x) => /^(copy_file_range|sendfile)$/.test(x.sys)), `copied: ${ts.map((x) => x.text).join('\n')}`);
+    assert.ok(
+      ts.some((x) => /^(copy_file_range|sendfile)$/.test(x.sys)),
+      `copied: ${ts.map((x) => x.text).join('\n')}`,
+    );
     const kill = note(t, ts);
     await twoAtATime(
       kill.map((x) => async () => {
         const { dir } = await killedAt(template, ref, x, setup);
         const what = `killed before #${x.index} ${x.text}`;
         assert.deepEqual(fs.readdirSync(inbox(dir)), [], `${what}: the inbox is empty, no temporary file left`);
-        assert.deepEqual(runsJsonl(dir).map((y) => [y.run, y.status, y.recovered]), [[R1, 'ok', wantRecovered(ref.calls, R1, x.index)]], what);
+        assert.deepEqual(
+          runsJsonl(dir).map((y) => [y.run, y.status, y.recovered]),
+          [[R1, 'ok', wantRecovered(ref.calls, R1, x.index)]],
+          what,
+        );
       }),
     );
   } finally {
@@ -782,18 +887,27 @@ test('a roll forward killed before each of its calls (a second crash): the next 
   // (the main sweep's).
   const line = callIndex(ref.calls, /^(write|pwrite64)$/, '/state/runs.jsonl');
   const ts = only(targets(ref.calls, ref.dir), (t) => t.index === line || (/\/queue\/1\//.test(t.text) && !/^(ftruncate|fchmod)/.test(t.sys)));
-  assert.ok(ts.some((t) => t.sys === 'copy_file_range' && t.text.includes('/queue/1/')), 'queue file 1 copied again');
+  assert.ok(
+    ts.some((t) => t.sys === 'copy_file_range' && t.text.includes('/queue/1/')),
+    'queue file 1 copied again',
+  );
   const kill = note(tc, ts);
   await twoAtATime(
     kill.map((t) => async (w) => {
       const { dir } = await killedAt('', ref, t, { place: restored(w) });
-      assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status, x.recovered]), [[R1, 'ok', 'roll-forward']], `killed before #${t.index} ${t.text}`);
+      assert.deepEqual(
+        runsJsonl(dir).map((x) => [x.run, x.status, x.recovered]),
+        [[R1, 'ok', 'roll-forward']],
+        `killed before #${t.index} ${t.text}`,
+      );
       assert.deepEqual(newDomains(dir), newDomains(first.ref.dir));
     }),
   );
 });
 
-test('the start-up of a rerun killed before each of its calls (a second crash, before the chain runs again): the run is redone the same, its assignments counted once', { skip }, async (tc) => {
+test('the start-up of a rerun killed before each of its calls (a second crash, before the chain runs again): the run is redone the same, its assignments counted once', {
+  skip,
+}, async (tc) => {
   // Killed after the chain, before the COMMIT: start-up removes the queue-file copies,
   // adds what upload-domains committed to run.json, removes work/, and the run starts
   // again (attempt 2, run.json written again). Inside the removal of work/ the calls
@@ -813,22 +927,33 @@ test('the start-up of a rerun killed before each of its calls (a second crash, b
   const kind = (t: Target) => (t.text.includes('.tsv.publish') ? 'copies' : t.text.includes(`/staging/${R1}/work/`) ? 'work' : 'run.json');
   const ts = only(all, (t) => {
     const i = all.indexOf(t);
-    return t.sys === 'rename' || ((i === 0 || kind(all[i - 1]!) !== kind(t)) && kind(t) !== 'run.json') || (kind(t) === 'work' && kind(all[i + 1] ?? t) !== 'work');
+    return (
+      t.sys === 'rename' || ((i === 0 || kind(all[i - 1]!) !== kind(t)) && kind(t) !== 'run.json') || (kind(t) === 'work' && kind(all[i + 1] ?? t) !== 'work')
+    );
   });
-  assert.ok(ts.some((t) => t.sys === 'unlink' && t.text.includes('.tsv.publish')), 'the copies are removed');
+  assert.ok(
+    ts.some((t) => t.sys === 'unlink' && t.text.includes('.tsv.publish')),
+    'the copies are removed',
+  );
   const kill = note(tc, ts);
   await twoAtATime(
     kill.map((t) => async () => {
       const { dir } = await killedAt(template, ref, t);
       const what = `killed before #${t.index} ${t.text}`;
       // Attempt 2 unless the killed start-up had already written attempt 2 into run.json.
-      assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status, x.recovered, x.attempt]), [[R1, 'ok', 'rerun', t.index > rerunJson ? 3 : 2]], what);
+      assert.deepEqual(
+        runsJsonl(dir).map((x) => [x.run, x.status, x.recovered, x.attempt]),
+        [[R1, 'ok', 'rerun', t.index > rerunJson ? 3 : 2]],
+        what,
+      );
       assert.deepEqual(newDomains(dir), newDomains(first.ref.dir), `${what}: new_domains`);
     }),
   );
 });
 
-test('a symlinked reflog whose target is deleted after the run read it, killed before each call of its reflog step: the link it read ends in done/', { skip }, async (tc) => {
+test('a symlinked reflog whose target is deleted after the run read it, killed before each call of its reflog step: the link it read ends in done/', {
+  skip,
+}, async (tc) => {
   const template = linkedReflogTemplate();
   const target = (dir: string) => path.join(dir, 'var/incoming/x.reflog');
   const gone = (dir: string) => path.join(dir, 'gone.reflog');
@@ -850,14 +975,21 @@ test('a symlinked reflog whose target is deleted after the run read it, killed b
   assert.equal(ref.status, 0);
   const park = callIndex(ref.calls, /^rename/, `/inbox/${R1}.reflog`);
   const ts = only(untilCommitRemoved(ref, park), (t) => !t.sys.startsWith('mkdir'));
-  assert.ok(ts.some((t) => t.sys.startsWith('symlink')), 'linked anew in done/');
+  assert.ok(
+    ts.some((t) => t.sys.startsWith('symlink')),
+    'linked anew in done/',
+  );
   const kill = note(tc, ts);
   await twoAtATime(
     kill.map((t) => async () => {
       const { dir } = await killedAt(template, ref, t, { env, beforeCheck: restore });
       const what = `killed before #${t.index} ${t.text}`;
       assert.equal(fs.readlinkSync(path.join(dir, 'var/state/done', `${R1}.reflog`)), target(dir), what);
-      assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status, x.recovered]), [[R1, 'ok', wantRecovered(ref.calls, R1, t.index)]], what);
+      assert.deepEqual(
+        runsJsonl(dir).map((x) => [x.run, x.status, x.recovered]),
+        [[R1, 'ok', wantRecovered(ref.calls, R1, t.index)]],
+        what,
+      );
     }),
   );
 });

@@ -74,7 +74,12 @@ function run(dir: string, filtered: Url[], carry: Carried[] | null, cap: number,
   const c = path.join(dir, 'carry');
   if (carry === null) fs.rmSync(c, { force: true });
   else fs.writeFileSync(c, carry.map(carryLine).join(''));
-  const r = runBin('limit-domains', ['--max-per-domain', String(cap), '--carry', c, '--carry-out', c, '--now', now, '--tmp', dir, ...extra], filtered.map(urlLine).join(''), dir);
+  const r = runBin(
+    'limit-domains',
+    ['--max-per-domain', String(cap), '--carry', c, '--carry-out', c, '--now', now, '--tmp', dir, ...extra],
+    filtered.map(urlLine).join(''),
+    dir,
+  );
   return { ...r, carryOut: fs.existsSync(c) ? fs.readFileSync(c, 'utf8') : null, summary: summaryOf(r.stderr) };
 }
 
@@ -121,12 +126,12 @@ test('random hours: the stage sends and carries what the model does', () => {
   );
 });
 
-test('a big hour, one domain holding half of it, in 1M of memory: the spool and the sorts spill to --tmp, and the result is the model\'s', () => {
+test("a big hour, one domain holding half of it, in 1M of memory: the spool and the sorts spill to --tmp, and the result is the model's", () => {
   const dir = scratch('ms-ld-big-');
   const filtered: Url[] = [];
   const carry: Carried[] = [];
   let x = 12345;
-  const rnd = (m: number) => ((x = (Math.imul(x, 1103515245) + 12345) >>> 0) % m);
+  const rnd = (m: number) => (x = (Math.imul(x, 1103515245) + 12345) >>> 0) % m;
   for (let n = 1; n <= 30_000; n++) {
     const domain = n % 2 === 0 ? 'big.com' : `d${rnd(300)}.com`;
     const u: Url = { id: id(n * 7919), ts: '20110727200000', tag: '', hits: String(rnd(50)), domain, url: `http://${domain}/${n}` };
@@ -138,8 +143,8 @@ test('a big hour, one domain holding half of it, in 1M of memory: the spool and 
   const got = run(dir, filtered, carry, 100, ['--memory', '1M', '--carry-keep', '24h', '--log-level', 'debug']);
   const want = model(filtered, carry, 100, NOW, 24 * H);
   assert.equal(got.status, 0, got.stderr);
-  assert.ok(got.stdout === want.out, 'stdout is the model\'s');
-  assert.ok(got.carryOut === want.carry, 'the carry is the model\'s');
+  assert.ok(got.stdout === want.out, "stdout is the model's");
+  assert.ok(got.carryOut === want.carry, "the carry is the model's");
   const s = got.summary;
   assert.equal(s.spool_spilled, true);
   assert.ok((s.sort_runs as number) > 1, `sort runs: ${s.sort_runs}`);
@@ -161,7 +166,7 @@ test('no domain over its cap: the input goes out as it came, and the carry is em
   assert.deepEqual([got.summary.carried_in, got.summary.sent, got.summary.carried_out], [0, 3, 0]);
 });
 
-test('a URL decided again while it waits goes out once, with the new values and its first decision\'s place in line', () => {
+test("a URL decided again while it waits goes out once, with the new values and its first decision's place in line", () => {
   const dir = scratch('ms-ld-');
   const u = (n: number, tag: string, hits: string): Url => ({ id: id(n), ts: '20110727200000', tag, hits, domain: 'a.com', url: `http://a.com/${n}` });
   // Carried since 18:00 with tag v1; decided again now with v2; a fresh one with more hits.
@@ -175,7 +180,15 @@ test('a URL decided again while it waits goes out once, with the new values and 
 
 test('a carried record --carry-keep old is dropped and counted, unless decided again', () => {
   const dir = scratch('ms-ld-');
-  const c = (n: number, decided: string): Carried => ({ id: id(n), ts: '20110727000000', tag: '', hits: '1', domain: 'a.com', url: `http://a.com/${n}`, decided });
+  const c = (n: number, decided: string): Carried => ({
+    id: id(n),
+    ts: '20110727000000',
+    tag: '',
+    hits: '1',
+    domain: 'a.com',
+    url: `http://a.com/${n}`,
+    decided,
+  });
   const carry = [c(1, '20110727110000'), c(2, '20110727110001'), c(3, '20110727100000')];
   const again: Url = { ...c(3, ''), ts: '20110727200000' };
   const got = run(dir, [again], carry, 5, ['--carry-keep', '10h']);
@@ -209,7 +222,12 @@ test('errors name the place: a bad carry line, unsorted input; the carry is left
   assert.ok(!hasStackTrace(r.stderr));
   assert.equal(r.stdout, failedOutput('limit-domains'));
   assert.deepEqual(fs.readFileSync(c), before);
-  const u = runBin('limit-domains', ['--max-per-domain', '1', '--carry', 'none', '--carry-out', c, '--now', NOW, '--tmp', dir], urlLine({ ...good, id: id(2) }) + urlLine(good), dir);
+  const u = runBin(
+    'limit-domains',
+    ['--max-per-domain', '1', '--carry', 'none', '--carry-out', c, '--now', NOW, '--tmp', dir],
+    urlLine({ ...good, id: id(2) }) + urlLine(good),
+    dir,
+  );
   assert.equal(u.status, 1);
   assert.match(u.stderr, /^limit-domains: -:2: id 0000000000000001 is out of order after 0000000000000002/m);
   assert.deepEqual(fs.readdirSync(dir).sort(), ['carry']);
@@ -230,7 +248,15 @@ test('usage errors: --max-per-domain 0, a bad --carry-keep, a missing --carry-ou
 test('properties over random multi-hour scenarios: no run sends more than N of a domain; once the carry drains, every URL decided was sent, and none that was not', () => {
   const dir = scratch('ms-ld-hours-');
   const hoursArb = fc.array(
-    fc.array(fc.record({ n: fc.integer({ min: 1, max: 30 }), domain: fc.constantFrom('a.com', 'b.org', 'c.net'), hits: fc.nat(20), tag: fc.constantFrom('', 'v1', 'v2') }), { maxLength: 14 }),
+    fc.array(
+      fc.record({
+        n: fc.integer({ min: 1, max: 30 }),
+        domain: fc.constantFrom('a.com', 'b.org', 'c.net'),
+        hits: fc.nat(20),
+        tag: fc.constantFrom('', 'v1', 'v2'),
+      }),
+      { maxLength: 14 },
+    ),
     { minLength: 1, maxLength: 4 },
   );
   fc.assert(
@@ -245,16 +271,31 @@ test('properties over random multi-hour scenarios: no run sends more than N of a
         for (const r of hours[h] ?? []) {
           // A URL keeps its domain: the id is the URL's.
           const u = `http://${r.domain}/${r.n}`;
-          recs.set(id(r.n * 4 + ['a.com', 'b.org', 'c.net'].indexOf(r.domain)), { id: '', ts: hour(h).slice(0, 10) + '3000', tag: r.tag, hits: String(r.hits), domain: r.domain, url: u });
+          recs.set(id(r.n * 4 + ['a.com', 'b.org', 'c.net'].indexOf(r.domain)), {
+            id: '',
+            ts: hour(h).slice(0, 10) + '3000',
+            tag: r.tag,
+            hits: String(r.hits),
+            domain: r.domain,
+            url: u,
+          });
         }
         const filtered = [...recs].sort((a, b) => (a[0] < b[0] ? -1 : 1)).map(([k, r]) => ({ ...r, id: k }));
         for (const r of filtered) decided.add(r.id);
-        const got = runBin('limit-domains', ['--max-per-domain', String(cap), '--carry', c, '--carry-out', c, '--now', hour(h + 1), '--carry-keep', '10d', '--tmp', dir], filtered.map(urlLine).join(''), dir);
+        const got = runBin(
+          'limit-domains',
+          ['--max-per-domain', String(cap), '--carry', c, '--carry-out', c, '--now', hour(h + 1), '--carry-keep', '10d', '--tmp', dir],
+          filtered.map(urlLine).join(''),
+          dir,
+        );
         assert.equal(got.status, 0, got.stderr);
         const out = got.stdout.split('\n').filter((l) => l);
         const perDomain = new Map<string, number>();
         for (const l of out) perDomain.set(l.split('\t')[4]!, (perDomain.get(l.split('\t')[4]!) ?? 0) + 1);
-        assert.ok([...perDomain.values()].every((n) => n <= cap), `hour ${h}: ${[...perDomain]}`);
+        assert.ok(
+          [...perDomain.values()].every((n) => n <= cap),
+          `hour ${h}: ${[...perDomain]}`,
+        );
         sent.push(...out.map((l) => l.split('\t')[0]!));
         if (h >= hours.length && fs.readFileSync(c, 'utf8') === '') break;
       }
@@ -272,7 +313,11 @@ test('stopped by SIGTERM in the middle of a big hour: exit 143, no temporary fil
   generateFiltered(fd, 400_000);
   fs.closeSync(fd);
   const tmp = fs.mkdtempSync(path.join(dir, 'tmp-'));
-  const child = spawn(path.join(BIN, 'limit-domains'), ['--max-per-domain', '5', '--carry', 'none', '--carry-out', path.join(dir, 'carry'), '--now', NOW, '--memory', '1M', '--tmp', tmp, input], { env: testEnv(), stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(
+    path.join(BIN, 'limit-domains'),
+    ['--max-per-domain', '5', '--carry', 'none', '--carry-out', path.join(dir, 'carry'), '--now', NOW, '--memory', '1M', '--tmp', tmp, input],
+    { env: testEnv(), stdio: ['ignore', 'ignore', 'pipe'] },
+  );
   let err = '';
   child.stderr!.on('data', (d: Buffer) => (err += d));
   const done = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));

@@ -82,14 +82,21 @@ test('bad input publishes nothing and leaves no temporary file', () => {
 });
 
 test('a signal before the end of input publishes nothing and removes the temporary files; the status is 128 + its number', async () => {
-  for (const [sig, want] of [['SIGTERM', 143], ['SIGINT', 130], ['SIGHUP', 129]] as const) {
+  for (const [sig, want] of [
+    ['SIGTERM', 143],
+    ['SIGINT', 130],
+    ['SIGHUP', 129],
+  ] as const) {
     const work = scratch('ms-ls-');
     const child = spawn(path.join(BIN, 'logsaver'), ['--queue-dir', 'q', '--name', 'run'], { cwd: work, env: testEnv() });
     child.stdin.write(routed(2000, [1, 2]));
     // Wait until the temporary files exist, then interrupt with stdin still open.
     for (let i = 0; i < 100 && listFiles(path.join(work, 'q')).length < 2; i++) await new Promise((r) => setTimeout(r, 50));
     assert.equal(listFiles(path.join(work, 'q')).length, 2, 'temporary files were being written');
-    assert.ok(listFiles(path.join(work, 'q')).every((f) => !f.endsWith('.tsv')), 'temporary names never end in .tsv');
+    assert.ok(
+      listFiles(path.join(work, 'q')).every((f) => !f.endsWith('.tsv')),
+      'temporary names never end in .tsv',
+    );
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d));
     const [status, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => {
@@ -145,9 +152,14 @@ test("a SIGKILLed run's temporary queue files are removed by the next run of the
   for (let i = 0; i < 600 && !mine.every((f) => fs.existsSync(f)); i++) await new Promise((r) => setTimeout(r, 50));
   child.kill('SIGKILL');
   await ended;
-  assert.ok(mine.every((f) => fs.existsSync(f)), 'the killed run left its temporary files');
+  assert.ok(
+    mine.every((f) => fs.existsSync(f)),
+    'the killed run left its temporary files',
+  );
   const other = HOST_TAG === '00000000' ? '11111111' : '00000000';
-  const keep = [`.run.tsv.tmp-${process.pid}-${HOST_TAG}`, `.other.tsv.tmp-${child.pid}-${HOST_TAG}`, `.run.tsv.tmp-${child.pid}-${other}`].map((f) => path.join(q, '1', f));
+  const keep = [`.run.tsv.tmp-${process.pid}-${HOST_TAG}`, `.other.tsv.tmp-${child.pid}-${HOST_TAG}`, `.run.tsv.tmp-${child.pid}-${other}`].map((f) =>
+    path.join(q, '1', f),
+  );
   for (const f of keep) fs.writeFileSync(f, 'x');
   const r = runBin('logsaver', ['--queue-dir', 'q', '--name', 'run'], routed(10, [1, 2]), work);
   assert.equal(r.status, 0, r.stderr);
@@ -160,17 +172,27 @@ test("a SIGKILLed run's temporary queue files are removed by the next run of the
 
 test('in a shell chain, a stage that fails after it wrote output makes logsaver fail too: nothing is published from a cut stream', () => {
   const work = scratch('ms-ls-');
-  madeDb(work, 'p.db', [['add', 'a'], ['assign', 'x.com', 'a']]); // x.com known: its records stream out at once
+  madeDb(work, 'p.db', [
+    ['add', 'a'],
+    ['assign', 'x.com', 'a'],
+  ]); // x.com known: its records stream out at once
   // 3000 good records (more than one 64 KiB block of routed output), then a bad one:
   // upload-domains fails at line 3001 after blocks of whole lines went down the pipe.
   let input = '';
   for (let i = 0; i < 3000; i++) input += `${(i + 1).toString(16).padStart(16, '0')}\t20110728060000\t\t1\tx.com\thttp://x.com/${'a'.repeat(50)}${i}\n`;
   fs.writeFileSync(path.join(work, 'in.tsv'), input + 'garbage\n');
-  const r = spawnSync('bash', ['-c', 'upload-domains --db p.db < in.tsv 2>ud.err | logsaver --queue-dir q --name n 2>ls.err; echo "${PIPESTATUS[*]}"'], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  const r = spawnSync('bash', ['-c', 'upload-domains --db p.db < in.tsv 2>ud.err | logsaver --queue-dir q --name n 2>ls.err; echo "${PIPESTATUS[*]}"'], {
+    cwd: work,
+    env: testEnv(),
+    encoding: 'utf8',
+  });
   assert.equal(r.stdout, '1 1\n', `upload-domains fails, and so does logsaver: ${fs.readFileSync(path.join(work, 'ls.err'), 'utf8')}`);
   assert.match(fs.readFileSync(path.join(work, 'ud.err'), 'utf8'), /^upload-domains: -:3001: expected 6 fields/m);
   // The cut mark follows the last record written, whose LF was held back: named all the same.
-  assert.match(fs.readFileSync(path.join(work, 'ls.err'), 'utf8'), /^logsaver: -:\d+: input cut off: it ends in "upload-domains: failed, output incomplete" \(the stage that wrote it failed\)$/m);
+  assert.match(
+    fs.readFileSync(path.join(work, 'ls.err'), 'utf8'),
+    /^logsaver: -:\d+: input cut off: it ends in "upload-domains: failed, output incomplete" \(the stage that wrote it failed\)$/m,
+  );
   assert.deepEqual(listFiles(path.join(work, 'q')), [], 'no queue file published');
   // The same stage run by hand at a terminal-less stdout that is a file: the file ends in a cut line too.
   const f = runBin('upload-domains', ['--db', 'p.db', 'in.tsv'], '', work);
@@ -205,7 +227,11 @@ test('in a shell chain, a stage that fails before it wrote anything makes every 
   assert.equal(fs.existsSync(path.join(work, 'next')), false, 'no next current_log');
   assert.deepEqual(listFiles(path.join(work, 'q')), [], 'no queue file published');
   // A usage error too: the stage's stdout is not an empty stream.
-  const u = spawnSync('bash', ['-c', 'group-sum --bogus < /dev/null 2>/dev/null | join-current --current current 2>&1 >/dev/null; echo "${PIPESTATUS[*]}"'], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  const u = spawnSync('bash', ['-c', 'group-sum --bogus < /dev/null 2>/dev/null | join-current --current current 2>&1 >/dev/null; echo "${PIPESTATUS[*]}"'], {
+    cwd: work,
+    env: testEnv(),
+    encoding: 'utf8',
+  });
   assert.match(u.stdout, /^join-current: -:1: input cut off: it ends in "group-sum: failed, output incomplete"/m);
   assert.match(u.stdout, /^2 1$/m);
   // A stage that fails after it wrote records: its mark follows the last of them, whose LF it held back.
@@ -214,7 +240,10 @@ test('in a shell chain, a stage that fails before it wrote anything makes every 
     const g = runBin('join-current', ['--current', 'current'], cut, work);
     assert.equal(g.status, 1, g.stderr);
     const stage = cut.includes('upload-domains') ? 'upload-domains' : 'group-sum';
-    assert.match(g.stderr, new RegExp(`^join-current: -:\\d: input cut off: it ends in "${stage}: failed, output incomplete" \\(the stage that wrote it failed\\)$`, 'm'));
+    assert.match(
+      g.stderr,
+      new RegExp(`^join-current: -:\\d: input cut off: it ends in "${stage}: failed, output incomplete" \\(the stage that wrote it failed\\)$`, 'm'),
+    );
   }
   // Text that only looks like a mark is not named as one.
   const odd = runBin('join-current', ['--current', 'current'], `${rec(1)}\n${rec(2)}-x: failed, output incomplete`, work);

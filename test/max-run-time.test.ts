@@ -13,7 +13,9 @@ import { overTime } from '../src/runner/deadline.js';
 
 const STOP = `--import=${pathToFileURL(path.join(ROOT, 'dist/test/lib/stop-stage.js')).href}`;
 
-test('a stage stopped by SIGSTOP: the run fails at --max-run-time naming it, exit 1, nothing published; the next invocation commits it', { timeout: 120_000 }, async () => {
+test('a stage stopped by SIGSTOP: the run fails at --max-run-time naming it, exit 1, nothing published; the next invocation commits it', {
+  timeout: 120_000,
+}, async () => {
   const dir = freshFirstOnly();
   const ready = path.join(dir, 'stopped');
   // Long enough for the stages to start on a busy machine; the test lasts that long.
@@ -31,7 +33,11 @@ test('a stage stopped by SIGSTOP: the run fails at --max-run-time naming it, exi
   assert.equal(rec.failed_stage, 'upload-domains');
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), [RUNS[0]], 'the reflog stays in the inbox');
   assert.deepEqual(fs.existsSync(path.join(dir, 'var/queue')) ? listFiles(path.join(dir, 'var/queue')) : [], [], 'no queue file published');
-  assert.deepEqual(processesWhere((cmd) => cmd.includes(dir)), [], 'no stage outlived the runner');
+  assert.deepEqual(
+    processesWhere((cmd) => cmd.includes(dir)),
+    [],
+    'no stage outlived the runner',
+  );
   const again = await runner(dir);
   assert.equal(again.status, 0, again.stderr);
   assert.equal(runsJsonl(dir).at(-1)!.status, 'ok');
@@ -54,7 +60,8 @@ test('the stage named is a stopped one, else the first of the chain still runnin
   const live = (...s: [string, boolean][]) => s.map(([name, stopped]) => ({ name, stopped }));
   assert.deepEqual(overTime(60_000, live(['filter-url', false], ['upload-domains', true], ['logsaver', false])), {
     step: 'upload-domains',
-    error: '--max-run-time 1m reached while upload-domains was still running (its process was stopped: SIGSTOP or Ctrl-Z?); also still running: filter-url, logsaver',
+    error:
+      '--max-run-time 1m reached while upload-domains was still running (its process was stopped: SIGSTOP or Ctrl-Z?); also still running: filter-url, logsaver',
   });
   assert.deepEqual(overTime(3_000, live(['upload-domains', false], ['logsaver', false])), {
     step: 'upload-domains',

@@ -97,7 +97,11 @@ test('metrics file: after a committed, a nothing-to-do, a failed and a lock-busy
   const failed = samples(failedText);
   assert.equal(failed.get('master_server_last_invocation_success'), 0);
   assert.equal(failed.get('master_server_last_invocation_exit_code'), 1);
-  assert.equal(failed.get('master_server_last_success_timestamp_seconds'), m.get('master_server_last_success_timestamp_seconds'), 'a failed run leaves the last success alone');
+  assert.equal(
+    failed.get('master_server_last_success_timestamp_seconds'),
+    m.get('master_server_last_success_timestamp_seconds'),
+    'a failed run leaves the last success alone',
+  );
   assert.equal(failed.get('master_server_inbox_reflogs'), 1);
   assert.equal(failed.get('master_server_run_lines'), ad.lines_in, 'run_* stay those of the last committed run');
 
@@ -144,12 +148,45 @@ test('metrics file: set in the config file (relative to it); an unwritable place
 test('metrics text: label values are escaped (promtool accepts them)', async (t) => {
   const reason = 'bad "quoted" \\ reason\nsecond line';
   const run = {
-    run: 'r', run_id: 'r@x#1', status: 'ok', start: '2011-07-28T06:00:00.000Z', now: '20110728070000', now_source: 'name', attempt: 1, seconds: 2,
-    reflog: 'r.reflog', stages: { 'analyze-dump': { lines_in: 3, rejected_by_reason: { [reason]: 1 }, ms: 5 } },
-    sent: 2, sent_per_yacobot: { '1': 2 }, new_domains: 1, keep_ms: 1, resend_after_ms: 1,
+    run: 'r',
+    run_id: 'r@x#1',
+    status: 'ok',
+    start: '2011-07-28T06:00:00.000Z',
+    now: '20110728070000',
+    now_source: 'name',
+    attempt: 1,
+    seconds: 2,
+    reflog: 'r.reflog',
+    stages: { 'analyze-dump': { lines_in: 3, rejected_by_reason: { [reason]: 1 }, ms: 5 } },
+    sent: 2,
+    sent_per_yacobot: { '1': 2 },
+    new_domains: 1,
+    keep_ms: 1,
+    resend_after_ms: 1,
   } as RunRecord;
-  const invocation = { result: 'committed', success: true, exit: 0, at: '2011-07-28T06:00:02.000Z', started: '', seconds: 2, pid: 1, runs: ['r'], error: null, last_success: { run: 'r', at: '2011-07-28T06:00:02.000Z', seconds: 2 } } as LastInvocation;
-  const text = await metricsText({ invocation, outside: { inbox: { reflogs: 0, oldest_age_seconds: null }, backlog: {}, lock: { held: false, pid: null, host: null, since: null }, current_log_urls: null, carry: { urls: 7, oldest_decided: '20110728050000', oldest_age_seconds: 7200, capped_domains: { 'a.com': 7 } } }, run });
+  const invocation = {
+    result: 'committed',
+    success: true,
+    exit: 0,
+    at: '2011-07-28T06:00:02.000Z',
+    started: '',
+    seconds: 2,
+    pid: 1,
+    runs: ['r'],
+    error: null,
+    last_success: { run: 'r', at: '2011-07-28T06:00:02.000Z', seconds: 2 },
+  } as LastInvocation;
+  const text = await metricsText({
+    invocation,
+    outside: {
+      inbox: { reflogs: 0, oldest_age_seconds: null },
+      backlog: {},
+      lock: { held: false, pid: null, host: null, since: null },
+      current_log_urls: null,
+      carry: { urls: 7, oldest_decided: '20110728050000', oldest_age_seconds: 7200, capped_domains: { 'a.com': 7 } },
+    },
+    run,
+  });
   assert.ok(text.includes('master_server_run_rejected_lines{reason="bad \\"quoted\\" \\\\ reason\\nsecond line"} 1'), text);
   assert.equal(samples(text).get('master_server_last_success_timestamp_seconds'), Date.parse('2011-07-28T06:00:02Z') / 1000);
   assert.deepEqual([samples(text).get('master_server_carry_urls'), samples(text).get('master_server_carry_oldest_age_seconds')], [7, 7200]);
@@ -162,7 +199,8 @@ test('alert rules example: promtool check rules accepts it', (t) => {
   assert.equal(r.status, 0, r.out);
   assert.match(r.out, /SUCCESS: 9 rules found/);
   const rules = fs.readFileSync(path.join(ROOT, 'docs', 'prometheus-alerts.yml'), 'utf8');
-  for (const name of ['master_server_last_success_timestamp_seconds', 'master_server_last_invocation_success == 0', 'master_server_backlog_urls >']) assert.ok(rules.includes(name), name);
+  for (const name of ['master_server_last_success_timestamp_seconds', 'master_server_last_invocation_success == 0', 'master_server_backlog_urls >'])
+    assert.ok(rules.includes(name), name);
 });
 
 test('alert rules: promtool test rules (one stop by a signal is no outage; stuck, interrupted, failed, stale and absent metrics)', (t) => {

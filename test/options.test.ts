@@ -13,16 +13,35 @@ import { runBin, scratch } from './lib/run.js';
 const LENIENT = ['0x1', '1e0', ' 1', '1 ', '', '+1', '-0', 'Infinity', '1_0', '0b1', '1,0', '1.2.3', '٣'];
 
 test('the shared readers: plain decimals and digits only', () => {
-  for (const [text, want] of [['0', 0], ['0.01', 0.01], ['1', 1], ['.5', 0.5], ['1.', 1], ['2.50', 2.5], ['007', 7]] as const) {
+  for (const [text, want] of [
+    ['0', 0],
+    ['0.01', 0.01],
+    ['1', 1],
+    ['.5', 0.5],
+    ['1.', 1],
+    ['2.50', 2.5],
+    ['007', 7],
+  ] as const) {
     assert.equal(parseDecimal(text), want, JSON.stringify(text));
   }
   for (const text of [...LENIENT, '.', '1'.repeat(400)]) assert.equal(parseDecimal(text), null, JSON.stringify(text));
-  for (const [text, want] of [['0', 0], ['16', 16], ['007', 7], ['9007199254740991', Number.MAX_SAFE_INTEGER]] as const) {
+  for (const [text, want] of [
+    ['0', 0],
+    ['16', 16],
+    ['007', 7],
+    ['9007199254740991', Number.MAX_SAFE_INTEGER],
+  ] as const) {
     assert.equal(parseCount(text), want, JSON.stringify(text));
   }
   // 2^53 + 1 would be read as 2^53: another number than the one typed.
   for (const text of [...LENIENT, '1.0', '1.', '9007199254740992', '9007199254740993']) assert.equal(parseCount(text), null, JSON.stringify(text));
-  for (const [text, want] of [['1000000', 1e6], ['1_000_000', 1e6], ['1,000,000', 1e6], ['1_000,000', 1e6], ['999', 999]] as const) {
+  for (const [text, want] of [
+    ['1000000', 1e6],
+    ['1_000_000', 1e6],
+    ['1,000,000', 1e6],
+    ['1_000,000', 1e6],
+    ['999', 999],
+  ] as const) {
     assert.equal(parseGroupedCount(text), want, JSON.stringify(text));
   }
   for (const text of ['1,5', '1__000', '1_00', '_1000', '1000_', '10,00,000', ...LENIENT]) {
@@ -66,7 +85,11 @@ test('a numeric option written loosely is a usage error naming the option and th
 
 test('the runner reads its numbers as the stages do: flags and config values alike', () => {
   const usage = (argv: string[], message: RegExp) =>
-    assert.throws(() => parseArgs(argv, '/w'), (e: unknown) => e instanceof UsageError && message.test(e.message), JSON.stringify(argv));
+    assert.throws(
+      () => parseArgs(argv, '/w'),
+      (e: unknown) => e instanceof UsageError && message.test(e.message),
+      JSON.stringify(argv),
+    );
   for (const v of LENIENT) usage(['--max-reject-ratio', v], /^max-reject-ratio wants a number from 0 to 1/);
   for (const v of ['1,5', '1__000', '0x10', '1e6', ' 5']) usage(['--backlog-warn', v], /^backlog-warn wants a number of URLs/);
   for (const v of [' 1h', '0x10', '1e3']) usage(['--keep', v, '--resend-after', '1'], /^keep wants a duration/);
@@ -96,7 +119,11 @@ test('the runner reads its numbers as the stages do: flags and config values ali
   ];
   for (const [line, message] of bad) {
     fs.writeFileSync(conf, `# hourly\n${line}\n`);
-    assert.throws(() => parseArgs(['--config', 'runner.conf'], dir), (e: unknown) => e instanceof UsageError && message.test(e.message), line);
+    assert.throws(
+      () => parseArgs(['--config', 'runner.conf'], dir),
+      (e: unknown) => e instanceof UsageError && message.test(e.message),
+      line,
+    );
   }
   fs.writeFileSync(conf, 'keep = 10H\n');
   assert.ok(typeof parseArgs(['--config', conf, '--keep', '10h'], '/w') === 'object');
@@ -121,5 +148,8 @@ test('runner: --db may be a PostgreSQL URI, on the command line or in the config
   const file = parseArgs(['--config', conf], '/w');
   assert.ok(typeof file === 'object');
   assert.equal(file.db, path.join(dir, 'p.db'));
-  assert.throws(() => parseArgs(['--statement-timeout', '1e3'], '/w'), (e: unknown) => e instanceof UsageError && /--statement-timeout wants seconds from 0 to 86400, got '1e3'/.test(e.message));
+  assert.throws(
+    () => parseArgs(['--statement-timeout', '1e3'], '/w'),
+    (e: unknown) => e instanceof UsageError && /--statement-timeout wants seconds from 0 to 86400, got '1e3'/.test(e.message),
+  );
 });

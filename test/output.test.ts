@@ -95,7 +95,12 @@ pgTest('upload-domains on PostgreSQL ends when its stdout drained while its last
   const work = scratch('ms-out-');
   const uri = cluster!.newDatabase();
   partnerDb(work, uri, 'init');
-  for (const [name, w] of [['y1', '1'], ['y2', '1'], ['y3', '2']] as const) partnerDb(work, uri, 'add', name, '--weight', w);
+  for (const [name, w] of [
+    ['y1', '1'],
+    ['y2', '1'],
+    ['y3', '2'],
+  ] as const)
+    partnerDb(work, uri, 'add', name, '--weight', w);
   const proxy = await DelayProxy.start(cluster!.port);
   try {
     const input = filtered(500, 40);

@@ -7,7 +7,10 @@ import type { OwnerAnswer } from '../src/admin/owner.js';
 
 test('partner-db owner: a domain, a URL (its registrable domain), and a domain nobody owns', () => {
   const dir = scratch('ms-owner-');
-  madeDb(dir, 'p.db', [['add', 'y1'], ['add', 'y2', '--weight', '2']]);
+  madeDb(dir, 'p.db', [
+    ['add', 'y1'],
+    ['add', 'y2', '--weight', '2'],
+  ]);
   partnerDb(dir, 'p.db', 'assign', 'example.co.uk', 'y1');
   partnerDb(dir, 'p.db', 'assign', 'shop.com', 'y2');
   partnerDb(dir, 'p.db', 'assign', 'other.com', 'y2');
@@ -27,7 +30,10 @@ test('partner-db owner: a domain, a URL (its registrable domain), and a domain n
 
 test('partner-db owner: a host goes to its registrable domain as analyze-dump takes it, and the line says so', () => {
   const dir = scratch('ms-owner-host-');
-  madeDb(dir, 'p.db', [['add', 'y1'], ['add', 'y2']]);
+  madeDb(dir, 'p.db', [
+    ['add', 'y1'],
+    ['add', 'y2'],
+  ]);
   partnerDb(dir, 'p.db', 'assign', 'site1004.ru', 'y1');
   partnerDb(dir, 'p.db', 'assign', 'example.co.uk', 'y2');
   const hosts = ['www.site1004.ru', 'WWW.Site1004.RU.', 'a.b.example.co.uk', 'sub.blogspot.com', 'co.uk', '192.168.0.1'];
@@ -36,11 +42,29 @@ test('partner-db owner: a host goes to its registrable domain as analyze-dump ta
   const reflog = hosts.map((h, i) => `1\t1\t2011072806000${i}\t1\thttp://${h}/\t1\n`).join('');
   const ad = runBin('analyze-dump', [], reflog, dir);
   assert.equal(ad.status, 0, ad.stderr);
-  const domains = new Map(ad.stdout.split('\n').filter(Boolean).map((l) => l.split('\t')).map((f) => [Number(f[1]!.slice(-1)), f[4]!]));
-  assert.deepEqual(json.map((a) => a.domain), hosts.map((_, i) => domains.get(i)));
-  assert.deepEqual(json.map((a) => a.domain), ['site1004.ru', 'site1004.ru', 'example.co.uk', 'sub.blogspot.com', 'co.uk', '192.168.0.1']);
-  assert.deepEqual(json.map((a) => a.owner?.id ?? null), [1, 1, 2, null, null, null]);
-  assert.equal(partnerDb(dir, 'p.db', 'owner', 'www.site1004.ru', 'site1004.ru'), 'www.site1004.ru -> site1004.ru: Yacobot 1 (y1)\nsite1004.ru: Yacobot 1 (y1)\n');
+  const domains = new Map(
+    ad.stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => l.split('\t'))
+      .map((f) => [Number(f[1]!.slice(-1)), f[4]!]),
+  );
+  assert.deepEqual(
+    json.map((a) => a.domain),
+    hosts.map((_, i) => domains.get(i)),
+  );
+  assert.deepEqual(
+    json.map((a) => a.domain),
+    ['site1004.ru', 'site1004.ru', 'example.co.uk', 'sub.blogspot.com', 'co.uk', '192.168.0.1'],
+  );
+  assert.deepEqual(
+    json.map((a) => a.owner?.id ?? null),
+    [1, 1, 2, null, null, null],
+  );
+  assert.equal(
+    partnerDb(dir, 'p.db', 'owner', 'www.site1004.ru', 'site1004.ru'),
+    'www.site1004.ru -> site1004.ru: Yacobot 1 (y1)\nsite1004.ru: Yacobot 1 (y1)\n',
+  );
 });
 
 test('partner-db owner: bad arguments are usage errors, a missing database says how to make one', () => {

@@ -9,11 +9,15 @@ import * as path from 'node:path';
 import { ROOT, RUNNER, testEnv } from './lib/run.js';
 import { deliver, newJob } from './lib/job.js';
 
-const tmpfsWorks = spawnSync('unshare', ['-rm', 'bash', '-c', 'd=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs "$d" && umount "$d"; s=$?; rmdir "$d"; exit $s']).status === 0;
+const tmpfsWorks =
+  spawnSync('unshare', ['-rm', 'bash', '-c', 'd=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs "$d" && umount "$d"; s=$?; rmdir "$d"; exit $s']).status === 0;
 
 /** The message of the README's symptom row for a full partner database disk. */
 function readmeSymptom(): string {
-  const row = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8').split('\n').find((l) => l.startsWith('| exit 1, `database error: SQLITE_FULL'));
+  const row = fs
+    .readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('| exit 1, `database error: SQLITE_FULL'));
   assert.ok(row, 'the README has a SQLITE_FULL symptom row');
   return /`([^`]+)`/.exec(row)![1]!;
 }
@@ -32,7 +36,9 @@ rm dbfs/filler
 "$0" --db dbfs/partner.db --log-level silent 2>room.err; echo $? > room.exit
 `;
 
-test('the partner database disk full: SQLITE_FULL as the README shows it, nothing published, the reflog stays; with room the next invocation runs it', { skip: !tmpfsWorks && 'no user namespace to mount a tmpfs here' }, () => {
+test('the partner database disk full: SQLITE_FULL as the README shows it, nothing published, the reflog stays; with room the next invocation runs it', {
+  skip: !tmpfsWorks && 'no user namespace to mount a tmpfs here',
+}, () => {
   const dir = newJob('ms-dbfull-');
   deliver(dir, '2011072806');
   const r = spawnSync('unshare', ['-rm', 'bash', '-c', SCRIPT, RUNNER], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 240_000 });

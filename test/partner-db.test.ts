@@ -37,7 +37,9 @@ const pdbOn = (work: string, db: string, ...args: string[]) => runBin('partner-d
 const okOn = (work: string, db: string, ...args: string[]): string => partnerDb(work, db, ...args);
 
 function rowsOn(be: Backend, work: string, db: string): { domain: string; yacobot_id: number }[] {
-  return be.rows(work, db, 'SELECT domain, yacobot_id FROM partner_domain ORDER BY domain').map(([domain, id]) => ({ domain: domain!, yacobot_id: Number(id) }));
+  return be
+    .rows(work, db, 'SELECT domain, yacobot_id FROM partner_domain ORDER BY domain')
+    .map(([domain, id]) => ({ domain: domain!, yacobot_id: Number(id) }));
 }
 
 /** A scratch directory and a database on `be`, made by init and then add with each of `yacobots`. */
@@ -53,15 +55,25 @@ function freshOn(be: Backend, ...yacobots: string[]): { work: string; db: string
 /** A scratch directory with p.db, made by init and then add with each of `yacobots`. */
 function fresh(...yacobots: string[]): string {
   const work = scratch('ms-pdb-');
-  madeDb(work, 'p.db', yacobots.map((y) => ['add', ...y.split(' ')]));
+  madeDb(
+    work,
+    'p.db',
+    yacobots.map((y) => ['add', ...y.split(' ')]),
+  );
   return work;
 }
 
 test('import: 300,000 rows fit in a 96 MiB heap, good or bad (rows and errors were kept as objects: out of memory at 128 MiB)', () => {
   const work = fresh('alpha', 'beta');
   const rowsOf = (yacobot: (i: number) => string) => Array.from({ length: 300_000 }, (_, i) => `dom${i}.com,${yacobot(i)}\n`).join('');
-  fs.writeFileSync(path.join(work, 'good.csv'), rowsOf((i) => (i % 2 ? 'alpha' : 'beta')));
-  fs.writeFileSync(path.join(work, 'bad.csv'), rowsOf(() => 'gamma'));
+  fs.writeFileSync(
+    path.join(work, 'good.csv'),
+    rowsOf((i) => (i % 2 ? 'alpha' : 'beta')),
+  );
+  fs.writeFileSync(
+    path.join(work, 'bad.csv'),
+    rowsOf(() => 'gamma'),
+  );
   // The new code needs about 52 MiB here; the old aborted at 64 and at 128.
   const env = { ...testEnv(), NODE_OPTIONS: '--max-old-space-size=96' };
   const run = (file: string) => spawnSync(path.join(BIN, 'partner-db'), ['--db', 'p.db', 'import', file], { cwd: work, env, encoding: 'utf8' });
@@ -91,7 +103,11 @@ test('import: past the most distinct domains one import holds, the file is refus
   assert.equal(readImportCsv(csv, 'f.csv', ys, 4).rows.domains.length, 4, 'a repeated domain is not counted twice');
   assert.throws(
     () => readImportCsv(csv + 'e.com,a\n', 'f.csv', ys, 4),
-    (e: unknown) => e instanceof DataError && e.code === 'CSV_TOO_BIG' && e.place?.line === 8 && e.message === 'more than 4 distinct domains, the most one import holds; split the file (each part is then all or nothing)',
+    (e: unknown) =>
+      e instanceof DataError &&
+      e.code === 'CSV_TOO_BIG' &&
+      e.place?.line === 8 &&
+      e.message === 'more than 4 distinct domains, the most one import holds; split the file (each part is then all or nothing)',
   );
 });
 
@@ -138,7 +154,10 @@ for (const be of BACKENDS) {
     fs.writeFileSync(path.join(work, 'quote.csv'), 'a.com,1\nx.com,a"b\n');
     assert.match(pdbOn(work, db, 'import', 'quote.csv').stderr, /^partner-db: quote\.csv:2: CSV syntax: a quote is found in field 2, value is "a"$/m);
     // A file that is not UTF-8 (Latin-1 here) is named as such, at its first such line, not as bad domains.
-    fs.writeFileSync(path.join(work, 'latin1.csv'), Buffer.concat([Buffer.from('a.com,1\r\n"b\r\nc.com",1\r\n'), Buffer.from('m\u00fcnchen.de,1\n', 'latin1')]));
+    fs.writeFileSync(
+      path.join(work, 'latin1.csv'),
+      Buffer.concat([Buffer.from('a.com,1\r\n"b\r\nc.com",1\r\n'), Buffer.from('m\u00fcnchen.de,1\n', 'latin1')]),
+    );
     const l = pdbOn(work, db, 'import', 'latin1.csv');
     assert.equal(l.status, 1);
     assert.equal(l.stderr, 'partner-db: latin1.csv:4: not UTF-8 text (convert it first, e.g. iconv -f latin1 -t utf-8)\n');
@@ -173,7 +192,10 @@ test('import: line ends may change within a file (CRLF, then LF, then CR), as fi
   fs.writeFileSync(path.join(work, 'mixed.csv'), 'm1.com,1\r\nm2.com,1\nm3.com,1\r\r\nm4.com,1\r\nm5.com,alpha');
   const r = pdb(work, 'import', 'mixed.csv');
   assert.equal(r.status, 0, r.stderr);
-  assert.deepEqual(rows(work).map((x) => x.domain), ['m1.com', 'm2.com', 'm3.com', 'm4.com', 'm5.com']);
+  assert.deepEqual(
+    rows(work).map((x) => x.domain),
+    ['m1.com', 'm2.com', 'm3.com', 'm4.com', 'm5.com'],
+  );
 });
 
 for (const be of BACKENDS) {
@@ -223,22 +245,37 @@ test('a database with the wrong schema is named precisely', () => {
     db.exec(sql);
     db.close();
   };
-  make('nocol.db', `CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, active INTEGER);
-                    CREATE TABLE partner_domain (domain TEXT PRIMARY KEY, yacobot_id INTEGER, added_at TEXT);`);
+  make(
+    'nocol.db',
+    `CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, active INTEGER);
+                    CREATE TABLE partner_domain (domain TEXT PRIMARY KEY, yacobot_id INTEGER, added_at TEXT);`,
+  );
   make('notable.db', 'CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER);');
   make('other.db', 'CREATE TABLE something (x);');
   // The right columns without the keys: upload-domains' upsert needs domain unique.
-  make('nokey.db', `CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER);
-                    CREATE TABLE partner_domain (domain TEXT, yacobot_id INTEGER, added_at TEXT);`);
+  make(
+    'nokey.db',
+    `CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER);
+                    CREATE TABLE partner_domain (domain TEXT, yacobot_id INTEGER, added_at TEXT);`,
+  );
   // A key of two columns does not make a domain unique either.
-  make('pk2.db', `CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER);
-                  CREATE TABLE partner_domain (domain TEXT, yacobot_id INTEGER, added_at TEXT, PRIMARY KEY (domain, yacobot_id));`);
+  make(
+    'pk2.db',
+    `CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER);
+                  CREATE TABLE partner_domain (domain TEXT, yacobot_id INTEGER, added_at TEXT, PRIMARY KEY (domain, yacobot_id));`,
+  );
   // The right key on the wrong column.
-  make('idkey.db', `CREATE TABLE yacobot (id INTEGER, name TEXT PRIMARY KEY, weight REAL, active INTEGER);
-                  CREATE TABLE partner_domain (domain TEXT PRIMARY KEY, yacobot_id INTEGER, added_at TEXT);`);
+  make(
+    'idkey.db',
+    `CREATE TABLE yacobot (id INTEGER, name TEXT PRIMARY KEY, weight REAL, active INTEGER);
+                  CREATE TABLE partner_domain (domain TEXT PRIMARY KEY, yacobot_id INTEGER, added_at TEXT);`,
+  );
   // Every column the stages write: upload-domains stamps added_at.
-  make('noadded.db', `CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER);
-                  CREATE TABLE partner_domain (domain TEXT PRIMARY KEY, yacobot_id INTEGER);`);
+  make(
+    'noadded.db',
+    `CREATE TABLE yacobot (id INTEGER PRIMARY KEY, name TEXT, weight REAL, active INTEGER);
+                  CREATE TABLE partner_domain (domain TEXT PRIMARY KEY, yacobot_id INTEGER);`,
+  );
   const cases: [string, RegExp][] = [
     ['noadded.db', /noadded\.db: wrong schema: table 'partner_domain' has no column 'added_at'/],
     ['pk2.db', /pk2\.db: wrong schema: the PRIMARY KEY of 'partner_domain' is not \(domain\) alone/],
@@ -311,7 +348,10 @@ for (const be of BACKENDS) {
     const r = pdbOn(work, db, 'disable', 'b');
     assert.equal(r.status, 1);
     assert.match(r.stderr, /partner-db: cannot disable Yacobot 2 \(b\): it is the last active one and owns 44 domain\(s\)/);
-    assert.ok(rowsOn(be, work, db).every((x) => x.yacobot_id === 2), 'nothing changed by the refused disable');
+    assert.ok(
+      rowsOn(be, work, db).every((x) => x.yacobot_id === 2),
+      'nothing changed by the refused disable',
+    );
     assert.equal(JSON.parse(okOn(work, db, 'list', '--json')).find((y: { id: number }) => y.id === 2).active, true);
     // Assigning to a disabled Yacobot is refused; enabling lets it take domains again.
     assert.equal(pdbOn(work, db, 'assign', 'x.com', 'a').status, 1);
@@ -329,7 +369,10 @@ for (const be of BACKENDS) {
     const last = pdbOn(work, db, 'disable', 'b');
     assert.equal(last.status, 0, last.stderr);
     assert.equal(last.stdout, 'disabled Yacobot 2 (b); moved 0 domain(s)\n');
-    assert.equal(last.stderr, `partner-db: warning: no active Yacobot is left: upload-domains fails until one is added or enabled (partner-db --db ${db} add NAME, or enable ID)\n`);
+    assert.equal(
+      last.stderr,
+      `partner-db: warning: no active Yacobot is left: upload-domains fails until one is added or enabled (partner-db --db ${db} add NAME, or enable ID)\n`,
+    );
     // As it says.
     const u = runBin('upload-domains', ['--db', db], `${'0'.repeat(15)}1\t20110728060000\t\t1\tx.com\thttp://x.com/\n`, work);
     assert.equal(u.status, 1);
@@ -356,7 +399,10 @@ for (const be of BACKENDS) {
     const r = pdbOn(work, db, 'disable', 'b');
     assert.equal(r.status, 1);
     assert.match(r.stderr, /partner-db: cannot move the 3 domain\(s\) of disabled Yacobot 2 \(b\): no Yacobot is active/);
-    assert.ok(rowsOn(be, work, db).every((x) => x.yacobot_id === 2), 'nothing moved');
+    assert.ok(
+      rowsOn(be, work, db).every((x) => x.yacobot_id === 2),
+      'nothing moved',
+    );
   });
 }
 
@@ -392,7 +438,12 @@ test('stats shows domains owned by an id that names no Yacobot (which upload-dom
   // Rows written by hand with foreign keys off, or left by a Yacobot deleted from the table.
   const db = new Database(path.join(work, 'p.db'));
   db.pragma('foreign_keys = OFF');
-  for (const [d, id] of [['zzz.com', 99n], ['yyy.com', 99n], ['odd.com', 'one']] as const) db.prepare("INSERT INTO partner_domain VALUES (?, ?, 'x')").run(d, id);
+  for (const [d, id] of [
+    ['zzz.com', 99n],
+    ['yyy.com', 99n],
+    ['odd.com', 'one'],
+  ] as const)
+    db.prepare("INSERT INTO partner_domain VALUES (?, ?, 'x')").run(d, id);
   db.close();
   const t = pdb(work, 'stats');
   assert.equal(t.status, 0, t.stderr);
@@ -400,8 +451,14 @@ test('stats shows domains owned by an id that names no Yacobot (which upload-dom
   assert.deepEqual(lines[3]!.trim().split(/  +/), ['99', '(no such Yacobot)', '-', '-', '2', '50.0%', '-']);
   assert.deepEqual(lines[4]!.trim().split(/  +/), ["'one'", '(no such Yacobot)', '-', '-', '1', '25.0%', '-']);
   assert.deepEqual(lines[1]!.trim().split(/ +/), ['1', 'a', '1', 'yes', '1', '25.0%', '25.0%']);
-  assert.match(lines[5]!, /^total: 4 domain\(s\), 2 of 2 Yacobot\(s\) active; 3 of them owned by 2 id\(s\) that name no Yacobot \(upload-domains and domains-from-db refuse to start\)$/);
-  assert.match(t.stderr, /^partner-db: warning: partner_domain gives yyy\.com to Yacobot 99, which does not exist .*partner-db --db p\.db assign yyy\.com YACOBOT/m);
+  assert.match(
+    lines[5]!,
+    /^total: 4 domain\(s\), 2 of 2 Yacobot\(s\) active; 3 of them owned by 2 id\(s\) that name no Yacobot \(upload-domains and domains-from-db refuse to start\)$/,
+  );
+  assert.match(
+    t.stderr,
+    /^partner-db: warning: partner_domain gives yyy\.com to Yacobot 99, which does not exist .*partner-db --db p\.db assign yyy\.com YACOBOT/m,
+  );
   const s = JSON.parse(ok(work, 'stats', '--json'));
   assert.equal(s.domains, 4);
   assert.deepEqual(s.missing_owners, [
@@ -430,7 +487,11 @@ test('list and stats: a name with control characters (written by hand: add refus
     assert.ok(!out.includes('\x1b'), `${cmd}: a raw escape character reached the terminal`);
   }
   // So do the commands that name it in what they say.
-  for (const args of [['set-weight', '2', '3'], ['assign', 'a.com', '2'], ['disable', '2']]) {
+  for (const args of [
+    ['set-weight', '2', '3'],
+    ['assign', 'a.com', '2'],
+    ['disable', '2'],
+  ]) {
     assert.equal(ok(work, ...args).split('\n').length, 2, args.join(' '));
   }
 });
@@ -455,7 +516,17 @@ test('weights: .5 and 1000000 are accepted, and two equal huge weights still sha
 
 test('usage errors exit 2 with a hint; --help goes to stdout', () => {
   const work = fresh('a');
-  for (const args of [['frob'], ['add'], ['add', '123'], ['add', 'x', '--weight', '-1'], ['add', 'x', '--weight', '1' + '0'.repeat(308)], ['add', 'x', '--weight', '1000001'], ['set-weight', 'a', 'abc'], ['list', '--bogus'], ['assign', 'bad domain', 'a']]) {
+  for (const args of [
+    ['frob'],
+    ['add'],
+    ['add', '123'],
+    ['add', 'x', '--weight', '-1'],
+    ['add', 'x', '--weight', '1' + '0'.repeat(308)],
+    ['add', 'x', '--weight', '1000001'],
+    ['set-weight', 'a', 'abc'],
+    ['list', '--bogus'],
+    ['assign', 'bad domain', 'a'],
+  ]) {
     const r = pdb(work, ...args);
     assert.equal(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stderr, /Try 'partner-db --help' for more information\./);
@@ -469,7 +540,12 @@ test('usage errors exit 2 with a hint; --help goes to stdout', () => {
 test('a no-break space or another non-ASCII space around a typed domain is refused, not trimmed into another domain: assign and import alike', () => {
   const work = fresh('a');
   // String.prototype.trim() and csv-parse's trim took these off: '\u00a0.de' was stored as '.de'.
-  for (const [typed, shown] of [['\u00a0.de', '\u00a0.de'], ['b.de\u3000', 'b.de\u3000'], ['\u2009c.de', '\u2009c.de'], ['\v.de', '\\x0b.de']]) {
+  for (const [typed, shown] of [
+    ['\u00a0.de', '\u00a0.de'],
+    ['b.de\u3000', 'b.de\u3000'],
+    ['\u2009c.de', '\u2009c.de'],
+    ['\v.de', '\\x0b.de'],
+  ]) {
     const r = pdb(work, 'assign', typed!, 'a');
     assert.equal(r.status, 2, JSON.stringify(typed) + r.stderr);
     assert.ok(r.stderr.startsWith(`partner-db: bad domain '${shown}'`), JSON.stringify(typed) + r.stderr);
@@ -568,7 +644,10 @@ test('stats: the warning about a domain written by hand with a newline, given to
 
 test('a domain typed with a control character is quoted with it escaped as \\n, \\t, \\xHH, as every message shows one', () => {
   const work = fresh('a');
-  for (const [typed, shown] of [['a\tb.com', 'a\\tb.com'], ['a\x01b.com', 'a\\x01b.com']] as [string, string][]) {
+  for (const [typed, shown] of [
+    ['a\tb.com', 'a\\tb.com'],
+    ['a\x01b.com', 'a\\x01b.com'],
+  ] as [string, string][]) {
     const r = pdb(work, 'assign', typed, 'a');
     assert.equal(r.status, 2, r.stderr);
     assert.equal(r.stderr, `partner-db: bad domain '${shown}' (space or control character)\nTry 'partner-db --help' for more information.\n`);
@@ -650,7 +729,10 @@ test("add refuses a name that starts with '-' (every later command would need '-
   for (const name of ['-x', '--x', '-', '-1']) {
     const r = pdb(work, 'add', '--', name);
     assert.equal(r.status, 2, `${name}: ${r.stderr}`);
-    assert.equal(r.stderr, `partner-db: Yacobot name '${name}' must not start with '-' (it would read as an option)\nTry 'partner-db --help' for more information.\n`);
+    assert.equal(
+      r.stderr,
+      `partner-db: Yacobot name '${name}' must not start with '-' (it would read as an option)\nTry 'partner-db --help' for more information.\n`,
+    );
   }
   assert.equal(ok(work, 'list', '--json'), JSON.stringify([{ id: 1, name: 'a', weight: 1, active: true }]) + '\n', 'nothing added');
   // A name in the middle or at the end is a name like any other.
@@ -711,10 +793,13 @@ test('add refuses a name with spaces at either end, a control character or over 
   }
   // The bounds themselves are names and weights like any other.
   ok(work, 'add', 'n'.repeat(100), '--weight', '2.50');
-  assert.equal(ok(work, 'list', '--json'), JSON.stringify([
-    { id: 1, name: 'a', weight: 1, active: true },
-    { id: 2, name: 'n'.repeat(100), weight: 2.5, active: true },
-  ]) + '\n');
+  assert.equal(
+    ok(work, 'list', '--json'),
+    JSON.stringify([
+      { id: 1, name: 'a', weight: 1, active: true },
+      { id: 2, name: 'n'.repeat(100), weight: 2.5, active: true },
+    ]) + '\n',
+  );
 });
 
 test('import: the header may say yacobot_id, in any case, on the first row only; ids may have leading zeros; bad rows are named at their own line', () => {
@@ -866,12 +951,16 @@ test('a database this user may only read is still listed: a file of mode 444, an
   assert.deepEqual(fs.readdirSync(work).sort(), ['p.db'], "the writer's close removed its files");
 });
 
-test('a write refused because another user\'s reader left -wal and -shm files this user may not write says so, and how to mend it', () => {
+test("a write refused because another user's reader left -wal and -shm files this user may not write says so, and how to mend it", () => {
   if (!canRunAsNobody(path.join(BIN, 'partner-db'))) return;
   const work = fresh('a');
   // The database belongs to its cron user (uid 4242 here); a colleague (nobody) lists it.
   const owner = (...args: string[]) =>
-    spawnSync('setpriv', ['--reuid=4242', '--regid=4242', '--clear-groups', path.join(BIN, 'partner-db'), '--db', 'p.db', ...args], { cwd: work, env: testEnv(), encoding: 'utf8' });
+    spawnSync('setpriv', ['--reuid=4242', '--regid=4242', '--clear-groups', path.join(BIN, 'partner-db'), '--db', 'p.db', ...args], {
+      cwd: work,
+      env: testEnv(),
+      encoding: 'utf8',
+    });
   fs.chmodSync(work, 0o777);
   fs.chownSync(path.join(work, 'p.db'), 4242, 4242);
   fs.chmodSync(path.join(work, 'p.db'), 0o644);
@@ -896,7 +985,10 @@ test('a write refused because another user\'s reader left -wal and -shm files th
   }
   const own = owner('add', 'c');
   assert.equal(own.status, 1, own.stderr);
-  assert.match(own.stderr, /\(p\.db-(shm|wal) belongs to uid 4242 and this user may not write it, so SQLite opened the database read-only; make it and its twin writable by this user: chmod u\+w p\.db-wal p\.db-shm\)$/m);
+  assert.match(
+    own.stderr,
+    /\(p\.db-(shm|wal) belongs to uid 4242 and this user may not write it, so SQLite opened the database read-only; make it and its twin writable by this user: chmod u\+w p\.db-wal p\.db-shm\)$/m,
+  );
   for (const f of ['p.db-wal', 'p.db-shm']) fs.chmodSync(path.join(work, f), 0o644);
   assert.equal(owner('add', 'c').status, 0);
   // A database file this user may not write: said plainly.
@@ -924,8 +1016,7 @@ test('a database this user may not reach or read is "cannot open: EACCES", not "
   const state = path.join(work, 'state');
   fs.mkdirSync(state);
   partnerDb(state, 'p.db', 'init');
-  const run = (bin: string, ...args: string[]) =>
-    runAsNobody(work, path.join(BIN, bin), ['--db', 'state/p.db', ...args]);
+  const run = (bin: string, ...args: string[]) => runAsNobody(work, path.join(BIN, bin), ['--db', 'state/p.db', ...args]);
   for (const [dirMode, fileMode] of [
     [0o700, 0o644], // the directory hides it
     [0o711, 0o600], // the file is not readable
@@ -934,7 +1025,11 @@ test('a database this user may not reach or read is "cannot open: EACCES", not "
     fs.chmodSync(path.join(state, 'p.db'), fileMode!);
     for (const r of [run('partner-db', 'list'), run('domains-from-db')]) {
       assert.equal(r.status, 1, r.stderr);
-      assert.match(r.stderr, /^(partner-db|domains-from-db): state\/p\.db: cannot open: EACCES: permission denied$/m, `${dirMode!.toString(8)} ${fileMode!.toString(8)}`);
+      assert.match(
+        r.stderr,
+        /^(partner-db|domains-from-db): state\/p\.db: cannot open: EACCES: permission denied$/m,
+        `${dirMode!.toString(8)} ${fileMode!.toString(8)}`,
+      );
     }
   }
 });
@@ -994,10 +1089,14 @@ for (const be of BACKENDS) {
     assert.match(refused.stderr, /the target holds 1 Yacobot\(s\) and 0 domain\(s\); nothing copied \(--force replaces them\)/);
     assert.equal(runBin('partner-db', ['copy', mid, back, '--force'], '', work).status, 0);
     const yacobots = (d: string) => (d.endsWith('.db') ? SQLITE : other).rows(work, d, 'SELECT id, name, weight, active FROM yacobot ORDER BY id');
-    const domains = (d: string) => (d.endsWith('.db') ? SQLITE : other).rows(work, d, 'SELECT domain, yacobot_id, added_at FROM partner_domain ORDER BY domain');
+    const domains = (d: string) =>
+      (d.endsWith('.db') ? SQLITE : other).rows(work, d, 'SELECT domain, yacobot_id, added_at FROM partner_domain ORDER BY domain');
     assert.deepEqual(yacobots(back), yacobots(db));
     assert.deepEqual(domains(back), domains(db));
-    assert.deepEqual(yacobots(back), [['1', 'a', '1', '0'], ['2', 'b', '2.5', '1']]);
+    assert.deepEqual(yacobots(back), [
+      ['1', 'a', '1', '0'],
+      ['2', 'b', '2.5', '1'],
+    ]);
     // The copy is a working partner database: its owners are the source's.
     assert.match(okOn(work, back, 'stats'), /total: 2 domain\(s\), 1 of 2 Yacobot\(s\) active/);
   });
@@ -1014,7 +1113,10 @@ pgTest('PostgreSQL: a password in the URI never shows in a message; an unreachab
     const wrong = good.replace(encodeURIComponent(TEST_PASSWORD), 'not-the-pw-42');
     for (const [uri, re] of [
       [wrong, /^partner-db: postgresql:\/\/ms_pw:\*\*\*@127\.0\.0\.1:\d+\/t1: database error: 28P01: password authentication failed for user "ms_pw"\n$/],
-      [good.replace(`:${c.port}/`, ':1/'), /^partner-db: postgresql:\/\/ms_pw:\*\*\*@127\.0\.0\.1:1\/t1: database error: cannot reach PostgreSQL at 127\.0\.0\.1:1: connect ECONNREFUSED/],
+      [
+        good.replace(`:${c.port}/`, ':1/'),
+        /^partner-db: postgresql:\/\/ms_pw:\*\*\*@127\.0\.0\.1:1\/t1: database error: cannot reach PostgreSQL at 127\.0\.0\.1:1: connect ECONNREFUSED/,
+      ],
     ] as const) {
       const r = runBin('partner-db', ['--db', uri, 'stats'], '', work);
       assert.equal(r.status, 1);
@@ -1042,7 +1144,23 @@ pgTest('PostgreSQL: a writer that waits for the write lock longer than --lock-ti
     const db = c.newDatabase();
     okOn(work, db, 'init');
     // Another writer (as a master's upload-domains in its commit) holds the write lock for 20 s.
-    const holder = spawn(path.join(c.bin, 'psql'), ['-X', '-h', '127.0.0.1', '-p', String(c.port), '-U', 'postgres', '-d', PgCluster.dbName(db), '-c', `BEGIN; SELECT pg_advisory_xact_lock(${0x4d537064}); SELECT pg_sleep(20); COMMIT;`], { stdio: 'ignore' });
+    const holder = spawn(
+      path.join(c.bin, 'psql'),
+      [
+        '-X',
+        '-h',
+        '127.0.0.1',
+        '-p',
+        String(c.port),
+        '-U',
+        'postgres',
+        '-d',
+        PgCluster.dbName(db),
+        '-c',
+        `BEGIN; SELECT pg_advisory_xact_lock(${0x4d537064}); SELECT pg_sleep(20); COMMIT;`,
+      ],
+      { stdio: 'ignore' },
+    );
     try {
       await new Promise((r) => setTimeout(r, 1500));
       const t0 = Date.now();
@@ -1071,7 +1189,10 @@ for (const be of BACKENDS) {
     be.exec(work, db, 'CREATE TABLE partner_domain (domain TEXT PRIMARY KEY, yacobot_id INTEGER)');
     const column = runBin('upload-domains', ['--db', db], '', work);
     assert.equal(column.status, 1);
-    assert.match(column.stderr, new RegExp(`^upload-domains: ${db.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: wrong schema: table 'partner_domain' has no column 'added_at'$`, 'm'));
+    assert.match(
+      column.stderr,
+      new RegExp(`^upload-domains: ${db.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: wrong schema: table 'partner_domain' has no column 'added_at'$`, 'm'),
+    );
     be.exec(work, db, 'DROP TABLE partner_domain; DROP TABLE yacobot; CREATE TABLE invoices (n INTEGER)');
     const foreign = pdbOn(work, db, 'init');
     assert.equal(foreign.status, 1);

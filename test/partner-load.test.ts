@@ -99,11 +99,19 @@ for (const be of BACKENDS) {
     assertLoads(be, work, db, ['1:4000', '2:4001', '3:4001'], 'import (batches of many domains)');
     partnerDb(work, db, 'disable', 'c');
     const moved = counted(be, work, db);
-    assert.deepEqual(moved.map((x) => x.split(':')[0]), ['1', '2'], 'c owns nothing after disable');
+    assert.deepEqual(
+      moved.map((x) => x.split(':')[0]),
+      ['1', '2'],
+      'c owns nothing after disable',
+    );
     assertLoads(be, work, db, moved, 'disable');
     const r = runBin('upload-domains', ['--db', db, '--now', '20110728070000'], filtered(['n1.com', 'n2.com', 'n3.com', 'i0.com']), work);
     assert.equal(r.status, 0, r.stderr);
-    assert.equal(counted(be, work, db).reduce((s, x) => s + Number(x.split(':')[1]), 0), 12_005, 'three new domains');
+    assert.equal(
+      counted(be, work, db).reduce((s, x) => s + Number(x.split(':')[1]), 0),
+      12_005,
+      'three new domains',
+    );
     assertLoads(be, work, db, counted(be, work, db), 'upload-domains');
     be.exec(work, db, "INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES ('h1.com', 3, 'x'), ('h2.com', 3, 'x')");
     be.exec(work, db, "UPDATE partner_domain SET yacobot_id = 3 WHERE domain IN ('i0.com', 'i1.com')");
@@ -139,7 +147,7 @@ for (const be of BACKENDS) {
     const fresh = newOn(SQLITE);
     partnerDb(fresh.work, fresh.db, 'copy', be.name === 'sqlite' ? path.join(old.work, old.db) : old.db, fresh.db);
     assertLoads(SQLITE, fresh.work, fresh.db, ['4:1'], 'copied from version 1');
-    assert.deepEqual(be.rows(old.work, old.db, "SELECT COUNT(*) FROM partner_domain"), [['1']]);
+    assert.deepEqual(be.rows(old.work, old.db, 'SELECT COUNT(*) FROM partner_domain'), [['1']]);
   });
 }
 
@@ -166,19 +174,39 @@ for (const be of BACKENDS) {
     ] as const) {
       const r = runBin(bin, [...args], input, work);
       assert.equal(r.status, 1, `${bin} ${args.join(' ')}: ${r.stderr}`);
-      assert.ok(r.stderr.includes(`${bin}: ${db}: schema version 1: this program reads version 3, which keeps each Yacobot's domain count in partner_load and the masters' claims of hours in hour_claim; ${hint}\n`), r.stderr);
+      assert.ok(
+        r.stderr.includes(
+          `${bin}: ${db}: schema version 1: this program reads version 3, which keeps each Yacobot's domain count in partner_load and the masters' claims of hours in hour_claim; ${hint}\n`,
+        ),
+        r.stderr,
+      );
     }
     if (bytes) assert.ok(fs.readFileSync(path.join(work, db)).equals(bytes), 'nothing changed the file');
     assert.deepEqual(counted(be, work, db), before, 'nothing assigned');
     const up = partnerDb(work, db, 'migrate');
     const total = be.name === 'sqlite' ? 3003 : 3000;
     const owners = be.name === 'sqlite' ? 5 : 3;
-    assert.match(up, new RegExp(`^upgraded ${db.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} from schema version 1 to 3 in \\d+\\.\\d s: partner_load counts ${total} domain\\(s\\) under ${owners} Yacobot id\\(s\\)\n$`));
+    assert.match(
+      up,
+      new RegExp(
+        `^upgraded ${db.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} from schema version 1 to 3 in \\d+\\.\\d s: partner_load counts ${total} domain\\(s\\) under ${owners} Yacobot id\\(s\\)\n$`,
+      ),
+    );
     assert.deepEqual(kept(be, work, db), before, 'partner_load holds what a count gives');
-    const stats = JSON.parse(partnerDb(work, db, 'stats', '--json')) as { domains: number; yacobots: { id: number; domains: number }[]; missing_owners: { id: string; domains: number }[] };
-    assert.deepEqual(stats.yacobots.map((y) => `${y.id}:${y.domains}`), ['1:750', '2:1500', '3:750', '7:0']);
+    const stats = JSON.parse(partnerDb(work, db, 'stats', '--json')) as {
+      domains: number;
+      yacobots: { id: number; domains: number }[];
+      missing_owners: { id: string; domains: number }[];
+    };
+    assert.deepEqual(
+      stats.yacobots.map((y) => `${y.id}:${y.domains}`),
+      ['1:750', '2:1500', '3:750', '7:0'],
+    );
     assert.equal(stats.domains, total);
-    assert.deepEqual(stats.missing_owners.map((m) => `${m.id}:${m.domains}`), be.name === 'sqlite' ? ['99:2', "'zz':1"] : []);
+    assert.deepEqual(
+      stats.missing_owners.map((m) => `${m.id}:${m.domains}`),
+      be.name === 'sqlite' ? ['99:2', "'zz':1"] : [],
+    );
     assert.equal(partnerDb(work, db, 'migrate'), `${db} is already at schema version 3\n`);
     assert.deepEqual(kept(be, work, db), before, 'the second migrate changed nothing');
     if (be.name === 'sqlite') be.exec(work, db, "DELETE FROM partner_domain WHERE domain LIKE 'o%'");
@@ -196,8 +224,16 @@ for (const be of BACKENDS) {
     be.exec(work, db, "INSERT INTO partner_domain VALUES ('y.com', 2, 'x')"); // not counted
     const r = runBin('domains-from-db', ['--db', db], '', work);
     assert.equal(r.status, 1);
-    assert.ok(r.stderr.includes(`domains-from-db: ${db}: schema version 3, but trigger 'partner_load_insert' on partner_domain is missing or disabled (changed by hand?); restore it with: partner-db --db ${db} migrate\n`), r.stderr);
-    assert.match(partnerDb(work, db, 'migrate'), /^restored partner_load, its triggers and hour_claim in .* partner_load counts 2 domain\(s\) under 2 Yacobot id\(s\)\n$/);
+    assert.ok(
+      r.stderr.includes(
+        `domains-from-db: ${db}: schema version 3, but trigger 'partner_load_insert' on partner_domain is missing or disabled (changed by hand?); restore it with: partner-db --db ${db} migrate\n`,
+      ),
+      r.stderr,
+    );
+    assert.match(
+      partnerDb(work, db, 'migrate'),
+      /^restored partner_load, its triggers and hour_claim in .* partner_load counts 2 domain\(s\) under 2 Yacobot id\(s\)\n$/,
+    );
     assertLoads(be, work, db, ['1:1', '2:1'], 'restored');
     be.exec(work, db, 'DROP TABLE partner_load');
     const gone = runBin('partner-db', ['--db', db, 'list'], '', work);
@@ -240,9 +276,17 @@ for (const be of BACKENDS) {
     for (const args of [['list'], ['init']]) {
       const r = runBin('partner-db', ['--db', db, ...args], '', work);
       assert.equal(r.status, 1, r.stderr);
-      assert.ok(r.stderr.includes(`partner-db: ${db}: schema version 2: this program reads version 3, which records the masters' claims of hours in hour_claim; upgrade it (one transaction) with: partner-db --db ${db} migrate\n`), r.stderr);
+      assert.ok(
+        r.stderr.includes(
+          `partner-db: ${db}: schema version 2: this program reads version 3, which records the masters' claims of hours in hour_claim; upgrade it (one transaction) with: partner-db --db ${db} migrate\n`,
+        ),
+        r.stderr,
+      );
     }
-    assert.match(partnerDb(work, db, 'migrate'), /^upgraded .* from schema version 2 to 3 in \d+\.\d s: partner_load counts 2 domain\(s\) under 2 Yacobot id\(s\)\n$/);
+    assert.match(
+      partnerDb(work, db, 'migrate'),
+      /^upgraded .* from schema version 2 to 3 in \d+\.\d s: partner_load counts 2 domain\(s\) under 2 Yacobot id\(s\)\n$/,
+    );
     assertLoads(be, work, db, ['1:1', '2:1'], 'counts kept');
     assert.equal(partnerDb(work, db, 'migrate'), `${db} is already at schema version 3\n`);
     be.exec(work, db, "INSERT INTO hour_claim VALUES ('2011072806', 'ab', 'A', 'r1', '2011-07-28T07:00:00.000Z', NULL)");

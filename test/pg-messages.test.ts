@@ -45,52 +45,81 @@ test('copy from a source whose domains name no Yacobot says so, not a raw foreig
   assert.match(partnerDb(work, 'b.db', 'stats'), /total: 0 domain\(s\), 0 of 0 Yacobot/);
 });
 
-pgTest('no password anywhere is said as such; a password file is read without a deprecation warning; a server stopped under a waiting command says the run is not lost', async () => {
-  const c = await PgCluster.start();
-  try {
-    const work = scratch('ms-pgmsg-');
-    const name = PgCluster.dbName(c.newDatabase());
-    partnerDb(work, c.uri(name), 'init');
-    const bare = `postgresql://${PASSWORD_USER}@127.0.0.1:${c.port}/${name}`;
-    const empty = scratch('ms-home-');
-    const none = runBin('partner-db', ['--db', bare, 'stats'], '', work, { HOME: empty });
-    assert.equal(none.status, 1, none.stderr);
-    assert.equal(
-      none.stderr,
-      `partner-db: ${bare}: database error: the server asks for a password for user "${PASSWORD_USER}" and none was given: put it in ${empty}/.pgpass (mode 0600, a line "127.0.0.1:${c.port}:${name}:${PASSWORD_USER}:PASSWORD"), in PGPASSWORD, or in the URI (percent-encoded)\n`,
-    );
-    const home = scratch('ms-home-');
-    fs.writeFileSync(path.join(home, '.pgpass'), `127.0.0.1:${c.port}:*:${PASSWORD_USER}:${TEST_PASSWORD}\n`, { mode: 0o600 });
-    const viaFile = runBin('partner-db', ['--db', bare, 'stats'], '', work, { HOME: home });
-    assert.equal(viaFile.status, 0, viaFile.stderr);
-    assert.equal(viaFile.stderr, '', 'no warning');
-    // A file others may read is not used, as libpq does, and the warning says why.
-    fs.chmodSync(path.join(home, '.pgpass'), 0o644);
-    const open = runBin('partner-db', ['--db', bare, 'stats'], '', work, { HOME: home });
-    assert.equal(open.status, 1);
-    assert.match(open.stderr, /^partner-db: warning: password file ".*\/\.pgpass" has group or world access; permissions should be u=rw \(0600\) or less: not used\n/);
-    assert.ok(!open.stderr.includes(TEST_PASSWORD));
-
-    // add waits for the write lock another session holds; the server is stopped meanwhile.
-    const holder = spawn(path.join(c.bin, 'psql'), ['-X', '-h', '127.0.0.1', '-p', String(c.port), '-U', 'postgres', '-d', name, '-c', `BEGIN; SELECT pg_advisory_xact_lock(${0x4d537064}); SELECT pg_sleep(60); COMMIT;`], { stdio: 'ignore' });
+pgTest(
+  'no password anywhere is said as such; a password file is read without a deprecation warning; a server stopped under a waiting command says the run is not lost',
+  async () => {
+    const c = await PgCluster.start();
     try {
-      await new Promise((r) => setTimeout(r, 1500));
-      const add = spawn(path.join(BIN, 'partner-db'), ['--db', c.uri(name), 'add', 'beta'], { cwd: work, env: testEnv(), stdio: ['ignore', 'ignore', 'pipe'] });
-      let err = '';
-      add.stderr!.on('data', (d: Buffer) => (err += d));
-      const done = new Promise<number | null>((resolve) => add.on('close', resolve));
-      await new Promise((r) => setTimeout(r, 2500));
-      // A fast shutdown, as systemctl stop does: each session is told 57P01 before it ends.
-      const stop = [path.join(c.bin, 'pg_ctl'), '-D', c.data, '-m', 'fast', '-w', 'stop'];
-      const r = process.getuid?.() === 0 ? spawnSync('runuser', ['-u', 'postgres', '--', ...stop]) : spawnSync(stop[0]!, stop.slice(1));
-      assert.equal(r.status, 0, String(r.stderr));
-      assert.equal(await done, 1, err);
-      assert.match(err, /database error: 57P0[123]: .*\(the server is shutting down or restarting: run again once it is back; a runner's run is not lost, the next invocation redoes it\)/);
+      const work = scratch('ms-pgmsg-');
+      const name = PgCluster.dbName(c.newDatabase());
+      partnerDb(work, c.uri(name), 'init');
+      const bare = `postgresql://${PASSWORD_USER}@127.0.0.1:${c.port}/${name}`;
+      const empty = scratch('ms-home-');
+      const none = runBin('partner-db', ['--db', bare, 'stats'], '', work, { HOME: empty });
+      assert.equal(none.status, 1, none.stderr);
+      assert.equal(
+        none.stderr,
+        `partner-db: ${bare}: database error: the server asks for a password for user "${PASSWORD_USER}" and none was given: put it in ${empty}/.pgpass (mode 0600, a line "127.0.0.1:${c.port}:${name}:${PASSWORD_USER}:PASSWORD"), in PGPASSWORD, or in the URI (percent-encoded)\n`,
+      );
+      const home = scratch('ms-home-');
+      fs.writeFileSync(path.join(home, '.pgpass'), `127.0.0.1:${c.port}:*:${PASSWORD_USER}:${TEST_PASSWORD}\n`, { mode: 0o600 });
+      const viaFile = runBin('partner-db', ['--db', bare, 'stats'], '', work, { HOME: home });
+      assert.equal(viaFile.status, 0, viaFile.stderr);
+      assert.equal(viaFile.stderr, '', 'no warning');
+      // A file others may read is not used, as libpq does, and the warning says why.
+      fs.chmodSync(path.join(home, '.pgpass'), 0o644);
+      const open = runBin('partner-db', ['--db', bare, 'stats'], '', work, { HOME: home });
+      assert.equal(open.status, 1);
+      assert.match(
+        open.stderr,
+        /^partner-db: warning: password file ".*\/\.pgpass" has group or world access; permissions should be u=rw \(0600\) or less: not used\n/,
+      );
+      assert.ok(!open.stderr.includes(TEST_PASSWORD));
+
+      // add waits for the write lock another session holds; the server is stopped meanwhile.
+      const holder = spawn(
+        path.join(c.bin, 'psql'),
+        [
+          '-X',
+          '-h',
+          '127.0.0.1',
+          '-p',
+          String(c.port),
+          '-U',
+          'postgres',
+          '-d',
+          name,
+          '-c',
+          `BEGIN; SELECT pg_advisory_xact_lock(${0x4d537064}); SELECT pg_sleep(60); COMMIT;`,
+        ],
+        { stdio: 'ignore' },
+      );
+      try {
+        await new Promise((r) => setTimeout(r, 1500));
+        const add = spawn(path.join(BIN, 'partner-db'), ['--db', c.uri(name), 'add', 'beta'], {
+          cwd: work,
+          env: testEnv(),
+          stdio: ['ignore', 'ignore', 'pipe'],
+        });
+        let err = '';
+        add.stderr!.on('data', (d: Buffer) => (err += d));
+        const done = new Promise<number | null>((resolve) => add.on('close', resolve));
+        await new Promise((r) => setTimeout(r, 2500));
+        // A fast shutdown, as systemctl stop does: each session is told 57P01 before it ends.
+        const stop = [path.join(c.bin, 'pg_ctl'), '-D', c.data, '-m', 'fast', '-w', 'stop'];
+        const r = process.getuid?.() === 0 ? spawnSync('runuser', ['-u', 'postgres', '--', ...stop]) : spawnSync(stop[0]!, stop.slice(1));
+        assert.equal(r.status, 0, String(r.stderr));
+        assert.equal(await done, 1, err);
+        assert.match(
+          err,
+          /database error: 57P0[123]: .*\(the server is shutting down or restarting: run again once it is back; a runner's run is not lost, the next invocation redoes it\)/,
+        );
+      } finally {
+        holder.kill('SIGKILL');
+        c.startServer();
+      }
     } finally {
-      holder.kill('SIGKILL');
-      c.startServer();
+      c.remove();
     }
-  } finally {
-    c.remove();
-  }
-});
+  },
+);

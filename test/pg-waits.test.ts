@@ -56,7 +56,12 @@ function stopBackend(port: number): number {
 function newPartners(work: string): { direct: string; proxied: string } {
   const direct = cluster!.newDatabase();
   partnerDb(work, direct, 'init');
-  for (const [name, w] of [['alpha', '1'], ['beta', '1'], ['gamma', '2']] as const) partnerDb(work, direct, 'add', name, '--weight', w);
+  for (const [name, w] of [
+    ['alpha', '1'],
+    ['beta', '1'],
+    ['gamma', '2'],
+  ] as const)
+    partnerDb(work, direct, 'add', name, '--weight', w);
   return { direct, proxied: proxy!.through(direct) };
 }
 
@@ -86,7 +91,8 @@ function stopAtFirstStatement(match: (text: string) => boolean = () => true): { 
   return when;
 }
 
-const NO_ANSWER = /database error: cannot reach PostgreSQL at 127\.0\.0\.1:\d+: no answer within 4 s \(--statement-timeout 2 s and a margin\): the server is stopped or hung, or the network is cut/;
+const NO_ANSWER =
+  /database error: cannot reach PostgreSQL at 127\.0\.0\.1:\d+: no answer within 4 s \(--statement-timeout 2 s and a margin\): the server is stopped or hung, or the network is cut/;
 
 test('the client waits for an answer --statement-timeout and a margin: a tenth, at least 2 s; no limit with none', () => {
   assert.equal(answerTimeoutMs({ ...DEFAULT_TIMEOUTS, statementMs: 2000 }), 4000);
@@ -137,65 +143,76 @@ function counts(dir: string, direct: string): { sum: number; owned: number } {
   return { sum, owned };
 }
 
-pgTest("the runner's check of a dead upload-domains' COMMIT, its backend stopped: exit 1 within the client time-out, and the next invocation counts", { timeout: 300_000 }, async () => {
-  const dir = freshFirstOnly();
-  const { direct, proxied } = newPartners(dir);
-  const args = ['--db', proxied, '--statement-timeout', '2'];
-  try {
-    // upload-domains dies just before its COMMIT; the runner asks the database whether it happened.
-    const stop = stopAtFirstStatement((t) => t.includes('SELECT added_at FROM partner_domain'));
-    const r = await runner(dir, args, { env: { NODE_OPTIONS: KILL_AT_COMMIT, KILL_AT_COMMIT: 'before', KILL_WHO: 'stage' } });
-    assert.ok(stop.at > 0, `the check's backend was stopped: ${r.stderr}`);
-    assert.equal(r.status, 1, r.stderr);
-    assert.ok(!hasStackTrace(r.stderr), r.stderr);
-    assert.match(r.stderr, new RegExp(`cannot tell whether upload-domains of run ${RUN0} committed \\d+ new domain\\(s\\) before it died \\(.*no answer within 4 s`));
-    assert.match(r.stderr, /nothing was published, and the next invocation asks again and runs the hour/);
-    assert.deepEqual(runsJsonl(dir), [], 'no line until the count is known');
-  } finally {
-    continueAll();
-  }
-  const again = await runner(dir, args);
-  assert.equal(again.status, 0, again.stderr);
-  const { sum, owned } = counts(dir, direct);
-  assert.ok(owned > 0);
-  assert.equal(sum, owned, 'new_domains over runs.jsonl: the domains assigned');
-});
-
-pgTest('the runner killed while its COMMIT waits on a stopped backend: the next invocation waits for that COMMIT before counting', { timeout: 300_000 }, async () => {
-  const dir = freshFirstOnly();
-  const { direct, proxied } = newPartners(dir);
-  let runnerPid = 0;
-  const inserted = new Set<number>();
-  let killedAt = 0;
-  // The COMMIT of upload-domains' assignment reaches a stopped backend, and the whole
-  // runner is SIGKILLed: the transaction holds its locks, undecided, until the backend goes on.
-  proxy!.gate = (chunk, port) => {
-    const text = chunk.toString('latin1');
-    if (text.includes('INSERT INTO partner_domain')) inserted.add(port);
-    if (killedAt === 0 && inserted.has(port) && text.includes('COMMIT')) {
-      stopBackend(port);
-      process.kill(-runnerPid, 'SIGKILL');
-      killedAt = Date.now();
+pgTest(
+  "the runner's check of a dead upload-domains' COMMIT, its backend stopped: exit 1 within the client time-out, and the next invocation counts",
+  { timeout: 300_000 },
+  async () => {
+    const dir = freshFirstOnly();
+    const { direct, proxied } = newPartners(dir);
+    const args = ['--db', proxied, '--statement-timeout', '2'];
+    try {
+      // upload-domains dies just before its COMMIT; the runner asks the database whether it happened.
+      const stop = stopAtFirstStatement((t) => t.includes('SELECT added_at FROM partner_domain'));
+      const r = await runner(dir, args, { env: { NODE_OPTIONS: KILL_AT_COMMIT, KILL_AT_COMMIT: 'before', KILL_WHO: 'stage' } });
+      assert.ok(stop.at > 0, `the check's backend was stopped: ${r.stderr}`);
+      assert.equal(r.status, 1, r.stderr);
+      assert.ok(!hasStackTrace(r.stderr), r.stderr);
+      assert.match(
+        r.stderr,
+        new RegExp(`cannot tell whether upload-domains of run ${RUN0} committed \\d+ new domain\\(s\\) before it died \\(.*no answer within 4 s`),
+      );
+      assert.match(r.stderr, /nothing was published, and the next invocation asks again and runs the hour/);
+      assert.deepEqual(runsJsonl(dir), [], 'no line until the count is known');
+    } finally {
+      continueAll();
     }
-  };
-  try {
-    const r = await runner(dir, ['--db', proxied], { started: (pid) => (runnerPid = pid) });
-    assert.ok(killedAt > 0, `killed at the COMMIT: ${r.stderr}`);
-    assert.equal(r.signal, 'SIGKILL');
-    proxy!.gate = null;
-    // The next invocation while that COMMIT is still undecided; the backend goes on once
-    // someone waits for the write lock (the check, or else the rerun's own assignment).
-    const next = runner(dir, ['--db', proxied]);
-    for (const t0 = Date.now(); Date.now() - t0 < 60_000; await new Promise((res) => setTimeout(res, 100))) {
-      if (cluster!.psql('postgres', "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'advisory'").trim() !== '0') break;
-    }
-    continueAll();
-    const again = await next;
+    const again = await runner(dir, args);
     assert.equal(again.status, 0, again.stderr);
-  } finally {
-    continueAll();
-  }
-  const { sum, owned } = counts(dir, direct);
-  assert.ok(owned > 0);
-  assert.equal(sum, owned, 'new_domains over runs.jsonl: the domains assigned');
-});
+    const { sum, owned } = counts(dir, direct);
+    assert.ok(owned > 0);
+    assert.equal(sum, owned, 'new_domains over runs.jsonl: the domains assigned');
+  },
+);
+
+pgTest(
+  'the runner killed while its COMMIT waits on a stopped backend: the next invocation waits for that COMMIT before counting',
+  { timeout: 300_000 },
+  async () => {
+    const dir = freshFirstOnly();
+    const { direct, proxied } = newPartners(dir);
+    let runnerPid = 0;
+    const inserted = new Set<number>();
+    let killedAt = 0;
+    // The COMMIT of upload-domains' assignment reaches a stopped backend, and the whole
+    // runner is SIGKILLed: the transaction holds its locks, undecided, until the backend goes on.
+    proxy!.gate = (chunk, port) => {
+      const text = chunk.toString('latin1');
+      if (text.includes('INSERT INTO partner_domain')) inserted.add(port);
+      if (killedAt === 0 && inserted.has(port) && text.includes('COMMIT')) {
+        stopBackend(port);
+        process.kill(-runnerPid, 'SIGKILL');
+        killedAt = Date.now();
+      }
+    };
+    try {
+      const r = await runner(dir, ['--db', proxied], { started: (pid) => (runnerPid = pid) });
+      assert.ok(killedAt > 0, `killed at the COMMIT: ${r.stderr}`);
+      assert.equal(r.signal, 'SIGKILL');
+      proxy!.gate = null;
+      // The next invocation while that COMMIT is still undecided; the backend goes on once
+      // someone waits for the write lock (the check, or else the rerun's own assignment).
+      const next = runner(dir, ['--db', proxied]);
+      for (const t0 = Date.now(); Date.now() - t0 < 60_000; await new Promise((res) => setTimeout(res, 100))) {
+        if (cluster!.psql('postgres', "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'advisory'").trim() !== '0') break;
+      }
+      continueAll();
+      const again = await next;
+      assert.equal(again.status, 0, again.stderr);
+    } finally {
+      continueAll();
+    }
+    const { sum, owned } = counts(dir, direct);
+    assert.ok(owned > 0);
+    assert.equal(sum, owned, 'new_domains over runs.jsonl: the domains assigned');
+  },
+);

@@ -38,7 +38,10 @@ function publishedPerRun(dir: string): Map<string, Map<string, string[]>> {
     for (const f of fs.readdirSync(path.join(q, id))) {
       const byDomain = runs.get(f.replace(/\.tsv$/, '')) ?? new Map<string, string[]>();
       runs.set(f.replace(/\.tsv$/, ''), byDomain);
-      for (const line of fs.readFileSync(path.join(q, id, f), 'utf8').split('\n').filter((l) => l)) {
+      for (const line of fs
+        .readFileSync(path.join(q, id, f), 'utf8')
+        .split('\n')
+        .filter((l) => l)) {
         const [, , , , domain, url] = line.split('\t') as [string, string, string, string, string, string];
         if (!byDomain.has(domain)) byDomain.set(domain, []);
         byDomain.get(domain)!.push(url);
@@ -69,11 +72,16 @@ test('three busy hours and six header-only hours, uncapped and with --max-per-do
   }
   for (const [run, byDomain] of pc) assert.ok(busiest(byDomain) <= CAP, `run ${run}: ${busiest(byDomain)} URLs of one domain`);
   assert.ok(Math.max(...[...pu.values()].map(busiest)) > CAP, 'the uncapped job sends more than 500 of a domain in some run');
-  assert.ok(lines.some((l) => (l.carried_out as number) > 0), 'some URLs waited');
-  assert.equal(lines.at(-1)!.carried_out, 0, 'the last run record\'s carried_out');
+  assert.ok(
+    lines.some((l) => (l.carried_out as number) > 0),
+    'some URLs waited',
+  );
+  assert.equal(lines.at(-1)!.carried_out, 0, "the last run record's carried_out");
   assert.ok(lines.every((l) => l.carry_expired === 0));
   const urls = (p: Map<string, Map<string, string[]>>) => new Set([...p.values()].flatMap((m) => [...m.values()].flat()));
   const [uc, uu] = [urls(pc), urls(pu)];
-  t.diagnostic(`distinct URLs published: capped ${uc.size}, uncapped ${uu.size}; queue lines: capped ${lines.reduce((n, l) => n + (l.sent as number), 0)}, uncapped ${runsJsonl(uncapped).reduce((n, l) => n + (l.sent as number), 0)}`);
+  t.diagnostic(
+    `distinct URLs published: capped ${uc.size}, uncapped ${uu.size}; queue lines: capped ${lines.reduce((n, l) => n + (l.sent as number), 0)}, uncapped ${runsJsonl(uncapped).reduce((n, l) => n + (l.sent as number), 0)}`,
+  );
   assert.deepEqual(uc, uu);
 });

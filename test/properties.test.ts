@@ -21,7 +21,7 @@ const ROOT_DIR = scratch('ms-prop-');
 let dirNo = 0;
 const freshDir = () => fs.mkdtempSync(path.join(ROOT_DIR, `${dirNo++}-`));
 
-test('the test\'s own XXH64 matches the specification vectors and the project\'s hasher', async () => {
+test("the test's own XXH64 matches the specification vectors and the project's hasher", async () => {
   assert.equal(idOf(''), 'ef46db3751d8e999');
   assert.equal(idOf('a'), 'd24ec4f1a98c6e5b');
   assert.equal(idOf('abc'), '44bc2cf5ad770999');
@@ -88,7 +88,9 @@ const urlArb = fc.oneof(
     arbitrary: fc
       .tuple(
         fc.webUrl({ validSchemes: ['http', 'https', 'ftp'], withQueryParameters: true }),
-        fc.array(fc.tuple(fc.nat(), fc.constantFrom('/../', '/./', '%2e', '%41', 'É', 'Ж', ' ', ':80', '@', '#', '\\', '[::1]', 'xn--', '..', '%', '\u0000')), { maxLength: 3 }),
+        fc.array(fc.tuple(fc.nat(), fc.constantFrom('/../', '/./', '%2e', '%41', 'É', 'Ж', ' ', ':80', '@', '#', '\\', '[::1]', 'xn--', '..', '%', '\u0000')), {
+          maxLength: 3,
+        }),
         fc.boolean(),
       )
       .map(([u, inserts, upper]) => {
@@ -103,7 +105,7 @@ const urlArb = fc.oneof(
   { weight: 1, arbitrary: fc.string({ unit: 'grapheme', maxLength: 40 }).map((s) => s.replace(/[\t\n]/g, '')) },
 );
 
-test('analyze-dump core: a record\'s url is canonical (a fixed point), its id is XXH64(url), its domain ends its host', () => {
+test("analyze-dump core: a record's url is canonical (a fixed point), its id is XXH64(url), its domain ends its host", () => {
   fc.assert(
     fc.property(urlArb, tsArb, reflogHitsArb, tagArb, (url, ts, hits, tag) => {
       const line = Buffer.from(['b', '5', ts, '1', url, hits, tag].join('\t'));
@@ -144,7 +146,28 @@ const bytesArb = fc.oneof(
   fc
     .array(
       fc.oneof(
-        fc.constantFrom('\t', '\t', '\n', '\n', '\r', '\r\n', 'b', '5', '20110727200841', '20110231000000', '1', '007', '-1', 'http://a.example/x', 'https://Ж.рф/?q#f', 'ftp://x/', 'mailto:x', 'unknown field', '\u00e9', '\ufffd'),
+        fc.constantFrom(
+          '\t',
+          '\t',
+          '\n',
+          '\n',
+          '\r',
+          '\r\n',
+          'b',
+          '5',
+          '20110727200841',
+          '20110231000000',
+          '1',
+          '007',
+          '-1',
+          'http://a.example/x',
+          'https://Ж.рф/?q#f',
+          'ftp://x/',
+          'mailto:x',
+          'unknown field',
+          '\u00e9',
+          '\ufffd',
+        ),
         fc.webUrl(),
         fc.uint8Array({ maxLength: 6 }).map((b) => Buffer.from(b).toString('latin1')),
       ),
@@ -209,14 +232,33 @@ test('analyze-dump binary on any bytes: sorted output, id = XXH64(url), counts a
 
 /** Canonical URLs with their registrable domains (by hand), and raw spellings of each. */
 const POOL: { canon: string; domain: string; raw: string[] }[] = [
-  { canon: 'http://www.site1.com/p', domain: 'site1.com', raw: ['http://www.site1.com/p', 'HTTP://WWW.SITE1.COM/p', 'http://www.site1.com:80/p#top', 'http://www.site1.com/a/../p'] },
-  { canon: 'https://shop.site2.co.uk/?q=1', domain: 'site2.co.uk', raw: ['https://shop.site2.co.uk/?q=1', 'https://Shop.Site2.co.uk:443?q=1', 'https://shop.site2.co.uk/./?q=1#x'] },
-  { canon: 'http://xn--d1abbgf6aiiy.xn--p1ai/', domain: 'xn--d1abbgf6aiiy.xn--p1ai', raw: ['http://президент.рф/', 'http://ПРЕЗИДЕНТ.РФ', 'http://xn--d1abbgf6aiiy.xn--p1ai/#a'] },
+  {
+    canon: 'http://www.site1.com/p',
+    domain: 'site1.com',
+    raw: ['http://www.site1.com/p', 'HTTP://WWW.SITE1.COM/p', 'http://www.site1.com:80/p#top', 'http://www.site1.com/a/../p'],
+  },
+  {
+    canon: 'https://shop.site2.co.uk/?q=1',
+    domain: 'site2.co.uk',
+    raw: ['https://shop.site2.co.uk/?q=1', 'https://Shop.Site2.co.uk:443?q=1', 'https://shop.site2.co.uk/./?q=1#x'],
+  },
+  {
+    canon: 'http://xn--d1abbgf6aiiy.xn--p1ai/',
+    domain: 'xn--d1abbgf6aiiy.xn--p1ai',
+    raw: ['http://президент.рф/', 'http://ПРЕЗИДЕНТ.РФ', 'http://xn--d1abbgf6aiiy.xn--p1ai/#a'],
+  },
   { canon: 'http://10.0.0.7:8080/x%20y', domain: '10.0.0.7', raw: ['http://10.0.0.7:8080/x y', 'http://10.0.0.7:8080/x%20y', 'http://0xa.0.0.7:8080/x%20y'] },
   { canon: 'http://user.github.io/', domain: 'user.github.io', raw: ['http://user.github.io/', 'http://USER.github.io:80/'] },
   { canon: 'http://[2001:db8::1]/', domain: '[2001:db8::1]', raw: ['http://[2001:DB8:0::1]/', 'http://[2001:db8::1]:80/'] },
 ];
-const JUNK = ['unknown field', '', 'b\t5\t20110230000000\t1\thttp://a.example/\t1', 'b\t5\t20110727200841\t1\tftp://a.example/\t1', 'b\t5\t20110727200841\t1\thttp://a.example/\tx', 'too\tfew'];
+const JUNK = [
+  'unknown field',
+  '',
+  'b\t5\t20110230000000\t1\thttp://a.example/\t1',
+  'b\t5\t20110727200841\t1\tftp://a.example/\t1',
+  'b\t5\t20110727200841\t1\thttp://a.example/\tx',
+  'too\tfew',
+];
 
 const hitArb = fc.record({
   u: fc.nat(POOL.length - 1),

@@ -52,7 +52,10 @@ export function examplesOf(markdown: string): Example[] {
 
 /** Whether `actual` is the line `expected` shows, "…" standing for any text. */
 export function lineMatches(expected: string, actual: string): boolean {
-  const re = expected.split('…').map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('.*');
+  const re = expected
+    .split('…')
+    .map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+    .join('.*');
   return new RegExp(`^${re}$`, 's').test(actual);
 }
 
@@ -63,7 +66,8 @@ export function mismatches(expected: string[], actual: string[]): string[] {
   for (let i = 0; i < n; i++) {
     const e = expected[i];
     const a = actual[i];
-    if (e === undefined || a === undefined || !lineMatches(e, a)) problems.push(`output line ${i + 1}: expected ${JSON.stringify(e)}, got ${JSON.stringify(a)}`);
+    if (e === undefined || a === undefined || !lineMatches(e, a))
+      problems.push(`output line ${i + 1}: expected ${JSON.stringify(e)}, got ${JSON.stringify(a)}`);
   }
   return problems;
 }
@@ -72,7 +76,11 @@ export function mismatches(expected: string[], actual: string[]): string[] {
 function run(ex: Example, dir: string, file: string): string[] {
   const r = spawnSync('bash', ['-c', ex.command], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 120_000 });
   assert.equal(r.status, 0, `${file}:${ex.line}: \`${ex.command}\` exited ${r.status}: ${r.stderr}`);
-  const out = r.stdout.split(`${dir}/`).join('').split(`${fs.realpathSync(dir)}/`).join('');
+  const out = r.stdout
+    .split(`${dir}/`)
+    .join('')
+    .split(`${fs.realpathSync(dir)}/`)
+    .join('');
   const lines = out.split('\n');
   if (lines[lines.length - 1] === '') lines.pop();
   return lines;
@@ -80,7 +88,11 @@ function run(ex: Example, dir: string, file: string): string[] {
 
 /** The console examples of README.md, then of docs/*.md in name order, each with its file. */
 function allExamples(): { file: string; ex: Example }[] {
-  const docs = fs.readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`);
+  const docs = fs
+    .readdirSync(path.join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => `docs/${f}`);
   return ['README.md', ...docs].flatMap((file) => examplesOf(fs.readFileSync(path.join(ROOT, file), 'utf8')).map((ex) => ({ file, ex })));
 }
 
@@ -89,7 +101,20 @@ describe('README examples', () => {
 
   test('the README shows examples for every command', () => {
     const commands = examples.map((e) => e.command).join('\n');
-    for (const c of ['analyze-dump', 'group-sum', 'join-current', 'filter-url', 'partner-db', 'domains-from-db', 'upload-domains', 'logsaver', 'reflog-to-yacobot-queue', 'reflog-to-yacobot-queue status', 'reflog-to-yacobot-queue explain', 'partner.db owner']) {
+    for (const c of [
+      'analyze-dump',
+      'group-sum',
+      'join-current',
+      'filter-url',
+      'partner-db',
+      'domains-from-db',
+      'upload-domains',
+      'logsaver',
+      'reflog-to-yacobot-queue',
+      'reflog-to-yacobot-queue status',
+      'reflog-to-yacobot-queue explain',
+      'partner.db owner',
+    ]) {
       assert.ok(commands.includes(c), `no example runs ${c}`);
     }
   });
@@ -114,8 +139,20 @@ describe('README examples', () => {
     assert.ok(ex, 'no example with output');
     const altered = [...ex.expected];
     altered[0] = altered[0] + 'x';
-    assert.equal(mismatches(altered, ex.expected.map((l) => l.replace(/…/g, '1.0'))).length, 1);
-    assert.equal(mismatches(ex.expected, ex.expected.map((l) => l.replace(/…/g, '1.0'))).length, 0);
+    assert.equal(
+      mismatches(
+        altered,
+        ex.expected.map((l) => l.replace(/…/g, '1.0')),
+      ).length,
+      1,
+    );
+    assert.equal(
+      mismatches(
+        ex.expected,
+        ex.expected.map((l) => l.replace(/…/g, '1.0')),
+      ).length,
+      0,
+    );
     assert.equal(mismatches(ex.expected, ex.expected.slice(1)).length > 0, true);
   });
 
@@ -130,7 +167,10 @@ describe('README examples', () => {
 
 /** GitHub's anchor of a heading's text: lower case, punctuation dropped, spaces as '-'. */
 export function anchorOf(heading: string): string {
-  return heading.toLowerCase().replace(/[^\p{L}\p{M}\p{N}\p{Pc}\- ]/gu, '').replace(/ /g, '-');
+  return heading
+    .toLowerCase()
+    .replace(/[^\p{L}\p{M}\p{N}\p{Pc}\- ]/gu, '')
+    .replace(/ /g, '-');
 }
 
 /** The anchors of a Markdown file's headings (outside fenced blocks), with GitHub's -1, -2 for repeats. */
@@ -168,7 +208,13 @@ export function linkProblems(file: string, root: string): string[] {
 }
 
 describe('documentation links', () => {
-  const files = ['README.md', ...fs.readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+  const files = [
+    'README.md',
+    ...fs
+      .readdirSync(path.join(ROOT, 'docs'))
+      .filter((f) => f.endsWith('.md'))
+      .map((f) => `docs/${f}`),
+  ];
 
   test('every relative link of README.md and docs/*.md resolves inside the repository', () => {
     for (const f of files) assert.deepEqual(linkProblems(path.join(ROOT, f), ROOT), [], f);

@@ -37,7 +37,16 @@ function fixtureUrls(): string[] {
 
 test('urlIdentity answers as a reflog line holding the URL does: fixtures, odd strings and a seeded fuzz', async () => {
   const hash = await loadUrlHash();
-  const odd = ['', 'x', 'http://', 'http://a.b/\u{1F600}', 'http://\ud800.com/', `http://a.com/${'x'.repeat(8200)}`, 'ftp://a.com/', 'HTTP://WWW.Example.CO.UK/a/../b#f'];
+  const odd = [
+    '',
+    'x',
+    'http://',
+    'http://a.b/\u{1F600}',
+    'http://\ud800.com/',
+    `http://a.com/${'x'.repeat(8200)}`,
+    'ftp://a.com/',
+    'HTTP://WWW.Example.CO.UK/a/../b#f',
+  ];
   const urls = [...fixtureUrls(), ...odd];
   assert.ok(urls.length > 100, `${urls.length} fixture URLs`);
   for (const raw of urls) assert.deepEqual(urlIdentity(raw, hash), viaLine(raw, hash), raw);
@@ -56,5 +65,9 @@ test('urlIdentity refuses a URL that a reflog line could not hold', async () => 
   for (const raw of ['http://a.com/\tb', 'http://a.com/\r', 'http://a.com/\nb']) {
     assert.deepEqual(urlIdentity(raw, hash), { invalid: 'bad URL: contains a TAB or a line break' });
   }
-  assert.deepEqual(urlIdentity('http://WWW.Example.COM/a/./b#x', hash), { id: idOf('http://www.example.com/a/b'), domain: 'example.com', url: 'http://www.example.com/a/b' });
+  assert.deepEqual(urlIdentity('http://WWW.Example.COM/a/./b#x', hash), {
+    id: idOf('http://www.example.com/a/b'),
+    domain: 'example.com',
+    url: 'http://www.example.com/a/b',
+  });
 });

@@ -20,7 +20,17 @@ import { runner, sub } from './lib/runner.js';
 import { runsJsonl, snapshot, assertSameState } from './lib/runner-state.js';
 import { DataError } from '../src/core/errors.js';
 import { canonicalize, loadUrlHash } from '../src/core/url.js';
-import { RUNNER_URL_OPTIONS, UNKNOWN_KEYING, keyedByHere, keyingToStore, lostCharacters, rekeyLog, sameKeying, storedKeying, type KeyedBy } from '../src/runner/rekey.js';
+import {
+  RUNNER_URL_OPTIONS,
+  UNKNOWN_KEYING,
+  keyedByHere,
+  keyingToStore,
+  lostCharacters,
+  rekeyLog,
+  sameKeying,
+  storedKeying,
+  type KeyedBy,
+} from '../src/runner/rekey.js';
 
 const FIX = path.join(ROOT, 'fixtures', 'rekey');
 const RUN = '2011072806';
@@ -87,18 +97,34 @@ test('the record: this runtime keys as itself, a state without a record as the r
 
 test('rekeyLog: URLs re-canonicalized and re-hashed, entries that now share an id merged as group-sum merges, refused ones dropped', async () => {
   // As Node 20 wrote them: '^' as it is. A parser that percent-encodes it makes one URL of the two.
-  const input = fileOf([
-    entry('http://h.com/a^b', '20110728050000', 'v1', '2'),
-    entry('http://h.com/a%5Eb', '20110728053000', '', '3'),
-    entry('no URL at all', '20110728050000', '', '1'),
-  ].sort());
+  const input = fileOf(
+    [
+      entry('http://h.com/a^b', '20110728050000', 'v1', '2'),
+      entry('http://h.com/a%5Eb', '20110728053000', '', '3'),
+      entry('no URL at all', '20110728050000', '', '1'),
+    ].sort(),
+  );
   const out = path.join(path.dirname(input), 'out');
   const c = await rekeyLog(input, out, new Map(), hash, 1 << 20, path.dirname(input));
   const encodes = canon('http://h.com/a^b') === 'http://h.com/a%5Eb';
-  assert.deepEqual({ urls: c.urls, changed: c.changed, merged: c.merged, dropped: c.dropped, out: c.entries_out }, { urls: 3, changed: encodes ? 1 : 0, merged: encodes ? 1 : 0, dropped: 1, out: encodes ? 1 : 2 });
+  assert.deepEqual(
+    { urls: c.urls, changed: c.changed, merged: c.merged, dropped: c.dropped, out: c.entries_out },
+    { urls: 3, changed: encodes ? 1 : 0, merged: encodes ? 1 : 0, dropped: 1, out: encodes ? 1 : 2 },
+  );
   const lines = fs.readFileSync(out, 'utf8').split('\n').filter(Boolean);
-  if (encodes) assert.deepEqual(lines, [[hash('http://h.com/a%5Eb').toString(16).padStart(16, '0'), '20110728053000', 'v1', '5', 'h.com', 'http://h.com/a%5Eb'].join('\t')]);
-  else assert.deepEqual(lines, fs.readFileSync(input, 'utf8').split('\n').filter((l) => l !== '' && !l.endsWith('no URL at all')).sort());
+  if (encodes)
+    assert.deepEqual(lines, [
+      [hash('http://h.com/a%5Eb').toString(16).padStart(16, '0'), '20110728053000', 'v1', '5', 'h.com', 'http://h.com/a%5Eb'].join('\t'),
+    ]);
+  else
+    assert.deepEqual(
+      lines,
+      fs
+        .readFileSync(input, 'utf8')
+        .split('\n')
+        .filter((l) => l !== '' && !l.endsWith('no URL at all'))
+        .sort(),
+    );
 });
 
 test('rekeyLog: a log bigger than its memory is spilled and merged, and comes out as the one sorted in memory', async () => {
@@ -110,7 +136,11 @@ test('rekeyLog: a log bigger than its memory is spilled and merged, and comes ou
   await rekeyLog(input, small, new Map(), hash, 1 << 20, path.dirname(input));
   await rekeyLog(input, big, new Map(), hash, 256 << 20, path.dirname(input));
   assert.ok(fs.readFileSync(small).equals(fs.readFileSync(big)));
-  const ids = fs.readFileSync(small, 'utf8').split('\n').filter(Boolean).map((l) => l.slice(0, 16));
+  const ids = fs
+    .readFileSync(small, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.slice(0, 16));
   assert.deepEqual(ids, [...ids].sort(), 'sorted by id');
   assert.equal(new Set(ids).size, ids.length, 'one entry per id');
   assert.deepEqual(fs.readdirSync(path.dirname(input)).sort(), ['big', 'current_log', 'small'], 'no spill left behind');
@@ -118,7 +148,10 @@ test('rekeyLog: a log bigger than its memory is spilled and merged, and comes ou
 
 test('rekeyLog: a malformed entry fails it, naming its line', async () => {
   const input = fileOf([entry('http://h.com/', '20110728050000', '', '1'), 'not a record']);
-  await assert.rejects(rekeyLog(input, input + '.out', new Map(), hash, 1 << 20, path.dirname(input)), (err) => err instanceof DataError && err.place?.line === 2);
+  await assert.rejects(
+    rekeyLog(input, input + '.out', new Map(), hash, 1 << 20, path.dirname(input)),
+    (err) => err instanceof DataError && err.place?.line === 2,
+  );
 });
 
 test('a state written on Node.js 20 by the release before: the next two hours hold back all the old release held back, and the first says it re-keyed', async () => {
@@ -130,11 +163,23 @@ test('a state written on Node.js 20 by the release before: the next two hours ho
   assert.equal(r.stderr.match(/: warning: .*re-keyed/g)?.length, 1, 'said once');
   for (const run of [RUN, RUN2]) {
     const sent = sentUrls(dir, run);
-    const held = listOf(`held-by-node20.${run}.txt`).map(canon).filter((u): u is string => u !== null);
+    const held = listOf(`held-by-node20.${run}.txt`)
+      .map(canon)
+      .filter((u): u is string => u !== null);
     assert.ok(held.length > 400, `${run}: ${held.length} URLs held back by the old release that this runtime takes`);
-    assert.deepEqual(held.filter((u) => sent.has(u)), [], `${run}: every URL the old release held back is held back`);
-    const wasSent = listOf(`sent-by-node20.${run}.txt`).map(canon).filter((u): u is string => u !== null);
-    assert.deepEqual(wasSent.filter((u) => !sent.has(u)), [], `${run}: and what it sent is sent`);
+    assert.deepEqual(
+      held.filter((u) => sent.has(u)),
+      [],
+      `${run}: every URL the old release held back is held back`,
+    );
+    const wasSent = listOf(`sent-by-node20.${run}.txt`)
+      .map(canon)
+      .filter((u): u is string => u !== null);
+    assert.deepEqual(
+      wasSent.filter((u) => !sent.has(u)),
+      [],
+      `${run}: and what it sent is sent`,
+    );
   }
   const [first, second] = runsJsonl(dir);
   const rk = first!.rekeyed as Record<string, unknown>;
@@ -148,7 +193,11 @@ test('a state written on Node.js 20 by the release before: the next two hours ho
   const { legacy, ...keyedBy } = (JSON.parse(fs.readFileSync(path.join(dir, 'var/state/settings.json'), 'utf8')) as { keyed_by: KeyedBy }).keyed_by;
   assert.deepEqual(keyedBy, keyedByHere(), 'the state now records this runtime');
   const lost = lostCharacters(UNKNOWN_KEYING, keyedByHere()).size > 0;
-  assert.deepEqual(legacy, lost ? { idna: UNKNOWN_KEYING.idna, until: '20110728170000' } : undefined, "the old parser's probes, until the re-key run's now plus --keep");
+  assert.deepEqual(
+    legacy,
+    lost ? { idna: UNKNOWN_KEYING.idna, until: '20110728170000' } : undefined,
+    "the old parser's probes, until the re-key run's now plus --keep",
+  );
 });
 
 test('keyingToStore: a re-key from a parser that lost characters leaves a legacy for --keep; later runs carry it until then', () => {
@@ -164,7 +213,9 @@ test('keyingToStore: a re-key from a parser that lost characters leaves a legacy
   assert.equal(keyingToStore(sub('rekey-fresh-'), '20110728070000', 3_600_000, false).legacy, undefined);
 });
 
-test('the re-key is crash-safe: killed after it (before the chain), or between the commit steps current_log and settings, the rerun ends where an uninterrupted run does', { skip: FAST_SUITE && 'a kill sweep (npm run test:all)' }, async () => {
+test('the re-key is crash-safe: killed after it (before the chain), or between the commit steps current_log and settings, the rerun ends where an uninterrupted run does', {
+  skip: FAST_SUITE && 'a kill sweep (npm run test:all)',
+}, async () => {
   const reference = node20State(RUN);
   assert.equal((await runner(reference, ARGS)).status, 0);
   const want = snapshot(reference);
@@ -175,7 +226,8 @@ test('the re-key is crash-safe: killed after it (before the chain), or between t
     const settings = fs.readFileSync(path.join(dir, 'var/state/settings.json'), 'utf8');
     const current = fs.readFileSync(path.join(dir, 'var/state/current_log'));
     // Either the old state (log and record alike) or, past the commit, the roll forward's.
-    if (!/keyed_by/.test(settings)) assert.ok(current.equals(fs.readFileSync(path.join(FIX, 'node20-state/current_log'))) || step === 'settings', `before ${step}`);
+    if (!/keyed_by/.test(settings))
+      assert.ok(current.equals(fs.readFileSync(path.join(FIX, 'node20-state/current_log'))) || step === 'settings', `before ${step}`);
     const rerun = await runner(dir, ARGS);
     assert.equal(rerun.status, 0, rerun.stderr);
     assertSameState(snapshot(dir), want, `killed before ${step}`);

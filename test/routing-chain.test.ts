@@ -85,14 +85,20 @@ mv state/current_log.next state/current_log`;
     const r = spawnSync('bash', ['-c', script], { cwd: work, env: testEnv(), encoding: 'utf8' });
     assert.equal(r.status, 0, `hour ${hour}: ${r.stderr}`);
 
-    const filtered = fs.readFileSync(path.join(work, `filtered.${hour}`), 'utf8').split('\n').filter((l) => l);
+    const filtered = fs
+      .readFileSync(path.join(work, `filtered.${hour}`), 'utf8')
+      .split('\n')
+      .filter((l) => l);
     assert.ok(filtered.length > 0, `hour ${hour} sent something`);
     sent += filtered.length;
     const placed = new Map<string, string>();
     for (const y of fs.readdirSync(path.join(work, 'queues'))) {
       const f = path.join(work, 'queues', y, `${hour}.tsv`);
       if (!fs.existsSync(f)) continue;
-      const lines = fs.readFileSync(f, 'utf8').split('\n').filter((l) => l);
+      const lines = fs
+        .readFileSync(f, 'utf8')
+        .split('\n')
+        .filter((l) => l);
       // In input order: the file is a subsequence of filtered_log.
       let at = -1;
       for (const l of lines) {
@@ -108,7 +114,10 @@ mv state/current_log.next state/current_log`;
       }
     }
     assert.deepEqual([...placed.keys()].sort(), [...filtered].sort(), `hour ${hour}: every filtered URL in exactly one queue file`);
-    assert.deepEqual(fs.readdirSync(path.join(work, 'queues')).filter((d) => !/^[1-9]\d*$/.test(d)), []);
+    assert.deepEqual(
+      fs.readdirSync(path.join(work, 'queues')).filter((d) => !/^[1-9]\d*$/.test(d)),
+      [],
+    );
   }
 
   const owner = new Map(be.rows(work, db, 'SELECT domain, yacobot_id FROM partner_domain').map(([d, y]) => [d!, y!]));
@@ -167,13 +176,10 @@ mv state/current_log.next state/current_log`;
   }
   // Both hours send both URLs (an hour apart, so due again).
   const byTime = (a: unknown[], b: unknown[]) => (String(a[1]) < String(b[1]) ? -1 : 1);
-  assert.deepEqual(
-    queued.map((f) => [f.length, f[1], f[2], f[3], f[4], f[5] === url ? 'BIG' : f[5]]).sort(byTime),
-    [
-      [6, '20110728060002', tagOf(1), '6', 'example.com', 'BIG'],
-      [6, '20110728060100', '', '1', 'example.org', 'http://small.example.org/'],
-      [6, '20110728070002', tagOf(2), '6', 'example.com', 'BIG'],
-      [6, '20110728070100', '', '1', 'example.org', 'http://small.example.org/'],
-    ],
-  );
+  assert.deepEqual(queued.map((f) => [f.length, f[1], f[2], f[3], f[4], f[5] === url ? 'BIG' : f[5]]).sort(byTime), [
+    [6, '20110728060002', tagOf(1), '6', 'example.com', 'BIG'],
+    [6, '20110728060100', '', '1', 'example.org', 'http://small.example.org/'],
+    [6, '20110728070002', tagOf(2), '6', 'example.com', 'BIG'],
+    [6, '20110728070100', '', '1', 'example.org', 'http://small.example.org/'],
+  ]);
 });

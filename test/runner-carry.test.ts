@@ -44,7 +44,10 @@ function published(dir: string): { urls: string[]; mostPerDomainRun: number } {
     for (const f of fs.readdirSync(path.join(q, id))) {
       const counts = perRun.get(f) ?? new Map<string, number>();
       perRun.set(f, counts);
-      for (const line of fs.readFileSync(path.join(q, id, f), 'utf8').split('\n').filter((l) => l)) {
+      for (const line of fs
+        .readFileSync(path.join(q, id, f), 'utf8')
+        .split('\n')
+        .filter((l) => l)) {
         const [, , , , domain, url] = line.split('\t') as [string, string, string, string, string, string];
         urls.push(url);
         counts.set(domain, (counts.get(domain) ?? 0) + 1);
@@ -58,7 +61,10 @@ function published(dir: string): { urls: string[]; mostPerDomainRun: number } {
 /** What status, explain and the metrics file say of the carry a run with --max-per-domain 2 left. */
 function seenFromOutside(dir: string, carry: string, prom: string): void {
   const [line] = runsJsonl(dir);
-  const waiting = carry.split('\n').filter((l) => l).map((l) => l.split('\t'));
+  const waiting = carry
+    .split('\n')
+    .filter((l) => l)
+    .map((l) => l.split('\t'));
   assert.equal(line!.carried_out, waiting.length);
   const oldest = waiting.map((f) => f[6]!).sort()[0]!;
   assert.ok(prom.includes(`master_server_carry_urls ${waiting.length}\n`), prom);
@@ -81,7 +87,7 @@ function headerHours(dir: string, n: number): string[] {
   return runs;
 }
 
-test('capped: no run publishes more than N URLs of a domain; header-only hours drain the carry; the URLs published are the uncapped job\'s, none more often; the settings are stored', async () => {
+test("capped: no run publishes more than N URLs of a domain; header-only hours drain the carry; the URLs published are the uncapped job's, none more often; the settings are stored", async () => {
   const dir = fresh();
   headerHours(dir, 5);
   const r = await runner(dir, ['--max-per-domain', '8', '--carry-keep', '24h']);
@@ -128,7 +134,10 @@ test('the carry is state: a failed run leaves it as it was; the cap taken off (a
   seenFromOutside(dir, before.toString(), fs.readFileSync(prom, 'utf8'));
   const failing = copyOf(dir);
   // Every line rejected: analyze-dump fails the run.
-  fs.writeFileSync(path.join(failing, 'var/inbox/2011072807.reflog'), Array.from({ length: 20 }, (_, i) => `1\t5\t2011072899${i}\t7\thttp://bad.example/${i}\t1\n`).join(''));
+  fs.writeFileSync(
+    path.join(failing, 'var/inbox/2011072807.reflog'),
+    Array.from({ length: 20 }, (_, i) => `1\t5\t2011072899${i}\t7\thttp://bad.example/${i}\t1\n`).join(''),
+  );
   const f = await runner(failing, ['--max-per-domain', '2']);
   assert.equal(f.status, 1, f.stderr);
   assert.deepEqual(fs.readFileSync(path.join(failing, 'var/state/carry')), before);
@@ -154,7 +163,13 @@ function queueLines(dir: string, run: string): string[][] {
   const q = path.join(dir, 'var/queue');
   return fs.readdirSync(q).flatMap((id) => {
     const f = path.join(q, id, `${run}.tsv`);
-    return fs.existsSync(f) ? fs.readFileSync(f, 'utf8').split('\n').filter((l) => l).map((l) => [id, ...l.split('\t')]) : [];
+    return fs.existsSync(f)
+      ? fs
+          .readFileSync(f, 'utf8')
+          .split('\n')
+          .filter((l) => l)
+          .map((l) => [id, ...l.split('\t')])
+      : [];
   });
 }
 
@@ -201,10 +216,19 @@ test('interplay: a waiting URL seen again with a new updatetag goes out once, wi
   const newOwner = u[1]!.find((l) => l[6] === 'http://a.com/2')![0]!;
   assert.notEqual(newOwner, owner);
   // In run 07, with 07's values (its timestamp, updatetag v2, 07's hits), to a.com's owner by then.
-  assert.deepEqual(c[1]!.find((l) => l[6] === 'http://a.com/2'), [newOwner, a2[0]![1], '20110728070500', 'v2', '4', 'a.com', 'http://a.com/2']);
+  assert.deepEqual(
+    c[1]!.find((l) => l[6] === 'http://a.com/2'),
+    [newOwner, a2[0]![1], '20110728070500', 'v2', '4', 'a.com', 'http://a.com/2'],
+  );
   assert.equal(u.flat().filter((l) => l[6] === 'http://a.com/2').length, 2, 'the uncapped job sent it in 06 and again in 07 (changed)');
   // b.com never waited: the same lines, run by run, in both jobs.
-  const b = (runs: string[][][]) => runs.map((lines) => lines.filter((l) => l[5] === 'b.com').map((l) => l.join(' ')).sort());
+  const b = (runs: string[][][]) =>
+    runs.map((lines) =>
+      lines
+        .filter((l) => l[5] === 'b.com')
+        .map((l) => l.join(' '))
+        .sort(),
+    );
   assert.deepEqual(b(c), b(u));
   assert.equal(b(c)[1]!.length, 2, 'b.com/1 due again and b.com/2 new in 07');
   assert.equal(runsJsonl(capped).at(-1)!.carried_out, 0);

@@ -19,7 +19,7 @@ import { REFLOGS, type Done, runner, fresh, keepOnly, RUN0, freshFirstOnly, copy
 describe('stage messages', () => {
   // A stage's warning reaches the runner's stderr (an inactive Yacobot that still owns domains), not only its log,
   // which the cleanup removes.
-  test('a stage warning reaches the runner\'s stderr', async () => {
+  test("a stage warning reaches the runner's stderr", async () => {
     // After the first hour, Yacobot 2 is made inactive by hand, its domains left with it
     // (partner-db disable would move them): upload-domains routes them there all the same, and warns.
     const dir = copyOf((await ref1()).dir);
@@ -45,10 +45,13 @@ describe('stage messages', () => {
   });
 
   // analyze-dump's messages in a run name the reflog, not '-' (the runner hands it over on stdin).
-  test('analyze-dump\'s messages name the reflog', async () => {
+  test("analyze-dump's messages name the reflog", async () => {
     const dir = fresh();
     keepOnly(dir);
-    writeReflog(dir, '2011072806', [['20110728063000', 'http://good.example/'], ['20110728063001', 'ftp://bad.example/']]);
+    writeReflog(dir, '2011072806', [
+      ['20110728063000', 'http://good.example/'],
+      ['20110728063001', 'ftp://bad.example/'],
+    ]);
     const r = await runner(dir);
     assert.equal(r.status, 1, r.stderr);
     const reflog = path.join(dir, 'var/inbox/2011072806.reflog');
@@ -61,12 +64,17 @@ describe('stage messages', () => {
   test('a reject-ratio failure says where and which flag', async () => {
     const dir = fresh();
     keepOnly(dir);
-    writeReflog(dir, '2011072806', [['20110728063000', 'http://good.example/'], ['20110728063001', 'ftp://bad.example/']]);
+    writeReflog(dir, '2011072806', [
+      ['20110728063000', 'http://good.example/'],
+      ['20110728063001', 'ftp://bad.example/'],
+    ]);
     const r = await runner(dir);
     assert.equal(r.status, 1, r.stderr);
     const rejects = path.join(dir, 'var/state/rejects/failed/2011072806.tsv');
     assert.ok(
-      r.stderr.includes(`reflog-to-yacobot-queue: the rejected lines are in ${rejects}; if the reflog is to go through anyway, run again with a higher --max-reject-ratio\n`),
+      r.stderr.includes(
+        `reflog-to-yacobot-queue: the rejected lines are in ${rejects}; if the reflog is to go through anyway, run again with a higher --max-reject-ratio\n`,
+      ),
       r.stderr,
     );
     assert.match(fs.readFileSync(rejects, 'utf8'), /^3\tunsupported scheme: ftp\t/);
@@ -74,7 +82,7 @@ describe('stage messages', () => {
 
   // join-current failing at the end of hour 2 cuts its output: upload-domains fails on the cut line before its
   // commit, and the failed line names join-current.
-  test('join-current\'s cut output: the line names it', async () => {
+  test("join-current's cut output: the line names it", async () => {
     // current_log gets a last line whose timestamp is no real time (its id is the
     // largest): join-current fails there, after the rest went downstream. Before its
     // output ended in a cut line, upload-domains took the lines so far for its whole
@@ -158,16 +166,21 @@ describe('database and gate', () => {
     assert.ok(!hasStackTrace(r.stderr), r.stderr);
     assert.match(r.stderr, new RegExp(`run ${RUN0} failed: upload-domains: .*SQLITE_BUSY.*\\(another process held the database longer than 300 ms\\)\n`));
     assert.ok(
-      r.stderr.endsWith(`reflog-to-yacobot-queue: the run is not lost: once the other process has let go of ${db}, run again (or let the next invocation do it)\n`),
+      r.stderr.endsWith(
+        `reflog-to-yacobot-queue: the run is not lost: once the other process has let go of ${db}, run again (or let the next invocation do it)\n`,
+      ),
       r.stderr,
     );
     const again = await runner(dir);
     assert.equal(again.status, 0, again.stderr);
-    assert.deepEqual(runsJsonl(dir).map((x) => x.status), ['failed', 'ok']);
+    assert.deepEqual(
+      runsJsonl(dir).map((x) => x.status),
+      ['failed', 'ok'],
+    );
   });
 
   // The stages' environment holds glibc's mmap and trim thresholds, unless the operator set them.
-  test('the stages\' environment: glibc malloc thresholds', () => {
+  test("the stages' environment: glibc malloc thresholds", () => {
     const env = stageEnv({ PATH: '/bin', TZ: 'UTC' });
     assert.equal(env.MALLOC_MMAP_THRESHOLD_, '131072');
     assert.equal(env.MALLOC_TRIM_THRESHOLD_, '8388608');
@@ -183,7 +196,16 @@ describe('database and gate', () => {
     const dir = scratch('ms-stages-');
     fs.writeFileSync(path.join(dir, 'R.reflog'), '');
     const p = { ...runPaths({ inbox: dir, state: dir }, 'R'), logs: path.join(dir, 'missing') };
-    const o = { state: dir, db: path.join(dir, 'p.db'), dbArgs: [], maxRejectRatio: null, memory: null, resendAfter: null, keep: null, killAfterMs: 1000 } as unknown as RunnerOptions;
+    const o = {
+      state: dir,
+      db: path.join(dir, 'p.db'),
+      dbArgs: [],
+      maxRejectRatio: null,
+      memory: null,
+      resendAfter: null,
+      keep: null,
+      killAfterMs: 1000,
+    } as unknown as RunnerOptions;
     const progress = { size: 0, read: () => -1 };
     await assert.rejects(runStages(o, p, '20110728070000', 3, path.join(ROOT, 'bin'), progress), /ENOENT/);
   });

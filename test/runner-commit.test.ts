@@ -55,14 +55,20 @@ describe('a run', () => {
     const r = { stderr };
     assert.ok(!hasStackTrace(r.stderr));
     const recs = runsJsonl(dir);
-    assert.deepEqual(recs.map((x) => x.run), RUNS.map((f) => f.replace(/\.reflog$/, '')));
+    assert.deepEqual(
+      recs.map((x) => x.run),
+      RUNS.map((f) => f.replace(/\.reflog$/, '')),
+    );
     const first = recs[0]!;
     assert.equal(first.status, 'ok');
     assert.equal(first.now, '20110728070000', 'now of 2011072806.reflog is the end of its hour');
     const ad = (first.stages as Record<string, Record<string, number>>)['analyze-dump']!;
     assert.equal(ad.records_out! + ad.rejected! + ad.skipped!, ad.lines_in);
     const per = first.sent_per_yacobot as Record<string, number>;
-    assert.equal(Object.values(per).reduce((a, b) => a + b, 0), first.sent);
+    assert.equal(
+      Object.values(per).reduce((a, b) => a + b, 0),
+      first.sent,
+    );
     assert.ok((first.new_domains as number) > 0);
     assert.ok(typeof first.seconds === 'number' && first.backlog);
     assert.match(r.stderr, /2011072806: \d+ lines, \d+ records, 2 rejected, 2 skipped; \d+ URLs sent/);
@@ -101,7 +107,12 @@ describe('a failed run', () => {
     // that is gone, is refused before any run): its append fails with EFBIG, as a full disk
     // fails it; the stages' files stay far below the limit.
     fs.writeFileSync(path.join(dir, 'var/state/runs.jsonl'), `${JSON.stringify({ pad: 'x'.repeat(1000) })}\n`.repeat(300));
-    const r = spawnSync('bash', ['-c', 'ulimit -f 256 && exec "$0" --log-level silent', RUNNER], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 120_000 });
+    const r = spawnSync('bash', ['-c', 'ulimit -f 256 && exec "$0" --log-level silent', RUNNER], {
+      cwd: dir,
+      env: testEnv(),
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
     assert.equal(r.status, 1, r.stderr);
     assert.match(r.stderr, /^reflog-to-yacobot-queue: run 2011072806 failed: upload-domains: .*no active Yacobot/m);
     assert.match(r.stderr, /^reflog-to-yacobot-queue: \S*runs\.jsonl: cannot append to: EFBIG/m);
@@ -124,7 +135,9 @@ describe('a failed run', () => {
     assert.match(r.stderr, /upload-domains: .*no active Yacobot/);
     // The failed run and the one after it wait in the inbox; the message counts both.
     assert.ok(
-      r.stderr.includes(`reflog-to-yacobot-queue: nothing of it was published; 2 reflog(s) stay in ${path.join(dir, 'var/inbox')} (see ${path.join(dir, 'var/state/runs.jsonl')})\n`),
+      r.stderr.includes(
+        `reflog-to-yacobot-queue: nothing of it was published; 2 reflog(s) stay in ${path.join(dir, 'var/inbox')} (see ${path.join(dir, 'var/state/runs.jsonl')})\n`,
+      ),
       r.stderr,
     );
     assert.match(r.stderr, /^reflog-to-yacobot-queue: run 2011072807 failed: upload-domains: /m);
@@ -190,7 +203,7 @@ describe('a failed run', () => {
 
   // An invocation that stops on an error after some runs committed still prints their summary lines, before the
   // error.
-  test('prints committed runs\' summaries before the error', async () => {
+  test("prints committed runs' summaries before the error", async () => {
     const dir = fresh();
     keepOnly(dir, RUNS[0]!, RUNS[1]!);
     const [first, second] = [RUNS[0]!, RUNS[1]!].map((f) => f.replace(/\.reflog$/, ''));
@@ -203,7 +216,13 @@ describe('a failed run', () => {
     assert.match(r.stderr, summary);
     const error = r.stderr.indexOf(`${obstacle}: cannot move `);
     assert.ok(error > r.stderr.search(summary), `the summary line comes before the error: ${r.stderr}`);
-    assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[first, 'ok'], [second, 'ok']]);
+    assert.deepEqual(
+      runsJsonl(dir).map((x) => [x.run, x.status]),
+      [
+        [first, 'ok'],
+        [second, 'ok'],
+      ],
+    );
   });
 });
 
@@ -258,7 +277,13 @@ describe('rejects', () => {
     const rejected = (first.stages as Record<string, { rejected: number }>)['analyze-dump']!.rejected;
     assert.ok(rejected > 0, 'the first fixture hour has rejects');
     assert.equal(first.rejects_file, path.join(dir, 'var/state/rejects/2011072806.tsv'));
-    assert.equal(fs.readFileSync(first.rejects_file as string, 'utf8').split('\n').filter(Boolean).length, rejected);
+    assert.equal(
+      fs
+        .readFileSync(first.rejects_file as string, 'utf8')
+        .split('\n')
+        .filter(Boolean).length,
+      rejected,
+    );
   });
 });
 
@@ -350,7 +375,9 @@ describe('places it cannot write', () => {
     const r = asUser();
     assert.equal(r.status, 1, r.stderr);
     assert.ok(
-      r.stderr.includes(`reflog-to-yacobot-queue: ${done}: cannot write here: EACCES; a run's commit writes here (made by another user, such as root running the runner by hand?); nothing was run\n`),
+      r.stderr.includes(
+        `reflog-to-yacobot-queue: ${done}: cannot write here: EACCES; a run's commit writes here (made by another user, such as root running the runner by hand?); nothing was run\n`,
+      ),
       r.stderr,
     );
     // Before: the run published its queue files, then failed to move its reflog to done/,

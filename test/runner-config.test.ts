@@ -20,10 +20,7 @@ describe('options', () => {
   test('config file: flags win, relative paths, keys', async () => {
     const dir = fresh();
     keepOnly(dir, '2011072806.reflog');
-    fs.writeFileSync(
-      path.join(dir, 'runner.conf'),
-      '# hourly runner\ninbox = var/inbox\nstate = var/state\nqueue-dir = var/elsewhere\nbacklog-warn = 50\n',
-    );
+    fs.writeFileSync(path.join(dir, 'runner.conf'), '# hourly runner\ninbox = var/inbox\nstate = var/state\nqueue-dir = var/elsewhere\nbacklog-warn = 50\n');
     const r = await runner(dir, ['--config', 'runner.conf', '--queue-dir', 'var/queue']);
     assert.equal(r.status, 0, r.stderr);
     assert.ok(fs.existsSync(path.join(dir, 'var/queue/1/2011072806.tsv')) && !fs.existsSync(path.join(dir, 'var/elsewhere')));
@@ -69,8 +66,15 @@ describe('options', () => {
       {
         // Half of the records rejected: the default 0.01 fails the run, 1 lets it commit.
         flag: ['--max-reject-ratio', '1'],
-        inbox: (dir) => writeReflog(dir, '2011072806', [['20110728063000', 'http://good.example/'], ['20110728063001', 'ftp://bad.example/']]),
-        look: (dir, r) => `exit ${r.status}, ${runsJsonl(dir).map((x) => x.status).join(' ')}`,
+        inbox: (dir) =>
+          writeReflog(dir, '2011072806', [
+            ['20110728063000', 'http://good.example/'],
+            ['20110728063001', 'ftp://bad.example/'],
+          ]),
+        look: (dir, r) =>
+          `exit ${r.status}, ${runsJsonl(dir)
+            .map((x) => x.status)
+            .join(' ')}`,
         want: ['exit 0, ok', 'exit 1, failed'],
       },
       {
@@ -104,7 +108,10 @@ describe('options', () => {
           writeReflog(dir, '2011072806', [['20110728063000', 'http://again.example/a']]);
           writeReflog(dir, '2011072807', [['20110728070000', 'http://again.example/a']]);
         },
-        look: (dir) => runsJsonl(dir).map((x) => `${x.run} sent ${x.sent}`).join(', '),
+        look: (dir) =>
+          runsJsonl(dir)
+            .map((x) => `${x.run} sent ${x.sent}`)
+            .join(', '),
         want: ['2011072806 sent 1, 2011072807 sent 1', '2011072806 sent 1, 2011072807 sent 0'],
       },
     ];
@@ -135,12 +142,18 @@ describe('options', () => {
     assert.deepEqual(assignedInLog(`${committing}\n{"level":30,"assign`), { assigned: 0, pending: { rows: 7, witness: 'a.com', added_at: '20110728070000' } });
     // COMMIT failed: the summary says nothing was assigned.
     assert.deepEqual(assignedInLog(`${committing}\n{"summary":true,"status":"failed","assigned_by_us":0}\n`), done(0));
-    assert.throws(() => parseConfig('a = 1\n', 'f'), (e: unknown) => e instanceof UsageError && /f:1: unknown key 'a'/.test(e.message));
+    assert.throws(
+      () => parseConfig('a = 1\n', 'f'),
+      (e: unknown) => e instanceof UsageError && /f:1: unknown key 'a'/.test(e.message),
+    );
     assert.throws(() => parseConfig('\ninbox\n', 'f'), /f:2: want "key = value"/);
-    assert.deepEqual([...parseConfig('# c\n inbox = "/x y" \r\nnow=20110728070000\n', 'f')], [
-      ['inbox', { value: '/x y', line: 2 }],
-      ['now', { value: '20110728070000', line: 3 }],
-    ]);
+    assert.deepEqual(
+      [...parseConfig('# c\n inbox = "/x y" \r\nnow=20110728070000\n', 'f')],
+      [
+        ['inbox', { value: '/x y', line: 2 }],
+        ['now', { value: '20110728070000', line: 3 }],
+      ],
+    );
     const o = parseArgs(['--state', 's', '--now=20110728070000'], '/w');
     assert.ok(typeof o === 'object');
     assert.equal(o.state, '/w/s');
@@ -173,7 +186,13 @@ describe('options', () => {
     // '0\ufffd' is how Node reads a name with a byte that is not UTF-8 (0xff).
     const plan = planInbox(['b.reflog', '.a.reflog', 'a.reflog', 'notes.txt', 'a b.reflog', '2011072806.reflog', '0\ufffd.reflog']);
     assert.deepEqual(plan.runs, ['2011072806', 'a', 'b']);
-    assert.deepEqual(plan.skipped.map((x) => x.why), ["run name 'a b' contains a space, a slash or a control character", "run name '0\ufffd' is not valid UTF-8 (rename the file; ls -b shows its bytes as escapes)"]);
+    assert.deepEqual(
+      plan.skipped.map((x) => x.why),
+      [
+        "run name 'a b' contains a space, a slash or a control character",
+        "run name '0\ufffd' is not valid UTF-8 (rename the file; ls -b shows its bytes as escapes)",
+      ],
+    );
     // Bytewise is UTF-8 byte order, not JavaScript's UTF-16 order: U+FF5E (EF BD 9E) comes before
     // U+1F600 (F0 9F 98 80), whose first UTF-16 unit (D83D) sorts before FF5E. Nor a locale's: 'B' before 'a'.
     assert.deepEqual(planInbox(['a\u{1F600}.reflog', 'a\uff5e.reflog', 'a.reflog', 'B.reflog']).runs, ['B', 'a', 'a\uff5e', 'a\u{1F600}']);
@@ -183,7 +202,10 @@ describe('options', () => {
     assert.deepEqual(odd.runs, ['d\u00e9']);
     const why = (shown: string) => `run name '${shown}' contains a space, a slash or a control character`;
     // A no-break or ideographic space reads as a space: refused as one.
-    assert.deepEqual(odd.skipped.map((x) => x.why), [why('a\\u0085'), why('b\\u2028'), why('c\\u202e'), why('e\u00a0f'), why('g\u3000h')]);
+    assert.deepEqual(
+      odd.skipped.map((x) => x.why),
+      [why('a\\u0085'), why('b\\u2028'), why('c\\u202e'), why('e\u00a0f'), why('g\u3000h')],
+    );
     for (const n of ['a\u0085', 'b\u2028', 'c\u202e']) assert.equal(checkQueueName(n), 'contains a control character');
     // The commit order docs/design.md promises.
     const steps = publishSteps({
@@ -207,7 +229,11 @@ describe('options', () => {
   // directory.
   test('values checked up front; config-relative paths', () => {
     const usage = (argv: string[], message: RegExp) =>
-      assert.throws(() => parseArgs(argv, '/w'), (e: unknown) => e instanceof UsageError && message.test(e.message), JSON.stringify(argv));
+      assert.throws(
+        () => parseArgs(argv, '/w'),
+        (e: unknown) => e instanceof UsageError && message.test(e.message),
+        JSON.stringify(argv),
+      );
     usage(['var/inbox'], /^unexpected argument 'var\/inbox'$/);
     usage(['--keep'], /^option '--keep' wants a value$/);
     usage(['--now'], /^option '--now' wants a value$/);
@@ -239,7 +265,7 @@ describe('options', () => {
     fs.mkdirSync(path.join(dir, 'etc'));
     fs.writeFileSync(
       path.join(dir, 'etc/runner.conf'),
-      "inbox = in\nstate = '../st'\ndb = \"p.db\"\nqueue-dir = q'\"\nmax-reject-ratio = 0.5\nbacklog-warn = 7\n",
+      'inbox = in\nstate = \'../st\'\ndb = "p.db"\nqueue-dir = q\'"\nmax-reject-ratio = 0.5\nbacklog-warn = 7\n',
     );
     const c = parseArgs(['--config', 'etc/runner.conf', '--db', 'flag.db'], dir);
     assert.ok(typeof c === 'object');
@@ -263,7 +289,10 @@ describe('options', () => {
     // A log level that pino does not know would be an internal error (exit 1): it is a usage error.
     const lvl = runRunner(dir, ['--log-level', 'verbose']);
     assert.equal(lvl.status, 2, lvl.stderr);
-    assert.match(lvl.stderr, /^reflog-to-yacobot-queue: log-level is one of debug, info, warn, error, silent; got 'verbose'\nTry 'reflog-to-yacobot-queue --help'/);
+    assert.match(
+      lvl.stderr,
+      /^reflog-to-yacobot-queue: log-level is one of debug, info, warn, error, silent; got 'verbose'\nTry 'reflog-to-yacobot-queue --help'/,
+    );
   });
 });
 

@@ -106,8 +106,18 @@ describe('the archive in done/', () => {
     fs.copyFileSync(archived, path.join(inbox, RUNS[0]!));
     const r3 = await runner(dir, ['--log-level', 'silent']);
     assert.equal(r3.status, 0, r3.stderr);
-    assert.deepEqual(warningLines(r3.stderr).map((l) => / a re-sent hour, set aside as /.test(l)), [true], r3.stderr);
-    assert.deepEqual(fs.readdirSync(done).filter((f) => f.startsWith(name)).sort(), [RUNS[0]!, `${RUNS[0]!}.resent.~1~`, `${RUNS[0]!}.~1~`, `${RUNS[0]!}.~2~`, `${RUNS[0]!}.~3~`]);
+    assert.deepEqual(
+      warningLines(r3.stderr).map((l) => / a re-sent hour, set aside as /.test(l)),
+      [true],
+      r3.stderr,
+    );
+    assert.deepEqual(
+      fs
+        .readdirSync(done)
+        .filter((f) => f.startsWith(name))
+        .sort(),
+      [RUNS[0]!, `${RUNS[0]!}.resent.~1~`, `${RUNS[0]!}.~1~`, `${RUNS[0]!}.~2~`, `${RUNS[0]!}.~3~`],
+    );
     assert.deepEqual(fs.readFileSync(archived), third);
     assert.deepEqual(fs.readdirSync(inbox), []);
   });
@@ -123,7 +133,10 @@ describe('the archive in done/', () => {
     assert.equal(spawnSync('mkfifo', [done]).status, 0);
     const r = await runner(dir, ['--log-level', 'silent'], { killAfter: 60_000 });
     assert.equal(r.status, 0, r.stderr);
-    assert.ok(r.stderr.includes(`warning: ${RUN0}: ${done}, the reflog an earlier run of this name read, is kept as ${RUNS[0]!}.~1~ (this run's takes its name)\n`), r.stderr);
+    assert.ok(
+      r.stderr.includes(`warning: ${RUN0}: ${done}, the reflog an earlier run of this name read, is kept as ${RUNS[0]!}.~1~ (this run's takes its name)\n`),
+      r.stderr,
+    );
     assert.ok(fs.lstatSync(`${done}.~1~`).isFIFO());
     assert.ok(fs.readFileSync(done).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))));
     assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), []);
@@ -143,7 +156,7 @@ describe('the archive in done/', () => {
     assert.equal(r.status, 0, r.stderr);
     assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), []);
     const done = path.join(dir, 'var/state/done', RUNS[0]!);
-    assert.ok(fs.lstatSync(done).isSymbolicLink(), 'still a link, to the sender\'s file');
+    assert.ok(fs.lstatSync(done).isSymbolicLink(), "still a link, to the sender's file");
     assert.equal(fs.readlinkSync(done), fs.realpathSync(path.join(incoming, 'x.reflog')));
     assert.ok(fs.readFileSync(done).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))));
     assert.deepEqual(fs.readdirSync(path.dirname(done)), [RUNS[0]!], 'no temporary link left');
@@ -166,7 +179,13 @@ describe('the archive in done/', () => {
     assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), [], 'the replayed reflog left the inbox');
     assert.ok(fs.readFileSync(done).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))), 'done/ still holds it');
     assert.equal(fs.statSync(done).nlink, 1);
-    assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[run, 'ok'], [run, 'ok']]);
+    assert.deepEqual(
+      runsJsonl(dir).map((x) => [x.run, x.status]),
+      [
+        [run, 'ok'],
+        [run, 'ok'],
+      ],
+    );
   });
 
   // A replay made with ln -s (the inbox file a symlink to done/RUN.reflog, relative or absolute) leaves
@@ -187,7 +206,13 @@ describe('the archive in done/', () => {
       assert.ok(fs.lstatSync(done).isFile(), `${kind}: done/ still holds the file`);
       assert.ok(fs.readFileSync(done).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))), `${kind}: with the hour's bytes`);
       assert.deepEqual(fs.readdirSync(path.dirname(done)), [RUNS[0]!], `${kind}: nothing else in done/`);
-      assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[RUN0, 'ok'], [RUN0, 'ok']]);
+      assert.deepEqual(
+        runsJsonl(dir).map((x) => [x.run, x.status]),
+        [
+          [RUN0, 'ok'],
+          [RUN0, 'ok'],
+        ],
+      );
     }
   });
 });
@@ -230,7 +255,7 @@ describe('a reflog renamed over the inbox name', () => {
 
   // A roll forward does not move a reflog that came under the name after the run's own had left; an old COMMIT
   // without the identity still moves it.
-  test('after the run\'s own left: not moved', async () => {
+  test("after the run's own left: not moved", async () => {
     const run = RUN0;
     const resent = fs.readFileSync(path.join(REFLOGS, RUNS[1]!));
     // Killed after the reflog step: the run's reflog is in done/, COMMIT still there.
@@ -245,9 +270,18 @@ describe('a reflog renamed over the inbox name', () => {
     assert.ok(!hasStackTrace(r.stderr), r.stderr);
     assert.match(r.stderr, /rolling forward/);
     assert.ok(r.stderr.includes(`warning: ${inboxFile} is not the file run ${run} read`), r.stderr);
-    assert.ok(fs.readFileSync(path.join(dir, 'var/state/done', `${RUNS[0]!}.~1~`)).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))), 'done/ keeps the one processed first');
+    assert.ok(
+      fs.readFileSync(path.join(dir, 'var/state/done', `${RUNS[0]!}.~1~`)).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))),
+      'done/ keeps the one processed first',
+    );
     assert.ok(fs.readFileSync(path.join(dir, 'var/state/done', RUNS[0]!)).equals(resent));
-    assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status, typeof x.queue_name]), [[run, 'ok', 'undefined'], [run, 'ok', 'string']]);
+    assert.deepEqual(
+      runsJsonl(dir).map((x) => [x.run, x.status, typeof x.queue_name]),
+      [
+        [run, 'ok', 'undefined'],
+        [run, 'ok', 'string'],
+      ],
+    );
 
     // A COMMIT written by a runner that did not record the identity: the reflog step moves what is there.
     const old = freshFirstOnly();
@@ -305,7 +339,10 @@ describe('a reflog renamed over the inbox name', () => {
     assert.equal(again.stderr.split('\n').filter((l) => new RegExp(`^reflog-to-yacobot-queue: ${run}: .*roll-forward`).test(l)).length, 1, again.stderr);
     assert.deepEqual(fs.readdirSync(path.join(dir2, 'var/inbox')), []);
     assert.ok(fs.readFileSync(path.join(dir2, 'var/state/done', RUNS[0]!)).equals(original));
-    assert.deepEqual(runsJsonl(dir2).map((x) => [x.run, x.status]), [[run, 'ok']]);
+    assert.deepEqual(
+      runsJsonl(dir2).map((x) => [x.run, x.status]),
+      [[run, 'ok']],
+    );
 
     // An inbox on another file system: paused once the copy is made.
     const other = '/dev/shm';
@@ -318,7 +355,12 @@ describe('a reflog renamed over the inbox name', () => {
       const dir3 = fresh();
       keepOnly(dir3);
       fs.writeFileSync(path.join(inbox, RUNS[0]!), original);
-      const resume3 = await stoppedWith(dir3, ['--inbox', inbox], { NODE_OPTIONS: preload, SIGNAL_AFTER_CALL: 'copyFileSync', SIGNAL_ARG: inbox }, 'after copying');
+      const resume3 = await stoppedWith(
+        dir3,
+        ['--inbox', inbox],
+        { NODE_OPTIONS: preload, SIGNAL_AFTER_CALL: 'copyFileSync', SIGNAL_ARG: inbox },
+        'after copying',
+      );
       fs.writeFileSync(path.join(inbox, 'resent'), resent);
       fs.renameSync(path.join(inbox, 'resent'), path.join(inbox, RUNS[0]!));
       const r3 = await resume3();
@@ -354,7 +396,13 @@ describe('a reflog renamed over the inbox name', () => {
       const where = kind === 'absolute' ? dir : fs.realpathSync(dir);
       assert.equal(fs.readlinkSync(done), path.join(where, 'var/incoming/x.reflog'), `${what}: leading where it led`);
       assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/done')).sort(), [RUNS[0]!, RUNS[1]!]);
-      assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[run, 'ok'], [RUNS[1]!.replace(/\.reflog$/, ''), 'ok']]);
+      assert.deepEqual(
+        runsJsonl(dir).map((x) => [x.run, x.status]),
+        [
+          [run, 'ok'],
+          [RUNS[1]!.replace(/\.reflog$/, ''), 'ok'],
+        ],
+      );
       const next = await runner(dir);
       assert.equal(next.status, 0, `${what}, the next invocation: ${next.stderr}`);
       assert.match(next.stderr, /nothing to do/);
@@ -463,7 +511,19 @@ describe('a reflog renamed over the inbox name', () => {
       const reflogFile = { dev: String(st.dev), ino: String(st.ino), size: String(st.size), mtime_ns: String(st.mtimeNs) };
       const replaced: string[] = [];
       const step = publishSteps(
-        { version: 1, run: 'r', staging: path.join(dir, 'staging'), state: path.join(dir, 'state'), reflog, reflogFile, reflogLink: null, queueDir: dir, backlogWarn: 1, queue: [], record: {} as RunRecord },
+        {
+          version: 1,
+          run: 'r',
+          staging: path.join(dir, 'staging'),
+          state: path.join(dir, 'state'),
+          reflog,
+          reflogFile,
+          reflogLink: null,
+          queueDir: dir,
+          backlogWarn: 1,
+          queue: [],
+          record: {} as RunRecord,
+        },
         { reflogReplaced: (run) => replaced.push(run) },
       ).find((s) => s.name === 'reflog')!;
       const parked = path.join(dir, 'inbox', '.r.reflog.moving');

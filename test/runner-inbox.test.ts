@@ -10,7 +10,13 @@ import { REFLOG_HEAD_BYTES, hourNotBegun, notAnHour, firstHeaderLine, notAReflog
 import { formatTimestamp } from '../src/core/time.js';
 import { REFLOGS, RUNS, runner, sub, fresh, ref, keepOnly, RUN0, freshFirstOnly, copyOf, ref1, writeReflog } from './lib/runner.js';
 
-const roMountWorks = spawnSync('unshare', ['-rm', 'bash', '-c', 'd=$(mktemp -d) && mount --bind "$d" "$d" && mount -o remount,ro,bind "$d" && ! touch "$d/x" 2>/dev/null; s=$?; rmdir "$d"; exit $s']).status === 0;
+const roMountWorks =
+  spawnSync('unshare', [
+    '-rm',
+    'bash',
+    '-c',
+    'd=$(mktemp -d) && mount --bind "$d" "$d" && mount -o remount,ro,bind "$d" && ! touch "$d/x" 2>/dev/null; s=$?; rmdir "$d"; exit $s',
+  ]).status === 0;
 
 describe('what is not a reflog', () => {
   // A reflog whose last line has no newline is processed with --allow-unterminated, with a warning on stderr and in
@@ -77,7 +83,15 @@ describe('what is not a reflog', () => {
     const ok = await runner(dir);
     assert.equal(ok.status, 0, ok.stderr);
     assert.deepEqual(fs.readdirSync(inbox), []);
-    assert.deepEqual(runsJsonl(dir).slice(-2).map((x) => [x.run, x.status]), [['2011072902', 'ok'], ['2011072903', 'ok']]);
+    assert.deepEqual(
+      runsJsonl(dir)
+        .slice(-2)
+        .map((x) => [x.run, x.status]),
+      [
+        ['2011072902', 'ok'],
+        ['2011072903', 'ok'],
+      ],
+    );
   });
 
   // Not a reflog, re-sent for an hour committed before: the advice is to remove it, not to empty it (which would
@@ -121,8 +135,19 @@ describe('what is not a reflog', () => {
     assert.equal(r.status, 0, r.stderr);
     assert.deepEqual(fs.readdirSync(inbox), []);
     const runs = runsJsonl(dir);
-    assert.deepEqual(runs.map((x) => [x.run, x.status, x.sent]), [['2011072901', 'ok', 0], ['2011072902', 'ok', 0], ['2011072903', 'ok', 0], ['2011072904', 'ok', 2]]);
-    assert.deepEqual(runs.map((x) => (x.stages as Record<string, Record<string, unknown>>)['analyze-dump']!.skipped_header), [0, 1, 1, 2]);
+    assert.deepEqual(
+      runs.map((x) => [x.run, x.status, x.sent]),
+      [
+        ['2011072901', 'ok', 0],
+        ['2011072902', 'ok', 0],
+        ['2011072903', 'ok', 0],
+        ['2011072904', 'ok', 2],
+      ],
+    );
+    assert.deepEqual(
+      runs.map((x) => (x.stages as Record<string, Record<string, unknown>>)['analyze-dump']!.skipped_header),
+      [0, 1, 1, 2],
+    );
   });
 
   // Not a reflog: the rule (no reflog line, more than one header line, or one without its LF) and the first line it
@@ -145,7 +170,7 @@ describe('what is not a reflog', () => {
       "in/h.reflog: not a reflog: 1 line, without a TAB (the first: '<html><body>404'), the last one without a newline (was it still being written?); put the hour's reflog in its place, or, if it really is an empty hour, empty the file",
     );
     assert.equal(notAReflog(ad(1, 0, 5), f, 'x'), null, 'a record');
-    assert.equal(notAReflog(ad(0, 1, 5), f, 'x'), null, 'a reject (the reject ratio is analyze-dump\'s)');
+    assert.equal(notAReflog(ad(0, 1, 5), f, 'x'), null, "a reject (the reject ratio is analyze-dump's)");
     assert.equal(notAReflog(undefined, f, 'x'), null, 'no analyze-dump summary');
     assert.equal(notAReflog({ records_out: null, rejected: 0, skipped_header: 3 }, f, 'x'), null, 'no counts');
     assert.equal(
@@ -184,10 +209,17 @@ describe('what is not a reflog', () => {
     assert.match(r.stderr, /run 2011072805 failed: \S+\/var\/inbox\/2011072805\.reflog: is a FIFO: a reflog must be a complete regular file/);
     assert.ok(!hasStackTrace(r.stderr), r.stderr);
     const runs = runsJsonl(dir);
-    assert.deepEqual(runs.map((x) => [x.run, x.status, x.failed_stage]), [['2011072805', 'failed', 'reflog']]);
+    assert.deepEqual(
+      runs.map((x) => [x.run, x.status, x.failed_stage]),
+      [['2011072805', 'failed', 'reflog']],
+    );
     assert.ok(fs.lstatSync(fifo).isFIFO(), 'the FIFO stays in the inbox');
     assert.ok(fs.existsSync(path.join(dir, 'var/inbox/2011072806.reflog')), 'the later reflog waits');
-    assert.ok(!fs.existsSync(path.join(dir, 'var/queue')) || fs.readdirSync(path.join(dir, 'var/queue')).every((d) => fs.readdirSync(path.join(dir, 'var/queue', d)).length === 0), 'nothing published');
+    assert.ok(
+      !fs.existsSync(path.join(dir, 'var/queue')) ||
+        fs.readdirSync(path.join(dir, 'var/queue')).every((d) => fs.readdirSync(path.join(dir, 'var/queue', d)).length === 0),
+      'nothing published',
+    );
   });
 });
 
@@ -213,7 +245,10 @@ describe('names', () => {
     const ok200 = `2011072807${'é'.repeat(95)}`;
     const long201 = `${ok200}x`;
     const long240 = `2011072808${'x'.repeat(230)}`;
-    assert.deepEqual([ok200, long201, long240].map((n) => Buffer.byteLength(n)), [200, 201, 240]);
+    assert.deepEqual(
+      [ok200, long201, long240].map((n) => Buffer.byteLength(n)),
+      [200, 201, 240],
+    );
     fs.copyFileSync(path.join(REFLOGS, '2011072807.reflog'), path.join(dir, 'var/inbox', `${ok200}.reflog`));
     for (const n of [long201, long240]) fs.copyFileSync(path.join(REFLOGS, '2011072808.reflog'), path.join(dir, 'var/inbox', `${n}.reflog`));
     const r = await runner(dir);
@@ -222,7 +257,13 @@ describe('names', () => {
       const file = path.join(dir, 'var/inbox', `${n}.reflog`);
       assert.ok(r.stderr.includes(`warning: skipping ${file}: run name '${n}' is longer than 200 bytes\n`), r.stderr);
     }
-    assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [['2011072806', 'ok'], [ok200, 'ok']]);
+    assert.deepEqual(
+      runsJsonl(dir).map((x) => [x.run, x.status]),
+      [
+        ['2011072806', 'ok'],
+        [ok200, 'ok'],
+      ],
+    );
     assert.ok(fs.existsSync(path.join(dir, 'var/queue/1', `${ok200}.tsv`)), 'the 200-byte name ran');
     assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')).sort(), [`${long201}.reflog`, `${long240}.reflog`], 'the skipped ones stay');
   });
@@ -237,7 +278,11 @@ describe('names', () => {
     assert.equal(r.status, 0, r.stderr);
     const file = path.join(dir, 'var/inbox', '2011072806\\nx.reflog');
     assert.ok(r.stderr.includes(`warning: skipping ${file}: run name '2011072806\\nx' contains a space, a slash or a control character\n`), r.stderr);
-    assert.deepEqual(r.stderr.split('\n').filter((l) => !l.startsWith(`${path.basename(RUNNER)}: `)), [''], r.stderr);
+    assert.deepEqual(
+      r.stderr.split('\n').filter((l) => !l.startsWith(`${path.basename(RUNNER)}: `)),
+      [''],
+      r.stderr,
+    );
   });
 
   // A run's failure is reported on one line when the reflog's path holds a newline (a FIFO in such an inbox).
@@ -264,7 +309,10 @@ describe('names', () => {
     for (const name of ['2011072824', '2011023112-b']) fs.copyFileSync(path.join(REFLOGS, '2011072807.reflog'), path.join(inbox, `${name}.reflog`));
     const r = await runner(dir, ['--keep', '10h']);
     assert.equal(r.status, 0, r.stderr);
-    for (const [name, digits] of [['2011072824', '2011072824'], ['2011023112-b', '2011023112']]) {
+    for (const [name, digits] of [
+      ['2011072824', '2011072824'],
+      ['2011023112-b', '2011023112'],
+    ]) {
       assert.ok(
         r.stderr.includes(
           `reflog-to-yacobot-queue: warning: skipping ${path.join(inbox, `${name}.reflog`)}: its name starts with ${digits}, which is no real hour (YYYYMMDDhh): a typo in the name? ` +
@@ -274,7 +322,10 @@ describe('names', () => {
       );
     }
     assert.deepEqual(fs.readdirSync(inbox).sort(), ['2011023112-b.reflog', '2011072824.reflog']);
-    assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[RUN0, 'ok']]);
+    assert.deepEqual(
+      runsJsonl(dir).map((x) => [x.run, x.status]),
+      [[RUN0, 'ok']],
+    );
     assert.equal(notAnHour('2011072823'), null);
     assert.equal(notAnHour('batch-7'), null, 'a name that starts with no ten digits runs on the clock');
     // Ten digits that do not read as an hour stamp (epoch seconds, a sequence number) run on the clock too.
@@ -305,14 +356,22 @@ describe('names', () => {
       ),
     );
     assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), [`${ahead}.reflog`]);
-    assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[RUN0, 'ok']]);
+    assert.deepEqual(
+      runsJsonl(dir).map((x) => [x.run, x.status]),
+      [[RUN0, 'ok']],
+    );
     // An hour that has begun runs; --now decides the now by itself, so it runs too.
     assert.equal(hourNotBegun(formatTimestamp(new Date()).slice(0, 10), new Date(), h), null);
     assert.equal(hourNotBegun('x2107072806', new Date(), h), null, 'a name that starts with no hour');
     // Alone in the inbox, it is not "nothing to do".
     const alone = await runner(dir);
     assert.equal(alone.status, 0, alone.stderr);
-    assert.ok(alone.stderr.endsWith(`reflog-to-yacobot-queue: nothing run: the 1 *.reflog file(s) in ${path.join(dir, 'var/inbox')} were skipped (see the warnings above)\n`), alone.stderr);
+    assert.ok(
+      alone.stderr.endsWith(
+        `reflog-to-yacobot-queue: nothing run: the 1 *.reflog file(s) in ${path.join(dir, 'var/inbox')} were skipped (see the warnings above)\n`,
+      ),
+      alone.stderr,
+    );
     const now = await runner(dir, ['--now', '20110728090000', '--keep', '10h']);
     assert.equal(now.status, 0, now.stderr);
     assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), []);
@@ -375,9 +434,16 @@ describe('the inbox and the state', () => {
     // out (EROFS) with COMMIT in place, and every invocation rolled it forward, publishing
     // the same queue files again (a consumer that took them got them again every hour).
     const dir = fresh();
-    const r = spawnSync('unshare', ['-rm', 'bash', '-c', 'mount --bind var/inbox var/inbox && mount -o remount,ro,bind var/inbox && exec "$0" --log-level silent', RUNNER], { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 120_000 });
+    const r = spawnSync(
+      'unshare',
+      ['-rm', 'bash', '-c', 'mount --bind var/inbox var/inbox && mount -o remount,ro,bind var/inbox && exec "$0" --log-level silent', RUNNER],
+      { cwd: dir, env: testEnv(), encoding: 'utf8', timeout: 120_000 },
+    );
     assert.equal(r.status, 1, r.stderr);
-    assert.equal(r.stderr, `${path.basename(RUNNER)}: ${path.join(dir, 'var/inbox')}: cannot move processed reflogs out of the inbox: EROFS; nothing was run\n`);
+    assert.equal(
+      r.stderr,
+      `${path.basename(RUNNER)}: ${path.join(dir, 'var/inbox')}: cannot move processed reflogs out of the inbox: EROFS; nothing was run\n`,
+    );
     assert.ok(!fs.existsSync(path.join(dir, 'var/queue')), 'no queue file published');
     // last-invocation.json records the failed invocation, for status.
     assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state')).sort(), ['last-invocation.json', 'partner.db']);
@@ -412,6 +478,9 @@ describe('the inbox and the state', () => {
     assert.equal(fs.readFileSync(stray, 'utf8'), 'notes of the operator\n');
     assert.equal(fs.readFileSync(path.join(elsewhere, 'work/keep'), 'utf8'), 'kept\n');
     assert.equal(fs.readlinkSync(path.join(dir, 'var/state/staging/dangling')), '/nonexistent/h36');
-    assert.deepEqual(runsJsonl(dir).map((x) => x.status), ['ok']);
+    assert.deepEqual(
+      runsJsonl(dir).map((x) => x.status),
+      ['ok'],
+    );
   });
 });

@@ -27,7 +27,9 @@ function lockedBy(file: string): Locked {
 async function lateHolder(file: string): Promise<ChildProcess> {
   // Blocking flock: our probe below may hold the lock for an instant just as the holder
   // starts (with -n the holder then gave up, and the probe loop waited forever).
-  const holder = spawn('flock', [file, 'bash', '-c', `sleep 0.3; printf 'pid=%s host=%s started=now\\n' $$ "$(hostname)" > '${file}'; sleep 5`], { stdio: 'ignore' });
+  const holder = spawn('flock', [file, 'bash', '-c', `sleep 0.3; printf 'pid=%s host=%s started=now\\n' $$ "$(hostname)" > '${file}'; sleep 5`], {
+    stdio: 'ignore',
+  });
   const deadline = Date.now() + 20_000;
   while (spawnSync('flock', ['-n', file, 'true']).status === 0) {
     if (Date.now() >= deadline) {
@@ -80,7 +82,7 @@ describe('the lock', () => {
   });
 
   // A lock just taken by a new holder, whose file still names an ended one, is reported as the new holder.
-  test('a new holder over an ended one\'s line', async () => {
+  test("a new holder over an ended one's line", async () => {
     const dir = sub('lock-');
     const file = path.join(dir, 'lock');
     fs.writeFileSync(file, `pid=999999999 host=${os.hostname()} started=earlier cmd=reflog-to-yacobot-queue\n`);

@@ -40,7 +40,12 @@ async function baseState(): Promise<string> {
 function queueFilesOf(dir: string, run: string): string[] {
   const q = path.join(dir, 'var/queue');
   if (!fs.existsSync(q)) return [];
-  return fs.readdirSync(q).flatMap((id) => fs.readdirSync(path.join(q, id)).filter((f) => f.startsWith(run)).map((f) => path.join(id, f)));
+  return fs.readdirSync(q).flatMap((id) =>
+    fs
+      .readdirSync(path.join(q, id))
+      .filter((f) => f.startsWith(run))
+      .map((f) => path.join(id, f)),
+  );
 }
 
 describe('a checked memory', () => {
@@ -89,10 +94,16 @@ describe('a checked memory', () => {
     fs.writeFileSync(path.join(state, 'current_log.last'), '');
     const r = await run(dir);
     assert.equal(r.status, 1, r.stderr);
-    assert.match(r.stderr, /found 0 bytes, 0 URLs, sha256 e3b0c44298fc: emptied\): .*no copy here matches it \(.*current_log\.last neither\): restore current_log from a backup of that run/);
+    assert.match(
+      r.stderr,
+      /found 0 bytes, 0 URLs, sha256 e3b0c44298fc: emptied\): .*no copy here matches it \(.*current_log\.last neither\): restore current_log from a backup of that run/,
+    );
     const reset = await run(dir, ['--reset-current-log']);
     assert.equal(reset.status, 0, reset.stderr);
-    assert.match(reset.stderr, new RegExp(`warning: ${R2}: .*current_log is not what the last commit left; going on with it as it is \\(--reset-current-log\\)`));
+    assert.match(
+      reset.stderr,
+      new RegExp(`warning: ${R2}: .*current_log is not what the last commit left; going on with it as it is \\(--reset-current-log\\)`),
+    );
     // Committed, it is the memory again: the next hour runs unwarned.
     writeReflog(dir, '2011072809', [['20110728093000', 'http://a.example/x']]);
     const next = await run(dir);

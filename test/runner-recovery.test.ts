@@ -10,7 +10,21 @@ import Database from 'better-sqlite3';
 import { ROOT, RUNNER, hasStackTrace, testEnv } from './lib/run.js';
 import { assertSameState, newDomains, runsJsonl, snapshot } from './lib/runner-state.js';
 import { prng } from '../scripts/prng.js';
-import { REFLOGS, RUNS, type Done, runner, processRunning, fresh, ref, keepOnly, RUN0, freshFirstOnly, ref1, freshBig, failingSecondHour } from './lib/runner.js';
+import {
+  REFLOGS,
+  RUNS,
+  type Done,
+  runner,
+  processRunning,
+  fresh,
+  ref,
+  keepOnly,
+  RUN0,
+  freshFirstOnly,
+  ref1,
+  freshBig,
+  failingSecondHour,
+} from './lib/runner.js';
 
 describe('SIGKILL at any instant', () => {
   // SIGKILL of the process group at random instants, then a clean run: same result as uninterrupted.
@@ -140,7 +154,8 @@ describe('SIGKILL at any instant', () => {
         assert.equal(recs.length, 1, `${names[i]} killed before ${steps[i]}: one runs.jsonl line`);
         // Killed before COMMIT: redone. Before the record: the roll-forward writes it. After it: the first process did.
         const step = steps[i]!;
-        const wantRecovered = step === 'commit' || step === 'commit:marker' ? 'rerun' : ['reflog', 'uncommit', 'cleanup'].includes(step) ? undefined : 'roll-forward';
+        const wantRecovered =
+          step === 'commit' || step === 'commit:marker' ? 'rerun' : ['reflog', 'uncommit', 'cleanup'].includes(step) ? undefined : 'roll-forward';
         assert.equal(recs[0]!.recovered, wantRecovered, `${names[i]} killed before ${step}: recovered`);
       }
     };
@@ -202,7 +217,12 @@ describe('roll forward', () => {
     const r = await runner(dir);
     assert.equal(r.status, 1, r.stderr);
     assert.ok(!hasStackTrace(r.stderr), r.stderr);
-    assert.ok(r.stderr.includes(`${marker}: cannot read: damaged COMMIT marker (unknown version); see "A COMMIT marker the runner cannot read" in docs/operations.md\n`), r.stderr);
+    assert.ok(
+      r.stderr.includes(
+        `${marker}: cannot read: damaged COMMIT marker (unknown version); see "A COMMIT marker the runner cannot read" in docs/operations.md\n`,
+      ),
+      r.stderr,
+    );
     assertSameState(snapshot(dir), before, 'after the refused COMMIT');
     assert.ok(!fs.existsSync(path.join(dir, 'var/queue/1/2011072806.tsv')), 'not published');
     assert.deepEqual(runsJsonl(dir), []);
@@ -210,7 +230,10 @@ describe('roll forward', () => {
     fs.writeFileSync(marker, JSON.stringify(plan));
     const again = await runner(dir);
     assert.equal(again.status, 0, again.stderr);
-    assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.recovered]), [['2011072806', 'roll-forward']]);
+    assert.deepEqual(
+      runsJsonl(dir).map((x) => [x.run, x.recovered]),
+      [['2011072806', 'roll-forward']],
+    );
     assert.match(again.stderr, /: 2011072806: .* s \(roll-forward of an unfinished commit\)\n/);
   });
 
@@ -260,7 +283,10 @@ describe('roll forward', () => {
     assert.doesNotMatch(again.stderr, /rolling forward/);
     for (const f of taken) assert.ok(!fs.existsSync(f), `${f} was not published again`);
     assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
-    assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [['2011072806', 'ok']]);
+    assert.deepEqual(
+      runsJsonl(dir).map((x) => [x.run, x.status]),
+      [['2011072806', 'ok']],
+    );
   });
 
   // An error that persists after the commit (a directory in the way in done/) fails every invocation without
@@ -300,7 +326,10 @@ describe('roll forward', () => {
     for (const f of queues) assert.ok(!fs.existsSync(f), `${f} was not published again`);
     assert.ok(fs.readFileSync(obstacle).equals(fs.readFileSync(path.join(REFLOGS, RUNS[0]!))), 'the reflog is in done/');
     assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
-    assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[run, 'ok']]);
+    assert.deepEqual(
+      runsJsonl(dir).map((x) => [x.run, x.status]),
+      [[run, 'ok']],
+    );
   });
 
   // A roll forward killed while it copied a queue file again does not leave that copy to be published cut off by the
@@ -324,7 +353,11 @@ describe('roll forward', () => {
     const r = await runner(dir);
     assert.equal(r.status, 0, r.stderr);
     assert.ok(fs.readFileSync(dst).equals(whole), 'the whole queue file is published');
-    assert.deepEqual(fs.readdirSync(path.dirname(dst)).filter((f) => f.startsWith('.')), [], 'no copy left beside it');
+    assert.deepEqual(
+      fs.readdirSync(path.dirname(dst)).filter((f) => f.startsWith('.')),
+      [],
+      'no copy left beside it',
+    );
   });
 });
 
@@ -366,18 +399,24 @@ describe('reruns', () => {
     assert.equal(again.status, 0, again.stderr);
     assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
     const recs = runsJsonl(dir);
-    assert.deepEqual(recs.map((x) => [x.run, x.status, x.attempt, x.recovered]), [
-      ['2011072805', 'ok', 1, undefined],
-      ['2011072806', 'failed', 1, undefined],
-      ['2011072806', 'ok', 1, undefined],
-    ]);
+    assert.deepEqual(
+      recs.map((x) => [x.run, x.status, x.attempt, x.recovered]),
+      [
+        ['2011072805', 'ok', 1, undefined],
+        ['2011072806', 'failed', 1, undefined],
+        ['2011072806', 'ok', 1, undefined],
+      ],
+    );
     assert.ok((recs[1]!.new_domains as number) > 0, 'the failed attempt assigned domains');
     assert.notEqual(recs[2]!.run_id, recs[1]!.run_id);
     // Every domain in the database was assigned by one of these runs, and counted once.
     const db = new Database(path.join(dir, 'var/state/partner.db'), { readonly: true });
     const rows = db.prepare('SELECT count(*) FROM partner_domain').pluck().get();
     db.close();
-    assert.equal(recs.reduce((n, x) => n + (x.new_domains as number), 0), rows);
+    assert.equal(
+      recs.reduce((n, x) => n + (x.new_domains as number), 0),
+      rows,
+    );
   });
 
   // An interrupted run is redone before a reflog with an older name that arrived since: the same result as
@@ -400,7 +439,13 @@ describe('reruns', () => {
     late(dir);
     const again = await runner(dir);
     assert.equal(again.status, 0, again.stderr);
-    assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.recovered]), [['2011072807', 'rerun'], ['2011072806', undefined]]);
+    assert.deepEqual(
+      runsJsonl(dir).map((x) => [x.run, x.recovered]),
+      [
+        ['2011072807', 'rerun'],
+        ['2011072806', undefined],
+      ],
+    );
     assertSameState(snapshot(dir), snapshot(want), 'interrupted, then a late older reflog');
   });
 
@@ -433,10 +478,13 @@ describe('reruns', () => {
     setActive(1);
     assert.equal((await runner(f)).status, 0);
     const recs = runsJsonl(f);
-    assert.deepEqual(recs.map((x) => [x.status, x.attempt, x.recovered]), [
-      ['failed', 1, undefined],
-      ['ok', 1, undefined],
-    ]);
+    assert.deepEqual(
+      recs.map((x) => [x.status, x.attempt, x.recovered]),
+      [
+        ['failed', 1, undefined],
+        ['ok', 1, undefined],
+      ],
+    );
     assert.notEqual(recs[0]!.run_id, recs[1]!.run_id);
   });
 });

@@ -119,7 +119,10 @@ describe('the replay warning', () => {
     writeReflog(dir, '2011072807', [['20110728073000', 'http://c.example/z']]);
     const r = await runner(dir);
     assert.equal(r.status, 0, r.stderr);
-    assert.deepEqual(runsJsonl(dir).map((x) => x.run), ['2011072808', '2011072806', '2011072807']);
+    assert.deepEqual(
+      runsJsonl(dir).map((x) => x.run),
+      ['2011072808', '2011072806', '2011072807'],
+    );
     assert.deepEqual(warningLines(r.stderr), [replayWarningLine('1h', '20110728080000').trimEnd()], r.stderr);
   });
 
@@ -141,29 +144,62 @@ describe('the replay warning', () => {
     // A window that starts inside line 2 leaves that line out, and reads the rest.
     const size = fs.statSync(f).size;
     const inLine2 = size - Buffer.byteLength(lines.slice(1).join('')) - Buffer.byteLength('{"run":"2011072812","now":"20110728130000","status":"ok"') + 5;
-    assert.deepEqual(tailRecords(f, size - inLine2).map((r) => (r as { run: string }).run), ['2011072807', '2011072810', 'x']);
+    assert.deepEqual(
+      tailRecords(f, size - inLine2).map((r) => (r as { run: string }).run),
+      ['2011072807', '2011072810', 'x'],
+    );
     assert.deepEqual(tailRecords(f + '.missing'), []);
     // The last of equal nows, and a newer one given wins over the records.
-    assert.deepEqual(mostForgetful([{ run: 'a', now: '20110728070000', status: 'ok' }, { run: 'b', now: '20110728070000', status: 'ok' }], 0), { run: 'b', now: '20110728070000' });
-    assert.deepEqual(mostForgetful([{ run: 'a', now: '20110728070000', status: 'ok' }], 0, { run: 'z', now: '20110728090000' }), { run: 'z', now: '20110728090000' });
-    // Per committed name, the newest of the committed lines after its last one.
     assert.deepEqual(
-      [...mostForgetfulSince(tailRecords(f), 0)].sort(),
-      [
-        ['2011072806', { run: '2011072809', now: '20110728100000' }],
-        ['2011072807', null], // x's now is not a real time
-        ['2011072809', { run: '2011072807', now: '20110728080000' }],
-        ['x', null],
-      ],
+      mostForgetful(
+        [
+          { run: 'a', now: '20110728070000', status: 'ok' },
+          { run: 'b', now: '20110728070000', status: 'ok' },
+        ],
+        0,
+      ),
+      { run: 'b', now: '20110728070000' },
     );
-    const again = [line('a', '20110728070000', 'ok'), line('b', '20110728090000', 'ok'), line('c', '20110728090000', 'ok'), line('a', '20110728070000', 'ok'), line('d', '20110728080000', 'ok')];
-    assert.deepEqual(Object.fromEntries(mostForgetfulSince(again.map((l) => JSON.parse(l)), 0)), {
-      a: { run: 'd', now: '20110728080000' },
-      b: { run: 'c', now: '20110728090000' },
-      c: { run: 'd', now: '20110728080000' },
-      d: null,
+    assert.deepEqual(mostForgetful([{ run: 'a', now: '20110728070000', status: 'ok' }], 0, { run: 'z', now: '20110728090000' }), {
+      run: 'z',
+      now: '20110728090000',
     });
-    assert.deepEqual(mostForgetfulSince(again.slice(0, 3).map((l) => JSON.parse(l)), 0).get('a'), { run: 'c', now: '20110728090000' }, 'the last of equal nows');
+    // Per committed name, the newest of the committed lines after its last one.
+    assert.deepEqual([...mostForgetfulSince(tailRecords(f), 0)].sort(), [
+      ['2011072806', { run: '2011072809', now: '20110728100000' }],
+      ['2011072807', null], // x's now is not a real time
+      ['2011072809', { run: '2011072807', now: '20110728080000' }],
+      ['x', null],
+    ]);
+    const again = [
+      line('a', '20110728070000', 'ok'),
+      line('b', '20110728090000', 'ok'),
+      line('c', '20110728090000', 'ok'),
+      line('a', '20110728070000', 'ok'),
+      line('d', '20110728080000', 'ok'),
+    ];
+    assert.deepEqual(
+      Object.fromEntries(
+        mostForgetfulSince(
+          again.map((l) => JSON.parse(l)),
+          0,
+        ),
+      ),
+      {
+        a: { run: 'd', now: '20110728080000' },
+        b: { run: 'c', now: '20110728090000' },
+        c: { run: 'd', now: '20110728080000' },
+        d: null,
+      },
+    );
+    assert.deepEqual(
+      mostForgetfulSince(
+        again.slice(0, 3).map((l) => JSON.parse(l)),
+        0,
+      ).get('a'),
+      { run: 'c', now: '20110728090000' },
+      'the last of equal nows',
+    );
     const h = 3_600_000;
     const newest = { run: '2011072821', now: '20110728220000' };
     for (const replayed of [true, false]) {
@@ -176,7 +212,10 @@ describe('the replay warning', () => {
       assert.equal(replayWarning('2011072823', '20110729000000', newest, 10 * h, replayed), null, 'newer');
       assert.equal(replayWarning('2011072821', '20110728220000', newest, 0, replayed), null, 'the same now, even under --keep 0');
       assert.equal(replayWarning('2011072806', '20110728070000', null, h, replayed), null, 'no committed run');
-      assert.match(replayWarning('r', '20110728070000', { run: 'n', now: '20110729093045' }, 90 * 60_000, replayed)!, /is 1d2h30m45s older .* --keep is 1h30m:/);
+      assert.match(
+        replayWarning('r', '20110728070000', { run: 'n', now: '20110729093045' }, 90 * 60_000, replayed)!,
+        /is 1d2h30m45s older .* --keep is 1h30m:/,
+      );
     }
     // Exactly --keep older: a replay's own hour, which its first run recorded, is all forgotten; a
     // reflog that comes late (never run) loses nothing by it that it would have had on time.
@@ -188,8 +227,16 @@ describe('the replay warning', () => {
     // 20:00 under 1h forgot up to 19:00; 22:00 under 10h, up to 12:00 only.
     const changed = [k('2011072819', '20110728200000', h), k('2011072821', '20110728220000', 10 * h)];
     assert.deepEqual(mostForgetful(changed, 10 * h), { run: '2011072819', now: '20110728200000', keepMs: h });
-    assert.deepEqual(mostForgetful([k('a', '20110728200000', undefined), k('b', '20110728220000', 10 * h)], h), { run: 'a', now: '20110728200000' }, 'a line without keep_ms: this invocation\'s');
-    assert.deepEqual(mostForgetful([k('a', '20110728200000', undefined), k('b', '20110728220000', 10 * h)], 30 * h), { run: 'b', now: '20110728220000', keepMs: 10 * h });
+    assert.deepEqual(
+      mostForgetful([k('a', '20110728200000', undefined), k('b', '20110728220000', 10 * h)], h),
+      { run: 'a', now: '20110728200000' },
+      "a line without keep_ms: this invocation's",
+    );
+    assert.deepEqual(mostForgetful([k('a', '20110728200000', undefined), k('b', '20110728220000', 10 * h)], 30 * h), {
+      run: 'b',
+      now: '20110728220000',
+      keepMs: 10 * h,
+    });
     assert.deepEqual(mostForgetful([k('a', '20110728200000', -1)], h), { run: 'a', now: '20110728200000' }, 'an unreal keep_ms is no keep_ms');
     assert.deepEqual(Object.fromEntries(mostForgetfulSince([k('x', '20110728070000', h), ...changed], 10 * h)), {
       x: { run: '2011072819', now: '20110728200000', keepMs: h },
@@ -202,8 +249,11 @@ describe('the replay warning', () => {
       '2011072806: its now (20110728070000) is 15h older than that of run 2011072821 (20110728220000), which ran with --keep 10h: ' +
         'current_log has forgotten the URLs last seen up to 20110728120000, and those in this reflog are sent again (see "Replay a reflog" in docs/operations.md)',
     );
-    assert.equal(replayWarning('2011072812', '20110728130000', recorded, h, true), null, '9h older than a run under --keep 10h, whatever this invocation\'s keep');
-
+    assert.equal(
+      replayWarning('2011072812', '20110728130000', recorded, h, true),
+      null,
+      "9h older than a run under --keep 10h, whatever this invocation's keep",
+    );
   });
 
   // A run by hand without the cron's --keep is refused (exit 2), accepted with --accept-settings-change, and a
@@ -215,7 +265,13 @@ describe('the replay warning', () => {
     writeReflog(dir, '2011072808', [['20110728083000', 'http://b.example/y']]);
     const cron = await runner(dir, ['--keep', '10h']);
     assert.equal(cron.status, 0, cron.stderr);
-    assert.deepEqual(runsJsonl(dir).map((x) => [x.keep_ms, x.resend_after_ms]), [[36_000_000, 3_600_000], [36_000_000, 3_600_000]]);
+    assert.deepEqual(
+      runsJsonl(dir).map((x) => [x.keep_ms, x.resend_after_ms]),
+      [
+        [36_000_000, 3_600_000],
+        [36_000_000, 3_600_000],
+      ],
+    );
     // Replayed by hand without --keep: hour 08 kept a.example/x (10h), so no replay warning
     // (it was one under this invocation's 1h), and it is held back; the setting is warned about.
     replayOf(dir, '2011072806');
@@ -243,7 +299,7 @@ describe('the replay warning', () => {
 describe('replayed hours', () => {
   // A failed replay of a committed hour leaves that run's rejects file alone: its own go to STATE/rejects/failed/,
   // which a later commit of the name removes.
-  test('a failed replay leaves the run\'s rejects alone', async () => {
+  test("a failed replay leaves the run's rejects alone", async () => {
     const dir = freshFirstOnly();
     const first = await runner(dir);
     assert.equal(first.status, 0, first.stderr);
@@ -310,12 +366,20 @@ describe('replayed hours', () => {
     const replay = await runner(dir);
     assert.equal(replay.status, 0, replay.stderr);
     assert.ok(!hasStackTrace(replay.stderr), replay.stderr);
-    assert.deepEqual(queues.map((f) => fs.readFileSync(f, 'utf8')), before, 'the untaken queue files are unchanged');
+    assert.deepEqual(
+      queues.map((f) => fs.readFileSync(f, 'utf8')),
+      before,
+      'the untaken queue files are unchanged',
+    );
     const last = runsJsonl(dir).at(-1)!;
     assert.deepEqual([last.status, last.sent], ['ok', 6]);
     assert.match(String(last.queue_name), new RegExp(`^${run}\\.replay-\\d{14}$`));
     const own = ['1', '2', '3'].map((y) => path.join(dir, 'var/queue', y, `${last.queue_name}.tsv`)).filter((f) => fs.existsSync(f));
-    assert.equal(own.map((f) => fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).length).reduce((a, b) => a + b, 0), 6, 'the 6 new URLs, in files of their own');
+    assert.equal(
+      own.map((f) => fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).length).reduce((a, b) => a + b, 0),
+      6,
+      'the 6 new URLs, in files of their own',
+    );
     assert.ok(fs.existsSync(path.join(dir, 'var/state/done', RUNS[0]!)));
   });
 
@@ -343,7 +407,19 @@ describe('replayed hours', () => {
     const replay = await runner(dir);
     assert.equal(replay.status, 0, replay.stderr);
     const own = String(runsJsonl(dir).at(-1)!.queue_name);
-    assert.deepEqual(['1', '2', '3'].map((y) => fs.readFileSync(queue(y), 'utf8')), before, 'the old files stay to be taken');
-    for (const y of ['1', '2', '3']) assert.equal(fs.readFileSync(path.join(dir, 'var/queue', y, `${own}.tsv`), 'utf8').split('\n').filter(Boolean).length, 1, `queue ${y}`);
+    assert.deepEqual(
+      ['1', '2', '3'].map((y) => fs.readFileSync(queue(y), 'utf8')),
+      before,
+      'the old files stay to be taken',
+    );
+    for (const y of ['1', '2', '3'])
+      assert.equal(
+        fs
+          .readFileSync(path.join(dir, 'var/queue', y, `${own}.tsv`), 'utf8')
+          .split('\n')
+          .filter(Boolean).length,
+        1,
+        `queue ${y}`,
+      );
   });
 });

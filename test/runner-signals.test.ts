@@ -17,7 +17,10 @@ import { RUNS, type Done, runner, processesWhere, processRunning, fresh, ref, RU
  * waits for that stage, then runs `then`. Returns how the runner ended (status null:
  * it had not exited 20 s after `then`, and the group was SIGKILLed).
  */
-async function withStuckStage(args: string[], then: (runner: ChildProcess) => void): Promise<{ dir: string; status: number | null; stderr: string; ms: number; left: number[]; lockFree: boolean }> {
+async function withStuckStage(
+  args: string[],
+  then: (runner: ChildProcess) => void,
+): Promise<{ dir: string; status: number | null; stderr: string; ms: number; left: number[]; lockFree: boolean }> {
   const dir = freshBig();
   const lock = path.join(dir, 'var/state/lock');
   const ready = path.join(dir, 'deaf-ready');
@@ -63,9 +66,20 @@ describe('while the chain runs', () => {
       // The lock is free when runner() returns: no stage outlived the runner.
       assert.equal(r.status, 143, `${what}: status ${r.status} ${r.signal}: ${r.stderr}`);
       assert.ok(!hasStackTrace(r.stderr), r.stderr);
-      assert.ok(r.stderr.includes(`stopped by SIGTERM; nothing of the interrupted run ${run} was published (the next invocation runs it again); ${RUNS.length - k} reflog(s) stay in`), `${what}: ${r.stderr}`);
-      const done = runsJsonl(dir).filter((x) => x.status === 'ok').map((x) => String(x.run));
-      assert.deepEqual(done, RUNS.slice(0, k).map((f) => f.replace(/\.reflog$/, '')), `${what}: the runs before it are recorded`);
+      assert.ok(
+        r.stderr.includes(
+          `stopped by SIGTERM; nothing of the interrupted run ${run} was published (the next invocation runs it again); ${RUNS.length - k} reflog(s) stay in`,
+        ),
+        `${what}: ${r.stderr}`,
+      );
+      const done = runsJsonl(dir)
+        .filter((x) => x.status === 'ok')
+        .map((x) => String(x.run));
+      assert.deepEqual(
+        done,
+        RUNS.slice(0, k).map((f) => f.replace(/\.reflog$/, '')),
+        `${what}: the runs before it are recorded`,
+      );
       const left = fs.readdirSync(path.join(dir, 'var/inbox')).sort();
       assert.deepEqual(left, RUNS.slice(k), `${what}: it and the runs after it stay in the inbox`);
       const final = await runner(dir);
@@ -83,7 +97,11 @@ describe('while the chain runs', () => {
     const run = RUN0;
     // SIGHUP (the terminal went away) must be handled like the others, not kill the runner
     // and leave its stages running.
-    for (const [sig, status] of [['SIGTERM', 143], ['SIGINT', 130], ['SIGHUP', 129]] as const) {
+    for (const [sig, status] of [
+      ['SIGTERM', 143],
+      ['SIGINT', 130],
+      ['SIGHUP', 129],
+    ] as const) {
       const dir = freshFirstOnly();
       const started = path.join(dir, 'var/state/staging', run, 'work/log/1.analyze-dump.log');
       const r = await runner(dir, [], { termWhen: () => fs.existsSync(started), termSignal: sig });
@@ -91,14 +109,21 @@ describe('while the chain runs', () => {
       assert.equal(r.signal, null, `${what}: the runner handled it`);
       assert.equal(r.status, status, what);
       assert.ok(!hasStackTrace(r.stderr), r.stderr);
-      assert.ok(r.stderr.includes(`stopped by ${sig}; nothing of the interrupted run ${run} was published (the next invocation runs it again); 1 reflog(s) stay in`), what);
+      assert.ok(
+        r.stderr.includes(`stopped by ${sig}; nothing of the interrupted run ${run} was published (the next invocation runs it again); 1 reflog(s) stay in`),
+        what,
+      );
       assert.deepEqual(runsJsonl(dir), [], `${sig}: no run recorded`);
       assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), [RUNS[0]], `${sig}: the reflog stays in the inbox`);
       assert.ok(!fs.existsSync(path.join(dir, 'var/queue')) || fs.readdirSync(path.join(dir, 'var/queue')).length === 0, `${sig}: no queue file`);
       assert.ok(!fs.existsSync(path.join(dir, 'var/state/current_log')), `${sig}: no current_log`);
       const final = await runner(dir);
       assert.equal(final.status, 0, `${sig}, then a rerun: ${final.stderr}`);
-      assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [[run, 'ok']], `${sig}, then a rerun`);
+      assert.deepEqual(
+        runsJsonl(dir).map((x) => [x.run, x.status]),
+        [[run, 'ok']],
+        `${sig}, then a rerun`,
+      );
     }
   });
 
@@ -119,7 +144,10 @@ describe('while the chain runs', () => {
         },
       });
       assert.equal(r.status, 143, `${delay} ms after analyze-dump started: status ${r.status} ${r.signal}: ${r.stderr}`);
-      assert.match(r.stderr, /stopped by SIGTERM; nothing of the interrupted run 2011072806 was published \(the next invocation runs it again\); 1 reflog\(s\) stay in/);
+      assert.match(
+        r.stderr,
+        /stopped by SIGTERM; nothing of the interrupted run 2011072806 was published \(the next invocation runs it again\); 1 reflog\(s\) stay in/,
+      );
       assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')), ['2011072806.reflog']);
       assert.equal(fs.existsSync(path.join(dir, 'var/queue')) && fs.readdirSync(path.join(dir, 'var/queue')).length > 0, false, 'no queue file');
       fs.rmSync(staging, { recursive: true, force: true });
@@ -134,7 +162,12 @@ describe('while the chain runs', () => {
     const dir = fresh();
     const r = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${names[1]}:chain`, REFLOG_RUNNER_FAILSIGNAL: 'SIGTERM' } });
     assert.equal(r.status, 143, r.stderr);
-    assert.ok(r.stderr.includes(`stopped by SIGTERM; nothing of the interrupted run ${names[1]} was published (the next invocation runs it again); ${names.length - 1} reflog(s) stay in`), r.stderr);
+    assert.ok(
+      r.stderr.includes(
+        `stopped by SIGTERM; nothing of the interrupted run ${names[1]} was published (the next invocation runs it again); ${names.length - 1} reflog(s) stay in`,
+      ),
+      r.stderr,
+    );
     const logs = fs.readdirSync(path.join(dir, 'var/state/staging', names[1]!, 'work/log'));
     assert.deepEqual(logs, [], 'no chain stage started');
     const final = await runner(dir);
@@ -208,7 +241,10 @@ describe('while the chain runs', () => {
       const finished = fs.existsSync(logs) ? fs.readdirSync(logs).filter((f) => /"status":"ok"/.test(fs.readFileSync(path.join(logs, f), 'utf8'))) : [];
       // A stage reaching its end on the cut input of a stopped upstream is fine; one reading the whole reflog is not.
       const ad = path.join(logs, '1.analyze-dump.log');
-      assert.ok(!(fs.existsSync(ad) && /"status":"ok"/.test(fs.readFileSync(ad, 'utf8'))), `${what}: analyze-dump was stopped (finished: ${finished.join(', ')})`);
+      assert.ok(
+        !(fs.existsSync(ad) && /"status":"ok"/.test(fs.readFileSync(ad, 'utf8'))),
+        `${what}: analyze-dump was stopped (finished: ${finished.join(', ')})`,
+      );
       const db = new Database(path.join(dir, 'var/state/partner.db'), { readonly: true });
       try {
         assert.equal(db.prepare('SELECT COUNT(*) FROM partner_domain').pluck().get(), 0, `${what}: no assignment committed`);
@@ -233,7 +269,13 @@ describe('while publishing', () => {
       assert.ok(!hasStackTrace(r.stderr), r.stderr);
       assert.ok(r.stderr.includes(`stopped by SIGTERM; after run ${names[1]} was committed; ${names.length - 2} reflog(s) stay in`), `${what}: ${r.stderr}`);
       assert.doesNotMatch(r.stderr, /nothing of the interrupted run/, what);
-      assert.deepEqual(runsJsonl(dir).filter((x) => x.status === 'ok').map((x) => x.run), names.slice(0, 2), what);
+      assert.deepEqual(
+        runsJsonl(dir)
+          .filter((x) => x.status === 'ok')
+          .map((x) => x.run),
+        names.slice(0, 2),
+        what,
+      );
       assert.deepEqual(fs.readdirSync(path.join(dir, 'var/inbox')).sort(), RUNS.slice(2), what);
       const final = await runner(dir);
       assert.equal(final.status, 0, `${what}: ${final.stderr}`);
@@ -254,7 +296,10 @@ describe('while publishing', () => {
       assert.doesNotMatch(r.stderr, /run\(s\) committed/, what);
       assert.equal(line(r.stderr), 1, `${what}: its summary line, once: ${r.stderr}`);
     };
-    for (const [sig, step, status] of [['SIGTERM', 'queue:1', 143], ['SIGINT', 'cleanup', 130]] as const) {
+    for (const [sig, step, status] of [
+      ['SIGTERM', 'queue:1', 143],
+      ['SIGINT', 'cleanup', 130],
+    ] as const) {
       const dir = freshFirstOnly();
       const r = await runner(dir, [], { env: { REFLOG_RUNNER_FAILPOINT: `${RUN0}:${step}`, REFLOG_RUNNER_FAILSIGNAL: sig } });
       stopped(r, sig, status, `${sig} before step ${step} of the only run`);
@@ -268,10 +313,15 @@ describe('while publishing', () => {
     assert.match(r.stderr, /rolling forward/);
     stopped(r, 'SIGHUP', 129, 'SIGHUP before the reflog step of a roll forward');
     assertSameState(snapshot(dir), want, 'SIGHUP in a roll forward');
-    assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status, x.recovered]), [[RUN0, 'ok', 'roll-forward']]);
+    assert.deepEqual(
+      runsJsonl(dir).map((x) => [x.run, x.status, x.recovered]),
+      [[RUN0, 'ok', 'roll-forward']],
+    );
     // A run that fails is reported as failed (exit 1), a signal as its failure is recorded or not.
     const failing = freshFirstOnly();
-    const f = await runner(failing, ['--max-reject-ratio', '0'], { env: { REFLOG_RUNNER_FAILPOINT: `${RUN0}:failed:cleanup`, REFLOG_RUNNER_FAILSIGNAL: 'SIGTERM' } });
+    const f = await runner(failing, ['--max-reject-ratio', '0'], {
+      env: { REFLOG_RUNNER_FAILPOINT: `${RUN0}:failed:cleanup`, REFLOG_RUNNER_FAILSIGNAL: 'SIGTERM' },
+    });
     assert.equal(f.status, 1, f.stderr);
     assert.ok(f.stderr.includes(`run ${RUN0} failed: `), f.stderr);
     assert.doesNotMatch(f.stderr, /stopped by|before any run started/);
@@ -333,7 +383,7 @@ describe('stages that do not stop', () => {
         return false;
       }
     });
-    assert.equal(bash.length, 1, 'the chain\'s bash');
+    assert.equal(bash.length, 1, "the chain's bash");
     // Its SIGTERM handler in place first (it is reading its input: the reflog's offset has moved), then both stopped.
     const log = path.join(dir, 'var/state/staging/2011072806/work/log/1.analyze-dump.log');
     const reading = () => {
@@ -368,6 +418,10 @@ describe('stages that do not stop', () => {
     assert.equal(status, 143, `the runner exited by itself: ${stderr}`);
     assert.doesNotMatch(stderr, /SIGKILL/);
     assert.match(fs.readFileSync(log, 'utf8'), /"status":"interrupted","signal":"SIGTERM"/, 'analyze-dump acted on its SIGTERM');
-    assert.deepEqual(processesWhere((cmd) => cmd.includes(dir)), [], 'no process of the run left');
+    assert.deepEqual(
+      processesWhere((cmd) => cmd.includes(dir)),
+      [],
+      'no process of the run left',
+    );
   });
 });

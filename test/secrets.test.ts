@@ -41,7 +41,15 @@ test('redactSecrets masks URI passwords and password-like parameters without par
 });
 
 test('a URI-like --db that is no PostgreSQL URI is named as such; a file name is a file name', () => {
-  for (const db of [`postgresql:/u:${PW}@h/db`, `postgres:u@h`, `postgre://u:${PW}@h/db`, `postgres://u:a#b${PW}@h/db`, `postgres://u:a/b${PW}@h/db`, `postgres://u:a?b${PW}@h/db`, `postgres://u:%zz${PW}@h/db`]) {
+  for (const db of [
+    `postgresql:/u:${PW}@h/db`,
+    `postgres:u@h`,
+    `postgre://u:${PW}@h/db`,
+    `postgres://u:a#b${PW}@h/db`,
+    `postgres://u:a/b${PW}@h/db`,
+    `postgres://u:a?b${PW}@h/db`,
+    `postgres://u:%zz${PW}@h/db`,
+  ]) {
     assert.ok(looksLikeUri(db), db);
     const p = pgUriProblem(db);
     assert.ok(p !== null && !p.includes(PW) && !p.includes('a#b') && !p.includes('%zz'), `${db}: ${p}`);
@@ -71,7 +79,8 @@ function assertNoPassword(pw: string, dir: string, texts: Record<string, string>
   const spellings = [pw, encodeURIComponent(pw)];
   const all = { ...texts, ...Object.fromEntries(everyFile(dir).map((f) => [f.file, f.text])) };
   for (const [where, text] of Object.entries(all)) for (const s of spellings) assert.ok(!text.includes(s), `the password in ${where}: ${text.slice(0, 600)}`);
-  for (const name of fs.readdirSync(dir, { recursive: true }) as string[]) assert.ok(!spellings.some((s) => name.includes(s)), `a file named after the password: ${name}`);
+  for (const name of fs.readdirSync(dir, { recursive: true }) as string[])
+    assert.ok(!spellings.some((s) => name.includes(s)), `a file named after the password: ${name}`);
 }
 
 /** The runner's `status --json` in `dir` (the same options as the run). */
@@ -101,7 +110,10 @@ for (const [uri, problem] of BROKEN) {
     ] as const) {
       const r = spawnSync(RUNNER, [...args], { cwd: dir, env: testEnv(), encoding: 'utf8' });
       assert.equal(r.status, 2, r.stderr);
-      assert.match(r.stderr, how === 'flag' ? /^reflog-to-yacobot-queue: db is not a PostgreSQL URI: / : /^reflog-to-yacobot-queue: \S+runner\.conf:1: db is not a PostgreSQL URI: /);
+      assert.match(
+        r.stderr,
+        how === 'flag' ? /^reflog-to-yacobot-queue: db is not a PostgreSQL URI: / : /^reflog-to-yacobot-queue: \S+runner\.conf:1: db is not a PostgreSQL URI: /,
+      );
       assert.match(r.stderr, problem);
       texts[`runner ${how} stderr`] = r.stderr + r.stdout;
       texts[`status ${how}`] = statusJson(dir, [...args]);
@@ -136,7 +148,10 @@ for (const param of ['pass%77ord', 'sslpassword', 'password']) {
     fs.writeFileSync(conf, `db = ${uri}\nconnect-timeout = 2\n`, { mode: 0o600 });
     const r = spawnSync(RUNNER, ['--config', conf], { cwd: dir, env: testEnv(), encoding: 'utf8' });
     assert.equal(r.status, 1, r.stderr);
-    assert.match(r.stderr, new RegExp(`run 2011072806 failed: upload-domains: postgresql://ms@127\\.0\\.0\\.1:1/db\\?${param}=\\*\\*\\*: database error: cannot reach PostgreSQL`));
+    assert.match(
+      r.stderr,
+      new RegExp(`run 2011072806 failed: upload-domains: postgresql://ms@127\\.0\\.0\\.1:1/db\\?${param}=\\*\\*\\*: database error: cannot reach PostgreSQL`),
+    );
     const pdb = runBin('partner-db', ['--db', uri, '--connect-timeout', '2', 'stats'], '', dir);
     assert.equal(pdb.status, 1);
     assertNoPassword(PW, dir, { runner: r.stderr + r.stdout, status: statusJson(dir, ['--config', conf]), 'partner-db': pdb.stderr + pdb.stdout });
@@ -177,7 +192,10 @@ pgTest('a URI from the config file never shows in ps, nor in any output, record 
     fs.copyFileSync(path.join(ROOT, 'fixtures/reflogs/2011072807.reflog'), path.join(dir, 'var/inbox/2011072807.reflog'));
     const bad = spawnSync(RUNNER, ['--config', conf], { cwd: dir, env: testEnv(), encoding: 'utf8' });
     assert.equal(bad.status, 1, bad.stderr);
-    assert.match(bad.stderr, new RegExp(`upload-domains: postgresql://${PASSWORD_USER}:\\*\\*\\*@127\\.0\\.0\\.1:\\d+/${name}: database error: 28P01: password authentication failed`));
+    assert.match(
+      bad.stderr,
+      new RegExp(`upload-domains: postgresql://${PASSWORD_USER}:\\*\\*\\*@127\\.0\\.0\\.1:\\d+/${name}: database error: 28P01: password authentication failed`),
+    );
     const texts = { run: out, listings: listings.join('\n'), bad: bad.stderr + bad.stdout, status: statusJson(dir, ['--config', conf]) };
     assertNoPassword(TEST_PASSWORD, dir, texts);
     assertNoPassword(PW, dir, texts);

@@ -12,7 +12,6 @@ import { generateReflog } from '../scripts/gen-reflog.js';
 import { BIN, ROOT, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 import { prng } from '../scripts/prng.js';
 
-
 /** The specification: a stable sort by the first 31 characters (`id TAB timestamp`). */
 function reference(lines: string[]): string[] {
   return lines
@@ -122,7 +121,7 @@ test('a group too big to sort in memory is sorted by runs, merged in rounds that
   assert.deepEqual(fs.readdirSync(tmp), []);
 });
 
-test('a packed batch holds its records grouped by the id\'s top byte, input order within a group', () => {
+test("a packed batch holds its records grouped by the id's top byte, input order within a group", () => {
   const lines = randomRecords(3000, 400, 7);
   const b = new RecordBatch(64, 4);
   let prev: PackedRecords | undefined;
@@ -135,7 +134,10 @@ test('a packed batch holds its records grouped by the id\'s top byte, input orde
     const got: string[] = [];
     for (let k = 0; k < p.n; k++) got.push(Buffer.from(p.bytes.subarray(p.starts[k]!, p.starts[k + 1]! - 1)).toString());
     const group = (l: string) => parseInt(l.slice(0, 2), 16);
-    const want = part.map((l, i) => ({ l, i })).sort((x, y) => group(x.l) - group(y.l) || x.i - y.i).map((x) => x.l);
+    const want = part
+      .map((l, i) => ({ l, i }))
+      .sort((x, y) => group(x.l) - group(y.l) || x.i - y.i)
+      .map((x) => x.l);
     assert.deepEqual(got, want, `round ${round}`);
     for (let g = 0; g < 256; g++) {
       assert.equal(p.parts[g + 1]! - p.parts[g]!, part.filter((l) => group(l) === g).length, `group ${g}`);
@@ -167,7 +169,10 @@ test('records longer than a chunk, among short ones, at every budget size: the s
   for (const memory of [1 << 30, 4 << 20, 1 << 20, 300_000, 20_000]) {
     const { out } = await sorted(lines, memory, tmp);
     assert.equal(out.length, want.length, `memory ${memory}`);
-    assert.ok(out.every((l, i) => l === want[i]), `memory ${memory}: sorted and stable`);
+    assert.ok(
+      out.every((l, i) => l === want[i]),
+      `memory ${memory}: sorted and stable`,
+    );
   }
 });
 
@@ -183,8 +188,14 @@ test('ties keep input order across runs', async () => {
   const an = nums(a);
   const bn = nums(b);
   assert.equal(an.length + bn.length, 3000);
-  assert.deepEqual(an, [...an].sort((x, y) => x - y));
-  assert.deepEqual(bn, [...bn].sort((x, y) => x - y));
+  assert.deepEqual(
+    an,
+    [...an].sort((x, y) => x - y),
+  );
+  assert.deepEqual(
+    bn,
+    [...bn].sort((x, y) => x - y),
+  );
   assert.equal(out.indexOf(`${b}\t0`), an.length);
 });
 
@@ -219,7 +230,7 @@ test('a spill to a missing --tmp directory is an error naming it', () => {
   );
 });
 
-test('LineBatcher: any chunking gives back the input\'s lines, long lines cut to maxLine + 2 bytes', () => {
+test("LineBatcher: any chunking gives back the input's lines, long lines cut to maxLine + 2 bytes", () => {
   const r = prng(11);
   for (let round = 0; round < 200; round++) {
     const maxLine = 1 + Math.floor(r() * 30);
@@ -238,7 +249,11 @@ test('LineBatcher: any chunking gives back the input\'s lines, long lines cut to
     if (last) batches.push(last);
     for (const x of batches.slice(0, -1)) assert.equal(x[x.length - 1], 10, 'every batch but the last ends a line');
     const got = Buffer.concat(batches).toString();
-    const cut = (text: string) => text.split('\n').map((l) => l.slice(0, maxLine + 2)).join('\n');
+    const cut = (text: string) =>
+      text
+        .split('\n')
+        .map((l) => l.slice(0, maxLine + 2))
+        .join('\n');
     const want = lines.join('\n') + (lastHasLf && lines.length ? '\n' : '');
     assert.equal(cut(got), cut(want), `round ${round}: the same lines, each to maxLine + 2 bytes at least`);
     const gotLines = got.split('\n');
@@ -272,15 +287,32 @@ test('analyze-dump: byte-identical output with --memory 1M (spilling) and withou
   // Worker threads or none, spilling or not: the same records, rejects and counts. With
   // one worker the main thread parses the batches it would otherwise wait for (the input,
   // 3 x 2.6 MiB, is 8 batches: the worker cannot keep up with a thread that only reads).
-  const noisy = Buffer.concat([input, Buffer.from('b\t5\tnot-a-time\t1\thttp://x.example/\t1\n'), input, input, input.subarray(0, 3000), Buffer.from('\nlast\tline\twithout LF')]);
+  const noisy = Buffer.concat([
+    input,
+    Buffer.from('b\t5\tnot-a-time\t1\thttp://x.example/\t1\n'),
+    input,
+    input,
+    input.subarray(0, 3000),
+    Buffer.from('\nlast\tline\twithout LF'),
+  ]);
   const where: Record<string, unknown>[] = [];
-  const runs = [['--threads', '0'], ['--threads', '2'], ['--threads', '1', '--log-level', 'debug'], ['--threads', '3', '--memory', '1M', '--tmp', tmp]].map((args) => {
+  const runs = [
+    ['--threads', '0'],
+    ['--threads', '2'],
+    ['--threads', '1', '--log-level', 'debug'],
+    ['--threads', '3', '--memory', '1M', '--tmp', tmp],
+  ].map((args) => {
     const rej = path.join(dir, `rejects-${args[1]}.tsv`);
     // --threads 3 under --memory 1M: the workers' cost (40 MiB each) left out of the check, so that it spills.
     const r = runBin('analyze-dump', [...args, '--rejects', rej], noisy, ROOT, { MASTER_SERVER_WORKER_BYTES: '0' });
     assert.equal(r.status, 0, r.stderr);
     const { ms: _ms, time: _time, sort_runs: _runs, peak_rss_mib: _rss, ...counts } = summaryOf(r.stderr);
-    where.push(...r.stderr.split('\n').filter((l) => l.includes('batches_on_workers')).map((l) => JSON.parse(l)));
+    where.push(
+      ...r.stderr
+        .split('\n')
+        .filter((l) => l.includes('batches_on_workers'))
+        .map((l) => JSON.parse(l)),
+    );
     return { out: r.stdoutBytes, rejects: fs.readFileSync(rej, 'utf8'), counts };
   });
   assert.equal(where.length, 1, 'one --log-level debug run');

@@ -22,7 +22,12 @@ function status(dir: string, args: string[] = []): { code: number | null; verdic
 
 /** Runs the runner in `dir`, killed (SIGKILL) by itself just before commit step STEP of run RUN (`failpoint` RUN:STEP). */
 function killedAt(dir: string, failpoint: string, args: string[]): SpawnSyncReturns<string> {
-  return spawnSync(RUNNER, ['--log-level', 'silent', ...args], { cwd: dir, env: testEnv({ REFLOG_RUNNER_FAILPOINT: failpoint }), encoding: 'utf8', timeout: 120_000 });
+  return spawnSync(RUNNER, ['--log-level', 'silent', ...args], {
+    cwd: dir,
+    env: testEnv({ REFLOG_RUNNER_FAILPOINT: failpoint }),
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
 }
 
 /** The samples of metrics file `file`: 'name{labels}' -> value. */
@@ -105,7 +110,12 @@ test('exit 75 beside a run that is not stuck is healthy; a lock held past --max-
     assert.equal(runJob(dir, metrics).status, 75);
     const s = status(dir);
     assert.equal(s.code, 1);
-    assert.match(s.verdict, new RegExp(`^NOT healthy: stuck: process 4243 on \\S+ has held the lock for 2h(\\d+s)? \\(since ${since.toISOString()}\\), more than --max-run-time 50m$`));
+    assert.match(
+      s.verdict,
+      new RegExp(
+        `^NOT healthy: stuck: process 4243 on \\S+ has held the lock for 2h(\\d+s)? \\(since ${since.toISOString()}\\), more than --max-run-time 50m$`,
+      ),
+    );
     assert.equal(s.json.stuck, true);
     assert.ok((s.json.lock_age_seconds as number) >= 7200);
     const m = samples(prom);
@@ -116,7 +126,10 @@ test('exit 75 beside a run that is not stuck is healthy; a lock held past --max-
   }
   // The holder gone without recording how it ended: the exit 75 is the last word, and it is not healthy.
   await new Promise((r) => setTimeout(r, 200));
-  assert.equal(status(dir).verdict, 'NOT healthy: the last invocation found the lock held (exit 75), and its holder has ended since without recording how (killed?)');
+  assert.equal(
+    status(dir).verdict,
+    'NOT healthy: the last invocation found the lock held (exit 75), and its holder has ended since without recording how (killed?)',
+  );
 });
 
 test('the run_* series outlive a rotation of runs.jsonl: an invocation with nothing to do keeps them', () => {

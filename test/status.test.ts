@@ -48,7 +48,23 @@ test('status: exit code and JSON after a committed, a nothing-to-do and a failed
   deliver(dir, '2011072806');
   assert.equal(runJob(dir).status, 0);
   const committed = status(dir);
-  assert.deepEqual(Object.keys(committed.s).sort(), ['backlog', 'carry', 'current_log_urls', 'healthy', 'inbox', 'interrupted', 'last_invocation', 'last_success', 'lock', 'lock_age_seconds', 'reason', 'stuck'].sort());
+  assert.deepEqual(
+    Object.keys(committed.s).sort(),
+    [
+      'backlog',
+      'carry',
+      'current_log_urls',
+      'healthy',
+      'inbox',
+      'interrupted',
+      'last_invocation',
+      'last_success',
+      'lock',
+      'lock_age_seconds',
+      'reason',
+      'stuck',
+    ].sort(),
+  );
   assert.equal(committed.code, 0);
   assert.equal(committed.s.healthy, true);
   assert.equal(committed.s.last_invocation?.result, 'committed');

@@ -23,7 +23,6 @@ import { prng } from '../scripts/prng.js';
 
 process.env.TZ = 'UTC';
 
-
 /**
  * Random lines without LF, some empty: UTF-8 text (ASCII with TABs, and 2-, 3- and
  * 4-byte characters, which chunking may cut), and with probability `bad` a line
@@ -37,10 +36,15 @@ function randomLines(r: () => number, n: number, maxLen: number, bad = 0): Buffe
     while (Buffer.byteLength(text) < len) {
       const k = r();
       const cp =
-        k < 0.7 ? (r() < 0.1 ? 9 : 32 + Math.floor(r() * 95))
-        : k < 0.8 ? 0x80 + Math.floor(r() * 0x780)
-        : k < 0.9 ? 0xe000 + Math.floor(r() * 0x2000)
-        : 0x10000 + Math.floor(r() * 0x100000);
+        k < 0.7
+          ? r() < 0.1
+            ? 9
+            : 32 + Math.floor(r() * 95)
+          : k < 0.8
+            ? 0x80 + Math.floor(r() * 0x780)
+            : k < 0.9
+              ? 0xe000 + Math.floor(r() * 0x2000)
+              : 0x10000 + Math.floor(r() * 0x100000);
       text += String.fromCodePoint(cp);
     }
     const b = Buffer.from(text);
@@ -123,7 +127,10 @@ test('ByteLineSplitter: a 1 MiB line that comes one byte at a time is put togeth
 test('ByteLineSplitter: a cut last line and an over-long line are errors naming the line', () => {
   const s = new ByteLineSplitter('in.tsv', 8);
   s.push(Buffer.from('a\nbc\nde'), () => undefined);
-  assert.throws(() => s.end(), (e: unknown) => e instanceof DataError && e.code === 'TRUNCATED' && e.place?.line === 3);
+  assert.throws(
+    () => s.end(),
+    (e: unknown) => e instanceof DataError && e.code === 'TRUNCATED' && e.place?.line === 3,
+  );
   const t = new ByteLineSplitter('in.tsv', 8);
   t.push(Buffer.from('ok\n12345'), () => undefined);
   assert.throws(
@@ -170,7 +177,10 @@ test('FileLineReader.next: any block size gives back the file lines; a cut last 
   const line = { buf: new Uint8Array(0), start: 0, end: 0 };
   assert.equal(reader.next(line), true);
   assert.equal(reader.next(line), true);
-  assert.throws(() => reader.next(line), (e: unknown) => e instanceof DataError && e.code === 'TRUNCATED' && e.place?.line === 3);
+  assert.throws(
+    () => reader.next(line),
+    (e: unknown) => e instanceof DataError && e.code === 'TRUNCATED' && e.place?.line === 3,
+  );
 });
 
 test('FileLineReader holds every line to the 1 MiB limit, also one that ends in a later block', () => {
@@ -199,12 +209,21 @@ test('FileLineReader holds every line to the 1 MiB limit, also one that ends in 
   const reader = new FileLineReader(endless);
   const line = { buf: new Uint8Array(0), start: 0, end: 0 };
   assert.equal(reader.next(line), true);
-  assert.throws(() => reader.next(line), (e: unknown) => e instanceof DataError && e.code === 'LINE_TOO_LONG' && e.place?.line === 2);
+  assert.throws(
+    () => reader.next(line),
+    (e: unknown) => e instanceof DataError && e.code === 'LINE_TOO_LONG' && e.place?.line === 2,
+  );
 });
 
 test('putBytes copies short and long ranges exactly', () => {
   const src = Buffer.from(Array.from({ length: 200 }, (_, i) => i));
-  for (const [from, to] of [[0, 0], [3, 20], [5, 44], [0, 200], [150, 199]] as const) {
+  for (const [from, to] of [
+    [0, 0],
+    [3, 20],
+    [5, 44],
+    [0, 200],
+    [150, 199],
+  ] as const) {
     const dst = Buffer.alloc(260, 0xff);
     assert.equal(putBytes(dst, 9, src, from, to), 9 + to - from);
     assert.deepEqual(dst.subarray(9, 9 + to - from), src.subarray(from, to));
@@ -284,7 +303,10 @@ test('BytesIndex numbers distinct byte strings densely, as a Map of their text w
     }
     assert.ok(model.size > 2048, `${model.size} distinct keys`);
     assert.equal(index.size, model.size);
-    assert.equal(index.bytes, [...model.keys()].reduce((n, key) => n + Buffer.byteLength(key), 0));
+    assert.equal(
+      index.bytes,
+      [...model.keys()].reduce((n, key) => n + Buffer.byteLength(key), 0),
+    );
     for (const [key, k] of model) assert.equal(index.key(k), key);
     index.clear();
     assert.equal(index.size, 0);
@@ -292,7 +314,9 @@ test('BytesIndex numbers distinct byte strings densely, as a Map of their text w
   }
 });
 
-test("removeStaleTemps leaves the temp of a live process in another pid namespace (a container with the host's name), whose pid means nothing here", { timeout: 60_000 }, async (t) => {
+test("removeStaleTemps leaves the temp of a live process in another pid namespace (a container with the host's name), whose pid means nothing here", {
+  timeout: 60_000,
+}, async (t) => {
   // A pid that no process of this namespace has: what the container's stage gets there.
   const pidMax = Number(fs.readFileSync('/proc/sys/kernel/pid_max', 'utf8'));
   let pid = Math.min(pidMax - 1, 30_000);
@@ -305,7 +329,9 @@ test("removeStaleTemps leaves the temp of a live process in another pid namespac
     }
   };
   while (pid > 300 && alive(pid)) pid--;
-  const probe = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'sh', '-c', `echo ${pid - 1} > /proc/sys/kernel/ns_last_pid && sh -c 'echo $$'`], { encoding: 'utf8' });
+  const probe = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'sh', '-c', `echo ${pid - 1} > /proc/sys/kernel/ns_last_pid && sh -c 'echo $$'`], {
+    encoding: 'utf8',
+  });
   if (probe.status !== 0 || probe.stdout.trim() !== String(pid)) {
     t.skip(`needs unshare --pid and ns_last_pid (root): ${probe.stderr.trim() || probe.stdout.trim()}`);
     return;
@@ -314,7 +340,11 @@ test("removeStaleTemps leaves the temp of a live process in another pid namespac
   const tsv = path.join(ROOT, 'dist/src/core/temps.js');
   // In its own pid namespace (same host name, same directory): makes its temp, reports its name, stays alive until stdin closes.
   const script = `import(${JSON.stringify(tsv)}).then((m) => { const f = ${JSON.stringify(dir)} + '/' + m.ownedTempPrefix('.ns-test-') + 'x'; require('fs').writeFileSync(f, 'x'); process.stdout.write(process.pid + ' ' + f + '\\n'); process.stdin.resume(); })`;
-  const child = spawn('unshare', ['--pid', '--fork', '--mount-proc', 'sh', '-c', `echo ${pid - 1} > /proc/sys/kernel/ns_last_pid && ${JSON.stringify(process.execPath)} -e "$0"; :`, script], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn(
+    'unshare',
+    ['--pid', '--fork', '--mount-proc', 'sh', '-c', `echo ${pid - 1} > /proc/sys/kernel/ns_last_pid && ${JSON.stringify(process.execPath)} -e "$0"; :`, script],
+    { stdio: ['pipe', 'pipe', 'inherit'] },
+  );
   const ended = new Promise((r) => child.on('close', r));
   try {
     const line = await new Promise<string>((resolve) => {
@@ -327,7 +357,7 @@ test("removeStaleTemps leaves the temp of a live process in another pid namespac
     const [nsPid, file] = line.split(' ');
     assert.equal(Number(nsPid), pid, 'the contained process has a pid that is free here');
     assert.equal(alive(pid), false, `pid ${pid} is not alive in this namespace`);
-    assert.deepEqual(removeStaleTemps(dir, '.ns-test-'), [], 'a live process\'s temp is not removed');
+    assert.deepEqual(removeStaleTemps(dir, '.ns-test-'), [], "a live process's temp is not removed");
     assert.ok(fs.existsSync(file!), `${file} stays while its process runs`);
   } finally {
     child.stdin!.end();
@@ -339,7 +369,7 @@ test("removeStaleTemps removes only this user's own entries of dead processes: n
   const dir = scratch('ms-stale-own-');
   // A pid of no process here.
   let pid = 30_000;
-  for (;; pid--) {
+  for (; ; pid--) {
     try {
       process.kill(pid, 0);
     } catch (err) {
@@ -460,7 +490,10 @@ test('FileWriter with syncAhead sends the file to the disk as it is written (an 
   try {
     const dir = scratch();
     const line = Buffer.from('x'.repeat(1023) + '\n');
-    for (const [syncAhead, want] of [[1 << 20, 2], [0, 0]] as const) {
+    for (const [syncAhead, want] of [
+      [1 << 20, 2],
+      [0, 0],
+    ] as const) {
       calls.length = 0;
       const file = path.join(dir, `f${syncAhead}`);
       const w = new FileWriter(file, 'w', 1 << 16, syncAhead);

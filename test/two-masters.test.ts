@@ -116,86 +116,103 @@ function assertOneOwnerEach(dirs: string[], db: string): void {
   });
 }
 
-pgTest('two masters on one PostgreSQL: hours alternating, the same hours on both at once, one SIGKILLed mid-run and rerun; no domain has two owners', { timeout: 600_000 }, async () => {
-  const root = scratch('ms-two-');
-  const db = partnerDatabase(root);
-  const a = master(root, 'a');
-  const b = master(root, 'b');
-  const ok = (r: Done, who: string) => assert.equal(r.status, 0, `${who}: ${r.stderr}`);
+pgTest(
+  'two masters on one PostgreSQL: hours alternating, the same hours on both at once, one SIGKILLed mid-run and rerun; no domain has two owners',
+  { timeout: 600_000 },
+  async () => {
+    const root = scratch('ms-two-');
+    const db = partnerDatabase(root);
+    const a = master(root, 'a');
+    const b = master(root, 'b');
+    const ok = (r: Done, who: string) => assert.equal(r.status, 0, `${who}: ${r.stderr}`);
 
-  // Failover pattern: the hours alternate between the two masters.
-  for (const hour of [1, 2, 3, 4]) {
-    const dir = hour % 2 ? a : b;
-    giveHour(dir, hour);
-    ok(await runMaster(dir, db), `hour ${hour}`);
-  }
-  assertOneOwnerEach([a, b], db);
+    // Failover pattern: the hours alternate between the two masters.
+    for (const hour of [1, 2, 3, 4]) {
+      const dir = hour % 2 ? a : b;
+      giveHour(dir, hour);
+      ok(await runMaster(dir, db), `hour ${hour}`);
+    }
+    assertOneOwnerEach([a, b], db);
 
-  // Both masters get the same hours and run at the same time.
-  for (const hour of [5, 6]) {
-    giveHour(a, hour);
-    giveHour(b, hour);
-  }
-  const [ra, rb] = await Promise.all([runMaster(a, db), runMaster(b, db)]);
-  ok(ra, 'a, hours 5-6');
-  ok(rb, 'b, hours 5-6');
-  assertOneOwnerEach([a, b], db);
+    // Both masters get the same hours and run at the same time.
+    for (const hour of [5, 6]) {
+      giveHour(a, hour);
+      giveHour(b, hour);
+    }
+    const [ra, rb] = await Promise.all([runMaster(a, db), runMaster(b, db)]);
+    ok(ra, 'a, hours 5-6');
+    ok(rb, 'b, hours 5-6');
+    assertOneOwnerEach([a, b], db);
 
-  // Master a is SIGKILLed during its run of hour 7 (b runs it at the same time), then rerun.
-  const hour7 = giveHour(a, 7, 20_000);
-  giveHour(b, 7, 20_000);
-  const [killed, rb7] = await Promise.all([runMaster(a, db, { killAfter: 1500 }), runMaster(b, db)]);
-  ok(rb7, 'b, hour 7');
-  assert.equal(killed.signal, 'SIGKILL', `a was killed mid-run: ${killed.stderr}`);
-  assert.ok(fs.existsSync(path.join(a, 'var/inbox', hour7)), 'the killed run left its reflog in the inbox');
-  ok(await runMaster(a, db), 'a, hour 7 again');
-  assert.ok(!fs.existsSync(path.join(a, 'var/inbox', hour7)), 'the rerun committed hour 7');
-  assertOneOwnerEach([a, b], db);
+    // Master a is SIGKILLed during its run of hour 7 (b runs it at the same time), then rerun.
+    const hour7 = giveHour(a, 7, 20_000);
+    giveHour(b, 7, 20_000);
+    const [killed, rb7] = await Promise.all([runMaster(a, db, { killAfter: 1500 }), runMaster(b, db)]);
+    ok(rb7, 'b, hour 7');
+    assert.equal(killed.signal, 'SIGKILL', `a was killed mid-run: ${killed.stderr}`);
+    assert.ok(fs.existsSync(path.join(a, 'var/inbox', hour7)), 'the killed run left its reflog in the inbox');
+    ok(await runMaster(a, db), 'a, hour 7 again');
+    assert.ok(!fs.existsSync(path.join(a, 'var/inbox', hour7)), 'the rerun committed hour 7');
+    assertOneOwnerEach([a, b], db);
 
-  // Each master's runs.jsonl names the database without its password, and no line holds one anyway.
-  for (const dir of [a, b]) assert.ok(fs.readFileSync(path.join(dir, 'var/state/runs.jsonl'), 'utf8').length > 0);
-});
+    // Each master's runs.jsonl names the database without its password, and no line holds one anyway.
+    for (const dir of [a, b]) assert.ok(fs.readFileSync(path.join(dir, 'var/state/runs.jsonl'), 'utf8').length > 0);
+  },
+);
 
-pgTest('PostgreSQL stopped in the middle of a run: the run fails, nothing is published, the reflog stays; after a restart the next invocation commits', { timeout: 600_000 }, async () => {
-  const root = scratch('ms-stop-');
-  // With a password in the URI: no message, log line or record may show it.
-  const db = pg().uri(PgCluster.dbName(partnerDatabase(root)), true);
-  const dir = master(root, 'm');
-  const hour = giveHour(dir, 1, 60_000);
-  const run = path.basename(hour, '.reflog');
-  // Stopped once the run's stages are under way (the staging area exists), before it ends.
-  let stopped = false;
-  const poll = setInterval(() => {
-    if (stopped || !fs.existsSync(path.join(dir, 'var/state/staging', run))) return;
-    stopped = true;
-    pg().stopServer();
-  }, 20);
-  const r = await runMaster(dir, db);
-  clearInterval(poll);
-  assert.ok(stopped, 'the server was stopped during the run');
-  if (!stopped) return;
-  assert.equal(r.status, 1, r.stderr);
-  assert.match(r.stderr, /cannot reach PostgreSQL at 127\.0\.0\.1:\d+|database error/);
-  assert.match(r.stderr, new RegExp(`run ${run} failed`));
-  assert.ok(fs.existsSync(path.join(dir, 'var/inbox', hour)), 'the reflog stays in the inbox');
-  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/queue')).filter((y) => /^\d+$/.test(y) && fs.readdirSync(path.join(dir, 'var/queue', y)).some((f) => f.endsWith('.tsv'))), [], 'nothing published');
-  // Still down: the next invocation fails the same way, quickly (the connect time-out), and names the server.
-  const down = runBin('domains-from-db', ['--db', db, '--connect-timeout', '2'], '', dir);
-  assert.equal(down.status, 1);
-  assert.match(down.stderr, /cannot reach PostgreSQL at 127\.0\.0\.1:\d+/);
-  pg().startServer();
-  const again = await runMaster(dir, db);
-  assert.equal(again.status, 0, again.stderr);
-  assert.ok(!fs.existsSync(path.join(dir, 'var/inbox', hour)), 'committed: the reflog moved to done/');
-  assert.ok(fs.existsSync(path.join(dir, 'var/state/done', hour)));
-  assertOneOwnerEach([dir], db);
-  for (const text of [r.stderr, again.stderr, down.stderr, ...everyFile(path.join(dir, 'var/state'))]) {
-    assert.ok(!text.includes(TEST_PASSWORD) && !text.includes(encodeURIComponent(TEST_PASSWORD)), `no password in: ${text.slice(0, 300)}`);
-  }
-  assert.match(r.stderr, /ms_pw:\*\*\*@127\.0\.0\.1/, 'the URI is named, its password redacted');
-});
+pgTest(
+  'PostgreSQL stopped in the middle of a run: the run fails, nothing is published, the reflog stays; after a restart the next invocation commits',
+  { timeout: 600_000 },
+  async () => {
+    const root = scratch('ms-stop-');
+    // With a password in the URI: no message, log line or record may show it.
+    const db = pg().uri(PgCluster.dbName(partnerDatabase(root)), true);
+    const dir = master(root, 'm');
+    const hour = giveHour(dir, 1, 60_000);
+    const run = path.basename(hour, '.reflog');
+    // Stopped once the run's stages are under way (the staging area exists), before it ends.
+    let stopped = false;
+    const poll = setInterval(() => {
+      if (stopped || !fs.existsSync(path.join(dir, 'var/state/staging', run))) return;
+      stopped = true;
+      pg().stopServer();
+    }, 20);
+    const r = await runMaster(dir, db);
+    clearInterval(poll);
+    assert.ok(stopped, 'the server was stopped during the run');
+    if (!stopped) return;
+    assert.equal(r.status, 1, r.stderr);
+    assert.match(r.stderr, /cannot reach PostgreSQL at 127\.0\.0\.1:\d+|database error/);
+    assert.match(r.stderr, new RegExp(`run ${run} failed`));
+    assert.ok(fs.existsSync(path.join(dir, 'var/inbox', hour)), 'the reflog stays in the inbox');
+    assert.deepEqual(
+      fs
+        .readdirSync(path.join(dir, 'var/queue'))
+        .filter((y) => /^\d+$/.test(y) && fs.readdirSync(path.join(dir, 'var/queue', y)).some((f) => f.endsWith('.tsv'))),
+      [],
+      'nothing published',
+    );
+    // Still down: the next invocation fails the same way, quickly (the connect time-out), and names the server.
+    const down = runBin('domains-from-db', ['--db', db, '--connect-timeout', '2'], '', dir);
+    assert.equal(down.status, 1);
+    assert.match(down.stderr, /cannot reach PostgreSQL at 127\.0\.0\.1:\d+/);
+    pg().startServer();
+    const again = await runMaster(dir, db);
+    assert.equal(again.status, 0, again.stderr);
+    assert.ok(!fs.existsSync(path.join(dir, 'var/inbox', hour)), 'committed: the reflog moved to done/');
+    assert.ok(fs.existsSync(path.join(dir, 'var/state/done', hour)));
+    assertOneOwnerEach([dir], db);
+    for (const text of [r.stderr, again.stderr, down.stderr, ...everyFile(path.join(dir, 'var/state'))]) {
+      assert.ok(!text.includes(TEST_PASSWORD) && !text.includes(encodeURIComponent(TEST_PASSWORD)), `no password in: ${text.slice(0, 300)}`);
+    }
+    assert.match(r.stderr, /ms_pw:\*\*\*@127\.0\.0\.1/, 'the URI is named, its password redacted');
+  },
+);
 
 /** The text of every file under `dir`. */
 function everyFile(dir: string): string[] {
-  return fs.readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => fs.readFileSync(path.join(e.parentPath, e.name), 'latin1'));
+  return fs
+    .readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => fs.readFileSync(path.join(e.parentPath, e.name), 'latin1'));
 }

@@ -54,7 +54,7 @@ function state(dir: string): Record<string, string> {
 
 const inbox = (dir: string) => fs.readdirSync(path.join(dir, 'var/inbox')).sort();
 
-test('settings are state: a run without the cron\'s --keep exits 2 before any stage, naming both values; --accept-settings-change (flag or config key) runs and stores the new ones', () => {
+test("settings are state: a run without the cron's --keep exits 2 before any stage, naming both values; --accept-settings-change (flag or config key) runs and stores the new ones", () => {
   const dir = fresh();
   for (const h of ['2011072806', '2011072807', '2011072808']) hour(dir, h, 20, Number(h.slice(-2)) * 100);
   const cron = run(dir, '--keep', '10h');
@@ -105,7 +105,12 @@ test('settings of a state made before settings.json: those of the last committed
   assert.match(r.stderr, /\(.*runs\.jsonl, by run 2011072806\): --keep 1h here, 10h stored/);
   // Lines without the settings (a runner before they were recorded): adopted.
   const runs = path.join(dir, 'var/state/runs.jsonl');
-  fs.writeFileSync(runs, runsJsonl(dir).map((x) => JSON.stringify({ ...x, keep_ms: undefined, resend_after_ms: undefined }) + '\n').join(''));
+  fs.writeFileSync(
+    runs,
+    runsJsonl(dir)
+      .map((x) => JSON.stringify({ ...x, keep_ms: undefined, resend_after_ms: undefined }) + '\n')
+      .join(''),
+  );
   const adopted = run(dir, '--keep', '3h');
   assert.equal(adopted.status, 0, adopted.stderr);
   assert.equal(JSON.parse(fs.readFileSync(path.join(dir, 'var/state/settings.json'), 'utf8')).keep_ms, 3 * 3_600_000);
@@ -124,7 +129,10 @@ test('switches: a bad value in the config file is a usage error naming the line'
 function queueFiles(dir: string): string[] {
   const q = path.join(dir, 'var/queue');
   if (!fs.existsSync(q)) return [];
-  return fs.readdirSync(q).flatMap((id) => fs.readdirSync(path.join(q, id)).map((f) => `${id}/${f}`)).sort();
+  return fs
+    .readdirSync(q)
+    .flatMap((id) => fs.readdirSync(path.join(q, id)).map((f) => `${id}/${f}`))
+    .sort();
 }
 
 test('a reflog cut mid-line fails its run (exit 1, nothing published, it stays in the inbox, later hours wait), naming --allow-unterminated; with it, it commits', () => {
@@ -140,20 +148,33 @@ test('a reflog cut mid-line fails its run (exit 1, nothing published, it stays i
   assert.match(r.stderr, new RegExp(`run 2011072806 failed: ${f.replace(/[.]/g, '\\.')}: its last line has no newline: cut off after \\d+ line\\(s\\)`));
   assert.match(r.stderr, /\); not committed: that would lose the rest of the hour for good\. It stays in the inbox/);
   // docs/operations.md shows the message as it is.
-  assert.ok(fs.readFileSync(path.join(ROOT, 'docs/operations.md'), 'utf8').includes(`run 2011072806 failed: ${unterminatedReflog('INBOX/2011072806.reflog', 9735)}\n`));
+  assert.ok(
+    fs.readFileSync(path.join(ROOT, 'docs/operations.md'), 'utf8').includes(`run 2011072806 failed: ${unterminatedReflog('INBOX/2011072806.reflog', 9735)}\n`),
+  );
   assert.match(r.stderr, /run again with --allow-unterminated \(config key allow-unterminated = yes\)/);
   assert.match(r.stderr, /nothing of it was published; 2 reflog\(s\) stay in/);
   assert.deepEqual(queueFiles(dir), []);
   assert.ok(!fs.existsSync(path.join(dir, 'var/state/current_log')), 'current_log not written');
   assert.deepEqual(inbox(dir), ['2011072806.reflog', '2011072807.reflog']);
-  assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status, x.failed_stage]), [['2011072806', 'failed', 'reflog']]);
+  assert.deepEqual(
+    runsJsonl(dir).map((x) => [x.run, x.status, x.failed_stage]),
+    [['2011072806', 'failed', 'reflog']],
+  );
   // The config key lets it through, as it is, and the hour after it runs.
   fs.writeFileSync(path.join(dir, 'c.conf'), 'allow-unterminated = yes\n');
   const ok = run(dir, '--config', 'c.conf');
   assert.equal(ok.status, 0, ok.stderr);
   assert.match(ok.stderr, /warning: 2011072806: the reflog's last line has no newline; committed as it is \(--allow-unterminated\)/);
   assert.deepEqual(inbox(dir), []);
-  assert.deepEqual(runsJsonl(dir).slice(1).map((x) => [x.run, x.status]), [['2011072806', 'ok'], ['2011072807', 'ok']]);
+  assert.deepEqual(
+    runsJsonl(dir)
+      .slice(1)
+      .map((x) => [x.run, x.status]),
+    [
+      ['2011072806', 'ok'],
+      ['2011072807', 'ok'],
+    ],
+  );
 });
 
 test('a gzip file or an HTML page saved as the hour is named as such, not answered with a hint to raise --max-reject-ratio', () => {
@@ -213,7 +234,14 @@ test('a re-sent hour, byte for byte, is set aside in done/ with a warning, chang
   assert.match(r.stderr, /1 run\(s\) committed .*; 1 re-sent reflog\(s\) set aside in /);
   assert.deepEqual(fs.readFileSync(aside), first, 'kept, not deleted');
   assert.deepEqual(inbox(dir), []);
-  assert.deepEqual(runsJsonl(dir).map((x) => [x.run, x.status]), [['2011072806', 'ok'], ['2011072807', 'ok'], ['2011072808', 'ok']]);
+  assert.deepEqual(
+    runsJsonl(dir).map((x) => [x.run, x.status]),
+    [
+      ['2011072806', 'ok'],
+      ['2011072807', 'ok'],
+      ['2011072808', 'ok'],
+    ],
+  );
   // Everything else as if it had never come.
   assert.equal(run(clean).status, 0);
   const got = state(dir);
@@ -239,15 +267,30 @@ test('a re-sent hour with other bytes, its first queue files not taken yet, runs
   const r = run(dir);
   assert.equal(r.status, 0, r.stderr);
   const recs = runsJsonl(dir);
-  assert.deepEqual(recs.map((x) => [x.run, x.status]), [['2011072806', 'ok'], ['2011072806', 'ok'], ['2011072807', 'ok']]);
+  assert.deepEqual(
+    recs.map((x) => [x.run, x.status]),
+    [
+      ['2011072806', 'ok'],
+      ['2011072806', 'ok'],
+      ['2011072807', 'ok'],
+    ],
+  );
   const name = recs[1]!.queue_name as string;
   assert.match(name, /^2011072806\.replay-\d{14}$/);
-  assert.match(r.stderr, new RegExp(`warning: 2011072806: queue files of an earlier run of this name are still in .*; this run's are named ${name.replace('.', '\\.')}\\.tsv`));
+  assert.match(
+    r.stderr,
+    new RegExp(`warning: 2011072806: queue files of an earlier run of this name are still in .*; this run's are named ${name.replace('.', '\\.')}\\.tsv`),
+  );
   // The first run's files are as they were; the replay's hold the new URLs (d20..d39), all of them.
   for (const [f, text] of Object.entries(published)) assert.equal(fs.readFileSync(path.join(dir, 'var/queue', f), 'utf8'), text, f);
   const replayUrls = queueFiles(dir)
     .filter((f) => f.endsWith(`/${name}.tsv`))
-    .flatMap((f) => fs.readFileSync(path.join(dir, 'var/queue', f), 'utf8').trimEnd().split('\n'))
+    .flatMap((f) =>
+      fs
+        .readFileSync(path.join(dir, 'var/queue', f), 'utf8')
+        .trimEnd()
+        .split('\n'),
+    )
     .map((l) => l.split('\t')[5]!)
     .sort();
   assert.deepEqual(replayUrls, Array.from({ length: 20 }, (_, i) => `http://d${20 + i}.example/p${20 + i}`).sort());
@@ -267,12 +310,19 @@ test('a replay killed just before its commit publishes, when rerun, under the qu
   const r = run(dir);
   assert.equal(r.status, 0, r.stderr);
   assert.equal(runsJsonl(dir).at(-1)!.queue_name, chosen);
-  assert.deepEqual(queueFiles(dir).filter((f) => f.includes('replay')).map((f) => path.basename(f)), queueFiles(dir).filter((f) => f.includes('replay')).map(() => `${chosen}.tsv`));
+  assert.deepEqual(
+    queueFiles(dir)
+      .filter((f) => f.includes('replay'))
+      .map((f) => path.basename(f)),
+    queueFiles(dir)
+      .filter((f) => f.includes('replay'))
+      .map(() => `${chosen}.tsv`),
+  );
   assert.ok(queueFiles(dir).some((f) => f.endsWith(`${chosen}.tsv`)));
   assert.ok(!queueFiles(dir).some((f) => path.basename(f).startsWith('.')), 'no prepared copy left');
 });
 
-test('current_log deleted after committed runs fails the next run (exit 1, nothing published), naming the file, the copy to restore it from and --reset-current-log; restored, the result is a clean run\'s', () => {
+test("current_log deleted after committed runs fails the next run (exit 1, nothing published), naming the file, the copy to restore it from and --reset-current-log; restored, the result is a clean run's", () => {
   const clean = fresh();
   const dir = fresh();
   for (const d of [clean, dir]) for (const h of ['2011072806', '2011072807', '2011072808']) hour(d, h, 20, 10 * (Number(h.slice(-2)) - 6));
@@ -416,7 +466,13 @@ test('--keep-done removes processed reflogs and rejects files older than it afte
   assert.match(r.stderr, /removed 2 file\(s\) of done\/ and rejects\/ older than 15s \(--keep-done\)/);
   for (const f of old) assert.ok(!fs.existsSync(f), `${f} removed`);
   assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/done')).sort(), ['2011072807.reflog', '2011072808.reflog']);
-  assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/rejects')).filter((f) => f.endsWith('.tsv')).sort(), ['2011072807.tsv', '2011072808.tsv']);
+  assert.deepEqual(
+    fs
+      .readdirSync(path.join(dir, 'var/state/rejects'))
+      .filter((f) => f.endsWith('.tsv'))
+      .sort(),
+    ['2011072807.tsv', '2011072808.tsv'],
+  );
   assert.equal(run(dir, '--keep-done', 'soon').status, 2);
 });
 
@@ -430,7 +486,10 @@ test('runs.jsonl under logrotate: rotated by rename (create) or by copytruncate,
   hour(dir, '2011072807', 5, 10);
   const a = run(dir, '--keep', '10h');
   assert.equal(a.status, 0, a.stderr);
-  assert.deepEqual(runsJsonl(dir).map((x) => x.run), ['2011072807']);
+  assert.deepEqual(
+    runsJsonl(dir).map((x) => x.run),
+    ['2011072807'],
+  );
   // copytruncate: copied, then emptied in place; the next line goes at its start, no hole before it.
   fs.copyFileSync(runs, `${runs}.2`);
   fs.truncateSync(runs, 0);
@@ -438,7 +497,10 @@ test('runs.jsonl under logrotate: rotated by rename (create) or by copytruncate,
   const b = run(dir, '--keep', '10h');
   assert.equal(b.status, 0, b.stderr);
   assert.equal(fs.readFileSync(runs, 'utf8').split('\n').filter(Boolean).length, 1);
-  assert.deepEqual(runsJsonl(dir).map((x) => x.run), ['2011072808']);
+  assert.deepEqual(
+    runsJsonl(dir).map((x) => x.run),
+    ['2011072808'],
+  );
   // The settings are not in runs.jsonl alone: a run without the cron's --keep is still refused.
   hour(dir, '2011072809', 5, 30);
   fs.writeFileSync(runs, '');

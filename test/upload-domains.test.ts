@@ -40,7 +40,11 @@ const pdb = (work: string, ...args: string[]): string => partnerDb(work, dbOf(wo
 
 function newDb(yacobots: [string, number][]): string {
   const work = scratch('ms-up-');
-  madeDb(work, 'p.db', yacobots.map(([name, w]) => ['add', name, '--weight', String(w)]));
+  madeDb(
+    work,
+    'p.db',
+    yacobots.map(([name, w]) => ['add', name, '--weight', String(w)]),
+  );
   return work;
 }
 
@@ -143,7 +147,10 @@ test('least-loaded: ties go to the smallest id whatever order the Yacobots are g
     { id: 1, weight: 1, domains: 0 },
     { id: 2, weight: 1, domains: 0 },
   ]);
-  assert.deepEqual(Array.from({ length: 6 }, () => ll.pick()), [1, 2, 3, 1, 2, 3]);
+  assert.deepEqual(
+    Array.from({ length: 6 }, () => ll.pick()),
+    [1, 2, 3, 1, 2, 3],
+  );
 });
 
 test('least-loaded: loads equal in decimal are a tie (smallest id), though 3 x 0.1 and 1 x 0.3 differ in binary', () => {
@@ -154,7 +161,14 @@ test('least-loaded: loads equal in decimal are a tie (smallest id), though 3 x 0
     [0.1, 1, 0.3, 3],
     [1.1, 11, 0.1, 1],
   ] as const) {
-    assert.equal(new LeastLoaded([{ id: 1, weight: w1, domains: d1 }, { id: 2, weight: w2, domains: d2 }]).pick(), 1, `${d1}/${w1} against ${d2}/${w2}`);
+    assert.equal(
+      new LeastLoaded([
+        { id: 1, weight: w1, domains: d1 },
+        { id: 2, weight: w2, domains: d2 },
+      ]).pick(),
+      1,
+      `${d1}/${w1} against ${d2}/${w2}`,
+    );
   }
   // A real difference still decides, however small: 3/0.3 = 10 against 1/0.1000001 = 9.99999,
   // weights of 1 and 1.0000000000001 with a domain each, and millions of domains.
@@ -167,11 +181,28 @@ test('least-loaded: loads equal in decimal are a tie (smallest id), though 3 x 0
     // division of the scaled weights would call it a tie.
     [0.3333333333333333, 3, 1, 9],
   ] as const) {
-    assert.equal(new LeastLoaded([{ id: 1, weight: w1, domains: d1 }, { id: 2, weight: w2, domains: d2 }]).pick(), 2, `${d1}/${w1} against ${d2}/${w2}`);
+    assert.equal(
+      new LeastLoaded([
+        { id: 1, weight: w1, domains: d1 },
+        { id: 2, weight: w2, domains: d2 },
+      ]).pick(),
+      2,
+      `${d1}/${w1} against ${d2}/${w2}`,
+    );
   }
-  assert.equal(new LeastLoaded([{ id: 1, weight: 1e-7, domains: 1 }, { id: 2, weight: 0.0000001, domains: 1 }]).pick(), 1, 'the same weight written two ways');
+  assert.equal(
+    new LeastLoaded([
+      { id: 1, weight: 1e-7, domains: 1 },
+      { id: 2, weight: 0.0000001, domains: 1 },
+    ]).pick(),
+    1,
+    'the same weight written two ways',
+  );
   // The same through the stage.
-  const w = newDb([['y1', 0.3], ['y2', 0.1]]);
+  const w = newDb([
+    ['y1', 0.3],
+    ['y2', 0.1],
+  ]);
   for (const d of ['a', 'b', 'c']) pdb(w, 'assign', `${d}.com`, 'y1');
   pdb(w, 'assign', 'd.com', 'y2');
   const r = runBin('upload-domains', ['--db', 'p.db', '--now', '20110727210000'], filtered(['new.com']), w);
@@ -319,7 +350,10 @@ for (const be of BACKENDS) {
     pdb(work, 'disable', 'b');
     const r = runBin('upload-domains', ['--db', dbOf(work), '--map', 'map'], filtered([...doms, 'fresh.com']), work);
     assert.equal(r.status, 0, r.stderr);
-    const routed = r.stdout.split('\n').filter((l) => l).map((l) => Number(l.split('\t')[0]));
+    const routed = r.stdout
+      .split('\n')
+      .filter((l) => l)
+      .map((l) => Number(l.split('\t')[0]));
     assert.equal(routed.length, 91);
     assert.ok(!routed.includes(2), 'nothing routed to the disabled Yacobot');
     const after = owners(work);
@@ -328,7 +362,11 @@ for (const be of BACKENDS) {
     const map = fs.readFileSync(path.join(work, 'map'), 'utf8');
     assert.ok(!/\t2\n/.test(map), 'the rewritten map names it nowhere');
     const lines = map.split('\n').filter((l) => l);
-    assert.deepEqual([...lines].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))), lines, 'map sorted bytewise');
+    assert.deepEqual(
+      [...lines].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b))),
+      lines,
+      'map sorted bytewise',
+    );
     assert.equal(lines.length, 91);
   });
 }
@@ -430,17 +468,29 @@ test('--map: a repeated, out-of-order or malformed domain is an error naming the
 
 for (const be of BACKENDS) {
   test(`a domain the database gives to an inactive Yacobot (set so by hand) is routed there, with a warning and a count [${be.name}]`, () => {
-    const work = newDbOn(be, [['a', 1], ['b', 1]]);
+    const work = newDbOn(be, [
+      ['a', 1],
+      ['b', 1],
+    ]);
     pdb(work, 'assign', 'old.com', 'b');
     execOn(work, 'UPDATE yacobot SET active = 0 WHERE id = 2'); // by hand, not partner-db disable
     fs.writeFileSync(path.join(work, 'map'), 'old.com\t2\n');
     const r = runBin('upload-domains', ['--db', dbOf(work), '--map', 'map', '--now', '20110727210000'], filtered(['old.com', 'new.com']), work);
     assert.equal(r.status, 0, r.stderr);
-    assert.deepEqual(r.stdout.trimEnd().split('\n').map((l) => l.split('\t')[0]), ['2', '1']);
+    assert.deepEqual(
+      r.stdout
+        .trimEnd()
+        .split('\n')
+        .map((l) => l.split('\t')[0]),
+      ['2', '1'],
+    );
     const s = summaryOf(r.stderr);
     assert.equal(s.domains_of_inactive, 1);
     const db = literally(dbOf(work));
-    assert.match(r.stderr, new RegExp(`1 domain\\(s\\) belong to inactive Yacobot\\(s\\) 2 and were routed to them; to move them to active ones: partner-db --db ${db} disable 2`));
+    assert.match(
+      r.stderr,
+      new RegExp(`1 domain\\(s\\) belong to inactive Yacobot\\(s\\) 2 and were routed to them; to move them to active ones: partner-db --db ${db} disable 2`),
+    );
   });
 }
 
@@ -454,10 +504,38 @@ test('least-loaded: weights written with different numbers of decimals (1 and 0.
     }
     return ys.map((y) => got.get(y.id) ?? 0);
   };
-  assert.deepEqual(spread([{ id: 1, weight: 1 }, { id: 2, weight: 0.5 }], 30), [20, 10]);
-  assert.deepEqual(spread([{ id: 1, weight: 2.25 }, { id: 2, weight: 3 }], 21), [9, 12]);
+  assert.deepEqual(
+    spread(
+      [
+        { id: 1, weight: 1 },
+        { id: 2, weight: 0.5 },
+      ],
+      30,
+    ),
+    [20, 10],
+  );
+  assert.deepEqual(
+    spread(
+      [
+        { id: 1, weight: 2.25 },
+        { id: 2, weight: 3 },
+      ],
+      21,
+    ),
+    [9, 12],
+  );
   // String(0.0000001) is '1e-7': the exponent counts.
-  assert.deepEqual(spread([{ id: 1, weight: 0.0000001 }, { id: 2, weight: 0.0000002 }, { id: 3, weight: 1e-6 }], 26), [2, 4, 20]);
+  assert.deepEqual(
+    spread(
+      [
+        { id: 1, weight: 0.0000001 },
+        { id: 2, weight: 0.0000002 },
+        { id: 3, weight: 1e-6 },
+      ],
+      26,
+    ),
+    [2, 4, 20],
+  );
 });
 
 test('a spool that a SIGKILLed run left in --tmp is removed by the next run; live, foreign and unrelated names stay', { timeout: 60_000 }, async () => {
@@ -473,12 +551,16 @@ test('a spool that a SIGKILLed run left in --tmp is removed by the next run; liv
   await ended;
   const left = spools();
   assert.equal(left.length, 1, 'the killed run left its spool');
-  const keep = [`${ownedTempPrefix(SPOOL_PREFIX)}1.spool`, `${SPOOL_PREFIX}${child.pid}-${HOST_TAG === '00000000' ? '11111111' : '00000000'}-1.spool`, `${SPOOL_PREFIX}${child.pid}-1.spool`];
+  const keep = [
+    `${ownedTempPrefix(SPOOL_PREFIX)}1.spool`,
+    `${SPOOL_PREFIX}${child.pid}-${HOST_TAG === '00000000' ? '11111111' : '00000000'}-1.spool`,
+    `${SPOOL_PREFIX}${child.pid}-1.spool`,
+  ];
   for (const f of keep) fs.writeFileSync(path.join(tmp, f), 'x');
   const r = runBin('upload-domains', ['--db', 'p.db', '--tmp', tmp], filtered(domainsN(3, 'n')), work);
   assert.equal(r.status, 0, r.stderr);
   assert.ok(r.stderr.includes(`removed ${path.join(tmp, left[0]!)}, left by a run that was killed`), r.stderr);
-  assert.deepEqual(fs.readdirSync(tmp).sort(), [...keep].sort(), 'only the dead run\'s spool was removed');
+  assert.deepEqual(fs.readdirSync(tmp).sort(), [...keep].sort(), "only the dead run's spool was removed");
 });
 
 test('a record of the longest line the input allows (1 MiB) is written out after the spool, not refused there', () => {
@@ -539,10 +621,17 @@ test('a domain the database gives to a Yacobot that does not exist (written with
   pdb(work, 'assign', 'zzznew.com', 'a');
   assert.equal(runBin('upload-domains', ['--db', 'p.db'], filtered(['known.com', 'zzznew.com']), work).status, 0);
   // Past 2^53: named by the value the row holds, not the one it rounds to; several rows are counted.
-  const big = run([['zzznew.com', 9007199254740993n], ['other.com', 9007199254740993n], ['odd.com', 'one']]).r;
+  const big = run([
+    ['zzznew.com', 9007199254740993n],
+    ['other.com', 9007199254740993n],
+    ['odd.com', 'one'],
+  ]).r;
   assert.equal(big.status, 1, big.stderr);
   assert.equal(big.stdout, failedOutput('upload-domains'));
-  assert.match(big.stderr, /^upload-domains: p\.db: partner_domain gives other\.com to Yacobot 9007199254740993, which does not exist \(3 domains name 2 such ids: 9007199254740993, 'one'\) .*assign other\.com YACOBOT \(or all at once: partner-db --db p\.db import FILE\.csv\)$/m);
+  assert.match(
+    big.stderr,
+    /^upload-domains: p\.db: partner_domain gives other\.com to Yacobot 9007199254740993, which does not exist \(3 domains name 2 such ids: 9007199254740993, 'one'\) .*assign other\.com YACOBOT \(or all at once: partner-db --db p\.db import FILE\.csv\)$/m,
+  );
 });
 
 test('a row naming a Yacobot that does not exist, written (foreign keys off) after the start-up check, is an error when its domain is looked up', async () => {
@@ -570,8 +659,11 @@ test('a row naming a Yacobot that does not exist, written (foreign keys off) aft
   db.close();
   child.stdin.end(filtered(['zzznew.com']));
   assert.equal(await done, 1, stderr);
-  assert.match(stderr, /^upload-domains: p\.db: partner_domain gives zzznew\.com to Yacobot 99, which does not exist \(written with foreign keys off\?\); give it to an existing Yacobot with: partner-db --db p\.db assign zzznew\.com YACOBOT$/m);
-  assert.ok(stdout.startsWith('1\t'), 'the known domain\'s records went out first');
+  assert.match(
+    stderr,
+    /^upload-domains: p\.db: partner_domain gives zzznew\.com to Yacobot 99, which does not exist \(written with foreign keys off\?\); give it to an existing Yacobot with: partner-db --db p\.db assign zzznew\.com YACOBOT$/m,
+  );
+  assert.ok(stdout.startsWith('1\t'), "the known domain's records went out first");
   // The last record written lacks its LF (held back until a clean end), and the cut mark follows.
   assert.match(stdout, new RegExp(`\thttp://known\\.com/0${failedOutput('upload-domains')}$`), 'the output ends in the cut mark');
   assert.doesNotMatch(stdout, /(^|\n)99\t/, 'no record routed to the missing Yacobot');
@@ -620,7 +712,13 @@ test('a --map line naming a Yacobot that does not exist is ignored: the database
   fs.writeFileSync(path.join(work, 'map'), 'known.com\t99\nzzznew.com\t99\n');
   const r = runBin('upload-domains', ['--db', 'p.db', '--map', 'map'], filtered(['zzznew.com', 'known.com']), work);
   assert.equal(r.status, 0, r.stderr);
-  assert.deepEqual(r.stdout.trimEnd().split('\n').map((l) => l.split('\t')[0]), ['1', '1']);
+  assert.deepEqual(
+    r.stdout
+      .trimEnd()
+      .split('\n')
+      .map((l) => l.split('\t')[0]),
+    ['1', '1'],
+  );
   assert.equal(fs.readFileSync(path.join(work, 'map'), 'utf8'), 'known.com\t1\nzzznew.com\t1\n');
 });
 
@@ -631,7 +729,14 @@ test('writeDomainMap merges the map read with the domains learned, bytewise, the
   const map = loadDomainMap(file);
   assert.equal(map.domains.size, 4);
   // Before, between, equal to and after the map's domains; a prefix of one ("f.co") and one it is a prefix of ("ff.com.x").
-  const learned = new Map([['g.com', 1], ['a.com', 2], ['d.com', 9], ['e.com', 3], ['f.co', 4], ['ff.com.x', 5]]);
+  const learned = new Map([
+    ['g.com', 1],
+    ['a.com', 2],
+    ['d.com', 9],
+    ['e.com', 3],
+    ['f.co', 4],
+    ['ff.com.x', 5],
+  ]);
   writeDomainMap(file, map, learned);
   assert.equal(fs.readFileSync(file, 'utf8'), 'a.com\t2\nb.com\t1\nd.com\t9\ne.com\t3\nf.co\t4\nf.com\t3\nff.com\t3\nff.com.x\t5\ng.com\t1\n');
   // An empty map, and nothing learned.
@@ -641,7 +746,9 @@ test('writeDomainMap merges the map read with the domains learned, bytewise, the
   assert.equal(fs.readFileSync(file, 'utf8'), 'x.org\t7\n');
 });
 
-test('--map is rewritten after the last record has been written, not before the spool is replayed', { skip: spawnSync('strace', ['-qq', '-e', 'trace=none', 'true']).status !== 0 && 'no working strace here' }, () => {
+test('--map is rewritten after the last record has been written, not before the spool is replayed', {
+  skip: spawnSync('strace', ['-qq', '-e', 'trace=none', 'true']).status !== 0 && 'no working strace here',
+}, () => {
   const work = fs.realpathSync(scratch());
   pdb(work, 'init');
   pdb(work, 'add', 'a');
@@ -649,13 +756,32 @@ test('--map is rewritten after the last record has been written, not before the 
   // A new domain first: every record after it is spooled and written out after the commit.
   const input = filtered(['new.com', 'known.com'], 2000);
   const log = path.join(work, 'strace');
-  const r = spawnSync('strace', ['-f', '-y', '-qq', '-e', 'trace=write,rename,renameat,renameat2', '-o', log, path.join(BIN, 'upload-domains'), '--db', 'p.db', '--map', 'map', '--now', '20110728070000'], {
-    cwd: work,
-    input,
-    env: testEnv(),
-    maxBuffer: 1 << 26,
-    encoding: 'utf8',
-  });
+  const r = spawnSync(
+    'strace',
+    [
+      '-f',
+      '-y',
+      '-qq',
+      '-e',
+      'trace=write,rename,renameat,renameat2',
+      '-o',
+      log,
+      path.join(BIN, 'upload-domains'),
+      '--db',
+      'p.db',
+      '--map',
+      'map',
+      '--now',
+      '20110728070000',
+    ],
+    {
+      cwd: work,
+      input,
+      env: testEnv(),
+      maxBuffer: 1 << 26,
+      encoding: 'utf8',
+    },
+  );
   assert.equal(r.status, 0, r.stderr);
   assert.equal(r.stdout.split('\n').length - 1, 4000);
   assert.equal(fs.readFileSync(path.join(work, 'map'), 'utf8'), 'known.com\t1\nnew.com\t1\n');
@@ -684,15 +810,24 @@ test('the warning about inactive Yacobots names each of them and the command for
   };
   // Before: "... Yacobot(s) 2, 3 ...: partner-db --db p.db disable 2", the command for the first only (and every id listed, however many).
   const two = warning(['d3.com', 'd2.com', 'd3.com']);
-  assert.equal(two.msg, '2 domain(s) belong to inactive Yacobot(s) 2, 3 and were routed to them; to move them to active ones: partner-db --db p.db disable 2; partner-db --db p.db disable 3');
+  assert.equal(
+    two.msg,
+    '2 domain(s) belong to inactive Yacobot(s) 2, 3 and were routed to them; to move them to active ones: partner-db --db p.db disable 2; partner-db --db p.db disable 3',
+  );
   const all = warning(['d9.com', 'd8.com', 'd7.com', 'd6.com', 'd5.com', 'd4.com', 'd3.com', 'd2.com']);
-  assert.equal(all.msg, '8 domain(s) belong to inactive Yacobot(s) 2, 3, 4, 5, 6 and 3 more (8 in all) and were routed to them; to move them to active ones: partner-db --db p.db disable ID for each of them (partner-db --db p.db list shows which are inactive)');
+  assert.equal(
+    all.msg,
+    '8 domain(s) belong to inactive Yacobot(s) 2, 3, 4, 5, 6 and 3 more (8 in all) and were routed to them; to move them to active ones: partner-db --db p.db disable ID for each of them (partner-db --db p.db list shows which are inactive)',
+  );
   assert.deepEqual([all.yacobots, all.inactive_yacobots], [[2, 3, 4, 5, 6], 8]);
 });
 
 for (const be of BACKENDS) {
   test(`a Yacobot disabled while the input is read: its domains stay with it for this run (one owner per run), with a warning and a count, not silently [${be.name}]`, async () => {
-    const work = newDbOn(be, [['a', 1], ['b', 1]]);
+    const work = newDbOn(be, [
+      ['a', 1],
+      ['b', 1],
+    ]);
     pdb(work, 'assign', 'old.com', 'b');
     pdb(work, 'assign', 'mapped.com', 'b');
     fs.writeFileSync(path.join(work, 'map'), 'mapped.com\t2\n');
@@ -707,7 +842,14 @@ for (const be of BACKENDS) {
     go();
     const r = await p.done;
     assert.equal(r.status, 0, r.stderr);
-    assert.deepEqual(r.stdout.trimEnd().split('\n').map((l) => l.split('\t')[0]), ['2', '2', '1', '2'], 'one owner per domain in a run: the one it had when looked up');
+    assert.deepEqual(
+      r.stdout
+        .trimEnd()
+        .split('\n')
+        .map((l) => l.split('\t')[0]),
+      ['2', '2', '1', '2'],
+      'one owner per domain in a run: the one it had when looked up',
+    );
     const s = summaryOf(r.stderr);
     assert.equal(s.domains_of_disabled_during_run, 2);
     assert.equal(s.domains_of_inactive, 0);
@@ -716,14 +858,20 @@ for (const be of BACKENDS) {
     const j = JSON.parse(w) as { level: number; msg: string; yacobots: number[]; records_to_disabled: number };
     assert.equal(j.level, 40);
     assert.deepEqual([j.yacobots, j.records_to_disabled], [[2], 3]);
-    assert.match(j.msg, /^Yacobot\(s\) 2 stopped being active during the run \(partner-db disable\?\): the 2 domain\(s\) they owned when looked up were routed to them all the same \(3 record\(s\)\)/);
+    assert.match(
+      j.msg,
+      /^Yacobot\(s\) 2 stopped being active during the run \(partner-db disable\?\): the 2 domain\(s\) they owned when looked up were routed to them all the same \(3 record\(s\)\)/,
+    );
   });
 }
 
 for (const be of BACKENDS) {
   for (const how of ['assign', 'import'] as const) {
     test(`a domain moved by ${how} while the input is read: it stays with its owner for this run, with a warning, as disable's [${be.name}]`, async () => {
-      const work = newDbOn(be, [['a', 1], ['b', 1]]);
+      const work = newDbOn(be, [
+        ['a', 1],
+        ['b', 1],
+      ]);
       pdb(work, 'assign', 'old.com', 'b');
       pdb(work, 'assign', 'stay.com', 'b');
       const input = filtered(['old.com', 'stay.com', 'new.com', 'old.com']);
@@ -740,12 +888,22 @@ for (const be of BACKENDS) {
       go();
       const r = await p.done;
       assert.equal(r.status, 0, r.stderr);
-      assert.deepEqual(r.stdout.trimEnd().split('\n').map((l) => l.split('\t')[0]), ['2', '2', '1', '2'], 'one owner per domain in a run: the one it had when looked up');
+      assert.deepEqual(
+        r.stdout
+          .trimEnd()
+          .split('\n')
+          .map((l) => l.split('\t')[0]),
+        ['2', '2', '1', '2'],
+        'one owner per domain in a run: the one it had when looked up',
+      );
       const w = r.stderr.split('\n').find((l) => l.includes('during the run'));
       assert.ok(w, r.stderr);
       const j = JSON.parse(w) as { level: number; msg: string; domains_moved_during_run: number; records_to_former_owner: number };
       assert.deepEqual([j.level, j.domains_moved_during_run, j.records_to_former_owner], [40, 1, 2]);
-      assert.match(j.msg, /^1 domain\(s\) were given to another Yacobot during the run \(partner-db assign or import\?\): their 2 record\(s\) of this run went to the Yacobot that owned them when looked up/);
+      assert.match(
+        j.msg,
+        /^1 domain\(s\) were given to another Yacobot during the run \(partner-db assign or import\?\): their 2 record\(s\) of this run went to the Yacobot that owned them when looked up/,
+      );
     });
   }
 }

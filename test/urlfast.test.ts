@@ -88,7 +88,36 @@ const urlLike = (() => {
   const label = fc.oneof(
     { weight: 12, arbitrary: fc.stringMatching(/^[a-z][a-z0-9]{0,8}$/) },
     { weight: 4, arbitrary: fc.stringMatching(/^[a-z0-9][a-z0-9-]{0,10}[a-z0-9]$/) },
-    { weight: 1, arbitrary: pick('xn--p1ai', 'xn--zca', 'xn--', 'xn--a', 'xn--1', 'xn--abc', 'xn--ls8h', 'a--b', '-a', 'a-', '0x1f', '0X1F', '123', '1e3', 'A', 'a_b', '%41', 'ß', 'é', '', 'x'.repeat(64), 'x'.repeat(63), 'localhost', 'blogspot', 'co') },
+    {
+      weight: 1,
+      arbitrary: pick(
+        'xn--p1ai',
+        'xn--zca',
+        'xn--',
+        'xn--a',
+        'xn--1',
+        'xn--abc',
+        'xn--ls8h',
+        'a--b',
+        '-a',
+        'a-',
+        '0x1f',
+        '0X1F',
+        '123',
+        '1e3',
+        'A',
+        'a_b',
+        '%41',
+        'ß',
+        'é',
+        '',
+        'x'.repeat(64),
+        'x'.repeat(63),
+        'localhost',
+        'blogspot',
+        'co',
+      ),
+    },
   );
   const host = fc.oneof(
     { weight: 8, arbitrary: fc.array(label, { minLength: 1, maxLength: 4 }).map((ls) => ls.join('.')) },
@@ -101,11 +130,20 @@ const urlLike = (() => {
   );
   const segment = fc.array(pathChar, { maxLength: 4 }).map((cs) => cs.join(''));
   const urlPath = fc.array(segment, { maxLength: 4 }).map((ss) => ss.map((s) => `/${s}`).join(''));
-  const query = fc.option(fc.array(fc.oneof(pathChar, pick('=', '&', '?', '/', "'", '^')), { maxLength: 6 }).map((cs) => `?${cs.join('')}`), { nil: '' });
-  const fragment = fc.option(fc.array(pathChar, { maxLength: 3 }).map((cs) => `#${cs.join('')}`), { nil: '' });
+  const query = fc.option(
+    fc.array(fc.oneof(pathChar, pick('=', '&', '?', '/', "'", '^')), { maxLength: 6 }).map((cs) => `?${cs.join('')}`),
+    { nil: '' },
+  );
+  const fragment = fc.option(
+    fc.array(pathChar, { maxLength: 3 }).map((cs) => `#${cs.join('')}`),
+    { nil: '' },
+  );
   return fc
     .tuple(
-      fc.oneof({ weight: 8, arbitrary: pick('http://', 'https://') }, { weight: 1, arbitrary: pick('HTTP://', 'http:/', 'http:\\\\', 'ftp://', 'https:', 'http://u@', 'http://u:p@') }),
+      fc.oneof(
+        { weight: 8, arbitrary: pick('http://', 'https://') },
+        { weight: 1, arbitrary: pick('HTTP://', 'http:/', 'http:\\\\', 'ftp://', 'https:', 'http://u@', 'http://u:p@') },
+      ),
       host,
       fc.oneof({ weight: 8, arbitrary: fc.constant('') }, { weight: 1, arbitrary: pick(':80', ':443', ':8080', ':', ':0080', ':x') }),
       fc.oneof({ weight: 8, arbitrary: urlPath.map((p) => p || '/') }, { weight: 1, arbitrary: urlPath }),

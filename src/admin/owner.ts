@@ -64,7 +64,7 @@ export function ownerLine(a: OwnerAnswer): string {
 export function addOwnerCommand(program: Command, dbFile: (cmd: Command) => string): void {
   program
     .command('owner <url-or-host...>')
-    .description("which Yacobot owns the registrable domain of a URL or host, as analyze-dump takes it (or which one a new domain would get now)")
+    .description('which Yacobot owns the registrable domain of a URL or host, as analyze-dump takes it (or which one a new domain would get now)')
     .option('--json', 'one JSON array for scripts')
     .action(async (inputs: string[], o: { json?: boolean }, cmd: Command) => {
       const file = dbFile(cmd);

@@ -99,7 +99,12 @@ export interface ImportRows {
  * first MAX_REPORTED_ROWS of them kept as errors naming their line; nothing is
  * written to the database here.
  */
-export function readImportCsv(text: string, file: string, yacobots: Yacobot[], maxDomains = MAX_IMPORT_DOMAINS): { rows: ImportRows; errors: DataError[]; bad: number } {
+export function readImportCsv(
+  text: string,
+  file: string,
+  yacobots: Yacobot[],
+  maxDomains = MAX_IMPORT_DOMAINS,
+): { rows: ImportRows; errors: DataError[]; bad: number } {
   const byId = new Map(yacobots.map((y) => [String(y.id), y]));
   const byName = new Map(yacobots.map((y) => [y.name, y]));
   // The text csv-parse reads: no BOM (its own BOM option would no longer see it), the
@@ -141,7 +146,11 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[], m
       return undefined;
     }
     if (rows.domains.length === maxDomains) {
-      throw new DataError('CSV_TOO_BIG', `more than ${maxDomains} distinct domains, the most one import holds; split the file (each part is then all or nothing)`, { file, line });
+      throw new DataError(
+        'CSV_TOO_BIG',
+        `more than ${maxDomains} distinct domains, the most one import holds; split the file (each part is then all or nothing)`,
+        { file, line },
+      );
     }
     rowOf.set(nd.domain, rows.domains.length);
     rows.domains.push(nd.domain);
@@ -158,7 +167,10 @@ export function readImportCsv(text: string, file: string, yacobots: Yacobot[], m
     if (!(err instanceof CsvError)) throw err;
     if (e.code === 'CSV_QUOTE_NOT_CLOSED') {
       // csv-parse names the end of the file; the operator needs the line of the quote.
-      throw new DataError('BAD_CSV', 'CSV syntax: the quote opened on this line is never closed', { file, line: new LineCounter(bytes).lineAt(unclosedQuoteAt(bytes)) });
+      throw new DataError('BAD_CSV', 'CSV syntax: the quote opened on this line is never closed', {
+        file,
+        line: new LineCounter(bytes).lineAt(unclosedQuoteAt(bytes)),
+      });
     }
     const msg = unhideSpaces(String(e.message ?? err))
       .replace(/^Invalid (Opening|Closing) Quote: /, '')
@@ -229,7 +241,8 @@ function unclosedQuoteAt(b: Buffer): number {
     if (!inQuote) {
       open = i;
       inQuote = true;
-    } else if (b[i + 1] === 34) i++; // a doubled quote inside quotes is an escaped one
+    } else if (b[i + 1] === 34)
+      i++; // a doubled quote inside quotes is an escaped one
     else inQuote = false;
   }
   return open;
@@ -240,7 +253,12 @@ function pad(table: string[][], rightAligned: boolean[]): string {
   const cells = table.map((r) => r.map(visibleName));
   const widths = cells[0]!.map((_, c) => Math.max(...cells.map((r) => r[c]!.length)));
   return cells
-    .map((r) => r.map((v, c) => (rightAligned[c] ? v.padStart(widths[c]!) : v.padEnd(widths[c]!))).join('  ').trimEnd())
+    .map((r) =>
+      r
+        .map((v, c) => (rightAligned[c] ? v.padStart(widths[c]!) : v.padEnd(widths[c]!)))
+        .join('  ')
+        .trimEnd(),
+    )
     .join('\n');
 }
 
@@ -293,7 +311,10 @@ stored as URL records carry them: registrable domains (example.co.uk), or whole
 hosts under analyze-dump --domain-mode host. A domain that starts with '-'
 goes after '--': assign -- -a-.com YACOBOT.`,
     )
-    .option('--db <db>', `the partner database: a SQLite file or a postgres:// URI; required, unless ${DB_ENV} holds it (which keeps a password off the command line)`)
+    .option(
+      '--db <db>',
+      `the partner database: a SQLite file or a postgres:// URI; required, unless ${DB_ENV} holds it (which keeps a password off the command line)`,
+    )
     .option('--connect-timeout <s>', 'PostgreSQL: seconds to wait for a connection (0: no limit)')
     .option('--statement-timeout <s>', 'PostgreSQL: seconds one statement may take (0: no limit)')
     .option('--lock-timeout <s>', "PostgreSQL: seconds to wait for a lock, another writer's among them (0: no limit)")
@@ -350,9 +371,7 @@ function addYacobotCommands(program: Command): void {
     .option('--json', 'one JSON array for scripts')
     .action((o: { json?: boolean }, cmd: Command) => withDb(cmd, (store) => listCommand(store, o.json ?? false), { readonly: true }));
 
-  const setWeight = program
-    .command('set-weight <yacobot> <w>')
-    .description("change a Yacobot's weight (domains already assigned stay where they are)");
+  const setWeight = program.command('set-weight <yacobot> <w>').description("change a Yacobot's weight (domains already assigned stay where they are)");
   // Commander takes -1 for a number, but reads -1,5 or -x as an option: as the last of two
   // arguments it is the weight, refused as -1 is, not with "unknown option" and a hint to
   // write '-- -x', which parseWeight then refuses. Elsewhere after the Yacobot (`a -x 5`,
@@ -365,9 +384,7 @@ function addYacobotCommands(program: Command): void {
 
   program
     .command('disable <yacobot>')
-    .description(
-      'stop giving domains to a Yacobot and move its domains to the remaining active ones, least-loaded first, in one transaction',
-    )
+    .description('stop giving domains to a Yacobot and move its domains to the remaining active ones, least-loaded first, in one transaction')
     .action((ref: string, _o, cmd: Command) => withDb(cmd, (store) => disableCommand(store, ref)));
 
   program
@@ -389,9 +406,7 @@ function addDomainCommands(program: Command): void {
 
   program
     .command('import <file>')
-    .description(
-      'assign domains from a CSV file of "domain,yacobot" rows (quoting as RFC 4180, optional header row); all rows or none',
-    )
+    .description('assign domains from a CSV file of "domain,yacobot" rows (quoting as RFC 4180, optional header row); all rows or none')
     .action((csvFile: string, _o, cmd: Command) => {
       const text = readCsvText(csvFile);
       return withDb(cmd, (store) => importCommand(store, csvFile, text));
@@ -442,7 +457,10 @@ async function migrateCommand(store: PartnerStore): Promise<void> {
     return;
   }
   const seconds = (Number(process.hrtime.bigint() - t0) / 1e9).toFixed(1);
-  const what = r.found === 'incomplete' ? `restored partner_load, its triggers and hour_claim in ${name}` : `upgraded ${name} from schema version ${r.found === 'version1' ? 1 : 2} to ${SCHEMA_VERSION}`;
+  const what =
+    r.found === 'incomplete'
+      ? `restored partner_load, its triggers and hour_claim in ${name}`
+      : `upgraded ${name} from schema version ${r.found === 'version1' ? 1 : 2} to ${SCHEMA_VERSION}`;
   say(`${what} in ${seconds} s: partner_load counts ${r.domains} domain(s) under ${r.owners} Yacobot id(s)`);
 }
 
@@ -495,7 +513,8 @@ async function disableCommand(store: PartnerStore, ref: string): Promise<void> {
   });
   say(message);
   // Allowed (it owned no domain), but every run fails from now on: say so while it is fresh.
-  if (noneLeft) warn(`no active Yacobot is left: upload-domains fails until one is added or enabled (partner-db --db ${shellQuote(store.name)} add NAME, or enable ID)`);
+  if (noneLeft)
+    warn(`no active Yacobot is left: upload-domains fails until one is added or enabled (partner-db --db ${shellQuote(store.name)} add NAME, or enable ID)`);
 }
 
 /** enable: a Yacobot takes new domains again. */
@@ -534,11 +553,16 @@ function readCsvText(csvFile: string): string {
   try {
     // A file past the longest string V8 makes failed with ERR_STRING_TOO_LONG as its "read" error.
     if (fs.statSync(csvFile).size > MAX_STRING_LENGTH) {
-      throw new DataError('CSV_TOO_BIG', `larger than ${MAX_STRING_LENGTH >> 20} MiB, the most one import can read; split it (each part is then all or nothing)`, { file: csvFile });
+      throw new DataError(
+        'CSV_TOO_BIG',
+        `larger than ${MAX_STRING_LENGTH >> 20} MiB, the most one import can read; split it (each part is then all or nothing)`,
+        { file: csvFile },
+      );
     }
     const bytes = fs.readFileSync(csvFile);
     // Decoded as it was, a Latin-1 file's 'münchen.de' failed as "bad domain 'm\ufffdnchen.de'".
-    if (!isUtf8(bytes)) throw new DataError('BAD_CSV', 'not UTF-8 text (convert it first, e.g. iconv -f latin1 -t utf-8)', { file: csvFile, line: firstNonUtf8Line(bytes) });
+    if (!isUtf8(bytes))
+      throw new DataError('BAD_CSV', 'not UTF-8 text (convert it first, e.g. iconv -f latin1 -t utf-8)', { file: csvFile, line: firstNonUtf8Line(bytes) });
     return bytes.toString('utf8');
   } catch (err) {
     if (err instanceof DataError) throw err;
@@ -618,7 +642,10 @@ async function statsCommand(store: PartnerStore, json: boolean): Promise<void> {
   ];
   say(pad(rows, [true, false, true, false, true, true, true]));
   const orphans = s.missing_owners.reduce((n, m) => n + m.domains, 0);
-  const lost = orphans > 0 ? `; ${orphans} of them owned by ${s.missing_owners.length} id(s) that name no Yacobot (upload-domains and domains-from-db refuse to start)` : '';
+  const lost =
+    orphans > 0
+      ? `; ${orphans} of them owned by ${s.missing_owners.length} id(s) that name no Yacobot (upload-domains and domains-from-db refuse to start)`
+      : '';
   say(`total: ${s.domains} domain(s), ${s.active} of ${s.yacobots.length} Yacobot(s) active${lost}`);
 }
 
@@ -674,11 +701,20 @@ async function copyInto(to: PartnerStore, fq: Sql, ys: Row[], force: boolean): P
   await to.write(async (q) => {
     const held = await q.get('SELECT (SELECT COUNT(*) FROM yacobot) AS y, (SELECT COUNT(*) FROM partner_domain) AS d');
     if (!force && (Number(held!.y) > 0 || Number(held!.d) > 0)) {
-      throw new DataError('NOT_EMPTY', `the target holds ${Number(held!.y)} Yacobot(s) and ${Number(held!.d)} domain(s); nothing copied (--force replaces them)`, { file: to.name });
+      throw new DataError(
+        'NOT_EMPTY',
+        `the target holds ${Number(held!.y)} Yacobot(s) and ${Number(held!.d)} domain(s); nothing copied (--force replaces them)`,
+        { file: to.name },
+      );
     }
     await q.run('DELETE FROM partner_domain');
     await q.run('DELETE FROM yacobot');
-    await to.insertMany(q, 'yacobot', ['id', 'name', 'weight', 'active'], ys.map((y) => [y.id, y.name, y.weight, y.active]));
+    await to.insertMany(
+      q,
+      'yacobot',
+      ['id', 'name', 'weight', 'active'],
+      ys.map((y) => [y.id, y.name, y.weight, y.active]),
+    );
     let batch: unknown[][] = [];
     const flush = async () => {
       await to.insertMany(q, 'partner_domain', ['domain', 'yacobot_id', 'added_at'], batch);

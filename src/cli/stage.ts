@@ -78,11 +78,19 @@ Common to every stage:
   logs JSON lines to stderr, ending with one summary line (counts and ms).
   Exit status: 0 success, 1 bad data or I/O failure, 2 usage error, 128+N
   stopped by signal N (130 SIGINT, 143 SIGTERM, 129 SIGHUP; temporary files
-  removed).${writesStdout ? ` A closed stdout (| head) ends the stage quietly. The output
+  removed).${
+    writesStdout
+      ? ` A closed stdout (| head) ends the stage quietly. The output
   of a run that did not end cleanly ends in "<stage>: failed, output incomplete"
-  (no newline; not on a terminal), which the next stage refuses.` : ''}
-  Errors read "<stage>: <file>:<line>: <message>"${readsInput ? `; stdin is "-" there, or
-  NAME with --input-name NAME (as the cron runner names the reflog it hands over).` : '.'}
+  (no newline; not on a terminal), which the next stage refuses.`
+      : ''
+  }
+  Errors read "<stage>: <file>:<line>: <message>"${
+    readsInput
+      ? `; stdin is "-" there, or
+  NAME with --input-name NAME (as the cron runner names the reflog it hands over).`
+      : '.'
+  }
 `;
 
 /** A file option's value, or a UsageError: an empty name would fail only after the whole input was read. */

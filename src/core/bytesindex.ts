@@ -137,4 +137,3 @@ export class BytesIndex {
     for (let k = 0; k < this.size; k++) this.place(k);
   }
 }
-

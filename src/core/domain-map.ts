@@ -47,7 +47,10 @@ export function loadDomainMap(file: string): DomainMap {
         const c = compareKeys(domains.keyBytes(k - 1), buf, start, dEnd);
         if (c >= 0) {
           const domain = utf8(buf, start, dEnd);
-          throw new DataError('BAD_MAP', c === 0 ? `domain ${domain} appears twice` : `not sorted: ${domain} after ${domains.key(k - 1)}`, { file, line: r.lineNo });
+          throw new DataError('BAD_MAP', c === 0 ? `domain ${domain} appears twice` : `not sorted: ${domain} after ${domains.key(k - 1)}`, {
+            file,
+            line: r.lineNo,
+          });
         }
       }
       domains.add(buf, start, dEnd);

@@ -168,7 +168,11 @@ export async function regularFileFor(file: string, onExit: (fn: () => void) => v
   // A device is no log: /dev/zero or /dev/urandom never ends (its copy filled the temp
   // directory), a terminal waits for typing, a disk is copied whole.
   if (st.isCharacterDevice() || st.isBlockDevice()) {
-    throw new DataError('NOT_A_FILE', `is a ${st.isBlockDevice() ? 'block' : 'character'} device, not a log: give a file, a FIFO, or /dev/null for an empty one`, { file });
+    throw new DataError(
+      'NOT_A_FILE',
+      `is a ${st.isBlockDevice() ? 'block' : 'character'} device, not a log: give a file, a FIFO, or /dev/null for an empty one`,
+      { file },
+    );
   }
   const copy = path.join(os.tmpdir(), `${ownedTempPrefix(COPY_PREFIX)}${path.basename(file)}.copy`);
   liveTempFiles.add(copy);

@@ -145,7 +145,8 @@ function packedFor(bytesUsed: number, n: number, reuse: PackedRecords | undefine
   const records = Math.ceil((n + 1) / ROUND_RECORDS) * ROUND_RECORDS;
   const fits = (a: ArrayBufferView | undefined, len: number) => a !== undefined && a.byteLength >= len;
   return {
-    bytes: reuse && reuse.bytes.buffer.byteLength >= size ? new Uint8Array(reuse.bytes.buffer, 0, bytesUsed) : new Uint8Array(new ArrayBuffer(size), 0, bytesUsed),
+    bytes:
+      reuse && reuse.bytes.buffer.byteLength >= size ? new Uint8Array(reuse.bytes.buffer, 0, bytesUsed) : new Uint8Array(new ArrayBuffer(size), 0, bytesUsed),
     n,
     starts: reuse && fits(reuse.starts, 4 * records) ? reuse.starts : new Uint32Array(records),
     hi: reuse && fits(reuse.hi, 4 * records) ? reuse.hi : new Uint32Array(records),

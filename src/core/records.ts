@@ -23,17 +23,7 @@ export const U_DOMAIN = 4;
 export const U_URL = 5;
 
 /** Joined record: `id domain url c_timestamp i_timestamp c_updatetag i_updatetag c_hits i_hits`. */
-export const JOINED_RECORD = [
-  'id',
-  'domain',
-  'url',
-  'c_timestamp',
-  'i_timestamp',
-  'c_updatetag',
-  'i_updatetag',
-  'c_hits',
-  'i_hits',
-] as const;
+export const JOINED_RECORD = ['id', 'domain', 'url', 'c_timestamp', 'i_timestamp', 'c_updatetag', 'i_updatetag', 'c_hits', 'i_hits'] as const;
 export const J_ID = 0;
 export const J_DOMAIN = 1;
 export const J_URL = 2;
@@ -342,12 +332,7 @@ export function checkUrlRecordAt(l: LineRef): string | null {
 export function checkJoinedAt(l: LineRef): string | null {
   const b = l.buf;
   const T = l.tabs;
-  let ok =
-    findTabsAt(b, l.start, l.end, T) === 9 &&
-    T[0] === l.start + ID_BYTES &&
-    T[2]! > T[1]! + 1 &&
-    isIdAt(b, l.start) &&
-    isDomainAt(b, T[0]! + 1, T[1]!);
+  let ok = findTabsAt(b, l.start, l.end, T) === 9 && T[0] === l.start + ID_BYTES && T[2]! > T[1]! + 1 && isIdAt(b, l.start) && isDomainAt(b, T[0]! + 1, T[1]!);
   if (ok) {
     // sides: timestamp, updatetag, hits for c (fields 3, 5, 7) and i (4, 6, 8)
     const cAbsent = T[3]! - T[2]! === 2 && b[T[2]! + 1] === DASH;

@@ -26,10 +26,7 @@ export const lineLimit = (maxUrl: number) => maxUrl + 65536;
 export const MAX_RECORD_BYTES = (DEFAULT_MAX_LINE - 128) / 2;
 
 /** Everything analyze-dump decides about one reflog line. */
-export type LineVerdict =
-  | { kind: 'record'; record: string }
-  | { kind: 'skip'; what: 'header' | 'empty' }
-  | { kind: 'reject'; reason: string; detail: string };
+export type LineVerdict = { kind: 'record'; record: string } | { kind: 'skip'; what: 'header' | 'empty' } | { kind: 'reject'; reason: string; detail: string };
 
 /** What `ReflogAnalyzer.line()` found. */
 export const enum Verdict {
@@ -153,7 +150,10 @@ export class ReflogAnalyzer {
 
     // The resolver holds the id and "domain TAB url" as bytes, one after the other.
     const vs = u.start[k]!;
-    const rec = this.record.setUrl(u.bytes, vs, vs + ID_BYTES, u.end[k]!).setValues(buf, tsAt, tagAt, end).setHits(buf, h, hitsEnd);
+    const rec = this.record
+      .setUrl(u.bytes, vs, vs + ID_BYTES, u.end[k]!)
+      .setValues(buf, tsAt, tagAt, end)
+      .setHits(buf, h, hitsEnd);
     const length = rec.length();
     if (length > MAX_RECORD_BYTES) return this.reject('record too long', `${length} bytes, max ${MAX_RECORD_BYTES}`);
     const sink = this.sink;
@@ -189,14 +189,7 @@ class OneRecord implements RecordSink {
  * The core on one line (bytes, LF removed): its verdict and, for a valid record,
  * the URL record line `id ts updatetag hits domain url` (no LF).
  */
-export function analyzeLine(
-  buf: Buffer,
-  start: number,
-  end: number,
-  overlong: boolean,
-  opts: UrlOptions,
-  hash: UrlHash,
-): LineVerdict {
+export function analyzeLine(buf: Buffer, start: number, end: number, overlong: boolean, opts: UrlOptions, hash: UrlHash): LineVerdict {
   const one = new OneRecord();
   // One line: a resolver without memory (a remembering one takes 4 MiB and more).
   const a = new ReflogAnalyzer(new UrlResolver(opts, hash, 0, 0), one);

@@ -229,8 +229,7 @@ class RunReader {
   }
 }
 
-const less = (a: RunReader, b: RunReader) =>
-  a.hi !== b.hi ? a.hi < b.hi : a.lo !== b.lo ? a.lo < b.lo : a.ts !== b.ts ? a.ts < b.ts : a.run < b.run;
+const less = (a: RunReader, b: RunReader) => (a.hi !== b.hi ? a.hi < b.hi : a.lo !== b.lo ? a.lo < b.lo : a.ts !== b.ts ? a.ts < b.ts : a.run < b.run);
 
 /**
  * Merges the sorted runs `files` (earlier runs hold earlier lines: ties go to them)

@@ -257,7 +257,13 @@ export class RecordSorter {
       () => this.batches.forEach((b, i) => keys.addGroup(b, g, i)),
       this.batches.map((b) => b.bytes),
     );
-    yield* mergeRuns(runs, out, () => this.newRun(), (n) => Math.max(1 << 16, Math.min(1 << 20, Math.floor(this.opts.memoryBytes / (8 * n)))), this.buffer());
+    yield* mergeRuns(
+      runs,
+      out,
+      () => this.newRun(),
+      (n) => Math.max(1 << 16, Math.min(1 << 20, Math.floor(this.opts.memoryBytes / (8 * n)))),
+      this.buffer(),
+    );
   }
 
   /** Reads the spill file's bytes [from, to) into `buf` at `at`; returns where they end in `buf`. */

@@ -104,14 +104,7 @@ function badTimestamp(buf: Uint8Array, at: number): DataError {
 /** The local wall-clock time as a 14-digit timestamp. */
 export function formatTimestamp(date: Date): string {
   const p = (n: number, w = 2) => String(n).padStart(w, '0');
-  return (
-    p(date.getFullYear(), 4) +
-    p(date.getMonth() + 1) +
-    p(date.getDate()) +
-    p(date.getHours()) +
-    p(date.getMinutes()) +
-    p(date.getSeconds())
-  );
+  return p(date.getFullYear(), 4) + p(date.getMonth() + 1) + p(date.getDate()) + p(date.getHours()) + p(date.getMinutes()) + p(date.getSeconds());
 }
 
 const DURATION_RE = /^(\d+)(s|m|h|d)?$/;

@@ -18,7 +18,12 @@ export class WorkerPool<J, R> {
   private wake: (() => void) | null = null;
   private closed = false;
 
-  constructor(file: URL, workerData: unknown, size: number, private readonly onResult: (r: R) => void) {
+  constructor(
+    file: URL,
+    workerData: unknown,
+    size: number,
+    private readonly onResult: (r: R) => void,
+  ) {
     for (let i = 0; i < size; i++) {
       const w = new Worker(file, { workerData });
       const jobs: number[] = [];

@@ -51,9 +51,15 @@ export async function assignedByAttempt(p: RunPaths, o: RunnerOptions, log: Logg
     // Counted as 0, they would be missing from new_domains for good once that COMMIT lands:
     // the attempt's logs stay, and the next invocation asks again.
     const message = err instanceof DataError ? formatPlace(err.place, err.message) : String((err as Error)?.message ?? err);
-    throw new DataError('COMMIT_UNDECIDED', `cannot tell whether upload-domains of run ${p.name} committed ${pending.rows} new domain(s) before it died (${message}); nothing was published, and the next invocation asks again and runs the hour`);
+    throw new DataError(
+      'COMMIT_UNDECIDED',
+      `cannot tell whether upload-domains of run ${p.name} committed ${pending.rows} new domain(s) before it died (${message}); nothing was published, and the next invocation asks again and runs the hour`,
+    );
   }
-  log.warn({ run: p.name, rows: pending.rows, witness: pending.witness, committed }, 'upload-domains died during its commit; the database tells whether it happened');
+  log.warn(
+    { run: p.name, rows: pending.rows, witness: pending.witness, committed },
+    'upload-domains died during its commit; the database tells whether it happened',
+  );
   return committed ? pending.rows : 0;
 }
 

@@ -35,13 +35,20 @@ async function withStore<T>(o: ClaimOptions, fn: (s: PartnerStore) => Promise<T>
  * POLL_MS, for at most twice the lease (the holder's rerun renews it once); then a
  * DataError HOUR_HELD: the next invocation tries again.
  */
-async function untilSettled(o: ClaimOptions, ref: HourClaimRef, ask: (r: ClaimRequest) => Promise<ClaimAnswer>): Promise<Exclude<ClaimAnswer, { kind: 'held' }>> {
+async function untilSettled(
+  o: ClaimOptions,
+  ref: HourClaimRef,
+  ask: (r: ClaimRequest) => Promise<ClaimAnswer>,
+): Promise<Exclude<ClaimAnswer, { kind: 'held' }>> {
   const until = Date.now() + 2 * o.claimLeaseMs + POLL_MS;
   for (;;) {
     const a = await ask({ run: ref.run, digest: ref.digest, master: ref.master, runId: ref.run_id, nowMs: Date.now(), leaseMs: o.claimLeaseMs });
     if (a.kind !== 'held') return a;
     if (Date.now() >= until) {
-      throw new DataError('HOUR_HELD', `hour ${ref.run} is claimed by master ${visibleName(a.by)} since ${a.since} and not yet published; tried for ${formatDuration(2 * o.claimLeaseMs)} (twice --claim-lease); the next invocation tries again`);
+      throw new DataError(
+        'HOUR_HELD',
+        `hour ${ref.run} is claimed by master ${visibleName(a.by)} since ${a.since} and not yet published; tried for ${formatDuration(2 * o.claimLeaseMs)} (twice --claim-lease); the next invocation tries again`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
   }
@@ -78,7 +85,11 @@ export async function settleClaim(o: ClaimOptions, log: Logger, plan: CommitPlan
     by = settled(o, log, ref, a, 'confirm');
   } catch (err) {
     if (!(err instanceof DataError)) throw err;
-    throw new DataError(err.code, `${err.message}; run ${plan.run} is committed, nothing of it is lost: its publish waits for its claim to be confirmed, which the next invocation does`, err.place);
+    throw new DataError(
+      err.code,
+      `${err.message}; run ${plan.run} is committed, nothing of it is lost: its publish waits for its claim to be confirmed, which the next invocation does`,
+      err.place,
+    );
   }
   if (by !== null) rememberOnly(plan, by);
 }
@@ -87,13 +98,20 @@ export async function settleClaim(o: ClaimOptions, log: Logger, plan: CommitPlan
 function settled(o: ClaimOptions, log: Logger, ref: HourClaimRef, a: Exclude<ClaimAnswer, { kind: 'held' }>, when: 'claim' | 'confirm'): string | null {
   if (a.kind === 'ours') {
     if (a.takenFrom !== undefined) {
-      log.warn({ run: ref.run, from: a.takenFrom, lease_ms: o.claimLeaseMs, when }, 'took over the claim of an hour another master did not confirm within --claim-lease');
-      process.stderr.write(`${PROG}: warning: ${visibleName(ref.run)}: master ${visibleName(a.takenFrom)} claimed this hour and did not publish it within ${formatDuration(o.claimLeaseMs)} (--claim-lease); this master takes it over and publishes it\n`);
+      log.warn(
+        { run: ref.run, from: a.takenFrom, lease_ms: o.claimLeaseMs, when },
+        'took over the claim of an hour another master did not confirm within --claim-lease',
+      );
+      process.stderr.write(
+        `${PROG}: warning: ${visibleName(ref.run)}: master ${visibleName(a.takenFrom)} claimed this hour and did not publish it within ${formatDuration(o.claimLeaseMs)} (--claim-lease); this master takes it over and publishes it\n`,
+      );
     }
     return null;
   }
   log.warn({ run: ref.run, published_by: a.by, their_run_id: a.runId, published_at: a.at }, 'another master published this hour; remembered, not published');
-  process.stderr.write(`${PROG}: ${visibleName(ref.run)}: master ${visibleName(a.by)} published this hour (at ${a.at}); this master remembers it in current_log and publishes nothing\n`);
+  process.stderr.write(
+    `${PROG}: ${visibleName(ref.run)}: master ${visibleName(a.by)} published this hour (at ${a.at}); this master remembers it in current_log and publishes nothing\n`,
+  );
   return a.by;
 }
 
@@ -141,7 +159,10 @@ export async function warnMissedHours(o: ClaimOptions, log: Logger, past: readon
   if (missed.length === 0) return;
   const masters = [...new Set(rows.filter((r) => !coming.has(r.run)).map((r) => r.master))].sort();
   const names = missed.length > 20 ? `${missed.slice(0, 20).join(', ')}, ...` : missed.join(', ');
-  log.warn({ missed: missed.length, runs: missed.slice(0, 100), masters, last_run: last }, 'hours other masters published after this master\'s last run are not in its memory');
+  log.warn(
+    { missed: missed.length, runs: missed.slice(0, 100), masters, last_run: last },
+    "hours other masters published after this master's last run are not in its memory",
+  );
   process.stderr.write(
     `${PROG}: warning: ${missed.length} hour(s) that master ${masters.map(visibleName).join(', ')} published after this master's last run ${visibleName(last)} are not in its current_log: ${names}; ` +
       `to remember them (they are not published again), copy those reflogs from that master's done/ into this inbox (see the failover runbook in docs/two-masters.md)\n`,
@@ -153,7 +174,14 @@ export async function warnMissedHours(o: ClaimOptions, log: Logger, past: readon
  * publish it, or makes the plan remember only (another master published it). Returns
  * the message that fails the run (nothing published, the reflog stays), or null.
  */
-export async function claimForCommit(o: ClaimOptions, log: Logger, hooks: CommitHooks, plan: CommitPlan, runId: string, digest: string | null): Promise<string | null> {
+export async function claimForCommit(
+  o: ClaimOptions,
+  log: Logger,
+  hooks: CommitHooks,
+  plan: CommitPlan,
+  runId: string,
+  digest: string | null,
+): Promise<string | null> {
   if (digest === null) return `${plan.reflog}: its digest, which names the hour in the claims, could not be read`;
   hooks.beforeStep?.(plan.run, 'claim');
   const ref = claimRef(o, plan.run, runId, digest);

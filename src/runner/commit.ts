@@ -171,7 +171,11 @@ export function readCommit(staging: string): CommitPlan | null {
     return plan;
   } catch (err) {
     // Written by rename after fsync, so it is whole; anything else is not ours to guess at.
-    throw ioError(new Error(`damaged COMMIT marker (${(err as Error).message}); see "A COMMIT marker the runner cannot read" in docs/operations.md`), f, 'read');
+    throw ioError(
+      new Error(`damaged COMMIT marker (${(err as Error).message}); see "A COMMIT marker the runner cannot read" in docs/operations.md`),
+      f,
+      'read',
+    );
   }
 }
 
@@ -799,7 +803,14 @@ export function publish(plan: CommitPlan, hooks: CommitHooks = {}, recovered = f
       s.run();
     } catch (err) {
       if (!(err instanceof DataError)) throw err;
-      const waiting = [...new Set(steps.slice(i).map((t) => stepWork(t.name)).filter((w) => w !== ''))].join(', ');
+      const waiting = [
+        ...new Set(
+          steps
+            .slice(i)
+            .map((t) => stepWork(t.name))
+            .filter((w) => w !== ''),
+        ),
+      ].join(', ');
       throw new DataError(
         err.code,
         `${err.message}; run ${plan.run} is committed, nothing of it is lost: still waiting: ${waiting}, which the next invocation does once this is fixed`,

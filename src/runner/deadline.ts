@@ -48,7 +48,8 @@ export class Deadline {
     this.log.error({ max_run_time_ms: this.ms, still_running: live.map((s) => s.name) }, 'max-run-time reached; stopping the stages');
     process.stderr.write(`${PROG}: ${this.failure.error}; stopping the stages\n`);
     setTimeout(() => {
-      if (stopChildren('SIGKILL')) process.stderr.write(`${PROG}: the stages did not stop within ${formatDuration(this.killAfterMs)} of --max-run-time: killing them (SIGKILL)\n`);
+      if (stopChildren('SIGKILL'))
+        process.stderr.write(`${PROG}: the stages did not stop within ${formatDuration(this.killAfterMs)} of --max-run-time: killing them (SIGKILL)\n`);
     }, this.killAfterMs).unref();
   }
 }
@@ -102,7 +103,7 @@ function descendants(root: number): number[] {
   const out: number[] = [];
   for (let todo = [root]; todo.length > 0; ) {
     const next: number[] = [];
-    for (const p of todo) for (const c of children.get(p) ?? []) (out.push(c), next.push(c));
+    for (const p of todo) for (const c of children.get(p) ?? []) out.push(c), next.push(c);
     todo = next;
   }
   return out;

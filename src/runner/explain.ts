@@ -116,7 +116,21 @@ export async function explainUrls(o: RunnerOptions, raws: readonly string[]): Pr
   const out: Explained[] = raws.map((input) => {
     const c = urlIdentity(input, hash);
     const known = 'invalid' in c ? { url: null, id: null, domain: null, invalid: c.invalid } : { url: c.url, id: c.id, domain: c.domain, invalid: null };
-    return { input, ...known, owner: null, pick: null, current: null, carried: null, sent_in: [], sent_timestamp: null, sent_by: null, rejected_in: [], rejected_more: 0, as_of: asOf, verdict: '' };
+    return {
+      input,
+      ...known,
+      owner: null,
+      pick: null,
+      current: null,
+      carried: null,
+      sent_in: [],
+      sent_timestamp: null,
+      sent_by: null,
+      rejected_in: [],
+      rejected_more: 0,
+      as_of: asOf,
+      verdict: '',
+    };
   });
   const cap = last?.max_per_domain ?? o.maxPerDomain;
   for (const e of out) if (e.id !== null) e.carried = carriedEntry(o.state, e.id, cap);
@@ -150,7 +164,13 @@ function currentEntry(file: string, id: string, s: { keepMs: number; resendMs: n
   const f = findById(file, id);
   if (f === null) return null;
   const ts = timestampToMs(f[1]!);
-  return { timestamp: f[1]!, updatetag: f[2]!, hits: f[3]!, due_at: formatTimestamp(new Date(ts + s.resendMs)), kept_until: formatTimestamp(new Date(ts + s.keepMs)) };
+  return {
+    timestamp: f[1]!,
+    updatetag: f[2]!,
+    hits: f[3]!,
+    due_at: formatTimestamp(new Date(ts + s.resendMs)),
+    kept_until: formatTimestamp(new Date(ts + s.keepMs)),
+  };
 }
 
 /** The carry's record of `id`, with the committed run whose now is its decision, or null when it does not wait. */
@@ -235,10 +255,16 @@ export function humanExplained(e: Explained): string {
   const lines = [`${e.input}`];
   if (e.url !== null) lines.push(`  url: ${e.url}`, `  id: ${e.id}`, `  domain: ${e.domain}`);
   else lines.push(`  invalid: ${e.invalid}`);
-  if (e.url !== null) lines.push(`  owner: ${e.owner ? yacobotName(e.owner) : `none (least-loaded would pick ${e.pick ? yacobotName(e.pick) : 'no active Yacobot'})`}`);
+  if (e.url !== null)
+    lines.push(`  owner: ${e.owner ? yacobotName(e.owner) : `none (least-loaded would pick ${e.pick ? yacobotName(e.pick) : 'no active Yacobot'})`}`);
   const c = e.current;
-  lines.push(c ? `  current: ${c.timestamp}, updatetag '${c.updatetag}', ${c.hits} hits; due again ${c.due_at}, forgotten ${c.kept_until}` : '  current: not in current_log');
-  if (e.carried !== null) lines.push(`  carried: waiting in the carry, decided at ${e.carried.decided}${e.carried.since_run ? ` by run ${e.carried.since_run}` : ''}`);
+  lines.push(
+    c
+      ? `  current: ${c.timestamp}, updatetag '${c.updatetag}', ${c.hits} hits; due again ${c.due_at}, forgotten ${c.kept_until}`
+      : '  current: not in current_log',
+  );
+  if (e.carried !== null)
+    lines.push(`  carried: waiting in the carry, decided at ${e.carried.decided}${e.carried.since_run ? ` by run ${e.carried.since_run}` : ''}`);
   for (const f of e.sent_in) lines.push(`  sent in: ${f}`);
   if (e.sent_by !== null) lines.push(`  sent by: master ${e.sent_by.master} in ${e.sent_by.run} (this master remembered the hour, published nothing)`);
   for (const r of e.rejected_in) lines.push(`  rejected in: ${r.file}:${r.line}: ${r.reason}`);

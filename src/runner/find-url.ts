@@ -102,7 +102,11 @@ export function recordById(file: string, id: string): string[] | null {
       window = Buffer.concat([window, buf.subarray(0, got)]);
       const at = window.indexOf(needle);
       const end = at < 0 ? -1 : window.indexOf(10, at + 1);
-      if (at >= 0 && (end >= 0 || got === 0)) return window.subarray(at + 1, end >= 0 ? end : window.length).toString('utf8').split('\t');
+      if (at >= 0 && (end >= 0 || got === 0))
+        return window
+          .subarray(at + 1, end >= 0 ? end : window.length)
+          .toString('utf8')
+          .split('\t');
       if (got === 0) return null;
       // Not found, or found with its line not yet whole: keep from the last LF before it.
       if (at < 0) window = window.subarray(window.lastIndexOf(10));

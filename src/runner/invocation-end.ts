@@ -48,7 +48,15 @@ async function recordMetrics(o: RunnerOptions, file: string, rec: LastInvocation
 function healthOf(o: RunnerOptions, rec: LastInvocation, outside: Outside): Health {
   const own = outside.lock.held && outside.lock.pid === process.pid;
   const lock = own ? { held: false, pid: null, host: null, since: null } : outside.lock;
-  const h: HealthInput = { last: rec, success: rec.last_success, lock, interrupted: interruptedRuns(o.state), maxAgeMs: null, maxRunMs: maxRunTimeOf(o), now: Date.now() };
+  const h: HealthInput = {
+    last: rec,
+    success: rec.last_success,
+    lock,
+    interrupted: interruptedRuns(o.state),
+    maxAgeMs: null,
+    maxRunMs: maxRunTimeOf(o),
+    now: Date.now(),
+  };
   const age = lockAgeMs(lock, h.now);
   return { healthy: unhealthy(h) === null, stuck: isStuck(h), lockAgeSeconds: age === null ? 0 : age / 1000, interrupted: h.interrupted.length };
 }

@@ -62,7 +62,9 @@ function reportFailed(inv: Invocation, failed: RunRecord, stay: string): never {
   }
   // A database held by another process (partner-db, a sqlite3 shell) is no fault of the run.
   if (failed.failed_stage !== undefined && failed.stages[failed.failed_stage]?.error_code === 'DB_BUSY') {
-    process.stderr.write(`${PROG}: the run is not lost: once the other process has let go of ${visibleName(redactDb(o.db))}, run again (or let the next invocation do it)\n`);
+    process.stderr.write(
+      `${PROG}: the run is not lost: once the other process has let go of ${visibleName(redactDb(o.db))}, run again (or let the next invocation do it)\n`,
+    );
   }
   throw new Stop(1, `run ${failed.run} failed: ${failed.error ?? ''}`);
 }

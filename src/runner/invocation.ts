@@ -244,7 +244,18 @@ async function runEach(inv: Invocation): Promise<void> {
     const newest = mostForgetful(committedHere, o.keepMs, replayed ? (sinceCommitted.get(name) ?? null) : newestOfAll);
     const signalled = () => inv.stop.signal !== null;
     const overTime = () => inv.deadline.failure;
-    const r = await runOne({ o, log, p: runPaths(o, name), lockFd: inv.lockFd, hooks: inv.hooks, isRerun: inv.rerun.has(name), signalled, overTime, newest, replayed });
+    const r = await runOne({
+      o,
+      log,
+      p: runPaths(o, name),
+      lockFd: inv.lockFd,
+      hooks: inv.hooks,
+      isRerun: inv.rerun.has(name),
+      signalled,
+      overTime,
+      newest,
+      replayed,
+    });
     if (r === null) {
       inv.interrupted = name;
       break;

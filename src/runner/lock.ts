@@ -42,7 +42,7 @@ export function acquireLock(file: string): Lock {
   });
   if (r.error || (r.status !== 0 && r.status !== 75)) {
     fs.closeSync(fd);
-    const why = r.error ? (r.error as NodeJS.ErrnoException).code ?? r.error.message : r.stderr.toString().trim() || `exit ${r.status}`;
+    const why = r.error ? ((r.error as NodeJS.ErrnoException).code ?? r.error.message) : r.stderr.toString().trim() || `exit ${r.status}`;
     throw ioError(new Error(`cannot run flock (util-linux): ${why}`), file, 'lock');
   }
   if (r.status === 75) {

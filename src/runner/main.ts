@@ -58,8 +58,7 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<neve
       process.stderr.write(`${PROG}: another run holds the lock: ${visibleName(err.message)}; exiting (75)\n`);
       process.exit(75);
     }
-    const message =
-      err instanceof DataError ? formatPlace(err.place, err.message) : `internal error: ${(err as Error)?.message ?? String(err)}`;
+    const message = err instanceof DataError ? formatPlace(err.place, err.message) : `internal error: ${(err as Error)?.message ?? String(err)}`;
     if (!(err instanceof DataError) && process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${(err as Error)?.stack}\n`);
     log.error({ error: message }, 'failed');
     process.stderr.write(`${PROG}: ${visibleName(message)}\n`); // one line, whatever names it quotes

@@ -41,18 +41,23 @@ export async function metricsText(m: MetricsInput): Promise<string> {
   const inv = m.invocation;
   const success = inv.last_success;
   gauge('last_success_timestamp_seconds', 'When the last committed run committed (Unix time; 0: never).').set(success ? seconds(success.at) : 0);
-  gauge('last_invocation_success', 'Whether the last invocation that took the lock committed its runs or had nothing to do (1) or not (0).').set(inv.success ? 1 : 0);
+  gauge('last_invocation_success', 'Whether the last invocation that took the lock committed its runs or had nothing to do (1) or not (0).').set(
+    inv.success ? 1 : 0,
+  );
   gauge('last_invocation_timestamp_seconds', 'When the last invocation that took the lock ended (Unix time).').set(seconds(inv.at));
   gauge('last_invocation_exit_code', 'The exit status of the last invocation that took the lock.').set(inv.exit);
   gauge('inbox_reflogs', 'Reflogs waiting in the inbox.').set(m.outside.inbox.reflogs);
-  gauge('inbox_oldest_age_seconds', 'Age of the oldest reflog waiting in the inbox, by its mtime (0: none waiting).').set(m.outside.inbox.oldest_age_seconds ?? 0);
+  gauge('inbox_oldest_age_seconds', 'Age of the oldest reflog waiting in the inbox, by its mtime (0: none waiting).').set(
+    m.outside.inbox.oldest_age_seconds ?? 0,
+  );
   const backlog = gauge('backlog_urls', 'URLs in queue files a Yacobot has not taken away yet.', ['yacobot']);
   const files = gauge('backlog_files', 'Queue files a Yacobot has not taken away yet.', ['yacobot']);
   for (const [id, b] of Object.entries(m.outside.backlog)) {
     backlog.set({ yacobot: id }, b.urls);
     files.set({ yacobot: id }, b.files);
   }
-  if (m.outside.current_log_urls !== null) gauge('current_log_urls', 'URLs current_log remembers (sent recently or seen again).').set(m.outside.current_log_urls);
+  if (m.outside.current_log_urls !== null)
+    gauge('current_log_urls', 'URLs current_log remembers (sent recently or seen again).').set(m.outside.current_log_urls);
   const carry = m.outside.carry;
   if (carry !== null) {
     gauge('carry_urls', 'URLs waiting in the carry for a later run (domains over --max-per-domain).').set(carry.urls);
@@ -90,8 +95,13 @@ function runGauges(r: RunRecord, gauge: GaugeOf): void {
   for (const [name, s] of Object.entries(r.stages)) if (typeof s.ms === 'number') stage.set({ stage: name }, s.ms / 1000);
   gauge('run_seconds', 'Seconds the last committed run took, from its start to its commit.').set(r.seconds);
   const by = r.published_by ?? r.master;
-  if (by !== undefined) gauge('run_published_by', 'The master that published the hour of the last committed run (1; another than this one: remembered here, not published).', ['master']).set({ master: by }, 1);
-  gauge('run_published_by_other', 'Whether another master published the hour of the last committed run (1: remembered here, published nothing).').set(r.published_by === undefined ? 0 : 1);
+  if (by !== undefined)
+    gauge('run_published_by', 'The master that published the hour of the last committed run (1; another than this one: remembered here, not published).', [
+      'master',
+    ]).set({ master: by }, 1);
+  gauge('run_published_by_other', 'Whether another master published the hour of the last committed run (1: remembered here, published nothing).').set(
+    r.published_by === undefined ? 0 : 1,
+  );
 }
 
 /**

@@ -23,7 +23,9 @@ function checkRunsFile(file: string): void {
   }
   if (st === undefined || st.isFile()) return;
   const what = st.isDirectory() ? 'a directory' : st.isFIFO() ? 'a FIFO' : 'not a regular file';
-  throw new DataError('RUNS_NOT_FILE', `is ${what}: the run records go to a regular file; move it aside (the runner starts a new one); nothing was run`, { file });
+  throw new DataError('RUNS_NOT_FILE', `is ${what}: the run records go to a regular file; move it aside (the runner starts a new one); nothing was run`, {
+    file,
+  });
 }
 
 /**

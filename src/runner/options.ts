@@ -282,7 +282,8 @@ export function parseConfig(text: string, file: string): Map<Key, { value: strin
       throw new UsageError(`${file}:${i + 1}: unknown key '${clipText(key)}' (known: ${KEYS.join(', ')})`);
     }
     const quote = value[0] === '"' || value[0] === "'" ? value[0] : null;
-    if (quote !== null && (value.length < 2 || !value.endsWith(quote))) throw new UsageError(`${file}:${i + 1}: ${key}: the ${quote} that opens the value is never closed`);
+    if (quote !== null && (value.length < 2 || !value.endsWith(quote)))
+      throw new UsageError(`${file}:${i + 1}: ${key}: the ${quote} that opens the value is never closed`);
     if (quote !== null) value = value.slice(1, -1);
     out.set(key as Key, { value, line: i + 1 });
   }
@@ -427,7 +428,8 @@ function nowOption(o: OptionReader): string | null {
 /** --master-name (printable, no spaces; default the host name) and --claim-lease. */
 function masterOptions(o: OptionReader): Pick<RunnerOptions, 'masterName' | 'claimLeaseMs'> {
   const masterName = o.get('master-name') ?? os.hostname();
-  if (!/^[\x21-\x7e]{1,200}$/.test(masterName)) throw new UsageError(`${o.named('master-name')} wants a name of 1 to 200 printable ASCII characters without spaces, got '${clipText(masterName)}'`);
+  if (!/^[\x21-\x7e]{1,200}$/.test(masterName))
+    throw new UsageError(`${o.named('master-name')} wants a name of 1 to 200 printable ASCII characters without spaces, got '${clipText(masterName)}'`);
   const cl = o.get('claim-lease') ?? '2m';
   const claimLeaseMs = parseDuration(cl);
   if (claimLeaseMs === null) throw new UsageError(`${o.named('claim-lease')} wants a duration like 2m, 90s or seconds, got '${clipText(cl)}'`);
@@ -455,7 +457,9 @@ function keepOptions(o: OptionReader): { keep: { v: string; ms: number }; resend
   // The job promises a URL at most once per resend-after; a current_log entry dropped
   // after a shorter keep would let it come back as new and be sent early.
   if (keep.ms < resend.ms) {
-    throw new UsageError(`keep (${keep.v}) is shorter than resend-after (${resend.v}): a URL unseen for longer than keep would be sent again before resend-after; set keep at least as long`);
+    throw new UsageError(
+      `keep (${keep.v}) is shorter than resend-after (${resend.v}): a URL unseen for longer than keep would be sent again before resend-after; set keep at least as long`,
+    );
   }
   return { keep, resend };
 }
@@ -492,7 +496,8 @@ function stageOptions(o: OptionReader): Pick<RunnerOptions, 'maxRejectRatio' | '
   }
   const kd = o.get('keep-done');
   const keepDoneMs = kd === undefined ? null : parseDuration(kd);
-  if (keepDoneMs === null && kd !== undefined) throw new UsageError(`${o.named('keep-done')} wants a duration like 7d, 12h or seconds (at most 3650d), got '${clipText(kd)}'`);
+  if (keepDoneMs === null && kd !== undefined)
+    throw new UsageError(`${o.named('keep-done')} wants a duration like 7d, 12h or seconds (at most 3650d), got '${clipText(kd)}'`);
   return { maxRejectRatio: ratio ?? null, memory: memory ?? null, logLevel, killAfterMs, keepDoneMs };
 }
 
@@ -500,7 +505,8 @@ function stageOptions(o: OptionReader): Pick<RunnerOptions, 'maxRejectRatio' | '
 function maxRunTimeOption(o: OptionReader): number {
   const v = o.get('max-run-time') ?? DEFAULT_MAX_RUN_TIME;
   const ms = parseDuration(v);
-  if (ms === null || ms === 0 || ms > MAX_KILL_AFTER_MS) throw new UsageError(`${o.named('max-run-time')} wants a duration like 50m, 2h or seconds, above 0 and at most 1d; got '${clipText(v)}'`);
+  if (ms === null || ms === 0 || ms > MAX_KILL_AFTER_MS)
+    throw new UsageError(`${o.named('max-run-time')} wants a duration like 50m, 2h or seconds, above 0 and at most 1d; got '${clipText(v)}'`);
   return ms;
 }
 
@@ -512,7 +518,11 @@ function dbOptions(o: OptionReader, state: string): Pick<RunnerOptions, 'db' | '
   const db = given !== undefined ? (isPgUri(given) ? given : o.pathOf('db', '')) : path.join(state, 'partner.db');
   const dbArgs: string[] = [];
   const raw: Record<string, string> = {};
-  for (const [k, opt] of [['connect-timeout', 'connectTimeout'], ['statement-timeout', 'statementTimeout'], ['lock-timeout', 'lockTimeout']] as const) {
+  for (const [k, opt] of [
+    ['connect-timeout', 'connectTimeout'],
+    ['statement-timeout', 'statementTimeout'],
+    ['lock-timeout', 'lockTimeout'],
+  ] as const) {
     const v = o.get(k);
     if (v === undefined) continue;
     raw[opt] = v;

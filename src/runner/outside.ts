@@ -60,7 +60,8 @@ export function lookFromOutside(o: { inbox: string; state: string; queueDir: str
 /** What `run` (the last committed run) left in the carry, or null when limit-domains did not run in it. */
 function carryNow(run: RunRecord | null, now: number): CarryNow | null {
   if (run === null || typeof run.carried_out !== 'number') return null;
-  const oldest = run.carried_out > 0 && typeof run.carry_oldest_decided === 'string' && isValidTimestamp(run.carry_oldest_decided) ? run.carry_oldest_decided : null;
+  const oldest =
+    run.carried_out > 0 && typeof run.carry_oldest_decided === 'string' && isValidTimestamp(run.carry_oldest_decided) ? run.carry_oldest_decided : null;
   return {
     urls: run.carried_out,
     oldest_decided: oldest,

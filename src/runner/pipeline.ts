@@ -230,7 +230,13 @@ export async function runStages(
   progress: Progress,
   stopped: () => boolean = () => false,
   beforeChain?: () => void,
-): Promise<{ outcomes: StageOutcome[]; reflog: ReflogIdentity | null; reflogLink: ReflogIdentity | null | undefined; head: Buffer | null; digest: string | null }> {
+): Promise<{
+  outcomes: StageOutcome[];
+  reflog: ReflogIdentity | null;
+  reflogLink: ReflogIdentity | null | undefined;
+  head: Buffer | null;
+  digest: string | null;
+}> {
   const none = (...outcomes: StageOutcome[]) => ({ outcomes, reflog: null, reflogLink: undefined, head: null, digest: null });
   beforeChain?.();
   // A signal that came just now (its handler runs on a later turn) stops the run here:

@@ -40,7 +40,7 @@ export function planInbox(entries: readonly string[]): { runs: string[]; skipped
     if (bad) skipped.push({ file: f, why: `run name '${visibleName(name)}' ${bad}` });
     else runs.push(name);
   }
-  runs.sort((a, b) => (Buffer.compare(Buffer.from(a), Buffer.from(b))));
+  runs.sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
   return { runs, skipped };
 }
 
@@ -497,7 +497,11 @@ export function notAReflog(ad: Record<string, unknown> | undefined, file: string
 export function foreignKind(head: Buffer): 'gzip' | 'html' | null {
   if (head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b) return 'gzip';
   // After a UTF-8 byte order mark and white space.
-  const text = head.subarray(0, 256).toString('latin1').replace(/^\xef\xbb\xbf/, '').trimStart();
+  const text = head
+    .subarray(0, 256)
+    .toString('latin1')
+    .replace(/^\xef\xbb\xbf/, '')
+    .trimStart();
   return /^<(?:!doctype\s+html|html|head|body|\?xml)[\s>]/i.test(text) ? 'html' : null;
 }
 

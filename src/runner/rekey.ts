@@ -113,7 +113,8 @@ export function sameKeying(a: KeyedBy, b: KeyedBy): boolean {
 /** `x` as a KeyedBy when it has the shape of one, else null. */
 function asKeyedBy(x: unknown): KeyedBy | null {
   const k = x as Partial<KeyedBy> | null;
-  if (k === null || typeof k !== 'object' || typeof k.ada !== 'string' || typeof k.max_url_bytes !== 'number' || typeof k.idna !== 'object' || k.idna === null) return null;
+  if (k === null || typeof k !== 'object' || typeof k.ada !== 'string' || typeof k.max_url_bytes !== 'number' || typeof k.idna !== 'object' || k.idna === null)
+    return null;
   return k as KeyedBy;
 }
 
@@ -211,7 +212,11 @@ const percentOf = (c: string) => [...Buffer.from(c, 'utf8')].map((b) => `%${b.to
 
 /** `text` with each of `lost`'s characters, written or percent-encoded (any case), replaced by what the old parser made of it. */
 function replaceLost(text: string, lost: Map<string, string>): string {
-  for (const [c, mapped] of lost) text = text.split(c).join(mapped).replace(new RegExp(percentOf(c), 'gi'), mapped);
+  for (const [c, mapped] of lost)
+    text = text
+      .split(c)
+      .join(mapped)
+      .replace(new RegExp(percentOf(c), 'gi'), mapped);
   return text;
 }
 
@@ -253,7 +258,8 @@ export function hourAliases(reflog: string, lost: Map<string, string>, hash: Url
   if (lost.size === 0) return { aliases, skipped };
   const literal = [...lost.keys()].map((c) => Buffer.from(c, 'utf8'));
   const percent = [...lost.keys()].map(percentOf);
-  const mayHold = (b: Buffer) => literal.some((n) => b.includes(n)) || (b.includes(37 /* % */) && percent.some((p) => b.toString('latin1').toLowerCase().includes(p)));
+  const mayHold = (b: Buffer) =>
+    literal.some((n) => b.includes(n)) || (b.includes(37 /* % */) && percent.some((p) => b.toString('latin1').toLowerCase().includes(p)));
   forEachLine(reflog, (bytes) => {
     if (!mayHold(bytes)) return;
     const raw = bytes.toString('utf8').replace(/\r$/, '').split('\t')[4];
@@ -312,7 +318,9 @@ function readRekeyed(input: string, sink: RekeySink, aliases: Map<string, Keyed[
   const line = { buf: Buffer.alloc(0) as Uint8Array, start: 0, end: 0 };
   try {
     while (reader.next(line)) {
-      const f = Buffer.from(line.buf.buffer, line.buf.byteOffset + line.start, line.end - line.start).toString('utf8').split('\t');
+      const f = Buffer.from(line.buf.buffer, line.buf.byteOffset + line.start, line.end - line.start)
+        .toString('utf8')
+        .split('\t');
       const bad = checkUrlRecord(f);
       if (bad !== null) throw new DataError('BAD_RECORD', bad, { file: input, line: reader.lineNo });
       c.urls++;
@@ -379,7 +387,14 @@ async function writeMerged(sorter: RecordSorter, output: string): Promise<{ out:
  * timestamp) within `memoryBytes` (spilling to `tmpDir`), entries that share an id
  * merged (writeMerged).
  */
-export async function rekeyLog(input: string, output: string, aliases: Map<string, Keyed[]>, hash: UrlHash, memoryBytes: number, tmpDir: string): Promise<RekeyCounts> {
+export async function rekeyLog(
+  input: string,
+  output: string,
+  aliases: Map<string, Keyed[]>,
+  hash: UrlHash,
+  memoryBytes: number,
+  tmpDir: string,
+): Promise<RekeyCounts> {
   const sorter = new RecordSorter({ memoryBytes, tmpDir });
   try {
     const c = readRekeyed(input, new RekeySink(sorter), aliases, hash);
@@ -398,7 +413,9 @@ const versionsOf = (k: KeyedBy) => ({ ada: k.ada, icu: k.icu, unicode: k.unicode
 
 /** A keying as a warning names it. */
 function parserName(k: KeyedBy): string {
-  return k === UNKNOWN_KEYING || k.ada === 'unknown' ? 'an unrecorded parser (taken as Node.js 20\'s)' : `ada ${k.ada} (Node.js ${k.node}, ICU ${k.icu}, Unicode ${k.unicode})`;
+  return k === UNKNOWN_KEYING || k.ada === 'unknown'
+    ? "an unrecorded parser (taken as Node.js 20's)"
+    : `ada ${k.ada} (Node.js ${k.node}, ICU ${k.icu}, Unicode ${k.unicode})`;
 }
 
 /** Says that run `run` re-keyed current_log, on stderr and in the log. */
@@ -409,7 +426,10 @@ function warnRekeyed(log: Logger, run: string, r: RekeyReport, from: KeyedBy, to
       `re-keyed its ${r.urls} URLs before the hour (${r.changed} changed, ${r.merged} merged, ${r.dropped} dropped, ${r.aliased} copied for this hour's URLs); ` +
       `${r.domains_changed} domains are spelled anew and are new to the partner database (see "Upgrading Node.js" in docs/operations.md)\n`,
   );
-  if (skipped > 0) process.stderr.write(`${PROG}: warning: ${visibleName(run)}: more than ${MAX_ALIASES} URLs of this hour have a host the old parser spelled otherwise; ${skipped} of them may be sent again\n`);
+  if (skipped > 0)
+    process.stderr.write(
+      `${PROG}: warning: ${visibleName(run)}: more than ${MAX_ALIASES} URLs of this hour have a host the old parser spelled otherwise; ${skipped} of them may be sent again\n`,
+    );
 }
 
 /** Whether some entry of the current_log `file` has one of the ids `ids` holds. */
@@ -466,8 +486,14 @@ export async function rekeyBeforeHour(o: RunnerOptions, log: Logger, p: RunPaths
     return { error: `re-keying current_log for this runtime's URL parser: ${formatPlace(err.place, err.message)}` };
   }
   p.currentIn = staged;
-  const report: RekeyReport = { ...counts, ...(same && { aliases_only: true as const }), from: versionsOf(stored), to: versionsOf(to), seconds: Math.round((Date.now() - t0) / 100) / 10 };
-  if (same) log.info({ run: p.name, rekeyed: report, aliases_skipped: found.skipped }, 'current_log entries of the earlier parser copied for this hour\'s URLs');
+  const report: RekeyReport = {
+    ...counts,
+    ...(same && { aliases_only: true as const }),
+    from: versionsOf(stored),
+    to: versionsOf(to),
+    seconds: Math.round((Date.now() - t0) / 100) / 10,
+  };
+  if (same) log.info({ run: p.name, rekeyed: report, aliases_skipped: found.skipped }, "current_log entries of the earlier parser copied for this hour's URLs");
   else warnRekeyed(log, p.name, report, stored, to, found.skipped);
   return { report };
 }

@@ -9,12 +9,33 @@ import { type CommitPlan, prepareQueues, publish, stagedQueueFile, writeCommit }
 import { appendRecordOnce, countLines, exists, mkdirDurable, tailRecords } from './fsutil.js';
 import { stageMemory } from './memory.js';
 import { PROG } from './options.js';
-import { REFLOG_EXT, REFLOG_HEAD_BYTES, type RunPaths, type RunRecord, type StageOutcome, failedAttemptsAssigned, failureMessage, firstHeaderLine, foreignKind, foreignReflog, notAReflog, repeatedWarnings, unterminatedReflog } from './plan.js';
+import {
+  REFLOG_EXT,
+  REFLOG_HEAD_BYTES,
+  type RunPaths,
+  type RunRecord,
+  type StageOutcome,
+  failedAttemptsAssigned,
+  failureMessage,
+  firstHeaderLine,
+  foreignKind,
+  foreignReflog,
+  notAReflog,
+  repeatedWarnings,
+  unterminatedReflog,
+} from './plan.js';
 import { keyingToStore } from './rekey.js';
 import type { ChainResult, RunContext } from './run-one.js';
 
 /** Records the run as failed at `step`, keeps its rejects, drops its staging area: nothing is published. */
-export async function failRun({ o, log, p, hooks }: RunContext, rj: RunJson, record: RunRecord, seconds: () => number, step: string, error: string): Promise<RunRecord> {
+export async function failRun(
+  { o, log, p, hooks }: RunContext,
+  rj: RunJson,
+  record: RunRecord,
+  seconds: () => number,
+  step: string,
+  error: string,
+): Promise<RunRecord> {
   record.status = 'failed';
   record.failed_stage = step;
   // Counted for the commit; a failed run published nothing.
@@ -61,7 +82,11 @@ function keepFailedRejects(p: RunPaths, record: RunRecord): void {
 }
 
 /** The step and message a run fails with after its chain (a stage failed, no reflog, a cut last line), or null. */
-export function chainFailure({ o, p }: RunContext, chain: ChainResult, stages: Record<string, Record<string, unknown>>): { step: string; error: string } | null {
+export function chainFailure(
+  { o, p }: RunContext,
+  chain: ChainResult,
+  stages: Record<string, Record<string, unknown>>,
+): { step: string; error: string } | null {
   const { head } = chain;
   const bad = chain.outcomes.find((s) => s.exit !== 0);
   const firstLine = () => head && firstHeaderLine(head, head.length >= REFLOG_HEAD_BYTES);
@@ -85,10 +110,8 @@ export function chainFailure({ o, p }: RunContext, chain: ChainResult, stages: R
 /** Warns of a cut last line let through (--allow-unterminated) and repeats the stages' own warnings. */
 export function warnStages({ log, p }: RunContext, outcomes: StageOutcome[], stages: Record<string, Record<string, unknown>>): void {
   if (stages['analyze-dump']?.last_line_unterminated === true) {
-    log.warn({ run: p.name, reflog: p.reflog }, 'the reflog\'s last line has no newline; was it cut off?');
-    process.stderr.write(
-      `${PROG}: warning: ${p.name}: the reflog's last line has no newline; committed as it is (--allow-unterminated)\n`,
-    );
+    log.warn({ run: p.name, reflog: p.reflog }, "the reflog's last line has no newline; was it cut off?");
+    process.stderr.write(`${PROG}: warning: ${p.name}: the reflog's last line has no newline; committed as it is (--allow-unterminated)\n`);
   }
   // The stages' own warnings (a Yacobot disabled during the run that still got its
   // domains' URLs, domains of an inactive Yacobot) would
@@ -118,8 +141,7 @@ export async function commitRun(
   const queue = stagedQueue(p, record);
   const ud = stages['upload-domains'] ?? {};
   record.new_domains =
-    (typeof ud.assigned_by_us === 'number' ? ud.assigned_by_us : typeof ud.domains_new === 'number' ? ud.domains_new : 0) +
-    (rj.assigned_earlier ?? 0);
+    (typeof ud.assigned_by_us === 'number' ? ud.assigned_by_us : typeof ud.domains_new === 'number' ? ud.domains_new : 0) + (rj.assigned_earlier ?? 0);
   const byFailed = failedAttemptsAssigned(tailRecords(path.join(o.state, 'runs.jsonl')), p.name, rj.run_id);
   if (byFailed > 0) record.new_domains_failed_attempts = byFailed;
   // An empty rejects file stays staged (the cleanup removes it): the commit publishes none.
@@ -155,7 +177,10 @@ export async function commitRun(
   writeCommit(plan, hooks);
   await settleClaim(o, log, plan, hooks);
   publish(plan, hooks);
-  log.info({ run: p.name, sent: record.sent, sent_per_yacobot: record.sent_per_yacobot, new_domains: record.new_domains, seconds: record.seconds }, 'run committed');
+  log.info(
+    { run: p.name, sent: record.sent, sent_per_yacobot: record.sent_per_yacobot, new_domains: record.new_domains, seconds: record.seconds },
+    'run committed',
+  );
   return record;
 }
 

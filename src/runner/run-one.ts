@@ -89,7 +89,7 @@ function startAttempt({ o, log, p, newest, replayed }: RunContext, started: Date
   log.info({ run: p.name, now: rj.now, now_source: rj.now_source, attempt: rj.attempts }, 'run start');
   if (rj.queue !== undefined) {
     p.queueName = rj.queue;
-    log.warn({ run: p.name, queue_name: rj.queue }, 'queue files of an earlier run of this name are not taken yet; this run\'s get a name of their own');
+    log.warn({ run: p.name, queue_name: rj.queue }, "queue files of an earlier run of this name are not taken yet; this run's get a name of their own");
     process.stderr.write(
       `${PROG}: warning: ${visibleName(p.name)}: queue files of an earlier run of this name are still in ${visibleName(o.queueDir)} (not taken yet); this run's are named ${visibleName(rj.queue)}.tsv\n`,
     );
@@ -98,7 +98,10 @@ function startAttempt({ o, log, p, newest, replayed }: RunContext, started: Date
   // it (nothing is published then), and in a cron log it comes before the run's line.
   const replay = replayWarning(p.name, rj.now, newest, o.keepMs, replayed);
   if (replay !== null) {
-    log.warn({ run: p.name, now: rj.now, newest_run: newest?.run, newest_now: newest?.now, keep_ms: newest?.keepMs ?? o.keepMs }, 'a committed run\'s now is its --keep or more ahead of this run\'s: the URLs current_log forgot are sent again');
+    log.warn(
+      { run: p.name, now: rj.now, newest_run: newest?.run, newest_now: newest?.now, keep_ms: newest?.keepMs ?? o.keepMs },
+      "a committed run's now is its --keep or more ahead of this run's: the URLs current_log forgot are sent again",
+    );
     process.stderr.write(`${PROG}: warning: ${visibleName(replay)}\n`);
   }
   return rj;
@@ -110,12 +113,33 @@ async function runChain({ o, log, p, lockFd, hooks, signalled }: RunContext, rj:
   const stopDisplay = showProgress(p.name, progress);
   const lost = memoryLost(o, log, p.name) ?? memoryDiffers(o, log, p.name);
   try {
-    if (lost !== null) return { outcomes: [{ name: 'current_log', exit: 1, summary: null, messages: [lost] }], reflogFile: null, reflogLink: undefined, head: null, digest: null };
+    if (lost !== null)
+      return {
+        outcomes: [{ name: 'current_log', exit: 1, summary: null, messages: [lost] }],
+        reflogFile: null,
+        reflogLink: undefined,
+        head: null,
+        digest: null,
+      };
     const rekey = await rekeyBeforeHour(o, log, p, rj.now);
-    if (rekey !== null && 'error' in rekey) return { outcomes: [{ name: 'rekey', exit: 1, summary: null, messages: [rekey.error] }], reflogFile: null, reflogLink: undefined, head: null, digest: null };
+    if (rekey !== null && 'error' in rekey)
+      return {
+        outcomes: [{ name: 'rekey', exit: 1, summary: null, messages: [rekey.error] }],
+        reflogFile: null,
+        reflogLink: undefined,
+        head: null,
+        digest: null,
+      };
     hooks.beforeStep?.(p.name, 'rekey');
     const r = await runStages(o, p, rj.now, lockFd, BIN, progress, signalled, () => hooks.beforeStep?.(p.name, 'chain'));
-    return { outcomes: r.outcomes, reflogFile: r.reflog, reflogLink: r.reflogLink, head: r.head, digest: r.digest, ...(rekey !== null && { rekeyed: rekey.report }) };
+    return {
+      outcomes: r.outcomes,
+      reflogFile: r.reflog,
+      reflogLink: r.reflogLink,
+      head: r.head,
+      digest: r.digest,
+      ...(rekey !== null && { rekeyed: rekey.report }),
+    };
   } finally {
     stopDisplay();
   }

@@ -37,7 +37,9 @@ export function memoryLost(o: RunnerOptions, log: Logger, run: string): string |
   const lost = missingCurrentLog(o.state, past);
   if (lost === null || !o.resetCurrentLog) return lost;
   log.warn({ run, current_log: path.join(o.state, 'current_log') }, 'current_log is missing; starting the memory of sent URLs over (--reset-current-log)');
-  process.stderr.write(`${PROG}: warning: ${visibleName(run)}: ${visibleName(path.join(o.state, 'current_log'))} is missing; starting the memory of sent URLs over (--reset-current-log): every URL of this run is sent as new\n`);
+  process.stderr.write(
+    `${PROG}: warning: ${visibleName(run)}: ${visibleName(path.join(o.state, 'current_log'))} is missing; starting the memory of sent URLs over (--reset-current-log): every URL of this run is sent as new\n`,
+  );
   return null;
 }
 
@@ -48,7 +50,12 @@ export function memoryLost(o: RunnerOptions, log: Logger, run: string): string |
 export function memoryDiffers(o: RunnerOptions, log: Logger, run: string): string | null {
   const changed = memoryChanged(o.state);
   if (changed === null || !o.resetCurrentLog) return changed;
-  log.warn({ run, current_log: path.join(o.state, 'current_log') }, 'current_log is not what the last commit left; going on with it as it is (--reset-current-log)');
-  process.stderr.write(`${PROG}: warning: ${visibleName(run)}: ${visibleName(path.join(o.state, 'current_log'))} is not what the last commit left; going on with it as it is (--reset-current-log): the URLs it lost are sent as new\n`);
+  log.warn(
+    { run, current_log: path.join(o.state, 'current_log') },
+    'current_log is not what the last commit left; going on with it as it is (--reset-current-log)',
+  );
+  process.stderr.write(
+    `${PROG}: warning: ${visibleName(run)}: ${visibleName(path.join(o.state, 'current_log'))} is not what the last commit left; going on with it as it is (--reset-current-log): the URLs it lost are sent as new\n`,
+  );
   return null;
 }

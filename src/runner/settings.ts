@@ -33,10 +33,19 @@ export function currentLogLink(state: string): string {
  * cap's only with one), and what keyed its URLs (rekey.ts's KeyedBy; absent from a marker
  * of a runner before it).
  */
-export function settingsText(record: { run: string; keep_ms: number; resend_after_ms: number; max_per_domain?: number | undefined; carry_keep_ms?: number | undefined; keyed_by?: unknown }): string {
+export function settingsText(record: {
+  run: string;
+  keep_ms: number;
+  resend_after_ms: number;
+  max_per_domain?: number | undefined;
+  carry_keep_ms?: number | undefined;
+  keyed_by?: unknown;
+}): string {
   const { run, keep_ms, resend_after_ms, max_per_domain, carry_keep_ms, keyed_by } = record;
   const cap = max_per_domain === undefined ? {} : { max_per_domain, carry_keep_ms, carry_keep: formatDuration(carry_keep_ms ?? 0) };
-  return JSON.stringify({ keep_ms, resend_after_ms, keep: formatDuration(keep_ms), resend_after: formatDuration(resend_after_ms), ...cap, run, keyed_by }) + '\n';
+  return (
+    JSON.stringify({ keep_ms, resend_after_ms, keep: formatDuration(keep_ms), resend_after: formatDuration(resend_after_ms), ...cap, run, keyed_by }) + '\n'
+  );
 }
 
 /** `x` as StoredSettings when it carries both durations as whole non-negative ms, else null. */
@@ -84,7 +93,10 @@ export function storedSettings(state: string, past: readonly unknown[]): { setti
  * The refusal when this invocation's --keep or --resend-after differs from the stored
  * settings (naming both values and the way on), or null when they agree.
  */
-export function settingsRefusal(o: Pick<RunnerOptions, 'keepMs' | 'resendAfterMs' | 'maxPerDomain' | 'carryKeepMs'>, stored: { settings: StoredSettings; from: string }): string | null {
+export function settingsRefusal(
+  o: Pick<RunnerOptions, 'keepMs' | 'resendAfterMs' | 'maxPerDomain' | 'carryKeepMs'>,
+  stored: { settings: StoredSettings; from: string },
+): string | null {
   const diffs: string[] = [];
   const differ = (flag: string, here: number, there: number) => {
     if (here !== there) diffs.push(`${flag} ${formatDuration(here)} here, ${formatDuration(there)} stored`);

@@ -228,7 +228,9 @@ export interface Lent {
 /** The buffers of lent output, to transfer (a view's whole buffer: one left out would be copied whole). */
 export function lentBuffers(l: Lent): ArrayBuffer[] {
   const r = l.rejects;
-  const rejectParts = [r.lines, r.whys, r.text.bytes, r.text.ends, r.reasons.bytes, r.reasons.ends].filter((a) => a.buffer.byteLength > 0).map((a) => a.buffer as ArrayBuffer);
+  const rejectParts = [r.lines, r.whys, r.text.bytes, r.text.ends, r.reasons.bytes, r.reasons.ends]
+    .filter((a) => a.buffer.byteLength > 0)
+    .map((a) => a.buffer as ArrayBuffer);
   return [...(l.packed ? packedBuffers(l.packed) : []), ...rejectParts];
 }
 

@@ -89,7 +89,10 @@ no output.`,
       .option('--domain-mode <mode>', 'registrable (public suffix + 1) or host', 'registrable')
       .option('--memory <size>', 'memory budget for sorting, e.g. 64M, 1G', '256M')
       .option('--tmp <dir>', 'directory for sort spill files', os.tmpdir())
-      .option('--threads <n>', 'worker threads for parsing besides the main thread, 0 for none; each takes about 40M beyond --memory, and together at most --memory (default: one per core beyond the first, at most 3 and as many as fit; none on one core or under --memory 128M)');
+      .option(
+        '--threads <n>',
+        'worker threads for parsing besides the main thread, 0 for none; each takes about 40M beyond --memory, and together at most --memory (default: one per core beyond the first, at most 3 and as many as fit; none on one core or under --memory 128M)',
+      );
   },
   normalize(raw) {
     const ratio = ratioOption('--max-reject-ratio', raw.maxRejectRatio);

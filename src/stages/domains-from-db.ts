@@ -50,7 +50,10 @@ Buffers: one row (the rows are streamed from the database; on PostgreSQL, 5000).
     // flushed 64 KiB blocks of it).
     const check = (domain: unknown, id: unknown) => {
       const bad = badRow(domain, id);
-      if (bad) throw new DataError('BAD_ROW', `partner_domain has a row no domain_map line can carry: ${bad} (edited by hand? fix or delete that row)`, { file: store.name });
+      if (bad)
+        throw new DataError('BAD_ROW', `partner_domain has a row no domain_map line can carry: ${bad} (edited by hand? fix or delete that row)`, {
+          file: store.name,
+        });
     };
     await store.dumpSorted(check, ([domain, y]) => {
       out.write(`${domain}\t${y}\n`);

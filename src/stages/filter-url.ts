@@ -3,7 +3,22 @@ import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
 import { DASH, compareBytes, type ByteSink } from '../core/bytes.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { MAX_HITS_DIGITS, addHitsAt, hitsTooBig } from '../core/hits.js';
-import { IdOrder, J_CHITS, J_CTAG, J_CTS, J_DOMAIN, J_IHITS, J_ITAG, J_ITS, J_URL, JOINED_RECORD, LineRef, TS_BYTES, UrlRecordWriter, checkJoinedAt } from '../core/records.js';
+import {
+  IdOrder,
+  J_CHITS,
+  J_CTAG,
+  J_CTS,
+  J_DOMAIN,
+  J_IHITS,
+  J_ITAG,
+  J_ITS,
+  J_URL,
+  JOINED_RECORD,
+  LineRef,
+  TS_BYTES,
+  UrlRecordWriter,
+  checkJoinedAt,
+} from '../core/records.js';
 import { formatTimestamp, isValidTimestamp, parseDuration, timestampMsAt, timestampToMs } from '../core/time.js';
 import { AtomicFileWriter } from '../core/writers.js';
 
@@ -132,7 +147,10 @@ Buffers: one record.`,
   async run(ctx, o) {
     refuseOwnStreams('--current-out', o.currentOut, ctx.inputPath);
     if (o.keepMs < o.resendAfterMs) {
-      ctx.log.warn({ keep_ms: o.keepMs, resend_after_ms: o.resendAfterMs }, '--keep is shorter than --resend-after: a URL unseen for longer than --keep is sent again as new, before --resend-after');
+      ctx.log.warn(
+        { keep_ms: o.keepMs, resend_after_ms: o.resendAfterMs },
+        '--keep is shorter than --resend-after: a URL unseen for longer than --keep is sent again as new, before --resend-after',
+      );
     }
     const out = ctx.out;
     const next = new AtomicFileWriter(o.currentOut);

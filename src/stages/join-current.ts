@@ -98,7 +98,15 @@ class MergeJoin {
 
   counts(): Record<string, Count> {
     const { nIn, nCur, both, onlyIn, onlyCur } = this;
-    return { incoming: nIn, current: nCur, current_missing: this.reader === null, both, incoming_only: onlyIn, current_only: onlyCur, records_out: both + onlyIn + onlyCur };
+    return {
+      incoming: nIn,
+      current: nCur,
+      current_missing: this.reader === null,
+      both,
+      incoming_only: onlyIn,
+      current_only: onlyCur,
+      records_out: both + onlyIn + onlyCur,
+    };
   }
 
   /**

@@ -378,7 +378,8 @@ class Router {
     // Taken off first: a record that fails here is not sent again by the settle after a failure.
     for (const h of this.held.splice(0)) {
       const err = this.failedAt.get(h.k);
-      if (err !== undefined) throw err instanceof DataError && !err.place ? new DataError(err.code, err.message, { file: this.ctx.inputName, line: h.line }) : err;
+      if (err !== undefined)
+        throw err instanceof DataError && !err.place ? new DataError(err.code, err.message, { file: this.ctx.inputName, line: h.line }) : err;
       this.route(h.k, h.b, h.start, h.end);
     }
   }
@@ -496,7 +497,8 @@ class Router {
   async warnMovedDuringRun(before: string): Promise<void> {
     if ((await movesSoFar(this.db.store)) === before) return;
     const routed: Routed[] = [];
-    for (let k = 0; k < this.domains.size; k++) if (this.emitted[k]! > 0) routed.push({ name: this.domains.key(k), owner: this.owner[k]!, records: this.emitted[k]! });
+    for (let k = 0; k < this.domains.size; k++)
+      if (this.emitted[k]! > 0) routed.push({ name: this.domains.key(k), owner: this.owner[k]!, records: this.emitted[k]! });
     const moved = await movedSince(this.db.store, routed);
     if (moved.domains === 0) return;
     this.ctx.log.warn(

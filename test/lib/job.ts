@@ -11,7 +11,10 @@ export function newJob(prefix: string): string {
   const dir = scratch(prefix);
   fs.mkdirSync(path.join(dir, 'var/inbox'), { recursive: true });
   fs.mkdirSync(path.join(dir, 'var/state'), { recursive: true });
-  madeDb(dir, 'var/state/partner.db', [['add', 'y1'], ['add', 'y2', '--weight', '2']]);
+  madeDb(dir, 'var/state/partner.db', [
+    ['add', 'y1'],
+    ['add', 'y2', '--weight', '2'],
+  ]);
   return dir;
 }
 

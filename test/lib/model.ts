@@ -41,7 +41,7 @@ export function xxh64(buf: Buffer): bigint {
     h = P5;
   }
   h = (h + BigInt(len)) & M64;
-  for (; p + 8 <= len; p += 8) h = ((rotl(h ^ round(0n, buf.readBigUInt64LE(p)), 27n) * P1) & M64) + P4 & M64;
+  for (; p + 8 <= len; p += 8) h = (((rotl(h ^ round(0n, buf.readBigUInt64LE(p)), 27n) * P1) & M64) + P4) & M64;
   if (p + 4 <= len) {
     h = (((rotl(h ^ ((BigInt(buf.readUInt32LE(p)) * P1) & M64), 23n) * P2) & M64) + P3) & M64;
     p += 4;
@@ -62,8 +62,7 @@ export const idOf = (url: string) => idBig(url).toString(16).padStart(16, '0');
 
 export const T0 = Date.UTC(2011, 6, 27, 6, 0, 0);
 export const fmt = (ms: number) => new Date(ms).toISOString().replace(/[-T:]/g, '').slice(0, 14);
-export const parseTs = (ts: string) =>
-  Date.UTC(+ts.slice(0, 4), +ts.slice(4, 6) - 1, +ts.slice(6, 8), +ts.slice(8, 10), +ts.slice(10, 12), +ts.slice(12, 14));
+export const parseTs = (ts: string) => Date.UTC(+ts.slice(0, 4), +ts.slice(4, 6) - 1, +ts.slice(6, 8), +ts.slice(8, 10), +ts.slice(10, 12), +ts.slice(12, 14));
 export const tsArb = fc.integer({ min: 0, max: 48 * 3600 }).map((s) => fmt(T0 + s * 1000));
 /**
  * Updatetags of every length from 0 up, in bytes: empty often; 1 to 4 bytes of a few
@@ -98,9 +97,9 @@ export interface Rec {
   domain: string;
   url: string;
 }
-export const recArb = fc.record({ id: idArb, ts: tsArb, tag: tagArb, hits: hitsArb, n: fc.nat(3) }).map(
-  (r): Rec => ({ id: r.id, ts: r.ts, tag: r.tag, hits: r.hits, domain: `d${r.n}.example`, url: `http://d${r.n}.example/${r.id}` }),
-);
+export const recArb = fc
+  .record({ id: idArb, ts: tsArb, tag: tagArb, hits: hitsArb, n: fc.nat(3) })
+  .map((r): Rec => ({ id: r.id, ts: r.ts, tag: r.tag, hits: r.hits, domain: `d${r.n}.example`, url: `http://d${r.n}.example/${r.id}` }));
 export const fields = (r: Rec) => [r.id, r.ts, r.tag, r.hits, r.domain, r.url];
 /** A record as a line with its TAB positions, as the cores take it (checked first, as the stages do). */
 export const lineOf = (r: Rec): LineRef => {
@@ -111,6 +110,11 @@ export const lineOf = (r: Rec): LineRef => {
 export const text = (rs: Rec[]) => rs.map((r) => fields(r).join('\t') + '\n').join('');
 /** Records sorted by id (stable: the generated order within an id is the input order). */
 export const sortedRecs = (max: number) =>
-  fc.array(recArb, { maxLength: max }).map((rs) => rs.map((r, i) => ({ r, i })).sort((a, b) => (a.r.id < b.r.id ? -1 : a.r.id > b.r.id ? 1 : a.i - b.i)).map((x) => x.r));
+  fc.array(recArb, { maxLength: max }).map((rs) =>
+    rs
+      .map((r, i) => ({ r, i }))
+      .sort((a, b) => (a.r.id < b.r.id ? -1 : a.r.id > b.r.id ? 1 : a.i - b.i))
+      .map((x) => x.r),
+  );
 export const uniqueSorted = (max: number) =>
   fc.uniqueArray(recArb, { maxLength: max, selector: (r) => r.id }).map((rs) => [...rs].sort((a, b) => (a.id < b.id ? -1 : 1)));

@@ -14,7 +14,10 @@ export function pgBinDir(): string | null {
   const root = process.env.MASTER_SERVER_PG_ROOT || '/usr/lib/postgresql';
   let versions: string[];
   try {
-    versions = fs.readdirSync(root).filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a));
+    versions = fs
+      .readdirSync(root)
+      .filter((v) => /^\d+$/.test(v))
+      .sort((a, b) => Number(b) - Number(a));
   } catch {
     return null;
   }
@@ -116,7 +119,11 @@ export class PgCluster {
   /** Runs SQL as the superuser in database `db`; returns psql's unaligned output. */
   psql(db: string, sql: string): string {
     // On stdin: an argument holds at most 128 KiB.
-    const r = spawnSync(path.join(this.bin, 'psql'), ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-h', '127.0.0.1', '-p', String(this.port), '-U', 'postgres', '-d', db, '-f', '-'], { input: sql, encoding: 'utf8', maxBuffer: 1 << 28 });
+    const r = spawnSync(
+      path.join(this.bin, 'psql'),
+      ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-h', '127.0.0.1', '-p', String(this.port), '-U', 'postgres', '-d', db, '-f', '-'],
+      { input: sql, encoding: 'utf8', maxBuffer: 1 << 28 },
+    );
     if (r.status !== 0) throw new Error(`psql: ${sql}: ${r.stderr}`);
     return r.stdout;
   }

@@ -9,7 +9,11 @@ export function promtool(t: TestContext, args: string[], input?: string): { stat
   const r = spawnSync('promtool', args, { input, encoding: 'utf8' });
   const missing = (r.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT';
   if (missing) {
-    assert.notEqual(process.env.MASTER_SERVER_REQUIRE_PROMTOOL, '1', 'promtool is not installed, and MASTER_SERVER_REQUIRE_PROMTOOL=1 requires it (Debian: apt-get install prometheus)');
+    assert.notEqual(
+      process.env.MASTER_SERVER_REQUIRE_PROMTOOL,
+      '1',
+      'promtool is not installed, and MASTER_SERVER_REQUIRE_PROMTOOL=1 requires it (Debian: apt-get install prometheus)',
+    );
     t.skip('promtool is not installed (Debian: prometheus); set MASTER_SERVER_REQUIRE_PROMTOOL=1 to make this a failure');
     return null;
   }

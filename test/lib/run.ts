@@ -22,13 +22,7 @@ export interface RunResult {
 }
 
 /** Runs `bin/<stage> args` with `input` on stdin in `cwd`. */
-export function runBin(
-  stage: string,
-  args: string[],
-  input: string | Buffer = '',
-  cwd: string = ROOT,
-  env: Record<string, string> = {},
-): RunResult {
+export function runBin(stage: string, args: string[], input: string | Buffer = '', cwd: string = ROOT, env: Record<string, string> = {}): RunResult {
   const r: SpawnSyncReturns<Buffer> = spawnSync(path.join(BIN, stage), args, {
     input,
     cwd,

@@ -27,12 +27,20 @@ export function snapshot(dir: string): Record<string, string> {
 export function runsJsonl(dir: string): Record<string, unknown>[] {
   const f = path.join(dir, 'var/state/runs.jsonl');
   if (!fs.existsSync(f)) return [];
-  return fs.readFileSync(f, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+  return fs
+    .readFileSync(f, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
 }
 
 /** Each committed run's new_domains, by run name. */
 export function newDomains(dir: string): Record<string, unknown> {
-  return Object.fromEntries(runsJsonl(dir).filter((x) => x.status === 'ok').map((x) => [x.run, x.new_domains]));
+  return Object.fromEntries(
+    runsJsonl(dir)
+      .filter((x) => x.status === 'ok')
+      .map((x) => [x.run, x.new_domains]),
+  );
 }
 
 export function assertSameState(got: Record<string, string>, want: Record<string, string>, what: string): void {

@@ -11,7 +11,10 @@ import { snapshot } from './runner-state.js';
 import { generateReflog } from '../../scripts/gen-reflog.js';
 
 export const REFLOGS = path.join(ROOT, 'fixtures', 'reflogs');
-export const RUNS = fs.readdirSync(REFLOGS).filter((f) => f.endsWith('.reflog')).sort();
+export const RUNS = fs
+  .readdirSync(REFLOGS)
+  .filter((f) => f.endsWith('.reflog'))
+  .sort();
 
 export interface Done {
   status: number | null;
@@ -103,7 +106,12 @@ export function fresh(): string {
     for (const f of RUNS) fs.copyFileSync(path.join(REFLOGS, f), path.join(template, 'var/inbox', f));
     const db = path.join(template, 'var/state/partner.db');
     partnerDb(template, db, 'init');
-    for (const [n, w] of [['alpha', '1'], ['beta', '1'], ['gamma', '2']]) partnerDb(template, db, 'add', n!, '--weight', w!);
+    for (const [n, w] of [
+      ['alpha', '1'],
+      ['beta', '1'],
+      ['gamma', '2'],
+    ])
+      partnerDb(template, db, 'add', n!, '--weight', w!);
   }
   const dir = sub('run-');
   fs.cpSync(template, dir, { recursive: true });

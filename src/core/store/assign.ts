@@ -30,9 +30,7 @@ export class LeastLoaded {
   constructor(yacobots: readonly { id: number; weight: number; domains: number }[]) {
     const ds = yacobots.map((y) => decimalOf(y.weight));
     const k = Math.max(0, ...ds.map((d) => d.k));
-    this.ys = yacobots
-      .map((y, i) => ({ id: y.id, domains: y.domains, w: ds[i]!.m * 10n ** BigInt(k - ds[i]!.k) }))
-      .sort((a, b) => a.id - b.id);
+    this.ys = yacobots.map((y, i) => ({ id: y.id, domains: y.domains, w: ds[i]!.m * 10n ** BigInt(k - ds[i]!.k) })).sort((a, b) => a.id - b.id);
   }
 
   get size(): number {

@@ -59,13 +59,27 @@ async function claimOf(q: Sql, r: Pick<ClaimRequest, 'run' | 'digest'>): Promise
 
 function asClaim(row: Row): ClaimRow {
   const s = (v: unknown) => String(v);
-  return { run: s(row.run), digest: s(row.digest), master: s(row.master), run_id: s(row.run_id), claimed_at: s(row.claimed_at), published_at: row.published_at === null || row.published_at === undefined ? null : s(row.published_at) };
+  return {
+    run: s(row.run),
+    digest: s(row.digest),
+    master: s(row.master),
+    run_id: s(row.run_id),
+    claimed_at: s(row.claimed_at),
+    published_at: row.published_at === null || row.published_at === undefined ? null : s(row.published_at),
+  };
 }
 
 /** Makes the claim this master's, for run `r.runId`, confirmed (published_at `confirmedAt`) or not (null). */
 async function takeClaim(q: Sql, r: ClaimRequest, confirmedAt: string | null): Promise<void> {
   const at = new Date(r.nowMs).toISOString();
-  const n = await q.run('UPDATE hour_claim SET master = ?, run_id = ?, claimed_at = ?, published_at = ? WHERE run = ? AND digest = ?', [r.master, r.runId, at, confirmedAt, r.run, r.digest]);
+  const n = await q.run('UPDATE hour_claim SET master = ?, run_id = ?, claimed_at = ?, published_at = ? WHERE run = ? AND digest = ?', [
+    r.master,
+    r.runId,
+    at,
+    confirmedAt,
+    r.run,
+    r.digest,
+  ]);
   if (n === 0) await q.run(`INSERT INTO hour_claim (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)`, [r.run, r.digest, r.master, r.runId, at, confirmedAt]);
 }
 

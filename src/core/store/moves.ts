@@ -10,7 +10,9 @@ const KEY = 'domains_moved';
 
 /** Inside a write transaction that moved domains: counts one more such transaction. */
 export async function countMove(q: Sql): Promise<void> {
-  await q.run(`INSERT INTO partner_meta (key, value) VALUES ('${KEY}', '1') ON CONFLICT (key) DO UPDATE SET value = CAST(CAST(partner_meta.value AS INTEGER) + 1 AS TEXT)`);
+  await q.run(
+    `INSERT INTO partner_meta (key, value) VALUES ('${KEY}', '1') ON CONFLICT (key) DO UPDATE SET value = CAST(CAST(partner_meta.value AS INTEGER) + 1 AS TEXT)`,
+  );
 }
 
 /** The number of transactions that moved domains so far ('0' when none did). */

@@ -160,7 +160,12 @@ export class PgStore implements PartnerStore {
       `SELECT y.id::text AS id, y.name, y.weight, y.active, COALESCE(l.domains, 0)::text AS domains
          FROM yacobot y LEFT JOIN partner_load l ON l.yacobot_id = y.id ORDER BY y.id`,
     );
-    return rows.map((r) => checkedLoad({ id: BigInt(r.id as string), name: r.name as string, weight: r.weight as number, active: r.active as number, domains: BigInt(r.domains as string) }, this.name));
+    return rows.map((r) =>
+      checkedLoad(
+        { id: BigInt(r.id as string), name: r.name as string, weight: r.weight as number, active: r.active as number, domains: BigInt(r.domains as string) },
+        this.name,
+      ),
+    );
   }
 
   async missingOwners(): Promise<MissingOwner[]> {
@@ -244,7 +249,12 @@ export class PgStore implements PartnerStore {
     await this.query('CLOSE dump');
   }
 
-  async assignNew(fresh: NewDomains, choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void): Promise<CommitResult> {
+  async assignNew(
+    fresh: NewDomains,
+    choose: Chooser,
+    addedAt: string,
+    beforeCommit?: (inserted: number, witness: string | null) => void,
+  ): Promise<CommitResult> {
     const io = {
       lookup: (ds: readonly string[]) => this.ownersIn(ds),
       insert: async (rows: [string, number][]) => {
@@ -293,7 +303,9 @@ export class PgStore implements PartnerStore {
       const found = schemaStanding(facts, LOAD_TRIGGERS, this.name).standing;
       if (found !== 'current') {
         // Disabled ones too: facts names only those that fire.
-        const { rows } = await this.query("SELECT tgname FROM pg_trigger WHERE tgrelid = 'partner_domain'::regclass AND tgname = ANY($1::text[])", [LOAD_TRIGGERS]);
+        const { rows } = await this.query("SELECT tgname FROM pg_trigger WHERE tgrelid = 'partner_domain'::regclass AND tgname = ANY($1::text[])", [
+          LOAD_TRIGGERS,
+        ]);
         for (const r of rows) await this.query(`DROP TRIGGER ${quoteIdent(r.tgname as string)} ON partner_domain`);
         await this.query(`DROP TABLE IF EXISTS partner_load; ${LOAD_SQL} ${CLAIM_SQL} ${RECOUNT_SQL}`);
         checkVersion(await this.facts(), LOAD_TRIGGERS, this.name);
@@ -337,8 +349,13 @@ export class PgStore implements PartnerStore {
 
   /** What the connection's schema holds, for the schema checks. */
   async facts(): Promise<SchemaFacts> {
-    const tables = (await this.query("SELECT table_name AS t FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'")).rows.map((r) => r.t as string);
-    const cols = await this.query('SELECT table_name AS t, column_name AS c FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ANY($1::text[])', [OUR_TABLES]);
+    const tables = (
+      await this.query("SELECT table_name AS t FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'")
+    ).rows.map((r) => r.t as string);
+    const cols = await this.query(
+      'SELECT table_name AS t, column_name AS c FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = ANY($1::text[])',
+      [OUR_TABLES],
+    );
     const pks = await this.query(
       `SELECT tc.table_name AS t, k.column_name AS c FROM information_schema.table_constraints tc
          JOIN information_schema.key_column_usage k ON k.constraint_name = tc.constraint_name AND k.table_schema = tc.table_schema
@@ -352,10 +369,15 @@ export class PgStore implements PartnerStore {
     }
     for (const r of pks.rows) shapes.get(r.t as string)?.pk.push(r.c as string);
     const meta = shapes.get('partner_meta');
-    const version = meta?.columns.has('key') && meta.columns.has('value') ? (await this.query("SELECT value FROM partner_meta WHERE key = 'schema_version'")).rows[0]?.value : undefined;
+    const version =
+      meta?.columns.has('key') && meta.columns.has('value')
+        ? (await this.query("SELECT value FROM partner_meta WHERE key = 'schema_version'")).rows[0]?.value
+        : undefined;
     // 'O' and 'A' fire in a session of any replication role; 'D' is disabled, 'R' fires only on a replica.
     const triggers = shapes.has('partner_domain')
-      ? (await this.query("SELECT tgname FROM pg_trigger WHERE tgrelid = 'partner_domain'::regclass AND tgenabled IN ('O', 'A')")).rows.map((r) => r.tgname as string)
+      ? (await this.query("SELECT tgname FROM pg_trigger WHERE tgrelid = 'partner_domain'::regclass AND tgenabled IN ('O', 'A')")).rows.map(
+          (r) => r.tgname as string,
+        )
       : [];
     return { tables: new Set(tables), shapes, version: version === undefined || version === null ? null : String(version), triggers: new Set(triggers) };
   }
@@ -441,7 +463,9 @@ function newClient(uri: string, t: Timeouts, readonly: boolean): Pg.Client {
     lock_timeout: t.lockMs,
     ...clientBounds(t),
     application_name: 'master-server',
-    types: { getTypeParser: ((oid: number, format?: string) => (oid === 20 ? int8 : pg.types.getTypeParser(oid, format as 'text'))) as typeof pg.types.getTypeParser },
+    types: {
+      getTypeParser: ((oid: number, format?: string) => (oid === 20 ? int8 : pg.types.getTypeParser(oid, format as 'text'))) as typeof pg.types.getTypeParser,
+    },
   });
 }
 

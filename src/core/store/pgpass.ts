@@ -61,7 +61,9 @@ function readPgpass(file: string): string | null {
   }
   if (!st.isFile()) return null;
   if ((st.mode & 0o077) !== 0) {
-    process.stderr.write(`${path.basename(process.argv[1] ?? 'node')}: warning: password file "${file}" has group or world access; permissions should be u=rw (0600) or less: not used\n`);
+    process.stderr.write(
+      `${path.basename(process.argv[1] ?? 'node')}: warning: password file "${file}" has group or world access; permissions should be u=rw (0600) or less: not used\n`,
+    );
     return null;
   }
   try {

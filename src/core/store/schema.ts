@@ -106,7 +106,8 @@ function shapeError(table: string, shape: TableShape, cols: readonly string[]): 
   const col = cols.find((c) => !shape.columns.has(c));
   if (col !== undefined) return `table '${table}' has no column '${col}'`;
   const pk = PRIMARY_KEYS[table]!;
-  if (shape.pk.length !== pk.length || !pk.every((c) => shape.pk.includes(c))) return `the PRIMARY KEY of '${table}' is not (${pk.join(', ')})${pk.length === 1 ? ' alone' : ''}`;
+  if (shape.pk.length !== pk.length || !pk.every((c) => shape.pk.includes(c)))
+    return `the PRIMARY KEY of '${table}' is not (${pk.join(', ')})${pk.length === 1 ? ' alone' : ''}`;
   return null;
 }
 
@@ -121,7 +122,11 @@ export function schemaStanding(facts: SchemaFacts, triggers: readonly string[], 
   if (facts.version === null) return { standing: 'version1' };
   if (facts.version === '2') return { standing: 'version2' };
   if (facts.version !== String(SCHEMA_VERSION)) {
-    throw new DataError('BAD_SCHEMA', `schema version '${clipText(facts.version)}', which this program does not know (it reads version ${SCHEMA_VERSION}): made by a newer release?`, { file });
+    throw new DataError(
+      'BAD_SCHEMA',
+      `schema version '${clipText(facts.version)}', which this program does not know (it reads version ${SCHEMA_VERSION}): made by a newer release?`,
+      { file },
+    );
   }
   for (const [table, cols] of Object.entries(DERIVED_COLUMNS)) {
     const shape = facts.shapes.get(table);
@@ -146,10 +151,18 @@ export function migrateHint(file: string): string {
 export function checkVersion(facts: SchemaFacts, triggers: readonly string[], file: string): void {
   const { standing, what } = schemaStanding(facts, triggers, file);
   if (standing === 'version1') {
-    throw new DataError('OLD_SCHEMA', `schema version 1: this program reads version ${SCHEMA_VERSION}, which keeps each Yacobot's domain count in partner_load and the masters' claims of hours in hour_claim; upgrade it (one transaction) with: ${migrateHint(file)}`, { file });
+    throw new DataError(
+      'OLD_SCHEMA',
+      `schema version 1: this program reads version ${SCHEMA_VERSION}, which keeps each Yacobot's domain count in partner_load and the masters' claims of hours in hour_claim; upgrade it (one transaction) with: ${migrateHint(file)}`,
+      { file },
+    );
   }
   if (standing === 'version2') {
-    throw new DataError('OLD_SCHEMA', `schema version 2: this program reads version ${SCHEMA_VERSION}, which records the masters' claims of hours in hour_claim; upgrade it (one transaction) with: ${migrateHint(file)}`, { file });
+    throw new DataError(
+      'OLD_SCHEMA',
+      `schema version 2: this program reads version ${SCHEMA_VERSION}, which records the masters' claims of hours in hour_claim; upgrade it (one transaction) with: ${migrateHint(file)}`,
+      { file },
+    );
   }
   if (standing === 'incomplete') {
     throw new DataError('BAD_SCHEMA', `schema version ${SCHEMA_VERSION}, but ${what} (changed by hand?); restore it with: ${migrateHint(file)}`, { file });
@@ -160,5 +173,9 @@ export function checkVersion(facts: SchemaFacts, triggers: readonly string[], fi
 export function foreignTables(tables: Iterable<string>, file: string): DataError | null {
   const foreign = [...tables].filter((t) => !OUR_TABLES.includes(t) && !t.startsWith('sqlite_'));
   if (foreign.length === 0) return null;
-  return new DataError('BAD_SCHEMA', `not a partner database: it holds other tables (${foreign.sort().join(', ')}); init only creates one or completes its own`, { file });
+  return new DataError(
+    'BAD_SCHEMA',
+    `not a partner database: it holds other tables (${foreign.sort().join(', ')}); init only creates one or completes its own`,
+    { file },
+  );
 }

@@ -8,7 +8,19 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { DataError, clipText, ioError, shellQuote } from '../errors.js';
 import { parseCount } from '../numbers.js';
 import { loadBetterSqlite3 } from '../cjs.js';
-import { OUR_TABLES, RECOUNT_SQL, checkShapes, claimTableSql, checkVersion, foreignTables, initHint, schemaStanding, type MigrateResult, type SchemaFacts, type TableShape } from './schema.js';
+import {
+  OUR_TABLES,
+  RECOUNT_SQL,
+  checkShapes,
+  claimTableSql,
+  checkVersion,
+  foreignTables,
+  initHint,
+  schemaStanding,
+  type MigrateResult,
+  type SchemaFacts,
+  type TableShape,
+} from './schema.js';
 import { badYacobotId, checkedLoad, type MissingOwner, type YacobotLoad } from './yacobots.js';
 
 const Database = loadBetterSqlite3();
@@ -25,7 +37,8 @@ export function busyTimeoutMs(): number {
   if (v === undefined || v === '') return 5000; // set empty: unset, as shells often leave it
   const n = parseCount(v);
   // better-sqlite3 takes at most 2^31 - 1 (about 24 days).
-  if (n === null || n > 0x7fffffff) throw new DataError('BAD_ENV', `MASTER_SERVER_BUSY_TIMEOUT_MS wants a whole number of milliseconds from 0 to 2147483647, got '${clipText(v)}'`);
+  if (n === null || n > 0x7fffffff)
+    throw new DataError('BAD_ENV', `MASTER_SERVER_BUSY_TIMEOUT_MS wants a whole number of milliseconds from 0 to 2147483647, got '${clipText(v)}'`);
   return n;
 }
 
@@ -289,7 +302,10 @@ export function migrateDb(db: Db, file: string): MigrateResult {
         db.exec(`DROP TABLE IF EXISTS partner_load; ${LOAD_SQL} ${CLAIM_SQL} ${RECOUNT_SQL}`);
         checkSchema(db, file);
       }
-      const r = db.prepare('SELECT COALESCE(SUM(domains), 0) AS domains, COUNT(*) AS owners FROM partner_load WHERE domains <> 0').get() as { domains: number; owners: number };
+      const r = db.prepare('SELECT COALESCE(SUM(domains), 0) AS domains, COUNT(*) AS owners FROM partner_load WHERE domains <> 0').get() as {
+        domains: number;
+        owners: number;
+      };
       return { found, domains: r.domains, owners: r.owners };
     })
     .immediate();
@@ -322,7 +338,10 @@ function schemaFacts(db: Db): SchemaFacts {
     shapes.set(table, { columns: new Set(info.map((c) => c.name)), pk: info.filter((c) => c.pk > 0).map((c) => c.name) });
   }
   const meta = shapes.get('partner_meta');
-  const version = meta?.columns.has('key') && meta.columns.has('value') ? (db.prepare("SELECT value FROM partner_meta WHERE key = 'schema_version'").pluck().get() as unknown) : undefined;
+  const version =
+    meta?.columns.has('key') && meta.columns.has('value')
+      ? (db.prepare("SELECT value FROM partner_meta WHERE key = 'schema_version'").pluck().get() as unknown)
+      : undefined;
   const triggers = new Set(db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'partner_domain'").pluck().all() as string[]);
   return { tables, shapes, version: version === undefined || version === null ? null : String(version), triggers };
 }
@@ -341,10 +360,9 @@ export function checkSchema(db: Db, file: string, opts: { missingTables?: boolea
 
 /** Throws badYacobotId's error for the first Yacobot whose id is out of range (for readers that need no loads). */
 export function checkYacobotIds(db: Db): void {
-  const r = db
-    .prepare('SELECT id, name FROM yacobot WHERE id < 1 OR id > ? ORDER BY id LIMIT 1')
-    .safeIntegers(true)
-    .get(BigInt(Number.MAX_SAFE_INTEGER)) as { id: bigint; name: string } | undefined;
+  const r = db.prepare('SELECT id, name FROM yacobot WHERE id < 1 OR id > ? ORDER BY id LIMIT 1').safeIntegers(true).get(BigInt(Number.MAX_SAFE_INTEGER)) as
+    | { id: bigint; name: string }
+    | undefined;
   if (r) throw badYacobotId(db.name, r);
 }
 

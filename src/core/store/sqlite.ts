@@ -136,7 +136,12 @@ export class SqliteStore implements PartnerStore {
     if (missing.length > 0) throw missingOwnerError(this.name, missing);
   }
 
-  async assignNew(fresh: NewDomains, choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void): Promise<CommitResult> {
+  async assignNew(
+    fresh: NewDomains,
+    choose: Chooser,
+    addedAt: string,
+    beforeCommit?: (inserted: number, witness: string | null) => void,
+  ): Promise<CommitResult> {
     const db = this.db;
     // The lookups' read transaction ends before the write transaction (nested, it would be a savepoint).
     this.guard(() => db.inTransaction && db.exec('COMMIT'));
@@ -215,12 +220,13 @@ export class SqliteStore implements PartnerStore {
   private runRows<T>(head: string, tail: string, rows: readonly T[], cells: (row: T) => readonly unknown[]): void {
     for (let i = 0; i < rows.length; i += ROWS_PER_STATEMENT) {
       const part = rows.slice(i, i + ROWS_PER_STATEMENT).map(cells);
-      const sql = `${head} VALUES ${Array(part.length).fill(`(${part[0]!.map(() => '?').join(', ')})`).join(', ')} ${tail}`;
+      const sql = `${head} VALUES ${Array(part.length)
+        .fill(`(${part[0]!.map(() => '?').join(', ')})`)
+        .join(', ')} ${tail}`;
       // Only full batches are kept prepared: the last one's length varies from call to call.
       (part.length === ROWS_PER_STATEMENT ? this.prepared(sql) : this.db.prepare(sql)).run(...part.flat());
     }
   }
-
 }
 
 /** Opens an existing SQLite partner database (see sqlite-db.ts's openDb). */

@@ -129,7 +129,11 @@ export function addDbOptions(cmd: Command, required = true): Command {
     .addOption(new Option('--db <db>', what).env(DB_ENV).makeOptionMandatory(required))
     .option('--connect-timeout <s>', `PostgreSQL: seconds to wait for a connection (0: no limit)`, String(DEFAULT_TIMEOUTS.connectMs / 1000))
     .option('--statement-timeout <s>', `PostgreSQL: seconds one statement may take (0: no limit)`, String(DEFAULT_TIMEOUTS.statementMs / 1000))
-    .option('--lock-timeout <s>', `PostgreSQL: seconds to wait for a lock, another master's commit among them (0: no limit)`, String(DEFAULT_TIMEOUTS.lockMs / 1000));
+    .option(
+      '--lock-timeout <s>',
+      `PostgreSQL: seconds to wait for a lock, another master's commit among them (0: no limit)`,
+      String(DEFAULT_TIMEOUTS.lockMs / 1000),
+    );
   return cmd;
 }
 

@@ -20,7 +20,11 @@ export const MAX_WEIGHT = 1_000_000;
 
 /** A Yacobot id set by hand that a JavaScript number cannot hold (or not positive): read as one, it would become another id. */
 export function badYacobotId(file: string, y: { id: bigint; name: string }): DataError {
-  return new DataError('BAD_YACOBOT_ID', `Yacobot '${clipText(y.name)}' has id ${y.id}, outside the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}); give it another`, { file });
+  return new DataError(
+    'BAD_YACOBOT_ID',
+    `Yacobot '${clipText(y.name)}' has id ${y.id}, outside the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}); give it another`,
+    { file },
+  );
 }
 
 /**
@@ -54,7 +58,17 @@ export interface MissingOwner {
 export function missingOwnerError(file: string, missing: readonly MissingOwner[]): DataError {
   const m = missing[0]!;
   const rows = missing.reduce((n, x) => n + x.domains, 0);
-  const also = rows > 1 ? ` (${rows} domains name ${missing.length === 1 ? 'it' : `${missing.length} such ids: ${missing.slice(0, 5).map((x) => x.id).join(', ')}${missing.length > 5 ? ', ...' : ''}`})` : '';
+  const also =
+    rows > 1
+      ? ` (${rows} domains name ${
+          missing.length === 1
+            ? 'it'
+            : `${missing.length} such ids: ${missing
+                .slice(0, 5)
+                .map((x) => x.id)
+                .join(', ')}${missing.length > 5 ? ', ...' : ''}`
+        })`
+      : '';
   return new DataError(
     'NO_SUCH_YACOBOT',
     `partner_domain gives ${m.first} to Yacobot ${m.id}, which does not exist${also} (written with foreign keys off?); ` +
@@ -67,10 +81,16 @@ export function missingOwnerError(file: string, missing: readonly MissingOwner[]
 /** The error for a new Yacobot whose id no stream could carry (the largest id, set by hand, is that high). */
 export function newIdTooBig(id: bigint, file: string): DataError | null {
   if (id <= BigInt(Number.MAX_SAFE_INTEGER)) return null;
-  return new DataError('BAD_YACOBOT_ID', `the new Yacobot would get id ${id}, beyond the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}): an id set by hand is that high; give that Yacobot another`, { file });
+  return new DataError(
+    'BAD_YACOBOT_ID',
+    `the new Yacobot would get id ${id}, beyond the ids this program handles (1 to ${Number.MAX_SAFE_INTEGER}): an id set by hand is that high; give that Yacobot another`,
+    { file },
+  );
 }
 
 /** The error when no Yacobot is active (`when` says at which point). */
 export function noActive(name: string, when: string, shellDb: string): DataError {
-  return new DataError('NO_ACTIVE_YACOBOT', `no active Yacobot${when ? ' ' + when : ''}; add one with: partner-db --db ${shellDb} add NAME (or enable one)`, { file: name });
+  return new DataError('NO_ACTIVE_YACOBOT', `no active Yacobot${when ? ' ' + when : ''}; add one with: partner-db --db ${shellDb} add NAME (or enable one)`, {
+    file: name,
+  });
 }
