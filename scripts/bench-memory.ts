@@ -7,6 +7,7 @@
 // join-current and filter-url, as the runner's chain writes it. Then times each part,
 // best of --repeat, with the file in the page cache (the usual case: the last commit
 // wrote it an hour before) and after dropping it from the cache where that is allowed.
+import '../src/cli/runtime.js'; // first: exits 2 on an unsupported Node.js before the imports below load
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -14,8 +15,8 @@ import { fileURLToPath } from 'node:url';
 import { intOption, runAdmin } from '../src/cli/admin.js';
 import { BIN_DIR } from '../src/core/root.js';
 import { countOption } from './gen-reflog.js';
-import { identityOf, stageMemory } from '../src/runner/memory.js';
-import type { RunRecord } from '../src/runner/plan.js';
+import { identityOf, stageMemory } from '../src/runner/state/memory.js';
+import type { RunRecord } from '../src/runner/state/run-record.js';
 
 interface Options {
   urls: number;
@@ -72,7 +73,7 @@ function bench(o: Options): void {
   const staging = fs.mkdtempSync(path.join(o.out, 'staging-'));
   fs.mkdirSync(path.join(staging, 'work'));
   const record = { run: 'bench', status: 'ok', now: '20110728060000', keep_ms: 3_600_000 } as RunRecord;
-  const commit = best(o.repeat, () => stageMemory(staging, staging, file, record));
+  const commit = best(o.repeat, () => stageMemory(staging, { staging, work: path.join(staging, 'work'), currentNext: file }, record));
   fs.rmSync(staging, { recursive: true, force: true });
   const rate = (s: number) => `${s.toFixed(2)} s (${(mib / s).toFixed(0)} MiB/s)`;
   process.stdout.write(

@@ -3,6 +3,7 @@
 // domains, for each N of a list, side by side in one run; with --flood also an hour
 // whose every line is on a new domain. Reads each stage's peak RSS and time from the
 // run's line in runs.jsonl (its summary's peak_rss_mib and ms).
+import '../src/cli/runtime.js'; // first: exits 2 on an unsupported Node.js before the imports below load
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
@@ -10,7 +11,7 @@ import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import { DataError, UsageError } from '../src/core/errors.js';
 import { BIN_DIR, PROJECT_ROOT as ROOT } from '../src/core/root.js';
-import { stageEnv } from '../src/runner/pipeline.js';
+import { stageEnv } from '../src/runner/run/pipeline.js';
 import { countOption, generateReflog } from './gen-reflog.js';
 
 const RUNNER = path.join(ROOT, 'scripts', 'reflog-to-yacobot-queue');

@@ -17,6 +17,7 @@
 // gives its ratio to SQLite. With --domains, instead: hours 1 and 2 through the cron
 // runner with the partner table pre-filled with N domains, for each N
 // (scripts/bench-runner.ts). Not a test: nothing is asserted. Outputs go to --out (default bench/out/, gitignored).
+import '../src/cli/runtime.js'; // first: exits 2 on an unsupported Node.js before the imports below load
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -28,8 +29,8 @@ import { DataError, UsageError } from '../src/core/errors.js';
 import { PIPE_BYTES, PIPESIZE_ADDON } from '../src/core/pipes.js';
 import { BIN_DIR, PROJECT_ROOT as ROOT } from '../src/core/root.js';
 import { parseBudget } from '../src/core/size.js';
-import { countLines } from '../src/runner/fsutil.js';
-import { stageEnv } from '../src/runner/pipeline.js';
+import { countLines } from '../src/core/lines.js';
+import { stageEnv } from '../src/runner/run/pipeline.js';
 import { shellQuote as q } from '../src/core/errors.js';
 import { countOption } from './gen-reflog.js';
 import { benchDomains, cachedReflog, domainsOption } from './bench-runner.js';

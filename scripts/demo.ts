@@ -1,6 +1,7 @@
 // npm start: a demo of the hourly runner on the bundled fixture reflogs
 // (fixtures/reflogs/, three consecutive hours). Everything goes under ./var/demo;
 // running it again is safe and says there was nothing new.
+import '../src/cli/runtime.js'; // first: exits 2 on an unsupported Node.js before the imports below load
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';

@@ -12,6 +12,7 @@
 //
 // A failing input is saved under fuzz-failures/ with the arguments and the problems.
 // test/fuzz.test.ts runs a short seeded pass of the same code in `npm test`.
+import '../src/cli/runtime.js'; // first: exits 2 on an unsupported Node.js before the imports below load
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
@@ -20,7 +21,7 @@ import { pathToFileURL } from 'node:url';
 import { intOption, runAdmin } from '../src/cli/admin.js';
 import { BIN_DIR } from '../src/core/root.js';
 import { loadUrlHasher } from '../src/core/url.js';
-import { jsonLogLine } from '../src/runner/plan.js';
+import { jsonLogLine } from '../src/runner/run/stage-log.js';
 import { watchPeakRss } from './peak-rss.js';
 import { prng } from './prng.js';
 

@@ -1,6 +1,7 @@
 // A filtered_log for measuring limit-domains: URL records sorted by id, every second one
 // on one domain (big.example), the others spread over 100,000 domains, hits 1-50.
 // Usage: node dist/scripts/gen-filtered.js --lines N --out FILE
+import '../src/cli/runtime.js'; // first: exits 2 on an unsupported Node.js before the imports below load
 import * as fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { runAdmin } from '../src/cli/admin.js';

@@ -9,6 +9,7 @@
 // --messy, the URLs are spelled every way URL parsers of different releases may disagree
 // on (IDNA deviation characters, every ASCII punctuation mark, percent-encodings, odd
 // hosts), drawn from a pool that does not depend on the hour.
+import '../src/cli/runtime.js'; // first: exits 2 on an unsupported Node.js before the imports below load
 import * as fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { intOption, runAdmin } from '../src/cli/admin.js';
@@ -213,6 +214,7 @@ function messyUrl(i: number): string {
   if (r() < 0.3) host = `${pickOf(r, MESSY_LABELS)}.${host}`;
   host = `${host}.${pickOf(r, MESSY_TLDS)}`;
   if (r() < 0.1) host = percentAll(host);
+  // biome-ignore lint/suspicious/noDuplicateElseIf: each r() is a new random draw
   else if (r() < 0.1) host = host.toUpperCase();
   const scheme = r() < 0.1 ? 'HTTP' : r() < 0.3 ? 'https' : 'http';
   const slashes = r() < 0.05 ? ':\\\\' : '://';

@@ -3,6 +3,7 @@
 //   node dist/scripts/longest-functions.js [--top N] [--min LINES] [--root DIR] [DIR...]
 // DIRs (default: src) are relative to the project root (or --root); one line per function:
 // "lines  file:line  name", longest first.
+import '../src/cli/runtime.js'; // first: exits 2 on an unsupported Node.js before the imports below load
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -2,6 +2,7 @@
 // README example on SQLite, one PostgreSQL round where a server is there), `npm run
 // test:all` every test file on every backend (adding fault and kill sweeps, fuzzing,
 // long races and the PostgreSQL variants).
+import '../src/cli/runtime.js'; // first: exits 2 on an unsupported Node.js before the imports below load
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
@@ -18,6 +19,7 @@ export const SLOW: readonly string[] = [
   'faults',
   'fuzz',
   'kill-sweep',
+  'pg-flood',
   'politeness',
   'properties',
   'runner-commit',

@@ -234,7 +234,12 @@ test('--rejects naming a FIFO whose reader stops reading: the stage waits for it
   let fed = 0;
   const feed = () => {
     const piece = input.subarray(fed, fed + (1 << 16));
-    if (piece.length > 0) child.stdin!.write(piece, (e) => e || ((fed += piece.length), feed()));
+    if (piece.length > 0)
+      child.stdin!.write(piece, (e) => {
+        if (e) return;
+        fed += piece.length;
+        feed();
+      });
   };
   feed();
   const done = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
@@ -302,13 +307,23 @@ test('--rejects naming a FIFO whose reader stalls on a flood of tiny rejected li
   let fed = 0;
   const feed = () => {
     const piece = input.subarray(fed, fed + (1 << 16));
-    if (piece.length > 0) child.stdin!.write(piece, (e) => e || ((fed += piece.length), feed()));
+    if (piece.length > 0)
+      child.stdin!.write(piece, (e) => {
+        if (e) return;
+        fed += piece.length;
+        feed();
+      });
     else child.stdin!.end();
   };
   feed();
   const rss = watchPeakRss(child.pid);
   let exited = false;
-  const done = new Promise<number | null>((resolve) => child.on('close', (code) => ((exited = true), resolve(code))));
+  const done = new Promise<number | null>((resolve) =>
+    child.on('close', (code) => {
+      exited = true;
+      resolve(code);
+    }),
+  );
   // Each wait below gives up by this time, so that the stage is killed (finally) and the test fails, not hangs.
   const deadline = Date.now() + 90_000;
   try {

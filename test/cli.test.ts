@@ -21,7 +21,7 @@ import { joinCurrent } from '../src/stages/join-current.js';
 import { logsaver } from '../src/stages/logsaver.js';
 import { uploadDomains } from '../src/stages/upload-domains.js';
 import { limitDomains } from '../src/stages/limit-domains.js';
-import { USAGE as RUNNER_USAGE } from '../src/runner/options.js';
+import { USAGE as RUNNER_USAGE } from '../src/runner/options/usage.js';
 
 // The options each stage needs to get as far as reading its input.
 const REQUIRED: Record<string, string[]> = {
@@ -395,7 +395,7 @@ test('the byte-level stages on arbitrary bytes after valid lines: exit 0 or 1, t
 // (exit 2) naming the option, with a hint, and no stack trace.
 const SCRIPTS = path.join(ROOT, 'dist', 'scripts');
 const SCRIPT_CASES: { script: string; args: string[]; status: number; stdout?: RegExp; stderr?: RegExp }[] = [
-  { script: 'bench', args: ['--help'], status: 0, stdout: /^Usage: bench \[options\][^]*--no-reference/ },
+  { script: 'bench', args: ['--help'], status: 0, stdout: /^Usage: bench \[options\][\s\S]*--no-reference/ },
   { script: 'bench', args: ['--repeat', 'x'], status: 2, stderr: /^bench: --repeat must be an integer from 1 to 100, not 'x'\nTry 'bench --help'/ },
   { script: 'bench', args: ['--lines', '1Q'], status: 2, stderr: /^bench: --lines must be a line count/ },
   { script: 'bench', args: ['--memory', 'lots'], status: 2, stderr: /^bench: --memory wants a size in bytes, K, M or G \(e\.g\. 64M, 1G\), got 'lots'\n/ },
@@ -413,7 +413,7 @@ const SCRIPT_CASES: { script: string; args: string[]; status: number; stdout?: R
     script: 'fuzz',
     args: ['--help'],
     status: 0,
-    stdout: /^Usage: fuzz \[options\][^]*--iterations[^]*--max-size <BYTES> +inputs up to this size, bytes, but for about one run in 7/,
+    stdout: /^Usage: fuzz \[options\][\s\S]*--iterations[\s\S]*--max-size <BYTES> +inputs up to this size, bytes, but for about one run in 7/,
   },
   { script: 'fuzz', args: ['--seconds', '-1'], status: 2, stderr: /^fuzz: --seconds must be an integer from 1/ },
   { script: 'gen-reflog', args: ['--help'], status: 0, stdout: /^Usage: gen-reflog \[options\]/ },

@@ -151,6 +151,8 @@ test('the runner: everything staged is fsynced before COMMIT, and each publish s
   ]);
   const calls = traced(work, [RUNNER, '--now', '20110728080000']);
   const v = (rel: string) => path.join(work, 'var', rel);
+  // The state's identity, made at the start and moved to a new incarnation at the first claim.
+  assertDurable(calls, v('state/identity.json'), 'identity.json');
   // The first run makes state/ files and directories; the second finds them all there.
   for (const run of runs) {
     const staging = v(`state/staging/${run}`);

@@ -2,7 +2,7 @@
 // forgotten, never seen, rejected, new; and without a known now.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { verdictOf, type VerdictFacts } from '../src/runner/explain-verdict.js';
+import { verdictOf, type VerdictFacts } from '../src/runner/views/explain-verdict.js';
 
 const HOUR = 3600_000;
 const base: VerdictFacts = { invalid: null, owner: { id: 2, name: 'y2' }, pick: null, current: null, sent_in: [], rejected_in: [] };

@@ -11,7 +11,7 @@ import { runBin, runRunner } from './lib/run.js';
 import { deliver, newJob, runJob } from './lib/job.js';
 import { idOf } from './lib/model.js';
 import { snapshot } from './lib/runner-state.js';
-import type { Explained } from '../src/runner/explain.js';
+import type { Explained } from '../src/runner/views/explain.js';
 
 /** A job after the fixture hours 06 and 07 were committed. */
 function twoHours(prefix: string): string {
@@ -159,8 +159,8 @@ test('explain: a URL rejected on many lines lists the first 10 and counts the re
   assert.match(e!.verdict, /^rejected: bad timestamp/);
   const human = runRunner(dir, ['explain', 'http://broken/']);
   assert.equal(human.status, 0, human.stderr);
-  assert.equal(human.stdout.match(/^  rejected in: .*:\d+: bad timestamp/gm)?.length, 10);
-  assert.match(human.stdout, /\n  rejected in: 15 more line\(s\) not listed\n  verdict: rejected: bad timestamp/);
+  assert.equal(human.stdout.match(/^ {2}rejected in: .*:\d+: bad timestamp/gm)?.length, 10);
+  assert.match(human.stdout, /\n {2}rejected in: 15 more line\(s\) not listed\n {2}verdict: rejected: bad timestamp/);
 });
 
 test('explain: a rejected URL names the rejects file, line and reason; a URL analyze-dump refuses says why', () => {
@@ -218,8 +218,8 @@ test('explain: reads only, takes no lock: the same files after it, and it answer
     await new Promise((r) => setTimeout(r, 300));
     const r = runRunner(dir, ['explain', 'http://example.com/', 'ftp://x/']);
     assert.equal(r.status, 0, r.stderr);
-    assert.match(r.stdout, /^http:\/\/example\.com\/\n  url: http:\/\/example\.com\/\n/);
-    assert.match(r.stdout, /  verdict: never seen; would be rejected: unsupported scheme: ftp\n$/);
+    assert.match(r.stdout, /^http:\/\/example\.com\/\n {2}url: http:\/\/example\.com\/\n/);
+    assert.match(r.stdout, / {2}verdict: never seen; would be rejected: unsupported scheme: ftp\n$/);
   } finally {
     process.kill(-holder.pid!, 'SIGKILL');
   }

@@ -5,14 +5,14 @@
 // change to published state (queue files, current_log, domain_map, database).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import { dbError } from '../src/core/store/sqlite-db.js';
 import { DataError } from '../src/core/errors.js';
 import { HOST_TAG } from '../src/core/temps.js';
-import { BIN, ROOT, hasStackTrace, listFiles, lockHolder, madeDb, runBin, runRunner, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
+import { BIN, hasStackTrace, listFiles, lockHolder, madeDb, runBin, runRunner, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 
 const TS = '20110727200841';
 const id16 = (n: number) => n.toString(16).padStart(16, '0');
@@ -364,7 +364,7 @@ test('upload-domains: database locked by another writer: waits the busy timeout,
   const db = twoYacobotDb(work);
   const mapBefore = fs.readFileSync(path.join(work, 'domain_map'), 'utf8');
   const holder = await lockHolder(work, db, 0);
-  let r;
+  let r: ReturnType<typeof runBin>;
   try {
     fs.mkdirSync(path.join(work, 'tmp'));
     r = runBin('upload-domains', ['--db', 'p.db', '--map', 'domain_map', '--tmp', 'tmp', '--now', TS], FILTERED, work, {
@@ -405,7 +405,7 @@ test('upload-domains: a writer that lets go within the busy timeout is waited fo
   const work = scratch('ms-fault-');
   const db = twoYacobotDb(work);
   const holder = await lockHolder(work, db, 400);
-  let r;
+  let r: ReturnType<typeof runBin>;
   try {
     r = runBin('upload-domains', ['--db', 'p.db', '--map', 'domain_map', '--now', TS], FILTERED, work);
   } finally {

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { scratch } from './lib/run.js';
-import { idsInFile, recordById } from '../src/runner/find-url.js';
+import { idsInFile, recordById } from '../src/runner/views/find-url.js';
 
 /** A URL record with id `n` (16 hex digits) and a URL long enough to spread the file over chunks. */
 function record(n: number, pad: number): string {

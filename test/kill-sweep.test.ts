@@ -449,7 +449,8 @@ function commitSteps(calls: Call[], run: string): (index: number) => string {
     ['uncommit', callIndex(calls, /^unlink/, `/staging/${run}/COMMIT`, commit)],
   ];
   starts.push(['cleanup', starts.at(-1)![1] + 1]);
-  starts.forEach(([name, at], i) => assert.ok(at > 0 && (i === 0 || at > starts[i - 1]![1]), `the ${name} step found in order: ${starts.join(' ')}`));
+  for (const [i, [name, at]] of starts.entries())
+    assert.ok(at > 0 && (i === 0 || at > starts[i - 1]![1]), `the ${name} step found in order: ${starts.join(' ')}`);
   return (index) => starts.filter(([, at]) => at <= index).at(-1)![0];
 }
 

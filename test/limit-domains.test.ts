@@ -10,7 +10,7 @@ import { BIN, runBin, scratch, summaryOf, failedOutput, hasStackTrace, testEnv }
 import { generateFiltered } from '../scripts/gen-filtered.js';
 import { SPOOL_PREFIX } from '../src/core/spool.js';
 import { SEED, type Rec } from './lib/model.js';
-import { carriedRank, freshRank } from '../src/stages/limit-domains.js';
+import { carriedRank, freshRank } from '../src/stages/limit-domains-rank.js';
 import { timestampToMs } from '../src/core/time.js';
 
 process.env.TZ = 'UTC';
@@ -26,14 +26,6 @@ interface Carried extends Url {
 const id = (n: number) => n.toString(16).padStart(16, '0');
 const urlLine = (r: Url) => [r.id, r.ts, r.tag, r.hits, r.domain, r.url].join('\t') + '\n';
 const carryLine = (r: Carried) => [r.id, r.ts, r.tag, r.hits, r.domain, r.url, r.decided].join('\t') + '\n';
-const parseCarry = (text: string): Carried[] =>
-  text
-    .split('\n')
-    .filter((l) => l)
-    .map((l) => {
-      const [id, ts, tag, hits, domain, url, decided] = l.split('\t') as [string, string, string, string, string, string, string];
-      return { id, ts, tag, hits, domain, url, decided };
-    });
 
 /** The rule, written plainly: what goes out (URL lines, by id) and what is carried (by id), and the counts. */
 function model(filtered: Url[], carry: Carried[], cap: number, now: string, keepMs: number) {

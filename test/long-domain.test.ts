@@ -1,12 +1,13 @@
 // A domain longer than the bound (253 bytes, DNS's limit for a host name) is one
 // rejected line, not an hour that fails on every retry: analyze-dump rejects it with
-// its reason, the runner commits the hour on either backend, and partner-db refuses it
-// in import (naming the line) and assign.
+// its reason, the runner commits the hour on either backend, partner-db refuses it
+// in import (naming the line) and assign, and upload-domains fed by hand refuses it
+// as a bad record at its line, storing nothing, by the same rule.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { ROOT, partnerDb, runBin, scratch, summaryOf } from './lib/run.js';
+import { ROOT, hasStackTrace, partnerDb, runBin, scratch, summaryOf } from './lib/run.js';
 import { runner } from './lib/runner.js';
 import { runsJsonl } from './lib/runner-state.js';
 import { backends } from './lib/backends.js';
@@ -66,6 +67,31 @@ for (const be of BACKENDS) {
     assert.equal(as.status, 2, as.stderr);
     assert.match(as.stderr, /^partner-db: domain too long \(4004 bytes, max 253\)/m);
     partnerDb(work, db, 'assign', `${longName(249)}.com`, 'alpha');
+  });
+}
+
+/** A filtered_log record of domain `d`, number `i`. */
+const record = (i: number, d: string) => `${i.toString(16).padStart(16, '0')}\t20110728060000\t\t1\t${d}\thttp://${d}/\n`;
+
+for (const be of BACKENDS) {
+  test(`upload-domains fed by hand: a domain over 253 bytes is a bad record at its line, nothing assigned; one of 253 is routed [${be.name}]`, () => {
+    const work = scratch('ms-longdom-');
+    const db = be.newDb(work);
+    partnerDb(work, db, 'init');
+    partnerDb(work, db, 'add', 'alpha');
+    for (const bytes of [254, 6004]) {
+      const input = record(1, 'ok.com') + record(2, `${longName(bytes - 4)}.com`) + record(3, 'z.com');
+      const r = runBin('upload-domains', ['--db', db, '--now', '20110728070000'], input, work);
+      assert.equal(r.status, 1, r.stderr);
+      assert.match(r.stderr, new RegExp(`^upload-domains: -:2: domain too long \\(${bytes} bytes, max 253\\): 'q{60}\\.\\.\\.'$`, 'm'));
+      assert.ok(!hasStackTrace(r.stderr) && !r.stderr.includes('54000'), r.stderr);
+      const s = summaryOf(r.stderr);
+      assert.deepEqual([s.status, s.error_code, s.records_in], ['failed', 'BAD_RECORD', 1]);
+      assert.deepEqual(be.rows(work, db, 'SELECT domain FROM partner_domain'), []);
+    }
+    const at = runBin('upload-domains', ['--db', db, '--now', '20110728070000'], record(1, `${longName(249)}.com`), work);
+    assert.equal(at.status, 0, at.stderr);
+    assert.deepEqual(be.rows(work, db, 'SELECT length(domain) FROM partner_domain'), [['253']]);
   });
 }
 

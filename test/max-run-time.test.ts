@@ -8,8 +8,8 @@ import { pathToFileURL } from 'node:url';
 import { ROOT, hasStackTrace, listFiles } from './lib/run.js';
 import { runsJsonl } from './lib/runner-state.js';
 import { RUN0, RUNS, freshFirstOnly, processesWhere, runner } from './lib/runner.js';
-import { parseArgs } from '../src/runner/options.js';
-import { overTime } from '../src/runner/deadline.js';
+import { parseArgs } from '../src/runner/options/parse.js';
+import { overTime } from '../src/runner/invocation/deadline.js';
 
 const STOP = `--import=${pathToFileURL(path.join(ROOT, 'dist/test/lib/stop-stage.js')).href}`;
 

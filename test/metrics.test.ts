@@ -11,10 +11,10 @@ import { ROOT, runRunner } from './lib/run.js';
 import { deliver, deliverBad, newJob, runJob } from './lib/job.js';
 import { promtool } from './lib/promtool.js';
 import { runsJsonl } from './lib/runner-state.js';
-import { countLines } from '../src/runner/fsutil.js';
-import { metricsText } from '../src/runner/metrics.js';
-import type { RunRecord } from '../src/runner/plan.js';
-import type { LastInvocation } from '../src/runner/last-invocation.js';
+import { countLines } from '../src/core/lines.js';
+import { metricsText } from '../src/runner/views/metrics.js';
+import type { RunRecord } from '../src/runner/state/run-record.js';
+import type { LastInvocation } from '../src/runner/state/last-invocation.js';
 
 const REQUIRED = [
   'master_server_last_success_timestamp_seconds',

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { UsageError } from '../src/core/errors.js';
 import { parseCount, parseDecimal, parseGroupedCount } from '../src/core/numbers.js';
-import { parseArgs } from '../src/runner/options.js';
+import { parseArgs } from '../src/runner/options/parse.js';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { runBin, scratch } from './lib/run.js';
@@ -135,14 +135,16 @@ test('runner: --db may be a PostgreSQL URI, on the command line or in the config
   assert.ok(typeof flag === 'object');
   assert.equal(flag.db, uri);
   assert.deepEqual(flag.dbArgs, ['--lock-timeout', '5']);
-  assert.deepEqual(flag.dbTimeouts, { connectMs: 10_000, statementMs: 300_000, lockMs: 5000 });
+  assert.deepEqual(flag.dbTimeouts, { connectMs: 5000, answerMs: 20_000, statementMs: 15_000, lockMs: 5000 });
   const dir = scratch();
   const conf = path.join(dir, 'runner.conf');
-  fs.writeFileSync(conf, `db = ${uri}\nconnect-timeout = 2.5\n`);
+  // An older configuration's statement-timeout = 300 stays valid beside the newer answer-timeout.
+  fs.writeFileSync(conf, `db = ${uri}\nconnect-timeout = 2.5\nstatement-timeout = 300\nanswer-timeout = 30\n`);
   const fromFile = parseArgs(['--config', conf], '/w');
   assert.ok(typeof fromFile === 'object');
   assert.equal(fromFile.db, uri);
-  assert.deepEqual(fromFile.dbArgs, ['--connect-timeout', '2.5']);
+  assert.deepEqual(fromFile.dbArgs, ['--connect-timeout', '2.5', '--answer-timeout', '30', '--statement-timeout', '300']);
+  assert.deepEqual(fromFile.dbTimeouts, { connectMs: 2500, answerMs: 30_000, statementMs: 300_000, lockMs: 60_000 });
   // A file name is still one, from the config file's directory.
   fs.writeFileSync(conf, 'db = p.db\n');
   const file = parseArgs(['--config', conf], '/w');

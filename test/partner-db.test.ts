@@ -13,7 +13,7 @@ import { DataError } from '../src/core/errors.js';
 import { SQLITE, backends, type Backend } from './lib/backends.js';
 import { PARSER, byParser } from './lib/parser.js';
 import { PASSWORD_USER, PgCluster, TEST_PASSWORD, pgTest } from './lib/pg.js';
-import { readImportCsv } from '../src/admin/partner-db.js';
+import { readImportCsv } from '../src/admin/import.js';
 import { canonicalize } from '../src/core/url.js';
 
 function pdb(work: string, ...args: string[]) {
@@ -448,8 +448,8 @@ test('stats shows domains owned by an id that names no Yacobot (which upload-dom
   const t = pdb(work, 'stats');
   assert.equal(t.status, 0, t.stderr);
   const lines = t.stdout.split('\n');
-  assert.deepEqual(lines[3]!.trim().split(/  +/), ['99', '(no such Yacobot)', '-', '-', '2', '50.0%', '-']);
-  assert.deepEqual(lines[4]!.trim().split(/  +/), ["'one'", '(no such Yacobot)', '-', '-', '1', '25.0%', '-']);
+  assert.deepEqual(lines[3]!.trim().split(/ {2,}/), ['99', '(no such Yacobot)', '-', '-', '2', '50.0%', '-']);
+  assert.deepEqual(lines[4]!.trim().split(/ {2,}/), ["'one'", '(no such Yacobot)', '-', '-', '1', '25.0%', '-']);
   assert.deepEqual(lines[1]!.trim().split(/ +/), ['1', 'a', '1', 'yes', '1', '25.0%', '25.0%']);
   assert.match(
     lines[5]!,
@@ -742,8 +742,8 @@ test("add refuses a name that starts with '-' (every later command would need '-
   db.prepare("INSERT INTO yacobot (id, name) VALUES (3, '-old'), (4, '-older')").run();
   db.close();
   ok(work, 'assign', 'x.com', '3');
-  assert.match(ok(work, 'list'), /^ 3  -old  +1  yes$/m);
-  assert.match(ok(work, 'stats'), /^ 3  -old  +1  yes  +1 /m);
+  assert.match(ok(work, 'list'), /^ 3 {2}-old {2,}1 {2}yes$/m);
+  assert.match(ok(work, 'stats'), /^ 3 {2}-old {2,}1 {2}yes {2,}1 /m);
   assert.equal(ok(work, 'disable', '3'), 'disabled Yacobot 3 (-old); moved 1 domain(s): 1 to 1 (a)\n');
   assert.equal(ok(work, 'disable', '--', '-older'), 'disabled Yacobot 4 (-older); moved 0 domain(s)\n');
   assert.equal(ok(work, 'enable', '--', '-old'), 'enabled Yacobot 3 (-old)\n');
@@ -928,7 +928,7 @@ test('a database this user may only read is still listed: a file of mode 444, an
   const run = (...args: string[]) => runAsNobody(work, path.join(BIN, 'partner-db'), ['--db', 'p.db', ...args]);
   const listed = (r: ReturnType<typeof run>) => {
     assert.equal(r.status, 0, r.stderr);
-    assert.match(r.stdout, /^ 1  a  +1  yes\b/m);
+    assert.match(r.stdout, /^ 1 {2}a {2,}1 {2}yes\b/m);
   };
   // The file read-only, its directory writable: read through a read-only connection
   // (SQLite then leaves the -wal and -shm files it made: it may not checkpoint).
@@ -1166,7 +1166,7 @@ pgTest('PostgreSQL: a writer that waits for the write lock longer than --lock-ti
       const t0 = Date.now();
       const r = runBin('partner-db', ['--db', db, '--lock-timeout', '1', 'add', 'late'], '', work);
       assert.equal(r.status, 1, r.stderr);
-      assert.match(r.stderr, /database error: canceling statement due to lock timeout \(another process held the lock longer than --lock-timeout\)/);
+      assert.match(r.stderr, /database error: the write lock was not free within 1 s \(another process held the lock longer than --lock-timeout\)/);
       assert.ok(Date.now() - t0 < 15_000, 'it did not wait for the holder');
     } finally {
       holder.kill('SIGKILL');

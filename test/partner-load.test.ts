@@ -176,7 +176,7 @@ for (const be of BACKENDS) {
       assert.equal(r.status, 1, `${bin} ${args.join(' ')}: ${r.stderr}`);
       assert.ok(
         r.stderr.includes(
-          `${bin}: ${db}: schema version 1: this program reads version 3, which keeps each Yacobot's domain count in partner_load and the masters' claims of hours in hour_claim; ${hint}\n`,
+          `${bin}: ${db}: schema version 1: this program reads version 4, which keeps each Yacobot's domain count in partner_load and the masters' claims of hours in hour_claim, fenced by each state's identity; ${hint}\n`,
         ),
         r.stderr,
       );
@@ -189,7 +189,7 @@ for (const be of BACKENDS) {
     assert.match(
       up,
       new RegExp(
-        `^upgraded ${db.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} from schema version 1 to 3 in \\d+\\.\\d s: partner_load counts ${total} domain\\(s\\) under ${owners} Yacobot id\\(s\\)\n$`,
+        `^upgraded ${db.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} from schema version 1 to 4 in \\d+\\.\\d s: partner_load counts ${total} domain\\(s\\) under ${owners} Yacobot id\\(s\\)\n$`,
       ),
     );
     assert.deepEqual(kept(be, work, db), before, 'partner_load holds what a count gives');
@@ -207,7 +207,7 @@ for (const be of BACKENDS) {
       stats.missing_owners.map((m) => `${m.id}:${m.domains}`),
       be.name === 'sqlite' ? ['99:2', "'zz':1"] : [],
     );
-    assert.equal(partnerDb(work, db, 'migrate'), `${db} is already at schema version 3\n`);
+    assert.equal(partnerDb(work, db, 'migrate'), `${db} is already at schema version 4\n`);
     assert.deepEqual(kept(be, work, db), before, 'the second migrate changed nothing');
     if (be.name === 'sqlite') be.exec(work, db, "DELETE FROM partner_domain WHERE domain LIKE 'o%'");
     const r = runBin('upload-domains', ['--db', db, '--now', '20110728070000'], filtered(['d1.com', 'new.com']), work);
@@ -217,7 +217,7 @@ for (const be of BACKENDS) {
 }
 
 for (const be of BACKENDS) {
-  test(`a version 3 that lost a trigger or partner_load is refused with the command that restores it, which recounts; an unknown version is refused [${be.name}]`, () => {
+  test(`a version 4 that lost a trigger or partner_load is refused with the command that restores it, which recounts; an unknown version is refused [${be.name}]`, () => {
     const { work, db } = initOn(be, 'a', 'b');
     partnerDb(work, db, 'assign', 'x.com', 'a');
     be.exec(work, db, be.name === 'sqlite' ? 'DROP TRIGGER partner_load_insert' : 'ALTER TABLE partner_domain DISABLE TRIGGER partner_load_insert');
@@ -226,26 +226,26 @@ for (const be of BACKENDS) {
     assert.equal(r.status, 1);
     assert.ok(
       r.stderr.includes(
-        `domains-from-db: ${db}: schema version 3, but trigger 'partner_load_insert' on partner_domain is missing or disabled (changed by hand?); restore it with: partner-db --db ${db} migrate\n`,
+        `domains-from-db: ${db}: schema version 4, but trigger 'partner_load_insert' on partner_domain is missing or disabled (changed by hand?); restore it with: partner-db --db ${db} migrate\n`,
       ),
       r.stderr,
     );
     assert.match(
       partnerDb(work, db, 'migrate'),
-      /^restored partner_load, its triggers and hour_claim in .* partner_load counts 2 domain\(s\) under 2 Yacobot id\(s\)\n$/,
+      /^restored partner_load, its triggers, hour_claim, master_state and domain_commit in .* partner_load counts 2 domain\(s\) under 2 Yacobot id\(s\)\n$/,
     );
     assertLoads(be, work, db, ['1:1', '2:1'], 'restored');
     be.exec(work, db, 'DROP TABLE partner_load');
     const gone = runBin('partner-db', ['--db', db, 'list'], '', work);
     assert.equal(gone.status, 1);
-    assert.match(gone.stderr, /schema version 3, but table 'partner_load' is missing \(changed by hand\?\); restore it with: partner-db --db \S+ migrate\n/);
+    assert.match(gone.stderr, /schema version 4, but table 'partner_load' is missing \(changed by hand\?\); restore it with: partner-db --db \S+ migrate\n/);
     partnerDb(work, db, 'migrate');
     assertLoads(be, work, db, ['1:1', '2:1'], 'restored again');
-    be.exec(work, db, "UPDATE partner_meta SET value = '4' WHERE key = 'schema_version'");
+    be.exec(work, db, "UPDATE partner_meta SET value = '5' WHERE key = 'schema_version'");
     for (const args of [['list'], ['migrate']]) {
       const newer = runBin('partner-db', ['--db', db, ...args], '', work);
       assert.equal(newer.status, 1);
-      assert.match(newer.stderr, /: schema version '4', which this program does not know \(it reads version 3\): made by a newer release\?\n$/);
+      assert.match(newer.stderr, /: schema version '5', which this program does not know \(it reads version 4\): made by a newer release\?\n$/);
     }
   });
 }
@@ -278,17 +278,58 @@ for (const be of BACKENDS) {
       assert.equal(r.status, 1, r.stderr);
       assert.ok(
         r.stderr.includes(
-          `partner-db: ${db}: schema version 2: this program reads version 3, which records the masters' claims of hours in hour_claim; upgrade it (one transaction) with: partner-db --db ${db} migrate\n`,
+          `partner-db: ${db}: schema version 2: this program reads version 4, which records the masters' claims of hours in hour_claim, fenced by each state's identity; upgrade it (one transaction) with: partner-db --db ${db} migrate\n`,
         ),
         r.stderr,
       );
     }
     assert.match(
       partnerDb(work, db, 'migrate'),
-      /^upgraded .* from schema version 2 to 3 in \d+\.\d s: partner_load counts 2 domain\(s\) under 2 Yacobot id\(s\)\n$/,
+      /^upgraded .* from schema version 2 to 4 in \d+\.\d s: partner_load counts 2 domain\(s\) under 2 Yacobot id\(s\)\n$/,
     );
     assertLoads(be, work, db, ['1:1', '2:1'], 'counts kept');
-    assert.equal(partnerDb(work, db, 'migrate'), `${db} is already at schema version 3\n`);
-    be.exec(work, db, "INSERT INTO hour_claim VALUES ('2011072806', 'ab', 'A', 'r1', '2011-07-28T07:00:00.000Z', NULL)");
+    assert.equal(partnerDb(work, db, 'migrate'), `${db} is already at schema version 4\n`);
+    be.exec(work, db, "INSERT INTO hour_claim VALUES ('2011072806', 'ab', 'A', 'r1', '2011-07-28T07:00:00.000Z', NULL, NULL)");
+  });
+}
+
+for (const be of BACKENDS) {
+  test(`a version 3 (claims by name only) is refused with the command that upgrades it, which keeps its claims (no state) and adds master_state and domain_commit [${be.name}]`, () => {
+    const { work, db } = initOn(be, 'a');
+    partnerDb(work, db, 'assign', 'x.com', 'a');
+    be.exec(work, db, 'DROP TABLE master_state; DROP TABLE domain_commit; DROP TABLE hour_claim');
+    be.exec(
+      work,
+      db,
+      'CREATE TABLE hour_claim (run TEXT NOT NULL, digest TEXT NOT NULL, master TEXT NOT NULL, run_id TEXT NOT NULL, claimed_at TEXT NOT NULL, published_at TEXT, PRIMARY KEY (run, digest))',
+    );
+    be.exec(
+      work,
+      db,
+      "INSERT INTO hour_claim VALUES ('2011072806', 'ab', 'A', 'r1', '2011-07-28T07:00:00.000Z', '2011-07-28T07:00:01.000Z'); UPDATE partner_meta SET value = '3' WHERE key = 'schema_version'",
+    );
+    for (const [bin, args, input] of [
+      ['upload-domains', ['--db', db], filtered(['x.com'])],
+      ['partner-db', ['--db', db, 'list'], ''],
+    ] as const) {
+      const r = runBin(bin, [...args], input, work);
+      assert.equal(r.status, 1, r.stderr);
+      assert.ok(
+        r.stderr.includes(
+          `${bin}: ${db}: schema version 3: this program reads version 4, which fences the claims of hours by each state's identity (master_state) and records what each upload-domains commit added (domain_commit); upgrade it (one transaction) with: partner-db --db ${db} migrate\n`,
+        ),
+        r.stderr,
+      );
+    }
+    assert.match(
+      partnerDb(work, db, 'migrate'),
+      /^upgraded .* from schema version 3 to 4 in \d+\.\d s: partner_load counts 1 domain\(s\) under 1 Yacobot id\(s\)\n$/,
+    );
+    assert.deepEqual(be.rows(work, db, 'SELECT run, master, run_id, published_at, state_id FROM hour_claim'), [
+      ['2011072806', 'A', 'r1', '2011-07-28T07:00:01.000Z', ''],
+    ]);
+    assert.deepEqual(be.rows(work, db, 'SELECT COUNT(*) FROM master_state'), [['0']]);
+    assert.deepEqual(be.rows(work, db, 'SELECT COUNT(*) FROM domain_commit'), [['0']]);
+    assert.equal(partnerDb(work, db, 'migrate'), `${db} is already at schema version 4\n`);
   });
 }

@@ -284,8 +284,11 @@ test('the chain analyze-dump | group-sum | join-current | filter-url over random
           const now = bStart + minutes * 60_000;
           const lines: string[] = [];
           const inc = new Map<string, { rec: Rec; seq: number }[]>();
-          batches[b]!.forEach((h, seq) => {
-            if (typeof h === 'string') return void lines.push(h);
+          for (const [seq, h] of batches[b]!.entries()) {
+            if (typeof h === 'string') {
+              lines.push(h);
+              continue;
+            }
             const p = POOL[h.u]!;
             const ts = fmt(bStart + h.sec * 1000);
             lines.push(['b', '5', ts, '1', p.raw[h.v % p.raw.length]!, h.hits, h.tag].join('\t'));
@@ -293,7 +296,7 @@ test('the chain analyze-dump | group-sum | join-current | filter-url over random
             const list = inc.get(id) ?? [];
             list.push({ rec: { id, ts, tag: h.tag, hits: h.hits, domain: p.domain, url: p.canon }, seq });
             inc.set(id, list);
-          });
+          }
           fs.writeFileSync(path.join(dir, 'hour.reflog'), lines.map((l) => l + '\n').join(''));
           // The model: group by (timestamp, input order), then the contract's filter rule.
           const grouped = new Map<string, Rec>();

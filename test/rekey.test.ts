@@ -20,17 +20,9 @@ import { runner, sub } from './lib/runner.js';
 import { runsJsonl, snapshot, assertSameState } from './lib/runner-state.js';
 import { DataError } from '../src/core/errors.js';
 import { canonicalize, loadUrlHash } from '../src/core/url.js';
-import {
-  RUNNER_URL_OPTIONS,
-  UNKNOWN_KEYING,
-  keyedByHere,
-  keyingToStore,
-  lostCharacters,
-  rekeyLog,
-  sameKeying,
-  storedKeying,
-  type KeyedBy,
-} from '../src/runner/rekey.js';
+import { UNKNOWN_KEYING, keyedByHere, keyingToStore, lostCharacters, sameKeying, storedKeying, type KeyedBy } from '../src/runner/state/keying.js';
+import { RUNNER_URL_OPTIONS } from '../src/runner/state/keying.js';
+import { rekeyLog } from '../src/runner/run/rekey-log.js';
 
 const FIX = path.join(ROOT, 'fixtures', 'rekey');
 const RUN = '2011072806';

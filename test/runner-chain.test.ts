@@ -8,12 +8,13 @@ import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import { ROOT, hasStackTrace, lockHolder, runBin, scratch } from './lib/run.js';
 import { runsJsonl } from './lib/runner-state.js';
-import { runPaths, failureMessage, readStageLog, repeatedWarnings } from '../src/runner/plan.js';
+import { runPaths } from '../src/runner/state/layout.js';
+import { failureMessage, readStageLog, repeatedWarnings } from '../src/runner/run/stage-log.js';
 import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { HOST_TAG } from '../src/core/temps.js';
 import { shellQuote } from '../src/core/errors.js';
-import { runStages, stageEnv } from '../src/runner/pipeline.js';
-import type { RunnerOptions } from '../src/runner/options.js';
+import { runStages, stageEnv } from '../src/runner/run/pipeline.js';
+import type { RunnerOptions } from '../src/runner/options/types.js';
 import { REFLOGS, type Done, runner, fresh, keepOnly, RUN0, freshFirstOnly, copyOf, ref1, writeReflog, failingSecondHour } from './lib/runner.js';
 
 describe('stage messages', () => {

@@ -9,7 +9,7 @@ import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { ROOT, RUNNER, canRunAsNobody, hasStackTrace, runAsNobody, runRunner, scratch, testEnv } from './lib/run.js';
 import { assertSameState, runsJsonl, snapshot } from './lib/runner-state.js';
-import { appendRecordOnce } from '../src/runner/fsutil.js';
+import { appendRecordOnce } from '../src/runner/state/runs-log.js';
 import { REFLOGS, RUNS, runner, sub, fresh, ref, keepOnly, RUN0, freshFirstOnly, copyOf, ref1, takeQueueFiles, failingSecondHour } from './lib/runner.js';
 
 /**
@@ -311,7 +311,7 @@ describe('runs.jsonl', () => {
     const f = path.join(dir, 'runs.jsonl');
     const before = `${JSON.stringify({ run_id: 'a', pad: 'x'.repeat(2900) })}\n`;
     fs.writeFileSync(f, before);
-    const fsutil = pathToFileURL(path.join(ROOT, 'dist/src/runner/fsutil.js')).href;
+    const fsutil = pathToFileURL(path.join(ROOT, 'dist/src/runner/state/runs-log.js')).href;
     const script =
       `const { appendRecordOnce } = await import(${JSON.stringify(fsutil)});\n` +
       `try { process.stdout.write('returned ' + appendRecordOnce(${JSON.stringify(f)}, { run_id: 'b', pad: 'y'.repeat(2000) })); }\n` +

@@ -8,9 +8,9 @@ import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ROOT, hasStackTrace } from './lib/run.js';
 import { runsJsonl } from './lib/runner-state.js';
-import { type RunRecord } from '../src/runner/plan.js';
-import { publishSteps } from '../src/runner/commit.js';
-import { countLines } from '../src/runner/fsutil.js';
+import type { RunRecord } from '../src/runner/state/run-record.js';
+import { publishSteps } from '../src/runner/commit/protocol.js';
+import { countLines } from '../src/core/lines.js';
 import { REFLOGS, RUNS, type Done, runner, sub, fresh, keepOnly, RUN0, freshFirstOnly, copyOf, ref1, takeQueueFiles, warningLines } from './lib/runner.js';
 
 /**

@@ -6,7 +6,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { RUNNER, hasStackTrace, runRunner, testEnv } from './lib/run.js';
 import { assertSameState, runsJsonl, snapshot } from './lib/runner-state.js';
-import { REFLOG_HEAD_BYTES, hourNotBegun, notAnHour, firstHeaderLine, notAReflog } from '../src/runner/plan.js';
+import { REFLOG_HEAD_BYTES, firstHeaderLine, notAReflog } from '../src/runner/run/reflog-checks.js';
+import { hourNotBegun, notAnHour } from '../src/runner/run/now.js';
 import { formatTimestamp } from '../src/core/time.js';
 import { REFLOGS, RUNS, runner, sub, fresh, ref, keepOnly, RUN0, freshFirstOnly, copyOf, ref1, writeReflog } from './lib/runner.js';
 

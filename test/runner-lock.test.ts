@@ -5,7 +5,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { RUNNER, runRunner, testEnv } from './lib/run.js';
-import { Locked, acquireLock } from '../src/runner/lock.js';
+import { Locked, acquireLock } from '../src/runner/state/lock.js';
 import * as os from 'node:os';
 import { sub, fresh } from './lib/runner.js';
 

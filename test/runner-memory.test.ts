@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { hasStackTrace } from './lib/run.js';
 import { assertSameState, runsJsonl, snapshot } from './lib/runner-state.js';
-import { REFLOGS, RUNS, copyOf, fresh, keepOnly, runner, takeQueueFiles, warningLines, writeReflog } from './lib/runner.js';
+import { RUNS, copyOf, fresh, keepOnly, runner, takeQueueFiles, twoHoursCommitted, warningLines, writeReflog } from './lib/runner.js';
 
 const [, R1, R2] = RUNS.map((f) => f.replace(/\.reflog$/, '')) as [string, string, string];
 
@@ -21,19 +21,11 @@ async function run(dir: string, args: string[] = []): Promise<{ status: number |
   return r;
 }
 
-/** A state with R0 then R1 committed (each by its own invocation) and R2 waiting in the inbox; DIR/older is current_log as R0 left it. */
+/** A state with R0 then R1 committed (each by its own invocation) and R2 waiting; DIR/older is current_log as R0 left it. */
 let base: string | null = null;
 async function baseState(): Promise<string> {
-  if (base !== null) return base;
-  const dir = fresh();
-  keepOnly(dir, RUNS[0]!);
-  assert.equal((await run(dir)).status, 0);
-  fs.copyFileSync(path.join(dir, 'var/state/current_log'), path.join(dir, 'older'));
-  fs.copyFileSync(path.join(REFLOGS, RUNS[1]!), path.join(dir, 'var/inbox', RUNS[1]!));
-  assert.equal((await run(dir)).status, 0);
-  fs.copyFileSync(path.join(REFLOGS, RUNS[2]!), path.join(dir, 'var/inbox', RUNS[2]!));
-  base = dir;
-  return dir;
+  base ??= await twoHoursCommitted([], 'current_log');
+  return base;
 }
 
 /** The queue files of run `run` in `dir`. */

@@ -7,8 +7,9 @@ import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import { hasStackTrace } from './lib/run.js';
 import { runsJsonl } from './lib/runner-state.js';
-import { mostForgetful, mostForgetfulSince, replayWarning } from '../src/runner/plan.js';
-import { tailRecords } from '../src/runner/fsutil.js';
+import { mostForgetful, mostForgetfulSince } from '../src/runner/state/run-history.js';
+import { replayWarning } from '../src/runner/run/now.js';
+import { tailRecords } from '../src/runner/state/runs-log.js';
 import { RUNS, type Done, runner, sub, fresh, keepOnly, RUN0, freshFirstOnly, copyOf, ref1, takeQueueFiles, writeReflog, warningLines } from './lib/runner.js';
 
 /** A replay as docs/operations.md's "Replay a reflog" says: RUN's queue files taken, its reflog moved back from done/ into the inbox. */

@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { RUNNER, ROOT, partnerDb, runBin, scratch, testEnv } from './lib/run.js';
 import { PASSWORD_USER, PgCluster, TEST_PASSWORD, pgTest } from './lib/pg.js';
 import { redactOutput, redactSecrets, rememberSecretsIn, secretsIn } from '../src/core/secrets.js';
-import { looksLikeUri, pgUriProblem } from '../src/core/db-uri.js';
+import { dbNameProblem, looksLikeConninfo, looksLikeUri, pgUriProblem, uriFormOf } from '../src/core/db-uri.js';
 
 /** The password of every case here (its URI-encoded spelling is the same). */
 const PW = 'Zq9SecretPw';
@@ -56,6 +56,70 @@ test('a URI-like --db that is no PostgreSQL URI is named as such; a file name is
   }
   for (const db of ['partner.db', 'postgres.db', './postgres://x', 'state/pg:1.db']) assert.ok(!looksLikeUri(db), db);
   assert.equal(pgUriProblem(`postgresql://u:${PW}@h:5432/db?sslmode=require`), null);
+});
+
+test('a libpq key=value string, or a name that holds a password, is no --db: refused with the URI it names; a file name with = is a file name', () => {
+  const cases: [string, string][] = [
+    [`host=127.0.0.1 password=${PW} dbname=master`, 'postgresql://USER@127.0.0.1/master'],
+    [`  user=ms port=5433 host=db.example dbname='my db' sslmode=require password='a b'`, 'postgresql://ms@db.example:5433/my%20db'],
+    [`dbname=master`, 'postgresql://USER@HOST/DBNAME'.replace('DBNAME', 'master')],
+    [`host=/var/run/postgresql`, 'postgresql://USER@%2Fvar%2Frun%2Fpostgresql/DBNAME'],
+    [`state/partner.db password=${PW}`, 'postgresql://USER@HOST/DBNAME'],
+    [`./partner.db?password=${PW}`, 'postgresql://USER@HOST/DBNAME'],
+  ];
+  for (const [db, uri] of cases) {
+    assert.ok(looksLikeConninfo(db), db);
+    assert.equal(uriFormOf(db), uri, db);
+    const p = dbNameProblem(db)!;
+    assert.ok(p.includes('postgresql://USER@HOST:PORT/DBNAME') && p.includes(`(here ${uri})`), p);
+    assert.ok(!p.includes(PW) && !p.includes("'a b'"), p);
+  }
+  for (const db of ['partner.db', './a=b.db', 'state/x=1.db', '/srv/state/partner.db', 'postgres.db', `postgresql://u:${PW}@h/db?password=x`]) {
+    assert.ok(!looksLikeConninfo(db), db);
+    assert.equal(dbNameProblem(db), null, db);
+  }
+  assert.match(dbNameProblem('postgresql:/h/db')!, /^not a PostgreSQL URI: /);
+});
+
+/** The --db of the conninfo cases end to end: libpq's keywords, with the password. */
+const CONNINFO = `host=127.0.0.1 password=${PW} dbname=master`;
+const CONNINFO_REFUSED =
+  /neither a SQLite file path nor a PostgreSQL URI .*postgresql:\/\/USER@HOST:PORT\/DBNAME \(here postgresql:\/\/USER@127\.0\.0\.1\/master\)/;
+
+test('a libpq key=value --db is refused by every entry point, creating nothing: stages and partner-db exit 1, the runner 2', () => {
+  const dir = runnerDir();
+  const before = (fs.readdirSync(dir, { recursive: true }) as string[]).sort();
+  const texts: Record<string, string> = {};
+  const record = '0000000000000001\t20110728060000\t\t1\ta.com\thttp://a.com/\n';
+  const one = (what: string, r: { status: number | null; stderr: string; stdout: string }, status: number, prefix: string) => {
+    assert.equal(r.status, status, `${what}: ${r.stderr}`);
+    assert.ok(r.stderr.startsWith(prefix), `${what}: ${r.stderr}`);
+    assert.match(r.stderr, CONNINFO_REFUSED, what);
+    texts[what] = r.stderr + r.stdout;
+  };
+  for (const sub of [['init'], ['list'], ['add', 'yb1'], ['stats']]) {
+    one(`partner-db ${sub[0]}`, runBin('partner-db', ['--db', CONNINFO, ...sub], '', dir), 1, `partner-db: host=127.0.0.1 password=*** dbname=master: neither`);
+    one(`partner-db ${sub[0]} (env)`, runBin('partner-db', sub, '', dir, { MASTER_SERVER_DB: CONNINFO }), 1, 'partner-db: ');
+  }
+  one('partner-db owner', runBin('partner-db', ['--db', CONNINFO, 'owner', 'a.com'], '', dir), 1, 'partner-db: ');
+  one('partner-db copy', runBin('partner-db', ['copy', 'var/state/none.db', CONNINFO], '', dir), 1, 'partner-db: ');
+  one('upload-domains', runBin('upload-domains', ['--db', CONNINFO, '--now', '20110728070000'], record, dir), 1, 'upload-domains: ');
+  one('upload-domains (env)', runBin('upload-domains', ['--now', '20110728070000'], record, dir, { MASTER_SERVER_DB: CONNINFO }), 1, 'upload-domains: ');
+  one('domains-from-db', runBin('domains-from-db', ['--db', CONNINFO], '', dir), 1, 'domains-from-db: ');
+  const conf = path.join(scratch('ms-conf-'), 'runner.conf'); // outside dir, whose every file is searched
+  fs.writeFileSync(conf, `db = ${CONNINFO}\n`, { mode: 0o600 });
+  for (const [how, args] of [
+    ['flag', ['--db', CONNINFO]],
+    ['config', ['--config', conf]],
+  ] as const) {
+    const r = spawnSync(RUNNER, [...args], { cwd: dir, env: testEnv({ MASTER_SERVER_DB: CONNINFO }), encoding: 'utf8' });
+    one(`runner ${how}`, r, 2, how === 'flag' ? 'reflog-to-yacobot-queue: db is neither' : 'reflog-to-yacobot-queue: ');
+    texts[`status ${how}`] = statusJson(dir, [...args]);
+  }
+  assert.ok(fs.existsSync(path.join(dir, 'var/inbox/2011072806.reflog')), 'nothing ran');
+  const after = (fs.readdirSync(dir, { recursive: true }) as string[]).filter((f) => f !== path.join('var/state/last-invocation.json')).sort();
+  assert.deepEqual(after, before, 'no file was created');
+  assertNoPassword(PW, dir, texts);
 });
 
 /** A runner directory with the first fixture reflog in its inbox. */

@@ -257,7 +257,8 @@ test("LineBatcher: any chunking gives back the input's lines, long lines cut to 
     const want = lines.join('\n') + (lastHasLf && lines.length ? '\n' : '');
     assert.equal(cut(got), cut(want), `round ${round}: the same lines, each to maxLine + 2 bytes at least`);
     const gotLines = got.split('\n');
-    want.split('\n').forEach((l, i) => assert.ok(gotLines[i] === l || (l.length > maxLine && l.startsWith(gotLines[i]!)), `round ${round} line ${i}`));
+    for (const [i, l] of want.split('\n').entries())
+      assert.ok(gotLines[i] === l || (l.length > maxLine && l.startsWith(gotLines[i]!)), `round ${round} line ${i}`);
   }
 });
 

@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { runRunner } from './lib/run.js';
 import { deliver, deliverBad, newJob, runJob } from './lib/job.js';
 import { runsJsonl } from './lib/runner-state.js';
-import { countLines } from '../src/runner/fsutil.js';
+import { countLines } from '../src/core/lines.js';
 
 interface StatusJson {
   healthy: boolean;

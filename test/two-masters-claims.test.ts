@@ -5,12 +5,27 @@
 // published per hour those a master alone publishes, both memories whole.
 import { after, before } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { RUNNER, partnerDb, scratch, testEnv } from './lib/run.js';
+import { RUNNER, scratch, testEnv } from './lib/run.js';
 import { FAST_SUITE, PgCluster, pgSkipReason, pgTest } from './lib/pg.js';
-import { generateReflog } from '../scripts/gen-reflog.js';
+import {
+  type HourCounts,
+  type Master,
+  assertOneRemembered,
+  checkHour,
+  giveHour,
+  master,
+  memory,
+  publisherOf,
+  records,
+  runMaster,
+  runName,
+  runOk,
+  soloRuns,
+  withYacobots,
+} from './lib/masters.js';
 
 const SKIP = pgSkipReason();
 let cluster: PgCluster | null = null;
@@ -22,83 +37,9 @@ before(async () => {
 });
 after(() => cluster?.remove());
 
-const YACOBOTS: [string, number][] = [
-  ['alpha', 1],
-  ['beta', 1],
-  ['gamma', 2],
-];
-/** Lines per generated hour: enough URLs seen again across hours to be held back. */
-const LINES = 3000;
-/** A short lease, so that a takeover comes within the test's time. */
-const LEASE = '3s';
-
-/** A partner database with YACOBOTS: on the cluster, or the SQLite file `db` under `work`. */
-function partnerDatabase(work: string, sqlite?: string): string {
-  const db = sqlite === undefined ? pg().newDatabase() : path.join(work, sqlite);
-  partnerDb(work, db, 'init');
-  for (const [n, w] of YACOBOTS) partnerDb(work, db, 'add', n, '--weight', String(w));
-  return db;
-}
-
-/** A master: its own var/inbox, var/state and var/queue, its name, and its database. */
-interface Master {
-  name: string;
-  dir: string;
-  db: string;
-}
-
-function master(root: string, name: string, db: string): Master {
-  const dir = path.join(root, name);
-  for (const d of ['var/inbox', 'var/state', 'var/queue']) fs.mkdirSync(path.join(dir, d), { recursive: true });
-  return { name, dir, db };
-}
-
-/** The run name of hour `hour` (1: 2011072805). */
-function runName(hour: number): string {
-  return `201107${String(28 + Math.floor((4 + hour) / 24)).padStart(2, '0')}${String((4 + hour) % 24).padStart(2, '0')}`;
-}
-
-/** Writes hour `hour`'s reflog, the same bytes, into the inbox of each of `ms`. */
-function giveHour(ms: Master[], hour: number): void {
-  for (const m of ms) {
-    const fd = fs.openSync(path.join(m.dir, 'var/inbox', `${runName(hour)}.reflog`), 'w');
-    generateReflog(fd, { lines: LINES, hour, seed: 44 });
-    fs.closeSync(fd);
-  }
-}
-
-interface Done {
-  status: number | null;
-  signal: NodeJS.Signals | null;
-  stderr: string;
-}
-
-/** Runs master `m`'s runner; `failpoint` "RUN:STEP" SIGKILLs it just before that step. */
-function runMaster(m: Master, failpoint?: string): Promise<Done> {
-  const env = testEnv(failpoint === undefined ? {} : { REFLOG_RUNNER_FAILPOINT: failpoint });
-  const child = spawn(RUNNER, ['--db', m.db, '--master-name', m.name, '--claim-lease', LEASE], { cwd: m.dir, env, stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  return new Promise((resolve) => child.on('close', (status, signal) => resolve({ status, signal, stderr })));
-}
-
-/** Runs `m` and asserts it exited 0. */
-async function runOk(m: Master, what: string): Promise<Done> {
-  const r = await runMaster(m);
-  assert.equal(r.status, 0, `${m.name}, ${what}: ${r.stderr}`);
-  return r;
-}
-
-/** The URL ids master `m` published for run `run`: the first field of every line of its queue files of that run. */
-function published(m: Master, run: string): Set<string> {
-  const ids = new Set<string>();
-  const q = path.join(m.dir, 'var/queue');
-  for (const y of fs.readdirSync(q).filter((d) => /^\d+$/.test(d))) {
-    for (const f of fs.readdirSync(path.join(q, y)).filter((n) => !n.startsWith('.') && (n === `${run}.tsv` || n.startsWith(`${run}.replay-`)))) {
-      for (const line of fs.readFileSync(path.join(q, y, f), 'utf8').split('\n')) if (line !== '') ids.add(line.split('\t')[0]!);
-    }
-  }
-  return ids;
+/** A partner database with the test's Yacobots on the cluster. */
+function partnerDatabase(work: string): string {
+  return withYacobots(work, pg().newDatabase());
 }
 
 /** The URL of the first line of master `m`'s first queue file of run `run`. */
@@ -112,74 +53,6 @@ function firstUrl(m: Master, run: string): string {
     .readFileSync(path.join(q, y, `${run}.tsv`), 'utf8')
     .split('\n')[0]!
     .split('\t')[5]!;
-}
-
-/** A master's current_log, the memory of what was sent. */
-function memory(m: Master): string {
-  return fs.readFileSync(path.join(m.dir, 'var/state/current_log'), 'utf8');
-}
-
-/** Master `m`'s runs.jsonl lines of committed runs, by run name (the last line of each). */
-function records(m: Master): Map<string, Record<string, unknown>> {
-  const out = new Map<string, Record<string, unknown>>();
-  for (const l of fs.readFileSync(path.join(m.dir, 'var/state/runs.jsonl'), 'utf8').split('\n')) {
-    if (l === '') continue;
-    const r = JSON.parse(l) as Record<string, unknown>;
-    if (r.status === 'ok') out.set(r.run as string, r);
-  }
-  return out;
-}
-
-/** The counts of one hour: URLs published by each master, by both, and by the master alone. */
-interface HourCounts {
-  run: string;
-  a: number;
-  b: number;
-  both: number;
-  solo: number;
-}
-
-/**
- * Asserts that no URL id of run `run` is in both masters' queue files, and that their
- * union is what the master alone published; returns the counts.
- */
-function checkHour(a: Master, b: Master, solo: Master, run: string): HourCounts {
-  const pa = published(a, run);
-  const pb = published(b, run);
-  const ps = published(solo, run);
-  const both = [...pa].filter((id) => pb.has(id));
-  assert.deepEqual(both.slice(0, 5), [], `${run}: ${both.length} URL ids published by both masters`);
-  const union = new Set([...pa, ...pb]);
-  assert.equal(union.size, ps.size, `${run}: ${union.size} URLs published by the two, ${ps.size} by a master alone`);
-  for (const id of ps) assert.ok(union.has(id), `${run}: ${id}, published by a master alone, by neither of the two`);
-  assert.ok(ps.size > 0, `${run}: the hour publishes something`);
-  return { run, a: pa.size, b: pb.size, both: both.length, solo: ps.size };
-}
-
-/** The master alone: every hour of `hours`, in order, on its own SQLite database; returns its memory after each hour. */
-async function soloRuns(root: string, hours: number[]): Promise<{ solo: Master; memoryAfter: Map<number, string> }> {
-  const solo = master(root, 'solo', partnerDatabase(root, 'solo.db'));
-  const memoryAfter = new Map<number, string>();
-  for (const h of hours) {
-    giveHour([solo], h);
-    await runOk(solo, `hour ${h} alone`);
-    memoryAfter.set(h, memory(solo));
-  }
-  return { solo, memoryAfter };
-}
-
-/** Asserts that exactly one of the two recorded `run` as published by the other, naming it. */
-function assertOneRemembered(a: Master, b: Master, run: string, publisher: Master): void {
-  const other = publisher === a ? b : a;
-  const ro = records(other).get(run);
-  assert.equal(ro?.published_by, publisher.name, `${other.name}'s record of ${run}: ${JSON.stringify(ro)}`);
-  assert.equal(ro?.sent, 0);
-  assert.equal(records(publisher).get(run)?.published_by, undefined, `${publisher.name} published ${run} itself`);
-}
-
-/** The master whose queue files hold run `run`. */
-function publisherOf(a: Master, b: Master, run: string): Master {
-  return published(a, run).size > 0 ? a : b;
 }
 
 pgTest(
@@ -226,7 +99,7 @@ pgTest(
     counts.push(checkHour(a, b, solo, runName(5)));
     assert.equal(memory(a), memoryAfter.get(5), "A's memory is the one of a master that ran every hour");
     assert.equal(memory(b), memoryAfter.get(4), "B's memory is the one of a master that ran hours 1 to 4");
-    const held = (m: Master, run: string) => (records(m).get(run)?.stages as Record<string, Record<string, number>>)['filter-url']!.held;
+    const held = (m: Master, run: string) => (records(m).get(run)!.stages as Record<string, Record<string, number>>)['filter-url']!.held;
     assert.equal(held(a, runName(5)), held(solo, runName(5)), 'A held back in hour 5 what a master alone holds back');
     process.stdout.write(`# scenario counts (URLs published per hour: by A, by B, by both, by a master alone):\n`);
     for (const c of counts) process.stdout.write(`#   ${c.run}: A ${c.a}, B ${c.b}, both ${c.both}, alone ${c.solo}\n`);

@@ -10,8 +10,8 @@ import { pathToFileURL } from 'node:url';
 import { spawnSync } from 'node:child_process';
 import { ROOT, RUNNER, madeDb, runRunner, scratch, hasStackTrace, testEnv } from './lib/run.js';
 import { runsJsonl, snapshot } from './lib/runner-state.js';
-import { keyedByHere } from '../src/runner/rekey.js';
-import { unterminatedReflog } from '../src/runner/plan.js';
+import { keyedByHere } from '../src/runner/state/keying.js';
+import { unterminatedReflog } from '../src/runner/run/reflog-checks.js';
 
 const YACOBOTS = [
   ['add', 'alpha'],
@@ -395,9 +395,9 @@ test("a full state disk: the run's message is the failing stage's own, with the 
     // 30,000 lines with a small --memory: analyze-dump spills to STATE/staging/RUN/work/tmp.
     const urls = Array.from({ length: 30_000 }, (_, i) => `http://site${i % 97}.com/p/${i}/${'z'.repeat(40)}`);
     fs.writeFileSync(path.join(dir, 'var/inbox/2011072806.reflog'), reflogText('20110728063000', urls));
-    // The disk full but for 8 KiB: run.json and the stage logs are made, analyze-dump's spill and its log lines do not fit.
+    // The disk full but for 32 KiB: run.json and the stage logs are made, analyze-dump's spill and its log lines do not fit.
     const avail = Number(spawnSync('df', ['-k', '--output=avail', state], { encoding: 'utf8' }).stdout.trim().split('\n')[1]);
-    fs.writeFileSync(path.join(state, 'fill'), Buffer.alloc((avail - 8) * 1024));
+    fs.writeFileSync(path.join(state, 'fill'), Buffer.alloc((avail - 32) * 1024));
     const r = run(dir, '--db', path.join(dir, 'p.db'), '--memory', '1M', '--log-level', 'silent');
     assert.equal(r.status, 1, r.stderr);
     assert.match(r.stderr, /run 2011072806 failed: analyze-dump: .*\/var\/state\/staging\/2011072806\/work\/tmp\/.*: cannot write: ENOSPC/);

@@ -36,7 +36,7 @@ test('answers are handed over in the order the jobs were posted, though later jo
   try {
     // Job 0 is the slowest: every other answer is ready before it and must wait.
     const delays = [120, 5, 60, 0, 30, 10, 90, 1];
-    delays.forEach((delayMs, n) => post({ n, delayMs, action: 'answer' }));
+    for (const [n, delayMs] of delays.entries()) post({ n, delayMs, action: 'answer' });
     await p.settle(4);
     assert.ok(got.length >= 4, `at most 4 left pending: ${got}`);
     assert.deepEqual(got, [0, 1, 2, 3, 4, 5, 6, 7].slice(0, got.length));

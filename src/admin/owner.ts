@@ -7,7 +7,7 @@ import { timeoutsOf, type Timeouts } from '../core/store/store.js';
 import { UsageError } from '../core/errors.js';
 import { domainOfHost, loadUrlHash } from '../core/url.js';
 import { urlIdentity } from '../core/reflog.js';
-import { PartnerView, type YacobotRef } from '../runner/partners.js';
+import { PartnerView, type YacobotRef } from '../core/store/partner-view.js';
 
 /** The answer for one argument. */
 export interface OwnerAnswer {

@@ -3,7 +3,7 @@
 // -- "<tool>: message" errors, exit 0/1/2, "Try '<tool> --help'", help on stdout,
 // no stack traces -- around a commander program instead of one stdin->stdout stage.
 import type { Command } from 'commander';
-import { loadCommander } from '../core/cjs.js';
+import { loadCommander } from './commander.js';
 import { DataError, UsageError, formatPlace, ioError, visibleName } from '../core/errors.js';
 import { parseCount } from '../core/numbers.js';
 import { packageVersion } from './stage.js';
@@ -57,8 +57,8 @@ export async function runAdmin(name: string, build: (program: Command) => void, 
       message = formatPlace(err.place, err.message);
     } else {
       const e = err as Error;
-      message = `internal error: ${e && e.message ? e.message : String(err)}`;
-      if (process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${e && e.stack}\n`);
+      message = `internal error: ${e?.message ? e.message : String(err)}`;
+      if (process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${e ? e.stack : e}\n`);
     }
     process.stderr.write(`${name}: ${visibleName(message)}\n`); // one line, whatever names it quotes
     process.exit(1);

@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { Readable } from 'node:stream';
 import type { Command } from 'commander';
 import type { Logger } from 'pino';
-import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleName } from '../core/errors.js';
+import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleName, type ErrorCode } from '../core/errors.js';
 import { growPipe } from '../core/pipes.js';
 import { PROJECT_ROOT } from '../core/root.js';
 import { ByteLineSplitter, cutMark, type ByteLineFn } from '../core/lines.js';
@@ -14,7 +14,8 @@ import { readStreamFor } from '../core/fifos.js';
 import { liveTempFiles, removeQuietly, staleTemps } from '../core/temps.js';
 import { Output, OutputClosed } from './output.js';
 import { onStopSignal } from './signals.js';
-import { loadCommander, loadPino } from '../core/cjs.js';
+import { loadPino } from '../core/cjs.js';
+import { loadCommander } from './commander.js';
 import { REDACTING_HOOKS, guardOutput } from '../core/secrets.js';
 
 /** Values that may appear in the summary line. */
@@ -140,8 +141,8 @@ export function packageVersion(): string {
 /** Parses argv, runs the stage, and exits the process with 0, 1 or 2. Never returns normally. */
 export async function runStage<O>(def: StageDef<O>, argv: string[] = process.argv): Promise<never> {
   const started = process.hrtime.bigint();
-  // Loaded here, not with this module: analyze-dump's worker threads import the
-  // stage's module (and so this one) for its core, and have no use for them.
+  // Loaded here, not with this module: a module that imports this one only for its
+  // types and helpers has no use for them.
   const commander = loadCommander();
   const pino = loadPino();
   guardOutput(false); // stderr only: stdout is the stream
@@ -413,7 +414,7 @@ class RunEnd {
   fail(err: unknown): never {
     this.cleanupFailed();
     let message: string;
-    let code: string;
+    let code: ErrorCode;
     if (err instanceof DataError) {
       message = formatPlace(err.place, err.message);
       code = err.code;
@@ -422,9 +423,9 @@ class RunEnd {
     } else {
       // A bug, not bad data: say so plainly; the stack only when asked for.
       const e = err as Error;
-      message = `internal error: ${e && e.message ? e.message : String(err)}`;
+      message = `internal error: ${e?.message ? e.message : String(err)}`;
       code = 'INTERNAL';
-      if (process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${e && e.stack}\n`);
+      if (process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${e ? e.stack : e}\n`);
     }
     // One line, whatever names the message quotes (a file name may hold a newline).
     message = visibleName(message);

@@ -1,5 +1,5 @@
-// CommonJS packages (commander, pino, better-sqlite3, tldts) are loaded with
-// require(), not import: imported from an ES module, each of their files first
+// CommonJS packages (pino, better-sqlite3, tldts; commander in cli/commander.ts) are
+// loaded with require(), not import: imported from an ES module, each of their files first
 // goes through Node's CJS lexer, which looks for its named exports, a cost paid at
 // every start of every stage (measured, one package each: tldts 24 ms imported
 // against 10 ms required, commander 10 against 7, better-sqlite3 10 against 6,
@@ -10,8 +10,6 @@ import type BetterSqlite3 from 'better-sqlite3';
 
 const require = createRequire(import.meta.url);
 
-/** commander (the stages' and tools' argument parsing). */
-export const loadCommander = () => require('commander') as typeof import('commander');
 /** pino (the JSON log lines on stderr). */
 export const loadPino = () => (require('pino') as typeof import('pino')).pino;
 /** better-sqlite3's Database class (the partner database). */

@@ -1,9 +1,13 @@
-// Which backend a --db names, decided before anything is opened: a URI-like string is
-// never taken for a SQLite file (whose messages would show it whole, password and all,
-// and suggest to `init` a file of that name). A PostgreSQL URI with a problem is
-// refused with a message that names the problem and never quotes the password.
+// Which backend a --db names, decided before anything is opened: a URI-like string, or
+// one that looks like a libpq connection string (`host=... dbname=...`) or holds a
+// password, is never taken for a SQLite file (whose messages would show it whole and
+// suggest to `init` a file of that name, the password in its name). A PostgreSQL URI
+// with a problem is refused with a message that names the problem and never quotes the password.
 import { DataError } from './errors.js';
-import { redactSecrets } from './secrets.js';
+import { redactSecrets, secretsIn } from './secrets.js';
+
+/** The URI form a PostgreSQL database is named by, as messages show it. */
+export const URI_FORM = 'postgresql://USER@HOST:PORT/DBNAME';
 
 /** Whether `db` is meant as a URI (`scheme://...`, or a scheme starting with postgres) rather than a SQLite file path. */
 export function looksLikeUri(db: string): boolean {
@@ -33,8 +37,48 @@ export function pgUriProblem(db: string): string | null {
   return null;
 }
 
-/** Refuses a URI-like `db` that is no PostgreSQL URI (DataError BAD_DB_URI, the URI shown redacted); anything else passes. */
+/** A `keyword=` at the start or after a blank: what a libpq connection string is made of. */
+const KEYWORD = /(?:^|\s)[a-z_][a-z0-9_]*\s*=/i;
+
+/** Whether the non-URI `db` looks like a libpq key=value string, or holds a password: no SQLite file path. */
+export function looksLikeConninfo(db: string): boolean {
+  return !looksLikeUri(db) && (KEYWORD.test(db) || secretsIn(db).length > 0);
+}
+
+/**
+ * The URI that a libpq key=value string names, without its password: host, port,
+ * dbname and user as given, the rest of URI_FORM's words where one is missing.
+ */
+export function uriFormOf(conninfo: string): string {
+  const v = new Map<string, string>();
+  for (const m of conninfo.matchAll(/([a-z_][a-z0-9_]*)\s*=\s*('(?:[^'\\]|\\.)*'|\S*)/gi)) {
+    const raw = m[2]!;
+    v.set(m[1]!.toLowerCase(), raw.startsWith("'") ? raw.slice(1, -1).replace(/\\(.)/g, '$1') : raw);
+  }
+  const part = (k: string, dflt: string) => (v.get(k) ? encodeURIComponent(v.get(k)!) : dflt);
+  const port = v.get('port') ? `:${part('port', '')}` : '';
+  return `postgresql://${part('user', 'USER')}@${part('host', 'HOST')}${port}/${part('dbname', 'DBNAME')}`;
+}
+
+/**
+ * What is wrong with `db` as a --db (a SQLite file path or a PostgreSQL URI), as the
+ * end of a sentence about it; null when nothing is. Never quotes a password.
+ */
+export function dbNameProblem(db: string): string | null {
+  if (looksLikeUri(db)) {
+    const p = pgUriProblem(db);
+    return p === null ? null : `not a PostgreSQL URI: ${p}`;
+  }
+  if (!looksLikeConninfo(db)) return null;
+  return (
+    `neither a SQLite file path nor a PostgreSQL URI (key=value pairs, as a libpq connection string has, or a password): ` +
+    `name a PostgreSQL database by its URI, ${URI_FORM} (here ${uriFormOf(db)}), with the password in ~/.pgpass or PGPASSWORD ` +
+    `(a SQLite file whose name begins with 'word=' is given as ./NAME)`
+  );
+}
+
+/** Refuses a `db` that is neither a SQLite file path nor a PostgreSQL URI (DataError BAD_DB_URI, `db` shown redacted); anything else passes. */
 export function checkDbName(db: string): void {
-  const problem = looksLikeUri(db) ? pgUriProblem(db) : null;
-  if (problem !== null) throw new DataError('BAD_DB_URI', `not a PostgreSQL URI: ${problem}`, { file: redactSecrets(db) });
+  const problem = dbNameProblem(db);
+  if (problem !== null) throw new DataError('BAD_DB_URI', problem, { file: redactSecrets(db) });
 }

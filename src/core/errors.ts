@@ -1,4 +1,7 @@
 import * as os from 'node:os';
+import type { ErrorCode } from './error-codes.js';
+
+export type { ErrorCode };
 
 /** Where a problem was found: a file name ("-" for stdin) and a 1-based line number. */
 export interface Place {
@@ -11,9 +14,9 @@ export interface Place {
  * `<stage>: <file>:<line>: <message>`. `code` is a stable machine-readable name.
  */
 export class DataError extends Error {
-  readonly code: string;
+  readonly code: ErrorCode;
   readonly place: Place | undefined;
-  constructor(code: string, message: string, place?: Place) {
+  constructor(code: ErrorCode, message: string, place?: Place) {
     super(message);
     this.name = 'DataError';
     this.code = code;
@@ -103,7 +106,7 @@ export function formatPlace(place: Place | undefined, message: string): string {
 /** Turns a Node system error (ENOENT, ENOSPC, EACCES, ...) into a DataError naming the file. */
 export function ioError(err: unknown, file: string, doing: string): DataError {
   const e = err as NodeJS.ErrnoException;
-  const why = e && e.code ? `${e.code}: ${sysMessage(e)}` : String((e && e.message) || err);
+  const why = e?.code ? `${e.code}: ${sysMessage(e)}` : String(e?.message || err);
   // Node decodes a command line's bytes as UTF-8, a byte that is not as U+FFFD: a file whose
   // name is not UTF-8 cannot be named to it, and is then "not found" though `ls` shows it.
   const mangled = e?.code === 'ENOENT' && file.includes('\ufffd') ? ' (if the name is not UTF-8 text, Node cannot open the file by it: rename the file)' : '';

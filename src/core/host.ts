@@ -21,7 +21,11 @@ export function withoutTrailingDot(host: string): string {
  */
 export const MAX_DOMAIN_BYTES = 253;
 
-/** Why `domain` cannot be stored, or null: longer than MAX_DOMAIN_BYTES. */
-export function domainTooLong(domain: string): string | null {
-  return domain.length > MAX_DOMAIN_BYTES ? `${domain.length} bytes, max ${MAX_DOMAIN_BYTES}` : null;
+/**
+ * Why a domain of `bytes` bytes (an ASCII domain's length) cannot be stored or routed,
+ * or null: longer than MAX_DOMAIN_BYTES. The one rule of analyze-dump's reject,
+ * upload-domains' bad record and partner-db's refusal.
+ */
+export function domainTooLong(bytes: number): string | null {
+  return bytes > MAX_DOMAIN_BYTES ? `${bytes} bytes, max ${MAX_DOMAIN_BYTES}` : null;
 }

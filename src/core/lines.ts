@@ -339,7 +339,7 @@ export class FileLineReader {
       if (n === 0) {
         this.eof = true;
         this.close();
-        if (this.carry && this.carry.length) throw cutOff(this.file, this.lineNo + 1, 'file', this.carry);
+        if (this.carry?.length) throw cutOff(this.file, this.lineNo + 1, 'file', this.carry);
         return false;
       }
       const chunk = this.block.subarray(0, n);
@@ -378,4 +378,27 @@ export function findTabsAt(buf: Uint8Array, start: number, end: number, at: Int3
     }
   }
   return n + 1;
+}
+
+/** Number of LF-terminated lines in a file (plus one for a last line without LF). */
+export function countLines(file: string): number {
+  const fd = fs.openSync(file, 'r');
+  const buf = Buffer.allocUnsafe(1 << 20);
+  let n = 0;
+  let last = 10;
+  try {
+    for (;;) {
+      const got = fs.readSync(fd, buf, 0, buf.length, null);
+      if (got === 0) break;
+      let i = buf.indexOf(10, 0);
+      while (i !== -1 && i < got) {
+        n++;
+        i = buf.indexOf(10, i + 1);
+      }
+      last = buf[got - 1]!;
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+  return last === 10 ? n : n + 1;
 }

@@ -211,7 +211,7 @@ export class RecordSorter {
       let at = 0;
       for (const o of this.spills) at = this.readSpilled(o[g]!, o[g + 1]!, spilled, at);
       keys.addLines(spilled, 0, at, 0);
-      this.batches.forEach((b, i) => keys.addGroup(b, g, i + 1));
+      for (const [i, b] of this.batches.entries()) keys.addGroup(b, g, i + 1);
       keys.writeSorted(out, [spilled, ...this.batches.map((b) => b.bytes)]);
       yield;
     }
@@ -254,7 +254,9 @@ export class RecordSorter {
       }
     }
     sortInto(
-      () => this.batches.forEach((b, i) => keys.addGroup(b, g, i)),
+      () => {
+        for (const [i, b] of this.batches.entries()) keys.addGroup(b, g, i);
+      },
       this.batches.map((b) => b.bytes),
     );
     yield* mergeRuns(

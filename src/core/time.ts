@@ -84,7 +84,7 @@ export function timestampMsAt(buf: Uint8Array, at: number): number {
     hourKeys[slot] = hour;
     hourMs[slot] = base;
   }
-  return base === base ? base + (mi * 60 + s) * 1000 : localMs(hour, mi, s);
+  return Number.isNaN(base) ? localMs(hour, mi, s) : base + (mi * 60 + s) * 1000;
 }
 
 /** The local time `hour` (the digits YYYYMMDDhh as a number) `mi`:`s`, in ms since the epoch. */

@@ -76,7 +76,7 @@ export function canonicalize(raw: string, opts: UrlOptions): CanonicalUrl | Reje
     return { reason: 'URL too long', detail: `canonical form ${url.length} bytes, max ${opts.maxUrlBytes}` };
   }
   const domain = domainOf(host, opts.domainMode);
-  const long = domainTooLong(domain);
+  const long = domainTooLong(domain.length);
   if (long !== null) return { reason: 'domain too long', detail: long };
   return { url, domain };
 }
@@ -107,7 +107,7 @@ class HostDomains {
     const k = this.hosts.add(b, s, e);
     if (!this.hosts.added) return this.domains[k]!;
     const d = domainOf(b.toString('latin1', s, e), this.mode);
-    return (this.domains[k] = domainTooLong(d) === null ? d : null);
+    return (this.domains[k] = domainTooLong(d.length) === null ? d : null);
   }
 }
 

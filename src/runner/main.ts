@@ -5,19 +5,37 @@ import { packageVersion } from '../cli/stage.js';
 import { loadPino } from '../core/cjs.js';
 import { DataError, UsageError, formatPlace, visibleName } from '../core/errors.js';
 import { REDACTING_HOOKS } from '../core/secrets.js';
-import { recordEnd } from './invocation-end.js';
-import { Stop } from './invocation-report.js';
-import { invocation } from './invocation.js';
-import { type Seen, stateOfRefused } from './last-invocation.js';
-import { Locked } from './lock.js';
-import { PROG, type RunnerOptions, USAGE, parseArgs } from './options.js';
-import { SUBCOMMANDS, subcommand } from './subcommand.js';
+import { recordEnd } from './views/record-end.js';
+import { Stop } from './invocation/report.js';
+import { invocation } from './invocation/invocation.js';
+import { stateOfRefused } from './options/refused.js';
+import type { Seen } from './state/last-invocation.js';
+import { Locked } from './state/lock.js';
+import type { RunnerOptions } from './options/types.js';
+import { USAGE } from './options/usage.js';
+import { parseArgs } from './options/parse.js';
+import { PROG, sayTo } from './say.js';
+import { NEW_IDENTITY_USAGE, newIdentity } from './invocation/new-identity.js';
+import { EXPLAIN_USAGE, explain } from './views/explain.js';
+import { STATUS_USAGE, status } from './views/status.js';
+import { type Subcommand, subcommand } from './views/subcommand.js';
 
 const pino = loadPino();
 
+/** The subcommands: status and explain, which only read; new-identity, which takes the lock. */
+const COMMANDS: ReadonlyMap<string, Subcommand> = new Map<string, Subcommand>([
+  ['status', { usage: STATUS_USAGE, run: (a) => status(a) }],
+  ['explain', { usage: EXPLAIN_USAGE, run: explain }],
+  ['new-identity', { usage: NEW_IDENTITY_USAGE, run: (a) => newIdentity(a.o) }],
+]);
+
+/** The subcommands' names. */
+export const SUBCOMMANDS: ReadonlySet<string> = new Set(COMMANDS.keys());
+
 /** Runs the command line and exits with 0, 1, 2, 75 (locked) or 128+signal. Never returns. */
 export async function main(argv: string[] = process.argv.slice(2)): Promise<never> {
-  if (SUBCOMMANDS.has(argv[0] ?? '')) return subcommand(argv[0]!, argv.slice(1));
+  const sub = COMMANDS.get(argv[0] ?? '');
+  if (sub !== undefined) return subcommand(argv[0]!, sub, argv.slice(1));
   const seen: Seen = { started: new Date(), lock: false, committed: [] };
   let o: RunnerOptions;
   try {
@@ -39,9 +57,10 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<neve
     throw err;
   }
   const log = pino({ name: PROG, level: o.logLevel, base: { prog: PROG }, hooks: REDACTING_HOOKS }, pino.destination({ fd: 2, sync: true }));
+  const say = sayTo(log);
   const end = (code: number, error: string | null) => recordEnd(o, o.state, seen, code, error);
   try {
-    await invocation(o, log, seen);
+    await invocation(o, say, seen);
     await end(0, null);
     process.exit(0);
   } catch (err) {
@@ -55,19 +74,19 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<neve
     }
     if (err instanceof Locked) {
       await end(75, `another run holds the lock: ${err.message}`);
-      process.stderr.write(`${PROG}: another run holds the lock: ${visibleName(err.message)}; exiting (75)\n`);
+      say.tell(`another run holds the lock: ${visibleName(err.message)}; exiting (75)`);
       process.exit(75);
     }
     const message = err instanceof DataError ? formatPlace(err.place, err.message) : `internal error: ${(err as Error)?.message ?? String(err)}`;
     if (!(err instanceof DataError) && process.env.MASTER_SERVER_DEBUG) process.stderr.write(`${(err as Error)?.stack}\n`);
-    log.error({ error: message }, 'failed');
-    process.stderr.write(`${PROG}: ${visibleName(message)}\n`); // one line, whatever names it quotes
+    say.tell(visibleName(message), { level: 'error', fields: { error: message }, msg: 'failed' }); // one line, whatever names it quotes
     await end(1, message);
     process.exit(1);
   }
 }
 
 function usageExit(message: string): never {
-  process.stderr.write(`${PROG}: ${visibleName(message)}\nTry '${PROG} --help' for more information.\n`);
+  sayTo(null).tell(visibleName(message));
+  process.stderr.write(`Try '${PROG} --help' for more information.\n`);
   process.exit(2);
 }

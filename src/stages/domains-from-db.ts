@@ -1,7 +1,8 @@
 // domains-from-db: the partner database's domain -> Yacobot table as a domain_map.
 import { pathOption, type StageDef } from '../cli/stage.js';
 import { openStore } from '../core/store/open.js';
-import { addDbOptions, timeoutsOf, type Timeouts } from '../core/store/store.js';
+import { addDbOptions } from '../cli/db-options.js';
+import { timeoutsOf, type Timeouts } from '../core/store/store.js';
 import { DataError, clipText } from '../core/errors.js';
 import { checkDomain } from '../core/records.js';
 

@@ -1,6 +1,7 @@
 // filter-url: decide what to send this hour and write the next current_log.
 import { pathOption, refuseOwnStreams, type StageDef } from '../cli/stage.js';
 import { DASH, compareBytes, type ByteSink } from '../core/bytes.js';
+import { DEFAULT_KEEP, DEFAULT_RESEND_AFTER } from '../core/defaults.js';
 import { DataError, UsageError } from '../core/errors.js';
 import { MAX_HITS_DIGITS, addHitsAt, hitsTooBig } from '../core/hits.js';
 import {
@@ -21,11 +22,6 @@ import {
 } from '../core/records.js';
 import { formatTimestamp, isValidTimestamp, parseDuration, timestampMsAt, timestampToMs } from '../core/time.js';
 import { AtomicFileWriter } from '../core/writers.js';
-
-/** --keep when not given: how long a URL that did not come again stays in current_log. */
-export const DEFAULT_KEEP = '1h';
-/** --resend-after when not given. */
-export const DEFAULT_RESEND_AFTER = '1h';
 
 export interface FilterParams {
   /** "now" in ms since the epoch. */

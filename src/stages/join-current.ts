@@ -161,7 +161,7 @@ class MergeJoin {
   private nextCurrent(): void {
     this.cur = null;
     const l = this.curLine;
-    if (!this.reader || !this.reader.next(l)) return;
+    if (!this.reader?.next(l)) return;
     const bad = checkUrlRecordAt(l) ?? this.curOrder.check(l.buf, l.start);
     if (bad) throw new DataError('BAD_CURRENT', bad, { file: this.currentName, line: this.reader.lineNo });
     this.nCur++;

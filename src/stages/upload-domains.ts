@@ -1,14 +1,17 @@
 // upload-domains: route filtered_log to Yacobots by domain, assigning new domains.
+import { randomBytes } from 'node:crypto';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { pathOption, refuseOwnStreams, type Count, type StageContext, type StageDef } from '../cli/stage.js';
 import { loadRendezvous, type RendezvousFn, type Chooser, type NewDomains } from '../core/store/assign.js';
 import { openStore } from '../core/store/open.js';
 import { movedSince, movesSoFar, type Routed } from '../core/store/moves.js';
-import { addDbOptions, timeoutsOf, type PartnerStore, type Timeouts } from '../core/store/store.js';
+import { addDbOptions } from '../cli/db-options.js';
+import { timeoutsOf, type PartnerStore, type Timeouts } from '../core/store/store.js';
 import { missingOwnerError, noActive } from '../core/store/yacobots.js';
 import { mkdirEach } from '../core/dirs.js';
-import { DataError, UsageError, ioError, shellQuote } from '../core/errors.js';
+import { DataError, UsageError, clipText, ioError, shellQuote } from '../core/errors.js';
+import { domainTooLong } from '../core/host.js';
 import { grown } from '../core/arrays.js';
 import { BytesIndex } from '../core/bytesindex.js';
 import { TAB, digitsValue, putNumbered } from '../core/bytes.js';
@@ -147,6 +150,12 @@ table).`,
   },
   run: (ctx, o) => route(ctx, o),
 };
+
+/** What is wrong with a checked record's domain as one to route and store (analyze-dump's rule on its length), or null. */
+function longDomain(l: LineRef): string | null {
+  const long = domainTooLong(l.fieldEnd(U_DOMAIN) - l.fieldStart(U_DOMAIN));
+  return long === null ? null : `domain too long (${long}): '${clipText(l.text().split('\t')[U_DOMAIN]!)}'`;
+}
 
 /** The partner database as one run of upload-domains sees it at its start. */
 interface Partners {
@@ -301,7 +310,7 @@ class Router {
     const file = this.ctx.inputName;
     const lines = this.ctx.eachLine(
       (buf, start, end, lineNo) => {
-        const bad = checkUrlRecordAt(l.set(buf, start, end));
+        const bad = checkUrlRecordAt(l.set(buf, start, end)) ?? longDomain(l);
         if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
         const k = this.domainOf(buf, l.fieldStart(U_DOMAIN), l.fieldEnd(U_DOMAIN));
         // Held even once records are spooled: a lookup that fails must fail the run at its
@@ -426,10 +435,15 @@ class Router {
       },
     };
     // Logged inside the transaction, just before its COMMIT, and again at once after it: a
-    // run that dies in between leaves the first line only, and its witness (a domain this
-    // transaction inserts, with added_at = --now) tells the runner whether COMMIT happened.
-    const r = await this.db.store.assignNew(news, chooserFor(this.o.assign, this.db.rendezvous), now, (inserted, witness) =>
-      this.ctx.log.info({ committing: inserted, witness, added_at: now }, 'committing new domains'),
+    // run that dies in between leaves the first line only, and its token (recorded in
+    // domain_commit by this transaction alone) tells the runner whether COMMIT happened.
+    const token = randomBytes(16).toString('hex');
+    const r = await this.db.store.assignNew(
+      news,
+      chooserFor(this.o.assign, this.db.rendezvous),
+      now,
+      (inserted, witness) => this.ctx.log.info({ committing: inserted, token, witness, added_at: now }, 'committing new domains'),
+      token,
     );
     this.assignedByUs = r.assignedByUs;
     this.lostRace = r.lostRace;

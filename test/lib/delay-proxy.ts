@@ -53,7 +53,7 @@ export class DelayProxy {
       // Never earlier than the chunk before it, whatever the delay was then.
       const at = Math.max(Date.now() + this.delayMs, last);
       last = at;
-      setTimeout(() => client.write(chunk), at - Date.now());
+      setTimeout(() => client.write(chunk), Math.max(0, at - Date.now()));
     });
     upstream.on('end', () => setTimeout(() => client.end(), Math.max(0, last - Date.now())));
     // Ended, not destroyed: what the client sent last (a COMMIT) still reaches a stopped server.

@@ -87,7 +87,10 @@ export function scratch(prefix = 'ms-test-'): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
   // One exit listener for them all: one per directory passed Node's limit of 10 in a test
   // file that makes more, and its MaxListenersExceededWarning went into the suite's output.
-  if (scratchDirs.length === 0) process.on('exit', () => scratchDirs.forEach((d) => fs.rmSync(d, { recursive: true, force: true })));
+  if (scratchDirs.length === 0)
+    process.on('exit', () => {
+      for (const d of scratchDirs) fs.rmSync(d, { recursive: true, force: true });
+    });
   scratchDirs.push(dir);
   return dir;
 }

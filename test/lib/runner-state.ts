@@ -5,7 +5,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
 
-/** Everything that must come out the same: files of queue/, state/ (but logs, lock and last-invocation.json, which holds times and a pid), inbox, DB rows. */
+/** Everything that must come out the same: files of queue/, state/ (but logs, lock, last-invocation.json, which holds times and a pid, and identity.json, random), inbox, DB rows. */
 export function snapshot(dir: string): Record<string, string> {
   const out: Record<string, string> = {};
   const walk = (rel: string) => {
@@ -13,7 +13,8 @@ export function snapshot(dir: string): Record<string, string> {
     for (const e of fs.readdirSync(abs, { withFileTypes: true })) {
       const r = path.join(rel, e.name);
       if (e.isDirectory()) walk(r);
-      else if (!/^var\/state\/(runs\.jsonl|lock|last-invocation\.json|partner\.db.*)$/.test(r)) out[r] = fs.readFileSync(path.join(dir, r), 'latin1');
+      else if (!/^var\/state\/(runs\.jsonl|lock|last-invocation\.json|\.?identity\.json(\.tmp)?|partner\.db.*)$/.test(r))
+        out[r] = fs.readFileSync(path.join(dir, r), 'latin1');
     }
   };
   walk('var');

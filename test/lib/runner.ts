@@ -147,6 +147,23 @@ export function keepOnly(dir: string, ...names: string[]): void {
   for (const f of RUNS) if (!names.includes(f)) fs.rmSync(path.join(dir, 'var/inbox', f));
 }
 
+/**
+ * A fresh directory whose first two fixture hours were committed, each by its own
+ * invocation with `args`, with the third in the inbox; DIR/older is STATE/`file` as the
+ * first hour left it.
+ */
+export async function twoHoursCommitted(args: string[], file: string): Promise<string> {
+  const dir = fresh();
+  keepOnly(dir, RUNS[0]!);
+  for (const next of [RUNS[1]!, RUNS[2]!]) {
+    const r = await runner(dir, args);
+    assert.equal(r.status, 0, r.stderr);
+    if (next === RUNS[1]) fs.copyFileSync(path.join(dir, 'var/state', file), path.join(dir, 'older'));
+    fs.copyFileSync(path.join(REFLOGS, next), path.join(dir, 'var/inbox', next));
+  }
+  return dir;
+}
+
 /** The run of the first fixture reflog (its name without .reflog). */
 export const RUN0 = RUNS[0]!.replace(/\.reflog$/, '');
 

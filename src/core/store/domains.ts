@@ -39,6 +39,6 @@ export function normalizeDomain(text: string): { domain: string } | { error: str
   if (ascii === '') return { error: `bad domain '${clipText(d)}'` };
   // After the mapping: a trailing '。' is a trailing dot too.
   const domain = withoutTrailingDot(ascii);
-  const long = domainTooLong(domain);
+  const long = domainTooLong(domain.length);
   return long === null ? { domain } : { error: `domain too long (${long}): '${clipText(domain)}'` };
 }

@@ -5,12 +5,14 @@ import { createRequire } from 'node:module';
 import type * as Pg from 'pg';
 import { DataError, shellQuote } from '../errors.js';
 import { assignInTx, type Chooser, type NewDomains } from './assign.js';
+import { recordCommit } from './domain-commits.js';
 import {
   OUR_TABLES,
   RECOUNT_SQL,
   checkShapes,
   checkVersion,
   claimTableSql,
+  claimUpgradeSql,
   foreignTables,
   schemaStanding,
   type MigrateResult,
@@ -31,7 +33,7 @@ import {
   type Timeouts,
 } from './store.js';
 import { checkedLoad, missingOwnerError, newIdTooBig, noActive, type MissingOwner, type YacobotLoad } from './yacobots.js';
-import { clientBounds, closeBounded, isNoAnswer, noAnswerError } from './pg-waits.js';
+import { clientBounds, closeBounded, isConnectTimeout, isNoAnswer, noAnswerError, noConnectionError, seconds, takeLockByTries } from './pg-waits.js';
 import { passwordFromFile } from './pgpass.js';
 
 const require = createRequire(import.meta.url);
@@ -103,7 +105,7 @@ CREATE TRIGGER partner_load_truncate AFTER TRUNCATE ON partner_domain
   FOR EACH STATEMENT EXECUTE FUNCTION partner_load_truncate();
 `;
 
-/** Version 3's hour_claim; run names compare bytewise (collation "C"), as on SQLite. */
+/** The tables of versions 3 and 4 (hour_claim, master_state, domain_commit); run names compare bytewise (collation "C"), as on SQLite. */
 const CLAIM_SQL = claimTableSql(' COLLATE "C"');
 
 /** An int8 as a number when it is one exactly, else a bigint. */
@@ -254,6 +256,7 @@ export class PgStore implements PartnerStore {
     choose: Chooser,
     addedAt: string,
     beforeCommit?: (inserted: number, witness: string | null) => void,
+    token?: string,
   ): Promise<CommitResult> {
     const io = {
       lookup: (ds: readonly string[]) => this.ownersIn(ds),
@@ -265,9 +268,10 @@ export class PgStore implements PartnerStore {
         );
       },
     };
-    return this.write(async () => {
+    return this.write(async (q) => {
       const r = await assignInTx(await this.yacobotLoads(), fresh, choose, io, BATCH);
       if (r.noActive) throw noActive(this.name, 'at commit time (disabled during the run?)', shellQuote(this.name));
+      if (token !== undefined && r.assignedByUs > 0) await recordCommit(q, token, r.assignedByUs);
       beforeCommit?.(r.assignedByUs, r.witness);
       return { assignedByUs: r.assignedByUs, lostRace: r.lostRace };
     });
@@ -307,7 +311,7 @@ export class PgStore implements PartnerStore {
           LOAD_TRIGGERS,
         ]);
         for (const r of rows) await this.query(`DROP TRIGGER ${quoteIdent(r.tgname as string)} ON partner_domain`);
-        await this.query(`DROP TABLE IF EXISTS partner_load; ${LOAD_SQL} ${CLAIM_SQL} ${RECOUNT_SQL}`);
+        await this.query(`DROP TABLE IF EXISTS partner_load; ${LOAD_SQL} ${CLAIM_SQL} ${claimUpgradeSql(facts)} ${RECOUNT_SQL}`);
         checkVersion(await this.facts(), LOAD_TRIGGERS, this.name);
       }
       const r = (await this.query('SELECT COALESCE(SUM(domains), 0)::text AS domains, COUNT(*)::int AS owners FROM partner_load WHERE domains <> 0')).rows[0]!;
@@ -327,7 +331,7 @@ export class PgStore implements PartnerStore {
   private async tx<T>(begin: string, fn: (q: Sql) => Promise<T>, writer: boolean): Promise<T> {
     await this.query(begin);
     try {
-      if (writer) await this.query('SELECT pg_advisory_xact_lock($1)', [WRITE_LOCK]);
+      if (writer) await this.takeWriteLock();
       const v = await fn(this.sql);
       await this.query('COMMIT');
       return v;
@@ -336,6 +340,24 @@ export class PgStore implements PartnerStore {
       if (!this.broken) await this.client.query('ROLLBACK').catch(() => undefined);
       throw err;
     }
+  }
+
+  /**
+   * Takes the write lock for this transaction, by tries of one short round trip each, for
+   * at most --lock-timeout (then DB_BUSY, as a lock wait past lock_timeout is).
+   */
+  private async takeWriteLock(): Promise<void> {
+    const once = async () => (await this.query('SELECT pg_try_advisory_xact_lock($1) AS ok', [WRITE_LOCK])).rows[0]!.ok === true;
+    await takeLockByTries(
+      once,
+      this.timeouts.lockMs,
+      () =>
+        new DataError(
+          'DB_BUSY',
+          `database error: the write lock was not free within ${seconds(this.timeouts.lockMs)} (another process held the lock longer than --lock-timeout)`,
+          { file: this.name },
+        ),
+    );
   }
 
   async insertMany(q: Sql, table: string, columns: readonly string[], rows: readonly unknown[][]): Promise<void> {
@@ -439,8 +461,9 @@ async function connect(uri: string, opts: OpenOptions): Promise<PgStore> {
   try {
     await client.connect();
   } catch (err) {
-    await closeBounded(client);
-    throw pgError(err, name, where);
+    // Nothing to say goodbye to: a server that never finished the connection would not answer one.
+    client.connection.stream.destroy();
+    throw isConnectTimeout(err) ? noConnectionError(name, where, t) : pgError(err, name, where);
   }
   return new PgStore(client, name, where, t);
 }
@@ -459,8 +482,6 @@ function newClient(uri: string, t: Timeouts, readonly: boolean): Pg.Client {
     options: readonly ? '-c default_transaction_read_only=on' : undefined,
     connectionString: uri,
     connectionTimeoutMillis: t.connectMs,
-    statement_timeout: t.statementMs,
-    lock_timeout: t.lockMs,
     ...clientBounds(t),
     application_name: 'master-server',
     types: {

@@ -4,7 +4,7 @@
 import { DataError, clipText, shellQuote } from '../errors.js';
 
 /** The schema version this program reads, and `partner-db init` creates. */
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 
 /** partner_load counted afresh from partner_domain (one GROUP BY), and the version recorded: the end of init and migrate. */
 export const RECOUNT_SQL = `
@@ -18,11 +18,13 @@ const REQUIRED_COLUMNS: Record<string, string[]> = {
   yacobot: ['id', 'name', 'weight', 'active'],
   partner_domain: ['domain', 'yacobot_id', 'added_at'],
 };
-/** The tables versions 2 (partner_load, partner_meta) and 3 (hour_claim) add, with their columns. */
+/** The tables versions 2 (partner_load, partner_meta), 3 (hour_claim) and 4 (master_state, domain_commit, hour_claim.state_id) add, with their columns. */
 const DERIVED_COLUMNS: Record<string, string[]> = {
   partner_load: ['yacobot_id', 'domains'],
   partner_meta: ['key', 'value'],
-  hour_claim: ['run', 'digest', 'master', 'run_id', 'claimed_at', 'published_at'],
+  hour_claim: ['run', 'digest', 'master', 'run_id', 'claimed_at', 'published_at', 'state_id'],
+  master_state: ['state_id', 'token', 'master', 'place', 'seen_at'],
+  domain_commit: ['token', 'domains', 'committed_at'],
 };
 /** Each table's PRIMARY KEY: a domain has one row (upload-domains' upsert relies on it), an hour's reflog one claim. */
 const PRIMARY_KEYS: Record<string, readonly string[]> = {
@@ -31,13 +33,20 @@ const PRIMARY_KEYS: Record<string, readonly string[]> = {
   partner_load: ['yacobot_id'],
   partner_meta: ['key'],
   hour_claim: ['run', 'digest'],
+  master_state: ['state_id'],
+  domain_commit: ['token'],
 };
 
 /**
- * What version 3 adds: hour_claim, one row per hour (run name) and reflog (its
- * SHA-256): the master that claimed it to publish it, that master's run id, when, and
- * when it was published (NULL while only claimed). `collate` is the run column's
- * collation clause (bytewise order on both backends).
+ * What versions 3 and 4 add. hour_claim: one row per hour (run name) and reflog (its
+ * SHA-256): the master that claimed it to publish it (its name, and the identity of its
+ * state: NULL in a claim made before version 4), that master's run id, when, and when it
+ * was published (NULL while only claimed). master_state: one row per state identity, the
+ * token of its current incarnation (a copy of the state that presents an older one is
+ * fenced), and the master name and place that last presented it. domain_commit: one row
+ * per upload-domains transaction that added domains, under the token it logged before
+ * its COMMIT, with how many. `collate` is the run column's collation clause (bytewise
+ * order on both backends).
  */
 export function claimTableSql(collate: string): string {
   return `
@@ -48,9 +57,28 @@ CREATE TABLE IF NOT EXISTS hour_claim (
   run_id TEXT NOT NULL,
   claimed_at TEXT NOT NULL,
   published_at TEXT,
+  state_id TEXT,
   PRIMARY KEY (run, digest)
 );
+CREATE TABLE IF NOT EXISTS master_state (
+  state_id TEXT PRIMARY KEY,
+  token TEXT NOT NULL,
+  master TEXT NOT NULL,
+  place TEXT NOT NULL,
+  seen_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS domain_commit (
+  token TEXT PRIMARY KEY,
+  domains INTEGER NOT NULL,
+  committed_at TEXT NOT NULL
+);
 `;
+}
+
+/** The statement that gives a version 3 hour_claim (as `facts` found it) its state_id column, or ''. */
+export function claimUpgradeSql(facts: SchemaFacts): string {
+  const claims = facts.shapes.get('hour_claim');
+  return claims !== undefined && !claims.columns.has('state_id') ? 'ALTER TABLE hour_claim ADD COLUMN state_id TEXT;' : '';
 }
 
 /** The hint every "no database" message carries. */
@@ -60,7 +88,7 @@ export function initHint(file: string): string {
 
 /** What a migration did: the schema it found, and what partner_load counts now. */
 export interface MigrateResult {
-  /** 'current': nothing to do; 'version1', 'version2': upgraded; 'incomplete': this version with a part missing, restored. */
+  /** 'current': nothing to do; 'version1' to 'version3': upgraded; 'incomplete': this version with a part missing, restored. */
   found: SchemaStanding;
   /** The number of domains partner_load counts, and of yacobot_id values it counts them under. */
   domains: number;
@@ -112,7 +140,7 @@ function shapeError(table: string, shape: TableShape, cols: readonly string[]): 
 }
 
 /** How a database with the contract's tables stands against this program's schema version. */
-export type SchemaStanding = 'current' | 'version1' | 'version2' | 'incomplete';
+export type SchemaStanding = 'current' | 'version1' | 'version2' | 'version3' | 'incomplete';
 
 /**
  * Where `facts` stand (with `what`, the first part of this version missing when
@@ -121,6 +149,7 @@ export type SchemaStanding = 'current' | 'version1' | 'version2' | 'incomplete';
 export function schemaStanding(facts: SchemaFacts, triggers: readonly string[], file: string): { standing: SchemaStanding; what?: string } {
   if (facts.version === null) return { standing: 'version1' };
   if (facts.version === '2') return { standing: 'version2' };
+  if (facts.version === '3') return { standing: 'version3' };
   if (facts.version !== String(SCHEMA_VERSION)) {
     throw new DataError(
       'BAD_SCHEMA',
@@ -150,17 +179,16 @@ export function migrateHint(file: string): string {
  */
 export function checkVersion(facts: SchemaFacts, triggers: readonly string[], file: string): void {
   const { standing, what } = schemaStanding(facts, triggers, file);
-  if (standing === 'version1') {
+  const adds: Partial<Record<SchemaStanding, string>> = {
+    version1: "keeps each Yacobot's domain count in partner_load and the masters' claims of hours in hour_claim, fenced by each state's identity",
+    version2: "records the masters' claims of hours in hour_claim, fenced by each state's identity",
+    version3: "fences the claims of hours by each state's identity (master_state) and records what each upload-domains commit added (domain_commit)",
+  };
+  const upgrade = adds[standing];
+  if (upgrade !== undefined) {
     throw new DataError(
       'OLD_SCHEMA',
-      `schema version 1: this program reads version ${SCHEMA_VERSION}, which keeps each Yacobot's domain count in partner_load and the masters' claims of hours in hour_claim; upgrade it (one transaction) with: ${migrateHint(file)}`,
-      { file },
-    );
-  }
-  if (standing === 'version2') {
-    throw new DataError(
-      'OLD_SCHEMA',
-      `schema version 2: this program reads version ${SCHEMA_VERSION}, which records the masters' claims of hours in hour_claim; upgrade it (one transaction) with: ${migrateHint(file)}`,
+      `schema version ${standing.slice('version'.length)}: this program reads version ${SCHEMA_VERSION}, which ${upgrade}; upgrade it (one transaction) with: ${migrateHint(file)}`,
       { file },
     );
   }

@@ -13,6 +13,7 @@ import {
   RECOUNT_SQL,
   checkShapes,
   claimTableSql,
+  claimUpgradeSql,
   checkVersion,
   foreignTables,
   initHint,
@@ -93,7 +94,7 @@ CREATE TABLE IF NOT EXISTS partner_meta (
 );
 `;
 
-/** Version 3's hour_claim (run names compare bytewise: SQLite's BINARY collation). */
+/** The tables of versions 3 and 4: hour_claim (run names compare bytewise: SQLite's BINARY collation), master_state, domain_commit. */
 const CLAIM_SQL = claimTableSql('');
 
 /**
@@ -288,7 +289,8 @@ export function initDb(file: string): { db: Db; created: boolean } {
 /**
  * Brings a database opened with `anyVersion` to this schema version in one write
  * transaction: partner_load and its triggers (re)made, counted with one GROUP BY,
- * hour_claim made where missing, the version recorded. A database already at this
+ * hour_claim, master_state and domain_commit made where missing (hour_claim given its
+ * state_id column), the version recorded. A database already at this
  * version, whole, is left as it is.
  */
 export function migrateDb(db: Db, file: string): MigrateResult {
@@ -299,7 +301,7 @@ export function migrateDb(db: Db, file: string): MigrateResult {
       const found = schemaStanding(facts, LOAD_TRIGGERS, file).standing;
       if (found !== 'current') {
         for (const t of LOAD_TRIGGERS) db.exec(`DROP TRIGGER IF EXISTS ${t}`);
-        db.exec(`DROP TABLE IF EXISTS partner_load; ${LOAD_SQL} ${CLAIM_SQL} ${RECOUNT_SQL}`);
+        db.exec(`DROP TABLE IF EXISTS partner_load; ${LOAD_SQL} ${CLAIM_SQL} ${claimUpgradeSql(facts)} ${RECOUNT_SQL}`);
         checkSchema(db, file);
       }
       const r = db.prepare('SELECT COALESCE(SUM(domains), 0) AS domains, COUNT(*) AS owners FROM partner_load WHERE domains <> 0').get() as {

@@ -2,6 +2,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import { shellQuote } from '../errors.js';
 import { assignInTx, type Chooser, type NewDomains } from './assign.js';
+import { recordCommit } from './domain-commits.js';
 import type { MigrateResult } from './schema.js';
 import { checkYacobotIds, dbError, initDb, migrateDb, missingOwners, openDb, yacobotLoads, type Db } from './sqlite-db.js';
 import { findYacobotIn, type CommitResult, type DomainRow, type OpenOptions, type OwnerLookup, type PartnerStore, type Row, type Sql } from './store.js';
@@ -141,6 +142,7 @@ export class SqliteStore implements PartnerStore {
     choose: Chooser,
     addedAt: string,
     beforeCommit?: (inserted: number, witness: string | null) => void,
+    token?: string,
   ): Promise<CommitResult> {
     const db = this.db;
     // The lookups' read transaction ends before the write transaction (nested, it would be a savepoint).
@@ -151,9 +153,10 @@ export class SqliteStore implements PartnerStore {
         this.runRows('INSERT INTO partner_domain (domain, yacobot_id, added_at)', 'ON CONFLICT(domain) DO NOTHING', rows, ([d, id]) => [d, id, addedAt]);
       },
     };
-    return this.write(async () => {
+    return this.write(async (q) => {
       const r = await assignInTx(yacobotLoads(db), fresh, choose, io, ASSIGN_BATCH);
       if (r.noActive) throw noActive(this.name, 'at commit time (disabled during the run?)', shellQuote(this.name));
+      if (token !== undefined && r.assignedByUs > 0) await recordCommit(q, token, r.assignedByUs);
       beforeCommit?.(r.assignedByUs, r.witness);
       return { assignedByUs: r.assignedByUs, lostRace: r.lostRace };
     });

@@ -1,10 +1,9 @@
 // The partner store: the one interface through which stages and partner-db reach the
 // partner database, whichever backend holds it (a SQLite file, or PostgreSQL for
 // several masters). Backends: sqlite.ts and pg.ts, opened by open.ts.
-import { Option, type Command } from 'commander';
 import { DataError, UsageError, clipText } from '../errors.js';
 import { parseCount, parseDecimal } from '../numbers.js';
-import { DB_ENV, redactSecrets } from '../secrets.js';
+import { redactSecrets } from '../secrets.js';
 import type { Chooser, NewDomains } from './assign.js';
 import type { MigrateResult } from './schema.js';
 import type { MissingOwner, Yacobot, YacobotLoad } from './yacobots.js';
@@ -35,14 +34,37 @@ export interface CommitResult {
   lostRace: number;
 }
 
-/** Time limits of a PostgreSQL connection, in milliseconds (0: none); SQLite waits by its busy timeout. */
+/**
+ * Time limits of a PostgreSQL connection, in milliseconds (0: none); SQLite waits by its
+ * busy timeout. answerMs bounds each round trip (a server that stopped answering),
+ * statementMs one statement on the server (a slow one), lockMs a wait for another writer.
+ */
 export interface Timeouts {
   connectMs: number;
+  answerMs: number;
   statementMs: number;
   lockMs: number;
 }
 
-export const DEFAULT_TIMEOUTS: Timeouts = { connectMs: 10_000, statementMs: 300_000, lockMs: 60_000 };
+export const DEFAULT_TIMEOUTS: Timeouts = { connectMs: 5000, answerMs: 20_000, statementMs: 15_000, lockMs: 60_000 };
+
+/** The time-out options of a PostgreSQL --db: name, Timeouts field, what it bounds, what 0 means (their help). */
+export const TIMEOUT_OPTIONS = [
+  ['connect-timeout', 'connectMs', 'seconds to wait for a connection', 'no limit'],
+  [
+    'answer-timeout',
+    'answerMs',
+    'seconds to wait for the answer to any one request before taking the server as stopped or cut off',
+    '--statement-timeout and a margin',
+  ],
+  ['statement-timeout', 'statementMs', 'seconds one statement may run on the server (at most --answer-timeout less a margin)', 'no limit'],
+  ['lock-timeout', 'lockMs', "seconds to wait for a lock, another writer's among them", 'no limit'],
+] as const;
+
+/** A time-out option's name as commander keys it (answer-timeout: answerTimeout). */
+export function camelOf(flag: string): string {
+  return flag.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
+}
 
 export interface OpenOptions {
   /** The caller only reads. */
@@ -82,9 +104,16 @@ export interface PartnerStore {
   /**
    * Gives each of `fresh` that has no owner one chosen by `choose`, inserting it if
    * absent and reading back the winner (told to fresh.owner), in one serialized write
-   * transaction, a batch at a time; `beforeCommit` runs inside it, just before COMMIT.
+   * transaction, a batch at a time; `beforeCommit` runs inside it, just before COMMIT,
+   * after a transaction that added domains recorded them under `token` (assign.ts's recordCommit).
    */
-  assignNew(fresh: NewDomains, choose: Chooser, addedAt: string, beforeCommit?: (inserted: number, witness: string | null) => void): Promise<CommitResult>;
+  assignNew(
+    fresh: NewDomains,
+    choose: Chooser,
+    addedAt: string,
+    beforeCommit?: (inserted: number, witness: string | null) => void,
+    token?: string,
+  ): Promise<CommitResult>;
   /** Inside a write transaction: the owners of those of `domains` that have one. */
   ownersIn(domains: readonly string[]): Promise<Map<string, number>>;
   /** Inside a write transaction: gives each domain its Yacobot, inserted with added_at `addedAt` or moved (its added_at kept), many per statement. */
@@ -122,22 +151,7 @@ export async function findYacobotIn(q: Sql, ref: string): Promise<Yacobot> {
   return { id: Number(row.id), name: row.name as string, weight: Number(row.weight), active: Number(row.active) !== 0 };
 }
 
-/** Adds --db and the PostgreSQL time-out options to a command. */
-export function addDbOptions(cmd: Command, required = true): Command {
-  const what = `the partner database: a SQLite file or a postgres:// URI${required ? ' (required)' : ''}; ${DB_ENV} when not given (the runner hands it so: never on an argv, which ps shows)`;
-  cmd
-    .addOption(new Option('--db <db>', what).env(DB_ENV).makeOptionMandatory(required))
-    .option('--connect-timeout <s>', `PostgreSQL: seconds to wait for a connection (0: no limit)`, String(DEFAULT_TIMEOUTS.connectMs / 1000))
-    .option('--statement-timeout <s>', `PostgreSQL: seconds one statement may take (0: no limit)`, String(DEFAULT_TIMEOUTS.statementMs / 1000))
-    .option(
-      '--lock-timeout <s>',
-      `PostgreSQL: seconds to wait for a lock, another master's commit among them (0: no limit)`,
-      String(DEFAULT_TIMEOUTS.lockMs / 1000),
-    );
-  return cmd;
-}
-
-/** The time-outs of addDbOptions' options as parsed; a UsageError names a bad one. */
+/** The time-outs of addDbOptions' options (cli/db-options.ts) as parsed; a UsageError names a bad one. */
 export function timeoutsOf(raw: Record<string, unknown>): Timeouts {
   const ms = (flag: string, v: unknown, dflt: number): number => {
     if (v === undefined) return dflt;
@@ -145,9 +159,7 @@ export function timeoutsOf(raw: Record<string, unknown>): Timeouts {
     if (n === null || !(n >= 0 && n <= 86_400)) throw new UsageError(`${flag} wants seconds from 0 to 86400, got '${clipText(String(v))}'`);
     return Math.round(n * 1000);
   };
-  return {
-    connectMs: ms('--connect-timeout', raw.connectTimeout, DEFAULT_TIMEOUTS.connectMs),
-    statementMs: ms('--statement-timeout', raw.statementTimeout, DEFAULT_TIMEOUTS.statementMs),
-    lockMs: ms('--lock-timeout', raw.lockTimeout, DEFAULT_TIMEOUTS.lockMs),
-  };
+  const t = { ...DEFAULT_TIMEOUTS };
+  for (const [flag, field] of TIMEOUT_OPTIONS) t[field] = ms(`--${flag}`, raw[camelOf(flag)], DEFAULT_TIMEOUTS[field]);
+  return t;
 }
