@@ -3,16 +3,15 @@
 // of temporary files, and the summary log line.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { Readable } from 'node:stream';
 import type { Command } from 'commander';
 import type { Logger } from 'pino';
 import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleName, type ErrorCode } from '../core/errors.js';
 import { growPipe } from '../core/pipes.js';
 import { PROJECT_ROOT } from '../core/root.js';
 import { ByteLineSplitter, cutMark, type ByteLineFn } from '../core/lines.js';
-import { readStreamFor } from '../core/fifos.js';
 import { liveTempFiles, removeQuietly, staleTemps } from '../core/temps.js';
 import { Output, OutputClosed } from './output.js';
+import { fstatQuietly, inputFailure, openInput, readBlocks, systemFailure, type InputSource } from './input.js';
 import { onStopSignal } from './signals.js';
 import { loadPino } from '../core/cjs.js';
 import { loadCommander } from './commander.js';
@@ -157,7 +156,12 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   // Not stdin when the input is a file: that pipe is someone else's (`... | while read f; do stage "$f"`).
   const pipes = { stdin: def.readsInput !== false && args.inputPath === '-' ? growPipe(0) : null, stdout: growPipe(1) };
   log.debug({ pipe_bytes: pipes }, 'pipe capacities');
-  const input = openInput(def, args, end);
+  let input: InputSource;
+  try {
+    input = openInput(def.readsInput !== false, args.inputPath, args.inputName);
+  } catch (err) {
+    end.fail(err);
+  }
   // A signal that came while the modules loaded (bin/<stage> catches them first) is acted on here.
   onStopSignal((sig) => end.interrupted(sig));
   // One turn of the event loop: a signal delivered during the load is dispatched at its
@@ -255,45 +259,6 @@ function refuseReadOnlyStdout(end: RunEnd): void {
   }
 }
 
-/** The stage's input: a regular file's descriptor (read into the stage's buffers), and the input as a stream. */
-interface InputSource {
-  fd: number | null;
-  stream(): Readable;
-}
-
-/** The stage's input (an empty stream for a stage that reads none); a run that cannot read it fails. */
-function openInput(def: StageDef<unknown>, args: StageArgs<unknown>, end: RunEnd): InputSource {
-  const of = (s: Readable): InputSource => ({ fd: null, stream: () => s });
-  if (def.readsInput === false) return of(Readable.from([]));
-  if (args.inputPath === '-') {
-    const stdin = fstatQuietly(0);
-    // Read as a stream, a directory on stdin looks like empty input.
-    if (stdin?.isDirectory()) end.fail(new DataError('IO', 'cannot read input: EISDIR: illegal operation on a directory', { file: args.inputName }));
-    return stdin?.isFile() ? fileInput(0) : of(process.stdin);
-  }
-  try {
-    fs.accessSync(args.inputPath, fs.constants.R_OK);
-    const st = fs.statSync(args.inputPath);
-    return st.isFile() ? fileInput(fs.openSync(args.inputPath, 'r')) : of(readStreamFor(args.inputPath, st));
-  } catch (err) {
-    end.fail(ioError(err, args.inputName, 'read input'));
-  }
-}
-
-/**
- * A regular file as input (`stage < file` or `stage file`), read in 1 MiB chunks as a
- * stream: process.stdin would read it 64 KiB at a time (measured: 4x the time to read 90 MB).
- */
-function fileInput(fd: number): InputSource {
-  let s: Readable | null = null;
-  return { fd, stream: () => (s ??= fs.createReadStream('', { fd, highWaterMark: 1 << 20, autoClose: false })) };
-}
-
-/** Reads from `fd` into `buf` (at most its length); resolves to the bytes read, 0 at the end. */
-function readInto(fd: number, buf: Buffer): Promise<number> {
-  return new Promise((resolve, reject) => fs.read(fd, buf, 0, buf.length, null, (err, n) => (err ? reject(err) : resolve(n))));
-}
-
 /** What the stage's run sees: its input as lines or chunks, its output, its log, its exit hooks and counts. */
 function stageContext(def: StageDef<unknown>, args: StageArgs<unknown>, input: InputSource, out: Output, end: RunEnd): StageContext {
   const { inputName } = args;
@@ -331,31 +296,7 @@ function stageContext(def: StageDef<unknown>, args: StageArgs<unknown>, input: I
       splitter.end();
     },
     eachChunk: (fn) => pump(fn),
-    async eachBlock(room, fn) {
-      const fd = input.fd;
-      if (fd === null) {
-        await pump(async (chunk) => {
-          for (let at = 0; at < chunk.length; ) {
-            const r = room();
-            const n = Math.min(r.length, chunk.length - at);
-            chunk.copy(r, 0, at, at + n);
-            at += n;
-            const p = fn(n);
-            if (p) await p;
-          }
-        });
-        return;
-      }
-      try {
-        for (let n = await readInto(fd, room()); n > 0; n = await readInto(fd, room())) {
-          const p = fn(n);
-          if (p) await p;
-          await out.flushIfFull();
-        }
-      } catch (err) {
-        throw inputFailure(err, inputName);
-      }
-    },
+    eachBlock: (room, fn) => readBlocks(input, room, fn, pump, () => out.flushIfFull(), inputName),
   };
 }
 
@@ -478,35 +419,6 @@ function markCut(text: string): 'written' | 'stalled' | 'refused' {
       Atomics.wait(nap, 0, 0, 5);
     }
   }
-}
-
-function fstatQuietly(fd: number): fs.Stats | null {
-  try {
-    return fs.fstatSync(fd);
-  } catch {
-    return null;
-  }
-}
-
-function inputFailure(err: unknown, file: string): unknown {
-  if (err instanceof DataError || err instanceof OutputClosed) return err;
-  const e = err as NodeJS.ErrnoException;
-  // A stage's own file operation failing inside the line callback names its own file.
-  if (e && typeof e.path === 'string' && e.path !== file) return systemFailure(err);
-  return e && typeof e.code === 'string' && /^E[A-Z]+$/.test(e.code) ? ioError(err, file, 'read input') : err;
-}
-
-/**
- * A system error (ENOSPC, EACCES, ...) that reached the runner unwrapped is an I/O
- * failure, not a bug: one with a path names that file; a write without one is
- * stdout's (a full disk or device under a redirection).
- */
-function systemFailure(err: unknown): unknown {
-  if (err instanceof DataError || err instanceof UsageError) return err;
-  const e = err as NodeJS.ErrnoException;
-  if (!e || typeof e.code !== 'string' || !/^E[A-Z0-9]+$/.test(e.code)) return err;
-  if (typeof e.path === 'string') return ioError(err, e.path, e.syscall ?? 'access');
-  return e.syscall === 'write' ? ioError(err, 'stdout', 'write output') : err;
 }
 
 /**
