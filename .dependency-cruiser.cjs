@@ -41,9 +41,9 @@ module.exports = {
     {
       name: 'no-stage-imports-another',
       severity: 'error',
-      comment: 'A stage stands alone but for its own modules, named after it (analyze-dump-worker.ts, limit-domains-rank.ts).',
-      from: { path: '^src/stages/([^/.]+)' },
-      to: { path: '^src/stages/', pathNot: ['^src/stages/$1(-worker|-rank)?[.]ts$', '^src/stages/analyze-dump[.]ts$'] },
+      comment: 'A stage stands alone but for its own modules, named after it (analyze-dump-worker.ts, -batch.ts, -parse.ts, limit-domains-rank.ts).',
+      from: { path: '^src/stages/([^/.]+?)(-worker|-rank|-batch|-parse)?[.]ts$' },
+      to: { path: '^src/stages/', pathNot: ['^src/stages/$1(-worker|-rank|-batch|-parse)?[.]ts$', '^src/stages/analyze-dump[.]ts$'] },
     },
     {
       name: 'runner-runs-stages-as-processes',

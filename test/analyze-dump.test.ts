@@ -538,32 +538,39 @@ test('UrlResolver: every answer, first or remembered, across start-overs, equals
 test('a line longer than the limit is a header when it has no TAB at all, else a reject (TAB before or after the cut)', () => {
   const good = 'b\t5\t20110727200841\t1\thttp://e.com/\t1\n';
   // Well past the 73,728-byte limit and past one read, so the reader cuts it; the
-  // input is over one 1 MiB batch, so with --threads 2 the workers see the lines.
+  // input is over one 1 MiB batch, so with --threads 2 the workers see the lines. The
+  // lines of 1.5 MiB fill a whole batch buffer (a file is read straight into them).
   const big = 400_000;
-  const lines = ['H'.repeat(big), 'H'.repeat(big) + '\tx', 'x\t' + 'H'.repeat(big), 'H'.repeat(80_000)];
+  const huge = 1_500_000;
+  const lines = ['H'.repeat(big), 'H'.repeat(big) + '\tx', 'x\t' + 'H'.repeat(big), 'H'.repeat(80_000), 'H'.repeat(huge) + '\tx', 'H'.repeat(huge)];
   const input = lines.map((l) => l + '\n' + good).join('');
-  for (const threads of ['0', '2']) {
+  for (const [threads, from] of [
+    ['0', 'pipe'],
+    ['2', 'pipe'],
+    ['0', 'file'],
+    ['2', 'file'],
+  ] as const) {
     const dir = scratch();
-    const r = spawnSync(path.join(BIN, 'analyze-dump'), ['--threads', threads, '--max-reject-ratio', '1', '--rejects', 'rj'], {
-      cwd: dir,
-      input,
-      env: testEnv(),
-      maxBuffer: 1 << 26,
-    });
+    fs.writeFileSync(path.join(dir, 'in.reflog'), input);
+    const args = ['--threads', threads, '--max-reject-ratio', '1', '--rejects', 'rj', ...(from === 'file' ? ['in.reflog'] : [])];
+    const r = spawnSync(path.join(BIN, 'analyze-dump'), args, { cwd: dir, input: from === 'pipe' ? input : '', env: testEnv(), maxBuffer: 1 << 26 });
+    const what = `threads ${threads}, from a ${from}`;
     assert.equal(r.status, 0, r.stderr.toString());
     const s = summaryOf(r.stderr.toString());
-    assert.equal(s.skipped_header, 2, `threads ${threads}`);
-    assert.equal(s.rejected, 2);
-    assert.equal(s.records_out, 4);
+    assert.equal(s.skipped_header, 3, what);
+    assert.equal(s.rejected, 3, what);
+    assert.equal(s.records_out, 6, what);
     const rj = fs.readFileSync(path.join(dir, 'rj'), 'latin1').split('\n').filter(Boolean);
     assert.deepEqual(
       rj.map((l) => l.split('\t').slice(0, 2).join('\t')),
-      ['3\tline too long: more than 73728 bytes', '5\tline too long: more than 73728 bytes'],
+      ['3\tline too long: more than 73728 bytes', '5\tline too long: more than 73728 bytes', '9\tline too long: more than 73728 bytes'],
+      what,
     );
     // The rejects file keeps such a line only up to the limit, exactly.
     assert.deepEqual(
       rj.map((l) => l.slice(l.indexOf('\t', l.indexOf('\t') + 1) + 1)),
-      [lines[1]!.slice(0, 73728), lines[2]!.slice(0, 73728)],
+      [lines[1]!.slice(0, 73728), lines[2]!.slice(0, 73728), lines[4]!.slice(0, 73728)],
+      what,
     );
   }
 });

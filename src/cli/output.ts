@@ -12,6 +12,9 @@ export class OutputClosed extends Error {
   }
 }
 
+/** Written buffers kept for reuse. */
+const MAX_SPARE = 4;
+
 /**
  * Gathers output, text or bytes, in a buffer and hands it to the stream in large
  * writes (64 KiB). Stages call `write()` freely, or write bytes straight into
@@ -27,10 +30,18 @@ export class Output implements ByteSink {
   pos = 0;
   private error: Error | null = null;
   closed = false;
+  /** Buffers the stream has written out, to fill again (recycling, not garbage: a stage writes thousands). */
+  private readonly spare: Buffer[] = [];
 
+  /**
+   * `reuseWritten`: fill again a buffer the stream has written through (its
+   * writableLength 0 after the write); only for a stream that keeps no chunk once it
+   * has written it, as process.stdout (a pipe, a file or a terminal) does.
+   */
   constructor(
     private readonly stream: Writable,
     private readonly highWater = 1 << 16,
+    private readonly reuseWritten = false,
   ) {
     this.buf = Buffer.allocUnsafeSlow(highWater);
     stream.on('error', (err: NodeJS.ErrnoException) => this.failed(err));
@@ -119,17 +130,25 @@ export class Output implements ByteSink {
    */
   private hand(): void {
     if (this.pos <= 1) return;
-    const bytes = this.buf.subarray(0, this.pos - 1);
-    const last = this.buf[this.pos - 1]!;
-    this.buf = Buffer.allocUnsafeSlow(this.highWater);
+    const whole = this.buf;
+    const bytes = whole.subarray(0, this.pos - 1);
+    const last = whole[this.pos - 1]!;
+    this.buf = this.spare.pop() ?? Buffer.allocUnsafeSlow(this.highWater);
     this.buf[0] = last;
     this.pos = 1;
-    this.send(bytes);
+    this.send(bytes, this.reuseWritten && whole.length === this.highWater ? whole : null);
   }
 
-  private send(bytes: Buffer): void {
+  /**
+   * Writes `bytes`; `whole`, the buffer they are in, is filled again if the stream
+   * wrote them at once (a pipe with room, a file on stdout): it holds no byte then.
+   * (A callback would keep every buffer until the event loop turns, and a stage that
+   * writes without waiting, such as analyze-dump to a file, would hold its whole output.)
+   */
+  private send(bytes: Buffer, whole: Buffer | null = null): void {
     if (this.closed || bytes.length === 0) return;
     this.stream.write(bytes);
+    if (whole !== null && this.stream.writableLength === 0 && this.spare.length < MAX_SPARE) this.spare.push(whole);
   }
 
   private check(): void {

@@ -3,16 +3,15 @@
 // of temporary files, and the summary log line.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { Readable } from 'node:stream';
 import type { Command } from 'commander';
 import type { Logger } from 'pino';
 import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleName, type ErrorCode } from '../core/errors.js';
 import { growPipe } from '../core/pipes.js';
 import { PROJECT_ROOT } from '../core/root.js';
 import { ByteLineSplitter, cutMark, type ByteLineFn } from '../core/lines.js';
-import { readStreamFor } from '../core/fifos.js';
 import { liveTempFiles, removeQuietly, staleTemps } from '../core/temps.js';
 import { Output, OutputClosed } from './output.js';
+import { fstatQuietly, inputFailure, openInput, readBlocks, systemFailure, type InputSource } from './input.js';
 import { onStopSignal } from './signals.js';
 import { loadPino } from '../core/cjs.js';
 import { loadCommander } from './commander.js';
@@ -37,6 +36,12 @@ export interface StageContext {
   eachLine(fn: ByteLineFn, afterChunk?: () => void | Promise<void>): Promise<void>;
   /** Feeds the input's chunks, as read, to `fn` (awaiting it when it returns a promise). */
   eachChunk(fn: (chunk: Buffer) => void | Promise<void>): Promise<void>;
+  /**
+   * Reads the input into buffers the stage gives: each time into `room()` (from its
+   * start), then `fn(n)` for the `n` bytes put there. A file is read straight into
+   * them; a pipe's chunks are copied in.
+   */
+  eachBlock(room: () => Buffer, fn: (n: number) => void | Promise<void>): Promise<void>;
   /** Runs `fn` on every exit, success or not (before the summary line). */
   onExit(fn: () => void): void;
   /**
@@ -135,15 +140,15 @@ export function packageVersion(): string {
 /** Parses argv, runs the stage, and exits the process with 0, 1 or 2. Never returns normally. */
 export async function runStage<O>(def: StageDef<O>, argv: string[] = process.argv): Promise<never> {
   const started = process.hrtime.bigint();
-  // Loaded here, not with this module: analyze-dump's worker threads import the
-  // stage's module (and so this one) for its core, and have no use for them.
+  // Loaded here, not with this module: a module that imports this one only for its
+  // types and helpers has no use for them.
   const commander = loadCommander();
   const pino = loadPino();
   guardOutput(false); // stderr only: stdout is the stream
   const args = parseCommandLine(def, argv, commander);
   const log = pino({ name: def.name, level: args.logLevel, base: { stage: def.name }, hooks: REDACTING_HOOKS }, pino.destination({ fd: 2, sync: true }));
   staleTemps.report = (p) => log.warn({ removed: p }, `removed ${p}, left by a run that was killed (its process has ended)`);
-  const out = new Output(process.stdout);
+  const out = new Output(process.stdout, undefined, true);
   const end: RunEnd = new RunEnd(def.name, def.writesStdout !== false, log, started);
   refuseReadOnlyStdout(end);
   // A stage runs at most a pipe's worth ahead of its reader: with Linux's 64 KiB the
@@ -151,7 +156,12 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   // Not stdin when the input is a file: that pipe is someone else's (`... | while read f; do stage "$f"`).
   const pipes = { stdin: def.readsInput !== false && args.inputPath === '-' ? growPipe(0) : null, stdout: growPipe(1) };
   log.debug({ pipe_bytes: pipes }, 'pipe capacities');
-  const input = openInput(def, args, end);
+  let input: InputSource;
+  try {
+    input = openInput(def.readsInput !== false, args.inputPath, args.inputName);
+  } catch (err) {
+    end.fail(err);
+  }
   // A signal that came while the modules loaded (bin/<stage> catches them first) is acted on here.
   onStopSignal((sig) => end.interrupted(sig));
   // One turn of the event loop: a signal delivered during the load is dispatched at its
@@ -249,32 +259,13 @@ function refuseReadOnlyStdout(end: RunEnd): void {
   }
 }
 
-/** The stage's input as a stream (an empty one for a stage that reads none); a run that cannot read it fails. */
-function openInput(def: StageDef<unknown>, args: StageArgs<unknown>, end: RunEnd): Readable {
-  if (def.readsInput === false) return Readable.from([]);
-  if (args.inputPath === '-') {
-    const stdin = fstatQuietly(0);
-    // Read as a stream, a directory on stdin looks like empty input.
-    if (stdin?.isDirectory()) end.fail(new DataError('IO', 'cannot read input: EISDIR: illegal operation on a directory', { file: args.inputName }));
-    // A file on stdin (`stage < file`) is read in 1 MiB chunks, as a named input is:
-    // process.stdin would read it 64 KiB at a time (measured: 4x the time to read 90 MB).
-    return stdin?.isFile() ? fs.createReadStream('', { fd: 0, highWaterMark: 1 << 20, autoClose: false }) : process.stdin;
-  }
-  try {
-    fs.accessSync(args.inputPath, fs.constants.R_OK);
-    return readStreamFor(args.inputPath, fs.statSync(args.inputPath));
-  } catch (err) {
-    end.fail(ioError(err, args.inputName, 'read input'));
-  }
-}
-
 /** What the stage's run sees: its input as lines or chunks, its output, its log, its exit hooks and counts. */
-function stageContext(def: StageDef<unknown>, args: StageArgs<unknown>, input: Readable, out: Output, end: RunEnd): StageContext {
+function stageContext(def: StageDef<unknown>, args: StageArgs<unknown>, input: InputSource, out: Output, end: RunEnd): StageContext {
   const { inputName } = args;
   // Feeds input chunks to a splitter; output is flushed between chunks, never per line.
   const pump = async (push: (chunk: Buffer) => void | Promise<void>) => {
     try {
-      for await (const chunk of input) {
+      for await (const chunk of input.stream()) {
         const p = push(chunk as Buffer);
         if (p) await p;
         await out.flushIfFull();
@@ -305,6 +296,7 @@ function stageContext(def: StageDef<unknown>, args: StageArgs<unknown>, input: R
       splitter.end();
     },
     eachChunk: (fn) => pump(fn),
+    eachBlock: (room, fn) => readBlocks(input, room, fn, pump, () => out.flushIfFull(), inputName),
   };
 }
 
@@ -427,35 +419,6 @@ function markCut(text: string): 'written' | 'stalled' | 'refused' {
       Atomics.wait(nap, 0, 0, 5);
     }
   }
-}
-
-function fstatQuietly(fd: number): fs.Stats | null {
-  try {
-    return fs.fstatSync(fd);
-  } catch {
-    return null;
-  }
-}
-
-function inputFailure(err: unknown, file: string): unknown {
-  if (err instanceof DataError || err instanceof OutputClosed) return err;
-  const e = err as NodeJS.ErrnoException;
-  // A stage's own file operation failing inside the line callback names its own file.
-  if (e && typeof e.path === 'string' && e.path !== file) return systemFailure(err);
-  return e && typeof e.code === 'string' && /^E[A-Z]+$/.test(e.code) ? ioError(err, file, 'read input') : err;
-}
-
-/**
- * A system error (ENOSPC, EACCES, ...) that reached the runner unwrapped is an I/O
- * failure, not a bug: one with a path names that file; a write without one is
- * stdout's (a full disk or device under a redirection).
- */
-function systemFailure(err: unknown): unknown {
-  if (err instanceof DataError || err instanceof UsageError) return err;
-  const e = err as NodeJS.ErrnoException;
-  if (!e || typeof e.code !== 'string' || !/^E[A-Z0-9]+$/.test(e.code)) return err;
-  if (typeof e.path === 'string') return ioError(err, e.path, e.syscall ?? 'access');
-  return e.syscall === 'write' ? ioError(err, 'stdout', 'write output') : err;
 }
 
 /**

@@ -10,109 +10,130 @@ import { DataError, ioError } from './errors.js';
 export const DEFAULT_MAX_LINE = 1 << 20;
 
 /**
- * Cuts a byte stream into batches of whole lines of about `target` bytes (a last
- * line without LF ends the final batch). A line that spans chunks and grows longer
- * than `maxLine` is cut to `maxLine + 2` bytes, so memory stays bounded and the
- * reader still sees it as too long, even after stripping a CR from its end (a line
- * of `maxLine` bytes and a CR is kept whole); its last byte is made a TAB if the
- * cut-off part had one, so whether the line has a TAB at all is kept. Nothing else
- * changes: the lines of the batches are the lines of the input (their first
- * `maxLine` bytes at least).
+ * Cuts a byte stream into batches of whole lines of at least `target` bytes (a last
+ * line without LF ends the final batch). The bytes are read straight into the
+ * batch's own buffer (`room()`, then `filled(n)`), so that a batch is handed on
+ * without a copy: only the start of the line that spans two batches is copied, to
+ * the front of the next buffer. A line too long for a buffer (longer than `maxLine`
+ * + 2 bytes) is cut to `maxLine + 2` bytes, so memory stays bounded and the reader
+ * still sees it as too long, even after stripping a CR from its end (a line of
+ * `maxLine` bytes and a CR is kept whole); its last byte is made a TAB if the cut-off
+ * part had one, so whether the line has a TAB at all is kept. Nothing else changes:
+ * the lines of the batches are the lines of the input (their first `maxLine` bytes at
+ * least).
  */
 export class LineBatcher {
-  private parts: Buffer[] = [];
-  private partsLen = 0;
+  /** The batch being filled: buf[0, used). */
+  private buf: Buffer | null = null;
+  private used = 0;
+  /** Dropping the rest of a line cut to maxLine + 2 bytes, up to its LF; and whether a TAB was dropped. */
+  private cutting = false;
+  private droppedTab = false;
   /** Buffers handed back for reuse. */
-  private spare: Uint8Array[] = [];
-  /** The line in progress (no LF seen yet), at most maxLine + 2 bytes. */
-  private tail: Buffer[] = [];
-  private tailLen = 0;
+  private spare: ArrayBuffer[] = [];
+  /** Bytes of a batch buffer: room for the target, and for a line of maxLine + 2 bytes and more. */
+  private readonly size: number;
 
   constructor(
     private readonly target: number,
     private readonly maxLine: number,
-  ) {}
+  ) {
+    this.size = Math.max(target, maxLine + 3);
+  }
 
-  /** Takes a chunk; returns the batches it completed. */
-  push(chunk: Buffer): Buffer[] {
-    const lastLf = chunk.lastIndexOf(LF);
-    if (lastLf === -1) {
-      this.grow(chunk);
-      return [];
+  /** Where the next input bytes go: the free end of the batch buffer (never empty). */
+  room(): Buffer {
+    this.buf ??= this.fresh();
+    return this.buf.subarray(this.used);
+  }
+
+  /** Takes `n` bytes written at the start of the last `room()`; returns the batch they completed, or null. */
+  filled(n: number): Buffer | null {
+    const b = this.buf!;
+    const from = this.used;
+    this.used += n;
+    if (this.cutting && !this.dropUntilLf(b, from)) return null;
+    if (this.used < this.target && this.used < b.length) return null;
+    const lastLf = this.used === 0 ? -1 : b.lastIndexOf(LF, this.used - 1);
+    if (lastLf !== -1) return this.hand(lastLf + 1);
+    // One line fills the buffer: it keeps maxLine + 2 bytes.
+    if (this.used === b.length) {
+      const keep = this.maxLine + 2;
+      this.droppedTab = b.subarray(keep, this.used).indexOf(TAB) !== -1;
+      this.used = keep;
+      this.cutting = true;
     }
-    const firstLf = chunk.indexOf(LF);
-    this.grow(chunk.subarray(0, firstLf + 1));
-    this.parts.push(...this.tail);
-    this.partsLen += this.tailLen;
-    this.tail = [];
-    this.tailLen = 0;
-    if (lastLf > firstLf) {
-      this.parts.push(chunk.subarray(firstLf + 1, lastLf + 1));
-      this.partsLen += lastLf - firstLf;
+    return null;
+  }
+
+  /** Copies a chunk in (for input read as a stream); returns the batches it completed. */
+  push(chunk: Uint8Array): Buffer[] {
+    const out: Buffer[] = [];
+    for (let at = 0; at < chunk.length; ) {
+      const room = this.room();
+      const n = Math.min(room.length, chunk.length - at);
+      room.set(chunk.subarray(at, at + n));
+      at += n;
+      const batch = this.filled(n);
+      if (batch) out.push(batch);
     }
-    if (lastLf + 1 < chunk.length) this.grow(Buffer.from(chunk.subarray(lastLf + 1)));
-    if (this.partsLen < this.target) return [];
-    return [this.flush()];
+    return out;
   }
 
   /** The final batch (whatever is left, with a last line that has no LF), or null. */
   end(): Buffer | null {
-    this.parts.push(...this.tail);
-    this.partsLen += this.tailLen;
-    this.tail = [];
-    this.tailLen = 0;
-    return this.partsLen > 0 ? this.flush() : null;
+    const b = this.buf;
+    if (this.cutting) this.endCut(b!, this.used);
+    const n = this.used;
+    this.buf = null;
+    this.used = 0;
+    return b !== null && n > 0 ? b.subarray(0, n) : null;
   }
 
   /** Takes back a batch's buffer (one this batcher made) for a later batch. */
   recycle(batch: Uint8Array): void {
-    if (this.spare.length < 8) this.spare.push(batch);
+    if (this.spare.length < 8 && batch.buffer.byteLength >= this.size) this.spare.push(batch.buffer as ArrayBuffer);
   }
 
-  /** The batch: its own whole ArrayBuffer (never a shared pool), so it can be transferred. */
-  private flush(): Buffer {
-    const n = this.partsLen;
-    const i = this.spare.findIndex((b) => b.buffer.byteLength >= n);
-    // Rounded up to 512 KiB so that buffers handed back fit later batches.
-    const size = Math.ceil(n / (1 << 19)) * (1 << 19);
-    const b = i >= 0 ? Buffer.from(this.spare.splice(i, 1)[0]!.buffer, 0, n) : Buffer.allocUnsafeSlow(size).subarray(0, n);
-    let at = 0;
-    for (const p of this.parts) {
-      b.set(p, at);
-      at += p.length;
+  /**
+   * Drops the new bytes b[from, used) of a line being cut, up to its LF, which then
+   * follows the kept bytes with whatever came after it; returns whether it came.
+   */
+  private dropUntilLf(b: Buffer, from: number): boolean {
+    const lf = b.indexOf(LF, from);
+    const found = lf !== -1 && lf < this.used;
+    const dropEnd = found ? lf : this.used;
+    if (!this.droppedTab && b.subarray(from, dropEnd).indexOf(TAB) !== -1) this.droppedTab = true;
+    if (!found) {
+      this.used = from;
+      return false;
     }
-    this.parts = [];
-    this.partsLen = 0;
-    return b;
+    this.endCut(b, from);
+    b.copyWithin(from, lf, this.used);
+    this.used = from + (this.used - lf);
+    return true;
   }
 
-  /** Adds bytes to the line in progress, keeping at most maxLine + 2 of them (and its LF). */
-  private grow(piece: Buffer): void {
-    const endsLine = piece.length > 0 && piece[piece.length - 1] === LF;
-    const room = this.maxLine + 2 - this.tailLen;
-    if (piece.length - (endsLine ? 1 : 0) > room) {
-      if (room > 0) this.tail.push(Buffer.from(piece.subarray(0, room)));
-      this.tailLen += room;
-      // The last byte kept (past the maxLine a reader looks at) becomes a TAB when the
-      // dropped part had one: a line with no TAB at all is still told apart.
-      if (piece.subarray(room, piece.length - (endsLine ? 1 : 0)).indexOf(TAB) !== -1) this.markTab();
-      if (endsLine) {
-        this.tail.push(Buffer.from([LF]));
-        this.tailLen++;
-      }
-      return;
-    }
-    this.tail.push(piece);
-    this.tailLen += piece.length;
+  /** Ends the cut of a line kept as b[.., keptEnd): its last byte becomes a TAB if a dropped one was. */
+  private endCut(b: Buffer, keptEnd: number): void {
+    if (this.droppedTab) b[keptEnd - 1] = TAB;
+    this.cutting = false;
+    this.droppedTab = false;
   }
 
-  private markTab(): void {
-    const k = this.tail.length - 1;
-    if (k < 0) return;
-    // A copy: the last piece may be a view of a chunk the caller still holds.
-    const last = Buffer.from(this.tail[k]!);
-    last[last.length - 1] = TAB;
-    this.tail[k] = last;
+  /** Hands out buf[0, end) as a batch (its own whole ArrayBuffer, so it can be transferred); the rest starts the next one. */
+  private hand(end: number): Buffer {
+    const b = this.buf!;
+    const next = this.fresh();
+    b.copy(next, 0, end, this.used);
+    this.used -= end;
+    this.buf = next;
+    return b.subarray(0, end);
+  }
+
+  private fresh(): Buffer {
+    const spare = this.spare.pop();
+    return spare ? Buffer.from(spare, 0, this.size) : Buffer.allocUnsafeSlow(this.size);
   }
 }
 

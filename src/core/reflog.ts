@@ -53,6 +53,11 @@ export class ReflogAnalyzer {
     private readonly sink: RecordSink,
   ) {}
 
+  /** Where the line `lineAt` looked at ends (its LF, or the end of the buffer), and the end of its bytes as a reject keeps them. */
+  lineEnd = 0;
+  textEnd = 0;
+
+  /** The verdict on a line (bytes, LF removed); `overlong`: it was longer than the limit (and has a TAB). */
   line(buf: Buffer, start: number, end: number, overlong: boolean): Verdict {
     if (overlong) return this.reject('line too long', `more than ${lineLimit(this.urls.opts.maxUrlBytes)} bytes`);
     if (end > start && buf[end - 1] === 13) end--;
@@ -70,6 +75,52 @@ export class ReflogAnalyzer {
       } else if (c === 13) cr = p;
       high |= c;
     }
+    return this.fields(buf, start, end, nt, high, cr);
+  }
+
+  /**
+   * The verdict on the line that starts at `buf[start]` and ends at the next LF (or at
+   * `n`), found in the same pass over its bytes; sets lineEnd and textEnd. A line
+   * longer than `maxLine` (its CR aside) is a header if it has no TAB at all, else
+   * rejected, keeping its first `maxLine` bytes.
+   */
+  lineAt(buf: Buffer, start: number, n: number, maxLine: number): Verdict {
+    const t = this.tabs;
+    let nt = 0;
+    let high = 0;
+    let cr = -1;
+    let crBefore = -1;
+    let p = start;
+    for (; p < n; p++) {
+      const c = buf[p]!;
+      if (c <= 13) {
+        if (c === 10) break;
+        if (c === 9) {
+          if (nt < 7) t[nt] = p;
+          nt++;
+        } else if (c === 13) {
+          crBefore = cr;
+          cr = p;
+        }
+      }
+      high |= c;
+    }
+    this.lineEnd = p;
+    let end = p;
+    // A trailing CR is stripped (and so is not the line's last CR).
+    if (cr === end - 1 && end > start) {
+      end--;
+      cr = crBefore;
+    }
+    this.textEnd = end - start > maxLine ? start + maxLine : p;
+    if (end - start > maxLine) return nt > 0 ? this.line(buf, start, end, true) : Verdict.Header;
+    if (end === start) return Verdict.Empty;
+    return this.fields(buf, start, end, nt, high, cr);
+  }
+
+  /** The verdict on a line's fields, from one pass over it: `nt` TABs (the first 7 in `tabs`), its bytes OR-ed, its last CR. */
+  private fields(buf: Buffer, start: number, end: number, nt: number, high: number, cr: number): Verdict {
+    const t = this.tabs;
     if (nt === 0) return Verdict.Header;
     if (high >= 128 && !isUtf8(buf.subarray(start, end))) return this.reject('invalid UTF-8', '');
     if (nt !== 5 && nt !== 6) return this.reject('bad field count', `${nt + 1} fields, want 6 or 7`);
@@ -106,8 +157,10 @@ export class ReflogAnalyzer {
     const length = rec.length();
     if (length > MAX_RECORD_BYTES) return this.reject('record too long', `${length} bytes, max ${MAX_RECORD_BYTES}`);
     const sink = this.sink;
-    sink.reserve(length + 1);
-    sink.commit(rec.put(sink.buf, sink.pos), u.hi[k]!, u.lo[k]!, ts);
+    const hi = u.hi[k]!;
+    if (sink.reserveFor) sink.reserveFor(hi, length + 1);
+    else sink.reserve(length + 1);
+    sink.commit(rec.put(sink.buf, sink.pos), hi, u.lo[k]!, ts);
     return Verdict.Record;
   }
 

@@ -5,6 +5,7 @@ import { TAB, putHex32 } from './bytes.js';
 import { BytesIndex } from './bytesindex.js';
 import { loadTldts } from './cjs.js';
 import { domainTooLong, withoutTrailingDot } from './host.js';
+import { canonicalEnd } from './urlfast.js';
 
 const { getDomain } = loadTldts();
 
@@ -74,10 +75,40 @@ export function canonicalize(raw: string, opts: UrlOptions): CanonicalUrl | Reje
     // The serialization is ASCII (WHATWG percent-encodes the rest), so length is bytes.
     return { reason: 'URL too long', detail: `canonical form ${url.length} bytes, max ${opts.maxUrlBytes}` };
   }
-  const domain = opts.domainMode === 'host' ? withoutTrailingDot(host) : domainOfHost(host);
+  const domain = domainOf(host, opts.domainMode);
   const long = domainTooLong(domain.length);
   if (long !== null) return { reason: 'domain too long', detail: long };
   return { url, domain };
+}
+
+/** The domain of a canonical host: domainOfHost, or with domainMode 'host' the host less one trailing dot. */
+function domainOf(host: string, mode: DomainMode): string {
+  return mode === 'host' ? withoutTrailingDot(host) : domainOfHost(host);
+}
+
+/**
+ * The domains of canonical hosts, by the hosts' bytes (a reflog's hosts repeat far
+ * more than its URLs), for the last `max` hosts; null for one whose domain is too long.
+ */
+class HostDomains {
+  private readonly hosts = new BytesIndex();
+  private domains: (string | null)[] = [];
+
+  constructor(
+    private readonly mode: DomainMode,
+    private readonly max: number,
+  ) {}
+
+  of(b: Buffer, s: number, e: number): string | null {
+    if (this.hosts.size >= this.max) {
+      this.hosts.clear();
+      this.domains = [];
+    }
+    const k = this.hosts.add(b, s, e);
+    if (!this.hosts.added) return this.domains[k]!;
+    const d = domainOf(b.toString('latin1', s, e), this.mode);
+    return (this.domains[k] = domainTooLong(d.length) === null ? d : null);
+  }
 }
 
 /**
@@ -165,12 +196,13 @@ function rewriteQuery(query: string, drop: string[] | null, sort: boolean): stri
   return pairs.length ? `?${pairs.join('&')}` : '';
 }
 
-/** A URL id: XXH64 (seed 0) of the URL's UTF-8 bytes, as an unsigned 64-bit bigint. */
-export type UrlHash = (url: string) => bigint;
+/** A URL id: XXH64 (seed 0) of the URL's UTF-8 bytes, as an unsigned 64-bit bigint; `raw` (when there) takes the bytes themselves. */
+export type UrlHash = ((url: string) => bigint) & { raw?: (bytes: Uint8Array) => bigint };
 
 /** Loads the URL-id function (xxhash-wasm). */
 export async function loadUrlHash(): Promise<UrlHash> {
-  return (await xxhash()).h64;
+  const x = await xxhash();
+  return Object.assign((url: string) => x.h64(url), { raw: (bytes: Uint8Array) => x.h64Raw(bytes) });
 }
 
 /** A URL id as the streams write it: 16 lower-case hex digits. */
@@ -185,6 +217,9 @@ export async function loadUrlHasher(): Promise<(url: string) => string> {
 }
 
 const LOW32 = 0xffffffffn;
+
+/** Hosts whose domains a UrlResolver with a URL memory remembers (about 1 MiB). */
+const DOMAIN_CACHE_HOSTS = 1 << 14;
 
 /** Bytes of raw URLs (keys) or of results (values) a UrlResolver holds before it starts over. */
 const RESOLVER_BYTES = 4 << 20;
@@ -208,6 +243,11 @@ export class UrlResolver {
   readonly hi: Uint32Array;
   readonly lo: Uint32Array;
   private readonly keys = new BytesIndex();
+  /** The domains of the hosts of URLs in canonical form. */
+  private readonly domains: HostDomains;
+  /** Whether a URL already in canonical form may be taken as it is (not when the query is rewritten). */
+  private readonly fastPath: boolean;
+  private readonly host = new Int32Array(2);
   private readonly rejects = new Map<number, Reject>();
   private used = 0;
 
@@ -219,6 +259,8 @@ export class UrlResolver {
   ) {
     // Room for any one answer: a canonical URL is at most maxUrlBytes, its domain shorter.
     this.bytes = Buffer.allocUnsafeSlow(Math.max(maxBytes, 2 * opts.maxUrlBytes + 64));
+    this.domains = new HostDomains(opts.domainMode, maxEntries > 0 ? DOMAIN_CACHE_HOSTS : 1024);
+    this.fastPath = !opts.dropParams && !opts.sortQuery;
     this.start = new Int32Array(Math.max(1, maxEntries));
     this.end = new Int32Array(Math.max(1, maxEntries));
     this.hi = new Uint32Array(Math.max(1, maxEntries));
@@ -236,29 +278,45 @@ export class UrlResolver {
       k = this.keys.add(buf, s, e);
       if (!this.keys.added) return k;
     }
+    // A URL already in canonical form (most are) is taken as its bytes, without the parser.
+    const cut = this.fastPath && e - s <= this.opts.maxUrlBytes ? canonicalEnd(buf, s, e, this.host) : -1;
+    const domain = cut < 0 ? null : this.domains.of(buf, this.host[0]!, this.host[1]!);
+    if (domain !== null) return this.keep(k, buf, s, e, domain, null, buf.subarray(s, cut));
     const c = canonicalize(buf.toString(utf8 ? 'utf8' : 'latin1', s, e), this.opts);
     if ('reason' in c) {
       this.rejects.set(k, c);
       this.start[k] = this.end[k] = this.used;
       return k;
     }
+    return this.keep(k, buf, s, e, c.domain, c.url, null);
+  }
+
+  /**
+   * Stores answer `k` for the raw URL `buf[s, e)`: `domain`, the canonical URL (ASCII:
+   * the text `url`, or the bytes `urlBytes`) and its id; returns its number (another
+   * if the memory had to start over).
+   */
+  private keep(k: number, buf: Buffer, s: number, e: number, domain: string, url: string | null, urlBytes: Buffer | null): number {
     // The id's hex, the domain and the canonical URL are ASCII (WHATWG percent-encodes
     // the rest; hosts are punycode). Writing the hex from the bigint's halves costs
     // less than asking xxhash-wasm for text (measured: 145 against 320 ns a URL).
-    const need = 16 + c.domain.length + 1 + c.url.length;
+    const urlLength = url !== null ? url.length : urlBytes!.length;
+    const need = 16 + domain.length + 1 + urlLength;
     if (this.used + need > this.bytes.length) {
       this.forget();
       if (this.maxEntries > 0) k = this.keys.add(buf, s, e);
     }
-    const h = this.hash(c.url);
+    const raw = this.hash.raw;
+    const h = url !== null ? this.hash(url) : raw ? raw(urlBytes!) : this.hash(urlBytes!.toString('latin1'));
     const hi = Number(h >> 32n);
     const lo = Number(h & LOW32);
+    const out = this.bytes;
     let p = this.used;
     this.start[k] = p;
-    p = putHex32(this.bytes, putHex32(this.bytes, p, hi), lo);
-    p += this.bytes.write(c.domain, p, 'latin1');
-    this.bytes[p++] = TAB;
-    p += this.bytes.write(c.url, p, 'latin1');
+    p = putHex32(out, putHex32(out, p, hi), lo);
+    p += out.write(domain, p, 'latin1');
+    out[p++] = TAB;
+    p += url !== null ? out.write(url, p, 'latin1') : urlBytes!.copy(out, p);
     this.end[k] = this.used = p;
     this.hi[k] = hi;
     this.lo[k] = lo;

@@ -3,7 +3,7 @@
 import '../cli/runtime.js'; // first: started alone on an unsupported Node.js, it says so
 import { isMainThread, parentPort, workerData } from 'node:worker_threads';
 import { loadUrlHash } from '../core/url.js';
-import { BatchAnalyzer, lentBuffers, type AnalyzeDone, type AnalyzeDumpOptions, type AnalyzeJob } from './analyze-dump.js';
+import { BatchAnalyzer, lentBuffers, type AnalyzeDone, type AnalyzeDumpOptions, type AnalyzeJob } from './analyze-dump-batch.js';
 
 if (isMainThread) {
   process.stderr.write('analyze-dump-worker: a worker thread of analyze-dump, which starts it: run bin/analyze-dump\n');
