@@ -18,7 +18,10 @@ function everyFile(dir: string): Record<string, string> {
     for (const e of fs.readdirSync(path.join(dir, rel), { withFileTypes: true })) {
       const r = path.join(rel, e.name);
       if (e.isDirectory()) walk(r);
-      else out[r] = createHash('sha256').update(fs.readFileSync(path.join(dir, r))).digest('hex');
+      else
+        out[r] = createHash('sha256')
+          .update(fs.readFileSync(path.join(dir, r)))
+          .digest('hex');
     }
   };
   walk('.');
@@ -112,7 +115,7 @@ test('a new set-up without a database is told to create one (no committed run: i
   assert.equal(runsJsonl(dir).length, 0, 'no run began');
 });
 
-test('a queue directory that cannot take a Yacobot\'s files fails before any stage; check names it', () => {
+test("a queue directory that cannot take a Yacobot's files fails before any stage; check names it", () => {
   const dir = committedJob();
   fs.renameSync(path.join(dir, 'var/queue/2'), path.join(dir, 'var/queue/2.aside'));
   fs.writeFileSync(path.join(dir, 'var/queue/2'), '');
@@ -131,7 +134,10 @@ test('a queue directory this user may not write (another owner) fails before any
   fs.chmodSync(path.join(dir, 'var/queue/1'), 0o755);
   const r = runAsNobody(dir, RUNNER, ['--log-level', 'warn']);
   assert.equal(r.status, 1, r.stderr);
-  assert.match(r.stderr, /var\/queue\/1: cannot write here: EACCES; Yacobot 1's queue files go here \(give it to this user: chown nobody .*\); nothing was run/);
+  assert.match(
+    r.stderr,
+    /var\/queue\/1: cannot write here: EACCES; Yacobot 1's queue files go here \(give it to this user: chown nobody .*\); nothing was run/,
+  );
   assert.ok(fs.existsSync(path.join(dir, 'var/inbox/2011072807.reflog')));
   assert.equal(runsJsonl(dir).length, 1);
   const c = runAsNobody(dir, RUNNER, ['check']);
@@ -180,3 +186,17 @@ test('the accepted settings change names the settings that changed, and only tho
 function listTree(dir: string): string[] {
   return fs.readdirSync(dir, { recursive: true, encoding: 'utf8' }).map((r) => path.join(dir, r));
 }
+
+test('status and explain on a state directory with no trace of the job name a wrong --state or a missing --config', () => {
+  const dir = scratch('ms-checks-empty-');
+  const s = runRunner(dir, ['status']);
+  assert.equal(s.status, 1);
+  assert.match(
+    s.stdout,
+    /^NOT healthy: no invocation recorded: \S+var\/state holds no trace of this job \(no such directory\): a wrong --state, or the cron's --config not given here\?/,
+  );
+  const e = runRunner(dir, ['explain', 'http://a.example/x']);
+  assert.equal(e.status, 1);
+  assert.match(e.stderr, /no such database, and \S+ holds no trace of this job .*Give the options the cron uses/);
+  assert.doesNotMatch(e.stderr, /\binit\b/);
+});

@@ -22,7 +22,8 @@ function settingsDiffs(o: Omit<SettingsOptions, 'state' | 'acceptSettingsChange'
   differ('--keep', o.keepMs, stored.keep_ms);
   differ('--resend-after', o.resendAfterMs, stored.resend_after_ms);
   const cap = (n: number | null | undefined) => (n === null || n === undefined ? 'none' : String(n));
-  if (cap(o.maxPerDomain) !== cap(stored.max_per_domain)) diffs.push({ flag: '--max-per-domain', here: cap(o.maxPerDomain), there: cap(stored.max_per_domain) });
+  if (cap(o.maxPerDomain) !== cap(stored.max_per_domain))
+    diffs.push({ flag: '--max-per-domain', here: cap(o.maxPerDomain), there: cap(stored.max_per_domain) });
   else if (stored.max_per_domain !== undefined) differ('--carry-keep', o.carryKeepMs, stored.carry_keep_ms!);
   return diffs;
 }

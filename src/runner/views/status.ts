@@ -7,6 +7,7 @@ import { interruptedRuns, isStuck, lockAgeMs, maxRunTimeOf, unhealthy, type Inte
 import { lastSuccess, readLastInvocation, type LastInvocation, type LastSuccess } from '../state/last-invocation.js';
 import { lastCommitted } from '../state/run-history.js';
 import { runsLog } from '../state/runs-log.js';
+import { noStateHint } from './no-state.js';
 import { lookFromOutside, type Outside } from './outside.js';
 import type { SubArgs } from './sub-args.js';
 
@@ -60,7 +61,7 @@ export function status(a: SubArgs, now = Date.now()): number {
   const runs = runsLog(a.o.state).tail();
   const success = lastSuccess(runs, last);
   const { lock, current_log_urls, ...outside } = lookFromOutside(a.o, lastCommitted(runs), now);
-  const h = { last, success, lock, interrupted: interruptedRuns(a.o.state), maxAgeMs: a.maxAgeMs, maxRunMs: maxRunTimeOf(a.o), now };
+  const h = { last, success, lock, interrupted: interruptedRuns(a.o.state), maxAgeMs: a.maxAgeMs, maxRunMs: maxRunTimeOf(a.o), now, noState: noStateHint(a.o) };
   const why = unhealthy(h);
   const age = lockAgeMs(lock, now);
   const s: Status = {
