@@ -10,6 +10,7 @@ import { noActive } from '../../core/store/yacobots.js';
 import type { RunnerOptions } from '../options/types.js';
 import { stateLayout } from '../state/layout.js';
 import { statQuiet } from '../../core/durable.js';
+import { BACKUPS } from './memory.js';
 import { committedRuns } from '../state/run-history.js';
 import { everCommitted } from '../state/settings.js';
 
@@ -80,7 +81,7 @@ function wrongDb(o: DatabaseCheckOptions, used: string, what: string, stakes: st
   return new DataError(
     'NO_DB',
     `wrong --db? the state ${o.state} has committed runs (the last: ${used}), but ${what}: ${stakes}. ` +
-      `Give the --db those runs used (the cron's --config?), or restore that database from a backup (docs/operations.md, "Backing up the state"); nothing was run` +
+      `Give the --db those runs used (the cron's --config?), or restore that database from a backup (${BACKUPS}); nothing was run` +
       (empty ? '; to go on with this database all the same, run once with --reset-current-log (config key reset-current-log = yes)' : ''),
     { file: redactDb(o.db) },
   );
