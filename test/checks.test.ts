@@ -124,6 +124,16 @@ test("a queue directory that cannot take a Yacobot's files fails before any stag
   const c = check(dir);
   assert.equal(c.status, 1);
   assert.match(c.lines.get('queue')!, /^FAIL queue: .*var\/queue\/2: is not a directory/);
+  // The three faults at once: each named on its own line (the queue's Yacobots from its directories, the database unread).
+  const all = check(dir, ['--db', 'var/elsewhere.db', '--inbox', 'var/no-inbox']);
+  assert.equal(all.status, 1);
+  assert.deepEqual(
+    [...all.lines].filter(([, l]) => l.startsWith('FAIL')).map(([k]) => k),
+    ['inbox', 'database', 'queue'],
+    all.stdout,
+  );
+  assert.match(all.lines.get('queue')!, /var\/queue\/2: is not a directory/);
+  assert.doesNotMatch(all.stdout, /\binit\b/);
 });
 
 test('a queue directory this user may not write (another owner) fails before any stage, naming the fix', { skip: !canRunAsNobody(RUNNER) }, () => {
@@ -140,9 +150,10 @@ test('a queue directory this user may not write (another owner) fails before any
   );
   assert.ok(fs.existsSync(path.join(dir, 'var/inbox/2011072807.reflog')));
   assert.equal(runsJsonl(dir).length, 1);
-  const c = runAsNobody(dir, RUNNER, ['check']);
+  const c = runAsNobody(dir, RUNNER, ['check', '--db', 'var/elsewhere.db']);
   assert.equal(c.status, 1);
-  assert.match(c.stdout, /^FAIL queue: .*cannot write here: EACCES/m);
+  assert.match(c.stdout, /^FAIL database: .*wrong --db\?/m);
+  assert.match(c.stdout, /^FAIL queue: .*var\/queue\/1: cannot write here: EACCES/m);
 });
 
 test('a missing inbox: exit 2 before anything; check names it and exits 1', () => {

@@ -10,7 +10,7 @@ import { readMemory } from '../state/memory.js';
 import { storedSettings } from '../state/settings.js';
 import { checkDatabase } from './database.js';
 import { memoryChanged, missingCurrentLog } from './memory.js';
-import { checkQueueDir } from './queue-dir.js';
+import { checkQueueDir, yacobotDirs } from './queue-dir.js';
 import { settingsRefusal } from './settings.js';
 import { checkInbox, checkRunsFile, checkWritable } from './state-dirs.js';
 
@@ -62,7 +62,8 @@ export const CHECKS: readonly Check[] = [
       return found.ok;
     },
   },
-  { name: 'queue', beforeChain: true, run: async (o, f) => checkQueueDir(o.queueDir, f.active ?? []) },
+  // Without the database's answer (check goes on past a failed check): the Yacobots that have a directory there.
+  { name: 'queue', beforeChain: true, run: async (o, f) => checkQueueDir(o.queueDir, f.active ?? yacobotDirs(o.queueDir)) },
 ];
 
 /** Runs the checks an invocation makes just before its first chain (the database, the queue directory); throws the first fault. */

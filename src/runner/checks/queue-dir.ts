@@ -7,6 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { DataError, shellQuote } from '../../core/errors.js';
+import { isYacobotDir } from '../state/queue-dir.js';
 
 /**
  * Throws a DataError naming the first place a run would write a queue file of one of
@@ -31,6 +32,19 @@ export function checkQueueDir(queueDir: string, active: readonly number[]): stri
   return active.length === 0
     ? `${queueDir}: a directory (no active Yacobot known to check)`
     : `${queueDir}: writable for the queue files of Yacobot(s) ${active.join(', ')}`;
+}
+
+/** The Yacobot ids that have a directory in `queueDir` (what is checked when the database could not say which are active). */
+export function yacobotDirs(queueDir: string): number[] {
+  try {
+    return fs
+      .readdirSync(queueDir)
+      .filter(isYacobotDir)
+      .map(Number)
+      .sort((a, b) => a - b);
+  } catch {
+    return [];
+  }
 }
 
 /** What `p` is: a directory, missing, or something else (following a symbolic link). */

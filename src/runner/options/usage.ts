@@ -7,6 +7,7 @@ import { PROG } from '../say.js';
 export const USAGE = `Usage: ${PROG} [options]
        ${PROG} status [--json] [--max-age DURATION] [options]
        ${PROG} explain [--json] [options] URL...
+       ${PROG} check [options]
        ${PROG} new-identity [options]
 
 Processes every *.reflog in the inbox, oldest name first (bytewise order of the
@@ -160,8 +161,11 @@ wrong), which status reads:
             (or the Yacobot least-loaded would pick now), current_log's entry
             and when it is due again, the queue files and rejects files that
             hold it, and a verdict as of the last run; --json for an array
-Both take the options above (--config too) after their name, read only, and
-take no lock: safe beside a running invocation. new-identity (same options)
+  check     the checks an invocation makes before its chain (inbox, state,
+            settings, current_log and the carry, the partner database, the
+            queue directory) and the config's own, one line each; exit 0 or 1
+All three take the options above (--config too) after their name, read only,
+and take no lock: safe beside a running invocation. new-identity (same options)
 gives the state a new identity, under the lock: see its --help.
 
 One invocation at a time per state directory (flock on STATE/lock); another one
