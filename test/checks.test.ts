@@ -4,6 +4,7 @@
 // runs, publishing nothing and advising no init; `check` names each and changes nothing.
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import Database from 'better-sqlite3';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
@@ -210,4 +211,14 @@ test('status and explain on a state directory with no trace of the job name a wr
   assert.equal(e.status, 1);
   assert.match(e.stderr, /no such database, and \S+ holds no trace of this job .*Give the options the cron uses/);
   assert.doesNotMatch(e.stderr, /\binit\b/);
+});
+
+test('no active Yacobot fails before any stage, naming the partner-db command', () => {
+  const dir = committedJob();
+  const db = new Database(path.join(dir, 'var/state/partner.db'));
+  db.exec('UPDATE yacobot SET active = 0');
+  db.close();
+  const stderr = failsBeforeChain(dir, [], 1);
+  assert.match(stderr, /partner\.db: no active Yacobot; add one with: partner-db --db \S+partner\.db add NAME \(or enable one\)/);
+  assert.match(check(dir).lines.get('database')!, /^FAIL database: .*no active Yacobot/);
 });

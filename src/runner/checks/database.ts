@@ -46,9 +46,10 @@ export async function checkDatabase(o: DatabaseCheckOptions, past: readonly unkn
       const what = loads.length === 0 ? 'it has no Yacobot and no domain' : 'its owner table is empty';
       throw wrongDb(o, used, what, 'a run on it would give every domain those runs routed a new owner');
     }
-    if (loads.length === 0) throw new DataError('NO_YACOBOT', `no Yacobot; add one with: partner-db --db ${shellQuote(o.db)} add NAME`, { file: store.name });
+    if (loads.length === 0)
+      throw new DataError('NO_YACOBOT', `no Yacobot; add one with: partner-db --db ${shellQuote(store.name)} add NAME`, { file: store.name });
     const active = loads.filter((y) => y.active).map((y) => y.id);
-    if (active.length === 0) throw noActive(store.name, '', shellQuote(o.db));
+    if (active.length === 0) throw noActive(store.name, '', shellQuote(store.name));
     return { ok: `${store.name}: schema version ${SCHEMA_VERSION}, ${loads.length} Yacobot(s), ${active.length} active, ${domains} domain(s)`, active };
   } finally {
     await store.close();
