@@ -12,6 +12,9 @@ import { assertSameState, runsJsonl, snapshot } from './lib/runner-state.js';
 import { appendRecordOnce } from '../src/runner/state/runs-log.js';
 import { REFLOGS, RUNS, runner, sub, fresh, ref, keepOnly, RUN0, freshFirstOnly, copyOf, ref1, takeQueueFiles, failingSecondHour } from './lib/runner.js';
 
+/** A row only a hand edit with foreign keys off makes (one naming no Yacobot): upload-domains refuses the database at its start, after the checks before the chain passed. */
+const GHOST_ROW = "INSERT INTO partner_domain (domain, yacobot_id, added_at) VALUES ('ghost.com', 99, 'x')";
+
 /**
  * For the tests of what the runner's user may write: the state after the first hour and
  * the second hour in the inbox, in a directory nobody can reach; `giveAway` makes it all
@@ -101,7 +104,8 @@ describe('a failed run', () => {
     const dir = fresh();
     keepOnly(dir, '2011072806.reflog');
     const h = new Database(path.join(dir, 'var/state/partner.db'));
-    h.exec('UPDATE yacobot SET active = 0');
+    h.pragma('foreign_keys = OFF');
+    h.exec(GHOST_ROW);
     h.close();
     // A runs.jsonl past the file size limit (a directory there, or a link into a directory
     // that is gone, is refused before any run): its append fails with EFBIG, as a full disk
@@ -114,25 +118,26 @@ describe('a failed run', () => {
       timeout: 120_000,
     });
     assert.equal(r.status, 1, r.stderr);
-    assert.match(r.stderr, /^reflog-to-yacobot-queue: run 2011072806 failed: upload-domains: .*no active Yacobot/m);
+    assert.match(r.stderr, /^reflog-to-yacobot-queue: run 2011072806 failed: upload-domains: .*ghost\.com to Yacobot 99, which does not exist/m);
     assert.match(r.stderr, /^reflog-to-yacobot-queue: \S*runs\.jsonl: cannot append to: EFBIG/m);
     assert.ok(!hasStackTrace(r.stderr), r.stderr);
   });
 
-  // A failing stage (no active Yacobot) publishes nothing and changes no state.
+  // A failing stage (upload-domains refusing a row that names no Yacobot) publishes nothing and changes no state.
   test('a failing stage publishes nothing', async () => {
     // After the first hour (a copy of its run), no Yacobot is left active for the next ones.
     const dir = copyOf((await ref1()).dir);
     const db = path.join(dir, 'var/state/partner.db');
     for (const f of ['2011072807.reflog', '2011072808.reflog']) fs.copyFileSync(path.join(REFLOGS, f), path.join(dir, 'var/inbox', f));
     const h = new Database(db);
-    h.exec('UPDATE yacobot SET active = 0');
+    h.pragma('foreign_keys = OFF');
+    h.exec(GHOST_ROW);
     h.close();
     const before = snapshot(dir);
     const r = await runner(dir);
     assert.equal(r.status, 1, r.stderr);
     assert.ok(!hasStackTrace(r.stderr));
-    assert.match(r.stderr, /upload-domains: .*no active Yacobot/);
+    assert.match(r.stderr, /upload-domains: .*ghost\.com to Yacobot 99, which does not exist/);
     // The failed run and the one after it wait in the inbox; the message counts both.
     assert.ok(
       r.stderr.includes(
@@ -152,17 +157,19 @@ describe('a failed run', () => {
     assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
   });
 
-  // A queue side that cannot take every file (a Yacobot's queue path is a file) publishes none of the run, and a
-  // rerun after the fix ends the same.
+  // A queue side that cannot take every file (a Yacobot's directory a link to a disk not
+  // mounted, which the check of QUEUE before the chain takes for one still to be made)
+  // publishes none of the run, and a rerun after the fix ends the same.
   test('a queue side that cannot take every file', async () => {
     // Queue files are copied beside their places and fsynced before the COMMIT; once the
     // first Yacobot's file was published before the second one's copy failed.
     const { snap: want } = await ref1();
     const dir = freshFirstOnly();
     fs.mkdirSync(path.join(dir, 'var/queue'), { recursive: true });
-    fs.writeFileSync(path.join(dir, 'var/queue/2'), 'in the way\n');
     const before = snapshot(dir);
+    fs.symlinkSync(path.join(dir, 'not-mounted/2'), path.join(dir, 'var/queue/2'));
     const r = await runner(dir);
+    fs.rmSync(path.join(dir, 'var/queue/2'));
     assert.equal(r.status, 1, r.stderr);
     assert.ok(!hasStackTrace(r.stderr), r.stderr);
     assert.match(r.stderr, /var\/queue\/2: cannot create directory: EEXIST|var\/queue\/2\/2011072806\.tsv: cannot copy into place/);
@@ -179,7 +186,6 @@ describe('a failed run', () => {
     // Nothing was published, so nothing was sent (these once counted the staged files).
     assert.equal(last.sent, 0);
     assert.deepEqual(last.sent_per_yacobot, {});
-    fs.rmSync(path.join(dir, 'var/queue/2'));
     const again = await runner(dir);
     assert.equal(again.status, 0, again.stderr);
     assertSameState(snapshot(dir), want, 'rerun after the queue path was fixed');
@@ -248,14 +254,15 @@ describe('rejects', () => {
       return f.length < 6 || (/^\d{14}$/.test(f[2]!) && /^https?:/.test(f[4]!));
     };
     fs.writeFileSync(reflog, lines.filter(valid).join('\n'));
-    // A failing attempt without rejects (no active Yacobot) removes them too.
+    // A failing attempt without rejects (upload-domains refusing a row that names no Yacobot) removes them too.
     const db = new Database(path.join(dir, 'var/state/partner.db'));
-    db.prepare('UPDATE yacobot SET active = 0').run();
+    db.pragma('foreign_keys = OFF');
+    db.exec(GHOST_ROW);
     const noActive = await runner(dir);
     assert.equal(noActive.status, 1, noActive.stderr);
     assert.equal(runsJsonl(dir).at(-1)!.failed_stage, 'upload-domains');
     assert.ok(!fs.existsSync(kept), 'a failed attempt that rejected nothing leaves no rejects file');
-    db.prepare('UPDATE yacobot SET active = 1').run();
+    db.exec("DELETE FROM partner_domain WHERE domain = 'ghost.com'");
     db.close();
     // One left all the same (by a runner killed before it could remove it), and one under the
     // committed run's name (by a runner before rejects/failed/): the commit removes both.

@@ -283,9 +283,7 @@ describe('the replay warning', () => {
     assert.equal(byHand.status, 0, byHand.stderr);
     assert.deepEqual(
       warningLines(byHand.stderr),
-      [
-        'reflog-to-yacobot-queue: warning: settings change accepted (--accept-settings-change): --keep 1h, --resend-after 1h replace --keep 10h, --resend-after 1h once a run commits',
-      ],
+      ['reflog-to-yacobot-queue: warning: settings change accepted (--accept-settings-change): --keep 1h replaces --keep 10h once a run commits'],
       byHand.stderr,
     );
     assert.equal(runsJsonl(dir).at(-1)!.sent, 0);

@@ -203,7 +203,7 @@ test('an unclosed quote in the config file is an error naming its line, the valu
   assertNoPassword(PW, dir, { stderr: r.stderr, status: statusJson(dir, ['--config', conf]) });
 });
 
-// A password-like parameter of a valid URI, to a server that is not there: the run fails, nothing shows the password.
+// A password-like parameter of a valid URI, to a server that is not there: the invocation fails before its chain, nothing shows the password.
 for (const param of ['pass%77ord', 'sslpassword', 'password']) {
   test(`?${param}= of a URI is masked in every message, record and file`, () => {
     const dir = runnerDir();
@@ -214,7 +214,7 @@ for (const param of ['pass%77ord', 'sslpassword', 'password']) {
     assert.equal(r.status, 1, r.stderr);
     assert.match(
       r.stderr,
-      new RegExp(`run 2011072806 failed: upload-domains: postgresql://ms@127\\.0\\.0\\.1:1/db\\?${param}=\\*\\*\\*: database error: cannot reach PostgreSQL`),
+      new RegExp(`^reflog-to-yacobot-queue: postgresql://ms@127\\.0\\.0\\.1:1/db\\?${param}=\\*\\*\\*: database error: cannot reach PostgreSQL`, 'm'),
     );
     const pdb = runBin('partner-db', ['--db', uri, '--connect-timeout', '2', 'stats'], '', dir);
     assert.equal(pdb.status, 1);
@@ -250,7 +250,7 @@ pgTest('a URI from the config file never shows in ps, nor in any output, record 
       listings.some((l) => l.includes(path.join('bin', 'upload-domains'))),
       'a listing was taken while upload-domains ran',
     );
-    // A wrong password: the run fails on its database, and says so without any password.
+    // A wrong password: the invocation fails on its database before the chain, and says so without any password.
     const wrong = good.replace(encodeURIComponent(TEST_PASSWORD), PW);
     fs.writeFileSync(conf, `db = ${wrong}\n`, { mode: 0o600 });
     fs.copyFileSync(path.join(ROOT, 'fixtures/reflogs/2011072807.reflog'), path.join(dir, 'var/inbox/2011072807.reflog'));
@@ -258,7 +258,10 @@ pgTest('a URI from the config file never shows in ps, nor in any output, record 
     assert.equal(bad.status, 1, bad.stderr);
     assert.match(
       bad.stderr,
-      new RegExp(`upload-domains: postgresql://${PASSWORD_USER}:\\*\\*\\*@127\\.0\\.0\\.1:\\d+/${name}: database error: 28P01: password authentication failed`),
+      new RegExp(
+        `^reflog-to-yacobot-queue: postgresql://${PASSWORD_USER}:\\*\\*\\*@127\\.0\\.0\\.1:\\d+/${name}: database error: 28P01: password authentication failed`,
+        'm',
+      ),
     );
     const texts = { run: out, listings: listings.join('\n'), bad: bad.stderr + bad.stdout, status: statusJson(dir, ['--config', conf]) };
     assertNoPassword(TEST_PASSWORD, dir, texts);

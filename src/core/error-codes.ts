@@ -47,6 +47,7 @@ export type ErrorCode =
   | 'INBOX_READ_ONLY' // the inbox cannot be written (reflogs cannot leave it)
   | 'NO_INBOX' // the inbox cannot be read
   | 'QUEUE_NOT_TAKEN' // a queue file of the run's name, other bytes, not taken yet
+  | 'QUEUE_NOT_WRITABLE' // checks/queue-dir.ts: QUEUE cannot take an active Yacobot's queue files
   | 'RUNS_NOT_FILE' // runs.jsonl is no regular file
   | 'STATE_NOT_WRITABLE' // a place a commit writes cannot be written
   | 'STATE_FENCED' // a copy of the state that another copy outran may not publish the hour

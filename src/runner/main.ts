@@ -17,17 +17,19 @@ import { parseArgs } from './options/parse.js';
 import { PROG, sayTo } from './say.js';
 import { NEW_IDENTITY_USAGE, newIdentity } from './invocation/new-identity.js';
 import { CAPS_USAGE, caps } from './views/caps.js';
+import { CHECK_USAGE, check, configRefused } from './views/check.js';
 import { EXPLAIN_USAGE, explain } from './views/explain.js';
 import { STATUS_USAGE, status } from './views/status.js';
 import { type Subcommand, subcommand } from './views/subcommand.js';
 
 const pino = loadPino();
 
-/** The subcommands: status, explain and caps, which only read; new-identity, which takes the lock. */
+/** The subcommands: status, explain, caps and check, which only read; new-identity, which takes the lock. */
 const COMMANDS: ReadonlyMap<string, Subcommand> = new Map<string, Subcommand>([
   ['status', { usage: STATUS_USAGE, run: (a) => status(a) }],
   ['explain', { usage: EXPLAIN_USAGE, run: explain }],
   ['caps', { usage: CAPS_USAGE, run: caps }],
+  ['check', { usage: CHECK_USAGE, run: check, refused: configRefused }],
   ['new-identity', { usage: NEW_IDENTITY_USAGE, run: (a) => newIdentity(a.o) }],
 ]);
 

@@ -32,6 +32,9 @@ export interface MemoryFault {
   message: string;
 }
 
+/** Where the documentation says how to back up the state (what "restore from a backup" means). */
+export const BACKUPS = 'docs/operations.md, "Backing up the state"';
+
 /** What a fault of each file costs, in words. */
 const STAKES = {
   current_log: 'it is the memory of the URLs sent, and what it lost would be sent again as new',
@@ -82,7 +85,7 @@ function fault(what: MemoryFault['what'], file: string, backup: string, run: str
   const name = what === 'carry' ? 'the carry' : what;
   const restore = backupMatches(backup, want)
     ? `${backup} matches it: restore it with 'cp -p ${backup} ${file}', then run again`
-    : `no copy here matches it (${backup} neither): restore ${name} from a backup of that run, then run again`;
+    : `no copy here matches it (${backup} neither): restore ${name} from a backup of that run (${BACKUPS}), then run again`;
   const message =
     `${file}: not what the commit of run ${run} left (${describe(want)}; found ${describe(found)}: ${howDiffers(found, want)}): ${STAKES[what]}. ${restore}; ` +
     `or, to go on with ${name} as it is, run once with --reset-current-log (config key reset-current-log = yes)`;
@@ -102,7 +105,7 @@ function cappedBefore(state: string): boolean {
 function carryLost(file: string): string {
   return (
     `${file}: missing, though a run with --max-per-domain was committed here: ${STAKES.carry}. ` +
-    `Restore it from a backup, then run again; or, to go on without it, run once with --reset-current-log (config key reset-current-log = yes)`
+    `Restore it from a backup, then run again; or, to go on without it, run once with --reset-current-log (config key reset-current-log = yes); backups: ${BACKUPS}`
   );
 }
 
@@ -130,7 +133,8 @@ export function missingCurrentLog(state: string, past: readonly unknown[]): stri
   return (
     `${file}: missing, though runs were committed here: it is the memory of the URLs sent, and without it ` +
     `every URL would be sent again as new. ${restore[0]!.toUpperCase()}${restore.slice(1)}` +
-    `to start the memory over, run with --reset-current-log (config key reset-current-log = yes)`
+    `to start the memory over, run with --reset-current-log (config key reset-current-log = yes)` +
+    (exists(link) ? '' : `; backups: ${BACKUPS}`)
   );
 }
 

@@ -21,6 +21,7 @@ import { runOne } from '../run/run-one.js';
 import { runningChain } from '../run/processes.js';
 import type { Say } from '../say.js';
 import { checkSettings } from '../checks/settings.js';
+import { checkBeforeChain } from '../checks/all.js';
 import type { Seen } from '../state/last-invocation.js';
 import { stagingDir, stagingLayout } from '../state/layout.js';
 import { runsLog } from '../state/runs-log.js';
@@ -137,7 +138,10 @@ async function runEach(inv: Invocation): Promise<void> {
   const past = runsLog(o.state).tail();
   const newestOfAll = mostForgetful(past, o.keepMs, storedForgetful(o.state));
   const sinceCommitted = mostForgetfulSince(past, o.keepMs);
-  if (inv.runs.length > 0) checkSettings(o, inv.say, past);
+  if (inv.runs.length > 0) {
+    checkSettings(o, inv.say, past);
+    await checkBeforeChain(o, past);
+  }
   await warnMissedHours(o, inv.say, past, inv.runs);
   const committedHere: RunRecord[] = [];
   for (const name of inv.runs) {

@@ -8,6 +8,7 @@ export const USAGE = `Usage: ${PROG} [options]
        ${PROG} status [--json] [--max-age DURATION] [options]
        ${PROG} explain [--json] [options] URL...
        ${PROG} caps [--max-per-domain N,...] [--json] [options]
+       ${PROG} check [options]
        ${PROG} new-identity [options]
 
 Processes every *.reflog in the inbox, oldest name first (bytewise order of the
@@ -164,7 +165,10 @@ wrong), which status reads:
   caps      for choosing --max-per-domain: the busiest domains' URLs in each
             hour STATE/done/ keeps, and what a cap of N would have sent,
             carried and expired (see its --help)
-The three take the options above (--config too) after their name, read only,
+  check     the checks an invocation makes before its chain (inbox, state,
+            settings, current_log and the carry, the partner database, the
+            queue directory) and the config's own, one line each; exit 0 or 1
+All four take the options above (--config too) after their name, read only,
 and take no lock: safe beside a running invocation. new-identity (same options)
 gives the state a new identity, under the lock: see its --help.
 

@@ -13,6 +13,8 @@ import { runsLog } from '../state/runs-log.js';
 import type { RunRecord } from '../state/run-record.js';
 import { PROG } from '../say.js';
 import type { RunnerOptions } from '../options/types.js';
+import { noStateHint } from './no-state.js';
+import { DataError } from '../../core/errors.js';
 import { PartnerView, type YacobotRef } from '../../core/store/partner-view.js';
 import type { Timeouts } from '../../core/store/store.js';
 import type { SubArgs } from './sub-args.js';
@@ -136,7 +138,7 @@ export async function explainUrls(o: RunnerOptions, raws: readonly string[]): Pr
   });
   const cap = last?.max_per_domain ?? o.maxPerDomain;
   for (const e of out) if (e.id !== null) e.carried = carriedEntry(L.carry, runs, e.id, cap);
-  await withOwners(o.db, out, o.dbTimeouts);
+  await withOwners(o, out);
   for (const e of out) if (e.id !== null) e.current = currentEntry(L.currentLog, e.id, settings);
   for (const e of out) if (e.current !== null) e.sent_by = sentByOther(runs, e.current.timestamp);
   findSent(o.queueDir, out);
@@ -145,10 +147,17 @@ export async function explainUrls(o: RunnerOptions, raws: readonly string[]): Pr
   return out;
 }
 
-/** Sets owner, or pick when there is none, for every URL with a domain. */
-async function withOwners(db: string, out: Explained[], timeouts?: Timeouts): Promise<void> {
+/** Sets owner, or pick when there is none, for every URL with a domain; a database missing beside a state with no trace of the job names the likely cause. */
+async function withOwners(o: { db: string; dbTimeouts?: Timeouts; state: string; config: string | null }, out: Explained[]): Promise<void> {
   if (!out.some((e) => e.domain !== null)) return;
-  const view = await PartnerView.open(db, timeouts);
+  let view: PartnerView;
+  try {
+    view = await PartnerView.open(o.db, o.dbTimeouts);
+  } catch (err) {
+    const hint = err instanceof DataError && err.code === 'NO_DB' ? noStateHint(o) : null;
+    if (hint === null) throw err;
+    throw new DataError('NO_DB', `no such database, and ${hint} Give the options the cron uses (its --config)`, (err as DataError).place);
+  }
   try {
     for (const e of out) {
       if (e.domain === null) continue;

@@ -25,6 +25,8 @@ export interface HealthInput {
   maxAgeMs: number | null;
   maxRunMs: number;
   now: number;
+  /** Why the state holds no trace of this job (views/no-state.ts), when it holds none. */
+  noState?: string | null;
 }
 
 /** The --max-run-time of options `o` (once the runner has that option), else its default. */
@@ -113,6 +115,7 @@ function interruptedVerdict(h: HealthInput): string | null {
 /** How the last invocation ended: an exit 75 beside a holder still running (not stuck) is healthy. */
 function lastVerdict(h: HealthInput): string | null {
   const last = h.last;
+  if (last === null && h.noState) return `no invocation recorded: ${h.noState}`;
   if (last === null) return 'no invocation recorded yet (STATE/last-invocation.json is missing or unreadable)';
   if (last.exit === 75) {
     return h.lock.held ? null : 'the last invocation found the lock held (exit 75), and its holder has ended since without recording how (killed?)';

@@ -7,6 +7,7 @@ import { interruptedRuns, isStuck, lockAgeMs, maxRunTimeOf, unhealthy, type Inte
 import { lastSuccess, readLastInvocation, type LastInvocation, type LastSuccess } from '../state/last-invocation.js';
 import { lastCommitted } from '../state/run-history.js';
 import { runsLog } from '../state/runs-log.js';
+import { noStateHint } from './no-state.js';
 import { lookFromOutside, type Outside } from './outside.js';
 import type { SubArgs } from './sub-args.js';
 
@@ -71,6 +72,7 @@ export function status(a: SubArgs, now = Date.now()): number {
     maxAgeMs: a.maxAgeMs,
     maxRunMs: maxRunTimeOf(a.o),
     now,
+    noState: noStateHint(a.o),
   };
   const why = unhealthy(h);
   const age = lockAgeMs(lock, now);
