@@ -27,6 +27,8 @@ export class Output implements ByteSink {
   pos = 0;
   private error: Error | null = null;
   closed = false;
+  /** Bytes handed to the stream so far (for progress). */
+  bytesOut = 0;
 
   constructor(
     private readonly stream: Writable,
@@ -129,6 +131,7 @@ export class Output implements ByteSink {
 
   private send(bytes: Buffer): void {
     if (this.closed || bytes.length === 0) return;
+    this.bytesOut += bytes.length;
     this.stream.write(bytes);
   }
 

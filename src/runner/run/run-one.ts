@@ -6,7 +6,7 @@ import type { RunRecord } from '../state/run-record.js';
 import type { ChainResult, RunContext } from './context.js';
 import { commitRun, failRun, warnStages } from './end.js';
 import { runStages } from './pipeline.js';
-import { type Progress, showProgress } from './progress.js';
+import { RunProgress } from './progress.js';
 import { carryRecord } from './record.js';
 import { chainFailure } from './reflog-checks.js';
 import { rekeyBeforeHour } from './rekey.js';
@@ -35,8 +35,7 @@ export async function runOne(run: RunContext): Promise<RunRecord | null> {
 
 /** Runs the chain of stages (or fails it at current_log or the carry when that file has lost its memory or is not what the last commit left), showing progress. */
 async function runChain({ o, say, p, lockFd, hooks, signalled }: RunContext, rj: RunJson): Promise<ChainResult> {
-  const progress: Progress = { size: 0, read: () => -1 };
-  const stopDisplay = showProgress(p.name, progress);
+  const progress = new RunProgress(p.name, say).start();
   const missing = memoryLost(o, say, p.name);
   const lost = missing === null ? memoryDiffers(o, say, p.name) : { step: 'current_log', error: missing };
   try {
@@ -48,7 +47,7 @@ async function runChain({ o, say, p, lockFd, hooks, signalled }: RunContext, rj:
         head: null,
         digest: null,
       };
-    const rekey = await rekeyBeforeHour(o, say, p, rj.now);
+    const rekey = await rekeyBeforeHour(o, say, p, rj.now, progress);
     if (rekey !== null && 'error' in rekey)
       return {
         outcomes: [{ name: 'rekey', exit: 1, summary: null, messages: [rekey.error] }],
@@ -68,7 +67,7 @@ async function runChain({ o, say, p, lockFd, hooks, signalled }: RunContext, rj:
       ...(rekey !== null && { rekeyed: rekey.report }),
     };
   } finally {
-    stopDisplay();
+    progress.stop();
   }
 }
 
