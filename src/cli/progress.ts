@@ -25,6 +25,8 @@ export interface ProgressSink {
   terminal?: boolean;
   /** A program without a log: its name, and the text as a plain stderr line `NAME: text` (when it draws no terminal line). */
   plain?: string;
+  /** When the work began (Date.now(); default: now), for elapsed_s. */
+  since?: number;
 }
 
 /**
@@ -34,12 +36,14 @@ export interface ProgressSink {
  * loop; synchronous work calls `tick()` itself, once per batch. `stop()` clears the line.
  */
 export class Progress {
-  private readonly t0 = Date.now();
+  private readonly t0: number;
   private readonly everyMs = progressEveryMs();
   private nextLog: number;
   private nextDraw = 0;
   private drawn = false;
   private timer: NodeJS.Timeout | null = null;
+  /** The timer's step (0 without one: then the caller's ticks decide). */
+  private step = 0;
   private readonly logs: boolean;
   private readonly draws: boolean;
 
@@ -47,6 +51,7 @@ export class Progress {
     private readonly sink: ProgressSink,
     private readonly now: () => ProgressNow,
   ) {
+    this.t0 = sink.since ?? Date.now();
     this.logs = sink.log === null ? sink.plain !== undefined : sink.log.isLevelEnabled('info');
     this.draws = (sink.terminal ?? process.stderr.isTTY === true) && (sink.log === null || this.logs);
     this.nextLog = this.t0 + this.everyMs;
@@ -60,7 +65,8 @@ export class Progress {
   /** Ticks every 0.5 s from a timer that does not keep the process alive; returns this. */
   start(): this {
     if (this.timer === null && (this.logs || this.draws)) {
-      this.timer = setInterval(() => this.tick(), Math.min(DRAW_MS, this.everyMs));
+      this.step = Math.max(20, Math.min(DRAW_MS, this.everyMs));
+      this.timer = setInterval(() => this.tick(), this.step);
       this.timer.unref();
     }
     return this;
@@ -70,10 +76,12 @@ export class Progress {
   tick(): void {
     if (!this.logs && !this.draws) return;
     const t = Date.now();
-    if (t < this.nextLog && (!this.draws || t < this.nextDraw)) return;
+    // Logged at the last tick before the line is due, so that lines are never more than everyMs apart.
+    const logDue = this.logs && t + this.step >= this.nextLog;
+    if (!logDue && (!this.draws || t < this.nextDraw)) return;
     const now = this.safely();
     if (now === null) return;
-    if (this.logs && t >= this.nextLog) {
+    if (logDue) {
       this.nextLog = t + this.everyMs;
       this.logLine(now);
     }
@@ -88,7 +96,7 @@ export class Progress {
   stop(): void {
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
-    if (this.drawn) this.clear();
+    this.clear();
   }
 
   /** The log's progress line; without a log, the text as a line (unless the terminal shows it). */
@@ -97,11 +105,13 @@ export class Progress {
       if (!this.draws) process.stderr.write(`${this.sink.plain}: ${now.text}, ${Math.round(this.elapsed())} s\n`);
       return;
     }
-    if (this.drawn) this.clear();
+    this.clear();
     this.sink.log.info({ progress: { elapsed_s: this.elapsed(), ...now.fields } }, 'progress');
   }
 
-  private clear(): void {
+  /** Clears the terminal line (drawn again at the next tick): before another line goes to stderr. */
+  clear(): void {
+    if (!this.drawn) return;
     process.stderr.write('\r\x1b[K');
     this.drawn = false;
   }

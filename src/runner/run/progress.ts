@@ -41,14 +41,18 @@ export class RunProgress {
   size = 0;
   read: () => number = () => -1;
   rekey: RekeyAt | null = null;
+  /** The commit's step under way, once the chain is over. */
+  step: string | null = null;
   private stages: StageSeen[] = [];
   private readonly progress: Progress;
 
+  /** `terminal: false`: no terminal line (the commit's, whose warnings and summary go to stderr too). */
   constructor(
     private readonly run: string,
     say: Say,
+    opts: { terminal?: boolean; since?: number } = {},
   ) {
-    this.progress = new Progress({ log: say.log }, () => this.now());
+    this.progress = new Progress({ log: say.log, ...opts }, () => this.now());
   }
 
   /** Starts the timer (logging and drawing); returns this. */
@@ -64,6 +68,11 @@ export class RunProgress {
 
   stop(): void {
     this.progress.stop();
+  }
+
+  /** Clears the terminal line, before a message to the operator. */
+  clear(): void {
+    this.progress.clear();
   }
 
   /** The chain's stages, in order, before any says something. */
@@ -97,6 +106,7 @@ export class RunProgress {
 
   /** Where the run is: the fields of its log line and the terminal's text. */
   now(): ProgressNow {
+    if (this.step !== null) return { fields: { run: this.run, stage: 'commit', step: this.step }, text: `${this.run}: committing (${this.step})` };
     if (this.rekey !== null) {
       const r = this.rekey;
       return {

@@ -247,6 +247,7 @@ export async function rekeyBeforeHour(
     to: versionsOf(to),
     seconds,
   };
+  progress?.clear();
   if (same)
     say.log?.info(
       { run: p.name, rekeyed: report, aliases_skipped: found.skipped },
