@@ -14,6 +14,8 @@ import { SPILL_PREFIX } from '../src/core/sorter.js';
 import { HOST_TAG } from '../src/core/temps.js';
 import { shellQuote } from '../src/core/errors.js';
 import { runStages, stageEnv } from '../src/runner/run/pipeline.js';
+import { RunProgress } from '../src/runner/run/progress.js';
+import { sayTo } from '../src/runner/say.js';
 import type { RunnerOptions } from '../src/runner/options/types.js';
 import { REFLOGS, type Done, runner, fresh, keepOnly, RUN0, freshFirstOnly, copyOf, ref1, writeReflog, failingSecondHour } from './lib/runner.js';
 
@@ -207,7 +209,7 @@ describe('database and gate', () => {
       keep: null,
       killAfterMs: 1000,
     } as unknown as RunnerOptions;
-    const progress = { size: 0, read: () => -1 };
+    const progress = new RunProgress('R', sayTo(null));
     await assert.rejects(runStages(o, p, '20110728070000', 3, path.join(ROOT, 'bin'), progress), /ENOENT/);
   });
 

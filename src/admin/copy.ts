@@ -4,7 +4,8 @@ import { checkDbName } from '../core/db-uri.js';
 import { DataError, visibleName } from '../core/errors.js';
 import { initStore, openStore } from '../core/store/open.js';
 import type { PartnerStore, Row, Sql, Timeouts } from '../core/store/store.js';
-import { say } from './messages.js';
+import { NAME, say } from './messages.js';
+import { Progress, countText, percentOf } from '../cli/progress.js';
 
 /** Rows per batch when copy writes the domains. */
 const COPY_BATCH = 10_000;
@@ -29,10 +30,20 @@ export async function copyCommand(fromDb: string, toDb: string, force: boolean, 
       let domains = 0;
       await from.read(async (fq) => {
         ys = await fq.all('SELECT id, name, weight, active FROM yacobot ORDER BY id');
+        const total = Number((await fq.get('SELECT COUNT(*) AS n FROM partner_domain'))!.n);
+        const progress = new Progress({ log: null, plain: NAME }, () => ({
+          fields: {},
+          text: `copy: ${countText(domains)} of ${countText(total)} domains (${percentOf(domains, total)}%)`,
+        })).start();
         try {
-          domains = await copyInto(to, fq, ys, force);
+          await copyInto(to, fq, ys, force, (n) => {
+            domains = n;
+            progress.tick();
+          });
         } catch (err) {
           throw copyError(err, from.name);
+        } finally {
+          progress.stop();
         }
       });
       say(`copied ${ys.length} Yacobot(s) and ${domains} domain(s) from ${visibleName(from.name)} to ${visibleName(to.name)}`);
@@ -54,8 +65,8 @@ function copyError(err: unknown, source: string): unknown {
   );
 }
 
-/** Writes `ys` and every domain the source snapshot `fq` holds into `to`, in one write transaction; returns the domains copied. */
-async function copyInto(to: PartnerStore, fq: Sql, ys: Row[], force: boolean): Promise<number> {
+/** Writes `ys` and every domain the source snapshot `fq` holds into `to`, in one write transaction; `copied` is told the domains copied so far, after each batch. */
+async function copyInto(to: PartnerStore, fq: Sql, ys: Row[], force: boolean, copied: (n: number) => void): Promise<void> {
   let domains = 0;
   await to.write(async (q) => {
     const held = await q.get('SELECT (SELECT COUNT(*) FROM yacobot) AS y, (SELECT COUNT(*) FROM partner_domain) AS d');
@@ -79,6 +90,7 @@ async function copyInto(to: PartnerStore, fq: Sql, ys: Row[], force: boolean): P
       await to.insertMany(q, 'partner_domain', ['domain', 'yacobot_id', 'added_at'], batch);
       domains += batch.length;
       batch = [];
+      copied(domains);
     };
     let last = '';
     // Keyset pages: bounded memory on either backend.
@@ -90,5 +102,4 @@ async function copyInto(to: PartnerStore, fq: Sql, ys: Row[], force: boolean): P
       last = page[page.length - 1]!.domain as string;
     }
   });
-  return domains;
 }

@@ -11,6 +11,7 @@ import type { PartnerStore } from '../core/store/store.js';
 import type { Yacobot } from '../core/store/yacobots.js';
 import { formatTimestamp } from '../core/time.js';
 import { NAME, label, say, subdomainNote, warn } from './messages.js';
+import { Progress, countText, percentOf } from '../cli/progress.js';
 
 /** At most this many bad CSV rows are listed before the import gives up. */
 const MAX_REPORTED_ROWS = 20;
@@ -220,39 +221,49 @@ export async function importCommand(store: PartnerStore, csvFile: string, text: 
     throw new DataError('BAD_CSV', `${bad} bad row(s)${more}; nothing imported`, { file: csvFile });
   }
   const now = formatTimestamp(new Date());
-  const counts = await store.write(async (q) => {
-    // The file was checked before this write transaction (parsing can take seconds, too
-    // long to hold the lock); a Yacobot disabled since then fails the import here, so
-    // no domain lands on a disabled Yacobot.
-    const active = new Set((await q.all('SELECT id FROM yacobot WHERE active = 1')).map((r) => Number(r.id)));
-    for (const id of new Set(rows.ids)) {
-      if (!active.has(id)) {
-        const y = yacobots.find((x) => x.id === id)!;
-        throw new DataError('DISABLED', `Yacobot ${label(y)} was disabled while the file was read; nothing imported`, { file: csvFile });
+  let done = () => 0;
+  const total = rows.domains.length;
+  const progress = new Progress({ log: null, plain: NAME }, () => ({
+    fields: {},
+    text: `import: ${countText(done())} of ${countText(total)} domains (${percentOf(done(), total)}%)`,
+  })).start();
+  const counts = await store
+    .write(async (q) => {
+      // The file was checked before this write transaction (parsing can take seconds, too
+      // long to hold the lock); a Yacobot disabled since then fails the import here, so
+      // no domain lands on a disabled Yacobot.
+      const active = new Set((await q.all('SELECT id FROM yacobot WHERE active = 1')).map((r) => Number(r.id)));
+      for (const id of new Set(rows.ids)) {
+        if (!active.has(id)) {
+          const y = yacobots.find((x) => x.id === id)!;
+          throw new DataError('DISABLED', `Yacobot ${label(y)} was disabled while the file was read; nothing imported`, { file: csvFile });
+        }
       }
-    }
-    const c = { added: 0, moved: 0, same: 0 };
-    // Many domains per step: on PostgreSQL a statement per domain would take a round
-    // trip each, and update each Yacobot's partner_load row once per domain.
-    for (let i = 0; i < rows.domains.length; i += IMPORT_BATCH) {
-      const domains = rows.domains.slice(i, i + IMPORT_BATCH);
-      const prev = await store.ownersIn(domains);
-      const changed: [string, number][] = [];
-      domains.forEach((domain, j) => {
-        const id = rows.ids[i + j]!;
-        const p = prev.get(domain);
-        if (p === undefined) c.added++;
-        else if (Number(p) === id) {
-          c.same++;
-          return;
-        } else c.moved++;
-        changed.push([domain, id]);
-      });
-      await store.setOwners(changed, now);
-    }
-    if (c.moved > 0) await countMove(q); // a run under way warns of it
-    return c;
-  });
+      const c = { added: 0, moved: 0, same: 0 };
+      done = () => c.added + c.moved + c.same;
+      // Many domains per step: on PostgreSQL a statement per domain would take a round
+      // trip each, and update each Yacobot's partner_load row once per domain.
+      for (let i = 0; i < rows.domains.length; i += IMPORT_BATCH) {
+        const domains = rows.domains.slice(i, i + IMPORT_BATCH);
+        const prev = await store.ownersIn(domains);
+        const changed: [string, number][] = [];
+        domains.forEach((domain, j) => {
+          const id = rows.ids[i + j]!;
+          const p = prev.get(domain);
+          if (p === undefined) c.added++;
+          else if (Number(p) === id) {
+            c.same++;
+            return;
+          } else c.moved++;
+          changed.push([domain, id]);
+        });
+        await store.setOwners(changed, now);
+        progress.tick();
+      }
+      if (c.moved > 0) await countMove(q); // a run under way warns of it
+      return c;
+    })
+    .finally(() => progress.stop());
   say(`imported ${rows.domains.length} domain(s) from ${visibleName(csvFile)}: ${counts.added} new, ${counts.moved} moved, ${counts.same} unchanged`);
   let notes = 0;
   let first: string | null = null;

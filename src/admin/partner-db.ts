@@ -4,7 +4,8 @@ import type { Command } from 'commander';
 import { dashArguments } from '../cli/admin.js';
 import { copyCommand } from './copy.js';
 import { importCommand, readCsvText } from './import.js';
-import { label, say, subdomainNote, warn } from './messages.js';
+import { NAME, label, say, subdomainNote, warn } from './messages.js';
+import { Progress } from '../cli/progress.js';
 import { addOwnerCommand } from './owner.js';
 import { LeastLoaded } from '../core/store/assign.js';
 import { normalizeDomain } from '../core/store/domains.js';
@@ -270,7 +271,9 @@ async function initCommand(db: string, timeouts: Timeouts): Promise<void> {
 /** migrate: the database brought to this program's schema version, in one transaction. */
 async function migrateCommand(store: PartnerStore): Promise<void> {
   const t0 = process.hrtime.bigint();
-  const r = await store.migrate();
+  // Ticks only while the database works elsewhere (PostgreSQL): SQLite's work holds this thread.
+  const progress = new Progress({ log: null, plain: NAME }, () => ({ fields: {}, text: `migrate: under way in ${visibleName(store.name)}` })).start();
+  const r = await store.migrate().finally(() => progress.stop());
   const name = visibleName(store.name);
   if (r.found === 'current') {
     say(`${name} is already at schema version ${SCHEMA_VERSION}`);

@@ -32,6 +32,8 @@ export class Output implements ByteSink {
   closed = false;
   /** Buffers the stream has written out, to fill again (recycling, not garbage: a stage writes thousands). */
   private readonly spare: Buffer[] = [];
+  /** Bytes handed to the stream so far (for progress). */
+  bytesOut = 0;
 
   /**
    * `reuseWritten`: fill again a buffer the stream has written through (its
@@ -147,6 +149,7 @@ export class Output implements ByteSink {
    */
   private send(bytes: Buffer, whole: Buffer | null = null): void {
     if (this.closed || bytes.length === 0) return;
+    this.bytesOut += bytes.length;
     this.stream.write(bytes);
     if (whole !== null && this.stream.writableLength === 0 && this.spare.length < MAX_SPARE) this.spare.push(whole);
   }

@@ -13,6 +13,7 @@ import { liveTempFiles, removeQuietly, staleTemps } from '../core/temps.js';
 import { Output, OutputClosed } from './output.js';
 import { fstatQuietly, inputFailure, openInput, readBlocks, systemFailure, type InputSource } from './input.js';
 import { onStopSignal } from './signals.js';
+import { Progress } from './progress.js';
 import { loadPino } from '../core/cjs.js';
 import { loadCommander } from './commander.js';
 import { REDACTING_HOOKS, guardOutput } from '../core/secrets.js';
@@ -81,8 +82,9 @@ Common to every stage:
   removed).${
     writesStdout
       ? ` A closed stdout (| head) ends the stage quietly. The output
-  of a run that did not end cleanly ends in "<stage>: failed, output incomplete"
-  (no newline; not on a terminal), which the next stage refuses.`
+  of a run that failed or was stopped ends in "<stage>: failed, output incomplete"
+  (no newline; not on a terminal), which the next stage refuses; a usage error
+  writes nothing to stdout (a chain by hand wants set -o pipefail).`
       : ''
   }
   Errors read "<stage>: <file>:<line>: <message>"${
@@ -171,8 +173,12 @@ export async function runStage<O>(def: StageDef<O>, argv: string[] = process.arg
   // for while the run is pending (a promise no one will settle, e.g. a job handed to a
   // worker thread that ended) would otherwise exit 0 with no output and no summary.
   process.on('beforeExit', () => end.fail(new Error('the stage stopped with its work unfinished (nothing left to wait for)')));
+  const io = { bytesIn: 0, inputDone: false };
+  // Long work says how far it got: its counts so far, every 10 s, in the log.
+  const counts = () => ({ ...end.counts(), bytes_in: io.bytesIn, bytes_out: out.bytesOut, ...(io.inputDone && { input_done: true }) });
+  new Progress({ log, terminal: false }, () => ({ fields: counts(), text: '' })).start();
   try {
-    await def.run(stageContext(def, args, input, out, end), args.opts);
+    await def.run(stageContext(def, args, input, out, end, io), args.opts);
     await out.end();
     // A signal already delivered is acted on at the loop's next poll: a run that did all
     // its work without one (an empty database) must not end 'ok' before it.
@@ -216,9 +222,15 @@ function stageCommand(def: StageDef<unknown>, commander: ReturnType<typeof loadC
 /** Parses argv; --help and --version exit 0, a usage error exits 2 (usageExit). */
 function parseCommandLine<O>(def: StageDef<O>, argv: string[], commander: ReturnType<typeof loadCommander>): StageArgs<O> {
   const cmd = stageCommand(def as StageDef<unknown>, commander);
+  // Checked after the parse, so that an unknown option is named before a missing one
+  // (commander checks required options first: `--bogus` would read as "--current missing").
+  const required = cmd.options.filter((opt) => opt.mandatory);
+  for (const opt of required) opt.mandatory = false;
   try {
     cmd.parse(argv);
     const raw = cmd.opts();
+    const missing = required.find((opt) => raw[opt.attributeName()] === undefined);
+    if (missing) throw new UsageError(`required option '${missing.flags}' not specified`);
     const logLevel = String(raw.logLevel);
     if (!['debug', 'info', 'warn', 'error', 'silent', 'trace', 'fatal'].includes(logLevel)) {
       throw new UsageError(`bad --log-level '${logLevel}'`);
@@ -232,14 +244,13 @@ function parseCommandLine<O>(def: StageDef<O>, argv: string[], commander: Return
     }
     return { opts: def.normalize(raw), inputPath, inputName, logLevel };
   } catch (err) {
-    const writesStdout = def.writesStdout !== false;
     if (err instanceof commander.CommanderError) {
       if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.exitCode === 0) {
         process.exit(0);
       }
-      usageExit(def.name, err.message.replace(/^error: /, ''), writesStdout);
+      usageExit(def.name, err.message.replace(/^error: /, ''));
     }
-    if (err instanceof UsageError) usageExit(def.name, err.message, writesStdout);
+    if (err instanceof UsageError) usageExit(def.name, err.message);
     throw err;
   }
 }
@@ -260,16 +271,25 @@ function refuseReadOnlyStdout(end: RunEnd): void {
 }
 
 /** What the stage's run sees: its input as lines or chunks, its output, its log, its exit hooks and counts. */
-function stageContext(def: StageDef<unknown>, args: StageArgs<unknown>, input: InputSource, out: Output, end: RunEnd): StageContext {
+function stageContext(
+  def: StageDef<unknown>,
+  args: StageArgs<unknown>,
+  input: InputSource,
+  out: Output,
+  end: RunEnd,
+  io: { bytesIn: number; inputDone: boolean },
+): StageContext {
   const { inputName } = args;
   // Feeds input chunks to a splitter; output is flushed between chunks, never per line.
   const pump = async (push: (chunk: Buffer) => void | Promise<void>) => {
     try {
       for await (const chunk of input.stream()) {
+        io.bytesIn += (chunk as Buffer).length;
         const p = push(chunk as Buffer);
         if (p) await p;
         await out.flushIfFull();
       }
+      io.inputDone = true;
     } catch (err) {
       throw inputFailure(err, inputName);
     }
@@ -296,7 +316,18 @@ function stageContext(def: StageDef<unknown>, args: StageArgs<unknown>, input: I
       splitter.end();
     },
     eachChunk: (fn) => pump(fn),
-    eachBlock: (room, fn) => readBlocks(input, room, fn, pump, () => out.flushIfFull(), inputName),
+    async eachBlock(room, fn) {
+      // A stream's bytes are counted by pump; a file's, read straight into the blocks, here.
+      const counted =
+        input.fd === null
+          ? fn
+          : (n: number) => {
+              io.bytesIn += n;
+              return fn(n);
+            };
+      await readBlocks(input, room, counted, pump, () => out.flushIfFull(), inputName);
+      io.inputDone = true;
+    },
   };
 }
 
@@ -353,14 +384,16 @@ class RunEnd {
 
   /** Ends a failed run: the message on stderr, exit 1 (2 for a usage error). */
   fail(err: unknown): never {
+    if (err instanceof UsageError) {
+      this.runHooks();
+      usageExit(this.name, err.message);
+    }
     this.cleanupFailed();
     let message: string;
     let code: ErrorCode;
     if (err instanceof DataError) {
       message = formatPlace(err.place, err.message);
       code = err.code;
-    } else if (err instanceof UsageError) {
-      usageExit(this.name, err.message);
     } else {
       // A bug, not bad data: say so plainly; the stack only when asked for.
       const e = err as Error;
@@ -431,10 +464,13 @@ function summary(log: Logger, level: 'info' | 'warn' | 'error', fields: Record<s
   log[level]({ summary: true, ...fields, peak_rss_mib: peakRssMib, ms }, 'summary');
 }
 
-/** Exits 2 with the message and the hint; `cut`: the stage writes a stream, which is marked as cut off (cutOutput). */
-function usageExit(name: string, message: string, cut = false): never {
+/**
+ * Exits 2 with the message and the hint, stdout untouched: a usage error refuses the
+ * command line before any work, and says so at once (the cron runner checks every
+ * stage's exit status; a shell chain by hand wants `set -o pipefail`).
+ */
+function usageExit(name: string, message: string): never {
   process.stderr.write(`${name}: ${visibleName(message)}\nTry '${name} --help' for more information.\n`);
-  if (cut) cutOutput(name, (m) => process.stderr.write(`${name}: ${m}\n`));
   process.exit(2);
 }
 

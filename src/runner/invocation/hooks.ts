@@ -65,7 +65,8 @@ export function reportedMarker(o: Pick<RunnerOptions, 'state'>, run: string): st
 /**
  * Test hook: REFLOG_RUNNER_FAILPOINT="RUN:STEP" (or "*:STEP") makes the runner
  * SIGKILL itself just before that step (chain: the chain's start; claim: the claim
- * of the hour; the commit steps: commit, commit:marker (COMMIT itself, after the staged files were made
+ * of the hour; staging:memory, staging:queues: current_log's backup and the queue files
+ * staged for COMMIT; the commit steps: commit, commit:marker (COMMIT itself, after the staged files were made
  * durable), confirm (the claim's confirmation, after COMMIT), queue:<id>, current_log, carry, settings, memory, rejects, record, reflog, uncommit, cleanup; failed:cleanup: a failed run's
  * staging removal, after its runs.jsonl line), to prove each step recoverable;
  * REFLOG_RUNNER_FAILSIGNAL=SIGTERM sends that signal instead (it is handled once

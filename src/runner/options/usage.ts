@@ -85,7 +85,8 @@ Options (each also a key of the --config file):
   --memory SIZE           analyze-dump and limit-domains --memory (default
                           256M)
   --log-level LEVEL       JSON log lines on stderr: debug, info, warn, error,
-                          silent (default info)
+                          silent (default info: with progress every 10 s, and
+                          on a terminal a line redrawn in place)
   --kill-after DURATION   after SIGINT, SIGTERM or SIGHUP, how long the stages
                           get to stop before they are SIGKILLed (default 10s,
                           at most 1d; 0: at once); a second signal SIGKILLs

@@ -140,7 +140,9 @@ export async function commitRun(
   if (signalled()) return null;
   record.seconds = seconds();
   try {
+    hooks.beforeStep?.(p.name, 'staging:memory');
     plan.memory = stageMemory(o.state, p, record);
+    hooks.beforeStep?.(p.name, 'staging:queues');
     prepareQueues(plan);
   } catch (err) {
     if (!(err instanceof DataError)) throw err;

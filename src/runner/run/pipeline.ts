@@ -17,7 +17,7 @@ import type { RunnerOptions } from '../options/types.js';
 import { digestOfFd } from './digest.js';
 import { ioError } from '../../core/errors.js';
 import { chainRunning, waitExit } from './processes.js';
-import type { Progress } from './progress.js';
+import { type RunProgress, stageProgressEnv } from './progress.js';
 import { type ReflogIdentity, reflogIdentity, sameFile } from '../state/inbox.js';
 
 /**
@@ -96,7 +96,7 @@ export async function runStages(
   now: string,
   lockFd: number,
   binDir: string,
-  progress: Progress,
+  progress: RunProgress,
   stopped: () => boolean = () => false,
   beforeChain?: () => void,
 ): Promise<{
@@ -125,10 +125,12 @@ export async function runStages(
   const child = spawn('bash', ['-c', pipelineScript(chain, binDir, p, TEE_FD)], {
     stdio: [inFd, 'pipe', errFd, lockFd, ...chain.map(() => 'pipe' as const)],
     // The database by the environment, not on an argv (bash's or upload-domains'), which `ps` shows.
-    env: { ...stageEnv(), [DB_ENV]: o.db },
+    env: { ...stageEnv(), ...stageProgressEnv(), [DB_ENV]: o.db },
   });
   fs.closeSync(errFd);
   const tails = chain.map((_, i) => new StreamTail(child.stdio[TEE_FD + i] as Readable));
+  progress.chain(chain.map((s) => s.name));
+  for (let i = 0; i < chain.length; i++) (child.stdio[TEE_FD + i] as Readable).on('data', (b: Buffer) => progress.feed(i, b));
   let statuses = '';
   child.stdout!.setEncoding('utf8').on('data', (d: string) => (statuses += d));
   chainRunning(child.pid === undefined ? null : { pid: child.pid, stages: chain.map((s) => s.name) });

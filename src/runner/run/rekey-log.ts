@@ -51,7 +51,7 @@ class RekeySink {
  * the spelling the hour gives it). Counts what changed. An entry this parser refuses is
  * dropped and counted; a malformed one is a DataError naming its line.
  */
-function readRekeyed(input: string, kind: MemoryFile, sink: RekeySink, aliases: Map<string, Keyed[]>, hash: UrlHash): RekeyCounts {
+function readRekeyed(input: string, kind: MemoryFile, sink: RekeySink, aliases: Map<string, Keyed[]>, hash: UrlHash, tick: Tick): RekeyCounts {
   const c: RekeyCounts = { urls: 0, changed: 0, merged: 0, dropped: 0, aliased: 0, domains_changed: 0, entries_out: 0 };
   const domains = new Set<string>();
   const check = kind === 'carry' ? checkCarryRecord : checkUrlRecord;
@@ -64,7 +64,7 @@ function readRekeyed(input: string, kind: MemoryFile, sink: RekeySink, aliases: 
         .split('\t');
       const bad = check(f);
       if (bad !== null) throw new DataError('BAD_RECORD', bad, { file: input, line: reader.lineNo });
-      c.urls++;
+      if ((++c.urls & 0xffff) === 0) tick('reading', c.urls);
       const k = canonicalize(f[U_URL]!, RUNNER_URL_OPTIONS);
       if ('reason' in k) {
         c.dropped++;
@@ -95,7 +95,7 @@ function readRekeyed(input: string, kind: MemoryFile, sink: RekeySink, aliases: 
  * hits summed; a carry record's `decided`, the oldest); returns the entries written and
  * merged away.
  */
-async function writeMerged(sorter: RecordSorter, output: string): Promise<{ out: number; merged: number }> {
+async function writeMerged(sorter: RecordSorter, output: string, tick: Tick): Promise<{ out: number; merged: number }> {
   const w = new FileWriter(output);
   let pending: string[] | null = null;
   let out = 0;
@@ -106,6 +106,7 @@ async function writeMerged(sorter: RecordSorter, output: string): Promise<{ out:
     out++;
   };
   await sorter.drain((chunk) => {
+    tick('writing', out);
     for (const l of chunk.toString('utf8').split('\n')) {
       if (l === '') continue;
       const f = l.split('\t');
@@ -126,10 +127,13 @@ async function writeMerged(sorter: RecordSorter, output: string): Promise<{ out:
   return { out, merged };
 }
 
+/** Told, once per batch, how many URLs the re-key read or wrote so far. */
+export type Tick = (step: 'reading' | 'writing', urls: number) => void;
+
 /**
  * Re-keys `input`, current_log or the carry (`kind`), into `output` (see readRekeyed),
  * sorted by (id, timestamp) within `memoryBytes` (spilling to `tmpDir`), entries that
- * share an id merged (writeMerged).
+ * share an id merged (writeMerged); `tick` is told how far it got.
  */
 export async function rekeyLog(
   input: string,
@@ -139,11 +143,12 @@ export async function rekeyLog(
   memoryBytes: number,
   tmpDir: string,
   kind: MemoryFile = 'current_log',
+  tick: Tick = () => undefined,
 ): Promise<RekeyCounts> {
   const sorter = new RecordSorter({ memoryBytes, tmpDir });
   try {
-    const c = readRekeyed(input, kind, new RekeySink(sorter), aliases, hash);
-    const { out, merged } = await writeMerged(sorter, output);
+    const c = readRekeyed(input, kind, new RekeySink(sorter), aliases, hash, tick);
+    const { out, merged } = await writeMerged(sorter, output, tick);
     return { ...c, merged, entries_out: out };
   } finally {
     sorter.dispose();

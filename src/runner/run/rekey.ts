@@ -30,6 +30,7 @@ import { carryWaits } from '../state/carry.js';
 import { type KeyedBy, RUNNER_URL_OPTIONS, UNKNOWN_KEYING, keyedByHere, liveLegacy, lostCharacters, sameKeying, storedKeying } from '../state/keying.js';
 import { type RunPaths, stagingLayout, stateLayout } from '../state/layout.js';
 import type { RekeyCounts, RekeyReport } from '../state/run-record.js';
+import type { RunProgress } from './progress.js';
 import { type Keyed, type MemoryFile, rekeyLog } from './rekey-log.js';
 
 /** Most alias pairs taken from one hour's reflog (each a few hundred bytes). */
@@ -200,9 +201,15 @@ function filesToRekey(state: string, p: RunPaths, all: boolean, aliases: Map<str
  * limit-domains read them (p.currentIn, p.carryIn), and says so; while a legacy lasts
  * (KeyedBy.legacy), does so for the aliases alone, in each that holds an old form of the
  * hour's URLs. Null when there was nothing to do; else the report, or the error that
- * fails the run.
+ * fails the run. `progress` is told how far it got.
  */
-export async function rekeyBeforeHour(o: RunnerOptions, say: Say, p: RunPaths, now: string): Promise<{ report: RekeyReport } | { error: string } | null> {
+export async function rekeyBeforeHour(
+  o: RunnerOptions,
+  say: Say,
+  p: RunPaths,
+  now: string,
+  progress?: RunProgress,
+): Promise<{ report: RekeyReport } | { error: string } | null> {
   const stored = storedKeying(o.state);
   const to = keyedByHere();
   const same = sameKeying(stored, to);
@@ -216,8 +223,14 @@ export async function rekeyBeforeHour(o: RunnerOptions, say: Say, p: RunPaths, n
   if (files.length === 0) return null;
   const counts: Partial<Record<MemoryFile, RekeyCounts>> = {};
   for (const f of files) {
+    const memory = (o.memory === null ? null : parseSize(o.memory)) ?? DEFAULT_MEMORY;
+    const tick = (step: 'reading' | 'writing', urls: number) => {
+      if (progress === undefined) return;
+      progress.rekey = { file: f.kind, step, urls };
+      progress.tick();
+    };
     try {
-      counts[f.kind] = await rekeyLog(f.file, f.staged, found.aliases, hash, (o.memory === null ? null : parseSize(o.memory)) ?? DEFAULT_MEMORY, p.tmp, f.kind);
+      counts[f.kind] = await rekeyLog(f.file, f.staged, found.aliases, hash, memory, p.tmp, f.kind, tick);
     } catch (err) {
       if (!(err instanceof DataError)) throw err;
       return { error: `re-keying ${f.kind === 'carry' ? 'the carry' : f.kind} for this runtime's URL parser: ${formatPlace(err.place, err.message)}` };
@@ -234,6 +247,7 @@ export async function rekeyBeforeHour(o: RunnerOptions, say: Say, p: RunPaths, n
     to: versionsOf(to),
     seconds,
   };
+  progress?.clear();
   if (same)
     say.log?.info(
       { run: p.name, rekeyed: report, aliases_skipped: found.skipped },

@@ -6,7 +6,7 @@ import type { RunRecord } from '../state/run-record.js';
 import type { ChainResult, RunContext } from './context.js';
 import { commitRun, failRun, warnStages } from './end.js';
 import { runStages } from './pipeline.js';
-import { type Progress, showProgress } from './progress.js';
+import { RunProgress } from './progress.js';
 import { carryRecord } from './record.js';
 import { chainFailure } from './reflog-checks.js';
 import { rekeyBeforeHour } from './rekey.js';
@@ -17,7 +17,7 @@ import { stageCounts } from './stage-log.js';
 export async function runOne(run: RunContext): Promise<RunRecord | null> {
   const started = new Date();
   const rj = startAttempt(run, started);
-  const chain = await runChain(run, rj);
+  const chain = await runChain(run, rj, started.getTime());
   const seconds = () => Math.round((Date.now() - started.getTime()) / 100) / 10;
   const stages: Record<string, Record<string, unknown>> = {};
   for (const s of chain.outcomes) stages[s.name] = stageCounts(s);
@@ -30,13 +30,23 @@ export async function runOne(run: RunContext): Promise<RunRecord | null> {
   const failure = run.overTime() ?? chainFailure(run, chain, stages);
   if (failure !== null) return failed(failure.step, failure.error);
   warnStages(run, chain.outcomes, stages);
-  return commitRun(run, rj, record, chain, stages, seconds, failed);
+  // The commit's steps say where it is (a big hour's copies and fsyncs take a while).
+  const progress = new RunProgress(run.p.name, run.say, { terminal: false, since: started.getTime() }).start();
+  const beforeStep = (name: string, step: string) => {
+    progress.step = step;
+    progress.tick();
+    run.hooks.beforeStep?.(name, step);
+  };
+  try {
+    return await commitRun({ ...run, hooks: { ...run.hooks, beforeStep } }, rj, record, chain, stages, seconds, failed);
+  } finally {
+    progress.stop();
+  }
 }
 
 /** Runs the chain of stages (or fails it at current_log or the carry when that file has lost its memory or is not what the last commit left), showing progress. */
-async function runChain({ o, say, p, lockFd, hooks, signalled }: RunContext, rj: RunJson): Promise<ChainResult> {
-  const progress: Progress = { size: 0, read: () => -1 };
-  const stopDisplay = showProgress(p.name, progress);
+async function runChain({ o, say, p, lockFd, hooks, signalled }: RunContext, rj: RunJson, since: number): Promise<ChainResult> {
+  const progress = new RunProgress(p.name, say, { since }).start();
   const missing = memoryLost(o, say, p.name);
   const lost = missing === null ? memoryDiffers(o, say, p.name) : { step: 'current_log', error: missing };
   try {
@@ -48,7 +58,7 @@ async function runChain({ o, say, p, lockFd, hooks, signalled }: RunContext, rj:
         head: null,
         digest: null,
       };
-    const rekey = await rekeyBeforeHour(o, say, p, rj.now);
+    const rekey = await rekeyBeforeHour(o, say, p, rj.now, progress);
     if (rekey !== null && 'error' in rekey)
       return {
         outcomes: [{ name: 'rekey', exit: 1, summary: null, messages: [rekey.error] }],
@@ -68,7 +78,7 @@ async function runChain({ o, say, p, lockFd, hooks, signalled }: RunContext, rj:
       ...(rekey !== null && { rekeyed: rekey.report }),
     };
   } finally {
-    stopDisplay();
+    progress.stop();
   }
 }
 
