@@ -1,5 +1,5 @@
-// The partner database's disk full (SQLite): the run fails with the message the README's
-// symptom table shows, publishes nothing and leaves the reflog; once there is room, the
+// The partner database's disk full (SQLite): the run fails with the message the symptom
+// table of docs/operations.md shows, publishes nothing and leaves the reflog; once there is room, the
 // next invocation runs the hour. A tmpfs of 2 MiB in a mount namespace of its own.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,13 +12,13 @@ import { deliver, newJob } from './lib/job.js';
 const tmpfsWorks =
   spawnSync('unshare', ['-rm', 'bash', '-c', 'd=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs "$d" && umount "$d"; s=$?; rmdir "$d"; exit $s']).status === 0;
 
-/** The message of the README's symptom row for a full partner database disk. */
+/** The message of the symptom row (docs/operations.md, More symptoms) for a full partner database disk. */
 function readmeSymptom(): string {
   const row = fs
-    .readFileSync(path.join(ROOT, 'README.md'), 'utf8')
+    .readFileSync(path.join(ROOT, 'docs', 'operations.md'), 'utf8')
     .split('\n')
     .find((l) => l.startsWith('| exit 1, `database error: SQLITE_FULL'));
-  assert.ok(row, 'the README has a SQLITE_FULL symptom row');
+  assert.ok(row, 'docs/operations.md has a SQLITE_FULL symptom row');
   return /`([^`]+)`/.exec(row)![1]!;
 }
 
@@ -36,7 +36,7 @@ rm dbfs/filler
 "$0" --db dbfs/partner.db --log-level silent 2>room.err; echo $? > room.exit
 `;
 
-test('the partner database disk full: SQLITE_FULL as the README shows it, nothing published, the reflog stays; with room the next invocation runs it', {
+test('the partner database disk full: SQLITE_FULL as the docs show it, nothing published, the reflog stays; with room the next invocation runs it', {
   skip: !tmpfsWorks && 'no user namespace to mount a tmpfs here',
 }, () => {
   const dir = newJob('ms-dbfull-');
