@@ -14,6 +14,7 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { domainToUnicode } from 'node:url';
+import Database from 'better-sqlite3';
 import { ROOT, partnerDb } from './lib/run.js';
 import { runner, sub } from './lib/runner.js';
 import { assertSameState, runsJsonl, snapshot } from './lib/runner-state.js';
@@ -61,6 +62,9 @@ function job(state: string | null, ...runs: string[]): string {
   }
   partnerDb(dir, path.join(dir, 'var/state/partner.db'), 'init');
   partnerDb(dir, path.join(dir, 'var/state/partner.db'), 'add', 'a');
+  // An owner, as in the database the state's runs used (an empty owner table beside them is refused as a wrong --db).
+  partnerDb(dir, path.join(dir, 'var/state/partner.db'), 'assign', 'earlier-runs.example', 'a');
+  withDb(path.join(dir, 'var/state/partner.db'), (db) => db.prepare("UPDATE partner_domain SET added_at = '20110101000000'").run()); // the same in every job
   return dir;
 }
 
@@ -194,3 +198,13 @@ test('rekeyLog of a carry: records that now share an id merge as group-sum merge
     (err: Error & { place?: { line?: number } }) => err.place?.line === 1,
   );
 });
+
+/** Runs `fn` on the SQLite database `file`, then closes it. */
+function withDb(file: string, fn: (db: Database.Database) => void): void {
+  const db = new Database(file);
+  try {
+    fn(db);
+  } finally {
+    db.close();
+  }
+}

@@ -14,6 +14,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import Database from 'better-sqlite3';
 import { ROOT, partnerDb } from './lib/run.js';
 import { FAST_SUITE } from './lib/pg.js';
 import { runner, sub } from './lib/runner.js';
@@ -47,6 +48,9 @@ function node20State(...runs: string[]): string {
   for (const run of runs) fs.copyFileSync(path.join(FIX, `${run}.reflog`), path.join(dir, 'var/inbox', `${run}.reflog`));
   partnerDb(dir, path.join(state, 'partner.db'), 'init');
   partnerDb(dir, path.join(state, 'partner.db'), 'add', 'a');
+  // An owner, as in the database the state's runs used (an empty owner table beside them is refused as a wrong --db).
+  partnerDb(dir, path.join(state, 'partner.db'), 'assign', 'earlier-runs.example', 'a');
+  withDb(path.join(state, 'partner.db'), (db) => db.prepare("UPDATE partner_domain SET added_at = '20110101000000'").run()); // the same in every job
   return dir;
 }
 
@@ -225,3 +229,13 @@ test('the re-key is crash-safe: killed after it (before the chain), or between t
     assertSameState(snapshot(dir), want, `killed before ${step}`);
   }
 });
+
+/** Runs `fn` on the SQLite database `file`, then closes it. */
+function withDb(file: string, fn: (db: Database.Database) => void): void {
+  const db = new Database(file);
+  try {
+    fn(db);
+  } finally {
+    db.close();
+  }
+}
