@@ -15,18 +15,28 @@ const usage = `usage: node dist/scripts/test.js [--all] [node --test option...]
 
 /** Test files (without .test.js) left out of the fast suite: they sweep, fuzz or race for minutes. */
 export const SLOW: readonly string[] = [
+  'dedup-chain',
+  'domain-spelling',
   'durability',
   'faults',
   'fuzz',
   'kill-sweep',
+  'long-domain',
+  'partner-load',
   'pg-flood',
   'politeness',
+  'progress',
   'properties',
+  'rekey-carry',
+  'runner-carry-memory',
   'runner-commit',
   'runner-done',
+  'runner-memory',
   'runner-recovery',
   'runner-replay',
   'runner-signals',
+  'set-up',
+  'two-masters-fence',
   'unattended',
 ];
 
