@@ -11,6 +11,7 @@
 // rows, each exit status, analyze-dump's output and rejects per hour; after clocks,
 // pids and paths are normalized: runs.jsonl, last-invocation.json, the metrics, the
 // views' JSON and stderr. Prints the differences and exits 1, or one line and exits 0.
+import '../src/cli/runtime.js'; // first: exits 2 on an unsupported Node.js before the imports below load
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
