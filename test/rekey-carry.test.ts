@@ -14,10 +14,9 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { domainToUnicode } from 'node:url';
-import Database from 'better-sqlite3';
 import { ROOT, partnerDb } from './lib/run.js';
 import { runner, sub } from './lib/runner.js';
-import { assertSameState, runsJsonl, snapshot } from './lib/runner-state.js';
+import { assertSameState, runsJsonl, snapshot, withDb } from './lib/runner-state.js';
 import { FAST_SUITE } from './lib/pg.js';
 import { canonicalize, idText, loadUrlHash } from '../src/core/url.js';
 import { keyedByHere, sameKeying, storedKeying } from '../src/runner/state/keying.js';
@@ -198,13 +197,3 @@ test('rekeyLog of a carry: records that now share an id merge as group-sum merge
     (err: Error & { place?: { line?: number } }) => err.place?.line === 1,
   );
 });
-
-/** Runs `fn` on the SQLite database `file`, then closes it. */
-function withDb(file: string, fn: (db: Database.Database) => void): void {
-  const db = new Database(file);
-  try {
-    fn(db);
-  } finally {
-    db.close();
-  }
-}

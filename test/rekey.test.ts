@@ -14,11 +14,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import Database from 'better-sqlite3';
 import { ROOT, partnerDb } from './lib/run.js';
 import { FAST_SUITE } from './lib/pg.js';
 import { runner, sub } from './lib/runner.js';
-import { runsJsonl, snapshot, assertSameState } from './lib/runner-state.js';
+import { assertSameState, runsJsonl, snapshot, withDb } from './lib/runner-state.js';
 import { DataError } from '../src/core/errors.js';
 import { canonicalize, loadUrlHash } from '../src/core/url.js';
 import { UNKNOWN_KEYING, keyedByHere, keyingToStore, lostCharacters, sameKeying, storedKeying, type KeyedBy } from '../src/runner/state/keying.js';
@@ -229,13 +228,3 @@ test('the re-key is crash-safe: killed after it (before the chain), or between t
     assertSameState(snapshot(dir), want, `killed before ${step}`);
   }
 });
-
-/** Runs `fn` on the SQLite database `file`, then closes it. */
-function withDb(file: string, fn: (db: Database.Database) => void): void {
-  const db = new Database(file);
-  try {
-    fn(db);
-  } finally {
-    db.close();
-  }
-}

@@ -48,3 +48,13 @@ export function assertSameState(got: Record<string, string>, want: Record<string
   assert.deepEqual(Object.keys(got).sort(), Object.keys(want).sort(), `${what}: the same files`);
   for (const k of Object.keys(want)) assert.ok(got[k] === want[k], `${what}: ${k} differs`);
 }
+
+/** Runs `fn` on the SQLite database `file`, then closes it. */
+export function withDb(file: string, fn: (db: Database.Database) => void): void {
+  const db = new Database(file);
+  try {
+    fn(db);
+  } finally {
+    db.close();
+  }
+}
