@@ -332,14 +332,7 @@ function carried(dir: string): string[] {
 function twoMasters(p: Play, inp: Inputs, pg: PgCluster): void {
   const db = pg.newDatabase();
   p.roots.push([db, 'PGURI']);
-  const partnerDb = (...args: string[]) => spawnSync(path.join(p.tree.root, 'bin/partner-db'), ['--db', db, ...args], { encoding: 'utf8' });
-  partnerDb('init');
-  for (const [n, w] of [
-    ['alpha', '1'],
-    ['beta', '1'],
-    ['gamma', '2'],
-  ] as const)
-    partnerDb('add', n, '--weight', w);
+  initPartners(p.tree, db);
   const master = (m: string) => ['--db', db, '--master-name', m, '--state', `var/state-${m}`, '--queue-dir', `var/queue-${m}`];
   fs.mkdirSync(path.join(p.dir, 'var/state-a'));
   fs.mkdirSync(path.join(p.dir, 'var/state-b'));
@@ -416,7 +409,11 @@ function differences(scenario: string, base: Outputs, next: Outputs): string[] {
 function makeTemplate(tree: Tree, dir: string): void {
   fs.mkdirSync(path.join(dir, 'var/inbox'), { recursive: true });
   fs.mkdirSync(path.join(dir, 'var/state'), { recursive: true });
-  const db = path.join(dir, 'var/state/partner.db');
+  initPartners(tree, path.join(dir, 'var/state/partner.db'));
+}
+
+/** Creates the partner database `db` with `tree`'s partner-db: three Yacobots, weights 1, 1, 2; throws on a failure. */
+function initPartners(tree: Tree, db: string): void {
   const partnerDb = (...args: string[]) => {
     const r = spawnSync(path.join(tree.root, 'bin/partner-db'), ['--db', db, ...args], { encoding: 'utf8' });
     if (r.status !== 0) throw new Error(`partner-db ${args.join(' ')}: ${r.stderr}`);
