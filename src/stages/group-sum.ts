@@ -3,7 +3,8 @@ import type { StageDef } from '../cli/stage.js';
 import { DataError } from '../core/errors.js';
 import { LF, compareBytes, digitsValue, latin1, putBytes, putDecimal, type ByteSink } from '../core/bytes.js';
 import { MAX_HITS_DIGITS, addHits, hitsTooBig } from '../core/hits.js';
-import { ID_BYTES, LineRef, TS_BYTES, U_DOMAIN, U_HITS, U_TAG, U_TS, URL_RECORD, UrlRecordWriter, checkUrlRecordAt } from '../core/records.js';
+import { ID_BYTES, LineRef, TS_BYTES, U_DOMAIN, U_HITS, U_TAG, U_TS, URL_RECORD, UrlRecordWriter } from '../core/records.js';
+import { checkUrlRecordAt } from '../core/record-checks.js';
 
 /**
  * The pure core: folds consecutive records of one id into one record with the
