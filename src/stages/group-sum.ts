@@ -79,7 +79,7 @@ export class Grouper {
     const b = l.buf;
     const n = l.end - l.start;
     if (n > this.first.length) this.first = new Uint8Array(n * 2);
-    this.first.set(b.subarray(l.start, l.end));
+    putBytes(this.first, 0, b, l.start, l.end);
     this.firstLen = n;
     this.domainAt = l.fieldStart(U_DOMAIN) - l.start;
     putBytes(this.vals, 0, b, l.fieldStart(U_TS), l.fieldEnd(U_TS));
