@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { parseDuration, timestampToMs } from '../src/core/time.js';
 import { BIN, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
-import { checkJoinedAt } from '../src/core/records.js';
+import { checkJoinedAt } from '../src/core/record-checks.js';
 import { HOST_TAG } from '../src/core/temps.js';
 import { TextSink, lineRef } from './lib/bytes.js';
 

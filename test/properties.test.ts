@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import { hasStackTrace, runBin, scratch, summaryOf, testEnv } from './lib/run.js';
 import { decide } from '../src/stages/filter-url.js';
 import { analyzeLine } from '../src/core/reflog.js';
-import { checkJoinedAt } from '../src/core/records.js';
+import { checkJoinedAt } from '../src/core/record-checks.js';
 import { TextSink, lineRef } from './lib/bytes.js';
 import { ID_POOL, SEED, T0, fmt, idBig, idOf, parseTs, reflogHitsArb, tagArb, text, tsArb, hitsArb, type Rec } from './lib/model.js';
 import { canonicalize, loadUrlHasher, type UrlOptions } from '../src/core/url.js';

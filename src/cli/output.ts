@@ -12,8 +12,8 @@ export class OutputClosed extends Error {
   }
 }
 
-/** Written buffers kept for reuse. */
-const MAX_SPARE = 4;
+/** Written buffers kept for reuse: up to 4 MiB of them, about what a pipe may hold queued between two waits. */
+const MAX_SPARE = 64;
 
 /**
  * Gathers output, text or bytes, in a buffer and hands it to the stream in large
@@ -150,8 +150,26 @@ export class Output implements ByteSink {
   private send(bytes: Buffer, whole: Buffer | null = null): void {
     if (this.closed || bytes.length === 0) return;
     this.bytesOut += bytes.length;
-    this.stream.write(bytes);
-    if (whole !== null && this.stream.writableLength === 0 && this.spare.length < MAX_SPARE) this.spare.push(whole);
+    if (whole === null) {
+      this.stream.write(bytes);
+      return;
+    }
+    // Written at once (a file, a pipe with room): filled again now. Queued (a pipe whose
+    // reader is behind): filled again once written, not left to the garbage collector,
+    // which let a group's worth of written buffers pile up between collections (80 MiB
+    // more peak RSS for analyze-dump writing a 10M-line hour into a pipe).
+    let taken = false;
+    this.stream.write(bytes, () => {
+      if (!taken) this.recycle(whole);
+    });
+    if (this.stream.writableLength === 0) {
+      taken = true;
+      this.recycle(whole);
+    }
+  }
+
+  private recycle(whole: Buffer): void {
+    if (this.spare.length < MAX_SPARE) this.spare.push(whole);
   }
 
   private check(): void {

@@ -4,7 +4,8 @@ import { grown } from './arrays.js';
 import { BytesIndex } from './bytesindex.js';
 import { LF, TAB, compareBytes, digitsValue, latin1, putBytes, putDecimal, utf8 } from './bytes.js';
 import { DataError } from './errors.js';
-import { checkDomain, isDomainAt, isYacobotIdAt } from './records.js';
+import { checkDomain, isYacobotIdAt } from './records.js';
+import { isDomainAt } from './record-checks.js';
 import { FileLineReader, findTabsAt } from './lines.js';
 import { AtomicFileWriter } from './writers.js';
 

@@ -258,15 +258,19 @@ export function lineTooLong(file: string, line: number, max: number): DataError 
  */
 export class FileLineReader {
   private fd: number;
+  /**
+   * Each read goes into this one buffer: the whole lines it completed are
+   * block[0, dataEnd), the last one's LF excluded, and the start of the line after
+   * them, block[carryFrom, carryTo), moves to the front before the next read.
+   */
   private block: Buffer;
-  /** The whole lines of the last block read: data[0, dataEnd), the last one's LF excluded. */
-  private data: Buffer;
   private dataEnd = 0;
-  /** Where the next line of `data` starts; past dataEnd once all are taken. */
+  private carryFrom = 0;
+  private carryTo = 0;
+  /** Where the next line of `block` starts; past dataEnd once all are taken. */
   private at = 1;
-  private carry: Buffer | null = null;
   private eof = false;
-  /** Whether data[0, dataEnd) is all ASCII (then no line needs its own UTF-8 check). */
+  /** Whether block[0, dataEnd) is all ASCII (then no line needs its own UTF-8 check). */
   private ascii = true;
   lineNo = 0;
 
@@ -286,7 +290,6 @@ export class FileLineReader {
       throw ioError(err, file, 'open');
     }
     this.block = Buffer.allocUnsafe(blockSize);
-    this.data = this.block;
   }
 
   /** Opens `file` (named `name` in messages), or returns null if it does not exist. */
@@ -308,13 +311,13 @@ export class FileLineReader {
       if (!this.fill()) return false;
       this.at = 0;
     }
-    let nl = this.data.indexOf(LF, this.at);
+    let nl = this.block.indexOf(LF, this.at);
     if (nl === -1 || nl > this.dataEnd) nl = this.dataEnd;
-    line.buf = this.data;
+    line.buf = this.block;
     line.start = this.at;
     line.end = nl;
     this.lineNo++;
-    if (!this.ascii && !isUtf8(this.data.subarray(this.at, nl))) throw badUtf8(this.file, this.lineNo);
+    if (!this.ascii && !isUtf8(this.block.subarray(this.at, nl))) throw badUtf8(this.file, this.lineNo);
     this.at = nl + 1;
     return true;
   }
@@ -326,37 +329,53 @@ export class FileLineReader {
     }
   }
 
-  /** Reads blocks until one completes a line; false at the end of the file. */
+  /**
+   * Reads blocks until one completes a line; false at the end of the file. The lines
+   * of the block before are overwritten: a line is valid until the next call of next().
+   */
   private fill(): boolean {
     for (;;) {
       if (this.eof) return false;
+      const kept = this.keepCarry();
       let n: number;
       try {
-        n = fs.readSync(this.fd, this.block, 0, this.block.length, null);
+        n = fs.readSync(this.fd, this.block, kept, this.block.length - kept, null);
       } catch (err) {
         throw ioError(err, this.file, 'read');
       }
       if (n === 0) {
         this.eof = true;
         this.close();
-        if (this.carry?.length) throw cutOff(this.file, this.lineNo + 1, 'file', this.carry);
+        if (kept > 0) throw cutOff(this.file, this.lineNo + 1, 'file', this.block.subarray(0, kept));
         return false;
       }
-      const chunk = this.block.subarray(0, n);
-      const last = chunk.lastIndexOf(LF);
+      const end = kept + n;
+      const last = this.block.lastIndexOf(LF, end - 1);
+      this.carryFrom = last + 1;
+      this.carryTo = end;
       if (last === -1) {
-        this.carry = this.carry ? Buffer.concat([this.carry, chunk]) : Buffer.from(chunk);
-        if (this.carry.length > this.maxLine) throw lineTooLong(this.file, this.lineNo + 1, this.maxLine);
+        if (end > this.maxLine) throw lineTooLong(this.file, this.lineNo + 1, this.maxLine);
         continue;
       }
       // A line begun in an earlier block ends here: it is held to the limit too.
-      if (this.carry && this.carry.length + chunk.indexOf(LF) > this.maxLine) throw lineTooLong(this.file, this.lineNo + 1, this.maxLine);
-      this.data = this.carry ? Buffer.concat([this.carry, chunk.subarray(0, last)]) : this.block;
-      this.dataEnd = this.carry ? this.carry.length + last : last;
-      this.ascii = isAscii(this.data.subarray(0, this.dataEnd));
-      this.carry = last + 1 < n ? Buffer.from(chunk.subarray(last + 1)) : null;
+      if (kept > 0 && this.block.indexOf(LF, kept) > this.maxLine) throw lineTooLong(this.file, this.lineNo + 1, this.maxLine);
+      this.dataEnd = last;
+      this.ascii = isAscii(this.block.subarray(0, last));
       return true;
     }
+  }
+
+  /** Moves the start of a line that the last read left to the front of the block (grown if it fills it); returns its length. */
+  private keepCarry(): number {
+    const n = this.carryTo - this.carryFrom;
+    if (n === this.block.length) {
+      const bigger = Buffer.allocUnsafe(2 * n);
+      this.block.copy(bigger, 0, 0, n);
+      this.block = bigger;
+    } else if (n > 0) this.block.copyWithin(0, this.carryFrom, this.carryTo);
+    this.carryFrom = 0;
+    this.carryTo = 0;
+    return n;
   }
 }
 

@@ -1,10 +1,9 @@
 // The shared record formats of docs/formats-and-rules.md "Streams": field names and positions, checks
-// on field arrays (for messages and the stages that split lines), and the same
-// checks on a line's bytes for the streaming stages, which never decode a line.
-import { isValidHits, isValidHitsAt } from './hits.js';
+// on field arrays (for messages and the stages that split lines), and the writers of
+// records as bytes; record-checks.ts has the same checks on a line's bytes.
+import { isValidHits } from './hits.js';
 import { DASH, LF, TAB, compareBytes, isDigitsAt, latin1, putBytes, utf8, type ByteSink } from './bytes.js';
-import { findTabsAt } from './lines.js';
-import { isValidTimestamp, timestampKey } from './time.js';
+import { isValidTimestamp } from './time.js';
 import { clipText } from './errors.js';
 
 /**
@@ -41,7 +40,7 @@ export const MISSING = '-';
 export const ID_BYTES = 16;
 export const TS_BYTES = 14;
 /** Where a URL record's timestamp starts in its line (it follows the id's TAB). */
-const TS_AT = ID_BYTES + 1;
+export const TS_AT = ID_BYTES + 1;
 
 /** Routed record: `yacobot_id` then the six URL-record fields. */
 export const ROUTED_RECORD = ['yacobot_id', ...URL_RECORD] as const;
@@ -150,9 +149,9 @@ export class IdOrder {
   }
 }
 
-// --- the same checks on a line's bytes, without splitting or decoding it ------------
+// --- records as bytes, without splitting or decoding them ---------------------------
 // The streaming stages keep records as bytes and take fields as ranges between the
-// TAB positions these fill in; a line failing the fast path gets the array check's message.
+// TAB positions the checks of record-checks.ts fill in.
 
 /**
  * A record line as the bytes `buf[start, end)` (no LF) and, once a check filled them
@@ -306,70 +305,6 @@ export class UrlRecordWriter {
 const EMPTY = new Uint8Array(0);
 
 /**
- * Checks a URL-record line as checkUrlRecord does, filling `l.tabs` (5 slots) with
- * its TAB positions; returns checkUrlRecord's message for a bad line, or null.
- */
-export function checkUrlRecordAt(l: LineRef): string | null {
-  const b = l.buf;
-  const s = l.start;
-  const T = l.tabs;
-  const ok =
-    findTabsAt(b, s, l.end, T) === 6 &&
-    T[0] === s + ID_BYTES &&
-    T[1] === s + TS_AT + TS_BYTES &&
-    l.end > T[4]! + 1 &&
-    isIdAt(b, s) &&
-    isDomainAt(b, T[3]! + 1, T[4]!) &&
-    timestampKey(b, s + TS_AT, s + TS_AT + TS_BYTES) >= 0 &&
-    isValidHitsAt(b, T[2]! + 1, T[3]!);
-  return ok ? null : (checkUrlRecord(l.text().split('\t')) ?? 'malformed record');
-}
-
-/**
- * Checks a joined line as checkJoined does, filling `l.tabs` (8 slots) with its TAB
- * positions; returns checkJoined's message for a bad line, or null.
- */
-export function checkJoinedAt(l: LineRef): string | null {
-  const b = l.buf;
-  const T = l.tabs;
-  let ok = findTabsAt(b, l.start, l.end, T) === 9 && T[0] === l.start + ID_BYTES && T[2]! > T[1]! + 1 && isIdAt(b, l.start) && isDomainAt(b, T[0]! + 1, T[1]!);
-  if (ok) {
-    // sides: timestamp, updatetag, hits for c (fields 3, 5, 7) and i (4, 6, 8)
-    const cAbsent = T[3]! - T[2]! === 2 && b[T[2]! + 1] === DASH;
-    const iAbsent = T[4]! - T[3]! === 2 && b[T[3]! + 1] === DASH;
-    ok =
-      !(cAbsent && iAbsent) &&
-      sideOk(b, cAbsent, T[2]! + 1, T[3]!, T[4]! + 1, T[5]!, T[6]! + 1, T[7]!) &&
-      sideOk(b, iAbsent, T[3]! + 1, T[4]!, T[5]! + 1, T[6]!, T[7]! + 1, l.end);
-  }
-  return ok ? null : (checkJoined(l.text().split('\t')) ?? 'malformed record');
-}
-
-function sideOk(b: Uint8Array, absent: boolean, ts: number, tsEnd: number, tag: number, tagEnd: number, hits: number, hitsEnd: number): boolean {
-  if (absent) return tagEnd === tag && hitsEnd - hits === 1 && b[hits] === DASH;
-  return tsEnd - ts === TS_BYTES && isDigitsAt(b, ts, tsEnd) && isValidHitsAt(b, hits, hitsEnd);
-}
-
-/** True when b[from, to) is a non-empty domain as checkDomain has it (lower-case printable ASCII). */
-export function isDomainAt(b: Uint8Array, from: number, to: number): boolean {
-  if (to <= from) return false;
-  for (let i = from; i < to; i++) {
-    const c = b[i]!;
-    if (c < 0x21 || c > 0x7e || (c >= 0x41 && c <= 0x5a)) return false;
-  }
-  return true;
-}
-
-/** True when b[from, from + 16) is 16 lower-case hex digits (a URL id). */
-function isIdAt(b: Uint8Array, from: number): boolean {
-  for (let i = from; i < from + ID_BYTES; i++) {
-    const c = b[i]!;
-    if (!((c >= 48 && c <= 57) || (c >= 97 && c <= 102))) return false;
-  }
-  return true;
-}
-
-/**
  * Whether `b[start, end)` is a yacobot_id as the routed stream and domain_map carry
  * it (and as it may become a directory name): a positive decimal integer of at most
  * 18 digits, no sign or leading zero.
@@ -396,24 +331,6 @@ export function checkCarryRecord(f: string[]): string | null {
   const d = f[C_DECIDED]!;
   if (!isTs(d) || !isValidTimestamp(d)) return `bad decided '${clip(d)}' (want a real time as YYYYMMDDhhmmss)`;
   return checkUrlRecord(f.slice(0, URL_RECORD.length));
-}
-
-/**
- * Checks a carry-record line as checkCarryRecord does, filling `l.tabs` (5 slots)
- * for its URL record, which is `l.buf[l.start, l.end - DECIDED_TAIL_BYTES)`; returns
- * checkCarryRecord's message for a bad line, or null.
- */
-export function checkCarryRecordAt(l: LineRef): string | null {
-  const b = l.buf;
-  const tab = l.end - DECIDED_TAIL_BYTES;
-  const end = l.end;
-  let ok = tab > l.start && b[tab] === TAB && timestampKey(b, tab + 1, end) >= 0;
-  if (ok) {
-    l.end = tab;
-    ok = checkUrlRecordAt(l) === null;
-    l.end = end;
-  }
-  return ok ? null : (checkCarryRecord(l.text().split('\t')) ?? 'malformed record');
 }
 
 /** Writes the URL record `b[start, end)` (no LF) with `decided` (14 bytes at `d[at]`) as a carry record, with LF, to `out`. */

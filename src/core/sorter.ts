@@ -27,8 +27,6 @@ export interface SorterOptions {
 }
 
 const GROUPS = 1 << GROUP_BITS;
-/** Spare batches kept for reuse after a spill. */
-const MAX_SPARE = 16;
 /** Bytes of the buffer spills and runs are written through. */
 const WRITE_BUFFER = 1 << 20;
 
@@ -41,7 +39,7 @@ function batchBytes(p: PackedRecords): number {
  * Collects URL records (bytes ending in LF) with their keys (the id as two 32-bit
  * halves and the timestamp as the number YYYYMMDDhhmmss) and hands them back sorted
  * by (id, timestamp), ties in input order. The key must be the record's own first
- * 31 characters: spilled records are read back by that text. Beyond 60% of
+ * 31 characters: spilled records are read back by that text. Beyond 55% of
  * `memoryBytes` the batches held spill (a "run" in the counts) to a private directory
  * under `tmpDir`, which is removed after `drain()`, by `dispose()`, and by the stage
  * runner on any exit (`liveTempFiles`).
@@ -71,11 +69,11 @@ export class RecordSorter {
   private spillEnd = 0;
   private runNo = 0;
   private writeBuf: Buffer | null = null;
-  /** 60% of the budget for the batches held; the rest is for a group read back, its keys and the heap. */
+  /** 55% of the budget for the batches held (and, after a spill, the spare batches kept to be filled again); the rest is for a group read back, its keys and the heap. */
   private readonly runBudget: number;
 
   constructor(private readonly opts: SorterOptions) {
-    this.runBudget = Math.floor(opts.memoryBytes * 0.6);
+    this.runBudget = Math.floor(opts.memoryBytes * 0.55);
   }
 
   /** Number of records added. */
@@ -196,6 +194,7 @@ export class RecordSorter {
 
   /** Every record in order into `out`, group by group, yielding after each group (and often within a merge). */
   private *sorted(out: LineOut): Generator<void> {
+    this.spare = [];
     const keys = new GroupKeys();
     const limit = Math.floor(this.opts.memoryBytes * 0.3);
     let spilled = Buffer.alloc(0);
@@ -327,7 +326,10 @@ export class RecordSorter {
     out.flush();
     offsets[GROUPS] = this.spillEnd = out.at;
     this.spills.push(offsets);
-    for (const b of this.batches) if (this.spare.length < MAX_SPARE) this.spare.push(b);
+    // Every batch of the run is kept to be filled again (one per batch added after it), not
+    // left to the garbage collector, which let up to a run's worth of dead buffers wait
+    // for a collection: batches held and spares together stay within one run's budget.
+    for (const b of this.batches) this.spare.push(b);
     this.batches = [];
     this.held = 0;
     this.n = 0;

@@ -20,13 +20,21 @@ const realHours = new Float64Array(1024).fill(-1);
  */
 export function timestampKey(buf: Uint8Array, start: number, end: number): number {
   if (end - start !== 14) return -1;
-  let v = 0;
-  for (let i = start; i < end; i++) {
-    const c = buf[i]! - 48;
-    if (c < 0 || c > 9) return -1;
-    v = v * 10 + c;
+  // Two runs of 7 digits side by side in int32 arithmetic: a single run of 14 is a
+  // chain of float64 multiplications, each waiting for the one before.
+  let hi = 0;
+  let lo = 0;
+  let bad = 0;
+  for (let k = 0; k < 7; k++) {
+    const a = buf[start + k]! - 48;
+    const c = buf[start + 7 + k]! - 48;
+    bad |= a | c | (9 - a) | (9 - c); // negative unless both are digits
+    hi = hi * 10 + a;
+    lo = lo * 10 + c;
   }
+  if (bad < 0) return -1;
   if (buf[start + 10]! > 0x35 || buf[start + 12]! > 0x35) return -1; // minute, second > 59
+  const v = hi * 1e7 + lo;
   const hour = Math.floor(v / 1e4);
   const slot = hour & 1023;
   if (realHours[slot] === hour) return v;

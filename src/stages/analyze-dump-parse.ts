@@ -193,6 +193,10 @@ export class ReflogParse {
       await this.applyParsed();
       this.pool.close();
     }
+    // What only parsing needs (a URL memory, buffers lent for more batches) is let go
+    // before the output, which needs the room.
+    this.inline = null;
+    this.lend.length = 0;
     return unterminated;
   }
 

@@ -18,8 +18,8 @@ import {
   LineRef,
   TS_BYTES,
   UrlRecordWriter,
-  checkJoinedAt,
 } from '../core/records.js';
+import { checkJoinedAt } from '../core/record-checks.js';
 import { formatTimestamp, isValidTimestamp, parseDuration, timestampMsAt, timestampToMs } from '../core/time.js';
 import { AtomicFileWriter } from '../core/writers.js';
 

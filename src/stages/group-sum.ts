@@ -3,7 +3,8 @@ import type { StageDef } from '../cli/stage.js';
 import { DataError } from '../core/errors.js';
 import { LF, compareBytes, digitsValue, latin1, putBytes, putDecimal, type ByteSink } from '../core/bytes.js';
 import { MAX_HITS_DIGITS, addHits, hitsTooBig } from '../core/hits.js';
-import { ID_BYTES, LineRef, TS_BYTES, U_DOMAIN, U_HITS, U_TAG, U_TS, URL_RECORD, UrlRecordWriter, checkUrlRecordAt } from '../core/records.js';
+import { ID_BYTES, LineRef, TS_BYTES, U_DOMAIN, U_HITS, U_TAG, U_TS, URL_RECORD, UrlRecordWriter } from '../core/records.js';
+import { checkUrlRecordAt } from '../core/record-checks.js';
 
 /**
  * The pure core: folds consecutive records of one id into one record with the
@@ -78,7 +79,7 @@ export class Grouper {
     const b = l.buf;
     const n = l.end - l.start;
     if (n > this.first.length) this.first = new Uint8Array(n * 2);
-    this.first.set(b.subarray(l.start, l.end));
+    putBytes(this.first, 0, b, l.start, l.end);
     this.firstLen = n;
     this.domainAt = l.fieldStart(U_DOMAIN) - l.start;
     putBytes(this.vals, 0, b, l.fieldStart(U_TS), l.fieldEnd(U_TS));

@@ -4,7 +4,8 @@ import { pathOption, refuseOwnStreams, type Count, type StageDef } from '../cli/
 import type { Output } from '../cli/output.js';
 import { DataError } from '../core/errors.js';
 import { compareBytes } from '../core/bytes.js';
-import { ID_BYTES, IdOrder, LineRef, URL_RECORD, checkUrlRecordAt, writeJoined } from '../core/records.js';
+import { ID_BYTES, IdOrder, LineRef, URL_RECORD, writeJoined } from '../core/records.js';
+import { checkUrlRecordAt } from '../core/record-checks.js';
 import { ByteLineSplitter, FileLineReader, type ByteLineFn } from '../core/lines.js';
 import { COPY_PREFIX, regularFileFor } from '../core/fifos.js';
 import { removeStaleTemps } from '../core/temps.js';

@@ -9,19 +9,8 @@ import { DataError, UsageError } from '../core/errors.js';
 import { regularFileFor } from '../core/fifos.js';
 import { DEFAULT_MAX_LINE, FileLineReader } from '../core/lines.js';
 import { countOption } from '../core/numbers.js';
-import {
-  DECIDED_TAIL_BYTES,
-  ID_BYTES,
-  IdOrder,
-  LineRef,
-  RANKED_PREFIX_BYTES,
-  TS_BYTES,
-  URL_RECORD,
-  U_DOMAIN,
-  U_HITS,
-  checkCarryRecordAt,
-  checkUrlRecordAt,
-} from '../core/records.js';
+import { DECIDED_TAIL_BYTES, ID_BYTES, IdOrder, LineRef, RANKED_PREFIX_BYTES, TS_BYTES, URL_RECORD, U_DOMAIN, U_HITS } from '../core/records.js';
+import { checkCarryRecordAt, checkUrlRecordAt } from '../core/record-checks.js';
 import { DEFAULT_CARRY_KEEP } from '../core/defaults.js';
 import { parseBudget } from '../core/size.js';
 import { SPILL_PREFIX } from '../core/sorter.js';

@@ -2,7 +2,8 @@
 // fast-check generators of URL records, shared by the property tests of the stages.
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { checkUrlRecordAt, type LineRef } from '../../src/core/records.js';
+import { checkUrlRecordAt } from '../../src/core/record-checks.js';
+import type { LineRef } from '../../src/core/records.js';
 import { lineRef } from './bytes.js';
 
 /** The fixed seed of every property test (a failure replays). */

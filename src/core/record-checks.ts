@@ -1,0 +1,176 @@
+// The checks of records.ts on a line's bytes, for the streaming stages, which never
+// decode a line: one pass over the line checks each field's bytes as it looks for the
+// field's TAB, and fills in the TAB positions the stage then takes the fields by. A
+// line that fails gets the message of the check on its fields.
+import { DASH, TAB, isDigitsAt } from './bytes.js';
+import { MAX_HITS_DIGITS } from './hits.js';
+import { findTabsAt } from './lines.js';
+import { DECIDED_TAIL_BYTES, ID_BYTES, TS_AT, TS_BYTES, checkCarryRecord, checkJoined, checkUrlRecord, type LineRef } from './records.js';
+import { timestampKey } from './time.js';
+
+const CR = 13;
+
+/**
+ * Checks a URL-record line as checkUrlRecord does, filling `l.tabs` (5 slots) with
+ * its TAB positions; returns checkUrlRecord's message for a bad line, or null.
+ */
+export function checkUrlRecordAt(l: LineRef): string | null {
+  if (isUrlRecordAt(l.buf, l.start, l.end, l.tabs)) return null;
+  // A bad line's TABs are where findTabsAt puts them, as they were before the one pass.
+  findTabsAt(l.buf, l.start, l.end, l.tabs);
+  return checkUrlRecord(l.text().split('\t')) ?? 'malformed record';
+}
+
+/**
+ * Checks a joined line as checkJoined does, filling `l.tabs` (8 slots) with its TAB
+ * positions; returns checkJoined's message for a bad line, or null.
+ */
+export function checkJoinedAt(l: LineRef): string | null {
+  if (isJoinedAt(l.buf, l.start, l.end, l.tabs)) return null;
+  findTabsAt(l.buf, l.start, l.end, l.tabs);
+  return checkJoined(l.text().split('\t')) ?? 'malformed record';
+}
+
+/**
+ * Checks a carry-record line as checkCarryRecord does, filling `l.tabs` (5 slots)
+ * for its URL record, which is `l.buf[l.start, l.end - DECIDED_TAIL_BYTES)`; returns
+ * checkCarryRecord's message for a bad line, or null.
+ */
+export function checkCarryRecordAt(l: LineRef): string | null {
+  const b = l.buf;
+  const tab = l.end - DECIDED_TAIL_BYTES;
+  const tail = tab > l.start && b[tab] === TAB && timestampKey(b, tab + 1, l.end) >= 0;
+  if (tail && isUrlRecordAt(b, l.start, tab, l.tabs)) return null;
+  if (tail) findTabsAt(b, l.start, tab, l.tabs);
+  return checkCarryRecord(l.text().split('\t')) ?? 'malformed record';
+}
+
+/** True when b[from, to) is a non-empty domain as checkDomain has it (lower-case printable ASCII). */
+export function isDomainAt(b: Uint8Array, from: number, to: number): boolean {
+  return to > from && scanDomain(b, from, to) === to;
+}
+
+/**
+ * True when `b[s, e)` is a URL record checkUrlRecord passes; fills `T` (5 slots) with
+ * its TAB positions (for a bad line, those found before the fault).
+ */
+function isUrlRecordAt(b: Uint8Array, s: number, e: number, T: Int32Array): boolean {
+  // id TAB timestamp TAB tag TAB hits TAB domain TAB url: at least 38 bytes.
+  const tsEnd = TS_AT + TS_BYTES;
+  if (e - s < tsEnd + 7 || !isIdAt(b, s) || b[s + ID_BYTES] !== TAB) return false;
+  T[0] = s + ID_BYTES;
+  if (timestampKey(b, s + TS_AT, s + tsEnd) < 0 || b[s + tsEnd] !== TAB) return false;
+  T[1] = s + tsEnd;
+  const tag = textEnd(b, s + tsEnd + 1, e);
+  if (tag < 0 || tag === e) return false;
+  T[2] = tag;
+  const hits = hitsEnd(b, tag + 1, e);
+  if (hits < 0 || !isTabAt(b, hits, e)) return false;
+  T[3] = hits;
+  const domain = domainEnd(b, hits + 1, e);
+  if (domain < 0) return false;
+  T[4] = domain;
+  return domain + 1 < e && textEnd(b, domain + 1, e) === e;
+}
+
+/**
+ * True when `b[s, e)` is a joined record checkJoined passes; fills `T` (8 slots) with
+ * its TAB positions (for a bad line, those found before the fault).
+ */
+function isJoinedAt(b: Uint8Array, s: number, e: number, T: Int32Array): boolean {
+  if (e - s <= ID_BYTES || !isIdAt(b, s) || b[s + ID_BYTES] !== TAB) return false;
+  T[0] = s + ID_BYTES;
+  const domain = domainEnd(b, s + ID_BYTES + 1, e);
+  if (domain < 0) return false;
+  T[1] = domain;
+  const url = textEnd(b, domain + 1, e);
+  if (url <= domain + 1 || url === e) return false;
+  T[2] = url;
+  const cTs = sideTsEnd(b, url + 1, e);
+  if (cTs < 0) return false;
+  T[3] = cTs;
+  const iTs = sideTsEnd(b, cTs + 1, e);
+  if (iTs < 0) return false;
+  T[4] = iTs;
+  // A side is absent when its timestamp is "-": then its updatetag is empty and its hits "-".
+  const cAbsent = cTs === url + 2;
+  const iAbsent = iTs === cTs + 2;
+  if (cAbsent && iAbsent) return false;
+  const cTag = textEnd(b, iTs + 1, e);
+  if (cTag < 0 || cTag === e || (cAbsent && cTag !== iTs + 1)) return false;
+  T[5] = cTag;
+  const iTag = textEnd(b, cTag + 1, e);
+  if (iTag < 0 || iTag === e || (iAbsent && iTag !== cTag + 1)) return false;
+  T[6] = iTag;
+  const cHits = sideHitsEnd(b, iTag + 1, e, cAbsent);
+  if (cHits < 0 || !isTabAt(b, cHits, e)) return false;
+  T[7] = cHits;
+  return sideHitsEnd(b, cHits + 1, e, iAbsent) === e;
+}
+
+/** Where a side's timestamp from `i` ("-" or 14 digits) ends at its TAB in `b[.., e)`, or -1. */
+function sideTsEnd(b: Uint8Array, i: number, e: number): number {
+  const end = i < e && b[i] === DASH ? i + 1 : i + TS_BYTES;
+  if (!isTabAt(b, end, e)) return -1;
+  return end === i + 1 || isDigitsAt(b, i, end) ? end : -1;
+}
+
+/** Where a side's hits from `i` ("-" when the side is absent, else hits) end in `b[.., e)`, or -1. */
+function sideHitsEnd(b: Uint8Array, i: number, e: number, absent: boolean): number {
+  if (!absent) return hitsEnd(b, i, e);
+  return i < e && b[i] === DASH ? i + 1 : -1;
+}
+
+/** Where the text field from `i` ends in `b[.., e)`: its TAB, or `e`; -1 at a CR. */
+function textEnd(b: Uint8Array, i: number, e: number): number {
+  for (; i < e; i++) {
+    const c = b[i]!;
+    if (c <= CR) {
+      if (c === TAB) return i;
+      if (c === CR) return -1;
+    }
+  }
+  return e;
+}
+
+/** Where the hits from `i` (1 to MAX_HITS_DIGITS digits) end in `b[.., e)`, or -1. */
+function hitsEnd(b: Uint8Array, i: number, e: number): number {
+  const from = i;
+  for (; i < e; i++) {
+    const c = b[i]!;
+    if (c < 48 || c > 57) break;
+  }
+  return i > from && i - from <= MAX_HITS_DIGITS ? i : -1;
+}
+
+/** Where the domain from `i` (checkDomain's bytes, at least one) ends at its TAB in `b[.., e)`, or -1. */
+function domainEnd(b: Uint8Array, i: number, e: number): number {
+  const end = scanDomain(b, i, e);
+  return end > i && isTabAt(b, end, e) ? end : -1;
+}
+
+/** Where the bytes from `i` that a domain may hold end in `b[.., e)`. */
+function scanDomain(b: Uint8Array, i: number, e: number): number {
+  while (i < e && (BYTE_CLASS[b[i]!]! & DOMAIN_BYTE) !== 0) i++;
+  return i;
+}
+
+/** True when `b[i]` is a TAB of the line that ends at `e`. */
+function isTabAt(b: Uint8Array, i: number, e: number): boolean {
+  return i < e && b[i] === TAB;
+}
+
+/** True when b[from, from + 16) is 16 lower-case hex digits (a URL id). */
+function isIdAt(b: Uint8Array, from: number): boolean {
+  // No branch per byte: digits and letters come in no order a branch predictor learns.
+  let all = HEX_BYTE;
+  for (let i = from; i < from + ID_BYTES; i++) all &= BYTE_CLASS[b[i]!]!;
+  return all !== 0;
+}
+
+/** What each byte value may be: bits HEX_BYTE (a lower-case hex digit) and DOMAIN_BYTE (in a domain as checkDomain has it). */
+const BYTE_CLASS = new Uint8Array(256);
+const HEX_BYTE = 1;
+const DOMAIN_BYTE = 2;
+for (let c = 0x21; c <= 0x7e; c++) if (c < 0x41 || c > 0x5a) BYTE_CLASS[c] = DOMAIN_BYTE;
+for (const c of Buffer.from('0123456789abcdef', 'latin1')) BYTE_CLASS[c] = BYTE_CLASS[c]! | HEX_BYTE;

@@ -1,0 +1,238 @@
+// The one-pass record checks of src/core/record-checks.ts, and timestampKey, held to the
+// ones they replaced (test/lib/record-checks-before.ts): the same answer (null or the
+// same message) and the same TAB positions for every line of the fixtures, for faults
+// made by hand in each field, and for seeded random mutations of good lines.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import fc from 'fast-check';
+import { LineRef } from '../src/core/records.js';
+import { checkCarryRecordAt, checkJoinedAt, checkUrlRecordAt, isDomainAt } from '../src/core/record-checks.js';
+import { timestampKey } from '../src/core/time.js';
+import { ROOT, listFiles } from './lib/run.js';
+import { SEED, hitsArb, tagArb, tsArb } from './lib/model.js';
+import * as before from './lib/record-checks-before.js';
+
+type Check = (l: LineRef) => string | null;
+interface Kind {
+  name: string;
+  tabs: number;
+  now: Check;
+  before: Check;
+  /** A good line's fields, and for each field values to put in its place. */
+  good: string[][];
+  edges: string[][];
+}
+
+const ID = '0123456789abcdef';
+const TS = '20110728064406';
+const ID_EDGES = ['', ID.slice(1), ID + '0', ID.toUpperCase(), '0123456789abcdeA', '0123456789abcdeg', '012345678-abcdef', '0123456789abcde\u00e9', '-'];
+const TS_EDGES = [
+  '',
+  '-',
+  TS.slice(1),
+  TS + '0',
+  '2011072806440a',
+  '20110230120000', // Feb 30
+  '20120229120000',
+  '21000229120000',
+  '20000229120000',
+  '20110728240000',
+  '20110728236000',
+  '20110728235960',
+  '20111328000000',
+  '20110001000000',
+  '20110100000000',
+  '20110431000000',
+  '00000101000000',
+];
+const TAG_EDGES = ['', 'v', 'a b', '\u00fc', '\u0001', '-', 'x'.repeat(300), '0'];
+const HITS_EDGES = ['', '0', '007', '1'.repeat(19), '9'.repeat(30), '9'.repeat(31), '-1', '1a', ' 1', '+1', '-', '1.5'];
+const DOMAIN_EDGES = ['', 'Example.com', 'a b', 'ex\u007fample', 'ex\u00e4mple', '!', '~', '@', '[', '`', 'A', 'Z', '-', 'x'.repeat(300)];
+const URL_EDGES = ['', 'a', 'http://x/\u00fc', 'http://x/ y', '-', 'http://x/' + 'y'.repeat(300)];
+
+const URL_GOOD = [
+  [ID, TS, '', '1', 'example.com', 'http://example.com/a'],
+  [ID, TS, 'v1', '12345678901234567890', 'xn--80ak6aa92e.com', 'https://xn--80ak6aa92e.com/?q=\u00fc'],
+];
+const URL_FIELD_EDGES = [ID_EDGES, TS_EDGES, TAG_EDGES, HITS_EDGES, DOMAIN_EDGES, URL_EDGES];
+const DECIDED = '20110728070000';
+
+const KINDS: Kind[] = [
+  { name: 'URL record', tabs: 5, now: checkUrlRecordAt, before: before.checkUrlRecordAt, good: URL_GOOD, edges: URL_FIELD_EDGES },
+  {
+    name: 'joined record',
+    tabs: 8,
+    now: checkJoinedAt,
+    before: before.checkJoinedAt,
+    good: [
+      [ID, 'example.com', 'http://example.com/a', TS, '20110728070000', 'c', 'i', '3', '4'],
+      [ID, 'example.com', 'http://example.com/a', '-', TS, '', 'v', '-', '1'],
+      [ID, 'example.com', 'http://example.com/a', TS, '-', 'v', '', '1', '-'],
+    ],
+    edges: [ID_EDGES, DOMAIN_EDGES, URL_EDGES, TS_EDGES, TS_EDGES, TAG_EDGES, TAG_EDGES, HITS_EDGES, HITS_EDGES],
+  },
+  {
+    name: 'carry record',
+    tabs: 5,
+    now: checkCarryRecordAt,
+    before: before.checkCarryRecordAt,
+    good: URL_GOOD.map((f) => [...f, DECIDED]),
+    edges: [...URL_FIELD_EDGES, TS_EDGES],
+  },
+];
+
+/** Bytes that make or break a field, for the mutations. */
+const SPECIAL = [0x09, 0x0d, 0x0a, 0x2d, 0x30, 0x39, 0x61, 0x66, 0x67, 0x41, 0x5a, 0x20, 0x21, 0x7e, 0x7f, 0x80, 0xc3, 0xff, 0x00];
+/** Bytes around a line in its buffer: the check must not read them (a carry's URL record is followed by a TAB). */
+const AROUND = [0x0a, 0x09, 0x30, 0x2d];
+
+/** What a check answers for `line`, placed in a buffer between `around` bytes, and the TAB positions it leaves. */
+function answer(check: Check, tabs: number, line: Uint8Array, around: number): { answer: string | null; tabs: number[]; end: number } {
+  const buf = Buffer.alloc(line.length + 6, around);
+  buf.set(line, 3);
+  const l = new LineRef(tabs).set(buf, 3, 3 + line.length);
+  l.tabs.fill(-7); // what an earlier line left there
+  return { answer: check(l), tabs: [...l.tabs], end: l.end };
+}
+
+/** Asserts that the check of `kind` answers for `line` as the one before it did; returns whether the line passed. */
+function agrees(kind: Kind, line: Uint8Array | string, around = AROUND[0]!): boolean {
+  const bytes = typeof line === 'string' ? Buffer.from(line, 'utf8') : line;
+  const got = answer(kind.now, kind.tabs, bytes, around);
+  assert.deepEqual(got, answer(kind.before, kind.tabs, bytes, around), `${kind.name} ${JSON.stringify(Buffer.from(bytes).toString('latin1'))}`);
+  return got.answer === null;
+}
+
+test('every line of the fixtures gets the same answer and TABs as before, as each kind of record', () => {
+  const files = listFiles(path.join(ROOT, 'fixtures')).map((f) => path.join(ROOT, 'fixtures', f));
+  const passed = new Map(KINDS.map((k) => [k.name, 0]));
+  for (const file of files) {
+    const data = fs.readFileSync(file);
+    for (let from = 0; from < data.length; ) {
+      const nl = data.indexOf(0x0a, from);
+      const end = nl === -1 ? data.length : nl;
+      const line = data.subarray(from, end);
+      for (const kind of KINDS) if (agrees(kind, line)) passed.set(kind.name, passed.get(kind.name)! + 1);
+      from = end + 1;
+    }
+  }
+  // The fixtures hold good records of each kind, not only faults.
+  for (const [name, n] of passed) assert.ok(n >= 50, `${name}: ${n} good lines in the fixtures`);
+});
+
+test('each field empty, too long, of a wrong byte or at an edge gets the same answer as before', () => {
+  for (const kind of KINDS) {
+    for (const good of kind.good) {
+      assert.equal(agrees(kind, good.join('\t')), true, `${kind.name} good line`);
+      kind.edges.forEach((values, k) => {
+        for (const v of values) for (const around of AROUND) agrees(kind, good.map((f, j) => (j === k ? v : f)).join('\t'), around);
+      });
+    }
+  }
+});
+
+test('a line with a CR, a TAB too many or too few, or cut anywhere gets the same answer as before', () => {
+  for (const kind of KINDS) {
+    for (const good of kind.good) {
+      const line = good.join('\t');
+      for (const edit of [`${line}\r`, `\r${line}`, `${line}\t`, `${line}\tx`, `\t${line}`, line.replaceAll('\t', '\t\t'), '', '\t'.repeat(kind.tabs)]) {
+        for (const around of AROUND) agrees(kind, edit, around);
+      }
+      for (let k = 0; k < good.length; k++) agrees(kind, [...good.slice(0, k), ...good.slice(k + 1)].join('\t'));
+      const bytes = Buffer.from(line, 'utf8');
+      for (let at = 0; at <= bytes.length; at++) {
+        for (const around of AROUND) agrees(kind, bytes.subarray(0, at), around);
+        for (const b of SPECIAL) {
+          agrees(kind, Buffer.concat([bytes.subarray(0, at), Buffer.of(b), bytes.subarray(at)]));
+          if (at < bytes.length) agrees(kind, Buffer.concat([bytes.subarray(0, at), Buffer.of(b), bytes.subarray(at + 1)]));
+        }
+      }
+    }
+  }
+});
+
+/** Good lines of each kind, made of the model's fields. */
+function goodLine(kind: Kind): fc.Arbitrary<string> {
+  const id = fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), minLength: 16, maxLength: 16 });
+  const domain = fc.string({ unit: fc.constantFrom(...'abcxyz0189.-!~'), minLength: 1, maxLength: 20 });
+  const url = fc.string({ unit: fc.constantFrom('h', '/', ':', '\u00fc', ' ', '-', '0'), minLength: 1, maxLength: 40 });
+  const urlRecord = fc.tuple(id, tsArb, tagArb, hitsArb, domain, url).map((f) => f.join('\t'));
+  if (kind.name === 'URL record') return urlRecord;
+  if (kind.name === 'carry record') return fc.tuple(urlRecord, tsArb).map(([r, d]) => `${r}\t${d}`);
+  const side = fc.option(fc.tuple(tsArb, tagArb, hitsArb));
+  return fc
+    .tuple(id, domain, url, side, side)
+    .filter(([, , , c, i]) => c !== null || i !== null)
+    .map(([i0, d, u, c, i]) => [i0, d, u, c?.[0] ?? '-', i?.[0] ?? '-', c?.[1] ?? '', i?.[1] ?? '', c?.[2] ?? '-', i?.[2] ?? '-'].join('\t'));
+}
+
+/** A mutation of a line's bytes: a byte set, put in or taken out at a place given as a fraction of the line. */
+const mutation = fc.record({
+  op: fc.constantFrom('set', 'insert', 'delete'),
+  at: fc.double({ min: 0, max: 1, noNaN: true, maxExcluded: true }),
+  byte: fc.oneof(fc.constantFrom(...SPECIAL), fc.integer({ min: 0, max: 255 })),
+});
+
+function mutate(line: string, edits: { op: string; at: number; byte: number }[]): Buffer {
+  let b = Buffer.from(line, 'utf8');
+  for (const { op, at, byte } of edits) {
+    const i = Math.floor(at * (b.length + (op === 'insert' ? 1 : 0)));
+    if (op === 'insert') b = Buffer.concat([b.subarray(0, i), Buffer.of(byte), b.subarray(i)]);
+    else if (i < b.length)
+      b = op === 'set' ? Buffer.concat([b.subarray(0, i), Buffer.of(byte), b.subarray(i + 1)]) : Buffer.concat([b.subarray(0, i), b.subarray(i + 1)]);
+  }
+  return b;
+}
+
+test('seeded random mutations of good lines get the same answer and TABs as before', () => {
+  for (const kind of KINDS) {
+    fc.assert(
+      fc.property(goodLine(kind), fc.array(mutation, { maxLength: 3 }), fc.constantFrom(...AROUND), (line, edits, around) => {
+        agrees(kind, mutate(line, edits), around);
+      }),
+      { seed: SEED, numRuns: 20_000 },
+    );
+  }
+});
+
+test('timestampKey gives what it gave before for every date and time at an edge, and for random bytes', () => {
+  const pad = (n: number, w: number) => String(n).padStart(w, '0');
+  const old = (b: Uint8Array, end = b.length) => before.timestampKey(b, 0, end);
+  for (const y of [0, 1900, 2000, 2011, 2012, 2100, 2400, 9999]) {
+    for (let mo = 0; mo <= 13; mo++) {
+      for (const d of [0, 1, 28, 29, 30, 31, 32]) {
+        for (const h of [0, 23, 24, 99]) {
+          for (const ms of ['0000', '5959', '6000', '0060', '9999']) {
+            const b = Buffer.from(`${pad(y, 4)}${pad(mo, 2)}${pad(d, 2)}${pad(h, 2)}${ms}`, 'latin1');
+            assert.equal(timestampKey(b, 0, 14), old(b, 14), b.toString('latin1'));
+          }
+        }
+      }
+    }
+  }
+  const bytes = fc.uint8Array({ minLength: 12, maxLength: 16 });
+  const digits = fc.string({ unit: fc.constantFrom(...'0123456789/:'), minLength: 13, maxLength: 15 }).map((s) => Buffer.from(s, 'latin1'));
+  fc.assert(
+    fc.property(
+      fc.oneof(
+        bytes,
+        digits,
+        tsArb.map((s) => Buffer.from(s, 'latin1')),
+      ),
+      (b) => timestampKey(b, 0, b.length) === old(b),
+    ),
+    { seed: SEED, numRuns: 20_000 },
+  );
+});
+
+test('isDomainAt gives what it gave before for every byte, and for the empty range', () => {
+  const b = Buffer.from('ab?cd');
+  for (let c = 0; c < 256; c++) {
+    b[2] = c;
+    assert.equal(isDomainAt(b, 0, 5), before.isDomainAt(b, 0, 5), `byte ${c}`);
+    assert.equal(isDomainAt(b, 2, 3), before.isDomainAt(b, 2, 3), `byte ${c} alone`);
+  }
+  assert.equal(isDomainAt(b, 2, 2), false);
+});
