@@ -15,6 +15,7 @@ const usage = `usage: node dist/scripts/test.js [--all] [node --test option...]
 
 /** Test files (without .test.js) left out of the fast suite: they sweep, fuzz or race for minutes. */
 export const SLOW: readonly string[] = [
+  'caps',
   'dedup-chain',
   'domain-spelling',
   'durability',
@@ -22,6 +23,7 @@ export const SLOW: readonly string[] = [
   'fuzz',
   'kill-sweep',
   'long-domain',
+  'partner-db-full',
   'partner-load',
   'pg-flood',
   'politeness',
@@ -38,6 +40,8 @@ export const SLOW: readonly string[] = [
   'runner-recovery',
   'runner-replay',
   'runner-signals',
+  'runtime',
+  'secrets',
   'set-up',
   'two-masters-fence',
   'unattended',

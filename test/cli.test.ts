@@ -22,6 +22,7 @@ import { logsaver } from '../src/stages/logsaver.js';
 import { uploadDomains } from '../src/stages/upload-domains.js';
 import { limitDomains } from '../src/stages/limit-domains.js';
 import { USAGE as RUNNER_USAGE } from '../src/runner/options/usage.js';
+import { FAST_SUITE } from './lib/pg.js';
 
 // The options each stage needs to get as far as reading its input.
 const REQUIRED: Record<string, string[]> = {
@@ -89,7 +90,9 @@ function manyLines(stage: string): string {
 }
 
 for (const stage of STAGES) {
-  test(`${stage}: a full stdout is named as stdout, not as the input; a directory on stdin is not empty input`, () => {
+  // The code every stage shares: two stages (worker threads; a spool) in the fast suite, every stage in npm run test:all.
+  const skip = FAST_SUITE && !['analyze-dump', 'limit-domains'].includes(stage) && 'the shared code two stages run (npm run test:all)';
+  test(`${stage}: a full stdout is named as stdout, not as the input; a directory on stdin is not empty input`, { skip }, () => {
     const dir = scratch();
     fs.writeFileSync(path.join(dir, 'in'), manyLines(stage));
     const full = spawnSync('bash', ['-c', `${path.join(BIN, stage)} "$@" < in > /dev/full`, stage, ...REQUIRED[stage]!], {
@@ -122,7 +125,9 @@ for (const stage of STAGES) {
 }
 
 for (const stage of STAGES) {
-  test(`${stage}: a stdout open only for reading (a pipe's read end) is an error, not a reader gone`, () => {
+  // The code every stage shares: two stages (worker threads; a spool) in the fast suite, every stage in npm run test:all.
+  const skip = FAST_SUITE && !['analyze-dump', 'limit-domains'].includes(stage) && 'the shared code two stages run (npm run test:all)';
+  test(`${stage}: a stdout open only for reading (a pipe's read end) is an error, not a reader gone`, { skip }, () => {
     const dir = scratch();
     fs.writeFileSync(path.join(dir, 'in'), manyLines(stage));
     // stdout is the read end of the pipe on stdin: every write fails (libuv says EPIPE).
@@ -360,7 +365,9 @@ test('the summary line is the last JSON line on stderr and stdout carries only d
   assert.ok(typeof s.peak_rss_mib === 'number' && s.peak_rss_mib > 20 && s.peak_rss_mib < 1024, JSON.stringify(s));
 });
 
-test('the byte-level stages on arbitrary bytes after valid lines: exit 0 or 1, the bad line named, no stack trace', () => {
+test('the byte-level stages on arbitrary bytes after valid lines: exit 0 or 1, the bad line named, no stack trace', {
+  skip: FAST_SUITE && 'fuzzing, 60 runs (npm run test:all)',
+}, () => {
   const dir = scratch();
   const db = path.join(dir, 'p.db');
   madeDb(dir, db, [['add', 'yb', '--weight', '1']]);
@@ -464,7 +471,9 @@ test('scripts/bench refuses at once, by their own rule, a --memory or --tmp that
   }
 });
 
-test("scripts/bench on a small hour reports (a), (b) and the floor (c), whose byte-copying processes pass analyze-dump's records through unchanged", () => {
+test("scripts/bench on a small hour reports (a), (b) and the floor (c), whose byte-copying processes pass analyze-dump's records through unchanged", {
+  skip: FAST_SUITE && 'the benchmark: the chain, the reference and the floor, repeated (npm run test:all)',
+}, () => {
   const work = scratch();
   const out = path.join(work, 'out');
   const r = spawnSync(process.execPath, [path.join(SCRIPTS, 'bench.js'), '--lines', '3000', '--out', out], { cwd: work, env: testEnv(), encoding: 'utf8' });
@@ -489,7 +498,9 @@ test("scripts/bench on a small hour reports (a), (b) and the floor (c), whose by
   assert.doesNotMatch(r2.stdout, /\((b|c)\) |floor/);
 });
 
-test("scripts/bench --domains fills each partner table once, by weight and in key order, and reports hour 2 and a flood hour through the runner, with every stage's peak RSS", () => {
+test("scripts/bench --domains fills each partner table once, by weight and in key order, and reports hour 2 and a flood hour through the runner, with every stage's peak RSS", {
+  skip: FAST_SUITE && 'the benchmark: two partner tables, hour 2 and a flood hour through the runner (npm run test:all)',
+}, () => {
   const work = scratch();
   const out = path.join(work, 'out');
   const bench = (...args: string[]) =>
@@ -739,7 +750,9 @@ test("a stop signal while a stage's modules load gets what a later one gets: the
         }
       });
     });
-  for (const sig of Object.keys(numbers)) await Promise.all(stages.map((stage) => one(stage, sig)));
+  // Every stage, with SIGTERM in the fast suite; with each stop signal in npm run test:all.
+  const signals = FAST_SUITE ? ['SIGTERM'] : Object.keys(numbers);
+  for (const sig of signals) await Promise.all(stages.map((stage) => one(stage, sig)));
 });
 
 /** The "pipe capacities" debug line of a stage's stderr. */
@@ -750,7 +763,9 @@ function pipeBytes(stderr: string): { stdin: number | null; stdout: number | nul
 }
 
 for (const stage of STAGES) {
-  test(`${stage}: grows the pipes it reads and writes to 1 MiB; files are left alone`, () => {
+  // The pipes are grown by the code every stage shares: analyze-dump's test in the fast suite, every stage's in npm run test:all.
+  const skip = FAST_SUITE && stage !== 'analyze-dump' && "the shared code analyze-dump's test runs (npm run test:all)";
+  test(`${stage}: grows the pipes it reads and writes to 1 MiB; files are left alone`, { skip }, () => {
     const dir = scratch();
     fs.writeFileSync(path.join(dir, 'in'), manyLines(stage));
     const sh = (cmd: string) => spawnSync('bash', ['-c', cmd, stage, ...REQUIRED[stage]!], { cwd: dir, env: testEnv(), encoding: 'utf8' });

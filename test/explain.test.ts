@@ -8,18 +8,14 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import Database from 'better-sqlite3';
 import { runBin, runRunner } from './lib/run.js';
-import { deliver, newJob, runJob } from './lib/job.js';
+import { committedJob, deliver, newJob, runJob } from './lib/job.js';
 import { idOf } from './lib/model.js';
 import { snapshot } from './lib/runner-state.js';
 import type { Explained } from '../src/runner/views/explain.js';
 
-/** A job after the fixture hours 06 and 07 were committed. */
+/** A job after the fixture hours 06 and 07 were committed (one run of the runner, copied for each test). */
 function twoHours(prefix: string): string {
-  const dir = newJob(prefix);
-  deliver(dir, '2011072806');
-  deliver(dir, '2011072807');
-  assert.equal(runJob(dir).status, 0);
-  return dir;
+  return committedJob(prefix, ['2011072806', '2011072807']);
 }
 
 function explain(dir: string, urls: string[]): Explained[] {

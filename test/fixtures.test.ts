@@ -1,7 +1,8 @@
 // One table-driven test over fixtures/<stage>/<case>/:
 //   args     one argument per line (optional)
 //   stdin    bytes fed to stdin (optional)
-//   setup    bash script run first in the scratch dir, bin/ on PATH (optional)
+//   setup    bash script run first in the scratch dir, bin/ on PATH (optional; its first
+//            lines that make p.db run once per list and are copied, see runSetup)
 //   files/   copied into the scratch dir before the run (optional)
 //   stdout   expected stdout, byte for byte (when absent, stdout must be empty)
 //   exit     expected exit status (default 0)
@@ -16,7 +17,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { ROOT, hasStackTrace, runBin, scratch, testEnv } from './lib/run.js';
+import { ROOT, hasStackTrace, madeDb, runBin, scratch, testEnv } from './lib/run.js';
 import { ADA_MAJOR, PARSER } from './lib/parser.js';
 
 const FIXTURES = path.join(ROOT, 'fixtures');
@@ -38,10 +39,7 @@ for (const stage of stages) {
     test(`${stage}/${name}${pinned ? ` (${PARSER})` : ''}`, () => {
       const work = scratch(`ms-fx-${stage}-`);
       if (fs.existsSync(path.join(c, 'files'))) fs.cpSync(path.join(c, 'files'), work, { recursive: true });
-      if (fs.existsSync(path.join(c, 'setup'))) {
-        const s = spawnSync('bash', [path.join(c, 'setup')], { cwd: work, env: testEnv(), encoding: 'utf8' });
-        assert.equal(s.status, 0, `setup failed: ${s.stderr}`);
-      }
+      if (fs.existsSync(path.join(c, 'setup'))) runSetup(fs.readFileSync(path.join(c, 'setup'), 'utf8'), work);
       const argsText = read(path.join(c, 'args'))?.toString('utf8') ?? '';
       const args = argsText.split('\n').filter((a) => a.length > 0);
       const stdin = read(path.join(c, 'stdin')) ?? Buffer.alloc(0);
@@ -74,6 +72,33 @@ for (const stage of stages) {
       assert.deepEqual(leftovers, [], 'temporary files left behind');
     });
   }
+}
+
+/** A set-up line that makes p.db from nothing but its arguments: `partner-db --db p.db init`, add, assign, disable or enable. */
+const DB_LINE = /^partner-db --db p\.db ((?:init|add|assign|disable|enable)(?: (?:[A-Za-z0-9._-]+|'[^']*'))*)$/;
+
+/**
+ * Runs the set-up script `text` in `work`: its first lines that only make p.db (DB_LINE)
+ * through madeDb, which runs each list of them once per test process and copies the
+ * database, each asserted to succeed; the lines after them through bash, as before.
+ */
+function runSetup(text: string, work: string): void {
+  const lines = text.split('\n');
+  const commands: string[][] = [];
+  let k = 0;
+  for (; k < lines.length; k++) {
+    const m = DB_LINE.exec(lines[k]!);
+    if (m === null) break;
+    commands.push(m[1]!.match(/'[^']*'|[^ ]+/g)!.map((a) => (a.startsWith("'") ? a.slice(1, -1) : a)));
+  }
+  if (k > 0) {
+    assert.deepEqual(commands[0], ['init'], 'a set-up that makes p.db starts with init');
+    madeDb(work, 'p.db', commands.slice(1));
+  }
+  const rest = lines.slice(k).join('\n');
+  if (rest.trim() === '') return;
+  const s = spawnSync('bash', ['-c', rest], { cwd: work, env: testEnv(), encoding: 'utf8' });
+  assert.equal(s.status, 0, `setup failed: ${s.stderr}`);
 }
 
 function walk(dir: string, rel = ''): string[] {

@@ -10,6 +10,7 @@ import { BIN, runBin, scratch, summaryOf, failedOutput, hasStackTrace, testEnv }
 import { generateFiltered } from '../scripts/gen-filtered.js';
 import { SPOOL_PREFIX } from '../src/core/spool.js';
 import { SEED } from './lib/model.js';
+import { FAST_SUITE } from './lib/pg.js';
 import { type Carried, type Url, carryLine, model, urlLine } from './lib/carry-model.js';
 import { carriedRank, freshRank } from '../src/stages/limit-domains-rank.js';
 import { timestampToMs } from '../src/core/time.js';
@@ -72,7 +73,8 @@ test('random hours: the stage sends and carries what the model does', () => {
       const s = got.summary as Record<string, number>;
       assert.equal(s.filtered_in! + s.carried_in! - s.carried_again!, s.sent! + s.carried_out! + s.carry_expired!);
     }),
-    { seed: SEED, numRuns: 30 },
+    // A representative few in the fast suite, all 30 in npm run test:all.
+    { seed: SEED, numRuns: FAST_SUITE ? 6 : 30 },
   );
 });
 
@@ -252,7 +254,8 @@ test('properties over random multi-hour scenarios: no run sends more than N of a
       assert.equal(fs.readFileSync(c, 'utf8'), '', 'the carry drained');
       assert.deepEqual(new Set(sent), decided);
     }),
-    { seed: SEED, numRuns: 12 },
+    // A representative few in the fast suite, all 12 in npm run test:all.
+    { seed: SEED, numRuns: FAST_SUITE ? 3 : 12 },
   );
 });
 

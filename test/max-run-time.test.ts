@@ -7,6 +7,7 @@ import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { ROOT, hasStackTrace, listFiles } from './lib/run.js';
 import { runsJsonl } from './lib/runner-state.js';
+import { FAST_SUITE } from './lib/pg.js';
 import { RUN0, RUNS, freshFirstOnly, processesWhere, runner } from './lib/runner.js';
 import { parseArgs } from '../src/runner/options/parse.js';
 import { overTime } from '../src/runner/invocation/deadline.js';
@@ -15,6 +16,7 @@ const STOP = `--import=${pathToFileURL(path.join(ROOT, 'dist/test/lib/stop-stage
 
 test('a stage stopped by SIGSTOP: the run fails at --max-run-time naming it, exit 1, nothing published; the next invocation commits it', {
   timeout: 120_000,
+  skip: FAST_SUITE && 'waits 20 s on --max-run-time (npm run test:all)',
 }, async () => {
   const dir = freshFirstOnly();
   const ready = path.join(dir, 'stopped');

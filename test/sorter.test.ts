@@ -11,6 +11,7 @@ import { LineBatcher } from '../src/core/lines.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
 import { BIN, ROOT, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 import { prng } from '../scripts/prng.js';
+import { FAST_SUITE } from './lib/pg.js';
 
 /** The specification: a stable sort by the first 31 characters (`id TAB timestamp`). */
 function reference(lines: string[]): string[] {
@@ -333,7 +334,9 @@ test('analyze-dump: byte-identical output with --memory 1M (spilling) and withou
   assert.deepEqual(fs.readdirSync(tmp), [], 'spill files removed after failure');
 });
 
-test('analyze-dump: a spill prepared ahead (workers given batches to last it, then the spill) keeps the records, rejects and counts of one without workers', () => {
+test('analyze-dump: a spill prepared ahead (workers given batches to last it, then the spill) keeps the records, rejects and counts of one without workers', {
+  skip: FAST_SUITE && 'a 63 MiB input, twice (npm run test:all)',
+}, () => {
   const dir = scratch('ms-sorter-ahead-');
   const reflog = path.join(dir, 'h.reflog');
   writeReflog(reflog, 40_000, 3);

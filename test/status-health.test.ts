@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { RUNNER, runRunner, testEnv } from './lib/run.js';
-import { deliver, newJob, runJob } from './lib/job.js';
+import { committedJob, deliver, runJob } from './lib/job.js';
 import { runsJsonl } from './lib/runner-state.js';
 import { freshBig, processesWhere } from './lib/runner.js';
 
@@ -52,10 +52,8 @@ async function holdLock(dir: string, pid: number, since: Date): Promise<ChildPro
 }
 
 test('a run a SIGKILL left unfinished: status and the metrics are not healthy and name it; the next invocation makes them healthy', () => {
-  const dir = newJob('ms-health-kill-');
   const metrics = ['--metrics-file', 'var/job.prom'];
-  deliver(dir, '2011072806');
-  assert.equal(runJob(dir, metrics).status, 0);
+  const dir = committedJob('ms-health-kill-', ['2011072806'], metrics);
   assert.equal(status(dir).code, 0);
   deliver(dir, '2011072807');
   const killed = killedAt(dir, '2011072807:chain', metrics);
@@ -86,10 +84,8 @@ test('a run a SIGKILL left unfinished: status and the metrics are not healthy an
 });
 
 test('exit 75 beside a run that is not stuck is healthy; a lock held past --max-run-time is stuck (exit 1, pid and age), in the metrics too', async () => {
-  const dir = newJob('ms-health-lock-');
   const metrics = ['--metrics-file', 'var/job.prom'];
-  deliver(dir, '2011072806');
-  assert.equal(runJob(dir, metrics).status, 0);
+  const dir = committedJob('ms-health-lock-', ['2011072806'], metrics);
   const prom = path.join(dir, 'var/job.prom');
 
   let holder = await holdLock(dir, 4242, new Date(Date.now() - 10 * 60_000));
@@ -134,10 +130,8 @@ test('exit 75 beside a run that is not stuck is healthy; a lock held past --max-
 });
 
 test('the run_* series outlive a rotation of runs.jsonl: an invocation with nothing to do keeps them', () => {
-  const dir = newJob('ms-health-rotate-');
   const metrics = ['--metrics-file', 'var/job.prom'];
-  deliver(dir, '2011072806');
-  assert.equal(runJob(dir, metrics).status, 0);
+  const dir = committedJob('ms-health-rotate-', ['2011072806'], metrics);
   const prom = path.join(dir, 'var/job.prom');
   const before = [...samples(prom)].filter(([k]) => k.startsWith('master_server_run_'));
   assert.ok(before.length > 5);

@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { runRunner } from './lib/run.js';
-import { deliver, deliverBad, newJob, runJob } from './lib/job.js';
+import { committedJob, deliver, deliverBad, newJob, runJob } from './lib/job.js';
 import { runsJsonl } from './lib/runner-state.js';
 import { countLines } from '../src/core/lines.js';
 
@@ -106,9 +106,7 @@ test('status: exit code and JSON after a committed, a nothing-to-do and a failed
 });
 
 test('status: a lock-busy and a config-error invocation are seen, and the lock holder is named', async () => {
-  const dir = newJob('ms-status-lock-');
-  deliver(dir, '2011072806');
-  assert.equal(runJob(dir).status, 0);
+  const dir = committedJob('ms-status-lock-', ['2011072806']);
   const lockFile = path.join(dir, 'var/state/lock');
   // Its own process group: the sleep holds the lock too, and goes with flock.
   const holder: ChildProcess = spawn('flock', [lockFile, 'sleep', '30'], { stdio: 'ignore', detached: true });

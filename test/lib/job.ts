@@ -34,3 +34,26 @@ export function runJob(dir: string, args: string[] = []): { status: number | nul
   const r = runRunner(dir, ['--log-level', 'silent', ...args]);
   return { status: r.status, stderr: r.stderr };
 }
+
+const committedJobs = new Map<string, string>();
+
+/**
+ * A job directory (newJob) after the runner, invoked with `args`, committed the fixture
+ * hours `runs`, all delivered before its one invocation, which must exit 0: run so once
+ * per test process for each list of hours and arguments, and copied from there (the same
+ * files and times).
+ */
+export function committedJob(prefix: string, runs: string[], args: string[] = []): string {
+  const key = JSON.stringify([runs, args]);
+  let made = committedJobs.get(key);
+  if (made === undefined) {
+    made = newJob('ms-job-');
+    for (const run of runs) deliver(made, run);
+    const r = runJob(made, args);
+    if (r.status !== 0) throw new Error(`the runner on ${runs.join(', ')} exited ${r.status}: ${r.stderr}`);
+    committedJobs.set(key, made);
+  }
+  const dir = scratch(prefix);
+  fs.cpSync(made, dir, { recursive: true, preserveTimestamps: true });
+  return dir;
+}

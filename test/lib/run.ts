@@ -56,20 +56,29 @@ const madeDbs = new Map<string, string>();
  * Makes the partner database `db` (a path from `cwd`) that `partner-db init`, then
  * `partner-db ARGS` for each ARGS of `commands` make, each asserted to succeed: run so
  * once per test process for each list of commands, and copied from there (the same
- * bytes). A set-up of a few partner-db runs in every test was much of some files' time.
+ * bytes). A list that starts with one made before goes on from a copy of that one's
+ * database. A set-up of a few partner-db runs in every test was much of some files' time.
  */
 export function madeDb(cwd: string, db: string, commands: string[][] = []): void {
-  const key = JSON.stringify(commands);
-  let made = madeDbs.get(key);
-  if (made === undefined) {
-    made = path.join(scratch('ms-db-'), 'p.db');
-    partnerDb(path.dirname(made), made, 'init');
-    for (const args of commands) partnerDb(path.dirname(made), made, ...args);
-    madeDbs.set(key, made);
-  }
+  const made = madeDbOf(commands);
   const to = path.resolve(cwd, db);
   // With any -wal or -shm file beside it (none once the last writer closed it).
   for (const f of fs.readdirSync(path.dirname(made))) if (f.startsWith('p.db')) fs.copyFileSync(path.join(path.dirname(made), f), to + f.slice('p.db'.length));
+}
+
+/** The path of the made database of `commands` (see madeDb), making it and each shorter one first. */
+function madeDbOf(commands: string[][]): string {
+  const key = JSON.stringify(commands);
+  let made = madeDbs.get(key);
+  if (made !== undefined) return made;
+  made = path.join(scratch('ms-db-'), 'p.db');
+  if (commands.length === 0) partnerDb(path.dirname(made), made, 'init');
+  else {
+    madeDb(path.dirname(made), made, commands.slice(0, -1));
+    partnerDb(path.dirname(made), made, ...commands[commands.length - 1]!);
+  }
+  madeDbs.set(key, made);
+  return made;
 }
 
 /** The cron runner. */
