@@ -39,7 +39,7 @@ function batchBytes(p: PackedRecords): number {
  * Collects URL records (bytes ending in LF) with their keys (the id as two 32-bit
  * halves and the timestamp as the number YYYYMMDDhhmmss) and hands them back sorted
  * by (id, timestamp), ties in input order. The key must be the record's own first
- * 31 characters: spilled records are read back by that text. Beyond 55% of
+ * 31 characters: spilled records are read back by that text. Beyond 50% of
  * `memoryBytes` the batches held spill (a "run" in the counts) to a private directory
  * under `tmpDir`, which is removed after `drain()`, by `dispose()`, and by the stage
  * runner on any exit (`liveTempFiles`).
@@ -69,11 +69,11 @@ export class RecordSorter {
   private spillEnd = 0;
   private runNo = 0;
   private writeBuf: Buffer | null = null;
-  /** 55% of the budget for the batches held (and, after a spill, the spare batches kept to be filled again); the rest is for a group read back, its keys and the heap. */
+  /** Half the budget for the batches held (and, after a spill, the spare batches kept to be filled again); the rest is for a group read back, its keys and the heap. */
   private readonly runBudget: number;
 
   constructor(private readonly opts: SorterOptions) {
-    this.runBudget = Math.floor(opts.memoryBytes * 0.55);
+    this.runBudget = Math.floor(opts.memoryBytes * 0.5);
   }
 
   /** Number of records added. */
