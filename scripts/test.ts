@@ -16,9 +16,11 @@ const usage = `usage: node dist/scripts/test.js [--all] [node --test option...]
 /** Test files (without .test.js) left out of the fast suite: they sweep, fuzz or race for minutes. */
 export const SLOW: readonly string[] = [
   'caps',
+  'checks',
   'dedup-chain',
   'domain-spelling',
   'durability',
+  'explain',
   'faults',
   'fuzz',
   'kill-sweep',
@@ -43,6 +45,7 @@ export const SLOW: readonly string[] = [
   'runtime',
   'secrets',
   'set-up',
+  'status-health',
   'two-masters-fence',
   'unattended',
 ];
