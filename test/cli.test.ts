@@ -870,7 +870,16 @@ test('a stage stopped while its reader takes nothing warns that it could not mar
   // Nobody reads stdout: Node takes its first 64 KiB and stops; wait for the pipe to fill behind it.
   for (let i = 0; i < 400 && child.stdout.readableLength === 0; i++) await new Promise((r) => setTimeout(r, 25));
   assert.ok(child.stdout.readableLength > 0, 'group-sum wrote output');
-  await new Promise((r) => setTimeout(r, 500));
+  // Then until it takes no more input (blocked on its full output pipe): the input still
+  // waiting on our side stays the same for half a second. A fixed wait was too short on a
+  // loaded machine, where the stage had not yet filled the pipe and its mark went through.
+  let before = -1;
+  for (let i = 0; i < 120; i++) {
+    await new Promise((r) => setTimeout(r, 250));
+    const waiting = child.stdin.writableLength;
+    if (waiting > 0 && waiting === before) break;
+    before = waiting;
+  }
   child.kill('SIGTERM');
   const status = await closed;
   assert.equal(status, 143, stderr);
