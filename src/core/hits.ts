@@ -7,7 +7,7 @@
 // most 25, so current_log can add up 10^5 hours of the largest possible sums; a
 // sum that would still pass 30 digits stops group-sum or filter-url with an error
 // naming the line, instead of being written.
-import { digitsValue, isDigitsAt, latin1, putDecimal } from './bytes.js';
+import { digitsValue, latin1, putDecimal } from './bytes.js';
 
 const HITS_RE = /^\d+$/;
 /** Most digits a hits field of a record stream may have. */
@@ -18,11 +18,6 @@ export const MAX_REFLOG_HITS_DIGITS = 18;
 /** True for a non-negative decimal integer (leading zeros allowed, no sign). */
 export function isValidHits(text: string): boolean {
   return text.length > 0 && text.length <= MAX_HITS_DIGITS && HITS_RE.test(text);
-}
-
-/** isValidHits on the bytes `buf[start, end)`. */
-export function isValidHitsAt(buf: Uint8Array, start: number, end: number): boolean {
-  return end - start <= MAX_HITS_DIGITS && isDigitsAt(buf, start, end);
 }
 
 /** The error message for a hits sum longer than MAX_HITS_DIGITS. */

@@ -44,7 +44,7 @@ export function timestampKey(buf: Uint8Array, start: number, end: number): numbe
 }
 
 /** True when the ten digits YYYYMMDDhh (as a number) name a real calendar date and hour. */
-function isRealHour(hour: number): boolean {
+export function isRealHour(hour: number): boolean {
   const y = Math.floor(hour / 1e6);
   const mo = Math.floor(hour / 1e4) % 100;
   const d = Math.floor(hour / 100) % 100;

@@ -2,11 +2,18 @@
 // checked each line in one pass (main at 818ea67, records.ts and time.ts): the
 // reference that test/record-checks.test.ts holds the new ones to. Not to be improved.
 import { DASH, TAB, isDigitsAt } from '../../src/core/bytes.js';
-import { isValidHitsAt } from '../../src/core/hits.js';
+import { MAX_HITS_DIGITS } from '../../src/core/hits.js';
 import { findTabsAt } from '../../src/core/lines.js';
 import { DECIDED_TAIL_BYTES, ID_BYTES, TS_BYTES, checkCarryRecord, checkJoined, checkUrlRecord, type LineRef } from '../../src/core/records.js';
+// The calendar check did not change: the reference's timestampKey uses the one of time.ts.
+import { isRealHour } from '../../src/core/time.js';
 
 const TS_AT = ID_BYTES + 1;
+
+/** True when `buf[start, end)` is hits: 1 to MAX_HITS_DIGITS digits. */
+function isValidHitsAt(buf: Uint8Array, start: number, end: number): boolean {
+  return end - start <= MAX_HITS_DIGITS && isDigitsAt(buf, start, end);
+}
 
 /**
  * Checks a URL-record line as checkUrlRecord does, filling `l.tabs` (5 slots) with
@@ -113,17 +120,4 @@ export function timestampKey(buf: Uint8Array, start: number, end: number): numbe
   if (!isRealHour(hour)) return -1;
   realHours[slot] = hour;
   return v;
-}
-
-/** True when the ten digits YYYYMMDDhh (as a number) name a real calendar date and hour. */
-function isRealHour(hour: number): boolean {
-  const y = Math.floor(hour / 1e6);
-  const mo = Math.floor(hour / 1e4) % 100;
-  const d = Math.floor(hour / 100) % 100;
-  return mo >= 1 && mo <= 12 && d >= 1 && d <= daysInMonth(y, mo) && hour % 100 <= 23;
-}
-
-function daysInMonth(y: number, mo: number): number {
-  if (mo === 2) return (y % 4 === 0 && y % 100 !== 0) || y % 400 === 0 ? 29 : 28;
-  return mo === 4 || mo === 6 || mo === 9 || mo === 11 ? 30 : 31;
 }
