@@ -39,6 +39,18 @@ export class GroupKeys {
     }
   }
 
+  /**
+   * Adds `c` records whose keys and lengths are given, lying back to back in source 0
+   * from `at` on; returns where the last one ends.
+   */
+  addKeys(ts: Float64Array, len: Uint32Array, hi: Uint32Array, lo: Uint32Array, c: number, at: number): number {
+    for (let k = 0; k < c; k++) {
+      this.push(at, len[k]!, hi[k]!, lo[k]!, ts[k]!);
+      at += len[k]!;
+    }
+    return at;
+  }
+
   /** Adds group `g` of a packed batch, which is source `src`, reading its bytes through once in order (so that they are in the cache). */
   addGroup(b: PackedRecords, g: number, src: number): void {
     const first = b.parts[g]!;

@@ -2,9 +2,10 @@
 // stay in the packed batches they came in (bytes grouped by the id's top 8 bits, keys
 // in typed arrays: no string per record, almost nothing for the garbage collector).
 // Past the budget the batches spill, group after group, to one private temporary
-// file; at the end each group is read back, sorted in memory with the group's
-// batches still held, and written out: ids are hashes, so a group is about 1/256 of
-// the records, and only a group far bigger than that is sorted by runs and a merge.
+// file, their keys to a second one; at the end each group is read back, sorted in
+// memory with the group's batches still held, and written out: ids are hashes, so a
+// group is about 1/256 of the records, and only a group far bigger than that is
+// sorted by runs and a merge.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { ByteSink } from './bytes.js';
@@ -29,6 +30,13 @@ export interface SorterOptions {
 const GROUPS = 1 << GROUP_BITS;
 /** Bytes of the buffer spills and runs are written through. */
 const WRITE_BUFFER = 1 << 20;
+
+/**
+ * Bytes of a spilled record's key in the key file: each group of a spill is one block,
+ * its c records' timestamps (Float64) then their lengths, id high halves and low halves
+ * (Uint32), so that the group is read back without parsing its lines again.
+ */
+const KEY_BYTES = 20;
 
 /** The memory a batch takes: its buffers, as allocated. */
 function batchBytes(p: PackedRecords): number {
@@ -63,6 +71,9 @@ export class RecordSorter {
   private largestBatch = 0;
   /** For each spill, where each group starts in the spill file (GROUPS + 1 offsets). */
   private spills: Float64Array[] = [];
+  /** For each spill, where each group's key block starts in the key file (GROUPS + 1 offsets). */
+  private spillKeys: Float64Array[] = [];
+  private readonly keys = new SpillKeys();
   private dir: string | null = null;
   private spillFd = -1;
   private spillFile = '';
@@ -181,10 +192,12 @@ export class RecordSorter {
     this.held = 0;
     this.n = 0;
     this.spills = [];
+    this.spillKeys = [];
     if (this.spillFd >= 0) {
       fs.closeSync(this.spillFd);
       this.spillFd = -1;
     }
+    this.keys.close();
     if (this.dir !== null) {
       removeQuietly(this.dir);
       liveTempFiles.delete(this.dir);
@@ -204,6 +217,8 @@ export class RecordSorter {
     let largest = 0;
     for (const bytes of sizes) if (bytes <= limit) largest = Math.max(largest, bytes);
     const spilled = Buffer.allocUnsafeSlow(largest);
+    // A plain view: a line copied out of it costs less than out of a Buffer (whose subarray builds a Buffer).
+    const spilledBytes = new Uint8Array(spilled.buffer, spilled.byteOffset, spilled.length);
     for (let g = 0; g < GROUPS; g++) {
       if (sizes[g]! > limit) {
         yield* this.byRuns(g, limit, out);
@@ -211,10 +226,14 @@ export class RecordSorter {
       }
       keys.clear();
       let at = 0;
-      for (const o of this.spills) at = this.readSpilled(o[g]!, o[g + 1]!, spilled, at);
-      keys.addLines(spilled, 0, at, 0);
+      for (const [i, o] of this.spills.entries()) {
+        const from = at;
+        at = this.readSpilled(o[g]!, o[g + 1]!, spilled, at);
+        const k = this.spillKeys[i]!;
+        this.keys.readInto(keys, k[g]!, k[g + 1]!, from, at);
+      }
       for (const [i, b] of this.batches.entries()) keys.addGroup(b, g, i + 1);
-      keys.writeSorted(out, [spilled, ...this.batches.map((b) => b.bytes)]);
+      keys.writeSorted(out, [spilledBytes, ...this.batches.map((b) => b.bytes)]);
       yield;
     }
   }
@@ -325,17 +344,23 @@ export class RecordSorter {
     }
     const offsets = new Float64Array(GROUPS + 1);
     const out = new FileOut(this.spillFd, this.spillFile, this.buffer(), this.spillEnd);
+    const keyOffsets = new Float64Array(GROUPS + 1);
+    this.keys.open(this.privateDir());
     for (let g = 0; g < GROUPS; g++) {
       offsets[g] = out.at;
+      keyOffsets[g] = this.keys.at;
       for (const b of this.batches) {
         const s = b.starts[b.parts[g]!]!;
         const e = b.starts[b.parts[g + 1]!]!;
         if (e > s) out.put(b.bytes, s, e);
       }
+      this.keys.write(this.batches, g);
     }
     out.flush();
     offsets[GROUPS] = this.spillEnd = out.at;
+    keyOffsets[GROUPS] = this.keys.at;
     this.spills.push(offsets);
+    this.spillKeys.push(keyOffsets);
     // Every batch of the run is kept to be filled again (one per batch added after it), not
     // left to the garbage collector, which let up to a run's worth of dead buffers wait
     // for a collection: batches held and spares together stay within one run's budget.
@@ -343,5 +368,84 @@ export class RecordSorter {
     this.batches = [];
     this.held = 0;
     this.n = 0;
+  }
+}
+
+/** The key file of a sorter's spills: each group's keys as one block (KEY_BYTES a record), written and read back. */
+class SpillKeys {
+  private fd = -1;
+  private file = '';
+  /** Where the next block goes. */
+  at = 0;
+  /** One block, as written or read: timestamps, then lengths, high and low halves. */
+  private block = new ArrayBuffer(KEY_BYTES * 1024);
+
+  open(dir: string): void {
+    if (this.fd >= 0) return;
+    this.file = path.join(dir, 'spill-keys');
+    try {
+      this.fd = fs.openSync(this.file, 'w+', 0o600);
+    } catch (err) {
+      throw ioError(err, this.file, 'open for writing');
+    }
+  }
+
+  /** Appends the block of group `g` of `batches` (their records in order). */
+  write(batches: readonly PackedRecords[], g: number): void {
+    let c = 0;
+    for (const b of batches) c += b.parts[g + 1]! - b.parts[g]!;
+    if (c === 0) return;
+    const { ts, len, hi, lo } = this.views(c);
+    let j = 0;
+    for (const b of batches) {
+      const first = b.parts[g]!;
+      const last = b.parts[g + 1]!;
+      ts.set(b.ts.subarray(first, last), j);
+      hi.set(b.hi.subarray(first, last), j);
+      lo.set(b.lo.subarray(first, last), j);
+      for (let k = first; k < last; k++) len[j++] = b.starts[k + 1]! - b.starts[k]!;
+    }
+    const bytes = new Uint8Array(this.block, 0, KEY_BYTES * c);
+    for (let s = 0; s < bytes.length; ) {
+      try {
+        s += fs.writeSync(this.fd, bytes, s, bytes.length - s, this.at + s);
+      } catch (err) {
+        throw ioError(err, this.file, 'write');
+      }
+    }
+    this.at += bytes.length;
+  }
+
+  /** Adds the records of the block at [from, to) to `keys`, as source 0 from `bytesFrom` (where their lines were read back) to `bytesTo`. */
+  readInto(keys: GroupKeys, from: number, to: number, bytesFrom: number, bytesTo: number): void {
+    const c = (to - from) / KEY_BYTES;
+    if (c === 0) return;
+    const { ts, len, hi, lo } = this.views(c);
+    const bytes = new Uint8Array(this.block, 0, to - from);
+    for (let s = 0; s < bytes.length; ) {
+      let n: number;
+      try {
+        n = fs.readSync(this.fd, bytes, s, bytes.length - s, from + s);
+      } catch (err) {
+        throw ioError(err, this.file, 'read');
+      }
+      if (n === 0) throw new Error(`sort spill ${this.file} ends early`);
+      s += n;
+    }
+    const end = keys.addKeys(ts, len, hi, lo, c, bytesFrom);
+    if (end !== bytesTo) throw new Error(`sort spill ${this.file}: keys for ${end - bytesFrom} bytes of records, ${bytesTo - bytesFrom} read back`);
+  }
+
+  close(): void {
+    if (this.fd >= 0) fs.closeSync(this.fd);
+    this.fd = -1;
+    this.at = 0;
+  }
+
+  /** Views of a block of `c` records (the buffer grown to hold it). */
+  private views(c: number): { ts: Float64Array; len: Uint32Array; hi: Uint32Array; lo: Uint32Array } {
+    if (KEY_BYTES * c > this.block.byteLength) this.block = new ArrayBuffer(Math.max(KEY_BYTES * c, 2 * this.block.byteLength));
+    const b = this.block;
+    return { ts: new Float64Array(b, 0, c), len: new Uint32Array(b, 8 * c, c), hi: new Uint32Array(b, 12 * c, c), lo: new Uint32Array(b, 16 * c, c) };
   }
 }

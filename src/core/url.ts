@@ -4,7 +4,7 @@ import xxhash from 'xxhash-wasm';
 import { TAB, putHex32 } from './bytes.js';
 import { BytesIndex } from './bytesindex.js';
 import { loadTldts } from './cjs.js';
-import { domainTooLong, withoutTrailingDot } from './host.js';
+import { MAX_DOMAIN_BYTES, domainTooLong, withoutTrailingDot } from './host.js';
 import { canonicalEnd } from './urlfast.js';
 
 const { getDomain } = loadTldts();
@@ -216,7 +216,13 @@ export async function loadUrlHasher(): Promise<(url: string) => string> {
   return (url: string) => idText(hash(url));
 }
 
-const LOW32 = 0xffffffffn;
+/** A 64-bit id split into its 32-bit halves without BigInt arithmetic: written as one, read as two. */
+/** Hex digits of an id. */
+const ID_HEX = 16;
+const ID64 = new BigUint64Array(1);
+const ID32 = new Uint32Array(ID64.buffer);
+/** Which of ID32's entries holds the high half (the platform's byte order). */
+const HI = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1 ? 1 : 0;
 
 /** Hosts whose domains a UrlResolver with a URL memory remembers (about 1 MiB). */
 const DOMAIN_CACHE_HOSTS = 1 << 14;
@@ -225,10 +231,12 @@ const DOMAIN_CACHE_HOSTS = 1 << 14;
 const RESOLVER_BYTES = 4 << 20;
 
 /**
- * canonicalize() and the id for raw URL bytes, remembering recent answers by those
- * bytes: a reflog repeats popular URLs (on the bench's synthetic hour, 40% of lines
- * repeat a URL seen within the last 50,000), and a repeat then costs a hash and a
- * compare instead of a URL parse, a suffix lookup and an XXH64. Memory is bounded:
+ * canonicalize() and the id for raw URL bytes. A URL already in canonical form (most
+ * of a reflog's) is answered from its own bytes: its id hashed from them, its domain
+ * from a memory of recent hosts. Any other URL's answer is remembered by its raw bytes,
+ * so that a repeat costs a hash and a compare instead of a WHATWG parse, a suffix
+ * lookup and an XXH64 (remembering the URLs in canonical form too cost more than it
+ * saved: 61% of the bench's lines miss a memory of 65,536 URLs). Memory is bounded:
  * at `maxEntries`, or `maxBytes` (4 MiB) of keys or of results, it forgets
  * everything and starts over. With `maxEntries` 0 it remembers nothing.
  *
@@ -250,6 +258,8 @@ export class UrlResolver {
   private readonly host = new Int32Array(2);
   private readonly rejects = new Map<number, Reject>();
   private used = 0;
+  /** Where the remembered answers' bytes end: the answer not remembered goes after. */
+  private readonly limit: number;
 
   constructor(
     readonly opts: UrlOptions,
@@ -257,18 +267,26 @@ export class UrlResolver {
     private readonly maxEntries = 1 << 16,
     private readonly maxBytes = RESOLVER_BYTES,
   ) {
-    // Room for any one answer: a canonical URL is at most maxUrlBytes, its domain shorter.
-    this.bytes = Buffer.allocUnsafeSlow(Math.max(maxBytes, 2 * opts.maxUrlBytes + 64));
+    // Room for any one answer: a canonical URL is at most maxUrlBytes, its domain shorter;
+    // then room for the answer not remembered (entry maxEntries), see `direct`.
+    this.limit = Math.max(maxBytes, 2 * opts.maxUrlBytes + 64);
+    this.bytes = Buffer.allocUnsafeSlow(this.limit + ID_HEX + MAX_DOMAIN_BYTES + 1 + opts.maxUrlBytes);
     this.domains = new HostDomains(opts.domainMode, maxEntries > 0 ? DOMAIN_CACHE_HOSTS : 1024);
     this.fastPath = !opts.dropParams && !opts.sortQuery;
-    this.start = new Int32Array(Math.max(1, maxEntries));
-    this.end = new Int32Array(Math.max(1, maxEntries));
-    this.hi = new Uint32Array(Math.max(1, maxEntries));
-    this.lo = new Uint32Array(Math.max(1, maxEntries));
+    this.start = new Int32Array(maxEntries + 1);
+    this.end = new Int32Array(maxEntries + 1);
+    this.hi = new Uint32Array(maxEntries + 1);
+    this.lo = new Uint32Array(maxEntries + 1);
   }
 
   /** The answer for the raw URL `buf[s, e)`, decoded as UTF-8 if `utf8`, else as Latin-1 (ASCII). */
   resolve(buf: Buffer, s: number, e: number, utf8: boolean): number {
+    const fast = this.fastPath && e - s <= this.opts.maxUrlBytes;
+    // A URL already in canonical form (most are) is taken as its bytes, without the parser
+    // and without the memory, which would cost it about as much as the answer itself.
+    const cut = fast ? canonicalEnd(buf, s, e, this.host) : -1;
+    const domain = cut < 0 ? null : this.domains.of(buf, this.host[0]!, this.host[1]!);
+    if (domain !== null && this.maxEntries > 0) return this.direct(buf, s, cut, domain);
     let k = 0;
     if (this.maxEntries === 0) {
       this.rejects.clear();
@@ -278,10 +296,7 @@ export class UrlResolver {
       k = this.keys.add(buf, s, e);
       if (!this.keys.added) return k;
     }
-    // A URL already in canonical form (most are) is taken as its bytes, without the parser.
-    const cut = this.fastPath && e - s <= this.opts.maxUrlBytes ? canonicalEnd(buf, s, e, this.host) : -1;
-    const domain = cut < 0 ? null : this.domains.of(buf, this.host[0]!, this.host[1]!);
-    if (domain !== null) return this.keep(k, buf, s, e, domain, null, buf.subarray(s, cut));
+    if (domain !== null) return this.keep(k, buf, s, e, domain, null, new Uint8Array(buf.buffer, buf.byteOffset + s, cut - s));
     const c = canonicalize(buf.toString(utf8 ? 'utf8' : 'latin1', s, e), this.opts);
     if ('reason' in c) {
       this.rejects.set(k, c);
@@ -291,36 +306,57 @@ export class UrlResolver {
     return this.keep(k, buf, s, e, c.domain, c.url, null);
   }
 
+  /** The answer for the URL in canonical form `buf[s, cut)` with `domain`, as entry maxEntries, not remembered. */
+  private direct(buf: Buffer, s: number, cut: number, domain: string): number {
+    const k = this.maxEntries;
+    this.put(k, this.limit, domain, null, new Uint8Array(buf.buffer, buf.byteOffset + s, cut - s));
+    return k;
+  }
+
   /**
    * Stores answer `k` for the raw URL `buf[s, e)`: `domain`, the canonical URL (ASCII:
    * the text `url`, or the bytes `urlBytes`) and its id; returns its number (another
    * if the memory had to start over).
    */
-  private keep(k: number, buf: Buffer, s: number, e: number, domain: string, url: string | null, urlBytes: Buffer | null): number {
+  private keep(k: number, buf: Buffer, s: number, e: number, domain: string, url: string | null, urlBytes: Uint8Array | null): number {
     // The id's hex, the domain and the canonical URL are ASCII (WHATWG percent-encodes
     // the rest; hosts are punycode). Writing the hex from the bigint's halves costs
     // less than asking xxhash-wasm for text (measured: 145 against 320 ns a URL).
     const urlLength = url !== null ? url.length : urlBytes!.length;
     const need = 16 + domain.length + 1 + urlLength;
-    if (this.used + need > this.bytes.length) {
+    if (this.used + need > this.limit) {
       this.forget();
       if (this.maxEntries > 0) k = this.keys.add(buf, s, e);
     }
+    this.used = this.put(k, this.used, domain, url, urlBytes);
+    return k;
+  }
+
+  /** Writes answer `k` at `bytes[p]`: the id of the canonical URL (`url`, or the bytes `urlBytes`), `domain` TAB the URL; returns where it ends. */
+  private put(k: number, p: number, domain: string, url: string | null, urlBytes: Uint8Array | null): number {
     const raw = this.hash.raw;
-    const h = url !== null ? this.hash(url) : raw ? raw(urlBytes!) : this.hash(urlBytes!.toString('latin1'));
-    const hi = Number(h >> 32n);
-    const lo = Number(h & LOW32);
+    ID64[0] =
+      url !== null
+        ? this.hash(url)
+        : raw
+          ? raw(urlBytes!)
+          : this.hash(Buffer.from(urlBytes!.buffer, urlBytes!.byteOffset, urlBytes!.length).toString('latin1'));
+    const hi = ID32[HI]!;
+    const lo = ID32[1 - HI]!;
     const out = this.bytes;
-    let p = this.used;
     this.start[k] = p;
     p = putHex32(out, putHex32(out, p, hi), lo);
     p += out.write(domain, p, 'latin1');
     out[p++] = TAB;
-    p += url !== null ? out.write(url, p, 'latin1') : urlBytes!.copy(out, p);
-    this.end[k] = this.used = p;
+    if (url !== null) p += out.write(url, p, 'latin1');
+    else {
+      out.set(urlBytes!, p);
+      p += urlBytes!.length;
+    }
+    this.end[k] = p;
     this.hi[k] = hi;
     this.lo[k] = lo;
-    return k;
+    return p;
   }
 
   /** The reject for answer `k`, or undefined for a record. */
