@@ -12,13 +12,14 @@ import { deliver, newJob } from './lib/job.js';
 import { RUNNER, canRunAsNobody, madeDb, runAsNobody, runRunner, scratch } from './lib/run.js';
 import { runsJsonl } from './lib/runner-state.js';
 
-/** Every file under `dir` with its bytes' digest (partner.db, the lock and last-invocation.json included). */
+/** Every file under `dir` with its bytes' digest (partner.db, the lock and last-invocation.json included); a symbolic link as its target. */
 function everyFile(dir: string): Record<string, string> {
   const out: Record<string, string> = {};
   const walk = (rel: string) => {
     for (const e of fs.readdirSync(path.join(dir, rel), { withFileTypes: true })) {
       const r = path.join(rel, e.name);
       if (e.isDirectory()) walk(r);
+      else if (e.isSymbolicLink()) out[r] = `-> ${fs.readlinkSync(path.join(dir, r))}`;
       else
         out[r] = createHash('sha256')
           .update(fs.readFileSync(path.join(dir, r)))
@@ -114,6 +115,20 @@ test('a new set-up without a database is told to create one (no committed run: i
   assert.equal(r.status, 1, r.stderr);
   assert.match(r.stderr, /database does not exist; create one with: partner-db --db \S+ init$/m);
   assert.equal(runsJsonl(dir).length, 0, 'no run began');
+});
+
+test("a Yacobot's queue directory that is a symbolic link to nothing fails before any stage (the commit could not make it); check names it", () => {
+  const dir = committedJob();
+  fs.renameSync(path.join(dir, 'var/queue/2'), path.join(dir, 'var/queue/2.aside'));
+  fs.symlinkSync('/nonexistent/queue-2', path.join(dir, 'var/queue/2'));
+  const stderr = failsBeforeChain(dir, [], 1);
+  assert.match(stderr, /var\/queue\/2: is a symbolic link to \/nonexistent\/queue-2, which is not there, .*mkdir -p \/nonexistent\/queue-2/);
+  assert.match(check(dir).lines.get('queue')!, /^FAIL queue: .*var\/queue\/2: is a symbolic link to \/nonexistent\/queue-2/);
+  // The link's target made: both pass.
+  fs.symlinkSync(path.join(dir, 'var/queue/2.aside'), path.join(dir, 'var/queue/2.link'));
+  fs.rmSync(path.join(dir, 'var/queue/2'));
+  fs.renameSync(path.join(dir, 'var/queue/2.link'), path.join(dir, 'var/queue/2'));
+  assert.match(check(dir).lines.get('queue')!, /^ok /);
 });
 
 test("a queue directory that cannot take a Yacobot's files fails before any stage; check names it", () => {

@@ -6,6 +6,7 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { symlinkTarget } from '../../core/durable.js';
 import { DataError, shellQuote } from '../../core/errors.js';
 import { isYacobotDir } from '../state/queue-dir.js';
 
@@ -16,6 +17,7 @@ import { isYacobotDir } from '../state/queue-dir.js';
  */
 export function checkQueueDir(queueDir: string, active: readonly number[]): string {
   const top = kindOf(queueDir);
+  if (top === 'dangling') throw dangling(queueDir, 'the queue directory');
   if (top === 'missing') {
     const at = nearestAncestor(queueDir);
     mustWrite(at, `${queueDir} is made here by the first run`);
@@ -27,6 +29,7 @@ export function checkQueueDir(queueDir: string, active: readonly number[]): stri
     const kind = kindOf(dir);
     if (kind === 'missing') mustWrite(queueDir, `Yacobot ${id}'s directory ${id}/ is made here`);
     else if (kind === 'dir') mustWrite(dir, `Yacobot ${id}'s queue files go here`);
+    else if (kind === 'dangling') throw dangling(dir, `Yacobot ${id}'s queue directory`);
     else throw notDir(dir, `Yacobot ${id}'s queue directory`);
   }
   return active.length === 0
@@ -47,13 +50,14 @@ export function yacobotDirs(queueDir: string): number[] {
   }
 }
 
-/** What `p` is: a directory, missing, or something else (following a symbolic link). */
-function kindOf(p: string): 'dir' | 'missing' | 'other' {
+/** What `p` is: a directory, missing, a symbolic link to something missing, or something else (following a symbolic link). */
+function kindOf(p: string): 'dir' | 'missing' | 'dangling' | 'other' {
   try {
     return fs.statSync(p).isDirectory() ? 'dir' : 'other';
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    return code === 'ENOENT' ? 'missing' : 'other';
+    if (code !== 'ENOENT') return 'other';
+    return symlinkTarget(p) === null ? 'missing' : 'dangling';
   }
 }
 
@@ -73,6 +77,16 @@ function mustWrite(dir: string, why: string): void {
     const fix = code === 'EROFS' ? 'a read-only file system: mount it read-write' : `give it to this user: chown ${os.userInfo().username} ${shellQuote(dir)}`;
     throw new DataError('QUEUE_NOT_WRITABLE', `cannot write here: ${code}; ${why} (${fix}); nothing was run`, { file: dir });
   }
+}
+
+/** The error for `p` (`what`), a symbolic link to nothing: a run could neither make the directory nor write through it. */
+function dangling(p: string, what: string): DataError {
+  const target = symlinkTarget(p) ?? '?';
+  return new DataError(
+    'QUEUE_NOT_WRITABLE',
+    `is a symbolic link to ${target}, which is not there, where ${what} goes (make it: mkdir -p ${shellQuote(path.resolve(path.dirname(p), target))}, or remove the link); nothing was run`,
+    { file: p },
+  );
 }
 
 /** The error for `p` (`what`) in the way of a directory. */
