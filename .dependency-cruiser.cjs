@@ -41,9 +41,10 @@ module.exports = {
     {
       name: 'no-stage-imports-another',
       severity: 'error',
-      comment: 'A stage stands alone but for its own modules, named after it (analyze-dump-worker.ts, -batch.ts, -parse.ts, limit-domains-rank.ts).',
-      from: { path: '^src/stages/([^/.]+?)(-worker|-rank|-batch|-parse)?[.]ts$' },
-      to: { path: '^src/stages/', pathNot: ['^src/stages/$1(-worker|-rank|-batch|-parse)?[.]ts$', '^src/stages/analyze-dump[.]ts$'] },
+      comment:
+        'A stage stands alone but for its own modules, named after it (analyze-dump-worker.ts, -batch.ts, -parse.ts, limit-domains-rank.ts, upload-domains-route.ts).',
+      from: { path: '^src/stages/([^/.]+?)(-worker|-rank|-batch|-parse|-route)?[.]ts$' },
+      to: { path: '^src/stages/', pathNot: ['^src/stages/$1(-worker|-rank|-batch|-parse|-route)?[.]ts$', '^src/stages/analyze-dump[.]ts$'] },
     },
     {
       name: 'runner-runs-stages-as-processes',
