@@ -1150,23 +1150,7 @@ pgTest('PostgreSQL: a writer that waits for the write lock longer than --lock-ti
     const db = c.newDatabase();
     okOn(work, db, 'init');
     // Another writer (as a master's upload-domains in its commit) holds the write lock for 20 s.
-    const holder = spawn(
-      path.join(c.bin, 'psql'),
-      [
-        '-X',
-        '-h',
-        '127.0.0.1',
-        '-p',
-        String(c.port),
-        '-U',
-        'postgres',
-        '-d',
-        PgCluster.dbName(db),
-        '-c',
-        `BEGIN; SELECT pg_advisory_xact_lock(${0x4d537064}); SELECT pg_sleep(20); COMMIT;`,
-      ],
-      { stdio: 'ignore' },
-    );
+    const holder = c.holdWriteLock(PgCluster.dbName(db), 20);
     try {
       await new Promise((r) => setTimeout(r, 1500));
       const t0 = Date.now();

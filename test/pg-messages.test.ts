@@ -77,23 +77,7 @@ pgTest(
       assert.ok(!open.stderr.includes(TEST_PASSWORD));
 
       // add waits for the write lock another session holds; the server is stopped meanwhile.
-      const holder = spawn(
-        path.join(c.bin, 'psql'),
-        [
-          '-X',
-          '-h',
-          '127.0.0.1',
-          '-p',
-          String(c.port),
-          '-U',
-          'postgres',
-          '-d',
-          name,
-          '-c',
-          `BEGIN; SELECT pg_advisory_xact_lock(${0x4d537064}); SELECT pg_sleep(60); COMMIT;`,
-        ],
-        { stdio: 'ignore' },
-      );
+      const holder = c.holdWriteLock(name, 60);
       try {
         await new Promise((r) => setTimeout(r, 1500));
         const add = spawn(path.join(BIN, 'partner-db'), ['--db', c.uri(name), 'add', 'beta'], {

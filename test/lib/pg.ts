@@ -2,7 +2,7 @@
 // directory, pg_ctl start on 127.0.0.1 at a free port, stopped and removed at the end
 // (also when a test fails or the process exits early). Without PostgreSQL's binaries
 // the PostgreSQL tests are skipped, unless MASTER_SERVER_REQUIRE_PG=1 makes that a failure.
-import { spawnSync } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { test } from 'node:test';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
@@ -63,6 +63,9 @@ export async function freePort(): Promise<number> {
 /** The password of PASSWORD_USER, who logs in over TCP with it (every other user is trusted). */
 export const TEST_PASSWORD = 'pw-Secret_7&x';
 export const PASSWORD_USER = 'ms_pw';
+
+/** The advisory lock key of the stores' write transactions (src/core/store/pg.ts: 'MSpd' in ASCII). */
+const WRITE_LOCK = 0x4d537064;
 
 export class PgCluster {
   private dbs = 0;
@@ -126,6 +129,16 @@ export class PgCluster {
     );
     if (r.status !== 0) throw new Error(`psql: ${sql}: ${r.stderr}`);
     return r.stdout;
+  }
+
+  /**
+   * A psql session in database `db` that holds the stores' write lock (the advisory
+   * lock every write transaction takes first) for `seconds`, as another master's
+   * commit would; kill it to let go sooner.
+   */
+  holdWriteLock(db: string, seconds: number): ChildProcess {
+    const sql = `BEGIN; SELECT pg_advisory_xact_lock(${WRITE_LOCK}); SELECT pg_sleep(${seconds}); COMMIT;`;
+    return spawn(path.join(this.bin, 'psql'), ['-X', '-h', '127.0.0.1', '-p', String(this.port), '-U', 'postgres', '-d', db, '-c', sql], { stdio: 'ignore' });
   }
 
   /** The URI of a new, empty database (trusted superuser, no password). */
