@@ -201,8 +201,17 @@ test('partner-db import and copy say how far they got on stderr, as plain lines 
   assert.equal(imp.status, 0, imp.stderr);
   assert.equal(imp.stdout, `imported 25000 domain(s) from ${csv}: 25000 new, 0 moved, 0 unchanged\n`);
   const said = imp.stderr.split('\n').filter(Boolean);
-  assert.ok(said.length >= 2, imp.stderr);
-  for (const l of said) assert.match(l, /^partner-db: import: [\d,]+ of 25,000 domains \(\d+%\), \d+ s$/);
+  // First the reading of the file (every 4096 rows), then the writing.
+  const reading = said.filter((l) => l.includes(': reading '));
+  assert.ok(reading.length >= 2, imp.stderr);
+  for (const l of reading) assert.match(l, /^partner-db: import: reading \S+d\.csv: [\d,]+ of 313,890 bytes \(\d+%\), \d+ s$/);
+  assert.ok(
+    reading.some((l) => !/ \(0%\)/.test(l)),
+    'the reading goes on past its start',
+  );
+  const writing = said.slice(reading.length);
+  assert.ok(writing.length >= 2, imp.stderr);
+  for (const l of writing) assert.match(l, /^partner-db: import: [\d,]+ of 25,000 domains \(\d+%\), \d+ s$/);
   const cp = pdb('copy', db, path.join(dir, 'b.db'));
   assert.equal(cp.status, 0, cp.stderr);
   assert.match(cp.stdout, /^copied 1 Yacobot\(s\) and 25000 domain\(s\) from /);

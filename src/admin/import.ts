@@ -38,13 +38,15 @@ export interface ImportRows {
  * Parses and validates a `domain,yacobot` CSV (RFC 4180 quoting, an optional
  * `domain,yacobot` header, blank lines skipped). Bad rows are counted (`bad`), the
  * first MAX_REPORTED_ROWS of them kept as errors naming their line; nothing is
- * written to the database here.
+ * written to the database here. `read(done, total)` is told every 4096 rows how many
+ * bytes of the text are parsed.
  */
 export function readImportCsv(
   text: string,
   file: string,
   yacobots: Yacobot[],
   maxDomains = MAX_IMPORT_DOMAINS,
+  read?: (done: number, total: number) => void,
 ): { rows: ImportRows; errors: DataError[]; bad: number } {
   const byId = new Map(yacobots.map((y) => [String(y.id), y]));
   const byName = new Map(yacobots.map((y) => [y.name, y]));
@@ -67,6 +69,7 @@ export function readImportCsv(
     // context.bytes is where the record ends; a quoted field may span lines, so name where it starts.
     const line = lines.recordStartLine(prevEnd);
     prevEnd = context.bytes;
+    if (read && (index & 4095) === 0) read(context.bytes, bytes.length);
     const record = hidden.map(unhideSpaces);
     const fail = (m: string): undefined => {
       if (errors.length < MAX_REPORTED_ROWS) errors.push(new DataError('BAD_ROW', m, { file, line }));
@@ -212,9 +215,29 @@ export function readCsvText(csvFile: string): string {
 }
 
 /** import: every row of a checked CSV file in one write transaction, or none. */
+/** readImportCsv, saying how far it got as the writing does (a file of millions of rows takes a while to parse). */
+function readWithProgress(text: string, csvFile: string, yacobots: Yacobot[]): ReturnType<typeof readImportCsv> {
+  let done = 0;
+  let total = 0;
+  const progress = new Progress({ log: null, plain: NAME }, () => ({
+    fields: {},
+    text: `import: reading ${visibleName(csvFile)}: ${countText(done)} of ${countText(total)} bytes (${percentOf(done, total)}%)`,
+  }));
+  // No timer: the parse holds the thread until it ends, so each 4096 rows tick it.
+  try {
+    return readImportCsv(text, csvFile, yacobots, undefined, (d, t) => {
+      done = d;
+      total = t;
+      progress.tick();
+    });
+  } finally {
+    progress.stop();
+  }
+}
+
 export async function importCommand(store: PartnerStore, csvFile: string, text: string): Promise<void> {
   const yacobots = await store.yacobotLoads();
-  const { rows, errors, bad } = readImportCsv(text, csvFile, yacobots);
+  const { rows, errors, bad } = readWithProgress(text, csvFile, yacobots);
   if (bad > 0) {
     for (const e of errors) process.stderr.write(`${NAME}: ${visibleName(formatPlace(e.place ?? { file: csvFile }, e.message))}\n`);
     const more = bad > errors.length ? ` (first ${errors.length} shown)` : '';
