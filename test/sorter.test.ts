@@ -59,8 +59,11 @@ async function sorted(lines: string[], memoryBytes: number, tmpDir: string): Pro
 /** A few timestamps that differ in the first digit, the last one, and every one between. */
 const TIMESTAMPS = ['19991231235959', '20000101000000', '20110720060000', '20110720060001', '20110721060000', '20110720060002', '20991231235959'];
 
-/** Records with ids from a pool of `ids` (repeats make ties), timestamps from a few, and tails of any length. */
-function randomRecords(n: number, ids: number, seed: number): string[] {
+/** Every second of one hour, as a reflog's timestamps are: one id's records are then counting-sorted by them. */
+const HOUR = Array.from({ length: 3600 }, (_, s) => `2011072806${String(Math.floor(s / 60)).padStart(2, '0')}${String(s % 60).padStart(2, '0')}`);
+
+/** Records with ids from a pool of `ids` (repeats make ties), timestamps from `stamps`, and tails of any length. */
+function randomRecords(n: number, ids: number, seed: number, stamps: readonly string[] = TIMESTAMPS): string[] {
   const r = prng(seed);
   const hex = (x: number) => Math.floor(x).toString(16).padStart(8, '0');
   const pool = Array.from({ length: ids }, () => {
@@ -71,7 +74,7 @@ function randomRecords(n: number, ids: number, seed: number): string[] {
   const lines: string[] = [];
   for (let i = 0; i < n; i++) {
     const id = pool[Math.floor(r() * ids)]!;
-    const ts = TIMESTAMPS[Math.floor(r() * TIMESTAMPS.length)]!;
+    const ts = stamps[Math.floor(r() * stamps.length)]!;
     lines.push(`${id}\t${ts}\t${'x'.repeat(Math.floor(r() * 40))}\tline-${i}`);
   }
   return lines;
@@ -79,14 +82,16 @@ function randomRecords(n: number, ids: number, seed: number): string[] {
 
 test('in memory and spilled, the output is the stable sort by (id, timestamp)', async () => {
   const tmp = scratch('ms-sorter-');
-  for (const [n, ids] of [
-    [5000, 50_000],
-    [5000, 40], // long stretches of one id: big buckets
-    [3000, 1],
-    [1, 1],
-    [0, 1],
+  for (const [n, ids, stamps] of [
+    [5000, 50_000, TIMESTAMPS],
+    [5000, 40, TIMESTAMPS], // long stretches of one id: big buckets
+    [3000, 1, TIMESTAMPS],
+    [5000, 40, HOUR], // big buckets of one id over an hour's seconds (a counting sort), and ties within them
+    [3000, 1, HOUR.slice(0, 500)],
+    [1, 1, TIMESTAMPS],
+    [0, 1, TIMESTAMPS],
   ] as const) {
-    const lines = randomRecords(n, ids, n + ids);
+    const lines = randomRecords(n, ids, n + ids, stamps);
     const want = reference(lines);
     const mem = await sorted(lines, 1 << 30, tmp);
     assert.equal(mem.runs, 0);

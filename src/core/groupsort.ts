@@ -7,6 +7,8 @@ import { hex8, tsOfLine, type LineOut } from './runs.js';
 const SOURCE_SCALE = 2 ** 32;
 /** Buckets this small are sorted by insertion. */
 const SMALL = 32;
+/** The widest span of timestamps (as numbers YYYYMMDDhhmmss) one id's records are counting-sorted over: an hour's is 5959. */
+const MAX_TS_RANGE = 1 << 16;
 
 /**
  * The records of one group, from several sources (byte arrays): where each is and
@@ -23,6 +25,8 @@ export class GroupKeys {
   private tmp = new Uint32Array(1024);
   /** One 257-count table per radix level (bytes 1 to 7 of the id). */
   private readonly counts = new Int32Array(8 * 257);
+  /** Counts by timestamp for byTimestampCount, made on first use. */
+  private tsCounts: Int32Array | null = null;
   private n = 0;
 
   clear(): void {
@@ -147,8 +151,39 @@ export class GroupKeys {
         }
         order[j + 1] = x;
       }
-    } else {
+    } else if (!this.byTimestampCount(from, to)) {
       order.set(Array.from(order.subarray(from, to)).sort(cmp), from);
     }
+  }
+
+  /**
+   * Sorts order[from, to), one id's records in the order added, by timestamp with a
+   * stable counting sort, when their timestamps span a range small enough (one hour's
+   * span a few thousand); returns whether it did. (A popular URL has thousands of
+   * records in an hour: a comparison sort took a closure call per comparison.)
+   */
+  private byTimestampCount(from: number, to: number): boolean {
+    const { order, ts, tmp } = this;
+    let min = Infinity;
+    let max = -Infinity;
+    for (let j = from; j < to; j++) {
+      const t = ts[order[j]!]!;
+      if (t < min) min = t;
+      if (t > max) max = t;
+    }
+    // Keys are whole numbers (14 digits at most); written so that a NaN declines too.
+    const range = max - min + 1;
+    if (!(range <= MAX_TS_RANGE && range <= 8 * (to - from))) return false;
+    const c = (this.tsCounts ??= new Int32Array(MAX_TS_RANGE + 1));
+    c.fill(0, 0, range + 1);
+    for (let j = from; j < to; j++) c[ts[order[j]!]! - min + 1]!++;
+    c[0] = from;
+    for (let v = 0; v < range; v++) c[v + 1]! += c[v]!;
+    for (let j = from; j < to; j++) {
+      const k = order[j]!;
+      tmp[c[ts[k]! - min]!++] = k;
+    }
+    order.set(tmp.subarray(from, to), from);
+    return true;
   }
 }
