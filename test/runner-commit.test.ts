@@ -157,9 +157,9 @@ describe('a failed run', () => {
     assert.deepEqual(fs.readdirSync(path.join(dir, 'var/state/staging')), []);
   });
 
-  // A queue side that cannot take every file (a Yacobot's directory a link to a disk not
-  // mounted, which the check of QUEUE before the chain takes for one still to be made)
-  // publishes none of the run, and a rerun after the fix ends the same.
+  // A queue side that cannot take every file (what the check of QUEUE before the chain
+  // cannot see: here Yacobot 2's disk is full) publishes none of the run, and a rerun
+  // after the fix ends the same.
   test('a queue side that cannot take every file', async () => {
     // Queue files are copied beside their places and fsynced before the COMMIT; once the
     // first Yacobot's file was published before the second one's copy failed.
@@ -167,12 +167,11 @@ describe('a failed run', () => {
     const dir = freshFirstOnly();
     fs.mkdirSync(path.join(dir, 'var/queue'), { recursive: true });
     const before = snapshot(dir);
-    fs.symlinkSync(path.join(dir, 'not-mounted/2'), path.join(dir, 'var/queue/2'));
-    const r = await runner(dir);
-    fs.rmSync(path.join(dir, 'var/queue/2'));
+    const preload = pathToFileURL(path.join(ROOT, 'dist/test/lib/fail-publish.js')).href;
+    const r = await runner(dir, [], { env: { NODE_OPTIONS: `--import=${preload}`, FAIL_QUEUE_COPY: '2' } });
     assert.equal(r.status, 1, r.stderr);
     assert.ok(!hasStackTrace(r.stderr), r.stderr);
-    assert.match(r.stderr, /var\/queue\/2: cannot create directory: EEXIST|var\/queue\/2\/2011072806\.tsv: cannot copy into place/);
+    assert.match(r.stderr, /var\/queue\/2\/2011072806\.tsv: cannot copy into place: ENOSPC/);
     const after = snapshot(dir);
     // Kept to explain a failure; and upload-domains' assignments stand (as after any later stage's failure).
     for (const k of ['var/state/rejects/failed/2011072806.tsv', 'db:partner_domain']) {
