@@ -94,17 +94,39 @@ export class FileOut implements LineOut {
   }
 
   private write(src: Uint8Array, s: number, e: number): void {
-    while (s < e) {
-      let n: number;
-      try {
-        n = fs.writeSync(this.fd, src, s, e - s, this.position);
-      } catch (err) {
-        throw ioError(err, this.file, 'write');
-      }
-      s += n;
-      this.position += n;
-    }
+    this.position = writeAt(this.fd, this.file, src, s, e, this.position);
   }
+}
+
+/** Writes `src[s, e)` to `fd` (the file `file`, for its errors) at `position`; returns the position after it. */
+export function writeAt(fd: number, file: string, src: Uint8Array, s: number, e: number, position: number): number {
+  while (s < e) {
+    let n: number;
+    try {
+      n = fs.writeSync(fd, src, s, e - s, position);
+    } catch (err) {
+      throw ioError(err, file, 'write');
+    }
+    s += n;
+    position += n;
+  }
+  return position;
+}
+
+/** Reads the bytes [from, to) of `fd` (the file `file`, for its errors) into `buf` at `at`; returns where they end in `buf`. */
+export function readAt(fd: number, file: string, from: number, to: number, buf: Uint8Array, at: number): number {
+  while (from < to) {
+    let n: number;
+    try {
+      n = fs.readSync(fd, buf, at, to - from, from);
+    } catch (err) {
+      throw ioError(err, file, 'read');
+    }
+    if (n === 0) throw new Error(`sort spill ${file} ends early`);
+    from += n;
+    at += n;
+  }
+  return at;
 }
 
 /** Writes a new file with `fill` (a failure leaves it to the removal of the spill directory). */

@@ -12,7 +12,7 @@ import type { ByteSink } from './bytes.js';
 import { ioError } from './errors.js';
 import { liveTempFiles, ownedTempPrefix, removeQuietly } from './temps.js';
 import { GROUP_BITS, type PackedRecords } from './packed.js';
-import { ChunkOut, FileOut, SinkOut, mergeRuns, writeFile, type LineOut } from './runs.js';
+import { ChunkOut, FileOut, SinkOut, mergeRuns, readAt, writeAt, writeFile, type LineOut } from './runs.js';
 import { GroupKeys } from './groupsort.js';
 
 export { RecordBatch, packedBuffers, type PackedRecords, type RecordSink } from './packed.js';
@@ -47,7 +47,7 @@ function batchBytes(p: PackedRecords): number {
  * Collects URL records (bytes ending in LF) with their keys (the id as two 32-bit
  * halves and the timestamp as the number YYYYMMDDhhmmss) and hands them back sorted
  * by (id, timestamp), ties in input order. The key must be the record's own first
- * 31 characters: spilled records are read back by that text. Beyond 50% of
+ * 31 characters: a group too big to sort in memory is read back by that text. Beyond 50% of
  * `memoryBytes` the batches held spill (a "run" in the counts) to a private directory
  * under `tmpDir`, which is removed after `drain()`, by `dispose()`, and by the stage
  * runner on any exit (`liveTempFiles`).
@@ -298,18 +298,7 @@ export class RecordSorter {
 
   /** Reads the spill file's bytes [from, to) into `buf` at `at`; returns where they end in `buf`. */
   private readSpilled(from: number, to: number, buf: Buffer, at: number): number {
-    while (from < to) {
-      let n: number;
-      try {
-        n = fs.readSync(this.spillFd, buf, at, to - from, from);
-      } catch (err) {
-        throw ioError(err, this.spillFile, 'read');
-      }
-      if (n === 0) throw new Error(`sort spill ${this.spillFile} ends early`);
-      from += n;
-      at += n;
-    }
-    return at;
+    return readAt(this.spillFd, this.spillFile, from, to, buf, at);
   }
 
   private buffer(): Buffer {
@@ -405,15 +394,7 @@ class SpillKeys {
       lo.set(b.lo.subarray(first, last), j);
       for (let k = first; k < last; k++) len[j++] = b.starts[k + 1]! - b.starts[k]!;
     }
-    const bytes = new Uint8Array(this.block, 0, KEY_BYTES * c);
-    for (let s = 0; s < bytes.length; ) {
-      try {
-        s += fs.writeSync(this.fd, bytes, s, bytes.length - s, this.at + s);
-      } catch (err) {
-        throw ioError(err, this.file, 'write');
-      }
-    }
-    this.at += bytes.length;
+    this.at = writeAt(this.fd, this.file, new Uint8Array(this.block), 0, KEY_BYTES * c, this.at);
   }
 
   /** Adds the records of the block at [from, to) to `keys`, as source 0 from `bytesFrom` (where their lines were read back) to `bytesTo`. */
@@ -421,17 +402,7 @@ class SpillKeys {
     const c = (to - from) / KEY_BYTES;
     if (c === 0) return;
     const { ts, len, hi, lo } = this.views(c);
-    const bytes = new Uint8Array(this.block, 0, to - from);
-    for (let s = 0; s < bytes.length; ) {
-      let n: number;
-      try {
-        n = fs.readSync(this.fd, bytes, s, bytes.length - s, from + s);
-      } catch (err) {
-        throw ioError(err, this.file, 'read');
-      }
-      if (n === 0) throw new Error(`sort spill ${this.file} ends early`);
-      s += n;
-    }
+    readAt(this.fd, this.file, from, to, new Uint8Array(this.block), 0);
     const end = keys.addKeys(ts, len, hi, lo, c, bytesFrom);
     if (end !== bytesTo) throw new Error(`sort spill ${this.file}: keys for ${end - bytesFrom} bytes of records, ${bytesTo - bytesFrom} read back`);
   }
