@@ -214,7 +214,6 @@ export function readCsvText(csvFile: string): string {
   }
 }
 
-/** import: every row of a checked CSV file in one write transaction, or none. */
 /** readImportCsv, saying how far it got as the writing does (a file of millions of rows takes a while to parse). */
 function readWithProgress(text: string, csvFile: string, yacobots: Yacobot[]): ReturnType<typeof readImportCsv> {
   let done = 0;
@@ -235,6 +234,7 @@ function readWithProgress(text: string, csvFile: string, yacobots: Yacobot[]): R
   }
 }
 
+/** import: every row of a checked CSV file in one write transaction, or none. */
 export async function importCommand(store: PartnerStore, csvFile: string, text: string): Promise<void> {
   const yacobots = await store.yacobotLoads();
   const { rows, errors, bad } = readWithProgress(text, csvFile, yacobots);

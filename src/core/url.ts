@@ -5,6 +5,7 @@ import { TAB, putHex32 } from './bytes.js';
 import { BytesIndex } from './bytesindex.js';
 import { loadTldts } from './cjs.js';
 import { MAX_DOMAIN_BYTES, domainTooLong, withoutTrailingDot } from './host.js';
+import { ID_BYTES } from './records.js';
 import { canonicalEnd } from './urlfast.js';
 
 const { getDomain } = loadTldts();
@@ -217,8 +218,6 @@ export async function loadUrlHasher(): Promise<(url: string) => string> {
 }
 
 /** A 64-bit id split into its 32-bit halves without BigInt arithmetic: written as one, read as two. */
-/** Hex digits of an id. */
-const ID_HEX = 16;
 const ID64 = new BigUint64Array(1);
 const ID32 = new Uint32Array(ID64.buffer);
 /** Which of ID32's entries holds the high half (the platform's byte order). */
@@ -270,7 +269,7 @@ export class UrlResolver {
     // Room for any one answer: a canonical URL is at most maxUrlBytes, its domain shorter;
     // then room for the answer not remembered (entry maxEntries), see `direct`.
     this.limit = Math.max(maxBytes, 2 * opts.maxUrlBytes + 64);
-    this.bytes = Buffer.allocUnsafeSlow(this.limit + ID_HEX + MAX_DOMAIN_BYTES + 1 + opts.maxUrlBytes);
+    this.bytes = Buffer.allocUnsafeSlow(this.limit + ID_BYTES + MAX_DOMAIN_BYTES + 1 + opts.maxUrlBytes);
     this.domains = new HostDomains(opts.domainMode, maxEntries > 0 ? DOMAIN_CACHE_HOSTS : 1024);
     this.fastPath = !opts.dropParams && !opts.sortQuery;
     this.start = new Int32Array(maxEntries + 1);
@@ -323,7 +322,7 @@ export class UrlResolver {
     // the rest; hosts are punycode). Writing the hex from the bigint's halves costs
     // less than asking xxhash-wasm for text (measured: 145 against 320 ns a URL).
     const urlLength = url !== null ? url.length : urlBytes!.length;
-    const need = 16 + domain.length + 1 + urlLength;
+    const need = ID_BYTES + domain.length + 1 + urlLength;
     if (this.used + need > this.limit) {
       this.forget();
       if (this.maxEntries > 0) k = this.keys.add(buf, s, e);
