@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { deliver, newJob } from './lib/job.js';
+import { committedJob as committedRuns, deliver, newJob } from './lib/job.js';
 import { RUNNER, canRunAsNobody, madeDb, runAsNobody, runRunner, scratch } from './lib/run.js';
 import { runsJsonl } from './lib/runner-state.js';
 
@@ -30,19 +30,10 @@ function everyFile(dir: string): Record<string, string> {
   return out;
 }
 
-let template: string | null = null;
-
-/** A job with run 2011072806 committed and 2011072807 waiting in the inbox (a copy of one made once). */
+/** A job with run 2011072806 committed and 2011072807 waiting in the inbox (the first made once, copied). */
 function committedJob(): string {
-  if (template === null) {
-    template = newJob('ms-checks-');
-    deliver(template, '2011072806');
-    const first = runRunner(template, ['--log-level', 'warn']);
-    assert.equal(first.status, 0, first.stderr);
-    deliver(template, '2011072807');
-  }
-  const dir = scratch('ms-checks-');
-  fs.cpSync(template, dir, { recursive: true, preserveTimestamps: true });
+  const dir = committedRuns('ms-checks-', ['2011072806']);
+  deliver(dir, '2011072807');
   return dir;
 }
 
