@@ -31,11 +31,12 @@ export interface StageContext {
   readonly log: Logger;
   readonly out: Output;
   /**
-   * Feeds each input line as bytes (LF stripped; never overwritten, so a stage may keep
-   * it); the last line must end in LF. `afterChunk` is awaited after each chunk's lines.
+   * Feeds each input line as bytes (LF stripped); the last line must end in LF.
+   * `afterChunk` is awaited after each chunk's lines. A line's bytes stay as they are
+   * until `afterChunk` has ended (the next chunk may be read into the same buffer).
    */
   eachLine(fn: ByteLineFn, afterChunk?: () => void | Promise<void>): Promise<void>;
-  /** Feeds the input's chunks, as read, to `fn` (awaiting it when it returns a promise). */
+  /** Feeds the input's chunks, as read, to `fn` (awaiting it when it returns a promise); a chunk's bytes stay as they are until then. */
   eachChunk(fn: (chunk: Buffer) => void | Promise<void>): Promise<void>;
   /**
    * Reads the input into buffers the stage gives: each time into `room()` (from its
@@ -283,7 +284,7 @@ function stageContext(
   // Feeds input chunks to a splitter; output is flushed between chunks, never per line.
   const pump = async (push: (chunk: Buffer) => void | Promise<void>) => {
     try {
-      for await (const chunk of input.stream()) {
+      for await (const chunk of input.chunks()) {
         io.bytesIn += (chunk as Buffer).length;
         const p = push(chunk as Buffer);
         if (p) await p;

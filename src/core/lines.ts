@@ -139,8 +139,9 @@ export class LineBatcher {
 
 /**
  * Receives one line as the bytes `buf[start, end)` (no LF) and its 1-based number.
- * ByteLineSplitter never writes into a buffer it has handed out, so a stage may keep
- * a line past the call (join-current keeps those waiting for current_log).
+ * The line is the caller's chunk's bytes (or a buffer of the splitter's own, for a
+ * line that spans two chunks, which it never writes again): valid as long as the
+ * chunk is (join-current keeps the lines of a chunk that wait for current_log).
  */
 export type ByteLineFn = (buf: Buffer, start: number, end: number, lineNo: number) => void;
 
@@ -176,7 +177,7 @@ export class ByteLineSplitter {
       this.keep(chunk.subarray(0, nl));
       const line = this.carry;
       const n = this.carried;
-      // Handed out for good, as a chunk is: a stage may keep a line past the call
+      // Handed out for good: a stage may keep a line past the call
       // (join-current keeps the lines that wait for current_log), and the carry of the
       // next line, in this same push, went into it (a record lost, exit 0).
       this.carry = EMPTY;
