@@ -1,8 +1,7 @@
 // A descriptor read in chunks into one reused buffer: a regular file through fs.read,
 // a pipe or a socket on the event loop (net.Socket's `onread`), so that a signal still
-// stops the reader while its writer is late. No buffer is made per read: a stream's
-// 64 KiB chunks, each a new buffer, cost a stage in a chain twice the CPU of reading
-// the same bytes into one (docs/performance.md, "Reading the streams").
+// stops the reader while its writer is late. No buffer is made per read, as a stream
+// makes one (docs/performance.md, "Reading the streams").
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 
