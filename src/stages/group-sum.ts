@@ -10,14 +10,19 @@ import { checkUrlRecordAt } from '../core/record-checks.js';
  * The pure core: folds consecutive records of one id into one record with the
  * latest timestamp, the last non-empty updatetag (in input order) and the summed
  * hits; domain and url come from the group's first record. Records are lines
- * checked by checkUrlRecordAt; the grouper keeps copies of what it needs of them.
+ * checked by checkUrlRecordAt. The open group's first line is read where it is
+ * until `detach()`, which copies it (most groups close before their chunk ends,
+ * and are written without that copy); of the others the grouper keeps copies.
  */
 export class Grouper {
-  // The open group: a copy of its first line (id at 0), its latest timestamp and last
-  // tag (`vals`: the timestamp, then the tag), its hits.
+  // The open group: its first line `src[at, at + firstLen)` (in the input, or in
+  // `first` once detached), its latest timestamp and last tag (`vals`: the timestamp,
+  // then the tag), its hits.
+  private src: Uint8Array = new Uint8Array(0);
+  private at = 0;
   private first = new Uint8Array(256);
   private firstLen = 0;
-  private domainAt = 0; // where "domain TAB url" starts in `first`
+  private domainAt = 0; // where "domain TAB url" starts, from `at`
   private vals = new Uint8Array(TS_BYTES + 64);
   private tagLen = 0;
   private open = false;
@@ -29,20 +34,21 @@ export class Grouper {
 
   /** Compares the id at `b[start]` with the open group's (positive when there is none). */
   compareId(b: Uint8Array, start: number): number {
-    return this.open ? compareBytes(b, start, this.first, 0, ID_BYTES) : 1;
+    return this.open ? compareBytes(b, start, this.src, this.at, ID_BYTES) : 1;
   }
 
   /** The open group's id, as text ('' when there is none). */
   id(): string {
-    return this.open ? latin1(this.first, 0, ID_BYTES) : '';
+    return this.open ? latin1(this.src, this.at, this.at + ID_BYTES) : '';
   }
 
   /**
-   * Adds a checked record line; when it starts a new id, first writes the previous
-   * group's record (with LF) to `out` and returns true.
+   * Adds a checked record line, whose bytes must stay as they are until the next
+   * `detach()`; when it starts a new id, first writes the previous group's record
+   * (with LF) to `out` and returns true.
    */
   push(l: LineRef, out: ByteSink): boolean {
-    if (this.open && compareBytes(l.buf, l.start, this.first, 0, ID_BYTES) === 0) {
+    if (this.open && compareBytes(l.buf, l.start, this.src, this.at, ID_BYTES) === 0) {
       this.merge(l);
       return false;
     }
@@ -57,7 +63,7 @@ export class Grouper {
     this.open = false;
     if (!this.merged) {
       out.reserve(this.firstLen + 1);
-      const p = putBytes(out.buf, out.pos, this.first, 0, this.firstLen);
+      const p = putBytes(out.buf, out.pos, this.src, this.at, this.at + this.firstLen);
       out.buf[p] = LF;
       out.pos = p + 1;
       return true;
@@ -67,20 +73,28 @@ export class Grouper {
     if (this.sum >= 0) n = putDecimal(h, 0, this.sum);
     else for (; n < this.hits.length; n++) h[n] = this.hits.charCodeAt(n);
     this.record
-      .setUrl(this.first, 0, this.domainAt, this.firstLen)
+      .setUrl(this.src, this.at, this.at + this.domainAt, this.at + this.firstLen)
       .setValues(this.vals, 0, TS_BYTES, TS_BYTES + this.tagLen)
       .setHits(h, 0, n)
       .write(out);
     return true;
   }
 
-  /** Opens a group with line `l`: a copy of it, its timestamp, tag and hits. */
+  /** Copies the open group's first line out of the input, whose bytes may change after this call. */
+  detach(): void {
+    if (!this.open || this.src === this.first) return;
+    if (this.firstLen > this.first.length) this.first = new Uint8Array(this.firstLen * 2);
+    putBytes(this.first, 0, this.src, this.at, this.at + this.firstLen);
+    this.src = this.first;
+    this.at = 0;
+  }
+
+  /** Opens a group with line `l` (where it is), its timestamp, tag and hits. */
   private start(l: LineRef): void {
     const b = l.buf;
-    const n = l.end - l.start;
-    if (n > this.first.length) this.first = new Uint8Array(n * 2);
-    putBytes(this.first, 0, b, l.start, l.end);
-    this.firstLen = n;
+    this.src = b;
+    this.at = l.start;
+    this.firstLen = l.end - l.start;
     this.domainAt = l.fieldStart(U_DOMAIN) - l.start;
     putBytes(this.vals, 0, b, l.fieldStart(U_TS), l.fieldEnd(U_TS));
     this.setTag(b, l.fieldStart(U_TAG), l.fieldEnd(U_TAG));
@@ -149,7 +163,7 @@ the line; a malformed record is an error too (this is not a first-line filter).`
     let groups = 0;
     let merged = 0; // records folded into the one before (a group still open is not output yet)
     ctx.reportCounts(() => ({ records_in: records, records_out: groups, merged }));
-    await ctx.eachLine((buf, start, end, lineNo) => {
+    const onLine = (buf: Buffer, start: number, end: number, lineNo: number) => {
       const bad = checkUrlRecordAt(l.set(buf, start, end));
       if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
       const order = grouper.compareId(buf, start);
@@ -163,7 +177,8 @@ the line; a malformed record is an error too (this is not a first-line filter).`
       records++;
       if (wrote) groups++;
       if (order === 0) merged++;
-    });
+    };
+    await ctx.eachLine(onLine, () => grouper.detach());
     if (grouper.finish(out)) groups++;
   },
 };
