@@ -300,6 +300,16 @@ export class UrlRecordWriter {
     out.reserve(this.length() + 1);
     out.pos = this.put(out.buf, out.pos);
   }
+
+  /** Writes the record and its LF to `a` and to `b`, copying to `b` the bytes written to `a`. */
+  writeBoth(a: ByteSink, b: ByteSink): void {
+    const n = this.length() + 1;
+    a.reserve(n);
+    const from = a.pos;
+    a.pos = this.put(a.buf, from);
+    b.reserve(n);
+    b.pos = putBytes(b.buf, b.pos, a.buf, from, a.pos);
+  }
 }
 
 const EMPTY = new Uint8Array(0);

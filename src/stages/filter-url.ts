@@ -61,9 +61,7 @@ export function decide(l: LineRef, p: FilterParams, send: ByteSink, keep: ByteSi
   const r = record.setUrl(b, l.start, l.fieldStart(J_DOMAIN), l.fieldEnd(J_URL));
   if (b[cTs] === DASH) {
     timestampMsAt(b, iTs); // throws unless a real time: nothing else may enter current_log
-    r.setValues(b, iTs, iTag, iTagEnd).setHits(b, iHits, l.end);
-    r.write(send);
-    r.write(keep);
+    r.setValues(b, iTs, iTag, iTagEnd).setHits(b, iHits, l.end).writeBoth(send, keep);
     return 'new';
   }
   if (b[iTs] === DASH) {
