@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import { Readable } from 'node:stream';
 import { DataError, UsageError, ioError } from '../core/errors.js';
 import { fileChunks, pipeChunks, readInto } from '../core/chunks.js';
-import { readStreamFor } from '../core/fifos.js';
+import { openFifoToRead, readStreamFor } from '../core/fifos.js';
 import { OutputClosed } from './output.js';
 
 /**
@@ -33,8 +33,7 @@ export function openInput(readsInput: boolean, inputPath: string, inputName: str
     fs.accessSync(inputPath, fs.constants.R_OK);
     const st = fs.statSync(inputPath);
     if (st.isFile()) return fileInput(fs.openSync(inputPath, 'r'));
-    // A FIFO opened without blocking: a blocking open or read would hold off a signal.
-    return st.isFIFO() ? pipeInput(fs.openSync(inputPath, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK)) : streamInput(readStreamFor(inputPath, st));
+    return st.isFIFO() ? pipeInput(openFifoToRead(inputPath)) : streamInput(readStreamFor(inputPath, st));
   } catch (err) {
     throw ioError(err, inputName, 'read input');
   }

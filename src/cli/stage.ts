@@ -285,8 +285,8 @@ function stageContext(
   const pump = async (push: (chunk: Buffer) => void | Promise<void>) => {
     try {
       for await (const chunk of input.chunks()) {
-        io.bytesIn += (chunk as Buffer).length;
-        const p = push(chunk as Buffer);
+        io.bytesIn += chunk.length;
+        const p = push(chunk);
         if (p) await p;
         await out.flushIfFull();
       }

@@ -25,7 +25,8 @@ export function readInto(fd: number, buf: Buffer): Promise<number> {
 /**
  * The pipe or socket open on `fd` as chunks in one reused buffer, read on the event
  * loop: a chunk is valid until the next one is asked for, and nothing is read
- * meanwhile (the socket is paused between chunks). The descriptor is closed at the end.
+ * meanwhile (the socket is paused between chunks). The descriptor is closed at the end,
+ * unless it is 0, 1 or 2 (libuv leaves those open).
  */
 export async function* pipeChunks(fd: number, size = CHUNK_BYTES): AsyncGenerator<Buffer> {
   const buf = Buffer.allocUnsafeSlow(size);

@@ -21,9 +21,12 @@ import { liveTempFiles, ownedTempPrefix, removeQuietly } from './temps.js';
  * empty file. `st`: the file's stat.
  */
 export function readStreamFor(file: string, st: fs.Stats): Readable {
-  return st.isFIFO()
-    ? new net.Socket({ fd: fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK), readable: true, writable: false })
-    : fs.createReadStream(file, { highWaterMark: 1 << 20 });
+  return st.isFIFO() ? new net.Socket({ fd: openFifoToRead(file), readable: true, writable: false }) : fs.createReadStream(file, { highWaterMark: 1 << 20 });
+}
+
+/** Opens the FIFO `file` for reading without blocking (no wait for a writer in open(2)); returns its descriptor, to read on the event loop. */
+export function openFifoToRead(file: string): number {
+  return fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
 }
 
 /**
