@@ -12,7 +12,7 @@ import { DataError } from '../src/core/errors.js';
 import { addHits, addHitsAt } from '../src/core/hits.js';
 import { IdOrder } from '../src/core/records.js';
 import { timestampMsAt, timestampToMs } from '../src/core/time.js';
-import { putBytes, putHex32 } from '../src/core/bytes.js';
+import { findTab, putBytes, putHex32 } from '../src/core/bytes.js';
 import { ByteLineSplitter, FileLineReader } from '../src/core/lines.js';
 import { FileWriter } from '../src/core/writers.js';
 import { HOST_TAG, removeStaleTemps } from '../src/core/temps.js';
@@ -229,6 +229,21 @@ test('putBytes copies short and long ranges exactly', () => {
     assert.deepEqual(dst.subarray(9, 9 + to - from), src.subarray(from, to));
     assert.equal(dst[8], 0xff);
     assert.equal(dst[9 + to - from], 0xff);
+  }
+});
+
+test('findTab finds the first TAB in its range, near or far, as indexOf does, and none beyond the range', () => {
+  const rand = prng(7);
+  for (let n = 0; n < 2000; n++) {
+    const len = Math.floor(rand() * 80);
+    const b = Buffer.alloc(len, 0x61);
+    for (let k = 0; k < 3; k++) if (len > 0 && rand() < 0.5) b[Math.floor(rand() * len)] = 9;
+    const from = Math.floor(rand() * (len + 1));
+    const to = from + Math.floor(rand() * (len - from + 1));
+    const i = b.indexOf(9, from);
+    const want = i !== -1 && i < to ? i : -1;
+    assert.equal(findTab(b, from, to), want, `${JSON.stringify(b.toString('latin1'))} [${from}, ${to})`);
+    assert.equal(findTab(new Uint8Array(b), from, to), want, 'the same on a plain Uint8Array');
   }
 });
 

@@ -36,6 +36,18 @@ export function putBytes(dst: Uint8Array, at: number, src: Uint8Array, from: num
   return at + (to - from);
 }
 
+/**
+ * Where the first TAB of `b[from, to)` is, or -1. A field of a few bytes (a number
+ * before its TAB) is passed by a loop: a native search costs more per call than the
+ * bytes of such a field; a longer one is searched natively.
+ */
+export function findTab(b: Uint8Array, from: number, to: number): number {
+  const near = Math.min(to, from + 20);
+  for (let i = from; i < near; i++) if (b[i] === TAB) return i;
+  const tab = near < to ? b.indexOf(TAB, near) : -1;
+  return tab < to ? tab : -1;
+}
+
 /** Compares the `n` bytes at `a[as]` and `b[bs]`: negative, zero or positive, as their text compares bytewise. */
 export function compareBytes(a: Uint8Array, as: number, b: Uint8Array, bs: number, n: number): number {
   for (let k = 0; k < n; k++) {

@@ -5,7 +5,7 @@ import { pathOption, type StageDef } from '../cli/stage.js';
 import { mkdirEach } from '../core/dirs.js';
 import { DataError, UsageError, clipText, hasControl, ioError } from '../core/errors.js';
 import { BytesIndex } from '../core/bytesindex.js';
-import { LF, TAB, putBytes } from '../core/bytes.js';
+import { LF, findTab, putBytes } from '../core/bytes.js';
 import { LineRef, ROUTED_RECORD, URL_RECORD, clip, isYacobotIdAt } from '../core/records.js';
 import { checkUrlRecordAt } from '../core/record-checks.js';
 import { fsyncPath } from '../core/dirs.js';
@@ -109,8 +109,7 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
  * its yacobot_id ends (at its TAB), or throws a DataError naming `file` and `lineNo`.
  */
 function checkRouted(l: LineRef, buf: Buffer, start: number, end: number, file: string, lineNo: number): number {
-  let tab = buf.indexOf(TAB, start);
-  if (tab >= end) tab = -1;
+  const tab = findTab(buf, start, end);
   const idEnd = tab < 0 ? end : tab;
   if (!isYacobotIdAt(buf, start, idEnd)) {
     const id = Buffer.from(buf.subarray(start, idEnd)).toString('utf8');

@@ -14,7 +14,7 @@ import { DataError, clipText, ioError } from '../core/errors.js';
 import { domainTooLong } from '../core/host.js';
 import { grown } from '../core/arrays.js';
 import { BytesIndex } from '../core/bytesindex.js';
-import { TAB, digitsValue, putNumbered } from '../core/bytes.js';
+import { digitsValue, findTab, putNumbered } from '../core/bytes.js';
 import { LineRef, U_DOMAIN } from '../core/records.js';
 import { checkUrlRecordAt } from '../core/record-checks.js';
 import type { DomainMap } from '../core/domain-map.js';
@@ -121,7 +121,7 @@ class Spool {
     try {
       let n = 0;
       while (r.next(line)) {
-        const tab = line.buf.indexOf(TAB, line.start);
+        const tab = findTab(line.buf, line.start, line.end);
         fn(digitsValue(line.buf, line.start, tab), line.buf, tab + 1, line.end);
         if (++n % 4096 === 0) await pause();
       }
