@@ -206,7 +206,7 @@ test('alert rules example: promtool check rules accepts it', (t) => {
   const r = promtool(t, ['check', 'rules', path.join(ROOT, 'docs', 'prometheus-alerts.yml')]);
   if (r === null) return;
   assert.equal(r.status, 0, r.out);
-  assert.match(r.out, /SUCCESS: 11 rules found/);
+  assert.match(r.out, /SUCCESS: 12 rules found/);
   const rules = fs.readFileSync(path.join(ROOT, 'docs', 'prometheus-alerts.yml'), 'utf8');
   for (const name of [
     'master_server_last_success_timestamp_seconds',
@@ -217,7 +217,7 @@ test('alert rules example: promtool check rules accepts it', (t) => {
     assert.ok(rules.includes(name), name);
 });
 
-test('alert rules: promtool test rules (one stop by a signal is no outage; stuck, interrupted, failed, stale and absent metrics; URLs expired from the carry)', (t) => {
+test('alert rules: promtool test rules (one stop by a signal is no outage; stuck, interrupted, fenced, failed, stale and absent metrics; URLs expired from the carry)', (t) => {
   const r = promtool(t, ['test', 'rules', path.join(ROOT, 'test', 'alerts', 'prometheus-alerts.test.yml')]);
   if (r === null) return;
   assert.equal(r.status, 0, r.out);

@@ -54,6 +54,7 @@ test('status: exit code and JSON after a committed, a nothing-to-do and a failed
       'backlog',
       'carry',
       'current_log_urls',
+      'fenced',
       'healthy',
       'inbox',
       'interrupted',

@@ -9,8 +9,8 @@ import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { ROOT, RUNNER, scratch, testEnv } from './lib/run.js';
-import { type Backend, backends } from './lib/backends.js';
+import { ROOT, RUNNER, runRunner, scratch, testEnv } from './lib/run.js';
+import { type Backend, SQLITE, backends } from './lib/backends.js';
 import { FAST_SUITE } from './lib/pg.js';
 import {
   type HourCounts,
@@ -84,6 +84,66 @@ function report(what: string, counts: HourCounts[]): void {
   process.stdout.write(`# ${what} (URLs published per hour: by the first, by the second, by both, by a master alone):\n`);
   for (const c of counts) process.stdout.write(`#   ${c.run}: ${c.a}, ${c.b}, both ${c.both}, alone ${c.solo}\n`);
 }
+
+/** `status --json` in master `m`'s directory: its exit code and JSON. */
+function statusOf(m: Master): { code: number | null; s: { healthy: boolean; reason: string | null; fenced: Record<string, string> | null } } {
+  const r = runRunner(m.dir, ['status', '--json']);
+  return { code: r.status, s: JSON.parse(r.stdout) };
+}
+
+/** The value of the sample `name` (no labels) in metrics file `file`. */
+function sample(file: string, name: string): number | undefined {
+  const m = new RegExp(`^${name} (\\S+)$`, 'm').exec(fs.readFileSync(file, 'utf8'));
+  return m ? Number(m[1]) : undefined;
+}
+
+test('a fenced copy of a state is not healthy in status and the metrics, from invocation to invocation, until it is given a new identity [sqlite]', {
+  timeout: 300_000,
+}, async () => {
+  const root = scratch('ms-fence-status-');
+  const db = sharedDb(SQLITE, root);
+  const a = master(root, 'm', db, 'a');
+  giveHour([a], 1);
+  await runOk(a, 'hour 1');
+  fs.cpSync(a.dir, path.join(root, 'b'), { recursive: true, preserveTimestamps: true });
+  const b: Master = { ...a, dir: path.join(root, 'b') };
+  giveHour([a], 2);
+  await runOk(a, 'hour 2');
+  // The copy gets the hour the original published: it remembers it and exits 0, publishing nothing.
+  giveHour([b], 2);
+  const metrics = path.join(b.dir, 'metrics.prom');
+  const fenced = await runMaster(b, undefined, {}, ['--metrics-file', metrics]);
+  assert.equal(fenced.status, 0, fenced.stderr);
+  assert.match(fenced.stderr, /this state \(identity [0-9a-f]{8}\) is a copy/);
+  const seen = statusOf(b);
+  assert.equal(seen.code, 1);
+  assert.match(
+    seen.s.reason ?? '',
+    /^this state \(identity [0-9a-f]{8}\) is a copy: another state with the same identity \(master m at [^)]*[/]a[/]var[/]state, /,
+  );
+  assert.match(seen.s.reason ?? '', /give it a new identity with: reflog-to-yacobot-queue new-identity/);
+  assert.equal(seen.s.fenced?.identity, identityOf(b));
+  assert.equal(seen.s.fenced?.master, 'm');
+  assert.match(runRunner(b.dir, ['status']).stdout, /\nidentity: fenced, a copy of master m's state at [^\n]*[/]a[/]var[/]state \(last at /);
+  assert.equal(sample(metrics, 'master_server_state_fenced'), 1);
+  assert.equal(sample(metrics, 'master_server_healthy'), 0);
+  assert.deepEqual([statusOf(a).code, statusOf(a).s.fenced], [0, null], 'the original is healthy');
+  // An invocation that claims no hour does not ask again: what the last one found holds.
+  const idle = await runMaster(b, undefined, {}, ['--metrics-file', metrics]);
+  assert.equal(idle.status, 0, idle.stderr);
+  assert.equal(statusOf(b).code, 1, 'still fenced after an invocation with nothing to do');
+  assert.equal(sample(metrics, 'master_server_state_fenced'), 1);
+  // A new identity ends it, at once in status, and in the next metrics file.
+  const renew = spawnSync(RUNNER, ['new-identity', '--db', db], { cwd: b.dir, env: testEnv(), encoding: 'utf8' });
+  assert.equal(renew.status, 0, renew.stderr);
+  assert.deepEqual([statusOf(b).code, statusOf(b).s.fenced], [0, null]);
+  await runOk(b, 'after new-identity');
+  assert.equal(statusOf(b).s.fenced, null);
+  const after = await runMaster(b, undefined, {}, ['--metrics-file', metrics]);
+  assert.equal(after.status, 0, after.stderr);
+  assert.equal(sample(metrics, 'master_server_state_fenced'), 0);
+  assert.equal(sample(metrics, 'master_server_healthy'), 1);
+});
 
 for (const be of backends()) {
   const size = sizes(be);

@@ -7,6 +7,7 @@ import { DataError, UsageError, formatPlace, visibleName } from '../core/errors.
 import { REDACTING_HOOKS } from '../core/secrets.js';
 import { recordEnd } from './views/record-end.js';
 import { Stop } from './invocation/report.js';
+import { fenceFound } from './commit/fence.js';
 import { invocation } from './invocation/invocation.js';
 import { stateOfRefused } from './options/refused.js';
 import type { Seen } from './state/last-invocation.js';
@@ -62,7 +63,10 @@ export async function main(argv: string[] = process.argv.slice(2)): Promise<neve
   }
   const log = pino({ name: PROG, level: o.logLevel, base: { prog: PROG }, hooks: REDACTING_HOOKS }, pino.destination({ fd: 2, sync: true }));
   const say = sayTo(log);
-  const end = (code: number, error: string | null) => recordEnd(o, o.state, seen, code, error);
+  const end = (code: number, error: string | null) => {
+    seen.fenced = fenceFound(o.state);
+    return recordEnd(o, o.state, seen, code, error);
+  };
   try {
     await invocation(o, say, seen);
     await end(0, null);

@@ -3,12 +3,12 @@
 // incarnation in the partner database (core/store/states.ts) before its first claim,
 // and the copy that comes second is fenced: it publishes nothing.
 import * as os from 'node:os';
-import { visibleName } from '../../core/errors.js';
 import { withStore } from '../../core/store/open.js';
 import { moveIncarnation, type StateRef, type StateRow } from '../../core/store/states.js';
 import type { RunnerOptions } from '../options/types.js';
-import { PROG, type Say } from '../say.js';
-import { ensureIdentity, newToken, writeIdentity } from '../state/identity.js';
+import type { Say } from '../say.js';
+import { ensureIdentity, fencedText, newToken, writeIdentity } from '../state/identity.js';
+import type { Fenced } from '../state/last-invocation.js';
 
 /** The options the identity's fence uses. */
 export type FenceOptions = Pick<RunnerOptions, 'state' | 'db' | 'dbTimeouts' | 'masterName'>;
@@ -26,6 +26,8 @@ export function placeOf(state: string): string {
 }
 
 let current: { state: string; fence: Promise<Fence> } | null = null;
+/** The fence this invocation found, once the database answered. */
+let found: { state: string; fence: Fence } | null = null;
 
 /**
  * This invocation's fence: moves the state's identity to a new incarnation before its
@@ -36,6 +38,7 @@ export function stateFence(o: FenceOptions, say: Say): Promise<Fence> {
   if (current?.state !== o.state) {
     const fence = moveOnce(o, say);
     current = { state: o.state, fence };
+    fence.then((f) => (found = { state: o.state, fence: f })).catch(() => undefined);
     // A failure is not kept: the next claim asks again.
     fence.catch(() => {
       if (current?.fence === fence) current = null;
@@ -63,13 +66,12 @@ async function moveOnce(o: FenceOptions, say: Say): Promise<Fence> {
   return { state: { id: id.id, token: id.token ?? next }, fencedBy: h };
 }
 
-/** What a fenced state says of itself, and the way out. */
-export function fencedText(id: string, h: StateRow): string {
-  return (
-    `this state (identity ${id.slice(0, 8)}) is a copy: another state with the same identity ` +
-    `(master ${visibleName(h.master)} at ${visibleName(h.place)}, last at ${h.seen_at}) has claimed hours since this one last did, ` +
-    `so this one publishes nothing: an hour the other publishes is remembered here, any other fails and stays in the inbox. ` +
-    `A copied state directory, a cloned machine or a state restored from a backup does this; if this state is to go on as a master of its own, ` +
-    `give it a new identity with: ${PROG} new-identity (and, if the other runs on, its own --master-name)`
-  );
+/**
+ * How `state`'s fence stood when this invocation asked the database: null when it is
+ * not fenced, undefined when the invocation did not ask (it claimed no hour) or got no answer.
+ */
+export function fenceFound(state: string): Fenced | null | undefined {
+  if (found?.state !== state) return undefined;
+  const { state: ref, fencedBy: h } = found.fence;
+  return h === null ? null : { identity: ref.id, master: h.master, place: h.place, seen_at: h.seen_at };
 }

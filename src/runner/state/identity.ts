@@ -5,7 +5,8 @@
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import { writeFileDurable } from '../../core/durable.js';
-import { DataError } from '../../core/errors.js';
+import { DataError, visibleName } from '../../core/errors.js';
+import type { StateRow } from '../../core/store/states.js';
 import { PROG } from '../say.js';
 import { stateLayout } from './layout.js';
 
@@ -75,4 +76,15 @@ export function renewIdentity(state: string, old: Identity | null): { old: strin
 /** Writes `id` as the state's identity, durably. */
 export function writeIdentity(state: string, id: Identity): void {
   writeFileDurable(stateLayout(state).identity, JSON.stringify(id) + '\n');
+}
+
+/** What a fenced state says of itself, and the way out. */
+export function fencedText(id: string, h: Pick<StateRow, 'master' | 'place' | 'seen_at'>): string {
+  return (
+    `this state (identity ${id.slice(0, 8)}) is a copy: another state with the same identity ` +
+    `(master ${visibleName(h.master)} at ${visibleName(h.place)}, last at ${h.seen_at}) has claimed hours since this one last did, ` +
+    `so this one publishes nothing: an hour the other publishes is remembered here, any other fails and stays in the inbox. ` +
+    `A copied state directory, a cloned machine or a state restored from a backup does this; if this state is to go on as a master of its own, ` +
+    `give it a new identity with: ${PROG} new-identity (and, if the other runs on, its own --master-name)`
+  );
 }

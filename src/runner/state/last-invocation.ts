@@ -5,6 +5,7 @@
 import * as fs from 'node:fs';
 import { writeFileDurable } from '../../core/durable.js';
 import { redactDeep } from '../../core/secrets.js';
+import { readIdentity } from './identity.js';
 import { stateLayout } from './layout.js';
 import { lastCommitted } from './run-history.js';
 
@@ -18,6 +19,19 @@ export interface LastSuccess {
   seconds: number;
   /** Another master published the run's hour: this master remembered it, published nothing. */
   published_by?: string;
+}
+
+/**
+ * A state fenced as a copy (commit/fence.ts): another copy of it holds its identity,
+ * so it publishes nothing until it is given a new identity.
+ */
+export interface Fenced {
+  /** The state's identity (STATE/identity.json's id). */
+  identity: string;
+  /** The master name, place (host:directory) and time of the copy that holds it. */
+  master: string;
+  place: string;
+  seen_at: string;
 }
 
 /** The content of STATE/last-invocation.json. */
@@ -37,6 +51,8 @@ export interface LastInvocation {
   last_success: LastSuccess | null;
   /** Why its --metrics-file could not be written (naming the file); absent or null when it was, or none was asked for. */
   metrics_error?: string | null;
+  /** The state is a copy another copy outran: found by this invocation or an earlier one, under the identity it still has; absent or null when not. */
+  fenced?: Fenced | null;
 }
 
 /** What main() learns while an invocation goes: whether it took the lock, which runs it committed. */
@@ -44,6 +60,8 @@ export interface Seen {
   started: Date;
   lock: boolean;
   committed: string[];
+  /** How the state's fence stood when this invocation asked (null: not fenced); undefined when it did not ask (it claimed no hour). */
+  fenced?: Fenced | null;
 }
 
 /** The result an exit status stands for; 0 is split by whether runs were committed. */
@@ -57,6 +75,7 @@ export function resultOf(exit: number, committed: number): InvocationResult {
 /** The last-invocation record of an invocation that ends now with `exit`; `records`: runs.jsonl's tail. */
 export function invocationRecord(state: string, seen: Seen, exit: number, error: string | null, records: readonly unknown[]): LastInvocation {
   const end = new Date();
+  const previous = readLastInvocation(state);
   return {
     result: resultOf(exit, seen.committed.length),
     success: exit === 0,
@@ -67,8 +86,24 @@ export function invocationRecord(state: string, seen: Seen, exit: number, error:
     pid: process.pid,
     runs: seen.committed,
     error,
-    last_success: lastSuccess(records, readLastInvocation(state)),
+    last_success: lastSuccess(records, previous),
+    fenced: seen.fenced !== undefined ? seen.fenced : fencedNow(state, previous),
   };
+}
+
+/**
+ * Whether the state is fenced as invocation record `rec` found it: its `fenced`, while
+ * the state still has the identity that was fenced (new-identity gives it another);
+ * null otherwise, and when the identity cannot be read.
+ */
+export function fencedNow(state: string, rec: LastInvocation | null): Fenced | null {
+  const f = rec?.fenced;
+  if (f === undefined || f === null) return null;
+  try {
+    return readIdentity(state)?.id === f.identity ? f : null;
+  } catch {
+    return null;
+  }
 }
 
 /** Writes `rec` to STATE/last-invocation.json (temp file and rename); false, saying nothing, when the state directory is missing. */

@@ -3,7 +3,8 @@
 // --max-run-time (stuck), and a run a killed invocation left in STATE/staging/.
 import * as fs from 'node:fs';
 import { formatDuration } from '../../core/time.js';
-import type { LastInvocation, LastSuccess } from '../state/last-invocation.js';
+import { fencedText } from '../state/identity.js';
+import type { Fenced, LastInvocation, LastSuccess } from '../state/last-invocation.js';
 import { stagingDir, stagingLayout, stateLayout } from '../state/layout.js';
 import type { LockState } from '../state/lock.js';
 
@@ -27,6 +28,8 @@ export interface HealthInput {
   now: number;
   /** Why the state holds no trace of this job (views/no-state.ts), when it holds none. */
   noState?: string | null;
+  /** The state is a copy that another copy outran (last-invocation.ts fencedNow), or null. */
+  fenced?: Fenced | null;
 }
 
 /** The --max-run-time of options `o` (once the runner has that option), else its default. */
@@ -68,7 +71,7 @@ export function isStuck(h: Pick<HealthInput, 'lock' | 'maxRunMs' | 'now'>): bool
 
 /** Why the job is not healthy, or null when it is. */
 export function unhealthy(h: HealthInput): string | null {
-  return deadHolderVerdict(h) ?? stuckVerdict(h) ?? interruptedVerdict(h) ?? lastVerdict(h) ?? ageVerdict(h);
+  return deadHolderVerdict(h) ?? stuckVerdict(h) ?? interruptedVerdict(h) ?? fencedVerdict(h) ?? lastVerdict(h) ?? ageVerdict(h);
 }
 
 // The chain's stages by their programs' names (run/chain.ts runs them): what a runner killed alone leaves holding its lock.
@@ -110,6 +113,11 @@ function interruptedVerdict(h: HealthInput): string | null {
   return first.committed
     ? `run ${first.run}${more} is committed but not fully published (its invocation was killed, or a publish step failed): the next invocation finishes it`
     : `run ${first.run}${more} was interrupted: its invocation was killed or stopped before its commit, nothing of it was published; the next invocation runs it again`;
+}
+
+/** A state that publishes nothing, being a copy another copy outran: healthy as its invocations may end, it needs an operator. */
+function fencedVerdict(h: HealthInput): string | null {
+  return h.fenced ? fencedText(h.fenced.identity, h.fenced) : null;
 }
 
 /** How the last invocation ended: an exit 75 beside a holder still running (not stuck) is healthy. */

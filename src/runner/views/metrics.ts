@@ -29,6 +29,8 @@ export interface Health {
   lockAgeSeconds: number;
   /** Runs a killed invocation left in STATE/staging/. */
   interrupted: number;
+  /** The state is a copy that another copy of it outran: it publishes nothing. */
+  fenced?: boolean;
 }
 
 const seconds = (iso: string) => Date.parse(iso) / 1000;
@@ -81,6 +83,9 @@ function healthGauges(h: Health, gauge: GaugeOf): void {
   gauge('lock_stuck', 'Whether another process has held the lock for longer than --max-run-time (1) or not (0).').set(h.stuck ? 1 : 0);
   gauge('lock_held_seconds', 'How long another process has held the lock (0: free).').set(h.lockAgeSeconds);
   gauge('interrupted_runs', 'Runs a killed invocation left unfinished in STATE/staging/ (the next invocation finishes or reruns them).').set(h.interrupted);
+  gauge('state_fenced', 'Whether this state is a copy that another copy of it outran (1: it publishes nothing until given a new identity) or not (0).').set(
+    h.fenced ? 1 : 0,
+  );
 }
 
 /** The run_* gauges: the counts of the last committed run. */

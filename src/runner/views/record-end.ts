@@ -59,9 +59,16 @@ function healthOf(o: RunnerOptions, rec: LastInvocation, outside: Outside): Heal
     maxAgeMs: null,
     maxRunMs: maxRunTimeOf(o),
     now: Date.now(),
+    fenced: rec.fenced ?? null,
   };
   const age = lockAgeMs(lock, h.now);
-  return { healthy: unhealthy(h) === null, stuck: isStuck(h), lockAgeSeconds: age === null ? 0 : age / 1000, interrupted: h.interrupted.length };
+  return {
+    healthy: unhealthy(h) === null,
+    stuck: isStuck(h),
+    lockAgeSeconds: age === null ? 0 : age / 1000,
+    interrupted: h.interrupted.length,
+    fenced: h.fenced !== null,
+  };
 }
 
 /** Says on stderr that how this invocation ended could not be recorded, and why. */

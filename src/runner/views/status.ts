@@ -4,7 +4,7 @@ import { formatDuration } from '../../core/time.js';
 import { visibleName } from '../../core/errors.js';
 import { PROG } from '../say.js';
 import { interruptedRuns, isStuck, lockAgeMs, maxRunTimeOf, unhealthy, type Interrupted } from './health.js';
-import { lastSuccess, readLastInvocation, type LastInvocation, type LastSuccess } from '../state/last-invocation.js';
+import { type Fenced, fencedNow, lastSuccess, readLastInvocation, type LastInvocation, type LastSuccess } from '../state/last-invocation.js';
 import { lastCommitted } from '../state/run-history.js';
 import { runsLog } from '../state/runs-log.js';
 import { noStateHint } from './no-state.js';
@@ -17,8 +17,8 @@ Says whether the job is healthy: exit 0 when the last invocation committed its
 runs or had nothing to do, or found the lock held by a run that is not stuck
 (and, with --max-age, the last committed run is no older than DURATION), 1
 otherwise (a failed run, a lock held past --max-run-time, a run a killed
-invocation left unfinished, a metrics file that cannot be written, a config
-error, no invocation recorded yet). Usable as a monitoring check as it stands.
+invocation left unfinished, a state fenced as a copy of another, a metrics
+file that cannot be written, a config error, no invocation recorded yet). Usable as a monitoring check as it stands.
 
 Shows the last invocation (result, time, error), the last committed run (run,
 time, seconds), the reflogs waiting in the inbox (count, oldest age), each
@@ -32,7 +32,8 @@ after --carry-keep. Reads only, takes no lock: safe beside a running invocation.
   --json                  one JSON object: healthy, reason, last_success,
                           last_invocation, inbox, backlog, lock, lock_age_seconds,
                           stuck, interrupted, current_log_urls, carry (with
-                          --max-per-domain; else null)
+                          --max-per-domain; else null), fenced (null, or the
+                          copy of this state that holds its identity)
   --max-age DURATION      unhealthy also when the last committed run is older
                           (90m, 2h, 1d or seconds)
   options                 the runner's (--config, --state, --inbox, --queue-dir, ...)
@@ -56,6 +57,8 @@ export interface Status {
   interrupted: Interrupted[];
   current_log_urls: number | null;
   carry: Outside['carry'];
+  /** The state is a copy that another copy of it outran: it publishes nothing (null: it is not). */
+  fenced: Fenced | null;
 }
 
 /** Prints the status and returns the exit status (0 healthy, 1 not). */
@@ -73,6 +76,7 @@ export function status(a: SubArgs, now = Date.now()): number {
     maxRunMs: maxRunTimeOf(a.o),
     now,
     noState: noStateHint(a.o),
+    fenced: fencedNow(a.o.state, last),
   };
   const why = unhealthy(h);
   const age = lockAgeMs(lock, now);
@@ -87,6 +91,7 @@ export function status(a: SubArgs, now = Date.now()): number {
     stuck: isStuck(h),
     interrupted: h.interrupted,
     current_log_urls,
+    fenced: h.fenced,
   };
   process.stdout.write(a.json ? JSON.stringify(s, null, 2) + '\n' : humanStatus(s, why, now));
   return s.healthy ? 0 : 1;
@@ -134,6 +139,8 @@ export function humanStatus(s: Status, why: string | null, now: number): string 
   );
   for (const r of s.interrupted) lines.push(`staging: run ${r.run} ${r.committed ? 'committed, not fully published' : 'not committed'}`);
   lines.push(`current_log: ${s.current_log_urls === null ? 'missing' : `${s.current_log_urls} URLs`}`);
+  if (s.fenced !== null)
+    lines.push(`identity: fenced, a copy of master ${visibleName(s.fenced.master)}'s state at ${visibleName(s.fenced.place)} (last at ${s.fenced.seen_at})`);
   if (s.carry !== null) lines.push(carryLine(s.carry));
   return lines.join('\n') + '\n';
 }
