@@ -401,6 +401,31 @@ for (const be of BACKENDS) {
 }
 
 for (const be of BACKENDS) {
+  test(`a commit that adds domains records its token in domain_commit and removes the rows older than 90 days [${be.name}]`, () => {
+    const work = newDbOn(be, [['a', 1]]);
+    const day = 86_400_000;
+    const at = (ms: number) => new Date(Date.now() - ms).toISOString();
+    for (const [token, ms] of [
+      ['old', 91 * day],
+      ['older', 400 * day],
+      ['recent', 89 * day],
+    ] as const)
+      be.exec(work, dbOf(work), `INSERT INTO domain_commit (token, domains, committed_at) VALUES ('${token}', 1, '${at(ms)}')`);
+    const r = runBin('upload-domains', ['--db', dbOf(work), '--now', '20110728070000', '--log-level', 'info'], filtered(['new.example']), work);
+    assert.equal(r.status, 0, r.stderr);
+    const token = /"committing":1,"token":"([0-9a-f]{32})"/.exec(r.stderr)?.[1];
+    assert.ok(token, r.stderr);
+    assert.deepEqual(
+      be.rows(work, dbOf(work), 'SELECT token, domains FROM domain_commit ORDER BY token').map(([t, n]) => [t, Number(n)]),
+      [
+        ['recent', 1],
+        [token, 1],
+      ].sort(),
+    );
+  });
+}
+
+for (const be of BACKENDS) {
   test(`no active Yacobot: fails before any output even when every domain is known [${be.name}]`, () => {
     const work = newDbOn(be, [['a', 1]]);
     pdb(work, 'assign', 'k.com', 'a');

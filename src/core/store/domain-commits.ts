@@ -9,9 +9,15 @@ import type { PartnerStore, Sql } from './store.js';
  * so that the runner learns whether a stage that died during its COMMIT committed, by
  * its own token: the domains' added_at is the hour's now, which every master shares.
  */
-export async function recordCommit(q: Sql, token: string, domains: number): Promise<void> {
-  await q.run('INSERT INTO domain_commit (token, domains, committed_at) VALUES (?, ?, ?)', [token, domains, new Date().toISOString()]);
+export async function recordCommit(q: Sql, token: string, domains: number, nowMs = Date.now()): Promise<void> {
+  await q.run('INSERT INTO domain_commit (token, domains, committed_at) VALUES (?, ?, ?)', [token, domains, new Date(nowMs).toISOString()]);
+  // A row is asked about by the next invocation of the run that wrote it: one per hour that
+  // added domains, kept for ever, would grow the table without end.
+  await q.run('DELETE FROM domain_commit WHERE committed_at < ?', [new Date(nowMs - DOMAIN_COMMIT_KEEP_MS).toISOString()]);
 }
+
+/** How long a domain_commit row is kept after its COMMIT: far longer than any wait for the invocation that asks about it. */
+export const DOMAIN_COMMIT_KEEP_MS = 90 * 86_400_000;
 
 /**
  * How many domains the transaction logged as `token` added, or undefined when it did
