@@ -131,13 +131,40 @@ class Spool {
   }
 }
 
-/** A record held until its chunk's domains are looked up. */
-interface Held {
-  b: Uint8Array;
-  start: number;
-  end: number;
-  k: number;
-  line: number;
+/**
+ * The records of a chunk held until its domains are looked up, in input order: each
+ * one's bytes (`bufs[i]` from `starts[i]` to `ends[i]`), domain `ks[i]` and line number;
+ * arrays, not an object a record.
+ */
+class HeldRecords {
+  count = 0;
+  private bufs: Uint8Array[] = [];
+  private starts = new Int32Array(1024);
+  private ends = new Int32Array(1024);
+  private ks = new Int32Array(1024);
+  private lines = new Float64Array(1024);
+
+  push(b: Uint8Array, start: number, end: number, k: number, line: number): void {
+    const i = this.count++;
+    if (i === this.starts.length) {
+      this.starts = grown(this.starts);
+      this.ends = grown(this.ends);
+      this.ks = grown(this.ks);
+      this.lines = grown(this.lines);
+    }
+    this.bufs[i] = b;
+    this.starts[i] = start;
+    this.ends[i] = end;
+    this.ks[i] = k;
+    this.lines[i] = line;
+  }
+
+  /** Gives every held record to `fn`, in order, having let go of them first: one that fails is not given again. */
+  drain(fn: (k: number, b: Uint8Array, start: number, end: number, line: number) => void): void {
+    const n = this.count;
+    this.count = 0;
+    for (let i = 0; i < n; i++) fn(this.ks[i]!, this.bufs[i]!, this.starts[i]!, this.ends[i]!, this.lines[i]!);
+  }
 }
 
 /**
@@ -168,7 +195,7 @@ export class Router {
   // The records of a chunk from its first domain that waits for the database on, held
   // (the splitter never overwrites a line) until the chunk's domains are looked up in
   // one batch: output keeps input order.
-  private readonly held: Held[] = [];
+  private readonly held = new HeldRecords();
   private readonly waiting: number[] = [];
   private readonly failedAt = new Map<number, unknown>();
 
@@ -193,7 +220,7 @@ export class Router {
         const k = this.domainOf(buf, l.fieldStart(U_DOMAIN), l.fieldEnd(U_DOMAIN));
         // Held even once records are spooled: a lookup that fails must fail the run at its
         // record, not let the record go to the spool with no Yacobot.
-        if (this.held.length > 0 || this.owner[k] === PENDING) this.held.push({ b: buf, start, end, k, line: lineNo });
+        if (this.held.count > 0 || this.owner[k] === PENDING) this.held.push(buf, start, end, k, lineNo);
         else this.route(k, buf, start, end);
       },
       () => this.settle(),
@@ -247,7 +274,7 @@ export class Router {
 
   /** Looks the chunk's waiting domains up in one batch, then sends the held records on, in order. */
   private async settle(): Promise<void> {
-    if (this.waiting.length === 0 && this.held.length === 0) return;
+    if (this.waiting.length === 0 && this.held.count === 0) return;
     const names = this.waiting.map((k) => this.domains.key(k));
     const { found, error } = await this.db.store.ownersOf(names);
     let stop: unknown = null;
@@ -262,13 +289,12 @@ export class Router {
       if (bad) this.failedAt.set(k, (stop = bad));
     }
     this.waiting.length = 0;
-    // Taken off first: a record that fails here is not sent again by the settle after a failure.
-    for (const h of this.held.splice(0)) {
-      const err = this.failedAt.get(h.k);
-      if (err !== undefined)
-        throw err instanceof DataError && !err.place ? new DataError(err.code, err.message, { file: this.ctx.inputName, line: h.line }) : err;
-      this.route(h.k, h.b, h.start, h.end);
-    }
+    const failed = this.failedAt;
+    this.held.drain((k, b, start, end, line) => {
+      const err = failed.size === 0 ? undefined : failed.get(k);
+      if (err !== undefined) throw err instanceof DataError && !err.place ? new DataError(err.code, err.message, { file: this.ctx.inputName, line }) : err;
+      this.route(k, b, start, end);
+    });
   }
 
   /** The database's answer `v` for `domain` (k), checked: its Yacobot, or the error to fail with at its first record. */
