@@ -69,7 +69,7 @@ test('check: passes on a good set-up, one ok line per check, and changes nothing
   const before = everyFile(dir);
   const c = check(dir);
   assert.equal(c.status, 0, c.stdout);
-  assert.deepEqual([...c.lines.keys()], ['config', 'inbox', 'state', 'settings', 'memory', 'database', 'queue']);
+  assert.deepEqual([...c.lines.keys()], ['config', 'inbox', 'state', 'settings', 'memory', 'database', 'identity', 'queue']);
   for (const l of c.lines.values()) assert.match(l, /^ok /);
   assert.match(c.lines.get('database')!, /2 Yacobot\(s\), 2 active, \d+ domain\(s\)/);
   assert.deepEqual(everyFile(dir), before, 'check changed nothing');

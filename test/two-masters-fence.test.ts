@@ -97,7 +97,7 @@ function sample(file: string, name: string): number | undefined {
   return m ? Number(m[1]) : undefined;
 }
 
-test('a fenced copy of a state is not healthy in status and the metrics, from invocation to invocation, until it is given a new identity [sqlite]', {
+test('a fenced copy of a state fails check and is not healthy in status and the metrics, from invocation to invocation, until it is given a new identity [sqlite]', {
   timeout: 300_000,
 }, async () => {
   const root = scratch('ms-fence-status-');
@@ -128,6 +128,12 @@ test('a fenced copy of a state is not healthy in status and the metrics, from in
   assert.equal(sample(metrics, 'master_server_state_fenced'), 1);
   assert.equal(sample(metrics, 'master_server_healthy'), 0);
   assert.deepEqual([statusOf(a).code, statusOf(a).s.fenced], [0, null], 'the original is healthy');
+  // check asks the database, before any invocation: the copy fails it, the original passes.
+  const checkOf = (m: Master) => runRunner(m.dir, ['check', '--db', db]);
+  const copyCheck = checkOf(b);
+  assert.equal(copyCheck.status, 1, copyCheck.stdout);
+  assert.match(copyCheck.stdout, /^FAIL identity: this state \(identity [0-9a-f]{8}\) is a copy: another state with the same identity \(master m at /m);
+  assert.match(checkOf(a).stdout, /^ok identity: [0-9a-f]{8}, held by this state$/m);
   // An invocation that claims no hour does not ask again: what the last one found holds.
   const idle = await runMaster(b, undefined, {}, ['--metrics-file', metrics]);
   assert.equal(idle.status, 0, idle.stderr);
@@ -137,10 +143,13 @@ test('a fenced copy of a state is not healthy in status and the metrics, from in
   const renew = spawnSync(RUNNER, ['new-identity', '--db', db], { cwd: b.dir, env: testEnv(), encoding: 'utf8' });
   assert.equal(renew.status, 0, renew.stderr);
   assert.deepEqual([statusOf(b).code, statusOf(b).s.fenced], [0, null]);
+  assert.match(checkOf(b).stdout, /^ok identity: [0-9a-f]{8}, which has claimed no hour yet$/m);
   await runOk(b, 'after new-identity');
   assert.equal(statusOf(b).s.fenced, null);
+  giveHour([b], 3);
   const after = await runMaster(b, undefined, {}, ['--metrics-file', metrics]);
   assert.equal(after.status, 0, after.stderr);
+  assert.match(checkOf(b).stdout, /^ok identity: [0-9a-f]{8}, held by this state$/m);
   assert.equal(sample(metrics, 'master_server_state_fenced'), 0);
   assert.equal(sample(metrics, 'master_server_healthy'), 1);
 });

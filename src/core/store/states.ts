@@ -67,6 +67,11 @@ export async function isCurrent(q: Sql, s: StateRef): Promise<boolean> {
   return (await rowOf(q, s.id))?.token === s.token;
 }
 
+/** Identity `id`'s row (its current token, and the master and place that moved it last), or undefined when the database does not know it. */
+export async function holderOf(store: PartnerStore, id: string): Promise<StateRow | undefined> {
+  return store.read((q) => rowOf(q, id));
+}
+
 /** The token of identity `id`'s current incarnation, or undefined when the database does not know it. */
 export async function currentToken(store: PartnerStore, id: string): Promise<string | undefined> {
   return store.read(async (q) => (await rowOf(q, id))?.token);

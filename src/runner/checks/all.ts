@@ -9,6 +9,7 @@ import { lockNow } from '../state/lock.js';
 import { readMemory } from '../state/memory.js';
 import { storedSettings } from '../state/settings.js';
 import { checkDatabase } from './database.js';
+import { identityLine } from './identity.js';
 import { memoryChanged, missingCurrentLog } from './memory.js';
 import { checkQueueDir, yacobotDirs } from './queue-dir.js';
 import { settingsRefusal } from './settings.js';
@@ -62,6 +63,8 @@ export const CHECKS: readonly Check[] = [
       return found.ok;
     },
   },
+  // Only `check` asks: an invocation learns it as it moves the identity, before its first claim.
+  { name: 'identity', beforeChain: false, run: async (o, f) => (f.active === null ? 'not asked: the partner database did not answer above' : identityLine(o)) },
   // Without the database's answer (check goes on past a failed check): the Yacobots that have a directory there.
   { name: 'queue', beforeChain: true, run: async (o, f) => checkQueueDir(o.queueDir, f.active ?? yacobotDirs(o.queueDir)) },
 ];

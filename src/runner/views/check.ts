@@ -16,8 +16,9 @@ Checks what an invocation with the same options would check before it reads a
 reflog, and changes nothing: the configuration (options and paths), the inbox,
 the state directory and its lock, the settings stored with the state,
 current_log and the carry against what the last commit left, the partner
-database (reachable, schema, Yacobots, the one the state's runs used) and the
-queue directory. One line per check: "ok NAME: ..." or "FAIL NAME: what is
+database (reachable, schema, Yacobots, the one the state's runs used), the
+state's identity (held by this state, not by a copy of it that claims its
+hours) and the queue directory. One line per check: "ok NAME: ..." or "FAIL NAME: what is
 wrong, and the command that mends it". Exit 0 when every check passes, 1
 otherwise. Takes no lock: a run under way is only named.
 
