@@ -56,7 +56,7 @@ export async function moveIncarnation(store: PartnerStore, a: Incarnation): Prom
       await q.run('INSERT INTO master_state (state_id, token, master, place, seen_at) VALUES (?, ?, ?, ?, ?)', [a.id, a.next, a.master, a.place, seen]);
       return { kind: 'current' };
     }
-    if (row.token !== a.next && row.token !== a.token) return { kind: 'fenced', holder: row };
+    if (!heldAt(row, a.token, a.next)) return { kind: 'fenced', holder: row };
     await q.run('UPDATE master_state SET token = ?, master = ?, place = ?, seen_at = ? WHERE state_id = ?', [a.next, a.master, a.place, seen, a.id]);
     return { kind: 'current' };
   });
@@ -67,12 +67,15 @@ export async function isCurrent(q: Sql, s: StateRef): Promise<boolean> {
   return (await rowOf(q, s.id))?.token === s.token;
 }
 
+/**
+ * Whether a state whose identity file holds `token` (and, while it moves, `next`) still
+ * holds the incarnation `row`: no other copy of it has moved the identity since.
+ */
+export function heldAt(row: StateRow, token: string | null | undefined, next: string | undefined): boolean {
+  return row.token === token || row.token === next;
+}
+
 /** Identity `id`'s row (its current token, and the master and place that moved it last), or undefined when the database does not know it. */
 export async function holderOf(store: PartnerStore, id: string): Promise<StateRow | undefined> {
   return store.read((q) => rowOf(q, id));
-}
-
-/** The token of identity `id`'s current incarnation, or undefined when the database does not know it. */
-export async function currentToken(store: PartnerStore, id: string): Promise<string | undefined> {
-  return store.read(async (q) => (await rowOf(q, id))?.token);
 }

@@ -2,7 +2,7 @@
 // or is a copy that another copy of it outran (commit/fence.ts), which publishes nothing.
 // Asks only: the fence itself is moved by the invocation's first claim.
 import { openStore } from '../../core/store/open.js';
-import { holderOf } from '../../core/store/states.js';
+import { heldAt, holderOf } from '../../core/store/states.js';
 import type { RunnerOptions } from '../options/types.js';
 import { fencedText, readIdentity } from '../state/identity.js';
 
@@ -16,7 +16,7 @@ export async function identityLine(o: Pick<RunnerOptions, 'state' | 'db' | 'dbTi
   try {
     const row = await holderOf(store, id.id);
     if (row === undefined) return `${short}, not yet known to the partner database (its next claim records it)`;
-    if (row.token === id.token || row.token === id.next) return `${short}, held by this state`;
+    if (heldAt(row, id.token, id.next)) return `${short}, held by this state`;
     throw new Error(fencedText(id.id, row));
   } finally {
     await store.close();

@@ -25,9 +25,8 @@ export function placeOf(state: string): string {
   return `${os.hostname()}:${state}`;
 }
 
-let current: { state: string; fence: Promise<Fence> } | null = null;
-/** The fence this invocation found, once the database answered. */
-let found: { state: string; fence: Fence } | null = null;
+/** This invocation's fence: the question to the database, and its answer once it came. */
+let current: { state: string; fence: Promise<Fence>; found: Fence | null } | null = null;
 
 /**
  * This invocation's fence: moves the state's identity to a new incarnation before its
@@ -36,13 +35,15 @@ let found: { state: string; fence: Fence } | null = null;
  */
 export function stateFence(o: FenceOptions, say: Say): Promise<Fence> {
   if (current?.state !== o.state) {
-    const fence = moveOnce(o, say);
-    current = { state: o.state, fence };
-    fence.then((f) => (found = { state: o.state, fence: f })).catch(() => undefined);
-    // A failure is not kept: the next claim asks again.
-    fence.catch(() => {
-      if (current?.fence === fence) current = null;
-    });
+    const asked = { state: o.state, fence: moveOnce(o, say), found: null as Fence | null };
+    current = asked;
+    asked.fence.then(
+      (f) => (asked.found = f),
+      // A failure is not kept: the next claim asks again.
+      () => {
+        if (current === asked) current = null;
+      },
+    );
   }
   return current.fence;
 }
@@ -71,7 +72,8 @@ async function moveOnce(o: FenceOptions, say: Say): Promise<Fence> {
  * not fenced, undefined when the invocation did not ask (it claimed no hour) or got no answer.
  */
 export function fenceFound(state: string): Fenced | null | undefined {
-  if (found?.state !== state) return undefined;
-  const { state: ref, fencedBy: h } = found.fence;
+  const found = current?.state === state ? current.found : null;
+  if (found === null) return undefined;
+  const { state: ref, fencedBy: h } = found;
   return h === null ? null : { identity: ref.id, master: h.master, place: h.place, seen_at: h.seen_at };
 }

@@ -4,7 +4,7 @@
 import * as fs from 'node:fs';
 import { DataError, visibleName } from '../../core/errors.js';
 import { withStore } from '../../core/store/open.js';
-import { currentToken } from '../../core/store/states.js';
+import { holderOf } from '../../core/store/states.js';
 import { readCommit } from '../commit/marker.js';
 import type { RunnerOptions } from '../options/types.js';
 import { PROG } from '../say.js';
@@ -76,5 +76,5 @@ function committedRuns(state: string): string[] {
 
 /** Whether the partner database holds identity `id` at `token`: this state is its current incarnation. */
 async function holdsIdentity(o: RunnerOptions, id: string, token: string): Promise<boolean> {
-  return (await withStore(o, (s) => currentToken(s, id))) === token;
+  return (await withStore(o, (s) => holderOf(s, id)))?.token === token;
 }

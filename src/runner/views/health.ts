@@ -29,7 +29,7 @@ export interface HealthInput {
   /** Why the state holds no trace of this job (views/no-state.ts), when it holds none. */
   noState?: string | null;
   /** The state is a copy that another copy outran (last-invocation.ts fencedNow), or null. */
-  fenced?: Fenced | null;
+  fenced: Fenced | null;
 }
 
 /** The --max-run-time of options `o` (once the runner has that option), else its default. */

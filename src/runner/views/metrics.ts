@@ -30,7 +30,7 @@ export interface Health {
   /** Runs a killed invocation left in STATE/staging/. */
   interrupted: number;
   /** The state is a copy that another copy of it outran: it publishes nothing. */
-  fenced?: boolean;
+  fenced: boolean;
 }
 
 const seconds = (iso: string) => Date.parse(iso) / 1000;
