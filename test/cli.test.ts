@@ -855,31 +855,39 @@ test('a stage whose run is left waiting on nothing (the event loop empties) fail
   assert.equal(s.lines_in, 2);
 });
 
-test('a stage stopped while its reader takes nothing warns that it could not mark its output as cut off', { timeout: 60_000 }, async () => {
+test('a stage stopped while its reader takes nothing warns that it could not mark its output as cut off', { timeout: 60_000 }, async (t) => {
   // The cut mark is written without blocking (an exit must not hang): after 2 s of a full
   // pipe it is given up (the output still ends without its last LF).
-  const child = spawn(path.join(BIN, 'group-sum'), [], { env: testEnv(), stdio: ['pipe', 'pipe', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (d: Buffer) => (stderr += d));
-  child.stdin.on('error', () => undefined); // it stops reading once stopped
-  const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
-  // Unique ids, so every record goes out: far more than the pipe holds.
+  // Unique ids, so every record goes out: far more than the pipe holds. The input is a file,
+  // never short, so a live stage that reads nothing for a second waits on its full output.
+  const dir = scratch('ms-stalled-reader-');
+  const input = path.join(dir, 'in.tsv');
   let text = '';
   for (let i = 0; i < 200_000; i++) text += `${i.toString(16).padStart(16, '0')}\t20110728060000\t\t1\ta.com\thttp://a.com/${i}\n`;
-  child.stdin.write(text);
-  // Nobody reads stdout: Node takes its first 64 KiB and stops; wait for the pipe to fill behind it.
-  for (let i = 0; i < 400 && child.stdout.readableLength === 0; i++) await new Promise((r) => setTimeout(r, 25));
-  assert.ok(child.stdout.readableLength > 0, 'group-sum wrote output');
-  // Then until it takes no more input (blocked on its full output pipe): the input still
-  // waiting on our side stays the same for half a second. A fixed wait was too short on a
-  // loaded machine, where the stage had not yet filled the pipe and its mark went through.
-  let before = -1;
-  for (let i = 0; i < 120; i++) {
-    await new Promise((r) => setTimeout(r, 250));
-    const waiting = child.stdin.writableLength;
-    if (waiting > 0 && waiting === before) break;
-    before = waiting;
+  fs.writeFileSync(input, text);
+  const fd = fs.openSync(input, 'r');
+  const child = spawn(path.join(BIN, 'group-sum'), [], { env: testEnv(), stdio: [fd, 'pipe', 'pipe'] });
+  fs.closeSync(fd);
+  t.after(() => child.kill('SIGKILL')); // a failed check must not leave it blocked for good
+  const { stdout, stderr: errors } = child;
+  assert.ok(stdout && errors);
+  let stderr = '';
+  errors.on('data', (d: Buffer) => (stderr += d));
+  const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+  // Nobody reads stdout: Node takes its first 64 KiB and stops. Wait until the stage has read
+  // nothing for a second (its input in /proc/PID/io); a wait on our own side of a pipe once
+  // stopped it on a loaded machine (CI) before its output was full, and its mark went through.
+  const readBytes = (): number => Number(/^rchar: (\d+)$/m.exec(fs.readFileSync(`/proc/${child.pid}/io`, 'utf8'))?.[1]);
+  let still = 0;
+  for (let last = -1, i = 0; still < 10 && i < 500; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    const now = readBytes();
+    still = now === last ? still + 1 : 0;
+    last = now;
   }
+  assert.equal(still, 10, 'group-sum stopped reading');
+  assert.ok(readBytes() < text.length, 'group-sum stopped before the end of its input');
+  assert.ok(stdout.readableLength > 0, 'group-sum wrote output');
   child.kill('SIGTERM');
   const status = await closed;
   assert.equal(status, 143, stderr);
