@@ -1,14 +1,16 @@
 // The one-pass record checks of src/core/record-checks.ts, and timestampKey, held to the
 // ones they replaced (test/lib/record-checks-before.ts): the same answer (null or the
 // same message) and the same TAB positions for every line of the fixtures, for faults
-// made by hand in each field, and for seeded random mutations of good lines.
+// made by hand in each field, and for seeded random mutations of good lines. The
+// splitter's scans (scanUrlRecord, scanJoined) held to the checks: a line's LF and its
+// TABs exactly when the check passes the line up to its first LF.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import fc from 'fast-check';
 import { LineRef } from '../src/core/records.js';
-import { checkCarryRecordAt, checkJoinedAt, checkUrlRecordAt, isDomainAt } from '../src/core/record-checks.js';
+import { checkCarryRecordAt, checkJoinedAt, checkUrlRecordAt, isDomainAt, scanJoined, scanUrlRecord } from '../src/core/record-checks.js';
 import { timestampKey } from '../src/core/time.js';
 import { ROOT, listFiles } from './lib/run.js';
 import { SEED, hitsArb, tagArb, tsArb } from './lib/model.js';
@@ -235,4 +237,60 @@ test('isDomainAt gives what it gave before for every byte, and for the empty ran
     assert.equal(isDomainAt(b, 2, 3), before.isDomainAt(b, 2, 3), `byte ${c} alone`);
   }
   assert.equal(isDomainAt(b, 2, 2), false);
+});
+
+/** The kinds a stream's splitter scans, with their scan. */
+const SCANS = [
+  { kind: KINDS[0]!, scan: scanUrlRecord },
+  { kind: KINDS[1]!, scan: scanJoined },
+];
+
+/**
+ * Asserts that `scan` over `bytes` from 0 to `limit` answers as the splitter needs: the
+ * first LF before `limit`, with the TABs the check leaves, when the check passes the
+ * line up to that LF; else -1. Returns whether it found the line.
+ */
+function scanAgrees(kind: Kind, scan: (b: Uint8Array, s: number, limit: number, T: Int32Array) => number, bytes: Uint8Array, limit: number): boolean {
+  const buf = Buffer.alloc(bytes.length + 3, 0x30);
+  buf.set(bytes, 1);
+  const tabs = new Int32Array(kind.tabs).fill(-7);
+  const got = scan(buf, 1, 1 + limit, tabs);
+  const nl = buf.subarray(0, 1 + limit).indexOf(0x0a, 1);
+  const l = new LineRef(kind.tabs).set(buf, 1, nl < 0 ? 1 + limit : nl);
+  const passes = nl >= 0 && kind.now(l) === null;
+  const what = `${kind.name} ${JSON.stringify(Buffer.from(bytes).toString('latin1'))} to ${limit}`;
+  assert.equal(got, passes ? nl : -1, what);
+  if (passes) assert.deepEqual([...tabs], [...l.tabs], what);
+  return passes;
+}
+
+test('a scan finds the LF of exactly the lines its check passes, with the same TABs', () => {
+  const next = fc.constantFrom('', '\n', '\nx', '\t\n', '\r\n', '\n0123456789abcdef\t');
+  for (const { kind, scan } of SCANS) {
+    let found = 0;
+    fc.assert(
+      fc.property(goodLine(kind), fc.array(mutation, { maxLength: 3 }), next, fc.double({ min: 0, max: 1, noNaN: true }), (line, edits, after, cut) => {
+        const bytes = Buffer.concat([mutate(line, edits), Buffer.from(after, 'latin1')]);
+        // Most at the whole buffer, some cut short (a line that goes on in the next chunk).
+        const limit = cut < 0.8 ? bytes.length : Math.floor(cut * bytes.length);
+        if (scanAgrees(kind, scan, bytes, limit)) found++;
+      }),
+      { seed: SEED, numRuns: 20_000 },
+    );
+    // Most good lines keep passing after their mutations: the scan's positive answer is tested too.
+    assert.ok(found > 2000, `${kind.name}: ${found} lines found`);
+    for (const good of kind.good) {
+      const line = Buffer.from(good.join('\t'), 'utf8');
+      for (const after of ['\n', '\n\n', '\r\n', '\t\n', '']) {
+        const bytes = Buffer.concat([line, Buffer.from(after, 'latin1')]);
+        for (let limit = 0; limit <= bytes.length; limit++) scanAgrees(kind, scan, bytes, limit);
+      }
+      kind.edges.forEach((values, k) => {
+        for (const v of values) {
+          const bytes = Buffer.from(`${good.map((f, j) => (j === k ? v : f)).join('\t')}\n`, 'utf8');
+          scanAgrees(kind, scan, bytes, bytes.length);
+        }
+      });
+    }
+  }
 });

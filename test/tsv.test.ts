@@ -10,7 +10,8 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { DataError } from '../src/core/errors.js';
 import { addHits, addHitsAt } from '../src/core/hits.js';
-import { IdOrder } from '../src/core/records.js';
+import { IdOrder, LineRef } from '../src/core/records.js';
+import { checkUrlRecordAt, scanUrlRecord } from '../src/core/record-checks.js';
 import { timestampMsAt, timestampToMs } from '../src/core/time.js';
 import { findTab, putBytes, putHex32 } from '../src/core/bytes.js';
 import { ByteLineSplitter, FileLineReader } from '../src/core/lines.js';
@@ -527,4 +528,57 @@ test('FileWriter with syncAhead sends the file to the disk as it is written (an 
     cjsFs.fdatasync = original;
     syncBuiltinESMExports();
   }
+});
+
+test('with a scan, the splitter and the file reader give the same lines for any chunking or block size, each checked exactly when its check passes it', () => {
+  const dir = scratch('tsv');
+  const r = prng(51);
+  const good = (k: number) =>
+    `${(0x1000000000000000 + k * 7919).toString(16)}\t20110728064406\tv${k % 3 || ''}\t${k}\texample${k % 5}.com\thttp://example${k % 5}.com/${'p'.repeat(k % 90)}`;
+  // Good records and bad ones (a CR, a TAB too many, a cut id, no fields), some long.
+  const faults = [(l: string) => `${l}\r`, (l: string) => `${l}\tx`, (l: string) => l.slice(3), () => 'x', () => ''];
+  let checked = 0;
+  for (let round = 0; round < 200; round++) {
+    const lines = Array.from({ length: Math.floor(r() * 40) }, (_, k) => {
+      const l = good(round * 100 + k);
+      return r() < 0.15 ? faults[Math.floor(r() * faults.length)]!(l) : l;
+    }).map((l) => Buffer.from(l, 'latin1'));
+    const input = Buffer.concat(lines.flatMap((l) => [l, Buffer.from('\n')]));
+    const want = lines.map((l) => {
+      const ref = new LineRef(5).set(l, 0, l.length);
+      return checkUrlRecordAt(ref) === null;
+    });
+    const tabs = new Int32Array(5);
+    const scan = (b: Uint8Array, s: number, limit: number) => scanUrlRecord(b, s, limit, tabs);
+    /** Asserts that line `n` (from 1) came as `buf[start, end)`, checked or not as it should, with the check's TABs. */
+    const agree = (buf: Uint8Array, start: number, end: number, n: number, isChecked: boolean) => {
+      assert.deepEqual(Buffer.from(buf.subarray(start, end)), lines[n - 1], `round ${round} line ${n}`);
+      if (!isChecked) return;
+      checked++;
+      assert.ok(want[n - 1], `round ${round} line ${n} passed by the scan, not by the check`);
+      const ref = new LineRef(5).set(buf, start, end);
+      checkUrlRecordAt(ref);
+      assert.deepEqual([...tabs], [...ref.tabs]);
+    };
+    const s = new ByteLineSplitter('in');
+    let at = 0;
+    let n = 0;
+    while (at < input.length) {
+      const len = 1 + Math.floor(r() * 300);
+      const chunk = Buffer.from(input.subarray(at, at + len));
+      s.push(chunk, (buf, start, end, lineNo, isChecked) => agree(buf, start, end, (n = lineNo), isChecked), scan);
+      at += len;
+    }
+    s.end();
+    assert.equal(n, lines.length);
+    const file = path.join(dir, `scan${round}`);
+    fs.writeFileSync(file, input);
+    const reader = new FileLineReader(file, 1 + Math.floor(r() * 400));
+    const line = new LineRef(5);
+    for (n = 1; reader.next(line, scan); n++) agree(line.buf, line.start, line.end, n, reader.checked);
+    assert.equal(n - 1, lines.length);
+    reader.close();
+  }
+  // Most good lines are found by the scan, not by a search after it.
+  assert.ok(checked > 2000, `${checked} lines checked by the scan`);
 });

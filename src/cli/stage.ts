@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { DataError, UsageError, formatPlace, ioError, signalExitStatus, visibleName, type ErrorCode } from '../core/errors.js';
 import { growPipe } from '../core/pipes.js';
 import { PROJECT_ROOT } from '../core/root.js';
-import { ByteLineSplitter, cutMark, type ByteLineFn } from '../core/lines.js';
+import { ByteLineSplitter, cutMark, type ByteLineFn, type LineScan } from '../core/lines.js';
 import { liveTempFiles, removeQuietly, staleTemps } from '../core/temps.js';
 import { Output, OutputClosed } from './output.js';
 import { fstatQuietly, inputFailure, openInput, readBlocks, systemFailure, type InputSource } from './input.js';
@@ -34,8 +34,9 @@ export interface StageContext {
    * Feeds each input line as bytes (LF stripped); the last line must end in LF.
    * `afterChunk` is awaited after each chunk's lines. A line's bytes stay as they are
    * until `afterChunk` has ended (the next chunk may be read into the same buffer).
+   * With `scan`, a line it passes comes to `fn` as `checked` (see LineScan).
    */
-  eachLine(fn: ByteLineFn, afterChunk?: () => void | Promise<void>): Promise<void>;
+  eachLine(fn: ByteLineFn, afterChunk?: () => void | Promise<void>, scan?: LineScan): Promise<void>;
   /** Feeds the input's chunks, as read, to `fn` (awaiting it when it returns a promise); a chunk's bytes stay as they are until then. */
   eachChunk(fn: (chunk: Buffer) => void | Promise<void>): Promise<void>;
   /**
@@ -303,11 +304,11 @@ function stageContext(
     out,
     onExit: (fn) => end.onExit(fn),
     reportCounts: (fn) => end.reportCounts(fn),
-    async eachLine(fn, afterChunk) {
+    async eachLine(fn, afterChunk, scan) {
       const splitter = new ByteLineSplitter(inputName, def.maxLine);
       await pump((chunk) => {
         try {
-          splitter.push(chunk, fn);
+          splitter.push(chunk, fn, scan);
         } catch (err) {
           // A stage's core names no place: the line it was given is the one at fault.
           throw err instanceof DataError && !err.place ? new DataError(err.code, err.message, { file: inputName, line: splitter.lineNo }) : err;

@@ -143,7 +143,14 @@ export class LineBatcher {
  * line that spans two chunks, which it never writes again): valid as long as the
  * chunk is (join-current keeps the lines of a chunk that wait for current_log).
  */
-export type ByteLineFn = (buf: Buffer, start: number, end: number, lineNo: number) => void;
+export type ByteLineFn = (buf: Buffer, start: number, end: number, lineNo: number, checked: boolean) => void;
+
+/**
+ * A line format's one pass over a line from `start` in `buf[.., limit)` (record-checks.ts:
+ * scanUrlRecord, scanJoined): the LF that ends a line the format's check passes, else
+ * -1. A splitter given one hands such a line on as `checked`, found and checked at once.
+ */
+export type LineScan = (buf: Uint8Array, start: number, limit: number) => number;
 
 /** A carry that holds nothing (the splitter's starting point, and after each line it hands out). */
 const EMPTY = Buffer.alloc(0);
@@ -164,7 +171,7 @@ export class ByteLineSplitter {
     private readonly maxLine = DEFAULT_MAX_LINE,
   ) {}
 
-  push(chunk: Buffer, onLine: ByteLineFn): void {
+  push(chunk: Buffer, onLine: ByteLineFn, scan?: LineScan): void {
     let from = 0;
     // Streams are UTF-8: one native pass clears a chunk that is all ASCII (the usual case).
     const ascii = isAscii(chunk);
@@ -183,12 +190,16 @@ export class ByteLineSplitter {
       this.carry = EMPTY;
       this.carried = 0;
       if (!isUtf8(line.subarray(0, n))) throw badUtf8(this.file, this.lineNo + 1);
-      onLine(line, 0, n, ++this.lineNo);
+      onLine(line, 0, n, ++this.lineNo, false);
       from = nl + 1;
     }
-    for (let nl = chunk.indexOf(LF, from); nl !== -1; nl = chunk.indexOf(LF, from)) {
+    const n = chunk.length;
+    while (from < n) {
+      const scanned = scan ? scan(chunk, from, n) : -1;
+      const nl = scanned >= 0 ? scanned : chunk.indexOf(LF, from);
+      if (nl === -1) break;
       if (!ascii && !isUtf8(chunk.subarray(from, nl))) throw badUtf8(this.file, this.lineNo + 1);
-      onLine(chunk, from, nl, ++this.lineNo);
+      onLine(chunk, from, nl, ++this.lineNo, scanned >= 0);
       from = nl + 1;
     }
     if (from < chunk.length) this.keep(chunk.subarray(from));
@@ -274,6 +285,8 @@ export class FileLineReader {
   /** Whether block[0, dataEnd) is all ASCII (then no line needs its own UTF-8 check). */
   private ascii = true;
   lineNo = 0;
+  /** Whether `next`'s scan passed the line it gave. */
+  checked = false;
 
   /**
    * Reads `source`; messages name it as `file` (a copy's reader names the original).
@@ -305,14 +318,17 @@ export class FileLineReader {
 
   /**
    * Points `line` at the next line's bytes (no LF), valid until the next call;
-   * false at the end of the file.
+   * false at the end of the file. With `scan`, `checked` says whether it passed the
+   * line (see LineScan).
    */
-  next(line: { buf: Uint8Array; start: number; end: number }): boolean {
+  next(line: { buf: Uint8Array; start: number; end: number }, scan?: LineScan): boolean {
     if (this.at > this.dataEnd) {
       if (!this.fill()) return false;
       this.at = 0;
     }
-    let nl = this.block.indexOf(LF, this.at);
+    const scanned = scan ? scan(this.block, this.at, this.dataEnd) : -1;
+    this.checked = scanned >= 0;
+    let nl = scanned >= 0 ? scanned : this.block.indexOf(LF, this.at);
     if (nl === -1 || nl > this.dataEnd) nl = this.dataEnd;
     line.buf = this.block;
     line.start = this.at;

@@ -2,7 +2,7 @@
 // decode a line: one pass over the line checks each field's bytes as it looks for the
 // field's TAB, and fills in the TAB positions the stage then takes the fields by. A
 // line that fails gets the message of the check on its fields.
-import { DASH, TAB, isDigitsAt } from './bytes.js';
+import { DASH, LF, TAB, isDigitsAt } from './bytes.js';
 import { MAX_HITS_DIGITS } from './hits.js';
 import { findTabsAt } from './lines.js';
 import { DECIDED_TAIL_BYTES, ID_BYTES, TS_AT, TS_BYTES, checkCarryRecord, checkJoined, checkUrlRecord, type LineRef } from './records.js';
@@ -45,6 +45,23 @@ export function checkCarryRecordAt(l: LineRef): string | null {
   return checkCarryRecord(l.text().split('\t')) ?? 'malformed record';
 }
 
+/**
+ * The stream splitter's one pass over a URL-record line from `s` in `b[.., limit)`:
+ * the position of the LF that ends it when the line is one checkUrlRecord passes (its
+ * TAB positions in `T`, 5 slots), else -1, and the caller finds the line's end and
+ * checks it as usual (checkUrlRecordAt). Saves a search for the LF per line.
+ */
+export function scanUrlRecord(b: Uint8Array, s: number, limit: number, T: Int32Array): number {
+  const end = urlRecordEnd(b, s, limit, T, LF);
+  return end < limit ? end : -1;
+}
+
+/** As scanUrlRecord, for a joined line (checkJoined's; `T`: 8 slots). */
+export function scanJoined(b: Uint8Array, s: number, limit: number, T: Int32Array): number {
+  const end = joinedEnd(b, s, limit, T, LF);
+  return end < limit ? end : -1;
+}
+
 /** True when b[from, to) is a non-empty domain as checkDomain has it (lower-case printable ASCII). */
 export function isDomainAt(b: Uint8Array, from: number, to: number): boolean {
   return to > from && scanDomain(b, from, to) === to;
@@ -55,22 +72,34 @@ export function isDomainAt(b: Uint8Array, from: number, to: number): boolean {
  * its TAB positions (for a bad line, those found before the fault).
  */
 function isUrlRecordAt(b: Uint8Array, s: number, e: number, T: Int32Array): boolean {
+  return urlRecordEnd(b, s, e, T, TAB) === e;
+}
+
+/**
+ * Where the URL record that starts at `s` ends: at `limit`, or with `lf` LF at the
+ * first LF before it (with `lf` TAB, an LF is a byte of a text field, as checkUrlRecord
+ * has it); -1 when the bytes up to there are not a record checkUrlRecord passes. Fills
+ * `T` (5 slots) with its TAB positions (for a bad line, those found before the fault).
+ * With `lf` LF, the stream splitter's one pass over a line (scanUrlRecord).
+ */
+function urlRecordEnd(b: Uint8Array, s: number, limit: number, T: Int32Array, lf: number): number {
   // id TAB timestamp TAB tag TAB hits TAB domain TAB url: at least 38 bytes.
   const tsEnd = TS_AT + TS_BYTES;
-  if (e - s < tsEnd + 7 || !isIdAt(b, s) || b[s + ID_BYTES] !== TAB) return false;
+  if (limit - s <= tsEnd || !isIdAt(b, s) || b[s + ID_BYTES] !== TAB) return -1;
   T[0] = s + ID_BYTES;
-  if (timestampKey(b, s + TS_AT, s + tsEnd) < 0 || b[s + tsEnd] !== TAB) return false;
+  if (timestampKey(b, s + TS_AT, s + tsEnd) < 0 || b[s + tsEnd] !== TAB) return -1;
   T[1] = s + tsEnd;
-  const tag = textEnd(b, s + tsEnd + 1, e);
-  if (tag < 0 || tag === e) return false;
+  const tag = textEnd(b, s + tsEnd + 1, limit, lf);
+  if (!isTabAt(b, tag, limit)) return -1;
   T[2] = tag;
-  const hits = hitsEnd(b, tag + 1, e);
-  if (hits < 0 || !isTabAt(b, hits, e)) return false;
+  const hits = hitsEnd(b, tag + 1, limit);
+  if (hits < 0 || !isTabAt(b, hits, limit)) return -1;
   T[3] = hits;
-  const domain = domainEnd(b, hits + 1, e);
-  if (domain < 0) return false;
+  const domain = domainEnd(b, hits + 1, limit);
+  if (domain < 0) return -1;
   T[4] = domain;
-  return domain + 1 < e && textEnd(b, domain + 1, e) === e;
+  const end = textEnd(b, domain + 1, limit, lf);
+  return end > domain + 1 && (end === limit || b[end] === LF) ? end : -1;
 }
 
 /**
@@ -78,34 +107,40 @@ function isUrlRecordAt(b: Uint8Array, s: number, e: number, T: Int32Array): bool
  * its TAB positions (for a bad line, those found before the fault).
  */
 function isJoinedAt(b: Uint8Array, s: number, e: number, T: Int32Array): boolean {
-  if (e - s <= ID_BYTES || !isIdAt(b, s) || b[s + ID_BYTES] !== TAB) return false;
+  return joinedEnd(b, s, e, T, TAB) === e;
+}
+
+/** As urlRecordEnd, for a joined record (checkJoined's; `T`: 8 slots). */
+function joinedEnd(b: Uint8Array, s: number, limit: number, T: Int32Array, lf: number): number {
+  if (limit - s <= ID_BYTES || !isIdAt(b, s) || b[s + ID_BYTES] !== TAB) return -1;
   T[0] = s + ID_BYTES;
-  const domain = domainEnd(b, s + ID_BYTES + 1, e);
-  if (domain < 0) return false;
+  const domain = domainEnd(b, s + ID_BYTES + 1, limit);
+  if (domain < 0) return -1;
   T[1] = domain;
-  const url = textEnd(b, domain + 1, e);
-  if (url <= domain + 1 || url === e) return false;
+  const url = textEnd(b, domain + 1, limit, lf);
+  if (url <= domain + 1 || !isTabAt(b, url, limit)) return -1;
   T[2] = url;
-  const cTs = sideTsEnd(b, url + 1, e);
-  if (cTs < 0) return false;
+  const cTs = sideTsEnd(b, url + 1, limit);
+  if (cTs < 0) return -1;
   T[3] = cTs;
-  const iTs = sideTsEnd(b, cTs + 1, e);
-  if (iTs < 0) return false;
+  const iTs = sideTsEnd(b, cTs + 1, limit);
+  if (iTs < 0) return -1;
   T[4] = iTs;
   // A side is absent when its timestamp is "-": then its updatetag is empty and its hits "-".
   const cAbsent = cTs === url + 2;
   const iAbsent = iTs === cTs + 2;
-  if (cAbsent && iAbsent) return false;
-  const cTag = textEnd(b, iTs + 1, e);
-  if (cTag < 0 || cTag === e || (cAbsent && cTag !== iTs + 1)) return false;
+  if (cAbsent && iAbsent) return -1;
+  const cTag = textEnd(b, iTs + 1, limit, lf);
+  if (!isTabAt(b, cTag, limit) || (cAbsent && cTag !== iTs + 1)) return -1;
   T[5] = cTag;
-  const iTag = textEnd(b, cTag + 1, e);
-  if (iTag < 0 || iTag === e || (iAbsent && iTag !== cTag + 1)) return false;
+  const iTag = textEnd(b, cTag + 1, limit, lf);
+  if (!isTabAt(b, iTag, limit) || (iAbsent && iTag !== cTag + 1)) return -1;
   T[6] = iTag;
-  const cHits = sideHitsEnd(b, iTag + 1, e, cAbsent);
-  if (cHits < 0 || !isTabAt(b, cHits, e)) return false;
+  const cHits = sideHitsEnd(b, iTag + 1, limit, cAbsent);
+  if (cHits < 0 || !isTabAt(b, cHits, limit)) return -1;
   T[7] = cHits;
-  return sideHitsEnd(b, cHits + 1, e, iAbsent) === e;
+  const end = sideHitsEnd(b, cHits + 1, limit, iAbsent);
+  return end >= 0 && (end === limit || b[end] === LF) ? end : -1;
 }
 
 /** Where a side's timestamp from `i` ("-" or 14 digits) ends at its TAB in `b[.., e)`, or -1. */
@@ -121,12 +156,12 @@ function sideHitsEnd(b: Uint8Array, i: number, e: number, absent: boolean): numb
   return i < e && b[i] === DASH ? i + 1 : -1;
 }
 
-/** Where the text field from `i` ends in `b[.., e)`: its TAB, or `e`; -1 at a CR. */
-function textEnd(b: Uint8Array, i: number, e: number): number {
+/** Where the text field from `i` ends in `b[.., e)`: at its TAB or at the byte `lf` (LF, or TAB again), or at `e`; -1 at a CR. */
+function textEnd(b: Uint8Array, i: number, e: number, lf: number): number {
   for (; i < e; i++) {
     const c = b[i]!;
     if (c <= CR) {
-      if (c === TAB) return i;
+      if (c === TAB || c === lf) return i;
       if (c === CR) return -1;
     }
   }

@@ -19,7 +19,8 @@ import {
   TS_BYTES,
   UrlRecordWriter,
 } from '../core/records.js';
-import { checkJoinedAt } from '../core/record-checks.js';
+import { checkJoinedAt, scanJoined } from '../core/record-checks.js';
+import type { ByteLineFn, LineScan } from '../core/lines.js';
 import { formatTimestamp, isValidTimestamp, parseDuration, timestampMsAt, timestampToMs } from '../core/time.js';
 import { AtomicFileWriter } from '../core/writers.js';
 
@@ -167,16 +168,18 @@ Buffers: one record.`,
       current_out: committed ? linesIn - n.expired : 0,
     }));
     const l = new LineRef(JOINED_RECORD.length - 1);
-    await ctx.eachLine((buf, start, end, lineNo) => {
+    const scan: LineScan = (b, s, limit) => scanJoined(b, s, limit, l.tabs);
+    const onLine: ByteLineFn = (buf, start, end, lineNo, checked) => {
       l.set(buf, start, end);
-      const bad = checkJoinedAt(l) ?? order.check(buf, start);
+      const bad = (checked ? null : checkJoinedAt(l)) ?? order.check(buf, start);
       if (bad) throw new DataError('BAD_RECORD', bad, { file: ctx.inputName, line: lineNo });
       // Counted once decided: a line that fails (a hits sum too long, a full disk) is in
       // none of the counts, so lines_in = sent + held + kept + expired in a failed run too.
       const outcome = decide(l, o, out, next);
       linesIn++;
       n[outcome]++;
-    });
+    };
+    await ctx.eachLine(onLine, undefined, scan);
     await out.flush();
     next.commit();
     committed = true;

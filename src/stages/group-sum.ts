@@ -4,7 +4,7 @@ import { DataError } from '../core/errors.js';
 import { LF, compareBytes, digitsValue, latin1, putBytes, putDecimal, type ByteSink } from '../core/bytes.js';
 import { MAX_HITS_DIGITS, addHits, hitsTooBig } from '../core/hits.js';
 import { ID_BYTES, LineRef, TS_BYTES, U_DOMAIN, U_HITS, U_TAG, U_TS, URL_RECORD, UrlRecordWriter } from '../core/records.js';
-import { checkUrlRecordAt } from '../core/record-checks.js';
+import { checkUrlRecordAt, scanUrlRecord } from '../core/record-checks.js';
 
 /**
  * The pure core: folds consecutive records of one id into one record with the
@@ -163,8 +163,9 @@ the line; a malformed record is an error too (this is not a first-line filter).`
     let groups = 0;
     let merged = 0; // records folded into the one before (a group still open is not output yet)
     ctx.reportCounts(() => ({ records_in: records, records_out: groups, merged }));
-    const onLine = (buf: Buffer, start: number, end: number, lineNo: number) => {
-      const bad = checkUrlRecordAt(l.set(buf, start, end));
+    const onLine = (buf: Buffer, start: number, end: number, lineNo: number, checked: boolean) => {
+      l.set(buf, start, end);
+      const bad = checked ? null : checkUrlRecordAt(l);
       if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
       const order = grouper.compareId(buf, start);
       if (order < 0) {
@@ -178,7 +179,11 @@ the line; a malformed record is an error too (this is not a first-line filter).`
       if (wrote) groups++;
       if (order === 0) merged++;
     };
-    await ctx.eachLine(onLine, () => grouper.detach());
+    await ctx.eachLine(
+      onLine,
+      () => grouper.detach(),
+      (b, s, limit) => scanUrlRecord(b, s, limit, l.tabs),
+    );
     if (grouper.finish(out)) groups++;
   },
 };

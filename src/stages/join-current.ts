@@ -5,8 +5,8 @@ import type { Output } from '../cli/output.js';
 import { DataError } from '../core/errors.js';
 import { compareBytes } from '../core/bytes.js';
 import { ID_BYTES, IdOrder, LineRef, URL_RECORD, writeJoined } from '../core/records.js';
-import { checkUrlRecordAt } from '../core/record-checks.js';
-import { ByteLineSplitter, FileLineReader, type ByteLineFn } from '../core/lines.js';
+import { checkUrlRecordAt, scanUrlRecord } from '../core/record-checks.js';
+import { ByteLineSplitter, FileLineReader, type ByteLineFn, type LineScan } from '../core/lines.js';
 import { COPY_PREFIX, regularFileFor } from '../core/fifos.js';
 import { removeStaleTemps } from '../core/temps.js';
 
@@ -78,7 +78,11 @@ class MergeJoin {
   private cur: LineRef | null = null;
   /** The lines waiting, from the one that stopped short (checked, and partly joined). */
   private readonly waiting: Waiting[] = [];
-  private readonly onLine: ByteLineFn = (buf, start, end, lineNo) => this.take(buf, start, end, lineNo);
+  /** Where the splitter's scan puts an incoming line's TABs (`inc` may hold a waiting line's). */
+  private readonly scanned = new LineRef(URL_RECORD.length - 1);
+  private readonly onLine: ByteLineFn = (buf, start, end, lineNo, checked) => this.take(buf, start, end, lineNo, checked);
+  private readonly scanIncoming: LineScan = (b, s, limit) => scanUrlRecord(b, s, limit, this.scanned.tabs);
+  private readonly scanCurrent: LineScan = (b, s, limit) => scanUrlRecord(b, s, limit, this.curLine.tabs);
   private nIn = 0;
   private nCur = 0;
   private both = 0;
@@ -120,14 +124,14 @@ class MergeJoin {
   async feed(splitter: ByteLineSplitter, chunk: Buffer): Promise<void> {
     let failed: unknown = null;
     try {
-      splitter.push(chunk, this.onLine);
+      splitter.push(chunk, this.onLine, this.scanIncoming);
     } catch (err) {
       failed = err; // raised after the lines before it, which may hold an earlier error
     }
     for (let k = 0; k < this.waiting.length; k++) {
       const w = this.waiting[k]!;
       if (k === 0) this.inc.set(w.buf, w.start, w.end);
-      else this.checkIncoming(w.buf, w.start, w.end, w.lineNo);
+      else this.checkIncoming(w.buf, w.start, w.end, w.lineNo, false);
       while (!this.joinIncoming(ROOM)) await this.out.flushIfFull();
     }
     this.waiting.length = 0;
@@ -144,26 +148,28 @@ class MergeJoin {
     }
   }
 
-  private take(buf: Buffer, start: number, end: number, lineNo: number): void {
+  private take(buf: Buffer, start: number, end: number, lineNo: number, checked: boolean): void {
     if (this.waiting.length > 0) {
       this.waiting.push({ buf, start, end, lineNo });
       return;
     }
-    this.checkIncoming(buf, start, end, lineNo);
+    this.checkIncoming(buf, start, end, lineNo, checked);
     if (!this.joinIncoming(ROOM)) this.waiting.push({ buf, start, end, lineNo });
   }
 
-  private checkIncoming(buf: Buffer, start: number, end: number, lineNo: number): void {
-    this.inc.set(buf, start, end);
-    const bad = checkUrlRecordAt(this.inc) ?? this.inOrder.check(buf, start);
+  /** Makes the incoming line `inc`, checked (already, when the splitter's scan passed it). */
+  private checkIncoming(buf: Buffer, start: number, end: number, lineNo: number, checked: boolean): void {
+    const inc = this.inc.set(buf, start, end);
+    if (checked) inc.tabs.set(this.scanned.tabs);
+    const bad = (checked ? null : checkUrlRecordAt(inc)) ?? this.inOrder.check(buf, start);
     if (bad) throw new DataError('BAD_INCOMING', bad, { file: this.inputName, line: lineNo });
   }
 
   private nextCurrent(): void {
     this.cur = null;
     const l = this.curLine;
-    if (!this.reader?.next(l)) return;
-    const bad = checkUrlRecordAt(l) ?? this.curOrder.check(l.buf, l.start);
+    if (!this.reader?.next(l, this.scanCurrent)) return;
+    const bad = (this.reader.checked ? null : checkUrlRecordAt(l)) ?? this.curOrder.check(l.buf, l.start);
     if (bad) throw new DataError('BAD_CURRENT', bad, { file: this.currentName, line: this.reader.lineNo });
     this.nCur++;
     this.cur = l;

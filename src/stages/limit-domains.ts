@@ -10,7 +10,7 @@ import { regularFileFor } from '../core/fifos.js';
 import { DEFAULT_MAX_LINE, FileLineReader } from '../core/lines.js';
 import { countOption } from '../core/numbers.js';
 import { DECIDED_TAIL_BYTES, ID_BYTES, IdOrder, LineRef, RANKED_PREFIX_BYTES, TS_BYTES, URL_RECORD, U_DOMAIN, U_HITS } from '../core/records.js';
-import { checkCarryRecordAt, checkUrlRecordAt } from '../core/record-checks.js';
+import { checkCarryRecordAt, checkUrlRecordAt, scanUrlRecord } from '../core/record-checks.js';
 import { DEFAULT_CARRY_KEEP } from '../core/defaults.js';
 import { parseBudget } from '../core/size.js';
 import { SPILL_PREFIX } from '../core/sorter.js';
@@ -115,8 +115,8 @@ class CarryMerge {
   }
 
   /** Merges the checked filtered_log record `l` (line `lineNo` of `file`). */
-  feed(l: LineRef, file: string, lineNo: number): void {
-    const bad = checkUrlRecordAt(l) ?? this.inOrder.check(l.buf, l.start);
+  feed(l: LineRef, file: string, lineNo: number, checked: boolean): void {
+    const bad = (checked ? null : checkUrlRecordAt(l)) ?? this.inOrder.check(l.buf, l.start);
     if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
     let d = 1;
     while (this.carry !== null && (d = compareBytes(this.carry.buf, this.carry.start, l.buf, l.start, ID_BYTES)) < 0) this.carriedOnly();
@@ -274,7 +274,11 @@ input.`,
 async function mergeInputs(ctx: StageContext, o: LimitDomainsOptions, spool: Spool, domains: DomainCounter, n: LimitCounts): Promise<void> {
   const merge = new CarryMerge(o, await openCarry(ctx, o.carry), spool, domains, n);
   const l = new LineRef(URL_RECORD.length - 1);
-  await ctx.eachLine((buf, start, end, lineNo) => merge.feed(l.set(buf, start, end), ctx.inputName, lineNo));
+  await ctx.eachLine(
+    (buf, start, end, lineNo, checked) => merge.feed(l.set(buf, start, end), ctx.inputName, lineNo, checked),
+    undefined,
+    (b, s, limit) => scanUrlRecord(b, s, limit, l.tabs),
+  );
   merge.finish();
   spool.finish();
   n.spoolSpilled = spool.spilled;

@@ -7,9 +7,9 @@ import { DataError, UsageError, clipText, hasControl, ioError } from '../core/er
 import { BytesIndex } from '../core/bytesindex.js';
 import { LF, findTab, putBytes } from '../core/bytes.js';
 import { LineRef, ROUTED_RECORD, URL_RECORD, clip, isYacobotIdAt } from '../core/records.js';
-import { checkUrlRecordAt } from '../core/record-checks.js';
+import { checkUrlRecordAt, scanUrlRecord } from '../core/record-checks.js';
 import { fsyncPath } from '../core/dirs.js';
-import { DEFAULT_MAX_LINE } from '../core/lines.js';
+import { DEFAULT_MAX_LINE, type ByteLineFn, type LineScan } from '../core/lines.js';
 import { FileWriter, SYNC_AHEAD } from '../core/writers.js';
 import { liveTempFiles, ownedTempName, removeQuietly, removeStaleTemps } from '../core/temps.js';
 
@@ -91,18 +91,33 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
       return { queue_name: o.name, records_in: recordsIn, files: files.published ? files.queues.length : 0, per_yacobot: perYacobot };
     });
     const l = new LineRef(URL_RECORD.length - 1);
-    await ctx.eachLine((buf, start, end, lineNo) => {
-      const tab = checkRouted(l, buf, start, end, file, lineNo);
+    const scanned = new Int32Array(1);
+    const onLine: ByteLineFn = (buf, start, end, lineNo, checked) => {
+      const tab = checked ? scanned[0]! : checkRouted(l, buf, start, end, file, lineNo);
       const q = files.queueOf(buf, start, tab);
       append(q.writer, buf, tab + 1, end);
       // Counted once written (after open() and the flush reserve() may do, either of which
       // can fail): a failed summary's records_in is the sum of per_yacobot.
       recordsIn++;
       q.records++;
-    });
+    };
+    await ctx.eachLine(onLine, undefined, routedScan(l, scanned));
     files.publish();
   },
 };
+
+/**
+ * The splitter's one pass over a routed line (see LineScan): the TAB after its
+ * yacobot_id into `tab[0]`, its URL record's TABs into `l.tabs`.
+ */
+function routedScan(l: LineRef, tab: Int32Array): LineScan {
+  return (b, s, limit) => {
+    const t = findTab(b, s, limit);
+    if (t < 0 || !isYacobotIdAt(b, s, t)) return -1;
+    tab[0] = t;
+    return scanUrlRecord(b, t + 1, limit, l.tabs);
+  };
+}
 
 /**
  * Checks the routed line `buf[start, end)` (its URL record through `l`); returns where

@@ -16,7 +16,7 @@ import { grown } from '../core/arrays.js';
 import { BytesIndex } from '../core/bytesindex.js';
 import { digitsValue, findTab, putNumbered } from '../core/bytes.js';
 import { LineRef, U_DOMAIN } from '../core/records.js';
-import { checkUrlRecordAt } from '../core/record-checks.js';
+import { checkUrlRecordAt, scanUrlRecord } from '../core/record-checks.js';
 import type { DomainMap } from '../core/domain-map.js';
 import { DEFAULT_MAX_LINE, FileLineReader } from '../core/lines.js';
 import { FileWriter } from '../core/writers.js';
@@ -214,8 +214,9 @@ export class Router {
     const l = new LineRef(5);
     const file = this.ctx.inputName;
     const lines = this.ctx.eachLine(
-      (buf, start, end, lineNo) => {
-        const bad = checkUrlRecordAt(l.set(buf, start, end)) ?? longDomain(l);
+      (buf, start, end, lineNo, checked) => {
+        l.set(buf, start, end);
+        const bad = (checked ? null : checkUrlRecordAt(l)) ?? longDomain(l);
         if (bad) throw new DataError('BAD_RECORD', bad, { file, line: lineNo });
         const k = this.domainOf(buf, l.fieldStart(U_DOMAIN), l.fieldEnd(U_DOMAIN));
         // Held even once records are spooled: a lookup that fails must fail the run at its
@@ -224,6 +225,7 @@ export class Router {
         else this.route(k, buf, start, end);
       },
       () => this.settle(),
+      (b, s, limit) => scanUrlRecord(b, s, limit, l.tabs),
     );
     try {
       await lines;
