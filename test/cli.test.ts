@@ -859,40 +859,52 @@ test('a stage stopped while its reader takes nothing warns that it could not mar
   // The cut mark is written without blocking (an exit must not hang): after 2 s of a full
   // pipe it is given up (the output still ends without its last LF).
   // Unique ids, so every record goes out: far more than the pipe holds. The input is a file,
-  // never short, so a live stage that reads nothing for a second waits on its full output.
+  // never short; the output a FIFO that nobody reads, full for good once filled. (Node's
+  // 'pipe' is a socket: it takes a small write again as soon as its reader has taken
+  // anything, though the stage still waits to be told it may write, and on a loaded machine
+  // the mark went through.)
   const dir = scratch('ms-stalled-reader-');
   const input = path.join(dir, 'in.tsv');
   let text = '';
   for (let i = 0; i < 200_000; i++) text += `${i.toString(16).padStart(16, '0')}\t20110728060000\t\t1\ta.com\thttp://a.com/${i}\n`;
   fs.writeFileSync(input, text);
-  const fd = fs.openSync(input, 'r');
-  const child = spawn(path.join(BIN, 'group-sum'), [], { env: testEnv(), stdio: [fd, 'pipe', 'pipe'] });
-  fs.closeSync(fd);
-  t.after(() => child.kill('SIGKILL')); // a failed check must not leave it blocked for good
-  const { stdout, stderr: errors } = child;
-  assert.ok(stdout && errors);
+  const fifo = path.join(dir, 'out');
+  assert.equal(spawnSync('mkfifo', [fifo]).status, 0);
+  const reader = fs.openSync(fifo, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+  const [inFd, outFd] = [fs.openSync(input, 'r'), fs.openSync(fifo, 'w')];
+  const child = spawn(path.join(BIN, 'group-sum'), [], { env: testEnv(), stdio: [inFd, outFd, 'pipe'] });
+  for (const fd of [inFd, outFd]) fs.closeSync(fd);
+  t.after(() => {
+    child.kill('SIGKILL'); // a failed check must not leave it blocked for good
+    fs.closeSync(reader);
+  });
+  const errors = child.stderr;
+  assert.ok(errors);
   let stderr = '';
   errors.on('data', (d: Buffer) => (stderr += d));
   const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
-  // Nobody reads stdout: Node takes its first 64 KiB and stops. Wait until the stage has read
-  // nothing for a second (its input in /proc/PID/io); a wait on our own side of a pipe once
-  // stopped it on a loaded machine (CI) before its output was full, and its mark went through.
-  const readBytes = (): number => Number(/^rchar: (\d+)$/m.exec(fs.readFileSync(`/proc/${child.pid}/io`, 'utf8'))?.[1]);
+  // Wait until the stage has slept (Linux's state S, not R: waiting for an event, not for a
+  // core) with its bytes read and written the same (/proc/PID/io) for a second: with its input
+  // a file, it waits on its full output.
+  const look = (): string => {
+    const state = /^\d+ \(.*\) (\S)/.exec(fs.readFileSync(`/proc/${child.pid}/stat`, 'utf8'))?.[1];
+    const io = /^rchar: \d+\nwchar: \d+$/m.exec(fs.readFileSync(`/proc/${child.pid}/io`, 'utf8'))?.[0];
+    return state === 'S' && io ? io : `not asleep ${Math.random()}`;
+  };
   let still = 0;
-  for (let last = -1, i = 0; still < 10 && i < 500; i++) {
+  for (let last = '', i = 0; still < 10 && i < 500; i++) {
     await new Promise((r) => setTimeout(r, 100));
-    const now = readBytes();
+    const now = look();
     still = now === last ? still + 1 : 0;
     last = now;
   }
-  assert.equal(still, 10, 'group-sum stopped reading');
-  assert.ok(readBytes() < text.length, 'group-sum stopped before the end of its input');
-  assert.ok(stdout.readableLength > 0, 'group-sum wrote output');
+  assert.equal(still, 10, 'group-sum waits on its output');
   child.kill('SIGTERM');
   const status = await closed;
   assert.equal(status, 143, stderr);
   assert.match(stderr, /could not mark the output as cut off \(its reader took nothing for 2 s\)/);
   assert.equal(summaryOf(stderr).status, 'interrupted');
+  assert.ok(Number(summaryOf(stderr).records_in) < 200_000, 'stopped before the end of its input');
 });
 
 test('a stage killed with SIGKILL mid-output leaves a cut last line, which the next stage refuses', { timeout: 60_000 }, async () => {
