@@ -886,16 +886,17 @@ test('a stage stopped while its reader takes nothing warns that it could not mar
   // Wait until the stage has slept (Linux's state S, not R: waiting for an event, not for a
   // core) with its bytes read and written the same (/proc/PID/io) for a second: with its input
   // a file, it waits on its full output.
-  const look = (): string => {
+  /** The stage's bytes read and written while it sleeps, else null. */
+  const look = (): string | null => {
     const state = /^\d+ \(.*\) (\S)/.exec(fs.readFileSync(`/proc/${child.pid}/stat`, 'utf8'))?.[1];
     const io = /^rchar: \d+\nwchar: \d+$/m.exec(fs.readFileSync(`/proc/${child.pid}/io`, 'utf8'))?.[0];
-    return state === 'S' && io ? io : `not asleep ${Math.random()}`;
+    return state === 'S' && io !== undefined ? io : null;
   };
   let still = 0;
-  for (let last = '', i = 0; still < 10 && i < 500; i++) {
+  for (let last: string | null = null, i = 0; still < 10 && i < 500; i++) {
     await new Promise((r) => setTimeout(r, 100));
     const now = look();
-    still = now === last ? still + 1 : 0;
+    still = now !== null && now === last ? still + 1 : 0;
     last = now;
   }
   assert.equal(still, 10, 'group-sum waits on its output');
