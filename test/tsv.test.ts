@@ -13,7 +13,7 @@ import { addHits, addHitsAt } from '../src/core/hits.js';
 import { IdOrder, LineRef } from '../src/core/records.js';
 import { checkUrlRecordAt, scanUrlRecord } from '../src/core/record-checks.js';
 import { timestampMsAt, timestampToMs } from '../src/core/time.js';
-import { findTab, putBytes, putHex32 } from '../src/core/bytes.js';
+import { copyBytes, findTab, putBytes, putHex32 } from '../src/core/bytes.js';
 import { ByteLineSplitter, FileLineReader } from '../src/core/lines.js';
 import { FileWriter } from '../src/core/writers.js';
 import { HOST_TAG, removeStaleTemps } from '../src/core/temps.js';
@@ -230,6 +230,19 @@ test('putBytes copies short and long ranges exactly', () => {
     assert.deepEqual(dst.subarray(9, 9 + to - from), src.subarray(from, to));
     assert.equal(dst[8], 0xff);
     assert.equal(dst[9 + to - from], 0xff);
+  }
+});
+
+test('copyBytes copies from a plain Uint8Array or a Buffer, and a copy past the end is an error, not a cut', () => {
+  const bytes = Uint8Array.from({ length: 100 }, (_, i) => i);
+  for (const src of [bytes, Buffer.from(bytes.buffer, 10, 90), new Uint8Array(bytes.buffer, 10, 90)]) {
+    const dst = new Uint8Array(64).fill(0xff);
+    assert.equal(copyBytes(src, 5, 55, dst, 7), 50);
+    assert.deepEqual([...dst.subarray(7, 57)], [...src.subarray(5, 55)]);
+    assert.equal(dst[6], 0xff);
+    assert.equal(dst[57], 0xff);
+    assert.throws(() => copyBytes(src, 0, 60, dst, 5), RangeError);
+    assert.equal(dst[63], 0xff, 'nothing was copied past the end');
   }
 });
 

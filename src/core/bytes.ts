@@ -32,8 +32,20 @@ export function putBytes(dst: Uint8Array, at: number, src: Uint8Array, from: num
     for (let i = from; i < to; i++) dst[at++] = src[i]!;
     return at;
   }
-  dst.set(new Uint8Array(src.buffer, src.byteOffset + from, to - from), at);
-  return at + (to - from);
+  return at + copyBytes(src, from, to, dst, at);
+}
+
+const bufferCopy = Buffer.prototype.copy;
+
+/**
+ * Copies `src[from, to)` to `dst` at `at` natively; returns how many bytes it copied.
+ * Unlike `dst.set(src.subarray(from, to), at)` it makes no view: a view a record
+ * was most of what analyze-dump allocated, and its garbage collector's work.
+ */
+export function copyBytes(src: Uint8Array, from: number, to: number, dst: Uint8Array, at: number): number {
+  // Buffer#copy copies what fits, where `set` throws: a copy past the end stays an error.
+  if (at + (to - from) > dst.length) throw new RangeError(`copyBytes: ${to - from} bytes at ${at} overrun ${dst.length}`);
+  return bufferCopy.call(src, dst, at, from, to);
 }
 
 /**

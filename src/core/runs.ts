@@ -1,7 +1,7 @@
 // Where sorted lines go (a file, a stage's output, chunks handed on), and the k-way
 // merge of sorted runs on disk, for the sorter's groups too big to sort in memory.
 import * as fs from 'node:fs';
-import type { ByteSink } from './bytes.js';
+import { copyBytes, type ByteSink } from './bytes.js';
 import { ioError } from './errors.js';
 import { removeQuietly } from './temps.js';
 import { ID_BYTES, TS_BYTES } from './records.js';
@@ -21,7 +21,7 @@ export class SinkOut implements LineOut {
   put(src: Uint8Array, s: number, e: number): void {
     const sink = this.sink;
     sink.reserve(e - s);
-    sink.buf.set(src.subarray(s, e), sink.pos);
+    copyBytes(src, s, e, sink.buf, sink.pos);
     sink.pos += e - s;
   }
 }
@@ -39,7 +39,7 @@ export class ChunkOut implements LineOut {
       this.out = Buffer.allocUnsafe(Math.max(1 << 20, l));
       this.o = 0;
     }
-    this.out.set(src.subarray(s, e), this.o);
+    copyBytes(src, s, e, this.out, this.o);
     this.o += l;
   }
 
@@ -78,7 +78,7 @@ export class FileOut implements LineOut {
       this.write(src, s, e);
       return;
     }
-    this.buf.set(src.subarray(s, e), this.o);
+    copyBytes(src, s, e, this.buf, this.o);
     this.o += l;
   }
 
