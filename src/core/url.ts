@@ -1,7 +1,8 @@
 // URL canonicalization (WHATWG URL), registrable domains (tldts, the Public Suffix
 // List with private suffixes) and URL ids (XXH64 seed 0 via xxhash-wasm).
 import xxhash from 'xxhash-wasm';
-import { TAB, putHex32 } from './bytes.js';
+import { TAB, copyBytes, putHex32 } from './bytes.js';
+import { grown } from './arrays.js';
 import { BytesIndex } from './bytesindex.js';
 import { loadTldts } from './cjs.js';
 import { MAX_DOMAIN_BYTES, domainTooLong, withoutTrailingDot } from './host.js';
@@ -89,26 +90,49 @@ function domainOf(host: string, mode: DomainMode): string {
 
 /**
  * The domains of canonical hosts, by the hosts' bytes (a reflog's hosts repeat far
- * more than its URLs), for the last `max` hosts; null for one whose domain is too long.
+ * more than its URLs), for the last `max` hosts: each as ASCII bytes, copied into a
+ * record as they are (a string would be encoded again for every record).
  */
 class HostDomains {
   private readonly hosts = new BytesIndex();
-  private domains: (string | null)[] = [];
+  /** Host k's domain is `bytes[start[k], end[k])`; end[k] is -1 for a domain too long. */
+  bytes: Buffer = Buffer.allocUnsafeSlow(1 << 16);
+  start: Int32Array = new Int32Array(1024);
+  end: Int32Array = new Int32Array(1024);
+  private used = 0;
 
   constructor(
     private readonly mode: DomainMode,
     private readonly max: number,
   ) {}
 
-  of(b: Buffer, s: number, e: number): string | null {
+  /** The number of host `b[s, e)` (its domain's bytes by `start` and `end`), or -1 when its domain is too long. */
+  of(b: Buffer, s: number, e: number): number {
     if (this.hosts.size >= this.max) {
       this.hosts.clear();
-      this.domains = [];
+      this.used = 0;
     }
     const k = this.hosts.add(b, s, e);
-    if (!this.hosts.added) return this.domains[k]!;
+    if (!this.hosts.added) return this.end[k]! < 0 ? -1 : k;
+    if (k === this.start.length) {
+      this.start = grown(this.start);
+      this.end = grown(this.end);
+    }
+    // A host in canonical form is ASCII, and so is its domain.
     const d = domainOf(b.toString('latin1', s, e), this.mode);
-    return (this.domains[k] = domainTooLong(d.length) === null ? d : null);
+    if (domainTooLong(d.length) !== null) {
+      this.end[k] = -1;
+      return -1;
+    }
+    if (this.used + d.length > this.bytes.length) {
+      const bigger = Buffer.allocUnsafeSlow(2 * this.bytes.length);
+      copyBytes(this.bytes, 0, this.used, bigger, 0);
+      this.bytes = bigger;
+    }
+    this.start[k] = this.used;
+    this.used += this.bytes.write(d, this.used, 'latin1');
+    this.end[k] = this.used;
+    return k;
   }
 }
 
@@ -284,8 +308,8 @@ export class UrlResolver {
     // A URL already in canonical form (most are) is taken as its bytes, without the parser
     // and without the memory, which would cost it about as much as the answer itself.
     const cut = fast ? canonicalEnd(buf, s, e, this.host) : -1;
-    const domain = cut < 0 ? null : this.domains.of(buf, this.host[0]!, this.host[1]!);
-    if (domain !== null && this.maxEntries > 0) return this.direct(buf, s, cut, domain);
+    const hk = cut < 0 ? -1 : this.domains.of(buf, this.host[0]!, this.host[1]!);
+    if (hk >= 0 && this.maxEntries > 0) return this.direct(buf, s, cut, hk);
     let k = 0;
     if (this.maxEntries === 0) {
       this.rejects.clear();
@@ -295,44 +319,45 @@ export class UrlResolver {
       k = this.keys.add(buf, s, e);
       if (!this.keys.added) return k;
     }
-    if (domain !== null) return this.keep(k, buf, s, e, domain, null, new Uint8Array(buf.buffer, buf.byteOffset + s, cut - s));
+    if (hk >= 0) return this.keep(k, buf, s, e, null, hk, null, new Uint8Array(buf.buffer, buf.byteOffset + s, cut - s));
     const c = canonicalize(buf.toString(utf8 ? 'utf8' : 'latin1', s, e), this.opts);
     if ('reason' in c) {
       this.rejects.set(k, c);
       this.start[k] = this.end[k] = this.used;
       return k;
     }
-    return this.keep(k, buf, s, e, c.domain, c.url, null);
+    return this.keep(k, buf, s, e, c.domain, -1, c.url, null);
   }
 
-  /** The answer for the URL in canonical form `buf[s, cut)` with `domain`, as entry maxEntries, not remembered. */
-  private direct(buf: Buffer, s: number, cut: number, domain: string): number {
+  /** The answer for the URL in canonical form `buf[s, cut)` of host `hk` (HostDomains), as entry maxEntries, not remembered. */
+  private direct(buf: Buffer, s: number, cut: number, hk: number): number {
     const k = this.maxEntries;
-    this.put(k, this.limit, domain, null, new Uint8Array(buf.buffer, buf.byteOffset + s, cut - s));
+    this.put(k, this.limit, null, hk, null, new Uint8Array(buf.buffer, buf.byteOffset + s, cut - s));
     return k;
   }
 
   /**
-   * Stores answer `k` for the raw URL `buf[s, e)`: `domain`, the canonical URL (ASCII:
-   * the text `url`, or the bytes `urlBytes`) and its id; returns its number (another
-   * if the memory had to start over).
+   * Stores answer `k` for the raw URL `buf[s, e)`: the domain (the text `domain`, or
+   * host `hk`'s in HostDomains), the canonical URL (ASCII: the text `url`, or the bytes
+   * `urlBytes`) and its id; returns its number (another if the memory had to start over).
    */
-  private keep(k: number, buf: Buffer, s: number, e: number, domain: string, url: string | null, urlBytes: Uint8Array | null): number {
+  private keep(k: number, buf: Buffer, s: number, e: number, domain: string | null, hk: number, url: string | null, urlBytes: Uint8Array | null): number {
     // The id's hex, the domain and the canonical URL are ASCII (WHATWG percent-encodes
     // the rest; hosts are punycode). Writing the hex from the bigint's halves costs
     // less than asking xxhash-wasm for text (measured: 145 against 320 ns a URL).
     const urlLength = url !== null ? url.length : urlBytes!.length;
-    const need = ID_BYTES + domain.length + 1 + urlLength;
+    const domainLength = domain !== null ? domain.length : this.domains.end[hk]! - this.domains.start[hk]!;
+    const need = ID_BYTES + domainLength + 1 + urlLength;
     if (this.used + need > this.limit) {
       this.forget();
       if (this.maxEntries > 0) k = this.keys.add(buf, s, e);
     }
-    this.used = this.put(k, this.used, domain, url, urlBytes);
+    this.used = this.put(k, this.used, domain, hk, url, urlBytes);
     return k;
   }
 
-  /** Writes answer `k` at `bytes[p]`: the id of the canonical URL (`url`, or the bytes `urlBytes`), `domain` TAB the URL; returns where it ends. */
-  private put(k: number, p: number, domain: string, url: string | null, urlBytes: Uint8Array | null): number {
+  /** Writes answer `k` at `bytes[p]`: the id of the canonical URL (`url`, or the bytes `urlBytes`), the domain (`domain`, or host `hk`'s) TAB the URL; returns where it ends. */
+  private put(k: number, p: number, domain: string | null, hk: number, url: string | null, urlBytes: Uint8Array | null): number {
     const raw = this.hash.raw;
     ID64[0] =
       url !== null
@@ -345,7 +370,13 @@ export class UrlResolver {
     const out = this.bytes;
     this.start[k] = p;
     p = putHex32(out, putHex32(out, p, hi), lo);
-    p += out.write(domain, p, 'latin1');
+    if (domain !== null) p += out.write(domain, p, 'latin1');
+    else {
+      const d = this.domains;
+      const de = d.end[hk]!;
+      const db = d.bytes;
+      for (let i = d.start[hk]!; i < de; i++) out[p++] = db[i]!;
+    }
     out[p++] = TAB;
     if (url !== null) p += out.write(url, p, 'latin1');
     else {
