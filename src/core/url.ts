@@ -1,7 +1,7 @@
 // URL canonicalization (WHATWG URL), registrable domains (tldts, the Public Suffix
 // List with private suffixes) and URL ids (XXH64 seed 0 via xxhash-wasm).
 import xxhash from 'xxhash-wasm';
-import { TAB, copyBytes, putHex32 } from './bytes.js';
+import { TAB, copyBytes, putBytes, putHex32 } from './bytes.js';
 import { grown } from './arrays.js';
 import { BytesIndex } from './bytesindex.js';
 import { loadTldts } from './cjs.js';
@@ -283,6 +283,9 @@ export class UrlResolver {
   private used = 0;
   /** Where the remembered answers' bytes end: the answer not remembered goes after. */
   private readonly limit: number;
+  /** Where `direct` puts a URL in canonical form, and views of it there by length. */
+  private readonly urlAt: number;
+  private readonly urlViews: (Uint8Array | undefined)[] = [];
 
   constructor(
     readonly opts: UrlOptions,
@@ -293,7 +296,8 @@ export class UrlResolver {
     // Room for any one answer: a canonical URL is at most maxUrlBytes, its domain shorter;
     // then room for the answer not remembered (entry maxEntries), see `direct`.
     this.limit = Math.max(maxBytes, 2 * opts.maxUrlBytes + 64);
-    this.bytes = Buffer.allocUnsafeSlow(this.limit + ID_BYTES + MAX_DOMAIN_BYTES + 1 + opts.maxUrlBytes);
+    this.urlAt = this.limit + ID_BYTES + MAX_DOMAIN_BYTES + 1;
+    this.bytes = Buffer.allocUnsafeSlow(this.urlAt + opts.maxUrlBytes);
     this.domains = new HostDomains(opts.domainMode, maxEntries > 0 ? DOMAIN_CACHE_HOSTS : 1024);
     this.fastPath = !opts.dropParams && !opts.sortQuery;
     this.start = new Int32Array(maxEntries + 1);
@@ -309,7 +313,10 @@ export class UrlResolver {
     // and without the memory, which would cost it about as much as the answer itself.
     const cut = fast ? canonicalEnd(buf, s, e, this.host) : -1;
     const hk = cut < 0 ? -1 : this.domains.of(buf, this.host[0]!, this.host[1]!);
-    if (hk >= 0 && this.maxEntries > 0) return this.direct(buf, s, cut, hk);
+    if (hk >= 0) {
+      if (this.maxEntries === 0) this.rejects.clear();
+      return this.direct(buf, s, cut, hk);
+    }
     let k = 0;
     if (this.maxEntries === 0) {
       this.rejects.clear();
@@ -319,70 +326,74 @@ export class UrlResolver {
       k = this.keys.add(buf, s, e);
       if (!this.keys.added) return k;
     }
-    if (hk >= 0) return this.keep(k, buf, s, e, null, hk, null, new Uint8Array(buf.buffer, buf.byteOffset + s, cut - s));
     const c = canonicalize(buf.toString(utf8 ? 'utf8' : 'latin1', s, e), this.opts);
     if ('reason' in c) {
       this.rejects.set(k, c);
       this.start[k] = this.end[k] = this.used;
       return k;
     }
-    return this.keep(k, buf, s, e, c.domain, -1, c.url, null);
+    return this.keep(k, buf, s, e, c.domain, c.url);
   }
 
-  /** The answer for the URL in canonical form `buf[s, cut)` of host `hk` (HostDomains), as entry maxEntries, not remembered. */
+  /**
+   * The answer for the URL in canonical form `buf[s, cut)` of host `hk` (HostDomains), as
+   * entry maxEntries, not remembered. The URL is copied to `urlAt`, which does not move,
+   * so that XXH64 reads it there through a view made once for each length (a view a URL
+   * was garbage a line); the id and the domain are written before it.
+   */
   private direct(buf: Buffer, s: number, cut: number, hk: number): number {
     const k = this.maxEntries;
-    this.put(k, this.limit, null, hk, null, new Uint8Array(buf.buffer, buf.byteOffset + s, cut - s));
+    const out = this.bytes;
+    const at = this.urlAt;
+    const n = cut - s;
+    putBytes(out, at, buf, s, cut);
+    const raw = this.hash.raw;
+    ID64[0] = raw ? raw((this.urlViews[n] ??= new Uint8Array(out.buffer, out.byteOffset + at, n))) : this.hash(out.toString('latin1', at, at + n));
+    const hi = ID32[HI]!;
+    const lo = ID32[1 - HI]!;
+    const d = this.domains;
+    const ds = d.start[hk]!;
+    const de = d.end[hk]!;
+    const db = d.bytes;
+    let p = at - 1 - (de - ds) - ID_BYTES;
+    this.start[k] = p;
+    p = putHex32(out, putHex32(out, p, hi), lo);
+    for (let i = ds; i < de; i++) out[p++] = db[i]!;
+    out[p] = TAB;
+    this.end[k] = at + n;
+    this.hi[k] = hi;
+    this.lo[k] = lo;
     return k;
   }
 
   /**
-   * Stores answer `k` for the raw URL `buf[s, e)`: the domain (the text `domain`, or
-   * host `hk`'s in HostDomains), the canonical URL (ASCII: the text `url`, or the bytes
-   * `urlBytes`) and its id; returns its number (another if the memory had to start over).
+   * Stores answer `k` for the raw URL `buf[s, e)`: `domain`, the canonical URL `url`
+   * (ASCII: WHATWG percent-encodes the rest; hosts are punycode) and its id; returns its
+   * number (another if the memory had to start over).
    */
-  private keep(k: number, buf: Buffer, s: number, e: number, domain: string | null, hk: number, url: string | null, urlBytes: Uint8Array | null): number {
-    // The id's hex, the domain and the canonical URL are ASCII (WHATWG percent-encodes
-    // the rest; hosts are punycode). Writing the hex from the bigint's halves costs
-    // less than asking xxhash-wasm for text (measured: 145 against 320 ns a URL).
-    const urlLength = url !== null ? url.length : urlBytes!.length;
-    const domainLength = domain !== null ? domain.length : this.domains.end[hk]! - this.domains.start[hk]!;
-    const need = ID_BYTES + domainLength + 1 + urlLength;
+  private keep(k: number, buf: Buffer, s: number, e: number, domain: string, url: string): number {
+    const need = ID_BYTES + domain.length + 1 + url.length;
     if (this.used + need > this.limit) {
       this.forget();
       if (this.maxEntries > 0) k = this.keys.add(buf, s, e);
     }
-    this.used = this.put(k, this.used, domain, hk, url, urlBytes);
+    this.used = this.put(k, this.used, domain, url);
     return k;
   }
 
-  /** Writes answer `k` at `bytes[p]`: the id of the canonical URL (`url`, or the bytes `urlBytes`), the domain (`domain`, or host `hk`'s) TAB the URL; returns where it ends. */
-  private put(k: number, p: number, domain: string | null, hk: number, url: string | null, urlBytes: Uint8Array | null): number {
-    const raw = this.hash.raw;
-    ID64[0] =
-      url !== null
-        ? this.hash(url)
-        : raw
-          ? raw(urlBytes!)
-          : this.hash(Buffer.from(urlBytes!.buffer, urlBytes!.byteOffset, urlBytes!.length).toString('latin1'));
+  /** Writes answer `k` at `bytes[p]`: the id of `url`, `domain` TAB `url`; returns where it ends. */
+  private put(k: number, p: number, domain: string, url: string): number {
+    // Writing the hex from the id's halves costs less than asking xxhash-wasm for text
+    // (measured: 145 against 320 ns a URL).
+    ID64[0] = this.hash(url);
     const hi = ID32[HI]!;
     const lo = ID32[1 - HI]!;
     const out = this.bytes;
     this.start[k] = p;
     p = putHex32(out, putHex32(out, p, hi), lo);
-    if (domain !== null) p += out.write(domain, p, 'latin1');
-    else {
-      const d = this.domains;
-      const de = d.end[hk]!;
-      const db = d.bytes;
-      for (let i = d.start[hk]!; i < de; i++) out[p++] = db[i]!;
-    }
+    p += out.write(domain, p, 'latin1');
     out[p++] = TAB;
-    if (url !== null) p += out.write(url, p, 'latin1');
-    else {
-      out.set(urlBytes!, p);
-      p += urlBytes!.length;
-    }
+    p += out.write(url, p, 'latin1');
     this.end[k] = p;
     this.hi[k] = hi;
     this.lo[k] = lo;
