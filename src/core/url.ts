@@ -313,15 +313,14 @@ export class UrlResolver {
     // and without the memory, which would cost it about as much as the answer itself.
     const cut = fast ? canonicalEnd(buf, s, e, this.host) : -1;
     const hk = cut < 0 ? -1 : this.domains.of(buf, this.host[0]!, this.host[1]!);
-    if (hk >= 0) {
-      if (this.maxEntries === 0) this.rejects.clear();
-      return this.direct(buf, s, cut, hk);
-    }
-    let k = 0;
+    // Without a memory every answer is entry 0, the last one's reject included.
     if (this.maxEntries === 0) {
       this.rejects.clear();
       this.used = 0;
-    } else {
+    }
+    if (hk >= 0) return this.direct(buf, s, cut, hk);
+    let k = 0;
+    if (this.maxEntries > 0) {
       if (this.keys.size >= this.maxEntries || this.keys.bytes + (e - s) > this.maxBytes) this.forget();
       k = this.keys.add(buf, s, e);
       if (!this.keys.added) return k;
@@ -354,11 +353,10 @@ export class UrlResolver {
     const d = this.domains;
     const ds = d.start[hk]!;
     const de = d.end[hk]!;
-    const db = d.bytes;
     let p = at - 1 - (de - ds) - ID_BYTES;
     this.start[k] = p;
     p = putHex32(out, putHex32(out, p, hi), lo);
-    for (let i = ds; i < de; i++) out[p++] = db[i]!;
+    p = putBytes(out, p, d.bytes, ds, de);
     out[p] = TAB;
     this.end[k] = at + n;
     this.hi[k] = hi;

@@ -150,12 +150,10 @@ no output.`,
 /**
  * Has V8 start marking the JS heap once half of the room to its limit is used (90%:
  * at once), not as soon as the heap is within one young generation of it: with a
- * heap this small (about 10 MiB live) it was marking all the time, a full collection
- * every 0.1 s (measured, Node.js 24, the 1M hour: 1.56 CPU s against 1.67; 10M: 10.8
- * against 11.1, peak RSS the same). V8 reads these whenever it decides; they apply to
- * the worker threads too. Not under --memory 128M, where the bound on peak RSS comes
- * first (at 10M lines, --memory 64M: 180-191 MiB with them, 172-182 without, against
- * a bound of 200). Not in the shebang: its line is cut at 127 bytes on older kernels.
+ * heap this small (about 10 MiB live) it was marking all the time (docs/performance.md,
+ * "V8's helper threads"). V8 reads these whenever it decides; they apply to the worker
+ * threads too. Not under --memory 128M, where the bound on peak RSS comes first. Not in
+ * the shebang: its line is cut at 127 bytes on older kernels.
  */
 function laterMarking(): void {
   v8.setFlagsFromString('--incremental-marking-soft-trigger=50');
