@@ -792,7 +792,7 @@ test('the pipe-size addon refuses what is not a descriptor and a size (napi_get_
   assert.equal(growPipe(987654, 1 << 20), -os.constants.errno.EBADF, 'a descriptor not open');
 });
 
-test('without the pipe-size addon (not built) a stage works the same, with the pipes as they are', () => {
+test('without the addons (not built) a stage works the same: the pipes as they are, its record checks in JavaScript', () => {
   // A copy of the project without build/: what an install whose compiler failed leaves.
   const copy = scratch();
   for (const d of ['bin', 'dist']) fs.cpSync(path.join(ROOT, d), path.join(copy, d), { recursive: true });
@@ -806,17 +806,19 @@ test('without the pipe-size addon (not built) a stage works the same, with the p
   assert.equal(summaryOf(r.stderr).status, 'ok');
 });
 
-test('a pipe-size addon that is not a loadable file (empty, text, a FIFO) is left alone: the stage works the same', () => {
+test('an addon that is not a loadable file (empty, text, a FIFO) is left alone: the stage works the same', () => {
   const copy = scratch();
   for (const d of ['bin', 'dist']) fs.cpSync(path.join(ROOT, d), path.join(copy, d), { recursive: true });
   fs.copyFileSync(path.join(ROOT, 'package.json'), path.join(copy, 'package.json'));
   fs.symlinkSync(path.join(ROOT, 'node_modules'), path.join(copy, 'node_modules'));
-  const addon = path.join(copy, 'build', 'Release', 'pipesize.node');
-  fs.mkdirSync(path.dirname(addon), { recursive: true });
+  const addons = ['pipesize', 'scan'].map((name) => path.join(copy, 'build', 'Release', `${name}.node`));
+  fs.mkdirSync(path.dirname(addons[0]!), { recursive: true });
   const input = manyLines('group-sum');
-  for (const make of [() => fs.writeFileSync(addon, ''), () => fs.writeFileSync(addon, 'not ELF\n'), () => spawnSync('mkfifo', [addon])]) {
-    fs.rmSync(addon, { force: true });
-    make();
+  for (const make of [(f: string) => fs.writeFileSync(f, ''), (f: string) => fs.writeFileSync(f, 'not ELF\n'), (f: string) => spawnSync('mkfifo', [f])]) {
+    for (const addon of addons) {
+      fs.rmSync(addon, { force: true });
+      make(addon);
+    }
     // A FIFO there once blocked the stage in dlopen's open(2) for good.
     const r = spawnSync(path.join(copy, 'bin', 'group-sum'), ['--log-level', 'debug'], { input, env: testEnv(), encoding: 'utf8', timeout: 20_000 });
     assert.equal(r.status, 0, r.stderr);

@@ -10,7 +10,19 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import fc from 'fast-check';
 import { LineRef } from '../src/core/records.js';
-import { checkCarryRecordAt, checkJoinedAt, checkUrlRecordAt, isDomainAt, scanJoined, scanUrlRecord } from '../src/core/record-checks.js';
+import {
+  RecordScanner,
+  checkCarryRecordAt,
+  checkJoinedAt,
+  checkUrlRecordAt,
+  isDomainAt,
+  nativeScan,
+  scanJoined,
+  scanRouted,
+  scanUrlRecord,
+  type ScanKind,
+} from '../src/core/record-checks.js';
+import type { LineScan } from '../src/core/lines.js';
 import { timestampKey } from '../src/core/time.js';
 import { ROOT, listFiles } from './lib/run.js';
 import { SEED, hitsArb, tagArb, tsArb } from './lib/model.js';
@@ -293,4 +305,153 @@ test('a scan finds the LF of exactly the lines its check passes, with the same T
       });
     }
   }
+});
+
+// The native scanner (src/native/scan.c) through RecordScanner, held to the JavaScript
+// scans above: the same LF and TABs for every line, alone, one after another in a
+// chunk, and in a buffer that a new chunk overwrote.
+
+const native = nativeScan.fn;
+
+/** A RecordScanner of `kind` asked for one line, as a splitter asks at a chunk's first. */
+function scannerOf(kind: ScanKind, lead?: Int32Array) {
+  return (b: Uint8Array, s: number, limit: number, T: Int32Array) => new RecordScanner(kind, T, lead).scan(b, s, limit, true);
+}
+
+test('the native scan finds the LF of exactly the lines its check passes, with the same TABs', () => {
+  assert.ok(native, 'the scan addon is built (npm install)');
+  const next = fc.constantFrom('', '\n', '\nx', '\t\n', '\r\n', '\n0123456789abcdef\t');
+  for (const { kind, scanKind } of [
+    { kind: KINDS[0]!, scanKind: 'url' as const },
+    { kind: KINDS[1]!, scanKind: 'joined' as const },
+  ]) {
+    let found = 0;
+    fc.assert(
+      fc.property(goodLine(kind), fc.array(mutation, { maxLength: 3 }), next, fc.double({ min: 0, max: 1, noNaN: true }), (line, edits, after, cut) => {
+        const bytes = Buffer.concat([mutate(line, edits), Buffer.from(after, 'latin1')]);
+        const limit = cut < 0.8 ? bytes.length : Math.floor(cut * bytes.length);
+        if (scanAgrees(kind, scannerOf(scanKind), bytes, limit)) found++;
+      }),
+      { seed: SEED, numRuns: 20_000 },
+    );
+    assert.ok(found > 2000, `${kind.name}: ${found} lines found`);
+    for (const good of kind.good) {
+      kind.edges.forEach((values, k) => {
+        for (const v of values) {
+          const bytes = Buffer.from(`${good.map((f, j) => (j === k ? v : f)).join('\t')}\n`, 'utf8');
+          for (let limit = bytes.length - 2; limit <= bytes.length; limit++) scanAgrees(kind, scannerOf(scanKind), bytes, limit);
+        }
+      });
+    }
+  }
+});
+
+/** What scanRouted (JavaScript) or a RecordScanner answers for the routed line at `b[1..]`: its LF, and its TABs when found. */
+function routedAnswer(b: Uint8Array, limit: number, viaScanner: boolean): { end: number; tabs: number[] } {
+  const lead = new Int32Array(1).fill(-7);
+  const T = new Int32Array(5).fill(-7);
+  const end = viaScanner ? new RecordScanner('routed', T, lead).scan(b, 1, limit, true) : scanRouted(b, 1, limit, lead, T);
+  return { end, tabs: end < 0 ? [] : [lead[0]!, ...T] };
+}
+
+test('the native scan of a routed line (yacobot_id TAB URL record) answers as scanRouted does', () => {
+  assert.ok(native, 'the scan addon is built (npm install)');
+  const yacobot = fc.oneof(fc.constantFrom('1', '7', '10', '0', '01', '', '-1', '1a', '9'.repeat(18), '9'.repeat(19), '1 '), fc.nat().map(String));
+  let found = 0;
+  fc.assert(
+    fc.property(yacobot, goodLine(KINDS[0]!), fc.array(mutation, { maxLength: 2 }), fc.constantFrom('\n', '', '\t\n', '\nx'), (y, line, edits, after) => {
+      const bytes = Buffer.concat([Buffer.of(0x30), mutate(`${y}\t${line}`, edits), Buffer.from(after, 'latin1')]);
+      const js = routedAnswer(bytes, bytes.length, false);
+      assert.deepEqual(routedAnswer(bytes, bytes.length, true), js, JSON.stringify(bytes.toString('latin1')));
+      if (js.end >= 0) found++;
+    }),
+    { seed: SEED, numRuns: 20_000 },
+  );
+  assert.ok(found > 2000, `${found} routed lines found`);
+});
+
+/**
+ * The lines of `chunk` as a splitter takes them with `scan` (a line the scan does not
+ * pass is taken up to its LF by hand): each line's start, LF (or -1: the rest waits
+ * for the next chunk) and the TABs the scan gave (none for a line it did not pass).
+ */
+function splitWith(chunk: Uint8Array, scan: LineScan, T: Int32Array): string[] {
+  const lines: string[] = [];
+  const first = 0;
+  for (let from = 0; from < chunk.length; ) {
+    T.fill(-7);
+    const got = scan(chunk, from, chunk.length, from === first);
+    const nl = got >= 0 ? got : chunk.indexOf(0x0a, from);
+    lines.push(`${from} ${nl} ${got >= 0 ? [...T].join(',') : '-'}`);
+    if (nl < 0) break;
+    from = nl + 1;
+  }
+  return lines;
+}
+
+test('a chunk of many lines, good and bad, is split the same with the native scan ahead and without it', () => {
+  assert.ok(native, 'the scan addon is built (npm install)');
+  const kind = KINDS[0]!;
+  const T = new Int32Array(5);
+  const scanner = new RecordScanner('url', T);
+  const js: LineScan = (b, s, limit) => scanUrlRecord(b, s, limit, T);
+  const lines = fc.array(fc.tuple(goodLine(kind), fc.array(mutation, { maxLength: 1 }), fc.boolean()), { minLength: 1, maxLength: 3000, size: 'max' });
+  // One buffer for every chunk, as a pipe's reader reuses its own: what the scanner read ahead in one chunk is stale in the next.
+  const reused = Buffer.alloc(1 << 20);
+  fc.assert(
+    fc.property(lines, fc.boolean(), (ls, cutLast) => {
+      const text = Buffer.concat(ls.map(([l, edits, bad]) => Buffer.concat([bad ? mutate(l, edits) : Buffer.from(l, 'utf8'), Buffer.of(0x0a)])));
+      const chunk = reused.subarray(0, cutLast ? text.length - 3 : text.length);
+      text.copy(reused, 0, 0, chunk.length);
+      const want = splitWith(chunk, js, T);
+      assert.deepEqual(splitWith(chunk, scanner.scan, T), want);
+      // Without the addon (not built), the scanner is the JavaScript scan.
+      nativeScan.fn = null;
+      try {
+        assert.deepEqual(splitWith(chunk, new RecordScanner('url', T).scan, T), want);
+      } finally {
+        nativeScan.fn = native;
+      }
+    }),
+    { seed: SEED, numRuns: 100 },
+  );
+});
+
+test('a scanner asked for the first line of a chunk forgets what it read ahead in the buffer before', () => {
+  assert.ok(native, 'the scan addon is built (npm install)');
+  const T = new Int32Array(5);
+  const scanner = new RecordScanner('url', T);
+  const good = `${URL_GOOD[0]!.join('\t')}\n`;
+  const buf = Buffer.from(good.repeat(4));
+  assert.equal(scanner.scan(buf, 0, buf.length, true), good.length - 1);
+  // The next chunk, read into the same buffer, goes on from the same place (after a line
+  // carried over): its second line is not a record.
+  buf.write('x', good.length + 3, 'latin1');
+  assert.equal(scanner.scan(buf, good.length, buf.length, true), -1);
+  assert.equal(scanner.scan(buf, 2 * good.length, buf.length, false), 3 * good.length - 1, 'the lines after it');
+});
+
+test('the native scan refuses what is not a buffer, a range in it, a kind and an Int32Array', () => {
+  assert.ok(native, 'the scan addon is built (npm install)');
+  const scan = native as unknown as (...args: unknown[]) => number;
+  const b = Buffer.from(`${URL_GOOD[0]!.join('\t')}\n`);
+  const out = new Int32Array(60);
+  for (const args of [
+    [b, 0, b.length, 0],
+    ['text', 0, 4, 0, out],
+    [b, -1, b.length, 0, out],
+    [b, 0, b.length + 1, 0, out],
+    [b, 5, 4, 0, out],
+    [b, NaN, b.length, 0, out],
+    [b, 0.5, b.length, 0, out],
+    [b, 0, b.length, 3, out],
+    [b, 0, b.length, -1, out],
+    [b, 0, b.length, 0, new Uint32Array(60)],
+    [b, 0, b.length, 0, [0, 0, 0, 0, 0, 0]],
+  ]) {
+    assert.throws(() => scan(...args), TypeError, String(args.slice(1)));
+  }
+  assert.equal(scan(b, 0, b.length, 0, out), 1);
+  assert.equal(scan(b, 0, b.length, 0, new Int32Array(5)), 0, 'no room for one line');
+  assert.equal(scan(b, 0, b.length - 1, 0, out), 0, 'the LF past the limit');
 });

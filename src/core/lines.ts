@@ -147,10 +147,12 @@ export type ByteLineFn = (buf: Buffer, start: number, end: number, lineNo: numbe
 
 /**
  * A line format's one pass over a line from `start` in `buf[.., limit)` (record-checks.ts:
- * scanUrlRecord, scanJoined): the LF that ends a line the format's check passes, else
- * -1. A splitter given one hands such a line on as `checked`, found and checked at once.
+ * RecordScanner): the LF that ends a line the format's check passes, else -1. A
+ * splitter given one hands such a line on as `checked`, found and checked at once.
+ * `fresh` is true for the first line of a chunk or block: a reused buffer may hold
+ * new bytes where a scanner looked ahead.
  */
-export type LineScan = (buf: Uint8Array, start: number, limit: number) => number;
+export type LineScan = (buf: Uint8Array, start: number, limit: number, fresh: boolean) => number;
 
 /** A carry that holds nothing (the splitter's starting point, and after each line it hands out). */
 const EMPTY = Buffer.alloc(0);
@@ -194,8 +196,9 @@ export class ByteLineSplitter {
       from = nl + 1;
     }
     const n = chunk.length;
+    const first = from;
     while (from < n) {
-      const scanned = scan ? scan(chunk, from, n) : -1;
+      const scanned = scan ? scan(chunk, from, n, from === first) : -1;
       const nl = scanned >= 0 ? scanned : chunk.indexOf(LF, from);
       if (nl === -1) break;
       if (!ascii && !isUtf8(chunk.subarray(from, nl))) throw badUtf8(this.file, this.lineNo + 1);
@@ -326,7 +329,7 @@ export class FileLineReader {
       if (!this.fill()) return false;
       this.at = 0;
     }
-    const scanned = scan ? scan(this.block, this.at, this.dataEnd) : -1;
+    const scanned = scan ? scan(this.block, this.at, this.dataEnd, this.at === 0) : -1;
     this.checked = scanned >= 0;
     let nl = scanned >= 0 ? scanned : this.block.indexOf(LF, this.at);
     if (nl === -1 || nl > this.dataEnd) nl = this.dataEnd;

@@ -1,29 +1,18 @@
 // Bigger pipes between the stages, through a tiny native addon (src/native/pipesize.c,
 // built by `npm install`): Node has no fcntl.
-import * as fs from 'node:fs';
-import { createRequire } from 'node:module';
-import * as path from 'node:path';
-import { PROJECT_ROOT } from './root.js';
+import { addonPath, loadAddon } from './addons.js';
 
 /** What a pipe next to a stage should hold: Linux's default pipe-max-size. */
 export const PIPE_BYTES = 1 << 20;
 
 /** The addon's path; built by `npm install` (node-gyp, from binding.gyp). */
-export const PIPESIZE_ADDON = path.join(PROJECT_ROOT, 'build', 'Release', 'pipesize.node');
+export const PIPESIZE_ADDON = addonPath('pipesize');
 
 type GrowPipe = (fd: number, bytes: number) => number;
 let loaded: GrowPipe | null | undefined;
 
 function addon(): GrowPipe | null {
-  if (loaded === undefined) {
-    try {
-      // dlopen of anything but a file (a FIFO there) would block every stage in open(2).
-      if (!fs.statSync(PIPESIZE_ADDON).isFile()) throw new Error('not a file');
-      loaded = (createRequire(import.meta.url)(PIPESIZE_ADDON) as { growPipe: GrowPipe }).growPipe;
-    } catch {
-      loaded = null;
-    }
-  }
+  if (loaded === undefined) loaded = loadAddon<{ growPipe: GrowPipe }>('pipesize')?.growPipe ?? null;
   return loaded;
 }
 

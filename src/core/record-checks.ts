@@ -2,10 +2,11 @@
 // decode a line: one pass over the line checks each field's bytes as it looks for the
 // field's TAB, and fills in the TAB positions the stage then takes the fields by. A
 // line that fails gets the message of the check on its fields.
-import { DASH, LF, TAB, isDigitsAt } from './bytes.js';
+import { loadAddon } from './addons.js';
+import { DASH, LF, TAB, findTab, isDigitsAt } from './bytes.js';
 import { MAX_HITS_DIGITS } from './hits.js';
 import { findTabsAt } from './lines.js';
-import { DECIDED_TAIL_BYTES, ID_BYTES, TS_AT, TS_BYTES, checkCarryRecord, checkJoined, checkUrlRecord, type LineRef } from './records.js';
+import { DECIDED_TAIL_BYTES, ID_BYTES, TS_AT, TS_BYTES, checkCarryRecord, checkJoined, checkUrlRecord, isYacobotIdAt, type LineRef } from './records.js';
 import { timestampKey } from './time.js';
 
 const CR = 13;
@@ -60,6 +61,91 @@ export function scanUrlRecord(b: Uint8Array, s: number, limit: number, T: Int32A
 export function scanJoined(b: Uint8Array, s: number, limit: number, T: Int32Array): number {
   const end = joinedEnd(b, s, limit, T, LF);
   return end < limit ? end : -1;
+}
+
+/**
+ * As scanUrlRecord, for logsaver's routed line "yacobot_id TAB URL record": the TAB
+ * after the yacobot_id (a positive integer) into `lead[0]`, the URL record's TABs into `T`.
+ */
+export function scanRouted(b: Uint8Array, s: number, limit: number, lead: Int32Array, T: Int32Array): number {
+  const t = findTab(b, s, limit);
+  if (t < 0 || !isYacobotIdAt(b, s, t)) return -1;
+  lead[0] = t;
+  return scanUrlRecord(b, t + 1, limit, T);
+}
+
+/** The line formats a RecordScanner reads: a URL record, a joined record, a routed line. */
+export type ScanKind = 'url' | 'joined' | 'routed';
+
+const KINDS: Record<ScanKind, { code: number; tabs: number }> = { url: { code: 0, tabs: 5 }, joined: { code: 1, tabs: 8 }, routed: { code: 2, tabs: 6 } };
+
+type ScanRecords = (buf: Uint8Array, from: number, limit: number, kind: number, out: Int32Array) => number;
+
+/** The native scanner (src/native/scan.c), or null when it was not built; tests may turn it off. */
+export const nativeScan: { fn: ScanRecords | null } = { fn: loadAddon<{ scanRecords: ScanRecords }>('scan')?.scanRecords ?? null };
+
+/** Lines a native call checks at most. */
+const LINES_AHEAD = 1024;
+
+/**
+ * The streaming stages' LineScan for one line format: scanUrlRecord, scanJoined or
+ * scanRouted, the same answers, from the native addon a block of lines ahead when it
+ * was built. The TABs of the line it passes go to `T` (and for a routed line, the one
+ * after its yacobot_id to `lead[0]`).
+ */
+export class RecordScanner {
+  private readonly code: number;
+  private readonly tabs: number;
+  /** The TABs that go to `T`: all but a routed line's first. */
+  private readonly copies: number;
+  private readonly ahead: Int32Array;
+  /** The lines checked ahead: `ahead[at..]` is the next one's, which starts at `next`; `left` of them. */
+  private at = 0;
+  private left = 0;
+  private next = -1;
+
+  constructor(
+    private readonly kind: ScanKind,
+    private readonly T: Int32Array,
+    private readonly lead: Int32Array = new Int32Array(1),
+  ) {
+    this.code = KINDS[kind].code;
+    this.tabs = KINDS[kind].tabs;
+    this.copies = kind === 'routed' ? this.tabs - 1 : this.tabs;
+    if (T.length < this.copies) throw new RangeError(`a ${kind} line has ${this.copies} TABs, T holds ${T.length}`);
+    this.ahead = new Int32Array(LINES_AHEAD * (this.tabs + 1));
+  }
+
+  /** The LineScan. */
+  readonly scan = (b: Uint8Array, s: number, limit: number, fresh: boolean): number => {
+    const native = nativeScan.fn;
+    if (native === null) return this.scanHere(b, s, limit);
+    if (fresh || s !== this.next || this.left === 0) {
+      this.left = native(b, s, limit, this.code, this.ahead);
+      this.at = 0;
+      if (this.left === 0) {
+        this.next = -1;
+        return -1;
+      }
+    }
+    const a = this.ahead;
+    let at = this.at;
+    const end = a[at++]!;
+    if (this.code === 2) this.lead[0] = a[at++]!;
+    const T = this.T;
+    for (let k = 0; k < this.copies; k++) T[k] = a[at + k]!;
+    this.at += this.tabs + 1;
+    this.left--;
+    this.next = end + 1;
+    return end;
+  };
+
+  /** The line from `s`, checked in JavaScript. */
+  private scanHere(b: Uint8Array, s: number, limit: number): number {
+    if (this.kind === 'url') return scanUrlRecord(b, s, limit, this.T);
+    if (this.kind === 'joined') return scanJoined(b, s, limit, this.T);
+    return scanRouted(b, s, limit, this.lead, this.T);
+  }
 }
 
 /** True when b[from, to) is a non-empty domain as checkDomain has it (lower-case printable ASCII). */

@@ -19,7 +19,7 @@ import {
   TS_BYTES,
   UrlRecordWriter,
 } from '../core/records.js';
-import { checkJoinedAt, scanJoined } from '../core/record-checks.js';
+import { RecordScanner, checkJoinedAt } from '../core/record-checks.js';
 import type { ByteLineFn, LineScan } from '../core/lines.js';
 import { formatTimestamp, isValidTimestamp, parseDuration, timestampMsAt, timestampToMs } from '../core/time.js';
 import { AtomicFileWriter } from '../core/writers.js';
@@ -168,7 +168,7 @@ Buffers: one record.`,
       current_out: committed ? linesIn - n.expired : 0,
     }));
     const l = new LineRef(JOINED_RECORD.length - 1);
-    const scan: LineScan = (b, s, limit) => scanJoined(b, s, limit, l.tabs);
+    const scan: LineScan = new RecordScanner('joined', l.tabs).scan;
     const onLine: ByteLineFn = (buf, start, end, lineNo, checked) => {
       l.set(buf, start, end);
       const bad = (checked ? null : checkJoinedAt(l)) ?? order.check(buf, start);

@@ -4,7 +4,7 @@ import { DataError } from '../core/errors.js';
 import { LF, compareBytes, digitsValue, latin1, putBytes, putDecimal, type ByteSink } from '../core/bytes.js';
 import { MAX_HITS_DIGITS, addHits, hitsTooBig } from '../core/hits.js';
 import { ID_BYTES, LineRef, TS_BYTES, U_DOMAIN, U_HITS, U_TAG, U_TS, URL_RECORD, UrlRecordWriter } from '../core/records.js';
-import { checkUrlRecordAt, scanUrlRecord } from '../core/record-checks.js';
+import { RecordScanner, checkUrlRecordAt } from '../core/record-checks.js';
 
 /**
  * The pure core: folds consecutive records of one id into one record with the
@@ -179,11 +179,7 @@ the line; a malformed record is an error too (this is not a first-line filter).`
       if (wrote) groups++;
       if (order === 0) merged++;
     };
-    await ctx.eachLine(
-      onLine,
-      () => grouper.detach(),
-      (b, s, limit) => scanUrlRecord(b, s, limit, l.tabs),
-    );
+    await ctx.eachLine(onLine, () => grouper.detach(), new RecordScanner('url', l.tabs).scan);
     if (grouper.finish(out)) groups++;
   },
 };

@@ -5,7 +5,7 @@ import type { Output } from '../cli/output.js';
 import { DataError } from '../core/errors.js';
 import { compareBytes } from '../core/bytes.js';
 import { ID_BYTES, IdOrder, LineRef, URL_RECORD, writeJoined } from '../core/records.js';
-import { checkUrlRecordAt, scanUrlRecord } from '../core/record-checks.js';
+import { RecordScanner, checkUrlRecordAt } from '../core/record-checks.js';
 import { ByteLineSplitter, FileLineReader, type ByteLineFn, type LineScan } from '../core/lines.js';
 import { COPY_PREFIX, regularFileFor } from '../core/fifos.js';
 import { removeStaleTemps } from '../core/temps.js';
@@ -81,8 +81,8 @@ class MergeJoin {
   /** Where the splitter's scan puts an incoming line's TABs (`inc` may hold a waiting line's). */
   private readonly scanned = new LineRef(URL_RECORD.length - 1);
   private readonly onLine: ByteLineFn = (buf, start, end, lineNo, checked) => this.take(buf, start, end, lineNo, checked);
-  private readonly scanIncoming: LineScan = (b, s, limit) => scanUrlRecord(b, s, limit, this.scanned.tabs);
-  private readonly scanCurrent: LineScan = (b, s, limit) => scanUrlRecord(b, s, limit, this.curLine.tabs);
+  private readonly scanIncoming: LineScan = new RecordScanner('url', this.scanned.tabs).scan;
+  private readonly scanCurrent: LineScan = new RecordScanner('url', this.curLine.tabs).scan;
   private nIn = 0;
   private nCur = 0;
   private both = 0;

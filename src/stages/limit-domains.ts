@@ -10,7 +10,7 @@ import { regularFileFor } from '../core/fifos.js';
 import { DEFAULT_MAX_LINE, FileLineReader } from '../core/lines.js';
 import { countOption } from '../core/numbers.js';
 import { DECIDED_TAIL_BYTES, ID_BYTES, IdOrder, LineRef, RANKED_PREFIX_BYTES, TS_BYTES, URL_RECORD, U_DOMAIN, U_HITS } from '../core/records.js';
-import { checkCarryRecordAt, checkUrlRecordAt, scanUrlRecord } from '../core/record-checks.js';
+import { RecordScanner, checkCarryRecordAt, checkUrlRecordAt } from '../core/record-checks.js';
 import { DEFAULT_CARRY_KEEP } from '../core/defaults.js';
 import { parseBudget } from '../core/size.js';
 import { SPILL_PREFIX } from '../core/sorter.js';
@@ -277,7 +277,7 @@ async function mergeInputs(ctx: StageContext, o: LimitDomainsOptions, spool: Spo
   await ctx.eachLine(
     (buf, start, end, lineNo, checked) => merge.feed(l.set(buf, start, end), ctx.inputName, lineNo, checked),
     undefined,
-    (b, s, limit) => scanUrlRecord(b, s, limit, l.tabs),
+    new RecordScanner('url', l.tabs).scan,
   );
   merge.finish();
   spool.finish();

@@ -7,9 +7,9 @@ import { DataError, UsageError, clipText, hasControl, ioError } from '../core/er
 import { BytesIndex } from '../core/bytesindex.js';
 import { LF, findTab, putBytes } from '../core/bytes.js';
 import { LineRef, ROUTED_RECORD, URL_RECORD, clip, isYacobotIdAt } from '../core/records.js';
-import { checkUrlRecordAt, scanUrlRecord } from '../core/record-checks.js';
+import { RecordScanner, checkUrlRecordAt } from '../core/record-checks.js';
 import { fsyncPath } from '../core/dirs.js';
-import { DEFAULT_MAX_LINE, type ByteLineFn, type LineScan } from '../core/lines.js';
+import { DEFAULT_MAX_LINE, type ByteLineFn } from '../core/lines.js';
 import { FileWriter, SYNC_AHEAD } from '../core/writers.js';
 import { liveTempFiles, ownedTempName, removeQuietly, removeStaleTemps } from '../core/temps.js';
 
@@ -101,23 +101,10 @@ Buffers: a write buffer per Yacobot (one open file per Yacobot).`,
       recordsIn++;
       q.records++;
     };
-    await ctx.eachLine(onLine, undefined, routedScan(l, scanned));
+    await ctx.eachLine(onLine, undefined, new RecordScanner('routed', l.tabs, scanned).scan);
     files.publish();
   },
 };
-
-/**
- * The splitter's one pass over a routed line (see LineScan): the TAB after its
- * yacobot_id into `tab[0]`, its URL record's TABs into `l.tabs`.
- */
-function routedScan(l: LineRef, tab: Int32Array): LineScan {
-  return (b, s, limit) => {
-    const t = findTab(b, s, limit);
-    if (t < 0 || !isYacobotIdAt(b, s, t)) return -1;
-    tab[0] = t;
-    return scanUrlRecord(b, t + 1, limit, l.tabs);
-  };
-}
 
 /**
  * Checks the routed line `buf[start, end)` (its URL record through `l`); returns where

@@ -16,7 +16,7 @@ import { grown } from '../core/arrays.js';
 import { BytesIndex } from '../core/bytesindex.js';
 import { digitsValue, findTab, putNumbered } from '../core/bytes.js';
 import { LineRef, U_DOMAIN } from '../core/records.js';
-import { checkUrlRecordAt, scanUrlRecord } from '../core/record-checks.js';
+import { RecordScanner, checkUrlRecordAt } from '../core/record-checks.js';
 import type { DomainMap } from '../core/domain-map.js';
 import { DEFAULT_MAX_LINE, FileLineReader } from '../core/lines.js';
 import { FileWriter } from '../core/writers.js';
@@ -225,7 +225,7 @@ export class Router {
         else this.route(k, buf, start, end);
       },
       () => this.settle(),
-      (b, s, limit) => scanUrlRecord(b, s, limit, l.tabs),
+      new RecordScanner('url', l.tabs).scan,
     );
     try {
       await lines;

@@ -1,0 +1,227 @@
+/*
+ * The streaming stages' record check, a block of lines at a time: the checks of
+ * src/core/record-checks.ts (scanUrlRecord, scanJoined, logsaver's routed lines),
+ * byte for byte the same, in C. The JavaScript there stays the reference and the
+ * fallback; test/scan-native.test.ts holds the two to the same answers.
+ */
+#include <stdint.h>
+#include <string.h>
+#include <node_api.h>
+
+enum { TAB = 9, LF = 10, CR = 13, DASH = 45, ID_BYTES = 16, TS_BYTES = 14, MAX_HITS_DIGITS = 30 };
+enum { KIND_URL = 0, KIND_JOINED = 1, KIND_ROUTED = 2 };
+
+/* Fields' TABs a line of each kind has, and the ints scanRecords writes per line. */
+static const int TABS[] = {5, 8, 6};
+
+/* What each byte value may be: bits HEX (a lower-case hex digit) and DOMAIN (in a domain as checkDomain has it). */
+enum { HEX = 1, DOMAIN = 2 };
+static uint8_t byte_class[256];
+
+static void init_classes(void) {
+  for (int c = 0x21; c <= 0x7e; c++)
+    if (c < 0x41 || c > 0x5a) byte_class[c] = DOMAIN;
+  for (const char *h = "0123456789abcdef"; *h; h++) byte_class[(uint8_t)*h] |= HEX;
+}
+
+static int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+
+/* 16 lower-case hex digits; no branch per byte (digits and letters come in no order a branch predictor learns). */
+static int is_id(const uint8_t *p) {
+  uint8_t all = HEX;
+  for (int k = 0; k < ID_BYTES; k++) all &= byte_class[p[k]];
+  return all != 0;
+}
+
+static int days_in_month(long y, long mo) {
+  if (mo == 2) return ((y % 4 == 0 && y % 100 != 0) || y % 400 == 0) ? 29 : 28;
+  return (mo == 4 || mo == 6 || mo == 9 || mo == 11) ? 30 : 31;
+}
+
+static long digits(const uint8_t *p, int n) {
+  long v = 0;
+  for (int k = 0; k < n; k++) v = v * 10 + (p[k] - '0');
+  return v;
+}
+
+/* timestampKey >= 0: 14 digits naming a real calendar date and time. */
+static int is_timestamp(const uint8_t *p) {
+  for (int k = 0; k < TS_BYTES; k++)
+    if (!is_digit(p[k])) return 0;
+  if (p[10] > '5' || p[12] > '5') return 0;
+  long y = digits(p, 4), mo = digits(p + 4, 2), d = digits(p + 6, 2), h = digits(p + 8, 2);
+  return mo >= 1 && mo <= 12 && d >= 1 && d <= days_in_month(y, mo) && h <= 23;
+}
+
+static int is_tab(const uint8_t *b, long i, long e) { return i < e && b[i] == TAB; }
+
+/* Whether any byte of the word x is below 14 (TAB, LF and CR are): exact, for any bytes. */
+static int has_control(uint64_t x) {
+  const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+  return ((x - 14 * ones) & ~x & highs) != 0;
+}
+
+/* textEnd with lf LF: the field's TAB or the LF, or e; -1 at a CR. */
+static long text_end(const uint8_t *b, long i, long e) {
+  // Eight bytes at a time up to the first word that holds a byte below 14.
+  for (; i + 8 <= e; i += 8) {
+    uint64_t x;
+    memcpy(&x, b + i, 8);
+    if (has_control(x)) break;
+  }
+  for (; i < e; i++) {
+    uint8_t c = b[i];
+    if (c <= CR) {
+      if (c == TAB || c == LF) return i;
+      if (c == CR) return -1;
+    }
+  }
+  return e;
+}
+
+static long hits_end(const uint8_t *b, long i, long e) {
+  long from = i;
+  while (i < e && is_digit(b[i])) i++;
+  return i > from && i - from <= MAX_HITS_DIGITS ? i : -1;
+}
+
+static long domain_end(const uint8_t *b, long i, long e) {
+  long from = i;
+  while (i < e && (byte_class[b[i]] & DOMAIN)) i++;
+  return i > from && is_tab(b, i, e) ? i : -1;
+}
+
+/* urlRecordEnd with lf LF: where the line from s ends (its LF, or e), or -1; its TABs in T. */
+static long url_record_end(const uint8_t *b, long s, long e, int32_t *T) {
+  long ts_end = ID_BYTES + 1 + TS_BYTES;
+  if (e - s <= ts_end || !is_id(b + s) || b[s + ID_BYTES] != TAB) return -1;
+  T[0] = (int32_t)(s + ID_BYTES);
+  if (!is_timestamp(b + s + ID_BYTES + 1) || b[s + ts_end] != TAB) return -1;
+  T[1] = (int32_t)(s + ts_end);
+  long tag = text_end(b, s + ts_end + 1, e);
+  if (!is_tab(b, tag, e)) return -1;
+  T[2] = (int32_t)tag;
+  long hits = hits_end(b, tag + 1, e);
+  if (hits < 0 || !is_tab(b, hits, e)) return -1;
+  T[3] = (int32_t)hits;
+  long domain = domain_end(b, hits + 1, e);
+  if (domain < 0) return -1;
+  T[4] = (int32_t)domain;
+  long end = text_end(b, domain + 1, e);
+  return end > domain + 1 && (end == e || b[end] == LF) ? end : -1;
+}
+
+static long side_ts_end(const uint8_t *b, long i, long e) {
+  long end = i < e && b[i] == DASH ? i + 1 : i + TS_BYTES;
+  if (!is_tab(b, end, e)) return -1;
+  if (end == i + 1) return end;
+  for (long k = i; k < end; k++)
+    if (!is_digit(b[k])) return -1;
+  return end;
+}
+
+static long side_hits_end(const uint8_t *b, long i, long e, int absent) {
+  if (!absent) return hits_end(b, i, e);
+  return i < e && b[i] == DASH ? i + 1 : -1;
+}
+
+/* joinedEnd with lf LF. */
+static long joined_end(const uint8_t *b, long s, long e, int32_t *T) {
+  if (e - s <= ID_BYTES || !is_id(b + s) || b[s + ID_BYTES] != TAB) return -1;
+  T[0] = (int32_t)(s + ID_BYTES);
+  long domain = domain_end(b, s + ID_BYTES + 1, e);
+  if (domain < 0) return -1;
+  T[1] = (int32_t)domain;
+  long url = text_end(b, domain + 1, e);
+  if (url <= domain + 1 || !is_tab(b, url, e)) return -1;
+  T[2] = (int32_t)url;
+  long c_ts = side_ts_end(b, url + 1, e);
+  if (c_ts < 0) return -1;
+  T[3] = (int32_t)c_ts;
+  long i_ts = side_ts_end(b, c_ts + 1, e);
+  if (i_ts < 0) return -1;
+  T[4] = (int32_t)i_ts;
+  int c_absent = c_ts == url + 2, i_absent = i_ts == c_ts + 2;
+  if (c_absent && i_absent) return -1;
+  long c_tag = text_end(b, i_ts + 1, e);
+  if (!is_tab(b, c_tag, e) || (c_absent && c_tag != i_ts + 1)) return -1;
+  T[5] = (int32_t)c_tag;
+  long i_tag = text_end(b, c_tag + 1, e);
+  if (!is_tab(b, i_tag, e) || (i_absent && i_tag != c_tag + 1)) return -1;
+  T[6] = (int32_t)i_tag;
+  long c_hits = side_hits_end(b, i_tag + 1, e, c_absent);
+  if (c_hits < 0 || !is_tab(b, c_hits, e)) return -1;
+  T[7] = (int32_t)c_hits;
+  long end = side_hits_end(b, c_hits + 1, e, i_absent);
+  return end >= 0 && (end == e || b[end] == LF) ? end : -1;
+}
+
+/* logsaver's routed line: a yacobot_id (a positive integer, at most 18 digits) TAB a URL record; T[0] its TAB. */
+static long routed_end(const uint8_t *b, long s, long e, int32_t *T) {
+  const uint8_t *tab = memchr(b + s, TAB, (size_t)(e - s));
+  if (tab == NULL) return -1;
+  long t = tab - b;
+  if (t - s > 18 || t == s || b[s] == '0') return -1;
+  for (long k = s; k < t; k++)
+    if (!is_digit(b[k])) return -1;
+  T[0] = (int32_t)t;
+  return url_record_end(b, t + 1, e, T + 1);
+}
+
+/* An integer argument from `min` to `max` (not napi_get_value_int32, which takes NaN for 0). */
+static int int_arg(napi_env env, napi_value v, double min, double max, int64_t *out) {
+  double d;
+  if (napi_get_value_double(env, v, &d) != napi_ok || !(d >= min && d <= max) || d != (double)(int64_t)d) return 0;
+  *out = (int64_t)d;
+  return 1;
+}
+
+/*
+ * scanRecords(buf, from, limit, kind, out): checks the lines of `kind` (0: URL record,
+ * 1: joined, 2: routed) that follow one another from buf[from], each ended by an LF
+ * before buf[limit], and stops at the first that is not one (or runs past limit), or
+ * when `out` (an Int32Array) is full. Per line it writes to `out` its LF's position
+ * and its TABs' (5, 8 or 6); returns the number of lines.
+ */
+static napi_value ScanRecords(napi_env env, napi_callback_info info) {
+  size_t argc = 5;
+  napi_value argv[5];
+  napi_typedarray_type bt, ot;
+  size_t blen, olen;
+  void *bdata, *odata;
+  int64_t from, limit, kind;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 5 ||
+      napi_get_typedarray_info(env, argv[0], &bt, &blen, &bdata, NULL, NULL) != napi_ok || bt != napi_uint8_array ||
+      napi_get_typedarray_info(env, argv[4], &ot, &olen, &odata, NULL, NULL) != napi_ok || ot != napi_int32_array ||
+      blen > INT32_MAX || !int_arg(env, argv[2], 0, (double)blen, &limit) || !int_arg(env, argv[1], 0, (double)limit, &from) ||
+      !int_arg(env, argv[3], 0, 2, &kind)) {
+    napi_throw_type_error(env, NULL,
+                          "scanRecords(buf, from, limit, kind, out) wants a Uint8Array, 0 <= from <= limit <= its length, kind 0, 1 or 2, and an Int32Array");
+    return NULL;
+  }
+  const uint8_t *b = bdata;
+  int32_t *out = odata;
+  size_t stride = (size_t)TABS[kind] + 1;
+  long s = (long)from, e = (long)limit;
+  int32_t n = 0;
+  for (size_t at = 0; at + stride <= olen && s < e; at += stride) {
+    long end = kind == KIND_URL ? url_record_end(b, s, e, out + at + 1)
+               : kind == KIND_JOINED ? joined_end(b, s, e, out + at + 1)
+                                     : routed_end(b, s, e, out + at + 1);
+    if (end < 0 || end >= e) break;
+    out[at] = (int32_t)end;
+    n++;
+    s = end + 1;
+  }
+  napi_value result;
+  napi_create_int32(env, n, &result);
+  return result;
+}
+
+NAPI_MODULE_INIT() {
+  napi_value fn;
+  init_classes();
+  napi_create_function(env, "scanRecords", NAPI_AUTO_LENGTH, ScanRecords, NULL, &fn);
+  napi_set_named_property(env, exports, "scanRecords", fn);
+  return exports;
+}
