@@ -1,13 +1,14 @@
 // The core reflog parser's one-URL API (urlIdentity): the same answer as a reflog line
-// holding that URL, for every URL spelling the fixtures and a seeded fuzz hold.
+// holding that URL, for every URL spelling the fixtures and a seeded fuzz hold. The
+// parser's pass over a line, native and in JavaScript, the same.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import fc from 'fast-check';
 import { ROOT } from './lib/run.js';
-import { idOf } from './lib/model.js';
-import { DEFAULT_URL_OPTIONS, analyzeLine, urlIdentity } from '../src/core/reflog.js';
+import { SEED, idOf } from './lib/model.js';
+import { DEFAULT_URL_OPTIONS, LinePass, analyzeLine, nativeReflogScan, urlIdentity } from '../src/core/reflog.js';
 import { loadUrlHash, type UrlHash } from '../src/core/url.js';
 
 /** What a reflog line holding `raw` as its URL gives, in urlIdentity's terms. */
@@ -70,4 +71,77 @@ test('urlIdentity refuses a URL that a reflog line could not hold', async () => 
     domain: 'example.com',
     url: 'http://www.example.com/a/b',
   });
+});
+
+// ReflogAnalyzer.lineAt's pass over a line (LinePass) from the native addon
+// (src/native/scan.c), a block of lines ahead, held to the same pass in JavaScript.
+
+/** Each line's pass, as analyze-dump takes the lines of a batch: where it ends, its TABs, whether it has a high byte, its CRs. */
+function passes(batch: Uint8Array): string[] {
+  const tabs = new Int32Array(7);
+  const pass = new LinePass(tabs);
+  const out: string[] = [];
+  for (let s = 0; s < batch.length; s = pass.end + 1) {
+    tabs.fill(-7);
+    pass.over(batch, s, batch.length);
+    const t = [...tabs.subarray(0, Math.min(pass.nt, 7))];
+    out.push(`${s} ${pass.end} ${pass.nt} ${pass.high >= 128} ${pass.cr} ${pass.crBefore} ${t.join(',')}`);
+  }
+  return out;
+}
+
+/** Reflog-like lines: fields of bytes that matter to the pass (TAB, CR, LF, high bytes), some long. */
+const reflogBytes = fc
+  .array(
+    fc.oneof(
+      { weight: 6, arbitrary: fc.constantFrom(...'0123456789abc/:.?=h').map((c) => c.charCodeAt(0)) },
+      { weight: 2, arbitrary: fc.constantFrom(9, 10, 13) },
+      { weight: 1, arbitrary: fc.integer({ min: 0, max: 255 }) },
+    ),
+    { maxLength: 4000, size: 'max' },
+  )
+  .map((a) => Uint8Array.from(a));
+
+test('the native pass over reflog lines gives what the JavaScript pass gives, line by line', () => {
+  const native = nativeReflogScan.fn;
+  assert.ok(native, 'the scan addon is built (npm install)');
+  const good = Buffer.from('1000\t1\t20110728060000\t65433\thttp://s14.xn--e1afmkfd.xn--p1ai/item/aa\t1\r\n\u00fc\t\t\t\t\t\t\t\t\r\r\n\n\nno tab\n');
+  // One buffer for every batch, as analyze-dump reuses its batches' buffers.
+  const reused = Buffer.alloc(1 << 16);
+  fc.assert(
+    fc.property(fc.oneof(reflogBytes, fc.constant(good)), (bytes) => {
+      const batch = reused.subarray(0, bytes.length);
+      batch.set(bytes);
+      const got = passes(batch);
+      nativeReflogScan.fn = null;
+      try {
+        assert.deepEqual(got, passes(batch));
+      } finally {
+        nativeReflogScan.fn = native;
+      }
+    }),
+    { seed: SEED, numRuns: 3000 },
+  );
+});
+
+test('the native pass over reflog lines refuses what is not a buffer, a range in it and an Int32Array', () => {
+  const native = nativeReflogScan.fn as unknown as (...args: unknown[]) => number;
+  assert.ok(native, 'the scan addon is built (npm install)');
+  const b = Buffer.from('a\tb\nc\n');
+  const out = new Int32Array(24);
+  for (const args of [
+    [b, 0, b.length],
+    ['text', 0, 4, out],
+    [b, -1, 2, out],
+    [b, 0, b.length + 1, out],
+    [b, 3, 2, out],
+    [b, NaN, 2, out],
+    [b, 0, 2, new Float64Array(24)],
+  ]) {
+    assert.throws(() => native(...args), TypeError, String(args.slice(1)));
+  }
+  assert.equal(native(b, 0, b.length, out), 2);
+  assert.deepEqual([...out.subarray(0, 6)], [3, 1, 0, -1, -1, 1]);
+  assert.equal(native(b, 0, b.length, new Int32Array(12)), 1, 'room for one line');
+  assert.equal(native(b, 0, b.length, new Int32Array(11)), 0, 'no room for one');
 });

@@ -2,6 +2,7 @@
 // domain, and the reasons a line is rejected; free of I/O. analyze-dump runs it over
 // batches; explain and partner-db owner ask it about one URL.
 import { isUtf8 } from 'node:buffer';
+import { loadAddon } from './addons.js';
 import { isDigitsAt } from './bytes.js';
 import { MAX_REFLOG_HITS_DIGITS } from './hits.js';
 import { DEFAULT_MAX_LINE } from './lines.js';
@@ -46,6 +47,7 @@ export class ReflogAnalyzer {
   reason = '';
   detail = '';
   private readonly tabs = new Int32Array(7);
+  private readonly pass = new LinePass(this.tabs);
   private readonly record = new UrlRecordWriter();
 
   constructor(
@@ -85,40 +87,25 @@ export class ReflogAnalyzer {
    * rejected, keeping its first `maxLine` bytes.
    */
   lineAt(buf: Buffer, start: number, n: number, maxLine: number): Verdict {
-    const t = this.tabs;
-    let nt = 0;
-    let high = 0;
-    let cr = -1;
-    let crBefore = -1;
-    let p = start;
-    for (; p < n; p++) {
-      const c = buf[p]!;
-      if (c <= 13) {
-        if (c === 10) break;
-        if (c === 9) {
-          if (nt < 7) t[nt] = p;
-          nt++;
-        } else if (c === 13) {
-          crBefore = cr;
-          cr = p;
-        }
-      }
-      high |= c;
-    }
+    const pass = this.pass;
+    pass.over(buf, start, n);
+    const p = pass.end;
+    const nt = pass.nt;
+    let cr = pass.cr;
     this.lineEnd = p;
     let end = p;
     // A trailing CR is stripped (and so is not the line's last CR).
     if (cr === end - 1 && end > start) {
       end--;
-      cr = crBefore;
+      cr = pass.crBefore;
     }
     this.textEnd = end - start > maxLine ? start + maxLine : p;
     if (end - start > maxLine) return nt > 0 ? this.line(buf, start, end, true) : Verdict.Header;
     if (end === start) return Verdict.Empty;
-    return this.fields(buf, start, end, nt, high, cr);
+    return this.fields(buf, start, end, nt, pass.high, cr);
   }
 
-  /** The verdict on a line's fields, from one pass over it: `nt` TABs (the first 7 in `tabs`), its bytes OR-ed, its last CR. */
+  /** The verdict on a line's fields, from one pass over it: `nt` TABs (the first 7 in `tabs`), `high` 128 or more when a byte is, its last CR. */
   private fields(buf: Buffer, start: number, end: number, nt: number, high: number, cr: number): Verdict {
     const t = this.tabs;
     if (nt === 0) return Verdict.Header;
@@ -221,4 +208,89 @@ export function urlIdentity(raw: string, hash: UrlHash, opts: UrlOptions = DEFAU
   const s = u.start[k]!;
   const [domain, url] = u.bytes.toString('latin1', s + ID_BYTES, u.end[k]!).split('\t') as [string, string];
   return { id: u.bytes.toString('latin1', s, s + ID_BYTES), domain, url };
+}
+
+type ScanReflog = (buf: Uint8Array, from: number, limit: number, out: Int32Array) => number;
+
+/** The native pass over reflog lines (src/native/scan.c), or null when it was not built; tests may turn it off. */
+export const nativeReflogScan: { fn: ScanReflog | null } = { fn: loadAddon<{ scanReflog: ScanReflog }>('scan')?.scanReflog ?? null };
+
+/** Ints the native pass writes per line: end, TABs, high, last CR, the CR before it, the first 7 TABs. */
+const PASS_STRIDE = 12;
+/** Lines a native call passes over at most. */
+const PASS_AHEAD = 1024;
+
+/**
+ * ReflogAnalyzer.lineAt's one pass over a line: where it ends (its LF, or the end of
+ * the bytes), how many TABs it has (the first 7 go to `tabs`), 128 when a byte is 128
+ * or more (else less), its last CR and the one before (or -1). From the native addon,
+ * a block of lines ahead, when it was built.
+ */
+export class LinePass {
+  end = 0;
+  nt = 0;
+  high = 0;
+  cr = -1;
+  crBefore = -1;
+  private readonly ahead = new Int32Array(PASS_AHEAD * PASS_STRIDE);
+  /** The lines passed ahead: `ahead[at..]` is the next one's, which starts at `next`; `left` of them. */
+  private at = 0;
+  private left = 0;
+  private next = -1;
+
+  constructor(private readonly tabs: Int32Array) {}
+
+  /** Passes over the line from `start` in `buf[.., n)`; one from 0 starts over (a new batch, maybe in a reused buffer). */
+  over(buf: Uint8Array, start: number, n: number): void {
+    const native = nativeReflogScan.fn;
+    if (native !== null && (start === 0 || start !== this.next || this.left === 0)) {
+      this.left = native(buf, start, n, this.ahead);
+      this.at = 0;
+    }
+    if (native === null || this.left === 0) {
+      this.here(buf, start, n);
+      return;
+    }
+    const a = this.ahead;
+    const at = this.at;
+    this.end = a[at]!;
+    this.nt = a[at + 1]!;
+    this.high = a[at + 2]!;
+    this.cr = a[at + 3]!;
+    this.crBefore = a[at + 4]!;
+    const k = Math.min(this.nt, 7);
+    for (let i = 0; i < k; i++) this.tabs[i] = a[at + 5 + i]!;
+    this.at += PASS_STRIDE;
+    this.left--;
+    this.next = this.end + 1;
+  }
+
+  /** The pass in JavaScript. */
+  private here(buf: Uint8Array, start: number, n: number): void {
+    const t = this.tabs;
+    let nt = 0;
+    let high = 0;
+    let cr = -1;
+    let crBefore = -1;
+    let p = start;
+    for (; p < n; p++) {
+      const c = buf[p]!;
+      if (c <= 13) {
+        if (c === 10) break;
+        if (c === 9) {
+          if (nt < 7) t[nt] = p;
+          nt++;
+        } else if (c === 13) {
+          crBefore = cr;
+          cr = p;
+        }
+      }
+      high |= c;
+    }
+    this.end = p;
+    this.nt = nt;
+    this.high = high;
+    this.cr = cr;
+    this.crBefore = crBefore;
+  }
 }

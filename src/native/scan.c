@@ -1,8 +1,9 @@
 /*
- * The streaming stages' record check, a block of lines at a time: the checks of
- * src/core/record-checks.ts (scanUrlRecord, scanJoined, logsaver's routed lines),
- * byte for byte the same, in C. The JavaScript there stays the reference and the
- * fallback; test/scan-native.test.ts holds the two to the same answers.
+ * Passes over lines a block at a time, in C: the streaming stages' record checks
+ * (src/core/record-checks.ts: scanUrlRecord, scanJoined, logsaver's routed lines) and
+ * the reflog parser's pass over a line (src/core/reflog.ts: ReflogAnalyzer.lineAt),
+ * byte for byte the same. The JavaScript there stays the reference and the fallback;
+ * test/record-checks.test.ts and test/reflog.test.ts hold the two to the same answers.
  */
 #include <stdint.h>
 #include <string.h>
@@ -14,15 +15,22 @@ enum { KIND_URL = 0, KIND_JOINED = 1, KIND_ROUTED = 2 };
 /* Fields' TABs a line of each kind has, and the ints scanRecords writes per line. */
 static const int TABS[] = {5, 8, 6};
 
-/* What each byte value may be: bits HEX (a lower-case hex digit) and DOMAIN (in a domain as checkDomain has it). */
+/*
+ * What each byte value may be: bits HEX (a lower-case hex digit: 0-9, a-f) and DOMAIN
+ * (in a domain as checkDomain has it: 0x21 to 0x7e but A-Z). Constant, so that every
+ * thread that loads the addon shares it as it is.
+ */
 enum { HEX = 1, DOMAIN = 2 };
-static uint8_t byte_class[256];
-
-static void init_classes(void) {
-  for (int c = 0x21; c <= 0x7e; c++)
-    if (c < 0x41 || c > 0x5a) byte_class[c] = DOMAIN;
-  for (const char *h = "0123456789abcdef"; *h; h++) byte_class[(uint8_t)*h] |= HEX;
-}
+static const uint8_t byte_class[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2,
+    2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2,
+    2, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
 
 static int is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 
@@ -168,6 +176,52 @@ static long routed_end(const uint8_t *b, long s, long e, int32_t *T) {
   return url_record_end(b, t + 1, e, T + 1);
 }
 
+/* What scanReflog writes per line: its end, TABs, high-byte flag, last two CRs, first 7 TABs. */
+enum { R_END = 0, R_TABS = 1, R_HIGH = 2, R_CR = 3, R_CR_BEFORE = 4, R_TAB0 = 5, REFLOG_STRIDE = 12 };
+
+/*
+ * ReflogAnalyzer.lineAt's one pass over the line from s: where it ends (its LF, or e),
+ * its TABs (how many, and where the first 7 are), 128 when a byte is 128 or more (else
+ * 0), and its last CR and the one before (or -1).
+ */
+static long reflog_line(const uint8_t *b, long s, long e, int32_t *o) {
+  const uint64_t highs = 0x8080808080808080ULL;
+  int32_t nt = 0, high = 0, cr = -1, cr_before = -1;
+  long p = s;
+  while (p < e) {
+    // A word with no byte below 14 and none above 127 holds nothing to note.
+    while (p + 8 <= e) {
+      uint64_t x;
+      memcpy(&x, b + p, 8);
+      if (has_control(x) || (x & highs)) break;
+      p += 8;
+    }
+    long stop = p + 8 < e ? p + 8 : e;
+    for (; p < stop; p++) {
+      uint8_t c = b[p];
+      if (c <= CR) {
+        if (c == LF) goto done;
+        if (c == TAB) {
+          if (nt < 7) o[R_TAB0 + nt] = (int32_t)p;
+          nt++;
+        } else if (c == CR) {
+          cr_before = cr;
+          cr = (int32_t)p;
+        }
+      } else if (c >= 128) {
+        high = 128;
+      }
+    }
+  }
+done:
+  o[R_END] = (int32_t)p;
+  o[R_TABS] = nt;
+  o[R_HIGH] = high;
+  o[R_CR] = cr;
+  o[R_CR_BEFORE] = cr_before;
+  return p;
+}
+
 /* An integer argument from `min` to `max` (not napi_get_value_int32, which takes NaN for 0). */
 static int int_arg(napi_env env, napi_value v, double min, double max, int64_t *out) {
   double d;
@@ -218,10 +272,43 @@ static napi_value ScanRecords(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/*
+ * scanReflog(buf, from, limit, out): ReflogAnalyzer.lineAt's pass over the lines from
+ * buf[from] (each ended by an LF, the last maybe by `limit`), as many as `out` (an
+ * Int32Array) holds, 12 ints each: see reflog_line. Returns the number of lines.
+ */
+static napi_value ScanReflog(napi_env env, napi_callback_info info) {
+  size_t argc = 4;
+  napi_value argv[4];
+  napi_typedarray_type bt, ot;
+  size_t blen, olen;
+  void *bdata, *odata;
+  int64_t from, limit;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 4 ||
+      napi_get_typedarray_info(env, argv[0], &bt, &blen, &bdata, NULL, NULL) != napi_ok || bt != napi_uint8_array ||
+      napi_get_typedarray_info(env, argv[3], &ot, &olen, &odata, NULL, NULL) != napi_ok || ot != napi_int32_array ||
+      blen > INT32_MAX || !int_arg(env, argv[2], 0, (double)blen, &limit) || !int_arg(env, argv[1], 0, (double)limit, &from)) {
+    napi_throw_type_error(env, NULL, "scanReflog(buf, from, limit, out) wants a Uint8Array, 0 <= from <= limit <= its length, and an Int32Array");
+    return NULL;
+  }
+  const uint8_t *b = bdata;
+  int32_t *out = odata;
+  long s = (long)from, e = (long)limit;
+  int32_t n = 0;
+  for (size_t at = 0; at + REFLOG_STRIDE <= olen && s < e; at += REFLOG_STRIDE) {
+    s = reflog_line(b, s, e, out + at) + 1;
+    n++;
+  }
+  napi_value result;
+  napi_create_int32(env, n, &result);
+  return result;
+}
+
 NAPI_MODULE_INIT() {
   napi_value fn;
-  init_classes();
   napi_create_function(env, "scanRecords", NAPI_AUTO_LENGTH, ScanRecords, NULL, &fn);
   napi_set_named_property(env, exports, "scanRecords", fn);
+  napi_create_function(env, "scanReflog", NAPI_AUTO_LENGTH, ScanReflog, NULL, &fn);
+  napi_set_named_property(env, exports, "scanReflog", fn);
   return exports;
 }
