@@ -128,7 +128,7 @@ test('the native pass over reflog lines refuses what is not a buffer, a range in
   const native = nativeReflogScan.fn as unknown as (...args: unknown[]) => number;
   assert.ok(native, 'the scan addon is built (npm install)');
   const b = Buffer.from('a\tb\nc\n');
-  const out = new Int32Array(24);
+  const out = new Int32Array(30);
   for (const args of [
     [b, 0, b.length],
     ['text', 0, 4, out],
@@ -136,12 +136,13 @@ test('the native pass over reflog lines refuses what is not a buffer, a range in
     [b, 0, b.length + 1, out],
     [b, 3, 2, out],
     [b, NaN, 2, out],
-    [b, 0, 2, new Float64Array(24)],
+    [b, 0, 2, new Float64Array(30)],
   ]) {
     assert.throws(() => native(...args), TypeError, String(args.slice(1)));
   }
   assert.equal(native(b, 0, b.length, out), 2);
   assert.deepEqual([...out.subarray(0, 6)], [3, 1, 0, -1, -1, 1]);
-  assert.equal(native(b, 0, b.length, new Int32Array(12)), 1, 'room for one line');
-  assert.equal(native(b, 0, b.length, new Int32Array(11)), 0, 'no room for one');
+  assert.equal(out[12], -2, 'no URL field: no canonicalEnd');
+  assert.equal(native(b, 0, b.length, new Int32Array(15)), 1, 'room for one line');
+  assert.equal(native(b, 0, b.length, new Int32Array(14)), 0, 'no room for one');
 });

@@ -1,7 +1,8 @@
 // The fast path for URLs already in canonical form (src/core/urlfast.ts), held to the
 // runtime's WHATWG parser: every URL it takes must be one `new URL` serializes as the
 // same bytes (fragment removed), with the same host; and the URL memory's answers
-// (id, domain, URL, or the reject) must be the parser's path's, fast path or not.
+// (id, domain, URL, or the reject) must be the parser's path's, fast path or not. The
+// native canonicalEnd (src/native/scan.c) must answer as the JavaScript one.
 // Run on each runtime CI has (ada 2 on Node 22, ada 4 on Node 24 and 26).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,6 +12,7 @@ import fc from 'fast-check';
 import { ROOT, scratch } from './lib/run.js';
 import { PARSER } from './lib/parser.js';
 import { canonicalEnd } from '../src/core/urlfast.js';
+import { LinePass, nativeReflogScan } from '../src/core/reflog.js';
 import { UrlResolver, canonicalize, idText, loadUrlHash, type UrlHash, type UrlOptions } from '../src/core/url.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
 
@@ -193,4 +195,39 @@ test('the URL memory answers as the parser path does, fast path or not: with and
       assert.equal(resolverAnswer(forgetting, raw), want, raw);
     }
   }
+});
+
+/** canonicalEnd of `raw` as the reflog's native pass over a line holding it finds it (LinePass): the end and host, from the URL's start. */
+function nativeCanonicalEnd(raw: string): number[] {
+  const prefix = '0\t0\t20110728060000\t0\t';
+  const line = Buffer.from(`${prefix}${raw}\t1\n`);
+  const pass = new LinePass(new Int32Array(7));
+  pass.over(line, 0, line.length);
+  return pass.cut < 0 ? [pass.cut] : [pass.cut - prefix.length, pass.host[0]! - prefix.length, pass.host[1]! - prefix.length];
+}
+
+/** canonicalEnd of `raw` in JavaScript, as nativeCanonicalEnd gives it. */
+function jsCanonicalEnd(raw: string): number[] {
+  const b = Buffer.from(raw);
+  const host = new Int32Array(2);
+  const cut = canonicalEnd(b, 0, b.length, host);
+  return cut < 0 ? [cut] : [cut, host[0]!, host[1]!];
+}
+
+test('the native canonicalEnd (the reflog pass) answers as the JavaScript one: repository URLs, generated reflogs, a seeded fuzz', () => {
+  assert.ok(nativeReflogScan.fn, 'the scan addon is built (npm install)');
+  let taken = 0;
+  const urls = [...repositoryUrls(), ...generatedUrls(20_000, false), ...generatedUrls(20_000, true)];
+  for (const raw of urls) {
+    const want = jsCanonicalEnd(raw);
+    assert.deepEqual(nativeCanonicalEnd(raw), want, raw);
+    if (want[0]! >= 0) taken++;
+  }
+  assert.ok(taken > urls.length / 3, `${taken} of ${urls.length} taken`);
+  fc.assert(
+    fc.property(urlLike, (raw) => {
+      assert.deepEqual(nativeCanonicalEnd(raw), jsCanonicalEnd(raw), raw);
+    }),
+    { seed: 52, numRuns: 60_000 },
+  );
 });

@@ -9,7 +9,7 @@ import { DEFAULT_MAX_LINE } from './lines.js';
 import { ID_BYTES, UrlRecordWriter, clip } from './records.js';
 import type { RecordSink } from './sorter.js';
 import { timestampKey } from './time.js';
-import { DEFAULT_MAX_URL_BYTES, UrlResolver, type UrlHash, type UrlOptions } from './url.js';
+import { DEFAULT_MAX_URL_BYTES, NOT_SCANNED, UrlResolver, type UrlHash, type UrlOptions } from './url.js';
 
 // Reflog fields (0-based): batch_id priority timestamp page_id url hits [updatetag].
 const R_TS = 2;
@@ -77,7 +77,7 @@ export class ReflogAnalyzer {
       } else if (c === 13) cr = p;
       high |= c;
     }
-    return this.fields(buf, start, end, nt, high, cr);
+    return this.fields(buf, start, end, nt, high, cr, NOT_SCANNED);
   }
 
   /**
@@ -102,11 +102,15 @@ export class ReflogAnalyzer {
     this.textEnd = end - start > maxLine ? start + maxLine : p;
     if (end - start > maxLine) return nt > 0 ? this.line(buf, start, end, true) : Verdict.Header;
     if (end === start) return Verdict.Empty;
-    return this.fields(buf, start, end, nt, pass.high, cr);
+    return this.fields(buf, start, end, nt, pass.high, cr, pass.cut);
   }
 
-  /** The verdict on a line's fields, from one pass over it: `nt` TABs (the first 7 in `tabs`), `high` 128 or more when a byte is, its last CR. */
-  private fields(buf: Buffer, start: number, end: number, nt: number, high: number, cr: number): Verdict {
+  /**
+   * The verdict on a line's fields, from one pass over it: `nt` TABs (the first 7 in
+   * `tabs`), `high` 128 or more when a byte is, its last CR, and `scanned`, canonicalEnd
+   * of its URL field with the host in `pass.host` (or NOT_SCANNED).
+   */
+  private fields(buf: Buffer, start: number, end: number, nt: number, high: number, cr: number, scanned: number): Verdict {
     const t = this.tabs;
     if (nt === 0) return Verdict.Header;
     if (high >= 128 && !isUtf8(buf.subarray(start, end))) return this.reject('invalid UTF-8', '');
@@ -131,7 +135,7 @@ export class ReflogAnalyzer {
     if (cr >= urlAt) return this.reject('bad URL', 'contains CR');
     // The URL's bytes decide its answer: they are UTF-8 when the line has high bytes, else ASCII.
     const u = this.urls;
-    const k = u.resolve(buf, urlAt, t[R_URL]!, high >= 128);
+    const k = u.resolve(buf, urlAt, t[R_URL]!, high >= 128, scanned, this.pass.host);
     const bad = u.rejected(k);
     if (bad) return this.reject(bad.reason, bad.detail);
 
@@ -215,8 +219,8 @@ type ScanReflog = (buf: Uint8Array, from: number, limit: number, out: Int32Array
 /** The native pass over reflog lines (src/native/scan.c), or null when it was not built; tests may turn it off. */
 export const nativeReflogScan: { fn: ScanReflog | null } = { fn: loadAddon<{ scanReflog: ScanReflog }>('scan')?.scanReflog ?? null };
 
-/** Ints the native pass writes per line: end, TABs, high, last CR, the CR before it, the first 7 TABs. */
-const PASS_STRIDE = 12;
+/** Ints the native pass writes per line: end, TABs, high, last CR, the CR before it, the first 7 TABs, canonicalEnd of the URL field and its host. */
+const PASS_STRIDE = 15;
 /** Lines a native call passes over at most. */
 const PASS_AHEAD = 1024;
 
@@ -224,7 +228,9 @@ const PASS_AHEAD = 1024;
  * ReflogAnalyzer.lineAt's one pass over a line: where it ends (its LF, or the end of
  * the bytes), how many TABs it has (the first 7 go to `tabs`), 128 when a byte is 128
  * or more (else less), its last CR and the one before (or -1). From the native addon,
- * a block of lines ahead, when it was built.
+ * a block of lines ahead, when it was built; which then also gives, for a line of 5
+ * TABs or more, canonicalEnd of its URL field (`cut`, and the host in `host`), else
+ * `cut` is NOT_SCANNED.
  */
 export class LinePass {
   end = 0;
@@ -232,6 +238,8 @@ export class LinePass {
   high = 0;
   cr = -1;
   crBefore = -1;
+  cut = NOT_SCANNED;
+  readonly host = new Int32Array(2);
   private readonly ahead = new Int32Array(PASS_AHEAD * PASS_STRIDE);
   /** The lines passed ahead: `ahead[at..]` is the next one's, which starts at `next`; `left` of them. */
   private at = 0;
@@ -260,6 +268,9 @@ export class LinePass {
     this.crBefore = a[at + 4]!;
     const k = Math.min(this.nt, 7);
     for (let i = 0; i < k; i++) this.tabs[i] = a[at + 5 + i]!;
+    this.cut = a[at + 12]!;
+    this.host[0] = a[at + 13]!;
+    this.host[1] = a[at + 14]!;
     this.at += PASS_STRIDE;
     this.left--;
     this.next = this.end + 1;
@@ -292,5 +303,6 @@ export class LinePass {
     this.high = high;
     this.cr = cr;
     this.crBefore = crBefore;
+    this.cut = NOT_SCANNED;
   }
 }

@@ -253,6 +253,9 @@ const DOMAIN_CACHE_HOSTS = 1 << 14;
 /** Bytes of raw URLs (keys) or of results (values) a UrlResolver holds before it starts over. */
 const RESOLVER_BYTES = 4 << 20;
 
+/** What UrlResolver.resolve takes for "canonicalEnd not known yet". */
+export const NOT_SCANNED = -2;
+
 /**
  * canonicalize() and the id for raw URL bytes. A URL already in canonical form (most
  * of a reflog's) is answered from its own bytes: its id hashed from them, its domain
@@ -306,13 +309,17 @@ export class UrlResolver {
     this.lo = new Uint32Array(maxEntries + 1);
   }
 
-  /** The answer for the raw URL `buf[s, e)`, decoded as UTF-8 if `utf8`, else as Latin-1 (ASCII). */
-  resolve(buf: Buffer, s: number, e: number, utf8: boolean): number {
+  /**
+   * The answer for the raw URL `buf[s, e)`, decoded as UTF-8 if `utf8`, else as Latin-1
+   * (ASCII). `scanned`, unless NOT_SCANNED, is canonicalEnd of the URL, with its host in
+   * `host` (the reflog's native pass over a line finds them).
+   */
+  resolve(buf: Buffer, s: number, e: number, utf8: boolean, scanned = NOT_SCANNED, host = this.host): number {
     const fast = this.fastPath && e - s <= this.opts.maxUrlBytes;
     // A URL already in canonical form (most are) is taken as its bytes, without the parser
     // and without the memory, which would cost it about as much as the answer itself.
-    const cut = fast ? canonicalEnd(buf, s, e, this.host) : -1;
-    const hk = cut < 0 ? -1 : this.domains.of(buf, this.host[0]!, this.host[1]!);
+    const cut = !fast ? -1 : scanned !== NOT_SCANNED ? scanned : canonicalEnd(buf, s, e, host);
+    const hk = cut < 0 ? -1 : this.domains.of(buf, host[0]!, host[1]!);
     // Without a memory every answer is entry 0, the last one's reject included.
     if (this.maxEntries === 0) {
       this.rejects.clear();

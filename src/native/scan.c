@@ -176,8 +176,96 @@ static long routed_end(const uint8_t *b, long s, long e, int32_t *T) {
   return url_record_end(b, t + 1, e, T + 1);
 }
 
-/* What scanReflog writes per line: its end, TABs, high-byte flag, last two CRs, first 7 TABs. */
-enum { R_END = 0, R_TABS = 1, R_HIGH = 2, R_CR = 3, R_CR_BEFORE = 4, R_TAB0 = 5, REFLOG_STRIDE = 12 };
+/*
+ * canonicalEnd of src/core/urlfast.ts (where it says what a URL in canonical form is):
+ * for an absolute http(s) URL b[s, e) that the WHATWG parser would leave as it is, where
+ * it ends (before a '#'), its host in host[0, 1]; else -1. Reads b[s, e], b[e] included.
+ */
+static const uint8_t PATH_KEEPS[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1,
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+static const uint8_t QUERY_KEEPS[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1,
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+
+static int is_lower(uint8_t c) { return c >= 'a' && c <= 'z'; }
+static int is_hex_any(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+static long host_end(const uint8_t *b, long p, long e) {
+  long start = p, label = p;
+  for (; p < e; p++) {
+    uint8_t c = b[p];
+    if (is_lower(c) || is_digit(c)) continue;
+    if (c == '-') {
+      if (p == label || b[p - 1] == '-') return -1;
+      continue;
+    }
+    if (c != '.') break;
+    if (p == label || b[p - 1] == '-' || p - label > 63) return -1;
+    label = p + 1;
+  }
+  if (p == label || b[p - 1] == '-' || p - label > 63 || p - start > 253 || !is_lower(b[label])) return -1;
+  return p;
+}
+
+static int is_dot_segment(const uint8_t *b, long s, long e) { return e - s <= 6 && e > s && (b[s] == '.' || b[s] == '%'); }
+
+static int escape_at(const uint8_t *b, long p, long e) { return p + 2 < e && is_hex_any(b[p + 1]) && is_hex_any(b[p + 2]); }
+
+static long canonical_end(const uint8_t *b, long s, long e, int32_t *host) {
+  long p;
+  if (e - s < 10 || b[s] != 'h' || b[s + 1] != 't' || b[s + 2] != 't' || b[s + 3] != 'p') return -1;
+  if (b[s + 4] == ':') p = s + 5;
+  else if (b[s + 4] == 's' && b[s + 5] == ':') p = s + 6;
+  else return -1;
+  if (b[p] != '/' || b[p + 1] != '/') return -1;
+  p = host_end(b, p + 2, e);
+  if (p < 0 || b[p] != '/') return -1;
+  host[0] = (int32_t)(s + (b[s + 4] == ':' ? 7 : 8));
+  host[1] = (int32_t)p;
+  long seg = p + 1;
+  for (p++; p < e; p++) {
+    uint8_t c = b[p];
+    if (c == '/') {
+      if (is_dot_segment(b, seg, p)) return -1;
+      seg = p + 1;
+    } else if (c == '?' || c == '#') {
+      break;
+    } else if (PATH_KEEPS[c] == 0 || (c == '%' && !escape_at(b, p, e))) {
+      return -1;
+    }
+  }
+  if (is_dot_segment(b, seg, p)) return -1;
+  if (p < e && b[p] == '?') {
+    for (p++; p < e; p++) {
+      uint8_t c = b[p];
+      if (c == '#') break;
+      if (c != '?' && (QUERY_KEEPS[c] == 0 || (c == '%' && !escape_at(b, p, e)))) return -1;
+    }
+  }
+  return p;
+}
+
+/*
+ * What scanReflog writes per line: its end, TABs, high-byte flag, last two CRs, first
+ * 7 TABs, and for a line of 5 TABs or more canonicalEnd of its fifth field (the URL,
+ * between the 4th and 5th TAB) with its host (else -2 and two zeros).
+ */
+enum { R_END = 0, R_TABS = 1, R_HIGH = 2, R_CR = 3, R_CR_BEFORE = 4, R_TAB0 = 5, R_CUT = 12, R_HOST = 13, REFLOG_STRIDE = 15 };
 
 /*
  * ReflogAnalyzer.lineAt's one pass over the line from s: where it ends (its LF, or e),
@@ -214,6 +302,9 @@ static long reflog_line(const uint8_t *b, long s, long e, int32_t *o) {
     }
   }
 done:
+  o[R_CUT] = -2;
+  o[R_HOST] = o[R_HOST + 1] = 0;
+  if (nt >= 5) o[R_CUT] = (int32_t)canonical_end(b, o[R_TAB0 + 3] + 1, o[R_TAB0 + 4], o + R_HOST);
   o[R_END] = (int32_t)p;
   o[R_TABS] = nt;
   o[R_HIGH] = high;
@@ -275,7 +366,7 @@ static napi_value ScanRecords(napi_env env, napi_callback_info info) {
 /*
  * scanReflog(buf, from, limit, out): ReflogAnalyzer.lineAt's pass over the lines from
  * buf[from] (each ended by an LF, the last maybe by `limit`), as many as `out` (an
- * Int32Array) holds, 12 ints each: see reflog_line. Returns the number of lines.
+ * Int32Array) holds, 15 ints each: see reflog_line. Returns the number of lines.
  */
 static napi_value ScanReflog(napi_env env, napi_callback_info info) {
   size_t argc = 4;
