@@ -1,5 +1,6 @@
 // RecordSorter and LineBatcher: the same bytes with and without spilling or worker
 // threads, stable ties, and no temp files left behind after success, failure or a signal.
+// The native copy of a sorted group into the output, the same bytes as one put per line.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -8,6 +9,8 @@ import * as path from 'node:path';
 import { DataError } from '../src/core/errors.js';
 import { RecordBatch, RecordSorter, type PackedRecords, type RecordSink } from '../src/core/sorter.js';
 import { LineBatcher } from '../src/core/lines.js';
+import { SinkOut, nativeGather } from '../src/core/runs.js';
+import type { ByteSink } from '../src/core/bytes.js';
 import { generateReflog } from '../scripts/gen-reflog.js';
 import { BIN, ROOT, runBin, scratch, summaryOf, testEnv, failedOutput } from './lib/run.js';
 import { prng } from '../scripts/prng.js';
@@ -392,4 +395,91 @@ test('analyze-dump: spill files removed when killed by SIGTERM', async () => {
   const code = await exited;
   assert.equal(code, 143);
   assert.deepEqual(fs.readdirSync(tmp), [], 'spill directory removed on SIGTERM');
+});
+
+/** A ByteSink whose buffer holds `size` bytes, handing each full one to `out`. */
+function smallSink(size: number, out: Buffer[]): ByteSink {
+  const sink: ByteSink = {
+    buf: Buffer.alloc(size),
+    pos: 0,
+    reserve(n: number): void {
+      if (sink.pos + n <= sink.buf.length) return;
+      out.push(Buffer.from(sink.buf.subarray(0, sink.pos)));
+      sink.buf = Buffer.alloc(Math.max(size, n));
+      sink.pos = 0;
+    },
+  };
+  return sink;
+}
+
+test('the native copy of a group in order (SinkOut.putSorted) puts the bytes put() puts, through any output buffer size', () => {
+  assert.ok(nativeGather.fn, 'the scan addon is built (npm install)');
+  const rnd = prng(7);
+  for (let round = 0; round < 200; round++) {
+    const sources = Array.from({ length: 1 + Math.floor(rnd() * 70) }, () =>
+      Buffer.from(Array.from({ length: 1 + Math.floor(rnd() * 300) }, () => Math.floor(rnd() * 256))),
+    );
+    const n = Math.floor(rnd() * 400);
+    const at = new Float64Array(n);
+    const len = new Uint32Array(n);
+    for (let k = 0; k < n; k++) {
+      const src = Math.floor(rnd() * sources.length);
+      const s = Math.floor(rnd() * sources[src]!.length);
+      at[k] = src * 2 ** 32 + s;
+      len[k] = Math.floor(rnd() * (sources[src]!.length - s + 1));
+    }
+    const order = Uint32Array.from(Array.from({ length: n }, (_, k) => k).sort(() => rnd() - 0.5));
+    const size = 1 + Math.floor(rnd() * 600);
+    const viaPut: Buffer[] = [];
+    const a = smallSink(size, viaPut);
+    const put = new SinkOut(a);
+    for (let j = 0; j < n; j++) {
+      const k = order[j]!;
+      const src = Math.floor(at[k]! / 2 ** 32);
+      put.put(sources[src]!, at[k]! - src * 2 ** 32, at[k]! - src * 2 ** 32 + len[k]!);
+    }
+    const viaNative: Buffer[] = [];
+    const b = smallSink(size, viaNative);
+    assert.equal(new SinkOut(b).putSorted(sources, at, len, order, n), true);
+    assert.ok(Buffer.concat([...viaNative, b.buf.subarray(0, b.pos)]).equals(Buffer.concat([...viaPut, a.buf.subarray(0, a.pos)])), `round ${round}`);
+  }
+});
+
+test('the native copy refuses a record outside its source, a source that is not one, and bad arguments', () => {
+  const gather = nativeGather.fn as unknown as (...args: unknown[]) => number;
+  assert.ok(gather, 'the scan addon is built (npm install)');
+  const dst = Buffer.alloc(64);
+  const src = [Buffer.from('abcdef'), Buffer.from('gh')];
+  const end = new Int32Array(1);
+  const one = (at: number, len: number) => [dst, 0, src, Float64Array.of(at), Uint32Array.of(len), Uint32Array.of(0), 0, 1, end];
+  assert.equal(gather(...one(2 ** 32 + 1, 1)), 1);
+  assert.deepEqual([end[0], dst[0]], [1, 'h'.charCodeAt(0)]);
+  for (const [at, len] of [
+    [4, 3],
+    [2 ** 32 + 1, 2],
+    [2 * 2 ** 32, 1],
+    [-1, 1],
+    [0.5, 1],
+    [2 ** 53, 1],
+  ])
+    assert.throws(() => gather(...one(at!, len!)), RangeError, `${at} ${len}`);
+  assert.throws(() => gather(dst, 0, src, Float64Array.of(0), Uint32Array.of(1), Uint32Array.of(1), 0, 1, end), RangeError, 'a record number past its arrays');
+  assert.throws(() => gather(dst, 0, [Buffer.from('a'), 'text'], Float64Array.of(2 ** 32), Uint32Array.of(1), Uint32Array.of(0), 0, 1, end), TypeError);
+  const good = one(0, 1);
+  for (const [i, bad] of [
+    [0, 'x'],
+    [1, 65],
+    [2, {}],
+    [3, new Uint32Array(1)],
+    [4, new Int32Array(1)],
+    [5, [0]],
+    [6, 2],
+    [7, 2],
+    [8, new Uint32Array(1)],
+  ] as const) {
+    const args: unknown[] = [...good];
+    args[i] = bad;
+    assert.throws(() => gather(...args), TypeError, `argument ${i}`);
+  }
+  assert.equal(gather(Buffer.alloc(3), 0, src, Float64Array.of(0), Uint32Array.of(4), Uint32Array.of(0), 0, 1, end), 0, 'no room for the line: none copied');
 });

@@ -75,6 +75,7 @@ export class GroupKeys {
     for (let k = 0; k < n; k++) order[k] = k;
     this.sortRange(0, n, 1);
     const { at, len } = this;
+    if (out.putSorted?.(sources, at, len, order, n)) return;
     for (let j = 0; j < n; j++) {
       const k = order[j]!;
       const a = at[k]!;

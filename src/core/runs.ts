@@ -1,6 +1,7 @@
 // Where sorted lines go (a file, a stage's output, chunks handed on), and the k-way
 // merge of sorted runs on disk, for the sorter's groups too big to sort in memory.
 import * as fs from 'node:fs';
+import { loadAddon } from './addons.js';
 import { copyBytes, type ByteSink } from './bytes.js';
 import { ioError } from './errors.js';
 import { removeQuietly } from './temps.js';
@@ -12,10 +13,33 @@ export const FAN_IN = 64;
 /** Where lines are written, whole, in order. */
 export interface LineOut {
   put(src: Uint8Array, s: number, e: number): void;
+  /**
+   * Puts the lines order[0, n) (line k: `len[k]` bytes at offset `at[k]` mod 2^32 of
+   * `sources[floor(at[k] / 2^32)]`) as put() would, one after another; false when it
+   * cannot (then nothing was put). Optional.
+   */
+  putSorted?(sources: readonly Uint8Array[], at: Float64Array, len: Uint32Array, order: Uint32Array, n: number): boolean;
 }
+
+type Gather = (
+  dst: Uint8Array,
+  pos: number,
+  sources: readonly Uint8Array[],
+  at: Float64Array,
+  len: Uint32Array,
+  order: Uint32Array,
+  from: number,
+  to: number,
+  end: Int32Array,
+) => number;
+
+/** The native copy of lines in order (src/native/scan.c), or null when it was not built; tests may turn it off. */
+export const nativeGather: { fn: Gather | null } = { fn: loadAddon<{ gather: Gather }>('scan')?.gather ?? null };
 
 /** Lines copied into a stage's output (a ByteSink, which hands its buffer on as it fills). */
 export class SinkOut implements LineOut {
+  private readonly end = new Int32Array(1);
+
   constructor(private readonly sink: ByteSink) {}
 
   put(src: Uint8Array, s: number, e: number): void {
@@ -23,6 +47,21 @@ export class SinkOut implements LineOut {
     sink.reserve(e - s);
     copyBytes(src, s, e, sink.buf, sink.pos);
     sink.pos += e - s;
+  }
+
+  putSorted(sources: readonly Uint8Array[], at: Float64Array, len: Uint32Array, order: Uint32Array, n: number): boolean {
+    const gather = nativeGather.fn;
+    if (gather === null) return false;
+    const sink = this.sink;
+    for (let j = 0; j < n; ) {
+      // Room for the next line at least: the native copy takes as many as then fit.
+      sink.reserve(len[order[j]!]!);
+      const next = gather(sink.buf, sink.pos, sources, at, len, order, j, n, this.end);
+      if (next === j) throw new Error('gather: no line copied into room for one');
+      j = next;
+      sink.pos = this.end[0]!;
+    }
+    return true;
   }
 }
 

@@ -2,9 +2,12 @@
  * Passes over lines a block at a time, in C: the streaming stages' record checks
  * (src/core/record-checks.ts: scanUrlRecord, scanJoined, logsaver's routed lines) and
  * the reflog parser's pass over a line (src/core/reflog.ts: ReflogAnalyzer.lineAt),
- * byte for byte the same. The JavaScript there stays the reference and the fallback;
- * test/record-checks.test.ts and test/reflog.test.ts hold the two to the same answers.
+ * byte for byte the same; and the sorter's copy of a group's records, in order, into
+ * the output (src/core/runs.ts: SinkOut.putSorted). The JavaScript there stays the
+ * reference and the fallback; test/record-checks.test.ts, test/reflog.test.ts,
+ * test/urlfast.test.ts and test/sorter.test.ts hold the two to the same answers.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <node_api.h>
@@ -395,11 +398,100 @@ static napi_value ScanReflog(napi_env env, napi_callback_info info) {
   return result;
 }
 
+/* A typed array argument of `type`: its data and length in elements. */
+static int typed_arg(napi_env env, napi_value v, napi_typedarray_type type, void **data, size_t *len) {
+  napi_typedarray_type t;
+  return napi_get_typedarray_info(env, v, &t, len, data, NULL, NULL) == napi_ok && t == type;
+}
+
+/*
+ * gather(dst, pos, sources, at, len, order, from, to, end): copies the records
+ * order[from], order[from + 1], ... (record k: len[k] bytes at offset at[k] mod 2^32 of
+ * the Uint8Array sources[floor(at[k] / 2^32)]) to dst from pos on, as many as fit
+ * before its end; end[0] = where they end. Returns the index in order after the last
+ * one copied. A record outside its source is a RangeError, as Buffer#copy's would be.
+ */
+static napi_value Gather(napi_env env, napi_callback_info info) {
+  size_t argc = 9;
+  napi_value argv[9];
+  uint8_t *dst;
+  double *at;
+  uint32_t *len, *order;
+  int32_t *end;
+  size_t dlen, alen, llen, olen, elen;
+  uint32_t nsrc;
+  int64_t pos, from, to;
+  bool is_array;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 9 ||
+      !typed_arg(env, argv[0], napi_uint8_array, (void **)&dst, &dlen) || dlen > INT32_MAX ||
+      napi_is_array(env, argv[2], &is_array) != napi_ok || !is_array || napi_get_array_length(env, argv[2], &nsrc) != napi_ok ||
+      !typed_arg(env, argv[3], napi_float64_array, (void **)&at, &alen) || !typed_arg(env, argv[4], napi_uint32_array, (void **)&len, &llen) ||
+      !typed_arg(env, argv[5], napi_uint32_array, (void **)&order, &olen) || !typed_arg(env, argv[8], napi_int32_array, (void **)&end, &elen) ||
+      elen < 1 || !int_arg(env, argv[1], 0, (double)dlen, &pos) || !int_arg(env, argv[7], 0, (double)olen, &to) ||
+      !int_arg(env, argv[6], 0, (double)to, &from)) {
+    napi_throw_type_error(env, NULL,
+                          "gather(dst, pos, sources, at, len, order, from, to, end) wants a Uint8Array and a position in it, an Array, a Float64Array, "
+                          "two Uint32Arrays, 0 <= from <= to <= order's length, and an Int32Array");
+    return NULL;
+  }
+  /* Each source's bytes, looked up when a record first needs them. */
+  const uint8_t *cache[64];
+  size_t cache_len[64];
+  int32_t cached[64];
+  for (int c = 0; c < 64; c++) cached[c] = -1;
+  int64_t j = from;
+  for (; j < to; j++) {
+    uint32_t k = order[j];
+    if (k >= alen || k >= llen) {
+      napi_throw_range_error(env, NULL, "gather: a record number past its arrays");
+      return NULL;
+    }
+    double a = at[k];
+    uint32_t n = len[k];
+    if (!(a >= 0) || a >= 9007199254740992.0) {
+      napi_throw_range_error(env, NULL, "gather: a record's place is not a source and an offset");
+      return NULL;
+    }
+    uint64_t place = (uint64_t)a;
+    uint32_t src = (uint32_t)(place >> 32), off = (uint32_t)place;
+    if ((double)place != a || src >= nsrc) {
+      napi_throw_range_error(env, NULL, "gather: a record's source is not one of the sources");
+      return NULL;
+    }
+    if (pos + n > (int64_t)dlen) break;
+    int slot = (int)(src & 63);
+    if (cached[slot] != (int32_t)src) {
+      napi_value v;
+      void *data;
+      size_t l;
+      if (napi_get_element(env, argv[2], src, &v) != napi_ok || !typed_arg(env, v, napi_uint8_array, &data, &l)) {
+        napi_throw_type_error(env, NULL, "gather: a source is not a Uint8Array");
+        return NULL;
+      }
+      cache[slot] = data;
+      cache_len[slot] = l;
+      cached[slot] = (int32_t)src;
+    }
+    if ((uint64_t)off + n > cache_len[slot]) {
+      napi_throw_range_error(env, NULL, "gather: a record runs past the end of its source");
+      return NULL;
+    }
+    memcpy(dst + pos, cache[slot] + off, n);
+    pos += n;
+  }
+  end[0] = (int32_t)pos;
+  napi_value result;
+  napi_create_double(env, (double)j, &result);
+  return result;
+}
+
 NAPI_MODULE_INIT() {
   napi_value fn;
   napi_create_function(env, "scanRecords", NAPI_AUTO_LENGTH, ScanRecords, NULL, &fn);
   napi_set_named_property(env, exports, "scanRecords", fn);
   napi_create_function(env, "scanReflog", NAPI_AUTO_LENGTH, ScanReflog, NULL, &fn);
   napi_set_named_property(env, exports, "scanReflog", fn);
+  napi_create_function(env, "gather", NAPI_AUTO_LENGTH, Gather, NULL, &fn);
+  napi_set_named_property(env, exports, "gather", fn);
   return exports;
 }
