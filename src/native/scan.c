@@ -19,16 +19,17 @@ enum { KIND_URL = 0, KIND_JOINED = 1, KIND_ROUTED = 2 };
 static const int TABS[] = {5, 8, 6};
 
 /*
- * What each byte value may be: bits HEX (a lower-case hex digit: 0-9, a-f) and DOMAIN
- * (in a domain as checkDomain has it: 0x21 to 0x7e but A-Z). Constant, so that every
- * thread that loads the addon shares it as it is.
+ * What each byte value may be, as bits: HEX (a lower-case hex digit: 0-9, a-f), DOMAIN
+ * (in a domain as checkDomain has it: 0x21 to 0x7e but A-Z), PATH_KEEP and QUERY_KEEP
+ * (kept as it is in a path, in a query, by WHATWG: src/core/urlfast.ts). Constant, so
+ * that every thread that loads the addon shares it as it is.
  */
-enum { HEX = 1, DOMAIN = 2 };
+enum { HEX = 1, DOMAIN = 2, PATH_KEEP = 4, QUERY_KEEP = 8 };
 static const uint8_t byte_class[256] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2,
-    2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2,
-    2, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0,
+    0, 14, 2, 2, 14, 14, 14, 6, 14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 14, 14, 2, 14, 2, 10,
+    14, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 14, 2, 14, 2, 14,
+    2, 15, 15, 15, 15, 15, 15, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 14, 2, 14, 2, 14, 0,
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
@@ -179,32 +180,6 @@ static long routed_end(const uint8_t *b, long s, long e, int32_t *T) {
   return url_record_end(b, t + 1, e, T + 1);
 }
 
-/*
- * canonicalEnd of src/core/urlfast.ts (where it says what a URL in canonical form is):
- * for an absolute http(s) URL b[s, e) that the WHATWG parser would leave as it is, where
- * it ends (before a '#'), its host in host[0, 1]; else -1. Reads b[s, e], b[e] included.
- */
-static const uint8_t PATH_KEEPS[256] = {
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1,
-    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-};
-static const uint8_t QUERY_KEEPS[256] = {
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1,
-    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-};
-
 static int is_lower(uint8_t c) { return c >= 'a' && c <= 'z'; }
 static int is_hex_any(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
@@ -229,6 +204,11 @@ static int is_dot_segment(const uint8_t *b, long s, long e) { return e - s <= 6 
 
 static int escape_at(const uint8_t *b, long p, long e) { return p + 2 < e && is_hex_any(b[p + 1]) && is_hex_any(b[p + 2]); }
 
+/*
+ * canonicalEnd of src/core/urlfast.ts (where it says what a URL in canonical form is):
+ * for an absolute http(s) URL b[s, e) that the WHATWG parser would leave as it is, where
+ * it ends (before a '#'), its host in host[0, 1]; else -1. Reads b[s, e], b[e] included.
+ */
 static long canonical_end(const uint8_t *b, long s, long e, int32_t *host) {
   long p;
   if (e - s < 10 || b[s] != 'h' || b[s + 1] != 't' || b[s + 2] != 't' || b[s + 3] != 'p') return -1;
@@ -248,7 +228,7 @@ static long canonical_end(const uint8_t *b, long s, long e, int32_t *host) {
       seg = p + 1;
     } else if (c == '?' || c == '#') {
       break;
-    } else if (PATH_KEEPS[c] == 0 || (c == '%' && !escape_at(b, p, e))) {
+    } else if (!(byte_class[c] & PATH_KEEP) || (c == '%' && !escape_at(b, p, e))) {
       return -1;
     }
   }
@@ -257,7 +237,7 @@ static long canonical_end(const uint8_t *b, long s, long e, int32_t *host) {
     for (p++; p < e; p++) {
       uint8_t c = b[p];
       if (c == '#') break;
-      if (c != '?' && (QUERY_KEEPS[c] == 0 || (c == '%' && !escape_at(b, p, e)))) return -1;
+      if (c != '?' && (!(byte_class[c] & QUERY_KEEP) || (c == '%' && !escape_at(b, p, e)))) return -1;
     }
   }
   return p;
@@ -324,6 +304,42 @@ static int int_arg(napi_env env, napi_value v, double min, double max, int64_t *
   return 1;
 }
 
+/* A typed array argument of `type`: its data and length in elements. */
+static int typed_arg(napi_env env, napi_value v, napi_typedarray_type type, void **data, size_t *len) {
+  napi_typedarray_type t;
+  return napi_get_typedarray_info(env, v, &t, len, data, NULL, NULL) == napi_ok && t == type;
+}
+
+/* A pass over lines: the bytes b[s, e) and the Int32Array out[0, olen) it writes to. */
+struct lines {
+  const uint8_t *b;
+  long s, e;
+  int32_t *out;
+  size_t olen;
+};
+
+/* The `argc` arguments of a pass over lines into argv: (buf, from, limit, ..., out), checked; 0 when one is bad. */
+static int lines_call(napi_env env, napi_callback_info info, size_t argc, napi_value *argv, struct lines *l) {
+  size_t got = argc;
+  void *bdata;
+  size_t blen;
+  int64_t f, e;
+  if (napi_get_cb_info(env, info, &got, argv, NULL, NULL) != napi_ok || got < argc || !typed_arg(env, argv[0], napi_uint8_array, &bdata, &blen) ||
+      blen > INT32_MAX || !typed_arg(env, argv[argc - 1], napi_int32_array, (void **)&l->out, &l->olen) || !int_arg(env, argv[2], 0, (double)blen, &e) ||
+      !int_arg(env, argv[1], 0, (double)e, &f))
+    return 0;
+  l->b = bdata;
+  l->s = (long)f;
+  l->e = (long)e;
+  return 1;
+}
+
+static napi_value int_result(napi_env env, int32_t n) {
+  napi_value result;
+  napi_create_int32(env, n, &result);
+  return result;
+}
+
 /*
  * scanRecords(buf, from, limit, kind, out): checks the lines of `kind` (0: URL record,
  * 1: joined, 2: routed) that follow one another from buf[from], each ended by an LF
@@ -332,38 +348,25 @@ static int int_arg(napi_env env, napi_value v, double min, double max, int64_t *
  * and its TABs' (5, 8 or 6); returns the number of lines.
  */
 static napi_value ScanRecords(napi_env env, napi_callback_info info) {
-  size_t argc = 5;
   napi_value argv[5];
-  napi_typedarray_type bt, ot;
-  size_t blen, olen;
-  void *bdata, *odata;
-  int64_t from, limit, kind;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 5 ||
-      napi_get_typedarray_info(env, argv[0], &bt, &blen, &bdata, NULL, NULL) != napi_ok || bt != napi_uint8_array ||
-      napi_get_typedarray_info(env, argv[4], &ot, &olen, &odata, NULL, NULL) != napi_ok || ot != napi_int32_array ||
-      blen > INT32_MAX || !int_arg(env, argv[2], 0, (double)blen, &limit) || !int_arg(env, argv[1], 0, (double)limit, &from) ||
-      !int_arg(env, argv[3], 0, 2, &kind)) {
+  struct lines l;
+  int64_t kind;
+  if (!lines_call(env, info, 5, argv, &l) || !int_arg(env, argv[3], 0, 2, &kind)) {
     napi_throw_type_error(env, NULL,
                           "scanRecords(buf, from, limit, kind, out) wants a Uint8Array, 0 <= from <= limit <= its length, kind 0, 1 or 2, and an Int32Array");
     return NULL;
   }
-  const uint8_t *b = bdata;
-  int32_t *out = odata;
   size_t stride = (size_t)TABS[kind] + 1;
-  long s = (long)from, e = (long)limit;
   int32_t n = 0;
-  for (size_t at = 0; at + stride <= olen && s < e; at += stride) {
-    long end = kind == KIND_URL ? url_record_end(b, s, e, out + at + 1)
-               : kind == KIND_JOINED ? joined_end(b, s, e, out + at + 1)
-                                     : routed_end(b, s, e, out + at + 1);
-    if (end < 0 || end >= e) break;
-    out[at] = (int32_t)end;
+  for (size_t at = 0; at + stride <= l.olen && l.s < l.e; at += stride) {
+    int32_t *o = l.out + at;
+    long end = kind == KIND_URL ? url_record_end(l.b, l.s, l.e, o + 1) : kind == KIND_JOINED ? joined_end(l.b, l.s, l.e, o + 1) : routed_end(l.b, l.s, l.e, o + 1);
+    if (end < 0 || end >= l.e) break;
+    o[0] = (int32_t)end;
     n++;
-    s = end + 1;
+    l.s = end + 1;
   }
-  napi_value result;
-  napi_create_int32(env, n, &result);
-  return result;
+  return int_result(env, n);
 }
 
 /*
@@ -372,36 +375,18 @@ static napi_value ScanRecords(napi_env env, napi_callback_info info) {
  * Int32Array) holds, 15 ints each: see reflog_line. Returns the number of lines.
  */
 static napi_value ScanReflog(napi_env env, napi_callback_info info) {
-  size_t argc = 4;
   napi_value argv[4];
-  napi_typedarray_type bt, ot;
-  size_t blen, olen;
-  void *bdata, *odata;
-  int64_t from, limit;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 4 ||
-      napi_get_typedarray_info(env, argv[0], &bt, &blen, &bdata, NULL, NULL) != napi_ok || bt != napi_uint8_array ||
-      napi_get_typedarray_info(env, argv[3], &ot, &olen, &odata, NULL, NULL) != napi_ok || ot != napi_int32_array ||
-      blen > INT32_MAX || !int_arg(env, argv[2], 0, (double)blen, &limit) || !int_arg(env, argv[1], 0, (double)limit, &from)) {
+  struct lines l;
+  if (!lines_call(env, info, 4, argv, &l)) {
     napi_throw_type_error(env, NULL, "scanReflog(buf, from, limit, out) wants a Uint8Array, 0 <= from <= limit <= its length, and an Int32Array");
     return NULL;
   }
-  const uint8_t *b = bdata;
-  int32_t *out = odata;
-  long s = (long)from, e = (long)limit;
   int32_t n = 0;
-  for (size_t at = 0; at + REFLOG_STRIDE <= olen && s < e; at += REFLOG_STRIDE) {
-    s = reflog_line(b, s, e, out + at) + 1;
+  for (size_t at = 0; at + REFLOG_STRIDE <= l.olen && l.s < l.e; at += REFLOG_STRIDE) {
+    l.s = reflog_line(l.b, l.s, l.e, l.out + at) + 1;
     n++;
   }
-  napi_value result;
-  napi_create_int32(env, n, &result);
-  return result;
-}
-
-/* A typed array argument of `type`: its data and length in elements. */
-static int typed_arg(napi_env env, napi_value v, napi_typedarray_type type, void **data, size_t *len) {
-  napi_typedarray_type t;
-  return napi_get_typedarray_info(env, v, &t, len, data, NULL, NULL) == napi_ok && t == type;
+  return int_result(env, n);
 }
 
 /*
