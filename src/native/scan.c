@@ -15,7 +15,7 @@
 enum { TAB = 9, LF = 10, CR = 13, DASH = 45, ID_BYTES = 16, TS_BYTES = 14, MAX_HITS_DIGITS = 30 };
 enum { KIND_URL = 0, KIND_JOINED = 1, KIND_ROUTED = 2 };
 
-/* Fields' TABs a line of each kind has, and the ints scanRecords writes per line. */
+/* The TABs a line of each kind has; scanRecords writes one int more per line (its LF). */
 static const int TABS[] = {5, 8, 6};
 
 /*
